@@ -1,0 +1,50 @@
+# crossover — developer entry points. `make test` and `make demo` work on a fresh
+# machine with only Python, pip, gcc and cmake.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CACHE ?= $(HOME)/.cache/crossover
+
+.PHONY: test demo venv lint typecheck unit browser-deps engines models clean
+
+$(BIN)/crossover: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,models]'
+	touch $@
+
+venv: $(BIN)/crossover
+
+# Debian's chromium for the report's browser test (skipped quietly if apt is absent;
+# the browser test then fails loudly rather than skipping).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || true)
+
+# Real engine + real model, cached under $(CACHE) keyed by source version.
+engines: venv
+	$(BIN)/crossover engines install llamacpp
+
+models: venv
+	$(BIN)/crossover models fetch gemma3-270m
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -q
+
+test:
+	rm -rf $(VENV)
+	$(MAKE) venv browser-deps engines models
+	$(MAKE) lint typecheck unit
+
+demo: venv engines models
+	$(BIN)/crossover demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,73 @@
+"""The ``crossover`` command: one module per command under ``crossover.cli``.
+
+Each command module defines ``register(app: typer.Typer) -> None``. Modules import
+their heavy dependencies inside the command functions, so ``crossover --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from crossover.errors import CrossoverError, EngineError
+
+# One line per command module; each module registers its own commands.
+COMMAND_MODULES: tuple[str, ...] = (
+    "run",
+    "advise",
+    "plan",
+    "calibration",
+    "verify",
+)
+
+app = typer.Typer(
+    name="crossover",
+    help="Matched-work benchmarks of LLM serving engines: measure, find the crossover, advise.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"crossover.cli.{_name}").register(app)
+
+
+def _fail(message: str, code: int, detail: str | None = None) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    err = Console(stderr=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    if detail:
+        err.print(escape(detail.rstrip()), style="dim")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of raising (used by tests too)."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except CrossoverError as exc:
+        tail = exc.log_tail if isinstance(exc, EngineError) else None
+        return _fail(str(exc), exc.exit_code, tail)
+    except KeyboardInterrupt:
+        return _fail("interrupted; results written so far are kept (run again to resume)", 130)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except Exception as exc:  # click's usage errors and aborts
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            return _fail(exc.format_message().replace("\n", " "), 2)
+        if isinstance(exc, click.exceptions.Abort):
+            return _fail("aborted", 130)
+        if isinstance(exc, click.exceptions.Exit):
+            return int(exc.exit_code or 0)
+        raise
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Terminal rendering of run summaries and live progress (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from crossover.metrics.summary import RunSummary, Stats
+from crossover.runner import Progress
+
+VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
+
+
+def _f(x: float | None, fmt: str = ".1f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def progress_line(p: Progress) -> Text:
+    total = f"/{p.total}" if p.total else ""
+    warm = f"  warm-up {p.warmup_done}" if p.warmup_done and not p.done else ""
+    return Text.assemble(
+        ("requests ", "dim"),
+        f"{p.done}{total}",
+        ("  failed ", "dim"),
+        (str(p.failed), "red" if p.failed else ""),
+        ("  tok/s ", "dim"),
+        f"{p.tokens_per_s:,.0f}",
+        ("  TTFT p50 ", "dim"),
+        f"{_f(p.ttft_p50_ms)} ms",
+        (warm, "dim"),
+    )
+
+
+def summary_table(s: RunSummary, title: str | None = None) -> Group:
+    verdict = Text(s.verdict.upper(), style=VERDICT_STYLE[s.verdict])
+    head = Text.assemble(
+        (title + "  " if title else ""),
+        "verdict: ",
+        verdict,
+        f"   requests {s.requests.sent} sent, {s.requests.succeeded} ok, "
+        f"{s.requests.failed} failed, {s.requests.matched} matched",
+    )
+    load = s.load
+    lvl = (
+        f"concurrency {load.concurrency}"
+        if load.mode == "concurrency"
+        else f"rate {load.rate_rps} req/s"
+    )
+    tp = s.throughput
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col in ("", "mean", "p50", "p90", "p99", "min", "max", "n"):
+        t.add_column(col, justify="right" if col else "left")
+
+    def row(name: str, st: Stats) -> None:
+        t.add_row(
+            name,
+            _f(st.mean, ".2f"),
+            _f(st.p50, ".2f"),
+            _f(st.p90, ".2f"),
+            _f(st.p99, ".2f"),
+            _f(st.min, ".2f"),
+            _f(st.max, ".2f"),
+            str(st.count),
+        )
+
+    row("TTFT ms", s.ttft_ms)
+    row("TPOT ms", s.tpot_ms)
+    row("ITL ms", s.itl_ms)
+    row("E2E ms", s.e2e_ms)
+    if s.queue_ms.count:
+        row("queue ms", s.queue_ms)
+    lines: list[Text | Table] = [
+        head,
+        Text(
+            f"{lvl} (achieved {_f(load.achieved_concurrency, '.2f')})   "
+            f"total {_f(tp.total_tokens_per_s, ',.1f')} tok/s   "
+            f"output {_f(tp.output_tokens_per_s, ',.1f')} tok/s   "
+            f"{_f(tp.requests_per_s, '.2f')} req/s   "
+            f"(steady window {_f(s.window.duration_s, '.2f')} s of {s.duration_s:.2f} s)"
+        ),
+        t,
+    ]
+    if s.goodput is not None:
+        lines.append(
+            Text(
+                f"goodput {_f(s.goodput.requests_per_s, '.2f')} req/s "
+                f"({_f((s.goodput.fraction or 0) * 100, '.0f')}% meet {s.goodput.slo})"
+            )
+        )
+    for p in s.problems:
+        style = {"error": "red", "warning": "yellow", "info": "dim"}[p.severity]
+        lines.append(Text.assemble((f"{p.severity} {p.code}", style), f": {p.message}"))
+    return Group(*lines)
+
+
+def print_summary(console: Console, s: RunSummary, title: str | None = None) -> None:
+    console.print(summary_table(s, escape(title) if title else None))

@@ -1,0 +1,179 @@
+"""``crossover run`` (one load level) and ``crossover summarize`` (recompute)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crossover.errors import InvalidRunError, UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("summarize")(summarize_cmd)
+
+
+def run(
+    url: Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8080")],
+    model: Annotated[str, typer.Option(help="Model name sent in each request")],
+    output_tokens: Annotated[int, typer.Option(help="Exactly this many tokens per request")],
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="Request dialect: openai, vllm, sglang, trtllm, triton, llamacpp, transformers"
+        ),
+    ] = "openai",
+    endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Open loop: Poisson arrivals per second")
+    ] = None,
+    max_in_flight: Annotated[
+        int | None,
+        typer.Option(help="Open loop: cap on requests in flight (the wait counts in queue_ms)"),
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option(help="Measured requests (default 4x concurrency, at least 32)")
+    ] = None,
+    duration_s: Annotated[float | None, typer.Option(help="Measure for this long instead")] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up requests outside the measurement")
+    ] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = 200,
+    prompts: Annotated[
+        Path | None, typer.Option(help="Prompts from a JSONL or ShareGPT file")
+    ] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals")] = 0,
+    timeout_s: Annotated[float, typer.Option(help="Total time limit per request")] = 1800.0,
+    first_token_timeout_s: Annotated[float, typer.Option()] = 300.0,
+    gap_timeout_s: Annotated[float, typer.Option(help="Longest allowed gap between chunks")] = 60.0,
+    connect_timeout_s: Annotated[float, typer.Option()] = 10.0,
+    allowed_failures: Annotated[
+        int, typer.Option(help="Failed requests tolerated in a valid run")
+    ] = 0,
+    slo: Annotated[
+        str | None, typer.Option(help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder (database and summaries)")] = Path(
+        "crossover-results"
+    ),
+    db: Annotated[
+        Path | None, typer.Option(help="SQLite database (default OUT/results.db)")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the run summary here")
+    ] = None,
+    allow_invalid: Annotated[
+        bool, typer.Option(help="Exit 0 even when the verdict is not valid")
+    ] = False,
+    quiet: Annotated[bool, typer.Option(help="No live progress")] = False,
+) -> None:
+    """Drive one endpoint at one load level with matched work, verify it, report."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from crossover.cli.common import run_async, validated
+    from crossover.cli.render import print_summary, progress_line
+    from crossover.config import RunConfig, TimeoutsConfig, parse_kv
+    from crossover.records.store import Store, check_writable
+    from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
+
+    try:
+        slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
+    except ValueError as exc:
+        raise UsageError(f"--slo: {exc}") from None
+    config = validated(
+        RunConfig,
+        url=url,
+        engine=engine,
+        model=model,
+        endpoint=endpoint,
+        concurrency=concurrency,
+        rate_rps=rate,
+        max_in_flight=max_in_flight,
+        requests=requests,
+        duration_s=duration_s,
+        warmup_requests=warmup,
+        output_tokens=output_tokens,
+        input_tokens=input_tokens,
+        prompts_file=prompts,
+        tokenizer=tokenizer,
+        seed=seed,
+        allowed_failures=allowed_failures,
+        slo=slo_map,
+        api_key_env=api_key_env,
+        timeouts=validated(
+            TimeoutsConfig,
+            connect_s=connect_timeout_s,
+            first_token_s=first_token_timeout_s,
+            gap_s=gap_timeout_s,
+            total_s=timeout_s,
+        ),
+    )
+    check_writable(out)
+    if json_path is not None:
+        check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    console = Console(stderr=True)
+    probe(config.url, api_headers(config))
+    tok = choose_tokenizer(config)
+    progress = Progress(total=config.requests)
+    with Store(db or out / "results.db") as store:
+
+        async def go() -> Any:
+            task = asyncio.ensure_future(execute(config, store, tokenizer=tok, progress=progress))
+            if quiet:
+                return await task
+            with Live(
+                progress_line(progress), console=console, refresh_per_second=4, transient=True
+            ) as live:
+                while not task.done():
+                    await asyncio.wait({task}, timeout=0.25)
+                    live.update(progress_line(progress))
+            return task.result()
+
+        outcome = run_async(go())
+    summary = outcome.summary
+    print_summary(Console(), summary, f"{config.engine} @ {config.url}")
+    if json_path is not None:
+        import orjson
+
+        json_path.write_bytes(orjson.dumps(summary.to_json_dict(), option=orjson.OPT_INDENT_2))
+    console.print(f"[dim]records: {db or out / 'results.db'} (run {outcome.run_id})[/]")
+    if summary.verdict != "valid" and not allow_invalid:
+        raise InvalidRunError(
+            f"verdict {summary.verdict}: see the problems above (--allow-invalid to exit 0)"
+        )
+
+
+def summarize_cmd(
+    db: Annotated[Path, typer.Argument(help="A crossover results database")],
+    run_id: Annotated[str | None, typer.Option(help="One run (default: every run)")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write summaries here")] = None,
+) -> None:
+    """Recompute run summaries from the raw per-request records."""
+    import orjson
+    from rich.console import Console
+
+    from crossover.cli.render import print_summary
+    from crossover.records.store import Store
+    from crossover.runner import resummarize
+
+    if not db.is_file():
+        raise UsageError(f"{db}: no such database")
+    console = Console()
+    out = []
+    with Store(db) as store:
+        ids = [run_id] if run_id else [r.run_id for r in store.runs()]
+        for rid in ids:
+            s = resummarize(store, rid)
+            print_summary(console, s, rid)
+            out.append({"run_id": rid, "summary": s.to_json_dict()})
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))

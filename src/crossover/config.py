@@ -1,0 +1,104 @@
+"""Validated settings, built once at the edge (CLI or config file) and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from crossover.dialects import DIALECTS
+
+
+class TimeoutsConfig(BaseModel):
+    connect_s: float = Field(10.0, gt=0)
+    first_token_s: float = Field(300.0, gt=0)
+    gap_s: float = Field(60.0, gt=0)
+    total_s: float = Field(1800.0, gt=0)
+
+
+class RunConfig(BaseModel):
+    """One load level against one endpoint (``crossover run``)."""
+
+    model_config = {"extra": "forbid"}
+
+    url: str
+    engine: str = "openai"
+    model: str
+    endpoint: Literal["completions", "chat"] = "completions"
+    concurrency: int | None = Field(None, ge=1, le=100_000)
+    rate_rps: float | None = Field(None, gt=0)
+    max_in_flight: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    warmup_requests: int | None = Field(None, ge=0)
+    output_tokens: int = Field(..., ge=1, le=1_000_000)
+    input_tokens: int | None = Field(200, ge=1, le=10_000_000)
+    prompts_file: Path | None = None
+    tokenizer: str | None = None
+    seed: int = 0
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    allowed_failures: int = Field(0, ge=0)
+    slo: dict[str, float] = Field(default_factory=dict)
+    api_key_env: str | None = None
+    workers: int = Field(1, ge=1, le=256)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        p = urlparse(v)
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise ValueError(f"not an http(s) URL: {v!r}")
+        return v.rstrip("/")
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        if v not in DIALECTS:
+            raise ValueError(f"unknown engine {v!r}; known: {', '.join(sorted(DIALECTS))}")
+        return v
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                raise ValueError(f"unknown SLO {k!r}; use ttft_ms, tpot_ms, e2e_ms")
+            if x <= 0:
+                raise ValueError(f"SLO {k} must be positive")
+        return v
+
+    @model_validator(mode="after")
+    def _load(self) -> RunConfig:
+        if (self.concurrency is None) == (self.rate_rps is None):
+            raise ValueError("give exactly one of --concurrency or --rate")
+        if self.requests is None and self.duration_s is None:
+            c = self.concurrency or 1
+            self.requests = max(32, 4 * c)
+        if self.requests is not None and self.duration_s is not None:
+            raise ValueError("give --requests or --duration-s, not both")
+        if self.engine == "triton" and self.endpoint == "chat":
+            raise ValueError("the triton dialect has no chat endpoint")
+        return self
+
+    @property
+    def mode(self) -> Literal["concurrency", "rate"]:
+        return "concurrency" if self.concurrency is not None else "rate"
+
+    @property
+    def warmup(self) -> int:
+        if self.warmup_requests is not None:
+            return self.warmup_requests
+        return min(self.concurrency or 4, 16)
+
+
+def parse_kv(text: str, what: str) -> dict[str, str]:
+    """``a=1,b=2`` -> dict; the error names the flag."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ValueError(f"{what}: expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out

@@ -1,0 +1,36 @@
+"""Request dialects: one per engine. Each builds a body and parses a chunk (pure)."""
+
+from __future__ import annotations
+
+from crossover.dialects.base import ChunkInfo, Dialect, Endpoint, RequestSpec
+from crossover.dialects.openai import (
+    LlamaCppDialect,
+    OpenAIDialect,
+    SGLangDialect,
+    TransformersDialect,
+    TRTLLMDialect,
+    VLLMDialect,
+)
+from crossover.dialects.triton import TritonDialect
+from crossover.errors import UsageError
+
+DIALECTS: dict[str, Dialect] = {
+    "openai": OpenAIDialect(),
+    "vllm": VLLMDialect(),
+    "sglang": SGLangDialect(),
+    "trtllm": TRTLLMDialect(),
+    "triton": TritonDialect(),
+    "llamacpp": LlamaCppDialect(),
+    "transformers": TransformersDialect(),
+}
+
+
+def get_dialect(name: str) -> Dialect:
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        known = ", ".join(sorted(DIALECTS))
+        raise UsageError(f"unknown engine dialect {name!r}; known: {known}") from None
+
+
+__all__ = ["DIALECTS", "ChunkInfo", "Dialect", "Endpoint", "RequestSpec", "get_dialect"]

@@ -1,0 +1,1 @@
+"""When to send: closed loop (C workers), open loop (Poisson, absolute schedule)."""

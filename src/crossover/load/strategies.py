@@ -1,0 +1,131 @@
+"""Load strategies. They decide *when* a request is sent and nothing else.
+
+* Closed loop: ``C`` workers, each sends its next request when its last one ends.
+* Open loop: Poisson arrivals on an absolute schedule fixed before the run. When
+  the client cannot send on time (or ``max_in_flight`` holds a request back), the
+  request keeps its scheduled time, so ``queue_ms`` shows the delay and
+  coordinated omission cannot hide latency (vLLM #54101).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from crossover.records.model import RequestRecord
+
+#: sends request ``index`` (scheduled at ``t_scheduled_ns`` or None) and returns its record
+SendFn = Callable[[int, int | None, bool], Awaitable[RequestRecord]]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadPlan:
+    mode: str  # "concurrency" | "rate"
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    max_in_flight: int | None = None
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    seed: int = 0
+
+
+def poisson_schedule(rate_rps: float, count: int, seed: int, start_ns: int) -> list[int]:
+    """Absolute send times: exponential gaps with mean 1/rate, fixed by the seed."""
+    rng = random.Random(f"arrivals:{seed}")
+    out = []
+    t = float(start_ns)
+    for _ in range(count):
+        t += rng.expovariate(rate_rps) * 1e9
+        out.append(int(t))
+    return out
+
+
+async def closed_loop(
+    send: SendFn,
+    concurrency: int,
+    requests: int | None,
+    duration_s: float | None,
+    abort: asyncio.Event,
+    first_index: int = 0,
+    warmup: bool = False,
+) -> None:
+    counter = itertools.count(first_index)
+    last = None if requests is None else first_index + requests
+    deadline = None if duration_s is None else time.perf_counter_ns() + int(duration_s * 1e9)
+
+    async def worker() -> None:
+        while not abort.is_set():
+            i = next(counter)
+            if last is not None and i >= last:
+                return
+            if deadline is not None and time.perf_counter_ns() >= deadline:
+                return
+            await send(i, None, warmup)
+
+    workers = concurrency if last is None else min(concurrency, last - first_index)
+    await _gather_or_abort([worker() for _ in range(max(workers, 0))], abort)
+
+
+async def open_loop(
+    send: SendFn,
+    rate_rps: float,
+    requests: int | None,
+    duration_s: float | None,
+    abort: asyncio.Event,
+    seed: int,
+    max_in_flight: int | None = None,
+    first_index: int = 0,
+) -> None:
+    count = requests if requests is not None else int(rate_rps * (duration_s or 0) * 1.5) + 16
+    start = time.perf_counter_ns() + 5_000_000
+    schedule = poisson_schedule(rate_rps, count, seed, start)
+    if duration_s is not None:
+        end = start + int(duration_s * 1e9)
+        schedule = [t for t in schedule if t < end] if requests is None else schedule
+    gate = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(i: int, t_sched: int) -> None:
+        if gate is None:
+            await send(i, t_sched, False)
+            return
+        async with gate:  # the wait is inside queue_ms: t_scheduled stays as planned
+            await send(i, t_sched, False)
+
+    for k, t_sched in enumerate(schedule):
+        if abort.is_set():
+            break
+        delay = (t_sched - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = loop.create_task(one(first_index + k, t_sched))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await _gather_or_abort(list(tasks), abort)
+
+
+async def _gather_or_abort(aws: list[Awaitable[None]], abort: asyncio.Event) -> None:
+    """Wait for all; if ``abort`` is set first (engine died, Ctrl-C), cancel the rest."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return
+    stopper = asyncio.ensure_future(abort.wait())
+    everything: asyncio.Future[list[None]] = asyncio.gather(*tasks)
+    waiters: set[asyncio.Future[Any]] = {everything, stopper}
+    try:
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if everything in done:
+            everything.result()  # re-raise a worker's exception
+    finally:
+        stopper.cancel()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(everything, return_exceptions=True)

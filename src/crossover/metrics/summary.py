@@ -1,0 +1,138 @@
+"""The run summary: the JSON of ``crossover run --json`` (``crossover.run/1``).
+
+Derived from the raw records and recomputable from them (``crossover summarize``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["valid", "unverified", "invalid"]
+Severity = Literal["error", "warning", "info"]
+
+PROBLEM_CODES = (
+    "short_completion",
+    "long_completion",
+    "finish_reason",
+    "usage_missing",
+    "usage_mismatch",
+    "prompt_tokens_mismatch",
+    "http_error",
+    "timeout",
+    "stream_truncated",
+    "connection_error",
+    "malformed_event",
+    "multi_token_chunks",
+    "client_floor",
+    "engine_died",
+)
+
+
+class Stats(BaseModel):
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+    count: int = 0
+
+
+class Problem(BaseModel):
+    code: str
+    severity: Severity
+    count: int
+    message: str
+
+
+class RequestCounts(BaseModel):
+    sent: int
+    succeeded: int
+    failed: int
+    matched: int
+    warmup: int = 0
+
+
+class Load(BaseModel):
+    mode: Literal["concurrency", "rate"]
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    achieved_concurrency: float | None = None
+    workers: int = 1
+
+
+class Throughput(BaseModel):
+    total_tokens_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+
+
+class Window(BaseModel):
+    """The steady window (target concurrency in flight), relative to the first send."""
+
+    start_s: float | None = None
+    end_s: float | None = None
+    duration_s: float | None = None
+    steady: bool = Field(False, description="False when the run never reached its target")
+
+
+class Goodput(BaseModel):
+    slo: dict[str, float]
+    requests_per_s: float | None = None
+    fraction: float | None = None
+
+
+class EngineInfo(BaseModel):
+    name: str
+    url: str
+    model: str
+    version: str | None = None
+
+
+class WorkloadInfo(BaseModel):
+    input_tokens: int | None
+    output_tokens: int
+    endpoint: Literal["completions", "chat"]
+    prompts: str = "synthetic"
+    seed: int = 0
+    tokenizer: str | None = None
+
+
+class ClientFloor(BaseModel):
+    """The client's own delivery delay at this load (from ``crossover calibrate``)."""
+
+    delivery_p50_ms: float | None = None
+    delivery_p99_ms: float | None = None
+    source: str | None = None
+
+
+class RunSummary(BaseModel):
+    schema_: Literal["crossover.run/1"] = Field("crossover.run/1", alias="schema")
+    verdict: Verdict
+    problems: list[Problem]
+    requests: RequestCounts
+    load: Load
+    throughput: Throughput
+    whole_run: Throughput = Field(default_factory=Throughput)
+    window: Window = Field(default_factory=Window)
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    chunk_gap_ms: Stats
+    e2e_ms: Stats
+    queue_ms: Stats
+    goodput: Goodput | None = None
+    client_floor: ClientFloor | None = None
+    prompt_tokens: Stats = Field(default_factory=Stats)
+    engine: EngineInfo
+    workload: WorkloadInfo
+    started_at: str
+    duration_s: float
+
+    model_config = {"populate_by_name": True}
+
+    def to_json_dict(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True)

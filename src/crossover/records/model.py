@@ -1,0 +1,62 @@
+"""One request's raw record: what was sent, when every token-carrying chunk arrived.
+
+Every metric in ``crossover.metrics`` is derived from these records, so any metric
+can be recomputed later from the SQLite store (``crossover summarize DB``).
+Times are ``time.perf_counter_ns()`` readings of one process; ``None`` means missing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+ErrorKind = Literal[
+    "http_error",
+    "timeout",
+    "connection_error",
+    "stream_truncated",
+    "malformed",
+]
+
+
+class RequestRecord(BaseModel):
+    """A single request as the client saw it."""
+
+    index: int = Field(description="position in the run's request sequence")
+    worker: int = 0
+    warmup: bool = False
+    prompt_id: int | None = None
+    expected_prompt_tokens: int | None = None
+    expected_output_tokens: int
+    # timestamps (perf_counter_ns)
+    t_scheduled_ns: int | None = None
+    t_send_ns: int
+    t_first_ns: int | None = None
+    t_last_ns: int | None = None
+    t_done_ns: int | None = None
+    # one entry per token-carrying chunk, in arrival order
+    chunk_arrival_ns: list[int] = Field(default_factory=list)
+    chunk_chars: list[int] = Field(default_factory=list)
+    # tokens per chunk when the server says (token ids / per-chunk counts); else None
+    chunk_tokens: list[int] | None = None
+    # server emission stamps (calibration server only), same clock as the client's
+    chunk_emitted_ns: list[int] | None = None
+    # outcome
+    status: int | None = None
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    saw_done: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    # "usage" when the server reported it, "tokenizer" when counted client-side
+    count_source: Literal["usage", "tokenizer"] | None = None
+    text_chars: int = 0
+    #: generated text, kept only when a tokenizer will count it (usage missing/checked)
+    text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The request completed without a transport or HTTP error."""
+        return self.error_kind is None

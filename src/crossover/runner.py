@@ -1,0 +1,286 @@
+"""One load level against one endpoint: the library behind ``crossover run``.
+
+Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport)
+-> records (SQLite, as they arrive) -> metrics. Sweeps call ``execute`` per level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from crossover.config import RunConfig
+from crossover.dialects import RequestSpec, get_dialect
+from crossover.errors import UsageError
+from crossover.load.strategies import closed_loop, open_loop
+from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
+from crossover.metrics.summary import ClientFloor, EngineInfo, Problem, RunSummary
+from crossover.records.model import RequestRecord
+from crossover.records.store import Store
+from crossover.transport.http import Timeouts, make_session, stream_request
+from crossover.workload import (
+    Prompt,
+    ServerTokenizer,
+    Tokenizer,
+    dataset_prompts,
+    load_tokenizer,
+    synthetic_prompts,
+)
+
+#: engines whose server has a llama.cpp- or vLLM-style /tokenize
+SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
+
+
+@dataclass
+class Progress:
+    """Live counters for the progress display; updated as records arrive."""
+
+    total: int | None
+    done: int = 0
+    failed: int = 0
+    warmup_done: int = 0
+    output_chars: int = 0
+    output_tokens: int = 0
+    started_ns: int = field(default_factory=time.perf_counter_ns)
+    ttfts_ms: list[float] = field(default_factory=list)
+
+    def update(self, r: RequestRecord) -> None:
+        if r.warmup:
+            self.warmup_done += 1
+            return
+        if r.ok:
+            self.done += 1
+            self.output_tokens += r.completion_tokens or len(r.chunk_arrival_ns)
+            if r.t_first_ns is not None:
+                self.ttfts_ms.append((r.t_first_ns - r.t_send_ns) / 1e6)
+        else:
+            self.failed += 1
+
+    @property
+    def tokens_per_s(self) -> float:
+        dt = (time.perf_counter_ns() - self.started_ns) / 1e9
+        return self.output_tokens / dt if dt > 0 else 0.0
+
+    @property
+    def ttft_p50_ms(self) -> float | None:
+        if not self.ttfts_ms:
+            return None
+        s = sorted(self.ttfts_ms[-2000:])
+        return s[len(s) // 2]
+
+
+def api_headers(config: RunConfig) -> dict[str, str]:
+    """The API key comes from the environment only and is never stored."""
+    name = config.api_key_env or "CROSSOVER_API_KEY"
+    key = os.environ.get(name)
+    if config.api_key_env and not key:
+        raise UsageError(f"--api-key-env {name}: that environment variable is not set")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
+    """Fail fast, with one line, when nothing answers at ``url``."""
+    for path in ("/health", "/v1/models", "/"):
+        req = urllib.request.Request(url + path, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s):  # noqa: S310
+                return
+        except urllib.error.HTTPError:
+            return  # something answers HTTP: good enough
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if path == "/":
+                raise UsageError(f"cannot reach {url}: {reason}") from None
+
+
+def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
+    if config.tokenizer:
+        return load_tokenizer(config.tokenizer)
+    if config.engine in SERVER_TOKENIZE:
+        server = ServerTokenizer(config.url, config.model)
+        if server.available():
+            return server
+    return None
+
+
+def build_prompts(config: RunConfig, tokenizer: Tokenizer | None, count: int) -> list[Prompt]:
+    if config.prompts_file is not None:
+        return dataset_prompts(
+            config.prompts_file, count, config.input_tokens, tokenizer, config.seed
+        )
+    assert config.input_tokens is not None
+    return synthetic_prompts(count, config.input_tokens, config.seed, tokenizer)
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    summary: RunSummary
+    records: list[RequestRecord]
+    status: str
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def make_context(
+    config: RunConfig,
+    tokenizer: Tokenizer | None,
+    version: str | None,
+    client_floor: ClientFloor | None = None,
+) -> RunContext:
+    return RunContext(
+        mode=config.mode,
+        output_tokens=config.output_tokens,
+        endpoint=config.endpoint,
+        engine=EngineInfo(name=config.engine, url=config.url, model=config.model, version=version),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        concurrency=config.concurrency,
+        rate_rps=config.rate_rps,
+        input_tokens=config.input_tokens,
+        prompts=str(config.prompts_file) if config.prompts_file else "synthetic",
+        seed=config.seed,
+        tokenizer=tokenizer.name if tokenizer else None,
+        expects_finish_reason=get_dialect(config.engine).has_done_sentinel,
+        allowed_failures=config.allowed_failures,
+        slo=config.slo,
+        client_floor=client_floor,
+        workers=config.workers,
+    )
+
+
+async def execute(
+    config: RunConfig,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    key: str | None = None,
+    version: str | None = None,
+    tokenizer: Tokenizer | None = None,
+    prompts: list[Prompt] | None = None,
+    progress: Progress | None = None,
+    abort: asyncio.Event | None = None,
+    abort_reason: Callable[[], str | None] | None = None,
+    client_floor: ClientFloor | None = None,
+) -> RunOutcome:
+    """Run one level. Records are committed as they complete; the summary at the end.
+
+    ``abort`` (set by an engine watcher) stops the level at once; the run is then
+    ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
+    ``interrupted``; every record already written stays.
+    """
+    headers = api_headers(config)
+    dialect = get_dialect(config.engine)
+    if config.endpoint not in dialect.endpoints:
+        raise UsageError(f"engine {config.engine} has no {config.endpoint} endpoint")
+    n_measured = config.requests or max(64, 16 * (config.concurrency or 4))
+    warm = config.warmup
+    if prompts is None:
+        prompts = build_prompts(config, tokenizer, n_measured + warm)
+    ctx = make_context(config, tokenizer, version, client_floor)
+    run_id = run_id or new_run_id()
+    store.create_run(
+        run_id,
+        {"config": config.model_dump(mode="json"), "context": ctx.model_dump(mode="json")},
+        key,
+    )
+    abort = abort or asyncio.Event()
+    keep_text = tokenizer is not None
+    timeouts = Timeouts(**config.timeouts.model_dump())
+    records: list[RequestRecord] = []
+    base = config.url
+    n_prompts = len(prompts)
+
+    async with make_session(headers, timeouts) as session:
+
+        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+            p = prompts[(n_measured + i) % n_prompts] if warmup else prompts[i % n_prompts]
+            spec = RequestSpec(config.model, p.text, config.output_tokens, config.endpoint)
+            rec = RequestRecord(
+                index=i,
+                warmup=warmup,
+                prompt_id=p.id,
+                expected_prompt_tokens=p.tokens,
+                expected_output_tokens=config.output_tokens,
+                t_scheduled_ns=t_sched,
+                t_send_ns=0,
+            )
+            await stream_request(
+                session,
+                base + dialect.path(spec),
+                dialect.body(spec),
+                dialect,
+                config.endpoint,
+                rec,
+                timeouts,
+                keep_text,
+            )
+            store.add_record(run_id, rec)
+            records.append(rec)
+            if progress is not None:
+                progress.update(rec)
+            return rec
+
+        status = "done"
+        try:
+            if warm:
+                await closed_loop(
+                    send, config.concurrency or min(warm, 8), warm, None, abort, warmup=True
+                )
+            if progress is not None:
+                progress.started_ns = time.perf_counter_ns()
+            if not abort.is_set():
+                if config.mode == "concurrency":
+                    assert config.concurrency is not None
+                    await closed_loop(
+                        send, config.concurrency, config.requests, config.duration_s, abort
+                    )
+                else:
+                    assert config.rate_rps is not None
+                    await open_loop(
+                        send,
+                        config.rate_rps,
+                        config.requests,
+                        config.duration_s,
+                        abort,
+                        config.seed,
+                        config.max_in_flight,
+                    )
+        except asyncio.CancelledError:
+            store.finish_run(run_id, "interrupted", None)
+            raise
+        if abort.is_set():
+            status = "failed"
+
+    if tokenizer is not None:
+        missing = [r for r in records if r.ok and r.completion_tokens is None]
+        count_with_tokenizer(missing, tokenizer.encode)
+        for r in missing:  # keep the stored records the source of truth
+            store.add_record(run_id, r)
+    summary = summarize(records, ctx)
+    if status == "failed":
+        reason = (abort_reason() if abort_reason else None) or "the run was aborted"
+        summary.problems.append(
+            Problem(code="engine_died", severity="error", count=1, message=reason)
+        )
+        summary.verdict = "invalid"
+    store.finish_run(run_id, status, summary.to_json_dict())
+    return RunOutcome(run_id, summary, records, status)
+
+
+def resummarize(store: Store, run_id: str) -> RunSummary:
+    """Recompute a run's summary from its stored raw records."""
+    row = store.run(run_id)
+    if row is None:
+        raise UsageError(f"no run {run_id} in {store.path}")
+    ctx = RunContext.model_validate(row.context["context"])
+    return summarize(store.records(run_id), ctx)
+

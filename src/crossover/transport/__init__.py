@@ -1,0 +1,1 @@
+"""Bytes and timestamps: the shared HTTP session, the SSE parser, timeouts."""

@@ -1,0 +1,223 @@
+"""One shared aiohttp session per run; one streamed request -> one raw record.
+
+The arrival time of every read is taken with ``perf_counter_ns`` before parsing,
+and every event parsed from that read carries it. Timeouts are separate: connect,
+first token, gap between token-carrying chunks, and total; a single
+``asyncio.timeout`` is rescheduled as the phase changes (no task per read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from crossover.dialects.base import Dialect, Endpoint
+from crossover.records.model import ErrorKind, RequestRecord
+from crossover.transport.sse import SSEParser
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_ERROR_CHARS = 300
+READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM #39963)
+
+
+def clean_server_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """Server strings are untrusted: drop control characters (terminal escapes), cap size."""
+    text = _CONTROL.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 10.0
+    first_token_s: float = 300.0
+    gap_s: float = 60.0
+    total_s: float = 1800.0
+
+
+def make_session(
+    headers: dict[str, str] | None = None, timeouts: Timeouts | None = None
+) -> aiohttp.ClientSession:
+    """The run's one session: no connection cap (the load strategy is the cap)."""
+    t = timeouts or Timeouts()
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s),
+        read_bufsize=READ_BUFSIZE,
+        auto_decompress=True,
+    )
+
+
+class _Stale(Exception):
+    """A reused keep-alive connection was already closed by the server."""
+
+
+async def stream_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    dialect: Dialect,
+    endpoint: Endpoint,
+    record: RequestRecord,
+    timeouts: Timeouts,
+    keep_text: bool = False,
+) -> RequestRecord:
+    """Send one streaming request and fill ``record`` as the bytes arrive.
+
+    ``record.t_send_ns`` is set here, just before the request is written. A request
+    whose pooled connection turns out to be stale (the server closed it after the
+    previous response, as llama-server does) is retried once on a fresh one.
+    """
+    payload = orjson.dumps(body)
+    for attempt in (0, 1):
+        try:
+            return await _attempt(
+                session, url, payload, dialect, endpoint, record, timeouts, keep_text
+            )
+        except _Stale:
+            if attempt:
+                record.error_kind = "connection_error"
+                record.error = "server closed the connection before responding"
+                record.t_done_ns = time.perf_counter_ns()
+                return record
+    return record  # pragma: no cover
+
+
+def _fail(record: RequestRecord, kind: ErrorKind, message: str) -> RequestRecord:
+    if record.error_kind is None:
+        record.error_kind = kind
+        record.error = clean_server_text(message)
+    if record.t_done_ns is None:
+        record.t_done_ns = time.perf_counter_ns()
+    return record
+
+
+async def _attempt(
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: bytes,
+    dialect: Dialect,
+    endpoint: Endpoint,
+    record: RequestRecord,
+    timeouts: Timeouts,
+    keep_text: bool,
+) -> RequestRecord:
+    loop = asyncio.get_running_loop()
+    now = loop.time
+    perf = time.perf_counter_ns
+    loads = orjson.loads
+    parse = dialect.parse
+    total_deadline = now() + timeouts.total_s
+    phase = "response headers"
+    got_bytes = False
+    parser = SSEParser()
+    arrivals = record.chunk_arrival_ns
+    chars = record.chunk_chars
+    counts: list[int] | None = None
+    emitted: list[int] | None = None
+    pieces: list[str] | None = [] if keep_text else None
+    try:
+        async with asyncio.timeout(min(total_deadline, now() + timeouts.first_token_s)) as cm:
+            record.t_send_ns = perf()
+            try:
+                resp_cm = session.post(
+                    url, data=payload, headers={"Content-Type": "application/json"}
+                )
+                resp = await resp_cm.__aenter__()
+            except aiohttp.ServerDisconnectedError as exc:
+                raise _Stale from exc
+            try:
+                record.status = resp.status
+                if resp.status != 200:
+                    text = (await resp.content.read(4096)).decode("utf-8", "replace")
+                    return _fail(record, "http_error", f"HTTP {resp.status}: {text}")
+                phase = "first token"
+                content = resp.content
+                while True:
+                    data = await content.readany()
+                    t = perf()
+                    if not data:
+                        break
+                    got_bytes = True
+                    for ev in parser.feed(data):
+                        raw = ev.data
+                        if raw == b"[DONE]":
+                            record.saw_done = True
+                            continue
+                        try:
+                            obj = loads(raw)
+                        except orjson.JSONDecodeError:
+                            _fail(record, "malformed", f"malformed event: {raw[:120]!r}")
+                            continue
+                        if not isinstance(obj, dict):
+                            _fail(record, "malformed", f"event is not an object: {raw[:120]!r}")
+                            continue
+                        if "error" in obj and not obj.get("choices"):
+                            _fail(record, "http_error", f"error event: {obj['error']}")
+                            continue
+                        info = parse(obj, endpoint)
+                        if info.text:
+                            if record.t_first_ns is None:
+                                record.t_first_ns = t
+                                phase = "next token"
+                            record.t_last_ns = t
+                            arrivals.append(t)
+                            chars.append(len(info.text))
+                            record.text_chars += len(info.text)
+                            if pieces is not None:
+                                pieces.append(info.text)
+                            if info.n_tokens is not None:
+                                if counts is None:
+                                    counts = [1] * (len(arrivals) - 1)
+                                counts.append(info.n_tokens)
+                            elif counts is not None:
+                                counts.append(1)
+                            if info.emitted_ns is not None:
+                                if emitted is None:
+                                    emitted = []
+                                emitted.append(info.emitted_ns)
+                        if info.finish_reason is not None:
+                            record.finish_reason = info.finish_reason
+                        if info.prompt_tokens is not None:
+                            record.prompt_tokens = info.prompt_tokens
+                        if info.completion_tokens is not None:
+                            record.completion_tokens = info.completion_tokens
+                            record.count_source = "usage"
+                    if record.t_first_ns is not None:
+                        cm.reschedule(min(total_deadline, now() + timeouts.gap_s))
+                parser.close()
+                record.t_done_ns = perf()
+            finally:
+                await resp_cm.__aexit__(None, None, None)
+    except TimeoutError:
+        limit = {
+            "response headers": timeouts.first_token_s,
+            "first token": timeouts.first_token_s,
+            "next token": timeouts.gap_s,
+        }[phase]
+        if now() >= total_deadline - 0.001:
+            return _fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
+        return _fail(record, "timeout", f"no {phase} within {limit:g} s")
+    except _Stale:
+        raise
+    except aiohttp.ClientConnectorError as exc:
+        return _fail(record, "connection_error", f"cannot connect: {exc.os_error}")
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+        kind: ErrorKind = "stream_truncated" if got_bytes else "connection_error"
+        return _fail(record, kind, f"connection lost: {type(exc).__name__}")
+    except (aiohttp.ClientError, OSError) as exc:
+        return _fail(record, "connection_error", f"{type(exc).__name__}: {exc}")
+    record.chunk_tokens = counts
+    record.chunk_emitted_ns = emitted
+    if pieces is not None:
+        record.text = "".join(pieces)
+    if record.error_kind is None and dialect.has_done_sentinel and not record.saw_done:
+        _fail(record, "stream_truncated", "stream ended without [DONE]")
+    return record

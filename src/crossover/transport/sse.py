@@ -1,0 +1,97 @@
+"""An incremental Server-Sent Events parser that follows the WHATWG spec.
+
+Events may be split anywhere across reads; lines end in CRLF, LF or CR; lines
+starting with ``:`` are comments; several ``data:`` lines join with ``\\n``; an
+event is dispatched on a blank line and only if it carried data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: bytes
+    event: str | None = None
+    id: str | None = None
+
+
+class SSEParser:
+    """Feed it bytes as they arrive; it returns the events completed by them."""
+
+    __slots__ = ("_buf", "_data", "_event", "_id", "_bom_checked")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self._event: str | None = None
+        self._id: str | None = None
+        self._bom_checked = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        buf = self._buf + chunk if self._buf else chunk
+        if not self._bom_checked and buf:
+            if buf.startswith(b"\xef\xbb\xbf"):
+                buf = buf[3:]
+            elif b"\xef\xbb\xbf".startswith(buf[:3]) and len(buf) < 3:
+                self._buf = buf
+                return []
+            self._bom_checked = True
+        events: list[SSEEvent] = []
+        pos = 0
+        n = len(buf)
+        search = _EOL.search
+        while pos < n:
+            m = search(buf, pos)
+            if m is None:
+                break
+            # A CR at the very end may be the first half of a CRLF: wait for more.
+            if m.group() == b"\r" and m.end() == n:
+                break
+            self._line(buf[pos : m.start()], events)
+            pos = m.end()
+        self._buf = buf[pos:]
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: a trailing CR ends its line; an unterminated event is dropped."""
+        events: list[SSEEvent] = []
+        if self._buf.endswith(b"\r"):
+            self._line(self._buf[:-1], events)
+            self._buf = b""
+        return events
+
+    @property
+    def pending(self) -> bool:
+        """Bytes or fields received that no dispatched event has consumed."""
+        return bool(self._buf) or bool(self._data)
+
+    def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                events.append(SSEEvent(b"\n".join(self._data), self._event, self._id))
+            self._data = []
+            self._event = None
+            return
+        if line[0] == 0x3A:  # ":" comment
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            field, value = line, b""
+        else:
+            field = line[:colon]
+            value = line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
+        if field == b"data":
+            self._data.append(value)
+        elif field == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif field == b"id":
+            if b"\x00" not in value:
+                self._id = value.decode("utf-8", "replace")
+        # "retry" and unknown fields are ignored: a benchmark client never reconnects.

@@ -1,0 +1,139 @@
+"""Token counters: the model's own tokenizer, or the server's ``/tokenize``.
+
+``--tokenizer`` takes a local HF tokenizer folder (``tokenizer.json``) or a GGUF
+file; without one, engines that expose ``/tokenize`` count for us. Token ids are
+encoded without special tokens (BOS etc.): the server's ``usage.prompt_tokens``
+may exceed them by a constant, which verification allows for.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Protocol
+
+from crossover.errors import UsageError
+
+
+class Tokenizer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class HFTokenizer:
+    """A ``tokenizer.json`` through the ``tokenizers`` package (no torch needed)."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            from tokenizers import Tokenizer as _Tok
+        except ImportError:
+            raise UsageError(
+                "--tokenizer needs the 'tokenizers' package: pip install 'crossover[tokenizers]'"
+            ) from None
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise UsageError(f"no tokenizer.json in {path}")
+        try:
+            self._tok = _Tok.from_file(str(file))
+        except Exception as exc:
+            raise UsageError(f"cannot read tokenizer {file}: {exc}") from None
+        self.name = f"hf:{path}"
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False))
+
+
+class GGUFTokenizer:
+    """A GGUF file's vocabulary, converted by transformers (``gguf_file=``)."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise UsageError(
+                "a GGUF --tokenizer needs transformers: pip install 'crossover[tokenizers]'"
+            ) from None
+        try:
+            self._tok: Any = AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name, local_files_only=True
+            )
+        except Exception as exc:
+            raise UsageError(f"cannot read the tokenizer in {path}: {exc}") from None
+        self.name = f"gguf:{path}"
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids))
+
+
+class ServerTokenizer:
+    """The engine's own ``/tokenize`` + ``/detokenize`` (llama.cpp and vLLM styles)."""
+
+    def __init__(self, base_url: str, model: str, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = timeout_s
+        self.name = f"server:{self.base_url}/tokenize"
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(  # noqa: S310 - URL scheme checked by the caller
+            self.base_url + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
+            out = json.loads(resp.read())
+        if not isinstance(out, dict):
+            raise ValueError(f"{path} returned {type(out).__name__}")
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        out = self._post(
+            "/tokenize",
+            {
+                "content": text,
+                "prompt": text,
+                "model": self.model,
+                "add_special": False,
+                "add_special_tokens": False,
+            },
+        )
+        tokens = out.get("tokens")
+        if not isinstance(tokens, list):
+            raise ValueError("/tokenize answered without a token list")
+        return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        out = self._post("/detokenize", {"tokens": ids, "model": self.model})
+        text = out.get("content", out.get("prompt"))
+        if not isinstance(text, str):
+            raise ValueError("/detokenize answered without text")
+        return text
+
+    def available(self) -> bool:
+        try:
+            ids = self.encode("hello world")
+            return bool(ids) and "world" in self.decode(ids)
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            return False
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """``--tokenizer``: a folder or ``tokenizer.json`` (HF), or a ``.gguf`` file."""
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise UsageError(f"--tokenizer {spec}: no such file or folder")
+    if path.suffix == ".gguf":
+        return GGUFTokenizer(path)
+    return HFTokenizer(path)
