@@ -20,6 +20,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan",
     "calibration",
     "verify",
+    "report",
+    "engines",
+    "models",
 )
 
 app = typer.Typer(
@@ -56,15 +59,18 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("interrupted; results written so far are kept (run again to resume)", 130)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except Exception as exc:  # click's usage errors and aborts
-        import click
+    except Exception as exc:
+        # typer bundles its own copy of click: recognise its errors by their shape
+        from typer._click import exceptions as tce
 
-        if isinstance(exc, click.exceptions.UsageError):
+        if isinstance(exc, tce.UsageError):
             return _fail(exc.format_message().replace("\n", " "), 2)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, tce.Abort):
             return _fail("aborted", 130)
-        if isinstance(exc, click.exceptions.Exit):
+        if isinstance(exc, tce.Exit):
             return int(exc.exit_code or 0)
+        if isinstance(exc, tce.ClickException):
+            return _fail(exc.format_message(), exc.exit_code)
         raise
     return rv if isinstance(rv, int) else 0
 

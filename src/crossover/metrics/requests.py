@@ -55,12 +55,16 @@ def tokens_per_chunk(r: RequestRecord) -> list[int] | None:
     if total < n_chunks:
         return None  # the count contradicts the stream: usage_mismatch says so
     chars = r.chunk_chars
-    char_total = sum(chars) or n_chunks
-    extra = total - n_chunks
-    shares = [extra * (c / char_total) for c in chars]
-    alloc = [1 + int(s) for s in shares]
+    char_total = sum(chars)
+    if char_total <= 0:
+        shares = [total / n_chunks] * n_chunks
+    else:
+        shares = [total * c / char_total for c in chars]
+    alloc = [max(1, int(s)) for s in shares]
+    while sum(alloc) > total:  # the at-least-one floor overshot: take from the largest
+        alloc[max(range(n_chunks), key=lambda i: alloc[i])] -= 1
     left = total - sum(alloc)
-    order = sorted(range(n_chunks), key=lambda i: shares[i] - int(shares[i]), reverse=True)
+    order = sorted(range(n_chunks), key=lambda i: shares[i] - alloc[i], reverse=True)
     for i in order[:left]:
         alloc[i] += 1
     return alloc

@@ -124,7 +124,7 @@ async def _attempt(
     emitted: list[int] | None = None
     pieces: list[str] | None = [] if keep_text else None
     try:
-        async with asyncio.timeout(min(total_deadline, now() + timeouts.first_token_s)) as cm:
+        async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
             record.t_send_ns = perf()
             try:
                 resp_cm = session.post(

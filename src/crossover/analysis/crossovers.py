@@ -1,0 +1,391 @@
+"""Crossovers between targets, with intervals from repeated runs (measurement.md).
+
+For each metric and each pair of targets (A, B), over the concurrency levels
+where both have valid runs: the difference ``d(c) = A - B`` with a confidence
+interval from the repeats (:func:`crossover.analysis.stats.difference_interval`).
+A level is a significant lead for A or B when its interval excludes zero
+(oriented by the metric's direction: more throughput, less latency).
+
+* **crossover**: two consecutive significant levels with opposite leaders
+  (only non-significant levels between them). Located where the interpolated
+  difference crosses zero, interpolating linearly in log2(concurrency); the
+  interval is where the interpolated confidence band contains zero (from
+  where one bound crosses zero to where the other does), clipped to the
+  bracketing levels.
+* **inconclusive**: the point estimate changes sign but the leads around it
+  are not significant (or not opposite); no crossover is claimed.
+* **none**: no sign change over the levels measured.
+
+Invalid and unverified runs never become points here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+
+from crossover.analysis.schema import Crossover, Inconclusive, SweepFile, SweepRun
+from crossover.analysis.stats import DiffInterval, difference_interval
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric compared between targets: where it is in a run summary, which way is better."""
+
+    key: str
+    label: str
+    path: str
+    higher_is_better: bool
+    unit: str
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "total_tokens_per_s", "total tokens/s", "throughput.total_tokens_per_s", True, "tok/s"
+    ),
+    MetricSpec(
+        "output_tokens_per_s", "output tokens/s", "throughput.output_tokens_per_s", True, "tok/s"
+    ),
+    MetricSpec("ttft_ms.p50", "TTFT p50", "ttft_ms.p50", False, "ms"),
+    MetricSpec("ttft_ms.p99", "TTFT p99", "ttft_ms.p99", False, "ms"),
+    MetricSpec("itl_ms.p50", "ITL p50", "itl_ms.p50", False, "ms"),
+    MetricSpec("tpot_ms.p50", "TPOT p50", "tpot_ms.p50", False, "ms"),
+)
+
+
+def metric_spec(key: str) -> MetricSpec:
+    """The spec of a metric key; an unknown key is a throughput-like metric at that path."""
+    for spec in METRICS:
+        if spec.key == key:
+            return spec
+    return MetricSpec(key, key, key, not key.endswith("_ms") and "_ms." not in key, "")
+
+
+@dataclass(frozen=True)
+class LevelDiff:
+    """A - B at one concurrency level. ``lead`` is the target that leads
+    significantly there, or ``None`` when the interval contains zero."""
+
+    concurrency: int
+    diff: DiffInterval
+    mean_a: float
+    mean_b: float
+    n_a: int
+    n_b: int
+    lead: str | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one metric shows for one pair of targets over the measured range.
+
+    ``kind`` is ``crossover`` (``below``/``above``/``concurrency``/``interval``
+    set), ``inconclusive`` (``bracket`` set) or ``none`` (``leader`` is who leads
+    everywhere significantly, ``None`` if nobody does).
+    """
+
+    kind: Literal["crossover", "inconclusive", "none"]
+    metric: str
+    a: str
+    b: str
+    levels: tuple[int, ...]
+    below: str | None = None
+    above: str | None = None
+    concurrency: float | None = None
+    interval: tuple[float, float] | None = None
+    bracket: tuple[int, int] | None = None
+    leader: str | None = None
+    reason: str = ""
+    per_level: tuple[LevelDiff, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def rel_width(self) -> float | None:
+        """Width of the interval relative to the located concurrency."""
+        if self.interval is None or not self.concurrency:
+            return None
+        return (self.interval[1] - self.interval[0]) / self.concurrency
+
+    def to_schema(self) -> Crossover | Inconclusive | None:
+        """The sweep file's record of this finding (``None`` for kind ``none``)."""
+        if self.kind == "crossover":
+            assert self.below is not None
+            assert self.above is not None
+            assert self.concurrency is not None
+            assert self.interval is not None
+            return Crossover(
+                metric=self.metric,
+                below=self.below,
+                above=self.above,
+                concurrency=round(self.concurrency, 3),
+                interval=(round(self.interval[0], 3), round(self.interval[1], 3)),
+                bracket=self.bracket,
+            )
+        if self.kind == "inconclusive":
+            assert self.bracket is not None
+            return Inconclusive(
+                metric=self.metric, a=self.a, b=self.b, bracket=self.bracket, reason=self.reason
+            )
+        return None
+
+
+def level_values(runs: Sequence[SweepRun], target: str, path: str) -> dict[int, list[float]]:
+    """Values of one metric per concurrency level, from the target's valid runs only."""
+    out: dict[int, list[float]] = {}
+    for run in runs:
+        if run.target != target or not run.is_valid:
+            continue
+        v = run.value(path)
+        if v is not None:
+            out.setdefault(run.concurrency, []).append(v)
+    return out
+
+
+def level_diffs(
+    a_name: str,
+    b_name: str,
+    a_values: dict[int, list[float]],
+    b_values: dict[int, list[float]],
+    spec: MetricSpec,
+    *,
+    confidence: float = 0.95,
+    noise_floor_rel: float = 0.03,
+) -> list[LevelDiff]:
+    """A - B at every level both have values for, in increasing concurrency."""
+    out: list[LevelDiff] = []
+    for c in sorted(set(a_values) & set(b_values)):
+        a, b = a_values[c], b_values[c]
+        d = difference_interval(a, b, confidence=confidence, noise_floor_rel=noise_floor_rel)
+        lead: str | None = None
+        if d.significant:
+            a_better = (d.lo > 0) == spec.higher_is_better
+            lead = a_name if a_better else b_name
+        out.append(LevelDiff(c, d, float(np.mean(a)), float(np.mean(b)), len(a), len(b), lead))
+    return out
+
+
+def _zero(x0: float, y0: float, x1: float, y1: float) -> float:
+    """Where the line through (x0, y0), (x1, y1) is zero (y0, y1 of opposite signs)."""
+    if y0 == y1:
+        return 0.5 * (x0 + x1)
+    return x0 + (x1 - x0) * (y0 / (y0 - y1))
+
+
+def _quadratic_zero(x: Sequence[float], y: Sequence[float], lo: float, hi: float) -> float | None:
+    """The root in ``[lo, hi]`` of the parabola through three points, if any."""
+    coeffs = np.polyfit(np.asarray(x), np.asarray(y), 2)
+    roots = [float(r.real) for r in np.roots(coeffs) if abs(r.imag) < 1e-12]
+    inside = [r for r in roots if lo - 1e-9 <= r <= hi + 1e-9]
+    return inside[0] if inside else None
+
+
+def _locate(levels: Sequence[LevelDiff], i: int, j: int, sign: float) -> tuple[float, float, float]:
+    """Crossover point and interval (in concurrency) between ``levels[i]`` and
+    ``levels[j]``, consecutive significant levels with opposite leads. ``sign``
+    orients the difference so it is positive at ``i`` and negative at ``j``.
+
+    Beside the noise (the confidence bounds crossing zero), the interval holds
+    the interpolation error: the distance between the linear zero and the zero
+    of a parabola through a third, neighbouring level. It shrinks as refinement
+    brings levels closer; with no third level the interval is the whole bracket.
+    """
+    x = [math.log2(lv.concurrency) for lv in levels]
+    # relative to the level's magnitude: throughput grows with concurrency, so the
+    # absolute difference bends in log space where the relative one stays near linear
+    scale = [sign / (0.5 * (abs(lv.mean_a) + abs(lv.mean_b)) or 1.0) for lv in levels]
+    mean = [s * lv.diff.mean for s, lv in zip(scale, levels, strict=True)]
+    # after orienting, the lower bound is the first to reach zero, the upper the last
+    lower = [min(s * lv.diff.lo, s * lv.diff.hi) for s, lv in zip(scale, levels, strict=True)]
+    upper = [max(s * lv.diff.lo, s * lv.diff.hi) for s, lv in zip(scale, levels, strict=True)]
+    left = x[j]
+    for k in range(i, j):
+        if lower[k] <= 0:
+            left = x[k]
+            break
+        if lower[k + 1] <= 0:
+            left = _zero(x[k], lower[k], x[k + 1], lower[k + 1])
+            break
+    right = x[i]
+    for k in range(j, i, -1):
+        if upper[k] >= 0:
+            right = x[k]
+            break
+        if upper[k - 1] >= 0:
+            right = _zero(x[k - 1], upper[k - 1], x[k], upper[k])
+            break
+    zeros: list[tuple[float, int]] = []
+    for k in range(i, j):
+        if mean[k] == 0:
+            zeros.append((x[k], k))
+        elif mean[k] > 0 > mean[k + 1] or mean[k] < 0 < mean[k + 1]:
+            zeros.append((_zero(x[k], mean[k], x[k + 1], mean[k + 1]), k))
+    point, seg = zeros[len(zeros) // 2] if zeros else (0.5 * (left + right), i)
+    errors: list[float] = []
+    for trio in ((seg - 1, seg, seg + 1), (seg, seg + 1, seg + 2)):
+        if trio[0] >= 0 and trio[2] < len(levels):
+            q = _quadratic_zero([x[t] for t in trio], [mean[t] for t in trio], x[seg], x[seg + 1])
+            errors.append(abs(q - point) if q is not None else x[seg + 1] - x[seg])
+    if errors:
+        lo, hi = min(left, point) - max(errors), max(right, point) + max(errors)
+    else:
+        lo, hi = x[i], x[j]
+    return 2.0**point, 2.0 ** max(x[i], lo), 2.0 ** min(x[j], hi)
+
+
+def _sign_changes(levels: Sequence[LevelDiff]) -> list[int]:
+    """Indices i where the point estimate changes sign between level i and i + 1."""
+    return [
+        i
+        for i in range(len(levels) - 1)
+        if np.sign(levels[i].diff.mean) * np.sign(levels[i + 1].diff.mean) < 0
+    ]
+
+
+def compare_pair(
+    a_name: str,
+    b_name: str,
+    a_values: dict[int, list[float]],
+    b_values: dict[int, list[float]],
+    spec: MetricSpec,
+    *,
+    confidence: float = 0.95,
+    noise_floor_rel: float = 0.03,
+) -> list[Finding]:
+    """All findings for one metric and one pair, from per-level values of valid runs."""
+    levels = level_diffs(
+        a_name,
+        b_name,
+        a_values,
+        b_values,
+        spec,
+        confidence=confidence,
+        noise_floor_rel=noise_floor_rel,
+    )
+    cs = tuple(lv.concurrency for lv in levels)
+    base = Finding("none", spec.key, a_name, b_name, cs, per_level=tuple(levels))
+    sig = [i for i, lv in enumerate(levels) if lv.lead is not None]
+    findings: list[Finding] = []
+    claimed: list[tuple[int, int]] = []
+    for i, j in itertools.pairwise(sig):
+        below, above = levels[i].lead, levels[j].lead
+        if below == above or below is None or above is None:
+            continue
+        sign = 1.0 if levels[i].diff.mean > 0 else -1.0
+        point, lo, hi = _locate(levels, i, j, sign)
+        claimed.append((i, j))
+        findings.append(
+            replace(
+                base,
+                kind="crossover",
+                below=below,
+                above=above,
+                concurrency=point,
+                interval=(lo, hi),
+                bracket=(cs[i], cs[j]),
+            )
+        )
+    # sign changes of the point estimate not explained by a claimed crossover,
+    # grouped per stretch between significant levels
+    groups: dict[int, list[int]] = {}
+    for k in _sign_changes(levels):
+        if any(i <= k < j for i, j in claimed):
+            continue
+        groups.setdefault(sum(1 for s in sig if s <= k), []).append(k)
+    for ks in groups.values():
+        lo_i, hi_i = ks[0], ks[-1] + 1
+        leads = {lv.lead for lv in levels if lv.lead is not None}
+        if not leads:
+            reason = "no level shows a significant difference"
+        else:
+            reason = "the sign of the difference changes where it is not significant"
+        findings.append(
+            replace(base, kind="inconclusive", bracket=(cs[lo_i], cs[hi_i]), reason=reason)
+        )
+    if not findings:
+        leads = {lv.lead for lv in levels if lv.lead is not None}
+        leader = next(iter(leads)) if len(leads) == 1 else None
+        if not levels:
+            reason = "no concurrency level with valid runs of both"
+        elif leader is None:
+            reason = "no significant difference at any level"
+        else:
+            reason = "no crossover in the range measured"
+        findings.append(replace(base, leader=leader, reason=reason))
+    findings.sort(key=lambda f: f.bracket[0] if f.bracket else 0)
+    return findings
+
+
+def analyze_sweep(
+    sweep: SweepFile,
+    *,
+    metrics: Sequence[MetricSpec] = METRICS,
+    confidence: float = 0.95,
+    noise_floor_rel: float = 0.03,
+) -> list[Finding]:
+    """Findings for every metric and every pair of targets of a sweep."""
+    names = sweep.target_names()
+    out: list[Finding] = []
+    for spec in metrics:
+        values = {n: level_values(sweep.runs, n, spec.path) for n in names}
+        for ia, a in enumerate(names):
+            for b in names[ia + 1 :]:
+                out.extend(
+                    compare_pair(
+                        a,
+                        b,
+                        values[a],
+                        values[b],
+                        spec,
+                        confidence=confidence,
+                        noise_floor_rel=noise_floor_rel,
+                    )
+                )
+    return out
+
+
+def findings_to_schema(findings: Sequence[Finding]) -> tuple[list[Crossover], list[Inconclusive]]:
+    """What the sweep file records: ``crossovers`` and ``inconclusive``."""
+    xs: list[Crossover] = []
+    inc: list[Inconclusive] = []
+    for f in findings:
+        rec = f.to_schema()
+        if isinstance(rec, Crossover):
+            xs.append(rec)
+        elif isinstance(rec, Inconclusive):
+            inc.append(rec)
+    return xs, inc
+
+
+def _fmt_c(c: float) -> str:
+    return f"{c:.0f}" if c >= 10 else f"{c:.1f}".rstrip("0").rstrip(".")
+
+
+def format_crossover(x: Finding | Crossover) -> str:
+    """One terminal line, e.g. ``total tokens/s: A leads below 12 concurrent
+    requests (10.8-14.1), B above``."""
+    label = metric_spec(x.metric).label
+    if isinstance(x, Crossover) or x.kind == "crossover":
+        assert x.interval is not None
+        assert x.concurrency is not None
+        lo, hi = x.interval
+        return (
+            f"{label}: {x.below} leads below {_fmt_c(x.concurrency)} concurrent requests "
+            f"({lo:.1f}-{hi:.1f}), {x.above} above"
+        )
+    span = f"{x.levels[0]}-{x.levels[-1]}" if x.levels else "none"
+    if x.kind == "inconclusive":
+        assert x.bracket is not None
+        return (
+            f"{label}: {x.a} vs {x.b} inconclusive between {x.bracket[0]} and "
+            f"{x.bracket[1]} concurrent requests ({x.reason})"
+        )
+    if x.leader is not None:
+        return (
+            f"{label}: {x.leader} leads over {span} concurrent requests "
+            "(no crossover in the range measured)"
+        )
+    return f"{label}: {x.a} vs {x.b}: {x.reason} (levels {span})"

@@ -1,0 +1,165 @@
+"""Roofline check at concurrency 1 (measurement.md).
+
+At concurrency 1 decoding one token reads every weight once plus the KV cache
+of the context, so decode speed is bounded by::
+
+    tokens/s <= bandwidth / (model_bytes + kv_bytes_per_token * context_tokens)
+
+A measured decode speed far below that bound (under ``far_below``, 40% by
+default) points to a configuration fault rather than to the engine: the
+seed's TensorRT-LLM run with CUDA graphs silently off reached 19%. Worked
+example (gpu-recipes.md): 16.07 GB of weights at a 4.3 TB/s copy rate is a
+3.74 ms bound; llama.cpp's 5.3 ms per token is ~70% of it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from crossover.analysis.schema import RooflineFacts, SweepFile, SweepRun
+from crossover.metrics.summary import Problem
+
+FAR_BELOW = 0.40
+ABOVE_BOUND = 1.05
+
+
+def bytes_per_token(
+    model_bytes: float, kv_bytes_per_token: float | None = None, context_tokens: int | None = None
+) -> float:
+    """Bytes read from memory to decode one token at concurrency 1."""
+    kv = (kv_bytes_per_token or 0.0) * (context_tokens or 0)
+    return model_bytes + kv
+
+
+def decode_bound_tokens_per_s(bandwidth_gb_s: float, bytes_read_per_token: float) -> float:
+    """Upper bound on decode tokens/s for one sequence (bandwidth in 1e9 bytes/s)."""
+    return bandwidth_gb_s * 1e9 / bytes_read_per_token
+
+
+@dataclass(frozen=True)
+class RooflineCheck:
+    """Measured concurrency-1 decode speed against the bandwidth bound.
+
+    ``status``: ``ok``; ``far_below`` (fraction under the threshold, with
+    ``causes``); ``above_bound`` (faster than physics allows: the facts are
+    wrong, e.g. model bytes overstated, or speculative decoding is on);
+    ``no_data`` (no valid run at concurrency 1 with a decode figure).
+    """
+
+    target: str
+    bound_tokens_per_s: float
+    bound_ms_per_token: float
+    measured_tokens_per_s: float | None
+    measured_from: str | None
+    fraction: float | None
+    status: Literal["ok", "far_below", "above_bound", "no_data"]
+    causes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line for the terminal and the report."""
+        head = f"{self.target}: roofline {self.bound_ms_per_token:.2f} ms/token"
+        if self.measured_tokens_per_s is None or self.fraction is None:
+            return f"{head}; no valid decode figure at concurrency 1"
+        line = (
+            f"{head}, measured {1000.0 / self.measured_tokens_per_s:.2f} ms/token "
+            f"({self.measured_from}) = {self.fraction:.0%} of roofline"
+        )
+        if self.status == "far_below":
+            line += "; far below, probable cause: " + "; ".join(self.causes)
+        elif self.status == "above_bound":
+            line += "; above the bound: check model_bytes and bandwidth (speculative decoding?)"
+        return line
+
+
+def measured_decode_tokens_per_s(runs: Sequence[SweepRun]) -> tuple[float | None, str | None]:
+    """Decode tokens/s of one sequence from valid runs at concurrency 1: 1000/TPOT p50,
+    else 1000/ITL p50, else output tokens/s (which includes prefill, so is low).
+    Median over repeats."""
+    valid = [r for r in runs if r.is_valid and r.concurrency == 1]
+    for path, label in (("tpot_ms.p50", "1/TPOT p50"), ("itl_ms.p50", "1/ITL p50")):
+        ms = [v for r in valid if (v := r.value(path)) is not None and v > 0]
+        if ms:
+            return 1000.0 / statistics.median(ms), label
+    tps = [v for r in valid if (v := r.value("throughput.output_tokens_per_s")) is not None]
+    if tps and statistics.median(tps) > 0:
+        return statistics.median(tps), "output tokens/s"
+    return None, None
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() in ("1", "true", "on", "yes"))
+
+
+def _falsy(v: Any) -> bool:
+    return v is False or (isinstance(v, str) and v.strip().lower() in ("0", "false", "off", "no"))
+
+
+def probable_causes(settings: dict[str, Any], problems: Sequence[Problem]) -> tuple[str, ...]:
+    """Likely causes of a decode far below roofline, most specific first, from
+    the target's effective settings and the runs' problems."""
+    keys = {k.lower(): v for k, v in settings.items()}
+    causes: list[str] = []
+    if (
+        any(_falsy(keys.get(k)) for k in ("cuda_graphs", "cuda_graph", "use_cuda_graph"))
+        or _truthy(keys.get("enforce_eager"))
+        or _truthy(keys.get("ggml_cuda_disable_graphs"))
+    ):
+        causes.append("CUDA graphs are off (enforce_eager / graphs disabled)")
+    offload = keys.get("cpu_offload_gb") or keys.get("cpu_offload")
+    if (isinstance(offload, int | float) and offload > 0) or _truthy(offload):
+        causes.append("weights offloaded to the CPU")
+    ngl = keys.get("n_gpu_layers", keys.get("ngl"))
+    layers = keys.get("n_layers", keys.get("num_layers"))
+    if isinstance(ngl, int) and isinstance(layers, int) and 0 <= ngl < layers:
+        causes.append(f"only {ngl} of {layers} layers on the GPU (CPU offload)")
+    if any(p.code == "client_floor" for p in problems):
+        causes.append("the client's own overhead floor dominates (client_floor)")
+    if not causes:
+        causes += [
+            "CUDA graphs off",
+            "a slow kernel or quantization fallback",
+            "CPU offload",
+            "the client's floor",
+        ]
+    return tuple(causes)
+
+
+def check_roofline(
+    facts: RooflineFacts,
+    runs: Sequence[SweepRun],
+    settings: dict[str, Any] | None = None,
+    *,
+    far_below: float = FAR_BELOW,
+) -> RooflineCheck:
+    """Compare one target's concurrency-1 decode speed with its roofline."""
+    own = [r for r in runs if r.target == facts.target]
+    bpt = bytes_per_token(facts.model_bytes, facts.kv_bytes_per_token, facts.context_tokens)
+    bound = decode_bound_tokens_per_s(facts.bandwidth_gb_s, bpt)
+    measured, source = measured_decode_tokens_per_s(own)
+    if measured is None:
+        return RooflineCheck(facts.target, bound, 1000.0 / bound, None, None, None, "no_data")
+    fraction = measured / bound
+    causes: tuple[str, ...] = ()
+    status: Literal["ok", "far_below", "above_bound"] = "ok"
+    if fraction < far_below:
+        status = "far_below"
+        problems = [p for r in own if r.concurrency == 1 for p in r.problems]
+        causes = probable_causes(settings or {}, problems)
+    elif fraction > ABOVE_BOUND:
+        status = "above_bound"
+    return RooflineCheck(
+        facts.target, bound, 1000.0 / bound, measured, source, fraction, status, causes
+    )
+
+
+def check_sweep(sweep: SweepFile, *, far_below: float = FAR_BELOW) -> list[RooflineCheck]:
+    """The roofline check of every target the sweep has facts for."""
+    out = []
+    for facts in sweep.roofline:
+        target = sweep.target(facts.target)
+        settings = target.settings if target is not None else {}
+        out.append(check_roofline(facts, sweep.runs, settings, far_below=far_below))
+    return out

@@ -1,0 +1,218 @@
+"""The sweep file, ``DIR/sweep.json`` (``"schema": "crossover.sweep/1"``), as pydantic models.
+
+The sweep runner writes exactly these models and the report reads them, so the
+file format lives in one place. Fields beyond contract.md (``targets``,
+``server_metrics``, ``gpu``, ``roofline``, ``inconclusive``) are optional: a
+sweep file with only ``runs`` and ``crossovers`` is valid.
+
+A run's ``summary`` is the run summary of ``crossover run --json``
+(``"schema": "crossover.run/1"``), :class:`crossover.metrics.summary.RunSummary`.
+Read numbers from it by dotted path with :func:`summary_value` or
+:meth:`SweepRun.value`, which return ``None`` for anything missing.
+
+Write a sweep file with :meth:`SweepFile.write` (or ``model_dump(by_alias=True,
+mode="json")``) so that the ``schema`` key is spelled as the contract says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from crossover.metrics.summary import EngineInfo, Problem, RunSummary
+
+SWEEP_SCHEMA = "crossover.sweep/1"
+RUN_SCHEMA = "crossover.run/1"
+
+
+def summary_value(summary: RunSummary | Mapping[str, Any], path: str) -> float | None:
+    """A number from a run summary (model or parsed JSON) by dotted path
+    (``"ttft_ms.p50"``, ``"throughput.total_tokens_per_s"``, ``"load.concurrency"``).
+
+    Returns ``None`` when any step is missing, null, or not a finite number.
+    """
+    node: Any = summary
+    for key in path.split("."):
+        if isinstance(node, BaseModel):
+            node = getattr(node, key, None) if key in type(node).model_fields else None
+        elif isinstance(node, Mapping):
+            node = node.get(key)
+        else:
+            return None
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return None
+    value = float(node)
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+class TargetInfo(BaseModel):
+    """One target of the sweep: the engine as launched, with its effective settings.
+
+    ``settings`` holds what the engine actually ran with (read from its logs,
+    ``/props``, ``/server_info`` ...), not only what was asked for, e.g.
+    ``{"cuda_graphs": true, "max_num_seqs": 256, "kv_cache_dtype": "fp8"}``.
+    """
+
+    name: str
+    engine: str | None = None
+    url: str | None = None
+    model: str | None = None
+    version: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class ServerMetricsSample(BaseModel):
+    """One scrape of the engine's Prometheus endpoint during a run.
+
+    ``t_s`` is seconds since the run started; ``values`` maps a gauge name
+    (with labels folded in, e.g. ``vllm:num_requests_running``) to its value.
+    """
+
+    t_s: float
+    values: dict[str, float | None] = Field(default_factory=dict)
+
+
+class GpuSample(BaseModel):
+    """One NVML sample of one GPU during a run; absent readings are ``None``."""
+
+    t_s: float
+    index: int = 0
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+
+
+class SweepRun(BaseModel):
+    """One run of one target at one concurrency level (one repeat)."""
+
+    target: str
+    concurrency: int = Field(ge=1)
+    repeat: int = Field(default=0, ge=0)
+    summary: RunSummary
+    server_metrics: list[ServerMetricsSample] | None = None
+    gpu: list[GpuSample] | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``valid``, ``unverified`` or ``invalid``."""
+        return self.summary.verdict
+
+    @property
+    def is_valid(self) -> bool:
+        """Only valid runs become points of a curve or a crossover."""
+        return self.summary.verdict == "valid"
+
+    def value(self, path: str) -> float | None:
+        """A number from the summary by dotted path; see :func:`summary_value`."""
+        return summary_value(self.summary, path)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The problems the run's verification found."""
+        return self.summary.problems
+
+    @property
+    def engine(self) -> EngineInfo:
+        """The engine as the run saw it (``name``, ``url``, ``model``, ``version``)."""
+        return self.summary.engine
+
+
+class Crossover(BaseModel):
+    """A claimed crossover: ``below`` leads under ``concurrency``, ``above`` leads over it.
+
+    ``interval`` is where the difference's confidence band crosses zero,
+    clipped to ``bracket``, the two measured levels (with significant,
+    opposite leads) that enclose it.
+    """
+
+    metric: str
+    below: str
+    above: str
+    concurrency: float
+    interval: tuple[float, float]
+    bracket: tuple[int, int] | None = None
+
+
+class Inconclusive(BaseModel):
+    """The point estimate changes sign between ``bracket`` levels but no lead
+    there is significant, so no crossover is claimed."""
+
+    metric: str
+    a: str
+    b: str
+    bracket: tuple[int, int]
+    reason: str
+
+
+class RooflineFacts(BaseModel):
+    """Facts for the concurrency-1 roofline check of one target.
+
+    ``model_bytes``: bytes of weights read per decoded token. ``bandwidth_gb_s``:
+    the GPU's measured (copy) or nominal memory bandwidth in GB/s (1e9 bytes/s).
+    ``kv_bytes_per_token`` x ``context_tokens`` adds the KV cache read per token.
+    """
+
+    target: str
+    model_bytes: float = Field(gt=0)
+    bandwidth_gb_s: float = Field(gt=0)
+    kv_bytes_per_token: float | None = Field(default=None, ge=0)
+    context_tokens: int | None = Field(default=None, ge=0)
+    gpu: str | None = None
+    source: str | None = None
+
+
+class SweepFile(BaseModel):
+    """``DIR/sweep.json``: every run of the sweep and what was found in them."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: Literal["crossover.sweep/1"] = Field(default="crossover.sweep/1", alias="schema")
+    targets: list[TargetInfo] = Field(default_factory=list)
+    runs: list[SweepRun] = Field(default_factory=list)
+    crossovers: list[Crossover] = Field(default_factory=list)
+    inconclusive: list[Inconclusive] = Field(default_factory=list)
+    roofline: list[RooflineFacts] = Field(default_factory=list)
+    started_at: str | None = None
+    workload: dict[str, Any] | None = None
+
+    @field_validator("roofline", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, dict) else v
+
+    def target_names(self) -> list[str]:
+        """Targets in declared order, then any that appear only in ``runs``."""
+        names = [t.name for t in self.targets]
+        for run in self.runs:
+            if run.target not in names:
+                names.append(run.target)
+        return names
+
+    def target(self, name: str) -> TargetInfo | None:
+        """The declared target of that name, if any."""
+        return next((t for t in self.targets if t.name == name), None)
+
+    def to_json(self) -> str:
+        """The file's text, keys as contract.md spells them."""
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        """Write atomically (temp file + rename), so an interrupted sweep never
+        leaves a half-written file behind."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> SweepFile:
+        """Parse a sweep file; raises ``OSError``, ``ValueError`` or pydantic's
+        ``ValidationError`` (the report turns them into one-line usage errors)."""
+        return cls.model_validate_json(path.read_bytes())

@@ -1,0 +1,363 @@
+"""aiohttp handlers: execute a request's plan on the wire, on an absolute schedule.
+
+One task per stream (aiohttp's handler task) sleeps to absolute deadlines in
+``perf_counter_ns`` time, so lateness never accumulates: a late chunk is followed by an
+on-time one. Every chunk carries ``crossover_emit_ns``, the ``perf_counter_ns()`` taken just
+before it was written (CLOCK_MONOTONIC on Linux, shared by all processes of a machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from crossover.calibration.config import CalibrationConfig
+from crossover.calibration.plan import BadRequest, GenerationRequest, Plan, make_plan
+from crossover.calibration.plan import parse_request as parse_generation
+from crossover.calibration.state import RequestTruth, ServerState
+from crossover.calibration.tokenizer import chat_token_ids, token_ids
+
+CONFIG_KEY: web.AppKey[CalibrationConfig] = web.AppKey("calibration_config", CalibrationConfig)
+STATE_KEY: web.AppKey[ServerState] = web.AppKey("calibration_state", ServerState)
+CLOSING_KEY: web.AppKey[asyncio.Event] = web.AppKey("calibration_closing", asyncio.Event)
+
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_DONE = b"data: [DONE]\n\n"
+_MALFORMED = b'data: {"id": "calibration", "choices": [{"text": "unterminated\n\n'
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+async def _sleep_until(deadline_ns: int) -> None:
+    delay_ns = deadline_ns - time.perf_counter_ns()
+    if delay_ns > 0:
+        await asyncio.sleep(delay_ns / 1e9)
+
+
+def _abort_with_reset(request: web.Request) -> None:
+    """Drop the connection with a TCP RST (SO_LINGER 0), as a crashed server would."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    transport.abort()
+
+
+class _Emitter:
+    """Builds and writes one response's SSE events (plain, or split into tiny CRLF pieces)."""
+
+    def __init__(
+        self, resp: web.StreamResponse, req: GenerationRequest, rec: RequestTruth, split: int
+    ) -> None:
+        self.resp = resp
+        self.chat = req.chat
+        self.split = split  # 0: write whole events
+        self.base: dict[str, Any] = {
+            "id": rec.id,
+            "object": "chat.completion.chunk" if req.chat else "text_completion",
+            "created": int(time.time()),
+            "model": req.model,
+        }
+
+    def chunk(self, text: str | None, finish: str | None, role: bool, emit_ns: int) -> bytes:
+        if self.chat:
+            delta: dict[str, str] = {"role": "assistant"} if role else {}
+            if text is not None:
+                delta["content"] = text
+            choice: dict[str, Any] = {"index": 0, "delta": delta}
+        else:
+            choice = {"index": 0, "text": text or ""}
+        choice["logprobs"] = None
+        choice["finish_reason"] = finish
+        return self.event({**self.base, "choices": [choice], "crossover_emit_ns": emit_ns})
+
+    def usage(self, prompt: int | None, completion: int | None) -> bytes:
+        usage: dict[str, int | None] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": (prompt or 0) + (completion or 0),
+        }
+        return self.event(
+            {
+                **self.base,
+                "choices": [],
+                "usage": usage,
+                "crossover_emit_ns": time.perf_counter_ns(),
+            }
+        )
+
+    @staticmethod
+    def event(obj: dict[str, Any]) -> bytes:
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    async def write(self, data: bytes) -> None:
+        if not self.split:
+            await self.resp.write(data)
+            return
+        data = b": ping\r\n\r\n" + data.replace(b"\n", b"\r\n")
+        for i in range(0, len(data), self.split):
+            await self.resp.write(data[i : i + self.split])
+            await asyncio.sleep(0)
+
+
+class Handlers:
+    """The routes of one application; config and state come from the app."""
+
+    def __init__(self, config: CalibrationConfig, state: ServerState) -> None:
+        self.config = config
+        self.state = state
+
+    # --- small endpoints -------------------------------------------------
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        model = {"id": self.config.model_name, "object": "model", "owned_by": "crossover"}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _error(400, "body is not valid JSON", "invalid_request_error")
+        if not isinstance(body, dict):
+            return _error(400, "body must be a JSON object", "invalid_request_error")
+        if isinstance(body.get("messages"), list):
+            ids = chat_token_ids(body["messages"], self.config.chat_template_tokens)
+        else:
+            text = body.get("content", body.get("prompt"))
+            if not isinstance(text, str):
+                return _error(400, "content must be a string", "invalid_request_error")
+            ids = token_ids(text)
+        return web.json_response({"tokens": ids, "count": len(ids)})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        text = self.state.prometheus_text(self.config.model_name)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def truth(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=orjson.dumps(self.state.truth_dict()), content_type="application/json"
+        )
+
+    async def reset(self, request: web.Request) -> web.Response:
+        self.state.reset()
+        return web.json_response({"status": "reset"})
+
+    # --- generation -------------------------------------------------------
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival = time.perf_counter_ns()
+        cfg, state = self.config, self.state
+        try:
+            req = parse_generation(orjson.loads(await request.read()), chat, cfg)
+        except orjson.JSONDecodeError:
+            return _error(400, "body is not valid JSON", "invalid_request_error")
+        except BadRequest as exc:
+            return _error(400, str(exc), "invalid_request_error")
+        faults = cfg.faults_for(state.next_index)
+        rec = state.start("chat" if chat else "completions", req.stream, sorted(faults), arrival)
+        rec.prompt_tokens, rec.max_tokens = req.prompt_tokens, req.max_tokens
+        if "never_answer" in faults:
+            rec.status = 0
+            await request.app[CLOSING_KEY].wait()
+            raise asyncio.CancelledError
+        for code in (500, 429):
+            if f"http_{code}" in faults:
+                rec.status, rec.done = code, True
+                state.errors_total += 1
+                err = _error(code, f"calibration fault http_{code}", "server_error")
+                if code == 429:
+                    err.headers["Retry-After"] = "1"
+                return err
+        plan = make_plan(req, faults, cfg)
+        state.prompt_tokens_total += req.prompt_tokens
+        state.admit()
+        try:
+            if req.stream:
+                resp = await self._stream(request, req, plan, faults, rec)
+            else:
+                resp = await self._whole(request, req, plan, faults, rec)
+            rec.done = True
+            return resp
+        except ConnectionError:
+            rec.client_disconnected = True
+            raise
+        finally:
+            if rec.first_emit_ns is None:
+                state.waiting -= 1
+            else:
+                state.running -= 1
+
+    def _ttft_ns(self, req: GenerationRequest) -> int:
+        cfg = self.config
+        others = self.state.active - 1
+        ms = (
+            cfg.ttft_ms
+            + cfg.ttft_per_stream_ms * others
+            + cfg.ttft_per_prompt_token_ms * req.prompt_tokens
+        )
+        return int(ms * 1e6)
+
+    def _gap_ns(self) -> int:
+        cfg = self.config
+        return int((cfg.itl_ms + cfg.itl_per_stream_ms * (self.state.active - 1)) * 1e6)
+
+    def _mark_first(self, rec: RequestTruth, deadline_ns: int, emit_ns: int) -> None:
+        self.state.waiting -= 1
+        self.state.running += 1
+        rec.first_deadline_ns, rec.first_emit_ns = deadline_ns, emit_ns
+
+    async def _stream(
+        self,
+        request: web.Request,
+        req: GenerationRequest,
+        plan: Plan,
+        faults: frozenset[str],
+        rec: RequestTruth,
+    ) -> web.StreamResponse:
+        cfg, state = self.config, self.state
+        resp = web.StreamResponse(headers=_SSE_HEADERS)
+        if "connection_close" in faults:
+            resp.force_close()
+        out = _Emitter(resp, req, rec, cfg.split_event_bytes if "split_events" in faults else 0)
+        due = rec.arrival_ns + self._ttft_ns(req)
+        if "slow_headers" in faults:
+            await asyncio.sleep(cfg.slow_headers_s)
+        await resp.prepare(request)
+        role_first = req.chat and "role_chunk" in faults
+        if role_first:
+            await out.write(out.chunk(None, None, True, time.perf_counter_ns()))
+            due += int(cfg.role_chunk_delay_ms * 1e6)
+        sent = 0
+        k = plan.tokens_per_chunk
+        broke = False
+        while sent < plan.tokens:
+            if sent == plan.break_after and not broke:
+                broke = True
+                if plan.stall:
+                    stall_ns = int(cfg.stall_s * 1e9)
+                    await asyncio.sleep(cfg.stall_s)
+                    due += stall_ns
+                if plan.malformed:
+                    await out.write(_MALFORMED)
+            size = 1 if sent == 0 else min(k, plan.tokens - sent)
+            if sent < plan.break_after and (plan.stall or plan.malformed):
+                size = min(size, plan.break_after - sent)
+            if sent:
+                due += self._gap_ns() * size
+            await _sleep_until(due)
+            now = time.perf_counter_ns()
+            last = sent + size == plan.tokens
+            data = out.chunk(
+                cfg.token_text * size,
+                plan.finish_reason if last else None,
+                req.chat and sent == 0 and not role_first,
+                now,
+            )
+            await out.write(data)
+            lag = now - due
+            state.add_lag(lag, sent == 0)
+            rec.max_lag_ns = max(rec.max_lag_ns, lag)
+            if sent == 0:
+                self._mark_first(rec, due, now)
+            rec.last_deadline_ns, rec.last_emit_ns = due, now
+            sent += size
+            rec.tokens_sent = sent
+            rec.chunks_sent += 1
+            state.generation_tokens_total += size
+        if plan.reset:
+            _abort_with_reset(request)
+            return resp
+        rec.finish_reason = plan.finish_reason
+        if not plan.cut:
+            if plan.usage_completion_tokens is not None and (
+                req.include_usage or cfg.stream_usage_always
+            ):
+                await out.write(out.usage(plan.usage_prompt_tokens, plan.usage_completion_tokens))
+            await out.write(_DONE)
+        await resp.write_eof()
+        return resp
+
+    async def _whole(
+        self,
+        request: web.Request,
+        req: GenerationRequest,
+        plan: Plan,
+        faults: frozenset[str],
+        rec: RequestTruth,
+    ) -> web.StreamResponse:
+        cfg, state = self.config, self.state
+        first = rec.arrival_ns + self._ttft_ns(req)
+        done = first + self._gap_ns() * (plan.tokens - 1)
+        if plan.stall:
+            done += int(cfg.stall_s * 1e9)
+        if "slow_headers" in faults:
+            done = max(done, rec.arrival_ns + int(cfg.slow_headers_s * 1e9))
+        await _sleep_until(done)
+        now = time.perf_counter_ns()
+        self._mark_first(rec, first, now)
+        state.add_lag(now - done, True)
+        rec.last_deadline_ns, rec.last_emit_ns = done, now
+        rec.tokens_sent, rec.chunks_sent = plan.tokens, 1
+        rec.finish_reason = plan.finish_reason
+        state.generation_tokens_total += plan.tokens
+        text = cfg.token_text * plan.tokens
+        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": plan.finish_reason}
+        if req.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        body: dict[str, Any] = {
+            "id": rec.id,
+            "object": "chat.completion" if req.chat else "text_completion",
+            "created": int(time.time()),
+            "model": req.model,
+            "choices": [choice],
+            "crossover_emit_ns": now,
+        }
+        if plan.usage_completion_tokens is not None and plan.usage_prompt_tokens is not None:
+            body["usage"] = {
+                "prompt_tokens": plan.usage_prompt_tokens,
+                "completion_tokens": plan.usage_completion_tokens,
+                "total_tokens": plan.usage_prompt_tokens + plan.usage_completion_tokens,
+            }
+        payload = orjson.dumps(body)
+        if plan.malformed:
+            payload = payload[: len(payload) // 2]
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if "connection_close" in faults:
+            resp.force_close()
+        if plan.reset:
+            _abort_with_reset(request)
+            return resp
+        resp.content_length = len(payload)
+        await resp.prepare(request)
+        if plan.cut:
+            # promise the whole body, send half, close: the client sees a truncated payload
+            await resp.write(payload[: len(payload) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return resp
+        await resp.write(payload)
+        await resp.write_eof()
+        return resp

@@ -1,0 +1,58 @@
+"""``crossover report DIR`` and ``crossover compare A B``: parsing only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def report(
+    directory: Annotated[Path, typer.Argument(help="sweep directory (holds sweep.json)")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="HTML file to write [default: DIR/report.html]")
+    ] = None,
+) -> None:
+    """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/)."""
+    from crossover.analysis import analyze_sweep, check_sweep, format_crossover
+    from crossover.errors import UsageError
+    from crossover.report import load_sweep, write_report
+
+    sweep = load_sweep(directory)
+    sweep_dir = directory if directory.is_dir() else directory.parent
+    try:
+        path = write_report(sweep_dir, sweep, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report: {exc}") from None
+    for finding in analyze_sweep(sweep):
+        if finding.kind != "none":
+            typer.echo(format_crossover(finding))
+    for check in check_sweep(sweep):
+        typer.echo(check.describe())
+    typer.echo(f"report: {path}")
+
+
+def compare(
+    before: Annotated[Path, typer.Argument(help="run summary JSON or sweep directory (before)")],
+    after: Annotated[Path, typer.Argument(help="run summary JSON or sweep directory (after)")],
+    html: Annotated[
+        Path | None, typer.Option("--html", help="also write the comparison as HTML here")
+    ] = None,
+) -> None:
+    """Before/after table of the headline metrics of two runs or two sweeps, with ratios."""
+    from crossover.errors import UsageError
+    from crossover.report import compare_paths, format_table, write_compare_html
+
+    cmp = compare_paths(before, after)
+    typer.echo(format_table(cmp))
+    if html is not None:
+        try:
+            typer.echo(f"html: {write_compare_html(cmp, html)}")
+        except OSError as exc:
+            raise UsageError(f"cannot write {html}: {exc}") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+    app.command("compare")(compare)

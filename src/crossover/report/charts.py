@@ -1,0 +1,196 @@
+"""PNG charts of a sweep (matplotlib, Agg canvas, imported only when drawing).
+
+Only valid runs are drawn as curves; invalid and unverified runs appear as
+grey crosses ("not used") so that they are seen but never read as results.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crossover.analysis.crossovers import Finding
+from crossover.analysis.schema import SweepFile, SweepRun
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One target's valid values of a metric per level: mean, min, max over repeats."""
+
+    levels: list[int]
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+
+
+def series(runs: Sequence[SweepRun], target: str, path: str) -> Series:
+    """Mean and spread over repeats of one metric, valid runs only, by concurrency."""
+    by_level: dict[int, list[float]] = {}
+    for r in runs:
+        if r.target == target and r.is_valid and (v := r.value(path)) is not None:
+            by_level.setdefault(r.concurrency, []).append(v)
+    levels = sorted(by_level)
+    return Series(
+        levels,
+        [statistics.fmean(by_level[c]) for c in levels],
+        [min(by_level[c]) for c in levels],
+        [max(by_level[c]) for c in levels],
+    )
+
+
+def per_user_tokens_per_s(run: SweepRun) -> float | None:
+    """Decode speed one user sees: 1000 / TPOT p50, else output tokens/s / concurrency."""
+    tpot = run.value("tpot_ms.p50")
+    if tpot is not None and tpot > 0:
+        return 1000.0 / tpot
+    out = run.value("throughput.output_tokens_per_s")
+    return out / run.concurrency if out is not None else None
+
+
+def _txt(s: str) -> str:
+    """A label drawn as plain text: matplotlib reads ``$...$`` as math."""
+    return s.replace("$", r"\$")
+
+
+def _legend(ax: Axes) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _new_axes(title: str, ylabel: str, log_x: bool = True) -> tuple[Any, Axes]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    if log_x:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_xlabel("concurrency (requests in flight)")
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -> None:
+    for i, f in enumerate(x for x in findings if x.kind == "crossover" and x.metric in metrics):
+        assert f.interval is not None
+        assert f.concurrency is not None
+        ax.axvspan(f.interval[0], f.interval[1], color="0.5", alpha=0.15, lw=0)
+        ax.axvline(f.concurrency, color="0.3", ls="--", lw=1)
+        ax.annotate(
+            _txt(f"{f.metric}: {f.below}/{f.above} @ {f.concurrency:.1f}"),
+            (f.concurrency, 0.97 - 0.07 * i),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            ha="left",
+            va="top",
+        )
+
+
+def _mark_not_used(ax: Axes, runs: Sequence[SweepRun], path: str, labelled: list[bool]) -> None:
+    pts = [(r.concurrency, v) for r in runs if not r.is_valid and (v := r.value(path)) is not None]
+    if pts:
+        label = None if labelled[0] else "invalid/unverified (not used)"
+        labelled[0] = True
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color="0.55", label=label)
+
+
+def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
+    """Total tokens/s against concurrency; error bars span the repeats."""
+    fig, ax = _new_axes("Throughput", "total tokens/s")
+    labelled = [False]
+    for i, name in enumerate(sweep.target_names()):
+        s = series(sweep.runs, name, "throughput.total_tokens_per_s")
+        if s.levels:
+            err = [
+                [m - lo for m, lo in zip(s.mean, s.low, strict=True)],
+                [hi - m for m, hi in zip(s.mean, s.high, strict=True)],
+            ]
+            color = COLORS[i % len(COLORS)]
+            ax.errorbar(
+                s.levels, s.mean, yerr=err, marker="o", capsize=3, color=color, label=_txt(name)
+            )
+        own = [r for r in sweep.runs if r.target == name]
+        _mark_not_used(ax, own, "throughput.total_tokens_per_s", labelled)
+    _mark_crossovers(ax, findings, {"total_tokens_per_s", "output_tokens_per_s"})
+    _legend(ax)
+    return _png(fig)
+
+
+def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, title: str) -> bytes:
+    """p50 line with a p90-p99 band per target, for ``ttft_ms`` or ``itl_ms``."""
+    fig, ax = _new_axes(title, f"{section.removesuffix('_ms')} (ms)")
+    labelled = [False]
+    for i, name in enumerate(sweep.target_names()):
+        color = COLORS[i % len(COLORS)]
+        p50 = series(sweep.runs, name, f"{section}.p50")
+        p90 = series(sweep.runs, name, f"{section}.p90")
+        p99 = series(sweep.runs, name, f"{section}.p99")
+        if p50.levels:
+            ax.plot(p50.levels, p50.mean, marker="o", color=color, label=_txt(f"{name} p50"))
+        if p90.levels and p90.levels == p99.levels:
+            ax.fill_between(
+                p90.levels,
+                p90.mean,
+                p99.mean,
+                color=color,
+                alpha=0.18,
+                lw=0,
+                label=_txt(f"{name} p90-p99"),
+            )
+        own = [r for r in sweep.runs if r.target == name]
+        _mark_not_used(ax, own, f"{section}.p50", labelled)
+    _mark_crossovers(ax, findings, {m for m in (f.metric for f in findings) if section in m})
+    _legend(ax)
+    return _png(fig)
+
+
+def pareto_chart(sweep: SweepFile) -> bytes:
+    """Tokens/s per user against total tokens/s: up and right is better."""
+    fig, ax = _new_axes("Per-user speed vs total throughput", "total tokens/s", log_x=False)
+    ax.set_xlabel("tokens/s per user (1000 / TPOT p50)")
+    for i, name in enumerate(sweep.target_names()):
+        pts: dict[int, list[tuple[float, float]]] = {}
+        for r in sweep.runs:
+            if r.target != name or not r.is_valid:
+                continue
+            u, t = per_user_tokens_per_s(r), r.value("throughput.total_tokens_per_s")
+            if u is not None and t is not None:
+                pts.setdefault(r.concurrency, []).append((u, t))
+        if not pts:
+            continue
+        levels = sorted(pts)
+        xs = [statistics.fmean(p[0] for p in pts[c]) for c in levels]
+        ys = [statistics.fmean(p[1] for p in pts[c]) for c in levels]
+        ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)], label=_txt(name))
+        for c, x, y in zip(levels, xs, ys, strict=True):
+            ax.annotate(f"c={c}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    _legend(ax)
+    return _png(fig)
+
+
+def all_charts(sweep: SweepFile, findings: Sequence[Finding]) -> dict[str, bytes]:
+    """Every chart of the report as PNG bytes, by file stem."""
+    return {
+        "throughput": throughput_chart(sweep, findings),
+        "ttft": latency_chart(sweep, findings, "ttft_ms", "Time to first token"),
+        "itl": latency_chart(sweep, findings, "itl_ms", "Inter-token latency"),
+        "pareto": pareto_chart(sweep),
+    }

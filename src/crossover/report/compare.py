@@ -1,0 +1,211 @@
+"""``crossover compare A B``: before/after of the headline metrics, with ratios.
+
+A and B are two run summaries (``crossover run --json``) or two sweeps
+(directories or ``sweep.json`` files). Sweeps are compared per target and
+concurrency level, over valid runs only (mean over repeats); targets are
+paired by name, or, when each sweep has a single target, with each other.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from crossover.analysis.schema import SweepFile, summary_value
+from crossover.errors import UsageError
+from crossover.metrics.summary import RunSummary
+from crossover.report.load import is_sweep, load_run, load_sweep
+
+
+@dataclass(frozen=True)
+class Headline:
+    key: str
+    label: str
+    path: str
+    higher_is_better: bool
+    digits: int = 1
+
+
+HEADLINES: tuple[Headline, ...] = (
+    Headline("total_tokens_per_s", "total tok/s", "throughput.total_tokens_per_s", True),
+    Headline("output_tokens_per_s", "output tok/s", "throughput.output_tokens_per_s", True),
+    Headline("requests_per_s", "requests/s", "throughput.requests_per_s", True, 3),
+    Headline("ttft_p50", "TTFT p50 ms", "ttft_ms.p50", False),
+    Headline("ttft_p99", "TTFT p99 ms", "ttft_ms.p99", False),
+    Headline("tpot_p50", "TPOT p50 ms", "tpot_ms.p50", False, 2),
+    Headline("itl_p50", "ITL p50 ms", "itl_ms.p50", False, 2),
+    Headline("e2e_p50", "E2E p50 ms", "e2e_ms.p50", False, 0),
+)
+SWEEP_HEADLINES = tuple(
+    h for h in HEADLINES if h.key in ("total_tokens_per_s", "ttft_p50", "itl_p50")
+)
+SAME_WITHIN = 0.02  # |ratio - 1| under this reads as "same"
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One metric of one group (``run``, or ``TARGET c=N`` for sweeps)."""
+
+    group: str
+    metric: Headline
+    before: float | None
+    after: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """after / before."""
+        if self.before is None or self.after is None or self.before == 0:
+            return None
+        return self.after / self.before
+
+    @property
+    def change(self) -> Literal["better", "worse", "same", ""]:
+        r = self.ratio
+        if r is None:
+            return ""
+        if abs(r - 1.0) < SAME_WITHIN:
+            return "same"
+        return "better" if (r > 1.0) == self.metric.higher_is_better else "worse"
+
+    def cells(self) -> tuple[str, str, str, str, str, str]:
+        d = self.metric.digits
+
+        def fmt(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.{d}f}"
+
+        r = self.ratio
+        return (
+            self.group,
+            self.metric.label,
+            fmt(self.before),
+            fmt(self.after),
+            "-" if r is None else f"{r:.3f}x",
+            self.change,
+        )
+
+
+@dataclass
+class Comparison:
+    before: str
+    after: str
+    rows: list[CompareRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _text(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "B") -> Comparison:
+    """Headline metrics of two run summaries."""
+    cmp = Comparison(before, after)
+    for h in HEADLINES:
+        cmp.rows.append(CompareRow("run", h, summary_value(a, h.path), summary_value(b, h.path)))
+    for label, s in ((before, a), (after, b)):
+        if s.verdict != "valid":
+            cmp.notes.append(f"{label}: verdict {s.verdict}; not a valid result")
+        cmp.notes.append(
+            f"{label}: {s.engine.name} {_text(s.engine.version)}, model {s.engine.model}, "
+            f"concurrency {_text(s.load.concurrency)}, rate {_text(s.load.rate_rps)} rps"
+        )
+    wa, wb = a.workload, b.workload
+    for k in ("input_tokens", "output_tokens", "endpoint"):
+        va, vb = getattr(wa, k), getattr(wb, k)
+        if va != vb:
+            cmp.notes.append(f"work not matched: {k} {_text(va)} vs {_text(vb)}")
+    return cmp
+
+
+def _level_means(sweep: SweepFile, target: str, path: str) -> dict[int, float]:
+    vals: dict[int, list[float]] = {}
+    for r in sweep.runs:
+        if r.target == target and r.is_valid and (v := r.value(path)) is not None:
+            vals.setdefault(r.concurrency, []).append(v)
+    return {c: statistics.fmean(v) for c, v in vals.items()}
+
+
+def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "B") -> Comparison:
+    """Per target and level, the headline metrics of two sweeps (valid runs)."""
+    cmp = Comparison(before, after)
+    na, nb = a.target_names(), b.target_names()
+    pairs = [(t, t) for t in na if t in nb]
+    if not pairs and len(na) == 1 and len(nb) == 1:
+        pairs = [(na[0], nb[0])]
+    if not pairs:
+        raise UsageError(f"no target in common: {', '.join(na)} vs {', '.join(nb)}")
+    for ta, tb in pairs:
+        name = ta if ta == tb else f"{ta}->{tb}"
+        means = {
+            h.key: (_level_means(a, ta, h.path), _level_means(b, tb, h.path))
+            for h in SWEEP_HEADLINES
+        }
+        levels = sorted(
+            {c for ma, mb in means.values() for c in ma}
+            | {c for ma, mb in means.values() for c in mb}
+        )
+        for c in levels:
+            for h in SWEEP_HEADLINES:
+                ma, mb = means[h.key]
+                cmp.rows.append(CompareRow(f"{name} c={c}", h, ma.get(c), mb.get(c)))
+    for label, s in ((before, a), (after, b)):
+        bad = sum(1 for r in s.runs if not r.is_valid)
+        if bad:
+            cmp.notes.append(f"{label}: {bad} invalid or unverified runs left out")
+    return cmp
+
+
+def compare_paths(a: Path, b: Path) -> Comparison:
+    """Compare two run summaries or two sweeps, as the paths say."""
+    for p in (a, b):
+        if not p.exists():
+            raise UsageError(f"{p}: no such file or directory")
+    sa, sb = is_sweep(a), is_sweep(b)
+    if sa != sb:
+        raise UsageError("compare two run summaries or two sweeps, not one of each")
+    if sa:
+        return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b))
+    return compare_runs(load_run(a), load_run(b), str(a), str(b))
+
+
+def format_table(cmp: Comparison) -> str:
+    """The comparison as aligned plain text for the terminal."""
+    head = ("", "metric", "before", "after", "ratio", "")
+    rows = [head] + [r.cells() for r in cmp.rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    right = {2, 3, 4}
+    lines = [f"before: {cmp.before}", f"after:  {cmp.after}"]
+    for r in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    lines += [f"note: {n}" for n in cmp.notes]
+    return "\n".join(lines)
+
+
+def render_compare_html(cmp: Comparison, title: str = "crossover compare") -> str:
+    """The comparison as a self-contained HTML page (autoescaped)."""
+    from crossover.report.html import environment
+
+    return (
+        environment()
+        .get_template("compare.html.j2")
+        .render(
+            title=title,
+            generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            before=cmp.before,
+            after=cmp.after,
+            rows=[r.cells() for r in cmp.rows],
+            notes=cmp.notes,
+        )
+    )
+
+
+def write_compare_html(cmp: Comparison, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_compare_html(cmp), encoding="utf-8")
+    return out

@@ -1,0 +1,199 @@
+"""The sweep report: one self-contained HTML file (charts inlined as data URIs).
+
+Every string that came from a server or a run summary (engine versions,
+problem messages, settings) is untrusted: the template is rendered with
+autoescaping on and a Content-Security-Policy that allows no script at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from crossover.analysis.crossovers import Finding, analyze_sweep, format_crossover
+from crossover.analysis.roofline import RooflineCheck, check_sweep
+from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo
+
+CHART_TITLES = {
+    "throughput": "Throughput vs concurrency (error bars: spread over repeats)",
+    "ttft": "Time to first token: p50 line, p90-p99 band",
+    "itl": "Inter-token latency: p50 line, p90-p99 band",
+    "pareto": "Tokens/s per user vs total tokens/s (the Pareto view)",
+}
+
+
+def environment() -> jinja2.Environment:
+    """The report's template environment: autoescape always on, undefined is an error."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("crossover.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _text(v: Any) -> str:
+    """Any JSON value as display text (the template escapes it)."""
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    data_uri: str
+    file: str
+
+
+def _run_row(run: SweepRun) -> dict[str, Any]:
+    problems = "; ".join(f"{p.code} x{p.count}: {p.message}" for p in run.problems)
+    return {
+        "target": run.target,
+        "concurrency": run.concurrency,
+        "repeat": run.repeat,
+        "verdict": run.verdict,
+        "used": run.is_valid,
+        "achieved": _fmt(run.value("load.achieved_concurrency"), 2),
+        "total": _fmt(run.value("throughput.total_tokens_per_s")),
+        "ttft": _fmt(run.value("ttft_ms.p50")),
+        "itl": _fmt(run.value("itl_ms.p50"), 2),
+        "problems": problems or "-",
+    }
+
+
+def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
+    """Declared targets, filled in from what their runs' summaries report."""
+    out = []
+    for name in sweep.target_names():
+        info = sweep.target(name) or TargetInfo(name=name)
+        seen = next((r.engine for r in sweep.runs if r.target == name), None)
+        out.append(
+            {
+                "name": name,
+                "engine": _text(info.engine or (seen.name if seen else None)),
+                "version": _text(info.version or (seen.version if seen else None)),
+                "model": _text(info.model or (seen.model if seen else None)),
+                "url": _text(info.url or (seen.url if seen else None)),
+                "settings": [(k, _text(v)) for k, v in sorted(info.settings.items())],
+            }
+        )
+    return out
+
+
+def _problems(sweep: SweepFile) -> list[dict[str, str]]:
+    rows = []
+    for r in sweep.runs:
+        for p in r.problems:
+            rows.append(
+                {
+                    "where": f"{r.target} c={r.concurrency} #{r.repeat}",
+                    "code": p.code,
+                    "severity": p.severity,
+                    "count": str(p.count),
+                    "message": p.message,
+                }
+            )
+    return rows
+
+
+def _telemetry(sweep: SweepFile) -> list[dict[str, str]]:
+    rows = []
+    for r in sweep.runs:
+        if not r.gpu and not r.server_metrics:
+            continue
+        gpu = r.gpu or []
+        util = [g.util_pct for g in gpu if g.util_pct is not None]
+        mem = [g.mem_used_mib for g in gpu if g.mem_used_mib is not None]
+        power = [g.power_w for g in gpu if g.power_w is not None]
+        rows.append(
+            {
+                "where": f"{r.target} c={r.concurrency} #{r.repeat}",
+                "gpu_samples": str(len(gpu)),
+                "util": _fmt(max(util) if util else None, 0),
+                "mem": _fmt(max(mem) if mem else None, 0),
+                "power": _fmt(max(power) if power else None, 0),
+                "server_samples": str(len(r.server_metrics or [])),
+                "gauges": ", ".join(
+                    sorted({k for s in r.server_metrics or [] for k in s.values})[:8]
+                ),
+            }
+        )
+    return rows
+
+
+def render_html(
+    sweep: SweepFile,
+    charts: dict[str, bytes],
+    findings: Sequence[Finding],
+    roofline: Sequence[RooflineCheck],
+    *,
+    title: str = "crossover sweep report",
+    chart_dir: str = "report",
+) -> str:
+    """The report's HTML text for an analysed sweep and its PNG charts."""
+    chart_list = [
+        Chart(
+            name,
+            CHART_TITLES.get(name, name),
+            "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+            f"{chart_dir}/{name}.png",
+        )
+        for name, png in charts.items()
+    ]
+    context = {
+        "title": title,
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "started_at": sweep.started_at,
+        "workload": [(k, _text(v)) for k, v in sorted((sweep.workload or {}).items())],
+        "charts": chart_list,
+        "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
+        "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
+        "no_crossover": [format_crossover(f) for f in findings if f.kind == "none"],
+        "recorded": [format_crossover(x) for x in sweep.crossovers],
+        "roofline": [
+            {"target": c.target, "status": c.status, "line": c.describe()} for c in roofline
+        ],
+        "targets": _targets(sweep),
+        "problems": _problems(sweep),
+        "runs": [
+            _run_row(r)
+            for r in sorted(sweep.runs, key=lambda r: (r.target, r.concurrency, r.repeat))
+        ],
+        "n_used": sum(1 for r in sweep.runs if r.is_valid),
+        "telemetry": _telemetry(sweep),
+    }
+    return environment().get_template("report.html.j2").render(**context)
+
+
+def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> Path:
+    """Analyse ``sweep``, write its PNGs to ``sweep_dir/report/`` and the HTML to
+    ``out`` (default ``sweep_dir/report.html``). Returns the HTML's path."""
+    from crossover.report.charts import all_charts
+
+    findings = analyze_sweep(sweep)
+    charts = all_charts(sweep, findings)
+    chart_dir = sweep_dir / "report"
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    for name, png in charts.items():
+        (chart_dir / f"{name}.png").write_bytes(png)
+    html = render_html(sweep, charts, findings, check_sweep(sweep))
+    out = out if out is not None else sweep_dir / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html, encoding="utf-8")
+    return out

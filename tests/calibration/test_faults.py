@@ -1,0 +1,255 @@
+"""Every fault's observable behaviour on the wire, seen with a plain aiohttp client."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from crossover.calibration.config import parse_fault
+from crossover.calibration.server import CalibrationConfig, serve
+
+from .conftest import Streamed, run, stream
+
+Body = Callable[..., dict[str, Any]]
+N = 8
+
+
+def _one(fault: str, req: dict[str, Any], timeout_s: float = 5.0, **cfg: Any) -> Streamed:
+    config = CalibrationConfig(ttft_ms=5.0, itl_ms=2.0, faults=[parse_fault(fault)], **cfg)
+    path = "/v1/chat/completions" if "messages" in req else "/v1/completions"
+
+    async def go() -> Streamed:
+        async with serve(config) as url, aiohttp.ClientSession() as s:
+            return await stream(s, url + path, req, timeout_s)
+
+    return run(go)
+
+
+def _good(s: Streamed) -> None:
+    assert s.status == 200
+    assert s.error is None
+    assert s.done
+
+
+def test_short_completion(body: Body) -> None:
+    s = _one("short_completion", body(N))
+    _good(s)
+    assert s.tokens == N // 2
+    assert s.finish_reasons == ["stop"]
+    assert s.usage is not None
+    assert s.usage["completion_tokens"] == N // 2
+
+
+def test_long_completion(body: Body) -> None:
+    s = _one("long_completion", body(N), long_completion_extra_tokens=3)
+    _good(s)
+    assert s.tokens == N + 3
+    assert s.finish_reasons == ["length"]
+    assert s.usage is not None
+    assert s.usage["completion_tokens"] == N + 3
+
+
+def test_finish_reason(body: Body) -> None:
+    s = _one("finish_reason", body(N))
+    _good(s)
+    assert s.tokens == N
+    assert s.finish_reasons == ["stop"]
+    assert s.usage is not None
+    assert s.usage["completion_tokens"] == N
+
+
+def test_role_chunk(body: Body) -> None:
+    s = _one("role_chunk", body(N, chat=True), role_chunk_delay_ms=30.0)
+    _good(s)
+    first = s.chunks[0]["choices"][0]["delta"]
+    assert first == {"role": "assistant"}
+    role_at = s.events[0].arrival_ns
+    token_at = s.token_events[0][0].arrival_ns
+    assert (token_at - role_at) / 1e6 >= 30.0
+    assert s.tokens == N
+
+
+def test_chat_without_fault_has_role_and_content_in_first_chunk(body: Body) -> None:
+    s = _one("short_completion:0.5", body(N, chat=True))  # request 0 is not faulted
+    _good(s)
+    assert s.chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": " tok"}
+
+
+def test_multi_token_chunks(body: Body) -> None:
+    s = _one("multi_token_chunks", body(N))
+    _good(s)
+    sizes = [len(text.split()) for _, text in s.token_events]
+    assert sum(sizes) == N
+    assert max(sizes) >= 2
+    assert len(s.token_events) < N
+
+
+def test_usage_missing(body: Body) -> None:
+    s = _one("usage_missing", body(N))
+    _good(s)
+    assert s.usage is None
+    assert s.tokens == N
+    whole = _one("usage_missing", body(N, stream=False))
+    assert "usage" not in orjson.loads(whole.body)
+
+
+def test_usage_mismatch(body: Body) -> None:
+    s = _one("usage_mismatch", body(N), usage_mismatch_delta=-2)
+    _good(s)
+    assert s.tokens == N
+    assert s.usage is not None
+    assert s.usage["completion_tokens"] == N - 2
+
+
+def test_prompt_tokens_mismatch(body: Body) -> None:
+    s = _one("prompt_tokens_mismatch", body(N), prompt_tokens_extra=5)
+    _good(s)
+    assert s.usage is not None
+    assert s.usage["prompt_tokens"] == 4 + 5
+
+
+@pytest.mark.parametrize(("fault", "status"), [("http_500", 500), ("http_429", 429)])
+def test_http_errors(body: Body, fault: str, status: int) -> None:
+    s = _one(fault, body(N))
+    assert s.status == status
+    assert orjson.loads(s.body)["error"]["code"] == status
+    if status == 429:
+        assert s.headers["Retry-After"] == "1"
+
+
+def test_stall_outlasts_a_short_timeout(body: Body) -> None:
+    s = _one("stall", body(N), timeout_s=0.25, stall_s=1.0)
+    assert isinstance(s.error, TimeoutError)
+    assert s.tokens == N // 2
+    assert not s.done
+
+
+def test_stall_then_resumes(body: Body) -> None:
+    s = _one("stall", body(N), stall_s=0.1)
+    _good(s)
+    assert s.tokens == N
+    arrivals = [e.arrival_ns for e, _ in s.token_events]
+    gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(arrivals)]
+    assert max(gaps) >= 100.0
+    assert gaps.index(max(gaps)) == N // 2 - 1
+
+
+def test_cut_ends_cleanly_without_finish_usage_or_done(body: Body) -> None:
+    s = _one("cut", body(N))
+    assert s.status == 200
+    assert s.error is None
+    assert s.tokens == N // 2
+    assert s.finish_reasons == []
+    assert s.usage is None
+    assert not s.done
+
+
+def test_reset_drops_the_connection(body: Body) -> None:
+    s = _one("reset", body(N))
+    assert isinstance(s.error, aiohttp.ClientError)
+    assert s.tokens == N // 2
+    assert not s.done
+    assert s.finish_reasons == []
+
+
+def test_connection_close_header(body: Body) -> None:
+    for req in (body(N), body(N, stream=False)):
+        s = _one("connection_close", req)
+        assert s.status == 200
+        assert s.error is None
+        assert s.headers.get("Connection", "").lower() == "close"
+
+
+def test_malformed_json_line(body: Body) -> None:
+    s = _one("malformed_json", body(N))
+    _good(s)
+    bad = [e for e in s.events if e.data != "[DONE]" and not _is_json(e.data)]
+    assert len(bad) == 1
+    assert s.tokens == N
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def test_slow_headers(body: Body) -> None:
+    t0 = time.perf_counter()
+    s = _one("slow_headers", body(N), slow_headers_s=0.2)
+    _good(s)
+    assert (s.token_events[0][0].arrival_ns - s.send_ns) / 1e9 >= 0.2
+    assert time.perf_counter() - t0 < 2.0
+    late = _one("slow_headers", body(N), timeout_s=0.1, slow_headers_s=1.0)
+    assert isinstance(late.error, TimeoutError)
+    assert late.status == 0
+
+
+def test_never_answer_times_out_and_shutdown_is_prompt(body: Body) -> None:
+    t0 = time.perf_counter()
+    s = _one("never_answer", body(N), timeout_s=0.2)
+    assert isinstance(s.error, TimeoutError)
+    assert s.status == 0
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_split_events_use_crlf_comments_and_small_writes(body: Body) -> None:
+    s = _one("split_events", body(N), split_event_bytes=5)
+    _good(s)
+    assert b"\r\n\r\n" in s.raw
+    assert b": ping\r\n" in s.raw
+    assert s.tokens == N
+    assert s.usage is not None
+    assert s.usage["completion_tokens"] == N
+
+
+def test_fraction_is_deterministic_by_request_counter(body: Body) -> None:
+    config = CalibrationConfig(
+        ttft_ms=1.0, itl_ms=0.5, faults=[parse_fault("short_completion:0.25")]
+    )
+
+    async def go() -> list[int]:
+        async with serve(config) as url, aiohttp.ClientSession() as s:
+            return [(await stream(s, url + "/v1/completions", body(N))).tokens for _ in range(8)]
+
+    tokens = run(go)
+    assert tokens == [N, N, N, N // 2, N, N, N, N // 2]
+
+
+def test_faults_combine(body: Body) -> None:
+    config = CalibrationConfig(
+        ttft_ms=1.0,
+        itl_ms=0.5,
+        faults=[parse_fault("usage_missing"), parse_fault("finish_reason")],
+    )
+
+    async def go() -> Streamed:
+        async with serve(config) as url, aiohttp.ClientSession() as s:
+            return await stream(s, url + "/v1/completions", body(N))
+
+    s = run(go)
+    assert s.usage is None
+    assert s.finish_reasons == ["stop"]
+    assert s.tokens == N
+
+
+def test_non_streaming_variants(body: Body) -> None:
+    reset = _one("reset", body(N, stream=False))
+    assert isinstance(reset.error, aiohttp.ClientError)
+    cut = _one("cut", body(N, stream=False))
+    assert isinstance(cut.error, aiohttp.ClientPayloadError)
+    bad = _one("malformed_json", body(N, stream=False))
+    assert bad.status == 200
+    assert not _is_json(bad.body.decode())
+    t0 = time.perf_counter()
+    stalled = _one("stall", body(N, stream=False), stall_s=0.2)
+    assert time.perf_counter() - t0 >= 0.2
+    assert orjson.loads(stalled.body)["usage"]["completion_tokens"] == N

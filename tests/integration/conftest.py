@@ -1,0 +1,47 @@
+"""Run crossover's measurement core against the calibration server, in-process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from crossover.calibration.config import CalibrationConfig, parse_fault
+from crossover.calibration.server import serve
+from crossover.config import RunConfig, TimeoutsConfig
+from crossover.records.store import Store
+from crossover.runner import RunOutcome, execute
+
+
+def calib(*faults: str, **kw: Any) -> CalibrationConfig:
+    base: dict[str, Any] = {"ttft_ms": 5.0, "itl_ms": 1.0}
+    base.update(kw)
+    return CalibrationConfig(faults=[parse_fault(f) for f in faults], **base)
+
+
+def run_against(
+    server: CalibrationConfig,
+    tmp: Path,
+    *,
+    timeouts: dict[str, float] | None = None,
+    **run_kw: Any,
+) -> tuple[RunOutcome, Store]:
+    async def go() -> RunOutcome:
+        async with serve(server) as url:
+            kw: dict[str, Any] = {
+                "url": url,
+                "model": "calibration",
+                "engine": "vllm",
+                "concurrency": 4,
+                "requests": 16,
+                "output_tokens": 16,
+                "input_tokens": 20,
+                "warmup_requests": 0,
+            }
+            kw.update(run_kw)
+            if timeouts:
+                kw["timeouts"] = TimeoutsConfig(**timeouts)
+            return await execute(RunConfig(**kw), store)
+
+    store = Store(tmp / "results.db")
+    return asyncio.run(go()), store

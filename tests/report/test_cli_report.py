@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from crossover.cli.report import register
+from crossover.errors import UsageError
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def _invoke(*args: str) -> tuple[int, str, BaseException | None]:
+    result = CliRunner().invoke(_app(), list(args))
+    return result.exit_code, result.output, result.exception
+
+
+def test_report_command_writes_html_and_prints_findings(sweep_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    code, output, exc = _invoke("report", str(sweep_dir), "--out", str(out))
+    assert exc is None, exc
+    assert code == 0
+    assert out.is_file()
+    assert "total tokens/s: llamacpp leads below" in output
+    assert "roofline 3.74 ms/token" in output
+    assert (sweep_dir / "report" / "throughput.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        (None, "no such sweep directory"),
+        ("", "no sweep.json"),
+        ("{not json", "not readable JSON"),
+        ('{"schema": "crossover.run/1"}', "not a sweep file"),
+        (
+            '{"schema": "crossover.sweep/1", "runs": [{"target": "a"}]}',
+            "malformed sweep file: runs.0",
+        ),
+    ],
+)
+def test_bad_input_is_a_one_line_usage_error(
+    tmp_path: Path, content: str | None, expect: str
+) -> None:
+    d = tmp_path / "sweep"
+    if content is not None:
+        d.mkdir()
+        if content:
+            (d / "sweep.json").write_text(content)
+    _code, _, exc = _invoke("report", str(d))
+    assert isinstance(exc, UsageError)
+    assert exc.exit_code == 2
+    assert expect in str(exc)
+    assert "\n" not in str(exc)
+
+
+def test_main_maps_usage_error_to_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crossover.cli.app import main
+
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "no such sweep directory" in " ".join(err.split())  # rich wraps long lines
+    assert "Traceback" not in err
+
+
+def _run_summary(total: float, ttft: float, verdict: str = "valid") -> dict[str, object]:
+    return {
+        "schema": "crossover.run/1",
+        "verdict": verdict,
+        "problems": [],
+        "load": {"mode": "concurrency", "concurrency": 4, "rate_rps": None},
+        "throughput": {
+            "total_tokens_per_s": total,
+            "output_tokens_per_s": total / 2,
+            "requests_per_s": 1.0,
+        },
+        "requests": {"sent": 8, "succeeded": 8, "failed": 0, "matched": 8},
+        "ttft_ms": {"p50": ttft, "p99": None},
+        "tpot_ms": {},
+        "itl_ms": {},
+        "chunk_gap_ms": {},
+        "e2e_ms": {},
+        "queue_ms": {},
+        "engine": {"name": "vllm", "url": "http://x", "model": "m", "version": "<b>0.26</b>"},
+        "workload": {"input_tokens": 200, "output_tokens": 256, "endpoint": "completions"},
+        "started_at": "2026-11-30T09:00:00+00:00",
+        "duration_s": 10.0,
+    }
+
+
+def test_compare_two_runs_prints_ratios_and_writes_html(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_run_summary(1000.0, 50.0)))
+    b.write_text(json.dumps(_run_summary(1250.0, 40.0, verdict="invalid")))
+    html = tmp_path / "cmp.html"
+    code, output, exc = _invoke("compare", str(a), str(b), "--html", str(html))
+    assert exc is None, exc
+    assert code == 0
+    line = next(x for x in output.splitlines() if "total tok/s" in x)
+    assert "1,000.0" in line
+    assert "1,250.0" in line
+    assert "1.250x" in line
+    assert "better" in line
+    ttft = next(x for x in output.splitlines() if "TTFT p50" in x)
+    assert "0.800x" in ttft
+    assert "better" in ttft  # lower latency
+    assert "verdict invalid" in output
+    page = html.read_text()
+    assert "&lt;b&gt;0.26&lt;/b&gt;" in page
+    assert "<b>0.26" not in page
+
+
+def test_compare_two_sweeps(sweep_dir: Path) -> None:
+    _code, output, exc = _invoke("compare", str(sweep_dir), str(sweep_dir / "sweep.json"))
+    assert exc is None, exc
+    assert "llamacpp c=16" in output
+    assert "1.000x" in output
+    assert "invalid or unverified runs left out" in output
+
+
+def test_compare_mixed_or_missing_is_usage_error(sweep_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "a.json"
+    run.write_text(json.dumps(_run_summary(1.0, 1.0)))
+    _, _, exc = _invoke("compare", str(run), str(sweep_dir))
+    assert isinstance(exc, UsageError)
+    _, _, exc = _invoke("compare", str(run), str(tmp_path / "nope.json"))
+    assert isinstance(exc, UsageError)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "other"}')
+    _, _, exc = _invoke("compare", str(run), str(bad))
+    assert isinstance(exc, UsageError)
+    bad.write_text('{"schema": "crossover.run/1", "verdict": "valid"}')
+    _, _, exc = _invoke("compare", str(run), str(bad))
+    assert isinstance(exc, UsageError)
+    assert "malformed run summary" in str(exc)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+from crossover.report import load_sweep, write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_is_self_contained_with_charts_and_files(sweep_dir: Path) -> None:
+    out = write_report(sweep_dir, load_sweep(sweep_dir))
+    assert out == sweep_dir / "report.html"
+    html = out.read_text()
+    uris = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(uris) == 4
+    assert all(base64.b64decode(u).startswith(PNG_MAGIC) for u in uris)
+    for name in ("throughput", "ttft", "itl", "pareto"):
+        assert (sweep_dir / "report" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+    # nothing is fetched from elsewhere
+    assert "http://" not in html.replace("http://127.0.0.1", "")
+    assert "<link" not in html
+
+
+def test_report_content(sweep_dir: Path) -> None:
+    html = write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "x" / "r.html").read_text()
+    assert "total tokens/s: llamacpp leads below" in html
+    assert "trtllm above" in html
+    # every run in the verdict table, the invalid one marked as not used
+    assert html.count("<tr") >= 28 + 1
+    assert "invalid (not used)" in html
+    assert "short_completion" in html
+    # engine versions and effective settings
+    assert "1.2.1" in html
+    assert "cuda_graphs=false" in html
+    assert "max_batch_size=128" in html
+    # roofline: 16.07 GB at 4.3 TB/s
+    assert "roofline 3.74 ms/token" in html
+    # telemetry summary from GPU samples
+    assert "llamacpp:requests_processing" in html
+
+
+def test_untrusted_strings_are_escaped(sweep_dir: Path) -> None:
+    html = write_report(sweep_dir, load_sweep(sweep_dir)).read_text()
+    assert "<script>document" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;document.documentElement" in html
+    assert "Content-Security-Policy" in html
+    # the only <script tokens are none at all: a report runs no code
+    assert "<script" not in html.lower()

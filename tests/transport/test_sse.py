@@ -1,0 +1,98 @@
+"""The SSE parser against the spec's corner cases, and split at every byte."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crossover.transport.sse import SSEEvent, SSEParser
+
+
+def parse_all(*chunks: bytes) -> list[SSEEvent]:
+    p = SSEParser()
+    out: list[SSEEvent] = []
+    for c in chunks:
+        out.extend(p.feed(c))
+    out.extend(p.close())
+    return out
+
+
+CASES = [
+    (b"data: a\n\n", [b"a"]),
+    (b"data: a\r\n\r\n", [b"a"]),
+    (b"data: a\r\r", [b"a"]),
+    (b"data:a\n\n", [b"a"]),
+    (b"data:  a\n\n", [b" a"]),  # only one leading space is removed
+    (b": comment\ndata: a\n\n", [b"a"]),
+    (b": ping\n\n", []),  # a comment alone dispatches nothing
+    (b"data: a\ndata: b\n\n", [b"a\nb"]),
+    (b"data\n\n", [b""]),  # a field with no colon has an empty value
+    (b"event: x\ndata: a\n\ndata: b\n\n", [b"a", b"b"]),
+    (b"data: a\n", []),  # not terminated by a blank line: not dispatched
+    (b"data: a\n\ndata: [DONE]\n\n", [b"a", b"[DONE]"]),
+    (b"\xef\xbb\xbfdata: a\n\n", [b"a"]),  # BOM
+    (b"id: 1\nretry: 10\nfoo: bar\ndata: a\n\n", [b"a"]),
+    (b'data: {"x": "a:b"}\n\n', [b'{"x": "a:b"}']),
+    (b"data: a\r\n\ndata: b\n\r\n", [b"a", b"b"]),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), CASES)
+def test_whole(raw: bytes, expected: list[bytes]) -> None:
+    assert [e.data for e in parse_all(raw)] == expected
+
+
+@pytest.mark.parametrize(("raw", "expected"), CASES)
+def test_split_at_every_byte(raw: bytes, expected: list[bytes]) -> None:
+    for cut in range(1, len(raw)):
+        assert [e.data for e in parse_all(raw[:cut], raw[cut:])] == expected, cut
+
+
+@pytest.mark.parametrize(("raw", "expected"), CASES)
+def test_one_byte_at_a_time(raw: bytes, expected: list[bytes]) -> None:
+    assert [e.data for e in parse_all(*[raw[i : i + 1] for i in range(len(raw))])] == expected
+
+
+def test_event_name_and_id() -> None:
+    (ev,) = parse_all(b"event: delta\nid: 7\ndata: x\n\n")
+    assert ev.event == "delta"
+    assert ev.id == "7"
+
+
+def test_cr_at_end_of_read_waits_for_lf() -> None:
+    p = SSEParser()
+    assert p.feed(b"data: a\r") == []
+    assert p.feed(b"\n") == []
+    assert [e.data for e in p.feed(b"\r\n")] == [b"a"]
+
+
+def test_pending_reports_an_unfinished_event() -> None:
+    p = SSEParser()
+    p.feed(b"data: half")
+    assert p.pending
+
+
+@given(
+    st.lists(
+        st.binary(min_size=0, max_size=30).filter(lambda b: b"\n" not in b and b"\r" not in b),
+        max_size=8,
+    ),
+    st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    st.lists(st.integers(min_value=1, max_value=20), max_size=10),
+)
+def test_roundtrip_any_payload_any_split(
+    payloads: list[bytes], eol: bytes, cuts: list[int]
+) -> None:
+    raw = b"".join(b"data: " + p + eol + eol for p in payloads)
+    chunks, pos = [], 0
+    for c in cuts:
+        chunks.append(raw[pos : pos + c])
+        pos += c
+    chunks.append(raw[pos:])
+    assert [e.data for e in parse_all(*chunks)] == payloads
+
+
+@given(st.binary(max_size=300))
+def test_never_raises_on_garbage(raw: bytes) -> None:
+    parse_all(raw)
