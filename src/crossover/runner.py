@@ -283,4 +283,3 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
         raise UsageError(f"no run {run_id} in {store.path}")
     ctx = RunContext.model_validate(row.context["context"])
     return summarize(store.records(run_id), ctx)
-

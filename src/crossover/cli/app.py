@@ -16,6 +16,7 @@ from crossover.errors import CrossoverError, EngineError
 # One line per command module; each module registers its own commands.
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
+    "sweep",
     "advise",
     "plan",
     "calibration",
@@ -65,10 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, tce.UsageError):
             return _fail(exc.format_message().replace("\n", " "), 2)
-        if isinstance(exc, tce.Abort):
+        if isinstance(exc, typer.Abort):
             return _fail("aborted", 130)
-        if isinstance(exc, tce.Exit):
-            return int(exc.exit_code or 0)
         if isinstance(exc, tce.ClickException):
             return _fail(exc.format_message(), exc.exit_code)
         raise

@@ -7,6 +7,7 @@ Everything here is a pure function of the raw records and the run's context, so
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+
 import numpy as np
 from pydantic import BaseModel, Field
 

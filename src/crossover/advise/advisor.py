@@ -1,0 +1,185 @@
+"""Enumerate candidates, reject them by cited rules, rank the rest per load regime.
+
+Predictions are engine-agnostic rooflines (``cost.py``); the engine order among
+candidates whose predictions are within ``TIE_FRACTION`` of the best follows the seeds'
+rule 1 (TensorRT-LLM with CUDA graphs at low/mid concurrency, vLLM at high concurrency
+and for MoE tensor parallelism, llama.cpp by default). Measurements from ``--results``
+replace predictions where a measured target matches a candidate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossover.advise import cost
+from crossover.advise.candidates import AdviceRequest, Evaluated, Regime, regimes_for, screen
+from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise.explain import (
+    PREFERENCE,
+    TIE_FRACTION,
+    dedupe,
+    measured_figures,
+    metric,
+    metric_key,
+    nvlink_wall,
+    recommendation,
+)
+from crossover.advise.model import ModelFacts, quant_from_config
+from crossover.advise.results import SweepResults
+from crossover.advise.rules import normalize_quant
+from crossover.errors import UsageError
+
+__all__ = ["SCHEMA", "AdviceRequest", "advise", "regimes_for"]
+
+SCHEMA = "crossover.advice/1"
+TOP_PER_REGIME = 5
+
+
+def _prefers(engine: str, regime: Regime, model: ModelFacts, tp: int) -> int:
+    order = PREFERENCE[regime]
+    if model.is_moe and tp > 1 and engine == "vllm":
+        return -1  # rule 1: vLLM for MoE tensor parallelism
+    return order.index(engine)
+
+
+def advise(
+    req: AdviceRequest, curve: AllReduceCurve | None = None, results: SweepResults | None = None
+) -> dict[str, Any]:
+    """Ranked recommendations per regime and the rejected candidates, as advice JSON."""
+    model, system = req.model, req.system
+    if req.input_tokens < 1 or req.output_tokens < 1:
+        raise UsageError("--input-tokens and --output-tokens must be >= 1")
+    quant = normalize_quant(req.quant or quant_from_config(model) or _default_quant(model))
+    curve = curve or cost.default_curve(system)
+    regimes = regimes_for(req.concurrency)
+    context = req.input_tokens + req.output_tokens
+    kept, rejected = screen(req, quant, context, regimes[0][1])
+
+    recommendations: list[dict[str, Any]] = []
+    comparisons: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for regime, conc in regimes:
+        scored: list[tuple[float, Evaluated, Prediction, dict[str, Any] | None]] = []
+        for ev in kept:
+            c = ev.candidate
+            layout = Layout(tp=c.tp, pp=c.pp)
+            pred = cost.predict(
+                model,
+                system,
+                layout,
+                c.quant,
+                curve,
+                concurrency=conc,
+                input_tokens=req.input_tokens,
+                output_tokens=req.output_tokens,
+                max_batch=ev.fit.max_concurrency,
+            )
+            measured = measured_figures(results, c, conc, pred, comparisons)
+            value = metric(regime, pred)
+            if measured is not None and measured.get(metric_key(regime)) is not None:
+                value = float(measured[metric_key(regime)])
+            scored.append((value, ev, pred, measured))
+        if not scored:
+            continue
+        # Predictions are upper bounds: where some candidates were measured, rank the
+        # others with their predictions scaled by the median measured/predicted ratio.
+        ratios = sorted(
+            v / metric(regime, p)
+            for v, _, p, m in scored
+            if m is not None and metric(regime, p) > 0
+        )
+        scale = ratios[len(ratios) // 2] if ratios else None
+        if scale is not None:
+            scored = [(v if m is not None else v * scale, e, p, m) for v, e, p, m in scored]
+            notes.append(
+                f"{regime} concurrency: {len(ratios)} measured candidate(s) reached "
+                f"{scale:.0%} of prediction; unmeasured candidates are ranked with "
+                "predictions scaled by that ratio"
+            )
+        best = max(s[0] for s in scored)
+        band = best * (1 - TIE_FRACTION)
+        scored.sort(
+            key=lambda s: (
+                s[0] < band,  # the tie band first, ordered by rule 1; the rest by figure
+                _prefers(s[1].candidate.engine, regime, model, s[1].candidate.tp)
+                if s[0] >= band
+                else 0,
+                -s[0],
+                s[1].candidate.tp * s[1].candidate.pp,
+            )
+        )
+        seen: set[tuple[str, int, int]] = set()
+        rank = 0
+        for value, ev, pred, measured in scored:
+            c = ev.candidate
+            key = (c.engine, c.tp, c.pp)
+            if key in seen:
+                continue
+            seen.add(key)
+            rank += 1
+            if rank > TOP_PER_REGIME and measured is None:
+                continue  # measured candidates are always listed
+            recommendations.append(
+                recommendation(
+                    req, regime, conc, rank, value, best, ev, pred, measured, curve, scale
+                )
+            )
+        notes.extend(nvlink_wall(req, kept, conc, curve))
+    if not recommendations:
+        notes.append(
+            "no candidate fits or runs: see rejected (more GPUs, a smaller quant, "
+            "or a shorter context)"
+        )
+    return {
+        "schema": SCHEMA,
+        "hardware": {
+            "gpu": system.gpu.id,
+            "count": system.count,
+            "interconnect": system.interconnect,
+            "source": system.source,
+            "compute_capability": system.gpu.compute_capability,
+            "memory_gib": system.gpu.memory_gib,
+            "datasheet": system.gpu.source,
+            "pairs": [p.model_dump() for p in system.pairs],
+        },
+        "model": {
+            "name": model.name,
+            "source": model.source,
+            "params": model.params,
+            "active_params": model.active_params,
+            "layers": model.layers,
+            "attention_heads": model.attention_heads,
+            "kv_heads": model.kv_heads,
+            "head_dim": model.head_dim,
+            "hidden": model.hidden,
+            "vocab": model.vocab,
+            "experts": model.experts,
+            "experts_per_token": model.experts_per_token,
+            "ffn": model.ffn,
+            "dtype": model.dtype,
+            "checkpoint_quant": quant_from_config(model),
+            "kv_bytes_per_token": model.kv_values_per_token() * cost.KV_BYTES,
+            "quant": quant,
+        },
+        "workload": {
+            "input_tokens": req.input_tokens,
+            "output_tokens": req.output_tokens,
+            "concurrency": sorted(set(req.concurrency)),
+            "regimes": {r: c for r, c in regimes},
+        },
+        "allreduce_curve": curve.name,
+        "recommendations": recommendations,
+        "rejected": dedupe(rejected),
+        "comparisons": comparisons,
+        "notes": [
+            *dict.fromkeys(notes),
+            "predicted figures are roofline upper bounds (memory-bound decode at "
+            f"{cost.BANDWIDTH_EFFICIENCY:.0%} of datasheet bandwidth); measure them "
+            "(seed-6-rerun-sweep)",
+        ],
+    }
+
+
+def _default_quant(model: ModelFacts) -> str:
+    dtype = (model.dtype or "bfloat16").lower()
+    return "fp16" if dtype in ("float16", "fp16", "half") else "bf16"

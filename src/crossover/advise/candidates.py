@@ -1,0 +1,177 @@
+"""Candidates: every engine x TP/PP layout for the GPUs, screened by the cited rules.
+
+A candidate is rejected with the id of the rule that rejects it (no kernel for the quant
+format on this architecture and engine version, TP not dividing the heads, TP over TCP,
+not enough memory); the survivors carry the rule ids and notes that apply to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from crossover.advise import cost
+from crossover.advise.cost import Layout, MemoryFit
+from crossover.advise.hardware import System
+from crossover.advise.model import ModelFacts
+from crossover.advise.rules import ENGINES, Verdict, check_tp_heads, cite, kernel_check, rule
+from crossover.errors import UsageError
+
+Regime = Literal["low", "mid", "high"]
+
+
+class AdviceRequest(BaseModel):
+    system: System
+    model: ModelFacts
+    quant: str | None = None
+    engine_versions: dict[str, str] = Field(default_factory=dict)
+    input_tokens: int = 512
+    output_tokens: int = 256
+    concurrency: list[int] = Field(default_factory=lambda: [1, 8, 64])
+    engines: list[str] = Field(default_factory=lambda: list(ENGINES))
+
+
+class Candidate(BaseModel):
+    engine: str
+    tp: int
+    pp: int
+    quant: str
+    split_mode: str | None = None  # llama.cpp: none | layer
+
+    def config(self) -> dict[str, Any]:
+        cfg: dict[str, Any] = {
+            "tp": self.tp,
+            "pp": self.pp,
+            "gpus": self.tp * self.pp,
+            "quant": self.quant,
+            "cuda_graphs": True,
+        }
+        if self.split_mode is not None:
+            cfg["split_mode"] = self.split_mode
+        return cfg
+
+
+class Evaluated(BaseModel):
+    candidate: Candidate
+    fit: MemoryFit
+    notes: list[str] = Field(default_factory=list)
+    rules: list[str] = Field(default_factory=list)
+
+
+def regimes_for(concurrency: list[int]) -> list[tuple[Regime, int]]:
+    """Lowest level -> low, highest -> high, the middle one (if any) -> mid."""
+    levels = sorted(set(concurrency))
+    if not levels or levels[0] < 1:
+        raise UsageError("--concurrency needs positive integers, e.g. 1,8,64")
+    out: list[tuple[Regime, int]] = [("low", levels[0])]
+    if len(levels) >= 3:
+        out.append(("mid", levels[len(levels) // 2]))
+    if len(levels) >= 2:
+        out.append(("high", levels[-1]))
+    return out
+
+
+def layouts(engine: str, system: System) -> list[tuple[int, int, str | None]]:
+    n = system.count
+    if engine == "transformers":
+        return [(1, 1, None)]
+    if engine == "llamacpp":
+        modes: list[tuple[int, int, str | None]] = [(1, 1, "none")]
+        return modes + [(1, k, "layer") for k in range(2, n + 1)]
+    return [(tp, pp, None) for tp in range(1, n + 1) for pp in range(1, n + 1) if tp * pp <= n]
+
+
+def _reject(engine: str, cfg: dict[str, Any], verdict: Verdict) -> dict[str, Any]:
+    return {
+        "engine": engine,
+        "config": cfg,
+        "reason": verdict.reason,
+        "rule": verdict.rule,
+        "source": cite([verdict.rule])[0]["source"],
+    }
+
+
+def screen(
+    req: AdviceRequest, quant: str, context: int, min_c: int
+) -> tuple[list[Evaluated], list[dict[str, Any]]]:
+    system, model = req.system, req.model
+    fam = system.gpu.sm_family
+    kept: list[Evaluated] = []
+    rejected: list[dict[str, Any]] = []
+    for engine in req.engines:
+        if engine not in ENGINES:
+            raise UsageError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+        eng_quant = quant
+        if engine == "llamacpp" and quant in ("bf16", "fp16") and model.gguf_file_type is None:
+            eng_quant = "gguf-f16" if quant == "fp16" else "gguf-bf16"
+        kc = kernel_check(engine, quant, fam, req.engine_versions.get(engine))
+        for tp, pp, split in layouts(engine, system):
+            cand = Candidate(engine=engine, tp=tp, pp=pp, quant=eng_quant, split_mode=split)
+            cfg = cand.config()
+            if not kc.ok:
+                rejected.append(_reject(engine, cfg, Verdict(rule=kc.rule, reason=kc.reason)))
+                continue
+            bad = check_tp_heads(engine, tp, model.attention_heads, model.kv_heads)
+            if bad is None and tp > 1 and system.interconnect == "tcp":
+                bad = Verdict(
+                    rule="tp-over-tcp",
+                    reason=f"TP={tp} over TCP: "
+                    f"{2 * model.layers} all-reduces per token at the TCP latency floor",
+                )
+            if bad is not None and engine == "vllm" and tp not in (2, 4, 6, 8):
+                bad = Verdict(
+                    rule=bad.rule,
+                    reason=f"{bad.reason}; vLLM's custom all-reduce "
+                    f"does not run at {tp} GPUs either (vllm-custom-allreduce)",
+                )
+            if bad is None and "trtllm-sm120-fp8-block-moe" in kc.notes and model.experts:
+                per_gpu = model.experts / tp
+                if per_gpu != int(per_gpu) or int(per_gpu) & (int(per_gpu) - 1):
+                    bad = Verdict(
+                        rule="trtllm-sm120-fp8-block-moe",
+                        reason=f"block-FP8 MoE on SM120 needs a power-of-2 expert count per "
+                        f"GPU; {model.experts} experts over TP={tp} gives {per_gpu:g}",
+                    )
+            if bad is not None:
+                rejected.append(_reject(engine, cfg, bad))
+                continue
+            fit = cost.memory_fit(
+                model, system.gpu, Layout(tp=tp, pp=pp), eng_quant, min_c, context
+            )
+            if not fit.fits:
+                what = "weights" if not fit.weights_fit else f"weights + KV for {min_c} sequences"
+                reason = (
+                    f"does not fit: {what} need "
+                    f"{fit.weights_gib_per_gpu + fit.kv_gib_per_gpu:.1f} GiB per GPU, "
+                    f"{fit.usable_gib_per_gpu:.1f} GiB usable on {system.gpu.id}"
+                )
+                rejected.append(_reject(engine, cfg, Verdict(rule="memory-fit", reason=reason)))
+                continue
+            ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
+            for note_rule in kc.notes:
+                ev.rules.append(note_rule)
+                ev.notes.append(rule(note_rule).text)
+            if kc.convert:
+                ev.notes.append(f"convert the checkpoint to GGUF first: {kc.convert}")
+                ev.rules.append("format-engine")
+            if engine == "llamacpp" and pp > 1:
+                ev.rules.append("llamacpp-split-modes")
+                if system.interconnect == "tcp":
+                    ev.rules.append("llamacpp-rpc-tcp")
+                    ev.notes.append("layers sharded over TCP with --rpc (trusted network only)")
+            if engine == "transformers" and system.count > 1:
+                ev.rules.append("transformers-single-device")
+            if tp > 1:
+                ev.rules.append("tp-divides-heads")
+                if engine == "vllm" and (tp not in (2, 4, 6, 8) or (tp > 2 and not system.p2p)):
+                    ev.rules.append("vllm-custom-allreduce")
+                    ev.notes.append(
+                        f"vLLM custom all-reduce off at TP={tp} on "
+                        f"{system.interconnect}: NCCL fallback"
+                    )
+                if not system.p2p:
+                    ev.rules.extend(["seed-3-tp-over-pp", "consumer-no-p2p"])
+                    ev.notes.append("no P2P: TP all-reduces go through host memory")
+            kept.append(ev)
+    return kept, rejected

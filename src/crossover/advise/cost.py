@@ -1,0 +1,339 @@
+"""Cost model: memory fit, decode/prefill rooflines, and the all-reduce curve.
+
+Decode is memory-bound: each step reads the weights a batch touches plus its KV cache,
+divided by the achievable bandwidth. Prefill is compute-bound: 2 x active params x
+tokens / FLOP/s. Tensor parallelism adds two all-reduces per layer per step; their cost
+comes from an ``AllReduceCurve``: alpha-beta defaults per interconnect, or a measured
+latency-vs-size table (from ``commbench``) that replaces them. Decode messages are tiny
+(batch x hidden x 2 bytes), so they sit on the latency floor: more TP can slow decode.
+
+These are upper bounds by construction (perfect kernels at a fixed fraction of peak);
+``--results`` measurements override them and the advice reports the error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from crossover.advise.hardware import GpuSpec, System, interconnect_costs
+from crossover.advise.model import ModelFacts
+from crossover.errors import UsageError
+
+# Achievable fraction of datasheet memory bandwidth: the H200 here copies at ~4.3 of
+# 4.8 TB/s (gpu-recipes.md, measured 2026-11-30).
+BANDWIDTH_EFFICIENCY = 0.9
+# Achievable fraction of dense tensor FLOP/s in prefill GEMMs (assumption).
+COMPUTE_EFFICIENCY = 0.7
+# Fraction of GPU memory the engine may use, and a runtime reserve (CUDA context,
+# activations, graphs, workspace) per GPU.
+MEMORY_UTILIZATION = 0.9
+RUNTIME_RESERVE_BYTES = 2.0 * 1024**3
+# Shortest a decode step can be per layer however small the model: ~8 kernels per layer
+# (norms, GEMMs, attention, activation) at ~2 us each even when replayed from a CUDA
+# graph (assumption; it only matters for tiny models, where it stops absurd figures).
+DECODE_FLOOR_US_PER_LAYER = 16.0
+ACTIVATION_BYTES = 2  # bf16 activations in all-reduces
+KV_BYTES = 2  # bf16/f16 KV cache
+
+BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8-block": 1.0 + 4 / (128 * 128),
+    "fp8-rowwise": 1.0,
+    "nvfp4": 0.5 + 1 / 16,  # FP8 scale per 16 values
+    "mxfp4": 0.5 + 1 / 32,  # E8M0 scale per 32 values
+    "int4-awq": 0.5 + 2.5 / 128,  # fp16 scale + 4-bit zero per group of 128
+    "int4-gptq": 0.5 + 2.5 / 128,
+    # GGUF: bits per weight of each type (ggml block layouts; K-quant mixes approximate)
+    "gguf-f16": 2.0,
+    "gguf-bf16": 2.0,
+    "gguf-q8_0": 8.5 / 8,
+    "gguf-q6_k": 6.5625 / 8,
+    "gguf-q5_k_m": 5.69 / 8,
+    "gguf-q5_0": 5.5 / 8,
+    "gguf-q4_k_m": 4.85 / 8,
+    "gguf-q4_0": 4.5 / 8,
+    "gguf-q3_k_m": 3.91 / 8,
+    "gguf-q2_k": 2.96 / 8,
+}
+
+
+class AllReduceCurve(Protocol):
+    """All-reduce latency in microseconds for a message of ``size_bytes`` over ``n`` GPUs."""
+
+    name: str
+
+    def latency_us(self, size_bytes: float, n: int) -> float: ...
+
+
+class AlphaBeta:
+    """Ring all-reduce: alpha + 2(n-1)/n x bytes / bus bandwidth."""
+
+    def __init__(self, alpha_us: float, busbw_gbs: float, name: str = "alpha-beta") -> None:
+        if alpha_us < 0 or busbw_gbs <= 0:
+            raise UsageError("all-reduce alpha must be >= 0 and bandwidth > 0")
+        self.alpha_us = alpha_us
+        self.busbw_gbs = busbw_gbs
+        self.name = name
+
+    def latency_us(self, size_bytes: float, n: int) -> float:
+        if n <= 1:
+            return 0.0
+        return self.alpha_us + 2 * (n - 1) / n * size_bytes / (self.busbw_gbs * 1e3)
+
+
+class TableCurve:
+    """A measured latency-vs-size table, interpolated log-log; beyond it, linear in size."""
+
+    def __init__(
+        self, points: list[tuple[float, float]], gpus: int | None = None, name: str = "measured"
+    ) -> None:
+        pts = sorted((float(s), float(t)) for s, t in points)
+        if len(pts) < 2 or any(s <= 0 or t <= 0 for s, t in pts):
+            raise UsageError("an all-reduce table needs >= 2 points with size and latency > 0")
+        self.points = pts
+        self.gpus = gpus
+        self.name = name
+
+    def latency_us(self, size_bytes: float, n: int) -> float:
+        if n <= 1:
+            return 0.0
+        pts = self.points
+        if size_bytes <= pts[0][0]:
+            return pts[0][1]  # the small-message floor
+        if size_bytes >= pts[-1][0]:
+            (s0, t0), (s1, t1) = pts[-2], pts[-1]
+            slope = max((t1 - t0) / (s1 - s0), 0.0)
+            return t1 + slope * (size_bytes - s1)
+        for (s0, t0), (s1, t1) in itertools.pairwise(pts):
+            if s0 <= size_bytes <= s1:
+                f = (math.log(size_bytes) - math.log(s0)) / (math.log(s1) - math.log(s0))
+                return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+        return pts[-1][1]  # pragma: no cover
+
+
+def load_curve(path: Path) -> TableCurve:
+    """``[{"size_bytes", "latency_us"}, ...]`` or ``{"gpus": n, "points": [...]}``."""
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a readable JSON all-reduce table ({exc})") from exc
+    gpus = None
+    if isinstance(raw, dict):
+        gpus = raw.get("gpus")
+        raw = raw.get("points")
+    if not isinstance(raw, list):
+        raise UsageError(f"{path}: want a list of {{size_bytes, latency_us}} points")
+    try:
+        pts = [(float(p["size_bytes"]), float(p["latency_us"])) for p in raw]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: every point needs size_bytes and latency_us") from exc
+    return TableCurve(pts, gpus=gpus if isinstance(gpus, int) else None, name=str(path))
+
+
+def default_curve(system: System) -> AlphaBeta:
+    """Alpha-beta parameters for the system's interconnect (gpus.yaml, with sources)."""
+    cost = interconnect_costs()[system.interconnect]
+    if cost.busbw_gbs is not None:
+        bw = cost.busbw_gbs
+    else:
+        link = system.gpu.nvlink
+        if link is None:
+            raise UsageError(f"{system.gpu.id} has no NVLink; pick --interconnect pcie")
+        # datasheet NVLink figures count both directions
+        bw = link.bandwidth_gbs / 2 * (cost.busbw_fraction or 1.0)
+    return AlphaBeta(cost.alpha_us, bw, name=f"alpha-beta:{system.interconnect}")
+
+
+class Layout(BaseModel):
+    tp: int = 1
+    pp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+class MemoryFit(BaseModel):
+    weights_gib_per_gpu: float
+    kv_gib_per_seq_per_gpu: float
+    kv_gib_per_gpu: float
+    usable_gib_per_gpu: float
+    headroom_gib: float
+    fits: bool
+    weights_fit: bool
+    max_concurrency: int
+
+
+class Prediction(BaseModel):
+    concurrency: int
+    batch: int  # concurrency actually resident (KV-capped)
+    step_ms: float
+    decode_mem_ms: float
+    decode_compute_ms: float
+    comm_ms: float
+    prefill_ms: float
+    decode_tok_s_per_user: float
+    output_tok_s: float
+    total_tok_s: float
+    bound: str  # "memory" | "compute" | "latency" (the per-layer kernel floor)
+
+
+def weight_bytes(model: ModelFacts, quant: str) -> float:
+    if model.weight_bytes is not None and quant.startswith("gguf-"):
+        return float(model.weight_bytes)
+    bpp = BYTES_PER_PARAM.get(quant)
+    if bpp is None:
+        raise UsageError(f"no size for quant {quant!r}")
+    if quant.startswith("gguf-"):
+        return model.params * bpp
+    # embeddings and lm_head stay in 16 bits in FP8/FP4/INT4 checkpoints
+    return (model.params - model.embedding_params) * bpp + model.embedding_params * 2.0
+
+
+def kv_bytes_per_token_per_gpu(model: ModelFacts, layout: Layout) -> float:
+    """KV bytes/token = 2 x layers x kv_heads x head_dim x bytes, split by TP and PP."""
+    total = model.kv_values_per_token() * KV_BYTES
+    if model.kv_latent_dim is not None:
+        shard = 1.0  # MLA latent is replicated on every TP rank
+    else:
+        shard = math.ceil(model.kv_heads / layout.tp) / model.kv_heads
+    return total * shard / layout.pp
+
+
+def memory_fit(
+    model: ModelFacts,
+    gpu: GpuSpec,
+    layout: Layout,
+    quant: str,
+    concurrency: int,
+    context_tokens: int,
+) -> MemoryFit:
+    gib = 1024**3
+    w = weight_bytes(model, quant) / layout.gpus
+    kv_seq = kv_bytes_per_token_per_gpu(model, layout) * context_tokens
+    usable = gpu.memory_bytes * MEMORY_UTILIZATION - RUNTIME_RESERVE_BYTES
+    free = usable - w
+    max_c = int(free // kv_seq) if free > 0 and kv_seq > 0 else 0
+    kv = kv_seq * concurrency
+    return MemoryFit(
+        weights_gib_per_gpu=w / gib,
+        kv_gib_per_seq_per_gpu=kv_seq / gib,
+        kv_gib_per_gpu=kv / gib,
+        usable_gib_per_gpu=usable / gib,
+        headroom_gib=(usable - w - kv) / gib,
+        fits=w + kv <= usable,
+        weights_fit=w < usable,
+        max_concurrency=max_c,
+    )
+
+
+def _tflops(gpu: GpuSpec, quant: str) -> float:
+    if quant in ("fp8", "fp8-block", "fp8-rowwise") and gpu.fp8_tflops:
+        return gpu.fp8_tflops
+    if quant in ("nvfp4", "mxfp4") and gpu.fp4_tflops:
+        return gpu.fp4_tflops
+    return gpu.bf16_tflops
+
+
+def _touched_weight_bytes(model: ModelFacts, quant: str, batch: int) -> float:
+    """Weights one decode step reads: all dense weights, the experts the batch routes to."""
+    total = weight_bytes(model, quant)
+    if not model.is_moe or not model.experts or not model.experts_per_token:
+        return total
+    expert_bytes = total * model.expert_params / model.params
+    frac = 1.0 - (1.0 - model.experts_per_token / model.experts) ** batch
+    return total - expert_bytes + expert_bytes * frac
+
+
+def _stage_decode_ms(
+    model: ModelFacts, gpu: GpuSpec, layout: Layout, quant: str, batch: int, ctx: float
+) -> tuple[float, float]:
+    """(memory ms, compute ms) of one decode step through ONE pipeline stage."""
+    read = _touched_weight_bytes(model, quant, batch) / layout.gpus
+    read += batch * ctx * kv_bytes_per_token_per_gpu(model, layout)
+    mem_ms = read / (gpu.memory_bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY) * 1e3
+    flops = 2 * model.active_params * batch / layout.gpus
+    comp_ms = flops / (_tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
+    return mem_ms, comp_ms
+
+
+def comm_ms(model: ModelFacts, layout: Layout, curve: AllReduceCurve, tokens: int) -> float:
+    """Per-step communication: 2 all-reduces per layer (TP) plus PP stage hand-offs."""
+    size = tokens * model.hidden * ACTIVATION_BYTES
+    ms = 2 * model.layers * curve.latency_us(size, layout.tp) / 1e3 if layout.tp > 1 else 0.0
+    if layout.pp > 1:
+        ms += (layout.pp - 1) * curve.latency_us(size, 2) / 1e3
+    return ms
+
+
+def prefill_ms(
+    model: ModelFacts,
+    gpu: GpuSpec,
+    layout: Layout,
+    quant: str,
+    curve: AllReduceCurve,
+    prompt_tokens: int,
+) -> float:
+    """One request's prefill: compute-bound GEMMs (or the weight read, if larger) + comm."""
+    flops = 2 * model.active_params * prompt_tokens / layout.tp  # PP stages run in sequence
+    comp = flops / (_tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
+    mem = (
+        weight_bytes(model, quant)
+        / layout.tp
+        / (gpu.memory_bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY)
+        * 1e3
+    )
+    return max(comp, mem) + comm_ms(model, layout, curve, prompt_tokens)
+
+
+def predict(
+    model: ModelFacts,
+    system: System,
+    layout: Layout,
+    quant: str,
+    curve: AllReduceCurve,
+    *,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_batch: int | None = None,
+) -> Prediction:
+    """Steady state of a closed loop at ``concurrency``: each request costs one prefill
+    and ``output_tokens`` decode steps; the cycle time gives per-user and total rates."""
+    gpu = system.gpu
+    batch = max(1, min(concurrency, max_batch if max_batch is not None else concurrency))
+    ctx = input_tokens + output_tokens / 2
+    # pipeline: split the batch into pp micro-batches when there are enough requests
+    micro = batch / layout.pp if batch >= layout.pp else float(batch)
+    mem_ms, comp_ms = _stage_decode_ms(model, gpu, layout, quant, max(1, round(micro)), ctx)
+    floor_ms = DECODE_FLOOR_US_PER_LAYER * model.layers / layout.pp / 1e3
+    stage = max(mem_ms, comp_ms, floor_ms)
+    decode_ms = stage * layout.pp
+    comm = comm_ms(model, layout, curve, max(1, round(micro)))
+    step = decode_ms + comm
+    pre = prefill_ms(model, gpu, layout, quant, curve, input_tokens)
+    cycle_ms = output_tokens * step + batch * pre
+    per_user = output_tokens / cycle_ms * 1e3
+    return Prediction(
+        concurrency=concurrency,
+        batch=batch,
+        step_ms=step,
+        decode_mem_ms=mem_ms * layout.pp,
+        decode_compute_ms=comp_ms * layout.pp,
+        comm_ms=comm,
+        prefill_ms=pre,
+        decode_tok_s_per_user=per_user,
+        output_tok_s=per_user * batch,
+        total_tok_s=per_user * batch * (input_tokens + output_tokens) / output_tokens,
+        bound="latency"
+        if floor_ms > max(mem_ms, comp_ms)
+        else ("memory" if mem_ms >= comp_ms else "compute"),
+    )

@@ -1,0 +1,192 @@
+"""Explanations: the reasons, cited rules and measured-vs-predicted figures of advice.
+
+Also the NVLink-wall check: where adding TP makes decode per user slower because each
+step's all-reduces sit on the small-message latency floor (rule seed-3-tp-over-pp).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossover.advise import cost
+from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated, Regime
+from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise.results import SweepResults
+from crossover.advise.rules import cite
+
+# Candidates within this fraction of the best figure count as tied; rule 1 orders them.
+TIE_FRACTION = 0.10
+# Rule 1 (seed-1-engine-choice): engine order per regime among tied candidates.
+PREFERENCE: dict[str, tuple[str, ...]] = {
+    "low": ("trtllm", "llamacpp", "vllm", "sglang", "transformers"),
+    "mid": ("trtllm", "vllm", "llamacpp", "sglang", "transformers"),
+    "high": ("vllm", "sglang", "trtllm", "llamacpp", "transformers"),
+}
+
+
+def metric(regime: Regime, p: Prediction) -> float:
+    return p.decode_tok_s_per_user if regime == "low" else p.output_tok_s
+
+
+def metric_key(regime: Regime) -> str:
+    return "decode_tok_s_per_user" if regime == "low" else "output_tok_s"
+
+
+def measured_figures(
+    results: SweepResults | None,
+    c: Candidate,
+    conc: int,
+    pred: Prediction,
+    comparisons: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    if results is None:
+        return None
+    m = results.find(c.engine, c.tp, c.pp, c.quant, conc)
+    if m is None:
+        return None
+    out: dict[str, Any] = {
+        "target": m.target,
+        "runs": m.runs,
+        "output_tok_s": m.output_tok_s,
+        "total_tok_s": m.total_tok_s,
+        "decode_tok_s_per_user": m.decode_tok_s_per_user,
+    }
+    errors: dict[str, float | None] = {}
+    for key in ("output_tok_s", "total_tok_s", "decode_tok_s_per_user"):
+        mv = getattr(m, key)
+        errors[key] = None if not mv else (getattr(pred, key) - mv) / mv * 100
+    out["prediction_error_pct"] = errors
+    row = {
+        "target": m.target,
+        "engine": c.engine,
+        "concurrency": conc,
+        "measured": {k: out[k] for k in ("output_tok_s", "decode_tok_s_per_user")},
+        "predicted": {
+            "output_tok_s": pred.output_tok_s,
+            "decode_tok_s_per_user": pred.decode_tok_s_per_user,
+        },
+        "error_pct": errors,
+    }
+    if row not in comparisons:
+        comparisons.append(row)
+    return out
+
+
+def recommendation(
+    req: AdviceRequest,
+    regime: Regime,
+    conc: int,
+    rank: int,
+    value: float,
+    best: float,
+    ev: Evaluated,
+    pred: Prediction,
+    measured: dict[str, Any] | None,
+    curve: AllReduceCurve,
+    scale: float | None = None,
+) -> dict[str, Any]:
+    c, fit = ev.candidate, ev.fit
+    rules = list(ev.rules)
+    headroom = (
+        fit.usable_gib_per_gpu - fit.weights_gib_per_gpu - fit.kv_gib_per_seq_per_gpu * pred.batch
+    )
+    reasons = [
+        f"predicted decode {pred.decode_tok_s_per_user:.0f} tok/s per user, "
+        f"{pred.output_tok_s:.0f} output tok/s total at concurrency {conc} "
+        f"({pred.bound}-bound step {pred.step_ms:.2f} ms, prefill {pred.prefill_ms:.1f} ms)",
+        f"fits: {fit.weights_gib_per_gpu:.1f} GiB weights + "
+        f"{fit.kv_gib_per_seq_per_gpu * pred.batch:.2f} GiB KV per GPU, "
+        f"{headroom:.1f} GiB headroom; up to {fit.max_concurrency} sequences",
+    ]
+    if pred.batch < conc:
+        reasons.append(f"KV cache holds only {pred.batch} of {conc} sequences: the rest queue")
+    if c.tp > 1:
+        reasons.append(
+            f"TP={c.tp}: {2 * req.model.layers} all-reduces per step cost "
+            f"{pred.comm_ms:.2f} ms ({curve.name})"
+        )
+        rules.append("seed-3-tp-over-pp")
+    if c.pp > 1:
+        reasons.append(
+            f"{'layer split' if c.engine == 'llamacpp' else 'PP'}={c.pp}: "
+            "stages run in sequence per token"
+        )
+    if value >= best * (1 - TIE_FRACTION):
+        pref = (
+            "vLLM for MoE tensor parallelism"
+            if (req.model.is_moe and c.tp > 1 and c.engine == "vllm")
+            else (f"engine order for {regime} concurrency: {', '.join(PREFERENCE[regime])}")
+        )
+        reasons.append(f"within {TIE_FRACTION:.0%} of the best figure; {pref}")
+        rules.append("seed-1-engine-choice")
+    if c.engine in ("trtllm", "vllm", "sglang", "llamacpp") and regime != "high":
+        reasons.append("CUDA graphs on: confirm from the startup log")
+        rules.append("seed-5-cuda-graphs-verify")
+    if measured is not None:
+        err = measured["prediction_error_pct"].get(metric_key(regime))
+        reasons.insert(
+            0,
+            f"measured ({measured['target']}, {measured['runs']} valid runs); "
+            + (f"prediction error {err:+.0f}%" if err is not None else ""),
+        )
+    elif scale is not None:
+        reasons.append(f"ranked at {scale:.0%} of its prediction (measured/predicted ratio)")
+    reasons.extend(ev.notes)
+    rules.append("seed-6-rerun-sweep")
+    return {
+        "rank": rank,
+        "engine": c.engine,
+        "config": c.config(),
+        "regime": regime,
+        "concurrency": conc,
+        "figures_from": "measured" if measured else "predicted",
+        "predicted": pred.model_dump(),
+        "measured": measured,
+        "memory": fit.model_dump(),
+        "reasons": reasons,
+        "rules": cite(rules),
+    }
+
+
+def nvlink_wall(
+    req: AdviceRequest, kept: list[Evaluated], conc: int, curve: AllReduceCurve
+) -> list[str]:
+    """Say where adding TP makes decode per user slower (the all-reduce latency floor)."""
+    by_tp: dict[int, float] = {}
+    for ev in kept:
+        c = ev.candidate
+        if c.pp != 1 or c.engine in ("llamacpp", "transformers") or c.tp in by_tp:
+            continue
+        p = cost.predict(
+            req.model,
+            req.system,
+            Layout(tp=c.tp),
+            c.quant,
+            curve,
+            concurrency=conc,
+            input_tokens=req.input_tokens,
+            output_tokens=req.output_tokens,
+            max_batch=ev.fit.max_concurrency,
+        )
+        by_tp[c.tp] = p.decode_tok_s_per_user
+    if len(by_tp) < 2:
+        return []
+    best_tp = max(by_tp, key=lambda t: by_tp[t])
+    top = max(by_tp)
+    if best_tp < top:
+        return [
+            f"the {'NVLink' if req.system.interconnect == 'nvlink' else 'all-reduce'} wall "
+            f"(seed-3-tp-over-pp): at concurrency {conc} decode per user "
+            f"peaks at TP={best_tp} ({by_tp[best_tp]:.0f} tok/s); TP={top} gives "
+            f"{by_tp[top]:.0f} tok/s because each step's all-reduces sit on the "
+            "small-message latency floor"
+        ]
+    return []
+
+
+def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row not in out:
+            out.append(row)
+    return out

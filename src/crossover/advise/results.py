@@ -1,0 +1,140 @@
+"""Measured figures from a sweep directory (``DIR/sweep.json``, ``crossover.sweep/1``).
+
+A measured target matches an advice candidate when the engine, TP, PP and (if the
+target says) quant agree; only ``valid`` runs count. Measurements override predictions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from pydantic import BaseModel
+
+from crossover.errors import UsageError
+
+
+class Measured(BaseModel):
+    target: str
+    engine: str
+    tp: int
+    pp: int
+    quant: str | None
+    concurrency: int
+    runs: int
+    output_tok_s: float | None
+    total_tok_s: float | None
+    decode_tok_s_per_user: float | None  # 1000 / TPOT p50
+
+
+class SweepResults(BaseModel):
+    path: str
+    measured: list[Measured]
+
+    def find(self, engine: str, tp: int, pp: int, quant: str, concurrency: int) -> Measured | None:
+        for m in self.measured:
+            if (
+                m.engine == engine
+                and m.tp == tp
+                and m.pp == pp
+                and m.concurrency == concurrency
+                and (m.quant is None or m.quant == quant)
+            ):
+                return m
+        return None
+
+
+def _setting(settings: dict[str, Any], key: str) -> Any:
+    if key in settings:
+        return settings[key]
+    launch = settings.get("launch")
+    if isinstance(launch, dict):
+        return launch.get(key)
+    return None
+
+
+_PP_FLAGS = ("--pipeline-parallel-size", "--pp-size", "--pp_size")
+
+
+def _pp(settings: dict[str, Any]) -> Any:
+    """PP from settings, or from the extra_args an emitted sweep config carries."""
+    value = _setting(settings, "pp")
+    if value is not None:
+        return value
+    args = _setting(settings, "extra_args")
+    if isinstance(args, list):
+        for flag, nxt in itertools.pairwise(args):
+            if flag in _PP_FLAGS:
+                return nxt
+    return None
+
+
+def _as_int(value: Any, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _num(d: Any, *keys: str) -> float | None:
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None
+
+
+def load_results(sweep_dir: Path) -> SweepResults:
+    from crossover.advise.rules import normalize_quant
+
+    path = sweep_dir / "sweep.json" if sweep_dir.is_dir() else sweep_dir
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--results: cannot read {path} ({exc})") from exc
+    if not isinstance(data, dict) or data.get("schema") != "crossover.sweep/1":
+        raise UsageError(f"--results: {path} is not a crossover.sweep/1 file")
+    targets: dict[str, dict[str, Any]] = {}
+    for t in data.get("targets") or []:
+        if isinstance(t, dict) and "name" in t:
+            targets[str(t["name"])] = t
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in data.get("runs") or []:
+        if not isinstance(run, dict):
+            continue
+        summary = run.get("summary") or {}
+        if summary.get("verdict") != "valid":
+            continue
+        key = (str(run.get("target")), _as_int(run.get("concurrency"), 0))
+        groups.setdefault(key, []).append(summary)
+    measured: list[Measured] = []
+    for (name, conc), summaries in sorted(groups.items()):
+        target = targets.get(name, {})
+        settings = target.get("settings") or {}
+        engine = str(target.get("engine") or settings.get("engine") or "")
+        raw_quant = _setting(settings, "quant")
+        try:
+            quant = normalize_quant(str(raw_quant)) if raw_quant else None
+        except UsageError:
+            quant = None
+        outs = [v for s in summaries if (v := _num(s, "throughput", "output_tokens_per_s"))]
+        tots = [v for s in summaries if (v := _num(s, "throughput", "total_tokens_per_s"))]
+        tpots = [v for s in summaries if (v := _num(s, "tpot_ms", "p50"))]
+        measured.append(
+            Measured(
+                target=name,
+                engine=engine,
+                tp=_as_int(_setting(settings, "tp"), 1),
+                pp=_as_int(_pp(settings), 1),
+                quant=quant,
+                concurrency=conc,
+                runs=len(summaries),
+                output_tok_s=mean(outs) if outs else None,
+                total_tok_s=mean(tots) if tots else None,
+                decode_tok_s_per_user=1000.0 / mean(tpots) if tpots else None,
+            )
+        )
+    return SweepResults(path=str(path), measured=measured)

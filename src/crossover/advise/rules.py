@@ -1,0 +1,208 @@
+"""Rules as cited data (``data/rules.yaml``) and the checks that apply them.
+
+Each check returns either ``None`` (passes) or a ``Verdict`` naming the rule id, so a
+rejected candidate always says which rule rejected it and where that rule comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from crossover.errors import UsageError
+
+ENGINES: tuple[str, ...] = ("llamacpp", "vllm", "sglang", "trtllm", "transformers")
+
+QUANTS: tuple[str, ...] = (
+    "bf16",
+    "fp16",
+    "fp8",
+    "fp8-block",
+    "fp8-rowwise",
+    "nvfp4",
+    "mxfp4",
+    "int4-awq",
+    "int4-gptq",
+)
+GGUF_QUANTS: tuple[str, ...] = (
+    "f16",
+    "bf16",
+    "q8_0",
+    "q6_k",
+    "q5_k_m",
+    "q5_0",
+    "q4_k_m",
+    "q4_0",
+    "q3_k_m",
+    "q2_k",
+)
+
+
+class Rule(BaseModel):
+    id: str
+    kind: str
+    text: str
+    source: str
+
+
+class Verdict(BaseModel):
+    """A rule's judgement on a candidate: why, and which rule."""
+
+    rule: str
+    reason: str
+
+
+class KernelCheck(BaseModel):
+    ok: bool
+    rule: str
+    reason: str
+    notes: list[str] = []
+    convert: str | None = None
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("crossover.advise").joinpath("data/rules.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+@cache
+def all_rules() -> dict[str, Rule]:
+    return {r["id"]: Rule.model_validate(r) for r in _data()["rules"]}
+
+
+def rule(rule_id: str) -> Rule:
+    try:
+        return all_rules()[rule_id]
+    except KeyError:
+        raise KeyError(f"rule {rule_id!r} is not in rules.yaml") from None
+
+
+def cite(rule_ids: list[str]) -> list[dict[str, str]]:
+    """Rule ids with their sources, deduplicated, in first-seen order."""
+    seen: dict[str, dict[str, str]] = {}
+    for rid in rule_ids:
+        if rid not in seen:
+            seen[rid] = {"id": rid, "source": rule(rid).source}
+    return list(seen.values())
+
+
+def normalize_quant(quant: str | None) -> str:
+    """Canonical quant name: bf16, fp8, fp8-block, nvfp4, int4-awq, gguf-q4_k_m, ..."""
+    if quant is None:
+        return "bf16"
+    q = quant.strip().lower().replace("_", "-")
+    aliases = {
+        "float16": "fp16",
+        "half": "fp16",
+        "bfloat16": "bf16",
+        "auto": "bf16",
+        "fp8-block-scaled": "fp8-block",
+        "fp8-blockwise": "fp8-block",
+        "awq": "int4-awq",
+        "gptq": "int4-gptq",
+        "w4a16-awq": "int4-awq",
+        "fp4": "nvfp4",
+    }
+    q = aliases.get(q, q)
+    if q.startswith("gguf"):
+        body = q.removeprefix("gguf").lstrip("-:").replace("-", "_")
+        if body not in GGUF_QUANTS:
+            raise UsageError(f"unknown GGUF quant {quant!r}; known: {', '.join(GGUF_QUANTS)}")
+        return f"gguf-{body}"
+    if q.replace("-", "_") in GGUF_QUANTS and q not in QUANTS:
+        return f"gguf-{q.replace('-', '_')}"
+    if q not in QUANTS:
+        raise UsageError(
+            f"unknown quant {quant!r}; known: {', '.join(QUANTS)}, gguf-<{'|'.join(GGUF_QUANTS)}>"
+        )
+    return q
+
+
+_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?(a|b|rc|dev|post)\.?(\d+))?")
+
+
+def version_key(version: str) -> tuple[int, int, int, int, int]:
+    """Order versions like PEP 440 for the forms engines use (1.2.1, 1.3.0rc20, 0.20.0)."""
+    m = _VERSION.match(version.strip().lstrip("v"))
+    if not m:
+        raise UsageError(f"bad version {version!r}")
+    major, minor, patch = (int(x) if x else 0 for x in m.group(1, 2, 3))
+    stage = {"dev": 0, "a": 1, "b": 2, "rc": 3, None: 4, "post": 5}[m.group(4)]
+    return (major, minor, patch, stage, int(m.group(5) or 0))
+
+
+def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -> KernelCheck:
+    """Is there a kernel for ``quant`` on this architecture in this engine version?"""
+    table = _data()["kernels"].get(engine)
+    if table is None:
+        raise UsageError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    fmt_key = "gguf" if quant.startswith("gguf-") else quant
+    fmt = table["formats"].get(fmt_key)
+    if fmt is None:
+        if engine == "llamacpp" or fmt_key == "gguf":
+            return KernelCheck(
+                ok=False,
+                rule="format-engine",
+                reason=f"{engine} does not run {quant} checkpoints",
+            )
+        return KernelCheck(
+            ok=False,
+            rule="seed-2-kernel-check",
+            reason=f"{engine} has no {quant} kernels on any architecture ({table['source']})",
+        )
+    archs = set(fmt.get("archs", []))
+    since = fmt.get("since", {}) or {}
+    notes = [n for arch, n in (fmt.get("notes") or {}).items() if arch == cc_family]
+    if cc_family in archs:
+        return KernelCheck(
+            ok=True,
+            rule="seed-2-kernel-check",
+            reason="kernel listed",
+            notes=notes,
+            convert=fmt.get("convert"),
+        )
+    if cc_family in since:
+        need = str(since[cc_family])
+        if version is not None and version_key(version) >= version_key(need):
+            return KernelCheck(
+                ok=True,
+                rule="seed-2-kernel-check",
+                reason=f"kernel added in {engine} {need}",
+                notes=notes,
+            )
+        have = version or "unspecified version"
+        return KernelCheck(
+            ok=False,
+            rule="seed-2-kernel-check",
+            reason=(
+                f"no {quant} kernel for {cc_family.upper()} in {engine} {have} "
+                f"(added in {need}; {table['source']})"
+            ),
+            notes=notes,
+        )
+    return KernelCheck(
+        ok=False,
+        rule="seed-2-kernel-check",
+        reason=f"no {quant} kernel for {cc_family.upper()} in {engine} ({table['source']})",
+    )
+
+
+def check_tp_heads(engine: str, tp: int, heads: int, kv_heads: int) -> Verdict | None:
+    if tp <= 1 or engine in ("llamacpp", "transformers"):
+        return None
+    if heads % tp:
+        rid = "seed-4-vllm-tp-heads" if engine == "vllm" else "tp-divides-heads"
+        return Verdict(rule=rid, reason=f"TP={tp} does not divide {heads} attention heads")
+    if kv_heads % tp and tp % kv_heads:
+        return Verdict(
+            rule="tp-kv-heads",
+            reason=f"TP={tp} neither divides nor is a multiple of {kv_heads} KV heads",
+        )
+    return None

@@ -1,0 +1,99 @@
+"""``--emit-sweep``: a sweep config that measures the advice's top candidates.
+
+The shape is the one the sweep runner reads (``name``, ``concurrency``, ``targets`` with a
+``launch`` block per target); the measurements come back through ``--results``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Launch(BaseModel):
+    model: str
+    tp: int = 1
+    parallel: int = 1
+    cuda_graphs: bool = True
+    quant: str | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class SweepTarget(BaseModel):
+    name: str
+    engine: str
+    launch: Launch
+
+
+class SweepConfig(BaseModel):
+    name: str
+    concurrency: list[int]
+    requests_per_level: int
+    output_tokens: int
+    input_tokens: int
+    repeats: int = 3
+    targets: list[SweepTarget]
+
+
+def target_name(engine: str, config: dict[str, Any]) -> str:
+    name = f"{engine}-tp{config['tp']}"
+    if config.get("pp", 1) > 1:
+        name += f"-pp{config['pp']}"
+    return f"{name}-{config['quant']}"
+
+
+def _extra_args(engine: str, config: dict[str, Any]) -> list[str]:
+    pp = int(config.get("pp", 1))
+    if engine == "llamacpp":
+        return ["--split-mode", str(config.get("split_mode") or "none")]
+    if pp <= 1:
+        return []
+    flag = {"vllm": "--pipeline-parallel-size", "sglang": "--pp-size", "trtllm": "--pp_size"}.get(
+        engine
+    )
+    return [flag, str(pp)] if flag else []
+
+
+def emit_sweep(
+    advice: dict[str, Any], model_path: str, *, max_targets: int = 4, repeats: int = 3
+) -> SweepConfig:
+    """Top recommendation of each regime first, then runners-up, up to ``max_targets``."""
+    workload = advice["workload"]
+    levels: list[int] = list(workload["concurrency"])
+    recs = sorted(advice["recommendations"], key=lambda r: (r["rank"], r["concurrency"]))
+    targets: list[SweepTarget] = []
+    seen: set[str] = set()
+    for rec in recs:
+        name = target_name(rec["engine"], rec["config"])
+        if name in seen:
+            continue
+        seen.add(name)
+        cfg = rec["config"]
+        quant = cfg.get("quant")
+        targets.append(
+            SweepTarget(
+                name=name,
+                engine=rec["engine"],
+                launch=Launch(
+                    model=model_path,
+                    tp=int(cfg["tp"]),
+                    parallel=max(levels),
+                    cuda_graphs=bool(cfg.get("cuda_graphs", True)),
+                    quant=None if quant in ("bf16", "fp16") else quant,
+                    extra_args=_extra_args(rec["engine"], cfg),
+                ),
+            )
+        )
+        if len(targets) >= max_targets:
+            break
+    return SweepConfig(
+        name=f"advise-{advice['model']['name']}-{advice['hardware']['gpu']}".replace("/", "_"),
+        concurrency=levels,
+        requests_per_level=max(16, 4 * max(levels)),
+        output_tokens=int(workload["output_tokens"]),
+        input_tokens=int(workload["input_tokens"]),
+        repeats=repeats,
+        targets=targets,
+    )

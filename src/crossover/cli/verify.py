@@ -1,0 +1,133 @@
+"""``crossover verify-config LOG``: which settings took effect, per the engine's log.
+
+Exit status: 0 when every expectation is confirmed, 3 when one is contradicted or cannot
+be confirmed from the log (``--allow-unverified`` accepts the latter), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# Timestamps and level tags at the start of engine log lines, dropped in the table only.
+_PREFIX = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ [IWED] |\[[^\]]*\] |\(\w+ pid=\d+\) )+")
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def verify_config(
+    log: Annotated[Path, typer.Argument(help="engine log (stdout+stderr of its startup)")],
+    engine: Annotated[
+        str | None, typer.Option(help="llamacpp, transformers, vllm, sglang, trtllm, triton")
+    ] = None,
+    expect: Annotated[
+        str | None, typer.Option(help="expected settings, e.g. cuda_graphs=on,tp=2,quant=fp8")
+    ] = None,
+    plan: Annotated[
+        Path | None, typer.Option(help='plan.json whose "expect" object lists the settings')
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="write the result as JSON")
+    ] = None,
+    allow_unverified: Annotated[
+        bool, typer.Option(help="exit 0 when expectations are not contradicted but unconfirmed")
+    ] = False,
+) -> None:
+    """Print the settings an engine actually used, read from its startup log."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from crossover.engines.effective import (
+        check,
+        effective_settings,
+        expectations_from_plan,
+        parse_expect,
+        read_log,
+    )
+    from crossover.errors import InvalidRunError, UsageError
+
+    if not log.is_file():
+        raise UsageError(f"log file not found: {log}")
+    expected: dict[str, bool | int | float | str] = {}
+    ignored: list[str] = []
+    if plan is not None:
+        from_plan, plan_engine, ignored = expectations_from_plan(plan)
+        expected.update(from_plan)
+        engine = engine or plan_engine
+    if expect:
+        expected.update(parse_expect(expect))
+    settings = effective_settings(read_log(log), engine)
+    checks = check(settings, expected)
+
+    out = Console(highlight=False)
+    table = Table(title=f"{settings.engine}: effective settings from {log.name}")
+    for column in ("setting", "value", "basis", "evidence"):
+        table.add_column(column)
+    for fact in sorted(settings.facts.values(), key=lambda f: f.setting):
+        where = f"line {fact.line}: " if fact.line else ""
+        basis = fact.basis + ("" if fact.verified else " (requested)")
+        evidence = where + _PREFIX.sub("", fact.evidence or "")
+        if len(evidence) > 90:
+            evidence = evidence[:87] + "..."
+        table.add_row(fact.setting, _show(fact.value), basis, escape(evidence))
+    out.print(table)
+    if checks:
+        styles = {
+            "match": "green",
+            "mismatch": "bold red",
+            "unverified": "yellow",
+            "unknown": "yellow",
+        }
+        ctable = Table(title="expected vs effective")
+        for column in ("setting", "expected", "effective", "status", "note"):
+            ctable.add_column(column)
+        for c in checks:
+            status = f"[{styles[c.status]}]{c.status}[/]"
+            ctable.add_row(
+                c.setting, _show(c.expected), _show(c.effective), status, escape(c.note or "")
+            )
+        out.print(ctable)
+    if ignored:
+        out.print(f"plan keys not checked (not readable from logs): {', '.join(ignored)}")
+
+    bad = [c for c in checks if c.status == "mismatch"]
+    unconfirmed = [c for c in checks if c.status in ("unverified", "unknown")]
+    if json_path is not None:
+        import json
+
+        doc = {
+            "schema": "crossover.verify/1",
+            "log": str(log),
+            "engine": settings.engine,
+            "ok": not bad and (allow_unverified or not unconfirmed),
+            "settings": {k: f.model_dump() for k, f in sorted(settings.facts.items())},
+            "checks": [c.model_dump() for c in checks],
+            "launch": settings.launch.model_dump() if settings.launch else None,
+            "ignored_plan_keys": ignored,
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if bad:
+        what = "; ".join(
+            f"{c.setting}: expected {_show(c.expected)}, got {_show(c.effective)}" for c in bad
+        )
+        raise InvalidRunError(f"{len(bad)} setting(s) did not take effect as expected: {what}")
+    if unconfirmed and not allow_unverified:
+        names = ", ".join(c.setting for c in unconfirmed)
+        raise InvalidRunError(
+            f"not confirmed by the log: {names} (--allow-unverified accepts this)"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify-config")(verify_config)

@@ -1,0 +1,92 @@
+"""The one validated launch configuration for every engine adapter.
+
+Built once at the edge (CLI flags, sweep YAML, ``plan.json``) and passed down; the
+adapters translate it into each engine's own flags. Knobs an engine cannot take are
+refused by its adapter (``UsageError``) rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from crossover.errors import UsageError
+
+ENGINE_NAMES: tuple[str, ...] = ("llamacpp", "transformers", "vllm", "sglang", "trtllm", "triton")
+
+
+class EngineConfig(BaseModel):
+    """How to launch one engine. Missing knobs are ``None``: the engine's default applies."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str
+    model: str = Field(
+        description="model file or folder (GGUF, HF folder, Triton repository), or a hub name"
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
+    parallel: int | None = Field(
+        default=None,
+        ge=1,
+        description="parallel slots / max batch size / max running requests",
+    )
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    dtype: str | None = None
+    quant: str | None = None
+    cuda_graphs: bool | None = None
+    context_tokens: int | None = Field(
+        default=None, ge=1, description="max tokens of one sequence (prompt + output)"
+    )
+    gpu_layers: int | None = Field(default=None, ge=0, description="llama.cpp -ngl")
+    flash_attn: bool | None = None
+    device: str | None = Field(default=None, description="transformers --device, e.g. cuda:0")
+    load_format: str | None = Field(default=None, description="vLLM/SGLang --load-format (dummy)")
+    engine_version: str | None = Field(
+        default=None, description="selects version-dependent syntax (trtllm 0.x YAML nesting)"
+    )
+    executable: list[str] | None = Field(
+        default=None,
+        description="argv prefix replacing the engine's default program, e.g. a built llama-server",
+    )
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    health_timeout_s: float = Field(default=600.0, gt=0)
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in ENGINE_NAMES:
+            raise ValueError(f"unknown engine {value!r}; choose one of {', '.join(ENGINE_NAMES)}")
+        return value
+
+    @field_validator("host", "model")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("executable")
+    @classmethod
+    def _executable_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0]):
+            raise ValueError("executable must name a program")
+        return value
+
+    def model_path(self) -> Path:
+        return Path(self.model).expanduser()
+
+
+def engine_config(**fields: object) -> EngineConfig:
+    """Build an ``EngineConfig``, turning validation errors into one-line ``UsageError``s."""
+    from pydantic import ValidationError
+
+    try:
+        return EngineConfig.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        raise UsageError(f"bad engine config: {where}: {first['msg']}") from None

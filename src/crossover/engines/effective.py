@@ -1,0 +1,395 @@
+"""Which settings took effect: read from an engine's log, checked against expectations.
+
+Facts come, strongest first, from the engine's own log lines, from a line missing once
+the server was ready, or from the launch record that ``crossover.engines.lifecycle``
+writes as the log's first line (``# crossover-launch: {...}``): the argv and environment
+we started the engine with. A launch fact is *verified* only where the engine is known to
+obey it silently (llama.cpp reads ``GGML_CUDA_DISABLE_GRAPHS`` without logging it);
+otherwise it records what was requested, and a check against it is ``unverified``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from crossover.engines import logpatterns as lp
+from crossover.engines.adapters import get_adapter
+from crossover.errors import UsageError
+
+HEADER_PREFIX = "# crossover-launch: "
+Basis = Literal["log", "log-absence", "launch-env", "launch-argv"]
+Status = Literal["match", "mismatch", "unverified", "unknown"]
+
+SETTINGS: tuple[str, ...] = (
+    "cuda_graphs", "tp", "pp", "quant", "quant_kernel", "dtype", "parallel_slots",
+    "context_tokens", "context_total_tokens", "kv_cache_tokens", "kv_cache_gib", "kv_unified",
+    "device", "gpu_layers", "flash_attn", "threads", "continuous_batching", "world_size",
+    "version", "model", "first_decode_ms_per_token",
+)  # fmt: skip
+ALIASES: dict[str, str] = {
+    "graphs": "cuda_graphs",
+    "cuda_graph": "cuda_graphs",
+    "parallel": "parallel_slots",
+    "slots": "parallel_slots",
+    "max_batch_size": "parallel_slots",
+    "max_num_seqs": "parallel_slots",
+    "context": "context_tokens",
+    "quantization": "quant",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+}
+
+
+class LaunchRecord(BaseModel):
+    """What the lifecycle started; written as the first line of the engine log."""
+
+    engine: str
+    argv: list[str]
+    env: dict[str, str | None]  # changes only: a value set, or None for removed
+    port: int
+    started_at: str
+
+
+def header_line(record: LaunchRecord) -> str:
+    return HEADER_PREFIX + record.model_dump_json() + "\n"
+
+
+def read_header(text: str) -> LaunchRecord | None:
+    for line in text.splitlines()[:3]:
+        if line.startswith(HEADER_PREFIX):
+            try:
+                return LaunchRecord.model_validate_json(line[len(HEADER_PREFIX) :])
+            except ValidationError:
+                return None
+    return None
+
+
+class Fact(BaseModel):
+    setting: str
+    value: lp.Value | None
+    basis: Basis
+    verified: bool
+    evidence: str | None = None
+    line: int | None = None
+    origin: str | None = None
+    note: str | None = None
+
+
+class EffectiveSettings(BaseModel):
+    engine: str
+    facts: dict[str, Fact]
+    launch: LaunchRecord | None = None
+
+    def value(self, setting: str) -> lp.Value | None:
+        fact = self.facts.get(setting)
+        return fact.value if fact else None
+
+
+def read_log(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise UsageError(f"log file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
+
+
+def detect_engine(text: str) -> str | None:
+    header = read_header(text)
+    if header is not None:
+        return header.engine
+    for engine, regexes in lp.DETECT.items():
+        if any(re.search(rx, text, re.MULTILINE) for rx in regexes):
+            return engine
+    return None
+
+
+def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
+    facts: dict[str, Fact] = {}
+    adapter = get_adapter(engine)
+    for pattern in adapter.log_patterns:
+        if pattern.setting in facts:
+            continue  # an earlier (stronger) pattern already decided this setting
+        for no, line in enumerate(lines, start=1):
+            m = pattern.regex.search(line)
+            if m:
+                facts[pattern.setting] = Fact(
+                    setting=pattern.setting,
+                    value=pattern.value(m),
+                    basis="log",
+                    verified=True,
+                    evidence=line.strip()[:300],
+                    line=no,
+                    origin=pattern.origin,
+                )
+                break
+    text = "\n".join(lines)
+    for rule in adapter.absence_rules:
+        if rule.setting in facts or rule.missing.search(text):
+            continue
+        if not all(ready.search(text) for ready in rule.ready):
+            continue
+        facts[rule.setting] = Fact(
+            setting=rule.setting,
+            value=rule.value,
+            basis="log-absence",
+            verified=True,
+            evidence=f"no line matching /{rule.missing.pattern}/ where the log would show one",
+            origin=rule.origin,
+        )
+    return facts
+
+
+# Launch flags recorded as requested (unverified) values when the log is silent.
+_ARGV_FLAGS: dict[str, dict[str, str]] = {
+    "llamacpp": {"-np": "parallel_slots", "--parallel": "parallel_slots", "-ngl": "gpu_layers"},
+    "transformers": {"--device": "device", "--dtype": "dtype"},
+    "vllm": {
+        "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
+        "--max-num-seqs": "parallel_slots", "--quantization": "quant", "--dtype": "dtype",
+    },
+    "sglang": {
+        "--tp-size": "tp", "--pp-size": "pp", "--max-running-requests": "parallel_slots",
+        "--quantization": "quant", "--dtype": "dtype",
+    },
+    "trtllm": {"--tp_size": "tp", "--pp_size": "pp", "--max_batch_size": "parallel_slots"},
+}  # fmt: skip
+
+
+def _typed(raw: str) -> lp.Value:
+    return int(raw) if raw.isdigit() else raw
+
+
+def _launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:
+    facts: dict[str, Fact] = {}
+    argv = launch.argv
+    flags = _ARGV_FLAGS.get(engine, {})
+    for i, arg in enumerate(argv[:-1]):
+        if arg in flags:
+            setting = flags[arg]
+            facts.setdefault(
+                setting,
+                Fact(
+                    setting=setting,
+                    value=_typed(argv[i + 1]),
+                    basis="launch-argv",
+                    verified=False,
+                    evidence=f"{arg} {argv[i + 1]}",
+                    note="requested at launch; the engine log does not confirm it",
+                ),
+            )
+    if engine == "llamacpp":
+        facts["cuda_graphs"] = _llama_graphs(launch)
+        row = any(a in ("-sm", "--split-mode") and b == "row" for a, b in itertools.pairwise(argv))
+        if not row:  # llama.cpp splits tensors across GPUs only with --split-mode row
+            facts["tp"] = Fact(
+                setting="tp", value=1, basis="launch-argv", verified=True,
+                evidence="no --split-mode row at launch",
+                origin="llama.cpp common/arg.cpp (--split-mode none|layer|row)",
+            )  # fmt: skip
+    elif engine == "transformers":
+        asked = "--cb-use-cuda-graph" in argv
+        facts["cuda_graphs"] = Fact(
+            setting="cuda_graphs",
+            value=asked,
+            basis="launch-argv",
+            verified=False,
+            evidence="--cb-use-cuda-graph" if asked else "no --cb-use-cuda-graph",
+            origin="transformers src/transformers/cli/serve.py; logs seen here",
+            note="transformers serve does not log whether CUDA graphs are used",
+        )
+    elif engine == "vllm" and "--enforce-eager" in argv:
+        facts["cuda_graphs"] = Fact(
+            setting="cuda_graphs", value=False, basis="launch-argv", verified=False,
+            evidence="--enforce-eager",
+        )  # fmt: skip
+    elif engine == "sglang" and "--disable-cuda-graph" in argv:
+        facts["cuda_graphs"] = Fact(
+            setting="cuda_graphs", value=False, basis="launch-argv", verified=False,
+            evidence="--disable-cuda-graph",
+        )  # fmt: skip
+    return facts
+
+
+def _llama_graphs(launch: LaunchRecord) -> Fact:
+    env_value = launch.env.get(lp.LLAMA_GRAPHS_ENV)
+    origin = "llama.cpp ggml/src/ggml-cuda/common.cuh: getenv(GGML_CUDA_DISABLE_GRAPHS) != nullptr"
+    if env_value is not None:
+        return Fact(
+            setting="cuda_graphs",
+            value=False,
+            basis="launch-env",
+            verified=True,  # any value, even "0", disables them, and nothing is logged
+            evidence=f"{lp.LLAMA_GRAPHS_ENV}={env_value} in the launch environment",
+            origin=origin,
+        )
+    argv = launch.argv
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("-sm", "--split-mode") and argv[i + 1] == "row":
+            return Fact(
+                setting="cuda_graphs", value=False, basis="launch-argv", verified=True,
+                evidence=f"{arg} row", origin="engines.md: -sm row disables CUDA graphs",
+            )  # fmt: skip
+    return Fact(
+        setting="cuda_graphs",
+        value=True,
+        basis="launch-env",
+        verified=False,
+        evidence=f"{lp.LLAMA_GRAPHS_ENV} not set at launch",
+        origin=origin,
+        note=(
+            "on where the build and GPU allow (CUDA build, Volta or newer); llama.cpp does "
+            "not log it ('graphs reused' is ggml graph reuse): confirm by measurement"
+        ),
+    )
+
+
+def _unknown_note(engine: str, setting: str) -> str:
+    if engine == "llamacpp" and setting == "cuda_graphs":
+        return (
+            "unknown from log: llama.cpp does not log the CUDA-graph setting "
+            "('graphs reused' counts ggml compute-graph reuse, present either way)"
+        )
+    if engine == "transformers" and setting == "cuda_graphs":
+        return "unknown from log: transformers serve does not log it"
+    return "unknown from log"
+
+
+def effective_settings(text: str, engine: str | None = None) -> EffectiveSettings:
+    """Read the effective settings from a log's text (engine auto-detected if None)."""
+    launch = read_header(text)
+    name = engine or detect_engine(text)
+    if name is None:
+        raise UsageError("cannot tell which engine wrote this log; pass --engine")
+    get_adapter(name)  # validates the name
+    lines = text.splitlines()
+    facts = _from_log(name, lines)
+    if launch is not None:
+        for setting, fact in _launch_facts(name, launch).items():
+            current = facts.get(setting)
+            if current is None or (fact.verified and current.basis == "log-absence"):
+                facts[setting] = fact
+    return EffectiveSettings(engine=name, facts=facts, launch=launch)
+
+
+class Check(BaseModel):
+    setting: str
+    expected: lp.Value
+    effective: lp.Value | None
+    status: Status
+    basis: Basis | None = None
+    evidence: str | None = None
+    line: int | None = None
+    note: str | None = None
+
+
+def canonical_setting(name: str) -> str | None:
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    return key if key in SETTINGS else None
+
+
+def _coerce(raw: str) -> lp.Value:
+    low = raw.strip().lower()
+    if low in ("on", "true", "yes", "enabled"):
+        return True
+    if low in ("off", "false", "no", "disabled"):
+        return False
+    if re.fullmatch(r"-?\d+", low):
+        return int(low)
+    if re.fullmatch(r"-?\d+\.\d*", low):
+        return float(low)
+    return raw.strip()
+
+
+def parse_expect(spec: str) -> dict[str, lp.Value]:
+    """``"cuda_graphs=on,tp=2,quant=fp8"`` -> ``{"cuda_graphs": True, "tp": 2, "quant": "fp8"}``."""
+    out: dict[str, lp.Value] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, raw = item.partition("=")
+        if not sep or not raw.strip():
+            raise UsageError(f"bad --expect item {item!r}: use SETTING=VALUE, e.g. cuda_graphs=on")
+        key = canonical_setting(name)
+        if key is None:
+            raise UsageError(f"unknown setting {name!r} in --expect; known: {', '.join(SETTINGS)}")
+        out[key] = _coerce(raw)
+    return out
+
+
+def expectations_from_plan(path: Path) -> tuple[dict[str, lp.Value], str | None, list[str]]:
+    """(expectations, engine named by the plan or None, keys ignored) from ``plan.json``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"plan file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read plan {path}: {exc}") from None
+    expect = data.get("expect") if isinstance(data, dict) else None
+    if not isinstance(expect, dict):
+        raise UsageError(f'plan {path} has no "expect" object')
+    out: dict[str, lp.Value] = {}
+    ignored: list[str] = []
+    for name, raw in expect.items():
+        key = canonical_setting(str(name))
+        if key is None or raw is None or isinstance(raw, list | dict):
+            ignored.append(str(name))
+            continue
+        out[key] = _coerce(raw) if isinstance(raw, str) else raw
+    engine = data.get("engine")
+    return out, engine if isinstance(engine, str) else None, ignored
+
+
+def _norm(value: str) -> str:
+    s = value.strip().lower()
+    for word, short in ((" - medium", "_m"), (" - small", "_s"), (" - large", "_l")):
+        s = s.replace(word, short)
+    s = s.replace("-", "_").replace(" ", "")
+    return s.removeprefix("gguf_").removeprefix("torch.")
+
+
+def values_match(expected: lp.Value, effective: lp.Value) -> bool:
+    if isinstance(expected, bool) or isinstance(effective, bool):
+        return isinstance(expected, bool) and isinstance(effective, bool) and expected == effective
+    if isinstance(expected, int | float) and isinstance(effective, int | float):
+        return abs(float(expected) - float(effective)) <= 1e-3 * max(1.0, abs(float(expected)))
+    exp, eff = _norm(str(expected)), _norm(str(effective))
+    return exp == eff or eff.startswith(exp)
+
+
+def check(settings: EffectiveSettings, expect: Mapping[str, lp.Value]) -> list[Check]:
+    checks: list[Check] = []
+    for setting, expected in expect.items():
+        fact = settings.facts.get(setting)
+        if fact is None or fact.value is None:
+            checks.append(
+                Check(
+                    setting=setting,
+                    expected=expected,
+                    effective=None,
+                    status="unknown",
+                    note=_unknown_note(settings.engine, setting),
+                )
+            )
+            continue
+        same = values_match(expected, fact.value)
+        status: Status = "mismatch" if not same else ("match" if fact.verified else "unverified")
+        checks.append(
+            Check(
+                setting=setting,
+                expected=expected,
+                effective=fact.value,
+                status=status,
+                basis=fact.basis,
+                evidence=fact.evidence,
+                line=fact.line,
+                note=fact.note,
+            )
+        )
+    return checks

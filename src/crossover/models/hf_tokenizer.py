@@ -1,0 +1,189 @@
+"""An HF tokenizer built from a vocab-only GGUF, so transformers/vLLM and llama.cpp
+tokenize identically.
+
+transformers builds it (``AutoTokenizer.from_pretrained(dir, gguf_file=...)``); its
+own GGUF reader is slow on big vocabularies and, in transformers 5, imports torch,
+so when transformers' converter module is importable we feed it the tokenizer
+key/values read by ``gguf_meta`` and skip the reader. The result is cached per
+(vocab file, transformers version) under ``<cache>/tokenizers/`` and copied.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from crossover.builds.cache import cache_subdir, file_lock
+from crossover.errors import UsageError
+from crossover.models.gguf_meta import read_gguf_metadata
+
+# Bump when the way tokenizers are built changes, so cached ones are rebuilt.
+_RECIPE = 3
+
+_RENAMES = {
+    "ggml.model": "tokenizer_type",
+    "ggml.pre": "pre_tokenizer_type",
+    "ggml.tokens": "tokens",
+    "ggml.scores": "scores",
+    "ggml.token_type": "token_type",
+    "ggml.merges": "merges",
+    "ggml.precompiled_charsmap": "precompiled_charsmap",
+    "ggml.bos_token_id": "bos_token_id",
+    "ggml.eos_token_id": "eos_token_id",
+    "ggml.unknown_token_id": "unk_token_id",
+    "ggml.padding_token_id": "pad_token_id",
+    "ggml.add_space_prefix": "add_prefix_space",
+}
+_CONFIG_RENAMES = {
+    "chat_template": "chat_template",
+    "ggml.add_bos_token": "add_bos_token",
+    "ggml.add_eos_token": "add_eos_token",
+}
+# llama.cpp adds BOS for these BPE pre-tokenizers unless the file says otherwise
+# (src/llama-vocab.cpp, llama_vocab::impl::load); SentencePiece ("llama") always does.
+_BOS_PRE = {
+    "llama3",
+    "llama-v3",
+    "llama-bpe",
+    "falcon3",
+    "falcon-h1",
+    "pixtral",
+    "midm-2.0",
+    "lfm2",
+    "jina-v5-nano",
+    "tekken",
+}
+_IGNORE_MERGES_PRE = _BOS_PRE  # the same list sets ignore_merges = true
+
+_SPECIAL = {
+    "bos_token": "bos_token_id",
+    "eos_token": "eos_token_id",
+    "unk_token": "unknown_token_id",
+    "pad_token": "padding_token_id",
+}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def llamacpp_adds_bos(values: dict[str, Any]) -> bool:
+    """Whether llama.cpp adds BOS for this vocabulary (``values``: tokenizer.* without prefix)."""
+    explicit = values.get("ggml.add_bos_token")
+    if isinstance(explicit, bool):
+        return explicit
+    if values.get("ggml.model") == "llama":
+        return True
+    return values.get("ggml.model") == "gpt2" and values.get("ggml.pre") in _BOS_PRE
+
+
+def _match_llamacpp(backend: Any, tok_dict: dict[str, Any], values: dict[str, Any]) -> None:
+    """Make byte-level BPE act as llama.cpp's: whole-word lookup first, BOS when it adds one."""
+    if tok_dict.get("tokenizer_type") != "gpt2":
+        return
+    from tokenizers import processors
+
+    if values.get("ggml.pre") in _IGNORE_MERGES_PRE:
+        model = backend.model
+        if hasattr(model, "ignore_merges"):
+            model.ignore_merges = True
+            backend.model = model
+    bos_id = values.get("ggml.bos_token_id")
+    if llamacpp_adds_bos(values) and isinstance(bos_id, int):
+        bos = tok_dict["tokens"][bos_id]
+        template = processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0",
+            pair=f"{bos}:0 $A:0 {bos}:1 $B:1",
+            special_tokens=[(bos, bos_id)],
+        )
+        backend.post_processor = processors.Sequence(
+            [processors.ByteLevel(trim_offsets=False), template]
+        )
+
+
+def _drop_extra_tokens(backend: Any, n_tokens: int) -> Any:
+    """Remove added tokens past the vocabulary (the GPT-2 class adds ``<|endoftext|>``):
+    an id the model's embedding lacks would crash an engine; llama.cpp has no such token."""
+    from tokenizers import Tokenizer
+
+    data = json.loads(backend.to_str())
+    kept = [t for t in data.get("added_tokens") or [] if int(t["id"]) < n_tokens]
+    if len(kept) == len(data.get("added_tokens") or []):
+        return backend
+    data["added_tokens"] = kept
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def _fast_build(vocab_path: Path, out_dir: Path) -> bool:
+    """Build through transformers' GGUF converter with our reader; False if unavailable."""
+    try:
+        from transformers import PreTrainedTokenizerFast
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+    except ImportError:
+        return False
+    meta = read_gguf_metadata(vocab_path)
+    arch = (
+        _decode(meta["general.architecture"].value) if "general.architecture" in meta else "llama"
+    )
+    values = {
+        k[len("tokenizer.") :]: _decode(v.value)
+        for k, v in meta.items()
+        if k.startswith("tokenizer.")
+    }
+    tok_dict = {name: values[key] for key, name in _RENAMES.items() if key in values}
+    config = {name: values[key] for key, name in _CONFIG_RENAMES.items() if key in values}
+    if tok_dict.get("tokenizer_type") == "llama":
+        config.setdefault("add_bos_token", True)
+    for name, key in _SPECIAL.items():
+        idx = values.get(f"ggml.{key}")
+        config[name] = tok_dict["tokens"][idx] if isinstance(idx, int) else None
+    backend, extra = convert_gguf_tokenizer(arch, tok_dict)
+    backend = _drop_extra_tokens(backend, len(tok_dict["tokens"]))
+    _match_llamacpp(backend, tok_dict, values)
+    tokenizer_cls: Any = PreTrainedTokenizerFast  # untyped constructor in transformers
+    tok = tokenizer_cls(tokenizer_object=backend, **config, **extra)
+    tok.save_pretrained(str(out_dir))
+    return True
+
+
+def _slow_build(vocab_path: Path, out_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(vocab_path.parent), gguf_file=vocab_path.name)
+    tok.save_pretrained(str(out_dir))
+
+
+def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
+    """Write tokenizer files for ``vocab_path`` into ``dest`` (cached per transformers version)."""
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError(
+            "the HF format needs transformers and tokenizers: pip install 'crossover[tokenizers]'"
+        ) from None
+    root = cache_subdir("tokenizers")
+    cached = root / f"{vocab_path.stem}-r{_RECIPE}-transformers-{transformers.__version__}"
+    with file_lock(root / f"{cached.name}.lock"):
+        if not (cached / "tokenizer.json").is_file():
+            staging = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
+            try:
+                if not _fast_build(vocab_path, staging):
+                    _slow_build(vocab_path, staging)
+                if cached.exists():
+                    shutil.rmtree(cached)
+                staging.rename(cached)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in cached.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)

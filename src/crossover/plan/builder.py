@@ -1,0 +1,253 @@
+"""Assemble a plan: resolve the model, check it, render the per-engine files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from crossover.advise.model import ModelFacts, load_model, quant_from_config
+from crossover.advise.rules import check_tp_heads, cite, normalize_quant, version_key
+from crossover.errors import UsageError
+from crossover.plan import commands
+from crossover.plan.commands import LaunchSpec
+from crossover.plan.nvidia import plan_triton, plan_trtllm
+from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
+from crossover.plan.script import command_line, quote, script, var
+
+PLAN_SCHEMA = "crossover.plan/1"
+PLAN_ENGINES: tuple[str, ...] = ("trtllm", "triton", "vllm", "sglang", "llamacpp", "transformers")
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _resolve(spec: str) -> tuple[str, ModelFacts | None, list[str]]:
+    """(model reference for the engine, facts if known, notes)."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        facts = load_model(spec)
+        target = path.parent if path.name == "config.json" else path
+        return str(target.resolve()), facts, []
+    try:
+        facts = load_model(spec)
+    except UsageError:
+        if _HF_ID.match(spec):
+            return (
+                spec,
+                None,
+                [
+                    f"{spec} is not local: treated as a Hugging Face repo id; "
+                    "head-divisibility and quant checks skipped"
+                ],
+            )
+        raise
+    hub = next((a for a in _known_aliases(facts.name) if "/" in a), spec)
+    return hub, facts, [f"known model {facts.name}: served as {hub} ({facts.source})"]
+
+
+def _known_aliases(name: str) -> list[str]:
+    from crossover.advise.model import _known
+
+    entry = _known().get(name, {})
+    aliases: list[str] = entry.get("aliases", [])
+    return aliases
+
+
+def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]:
+    engine = req.engine
+    rules: list[str] = []
+    is_gguf = quant.startswith("gguf-")
+    if engine == "llamacpp":
+        if not is_gguf and quant not in ("bf16", "fp16"):
+            raise UsageError(
+                f"llama.cpp does not run {quant} checkpoints: pick a GGUF quant "
+                "such as gguf-q8_0 (rule format-engine)"
+            )
+        rules.append("llamacpp-split-modes")
+        return rules
+    if is_gguf:
+        raise UsageError(f"{quant} runs on llama.cpp only (rule format-engine)")
+    if engine == "transformers" and quant not in ("bf16", "fp16"):
+        raise UsageError("transformers serve plans cover bf16/fp16 only")
+    if facts is not None:
+        bad = check_tp_heads(
+            "vllm" if engine == "vllm" else "trtllm", req.tp, facts.attention_heads, facts.kv_heads
+        )
+        if bad is not None:
+            raise UsageError(f"{bad.reason} of {facts.name} (rule {bad.rule})")
+        rules.append("tp-divides-heads")
+    if engine == "vllm" and req.tp > 1 and req.tp not in (2, 4, 6, 8):
+        rules.append("vllm-custom-allreduce")
+    return rules
+
+
+def make_plan(req: PlanRequest) -> Plan:
+    if req.engine not in PLAN_ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(PLAN_ENGINES)}")
+    if req.tp < 1 or req.pp < 1 or req.max_concurrency < 1 or req.max_seq_len < 16:
+        raise UsageError("--tp, --pp and --max-concurrency must be >= 1, --max-seq-len >= 16")
+    version_key(req.trtllm_version)
+    model_ref, facts, notes = _resolve(req.model)
+    ckpt_quant = quant_from_config(facts) if facts is not None else None
+    quant = normalize_quant(req.quant or ckpt_quant or "bf16")
+    rules = _checks(req, facts, quant)
+    online = bool(facts is not None and ckpt_quant is None and quant not in ("bf16", "fp16"))
+    if online and req.engine in ("vllm", "sglang") and quant != "fp8":
+        raise UsageError(
+            f"{req.engine} quantizes online to fp8 only: {quant} needs a pre-quantized checkpoint"
+        )
+    spec = LaunchSpec(
+        model=model_ref,
+        tp=req.tp,
+        pp=req.pp,
+        quant=quant,
+        online_quant=online,
+        max_concurrency=req.max_concurrency,
+        max_seq_len=req.max_seq_len,
+        max_num_tokens=max(8192, req.max_seq_len),
+        port=req.port,
+        cuda_graphs=req.cuda_graphs,
+        moe=bool(facts is not None and facts.is_moe),
+    )
+    plan = Plan()
+    builder = {
+        "trtllm": plan_trtllm,
+        "triton": plan_triton,
+        "vllm": _simple,
+        "sglang": _simple,
+        "llamacpp": _llamacpp,
+        "transformers": _simple,
+    }[req.engine]
+    graphs, build, serve, env = builder(req, spec, facts, plan, notes, rules)
+    rules += ["seed-5-cuda-graphs-verify", "seed-6-rerun-sweep"]
+    plan.plan = {
+        "schema": PLAN_SCHEMA,
+        "engine": req.engine,
+        "model": {
+            "ref": model_ref,
+            "spec": req.model,
+            "name": facts.name if facts else None,
+            "checkpoint_quant": ckpt_quant,
+            "attention_heads": facts.attention_heads if facts else None,
+            "moe": facts.is_moe if facts else None,
+        },
+        "config": {
+            "tp": req.tp,
+            "pp": req.pp,
+            "quant": quant,
+            "max_concurrency": req.max_concurrency,
+            "max_seq_len": req.max_seq_len,
+            "port": req.port,
+            **(
+                {"trtllm_version": req.trtllm_version} if req.engine in ("trtllm", "triton") else {}
+            ),
+        },
+        "expect": {
+            "cuda_graphs": graphs,
+            "tp": req.tp,
+            "quant": None if quant in ("bf16", "fp16") else quant,
+        },
+        "commands": {"build": build, "serve": serve, "env": env},
+        "files": sorted([*plan.files, "plan.json"]),
+        "rules": cite(rules),
+        "notes": notes,
+    }
+    plan.files["plan.json"] = json.dumps(plan.plan, indent=2) + "\n"
+    return plan
+
+
+def _engine_script(
+    req: PlanRequest, spec: LaunchSpec, plan: Plan, variables: dict[str, str], model_ref: str
+) -> tuple[list[str], dict[str, str]]:
+    argv, env, unset = commands.engine_argv(
+        req.engine, spec.model_copy(update={"model": model_ref})
+    )
+    lines = [f"unset {name}" for name in unset]
+    lines += [f"export {k}={quote(v)}" for k, v in env.items()]
+    lines.append("exec " + command_line(argv))
+    plan.files["serve.sh"] = script(f"serve {req.model} with {req.engine}", variables, lines)
+    plan.executable.append("serve.sh")
+    return resolve_vars(argv, variables), env
+
+
+def _simple(
+    req: PlanRequest,
+    spec: LaunchSpec,
+    facts: ModelFacts | None,
+    plan: Plan,
+    notes: list[str],
+    rules: list[str],
+) -> Built:
+    del facts, rules
+    variables = {"MODEL": spec.model}
+    argv, env = _engine_script(req, spec, plan, variables, var("MODEL"))
+    if spec.online_quant:
+        notes.append(f"{req.engine} quantizes the 16-bit checkpoint to fp8 at load time")
+    if spec.moe and spec.tp > 1:
+        notes.append("MoE with TP: expert parallelism enabled (rule seed-1-engine-choice)")
+    return spec.cuda_graphs, [], argv, env
+
+
+def _llamacpp(
+    req: PlanRequest,
+    spec: LaunchSpec,
+    facts: ModelFacts | None,
+    plan: Plan,
+    notes: list[str],
+    rules: list[str],
+) -> Built:
+    del facts
+    quant = spec.quant or "bf16"
+    build: list[list[str]] = []
+    model_var = var("MODEL")
+    variables = {"MODEL": spec.model}
+    if not spec.model.endswith(".gguf"):
+        outtype = "bf16" if quant in ("bf16", "gguf-bf16") else "f16"
+        f16 = var("GGUF_DIR", f"/model-{outtype}.gguf")
+        build.append(
+            [
+                "python3",
+                var("LLAMA_CPP_DIR", "/convert_hf_to_gguf.py"),
+                var("MODEL"),
+                "--outtype",
+                outtype,
+                "--outfile",
+                f16,
+            ]
+        )
+        final = f16
+        if quant.startswith("gguf-") and quant not in ("gguf-f16", "gguf-bf16"):
+            qname = quant.removeprefix("gguf-")
+            final = var("GGUF_DIR", f"/model-{qname}.gguf")
+            build.append(["llama-quantize", f16, final, qname.upper()])
+        variables = {"MODEL": spec.model, "LLAMA_CPP_DIR": "/opt/llama.cpp", "GGUF_DIR": "./gguf"}
+        model_var = final
+        notes.append("the checkpoint is converted to GGUF first (rule format-engine)")
+        rules.append("format-engine")
+    graphs = commands.llamacpp_graphs_on(spec)
+    if spec.tp > 1:
+        notes.append("--split-mode row disables CUDA graphs in llama.cpp")
+    if build:
+        cmds = ['mkdir -p "${GGUF_DIR}"'] + [command_line(c) for c in build]
+        plan.files["build.sh"] = script(f"convert {req.model} to GGUF", variables, cmds)
+        plan.executable.append("build.sh")
+    argv, env = _engine_script(
+        req, spec.model_copy(update={"cuda_graphs": graphs}), plan, variables, model_var
+    )
+    return graphs, [resolve_vars(c, variables) for c in build], argv, env
+
+
+def write_plan(plan: Plan, out: Path) -> list[Path]:
+    """Write every file under ``out`` (created); scripts are made executable."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: {exc.strerror}") from exc
+    written = []
+    for rel, content in sorted(plan.files.items()):
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, "utf-8")
+        if rel in plan.executable:
+            path.chmod(0o755)
+        written.append(path)
+    return written

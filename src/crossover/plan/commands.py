@@ -1,0 +1,120 @@
+"""Launch argument lists for the plan's serve scripts.
+
+vLLM, SGLang, llama-server and transformers serve come from ``crossover.engines``'
+adapters (``launch_spec``), so a plan and a sweep start an engine the same way; only the
+plan-specific extras (split mode, expert parallelism, batched-token budget) are added
+here. ``trtllm-serve`` is built here because the plan writes its own versioned
+extra-options YAML (``plan.trtllm``) next to the script.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from crossover.errors import UsageError
+
+
+class LaunchSpec(BaseModel):
+    """What a launch line needs: one validated object, built once by ``plan``."""
+
+    model: str
+    tp: int = 1
+    pp: int = 1
+    quant: str | None = None  # canonical name from advise.rules.normalize_quant
+    online_quant: bool = False  # quantize a 16-bit checkpoint at load time (vLLM/SGLang fp8)
+    max_concurrency: int = 64
+    max_seq_len: int = 4096
+    max_num_tokens: int = 8192
+    host: str = "127.0.0.1"
+    port: int = 8000
+    cuda_graphs: bool = True
+    moe: bool = False
+
+
+def graph_batch_sizes(max_batch: int) -> list[int]:
+    """1, 2, 4, 8, then steps of 8 up to max_batch (max_batch always included)."""
+    sizes = [s for s in (1, 2, 4) if s < max_batch]
+    sizes += list(range(8, max_batch, 8))
+    sizes.append(max_batch)
+    return sorted(set(sizes))
+
+
+def engine_argv(engine: str, s: LaunchSpec) -> tuple[list[str], dict[str, str], list[str]]:
+    """(argv, env to set, env to unset) from ``crossover.engines``' launch adapters, so a
+    plan starts an engine exactly as ``crossover sweep`` would."""
+    from crossover.engines.adapters import launch_spec
+    from crossover.engines.config import engine_config
+
+    fields: dict[str, object] = {
+        "engine": engine,
+        "model": s.model,
+        "host": s.host,
+        "port": s.port,
+        "cuda_graphs": s.cuda_graphs,
+    }
+    extra: list[str] = []
+    env: dict[str, str] = {}
+    if engine == "llamacpp":
+        gpus = s.tp * s.pp
+        if s.tp > 1 and s.pp > 1:
+            raise UsageError("llama.cpp splits by layer (--pp) or by row (--tp), not both")
+        mode = "none" if gpus == 1 else ("row" if s.tp > 1 else "layer")
+        fields.update(parallel=s.max_concurrency, context_tokens=s.max_seq_len, flash_attn=True)
+        extra += ["--split-mode", mode]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
+    elif engine == "transformers":
+        if s.tp * s.pp > 1:
+            raise UsageError("transformers serve runs on one device: use --tp 1 --pp 1")
+    else:  # vllm, sglang
+        fields.update(tp=s.tp, pp=s.pp, parallel=s.max_concurrency, context_tokens=s.max_seq_len)
+        if s.online_quant and s.quant == "fp8":
+            fields["quant"] = "fp8"
+        if engine == "vllm":
+            extra += [
+                "--max-num-batched-tokens",
+                str(s.max_num_tokens),
+                "--gpu-memory-utilization",
+                "0.90",
+            ]
+            if s.moe and s.tp > 1:
+                extra.append("--enable-expert-parallel")
+        elif s.moe and s.tp > 1:
+            extra += ["--ep-size", str(s.tp)]
+    fields["extra_args"] = extra
+    fields["env"] = env
+    spec = launch_spec(engine_config(**fields), s.port, Path("."))
+    return list(spec.argv), dict(spec.env_set), list(spec.env_unset)
+
+
+def llamacpp_graphs_on(s: LaunchSpec) -> bool:
+    """``-sm row`` disables CUDA graphs in llama.cpp (engines.md)."""
+    return s.cuda_graphs and s.tp == 1
+
+
+def trtllm_serve_args(s: LaunchSpec, extra_options: str) -> list[str]:
+    return [
+        "trtllm-serve",
+        s.model,
+        "--backend",
+        "pytorch",
+        "--host",
+        s.host,
+        "--port",
+        str(s.port),
+        "--tp_size",
+        str(s.tp),
+        "--pp_size",
+        str(s.pp),
+        "--max_batch_size",
+        str(s.max_concurrency),
+        "--max_num_tokens",
+        str(s.max_num_tokens),
+        "--max_seq_len",
+        str(s.max_seq_len),
+        "--kv_cache_free_gpu_memory_fraction",
+        "0.9",
+        "--extra_llm_api_options",
+        extra_options,
+    ]

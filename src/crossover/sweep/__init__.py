@@ -1,0 +1,1 @@
+"""Sweeps: several targets over several load levels, resumable, with scraping."""

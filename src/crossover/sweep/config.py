@@ -1,0 +1,138 @@
+"""The sweep's one validated config, from flags or a YAML file.
+
+A target is a URL to measure or an engine to launch (``launch:`` holds the
+``crossover.engines`` launch config). The shape ``crossover advise --emit-sweep``
+writes is accepted as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from crossover.analysis.schema import RooflineFacts
+from crossover.config import TimeoutsConfig
+from crossover.errors import UsageError
+
+
+class TargetConfig(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
+    url: str | None = None
+    #: request dialect for a URL target; for a launched engine, the engine name
+    engine: str | None = None
+    #: model name sent in requests (default: the launched model's path)
+    model: str | None = None
+    launch: dict[str, Any] | None = None
+    roofline: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TargetConfig:
+        if (self.url is None) == (self.launch is None):
+            raise ValueError(f"target {self.name}: give either url or launch")
+        if self.url is not None and self.model is None:
+            raise ValueError(f"target {self.name}: a URL target needs model")
+        if self.launch is not None and self.engine is None and "engine" not in self.launch:
+            raise ValueError(f"target {self.name}: launch needs an engine")
+        return self
+
+
+class SweepConfig(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: str = "sweep"
+    targets: list[TargetConfig] = Field(min_length=1)
+    concurrency: list[int] = Field(min_length=1)
+    requests_per_level: int | None = Field(None, ge=1)
+    duration_s_per_level: float | None = Field(None, gt=0)
+    warmup_requests: int | None = Field(None, ge=0)
+    repeats: int = Field(1, ge=1, le=100)
+    output_tokens: int = Field(..., ge=1)
+    input_tokens: int | None = Field(200, ge=1)
+    endpoint: str = "completions"
+    seed: int = 0
+    prompts_file: Path | None = None
+    tokenizer: str | None = None
+    refine: bool = False
+    refine_budget: int = Field(8, ge=1)
+    refine_width: float = Field(0.25, gt=0)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    allowed_failures: int = Field(0, ge=0)
+    scrape_interval_s: float = Field(1.0, gt=0)
+    roofline: list[RooflineFacts] = Field(default_factory=list)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("concurrency levels must be at least 1")
+        return sorted(set(v))
+
+    @field_validator("targets")
+    @classmethod
+    def _unique(cls, v: list[TargetConfig]) -> list[TargetConfig]:
+        names = [t.name for t in v]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"target names must be unique: {', '.join(sorted(dup))}")
+        return v
+
+    @model_validator(mode="after")
+    def _budget(self) -> SweepConfig:
+        if self.requests_per_level is not None and self.duration_s_per_level is not None:
+            raise ValueError("give requests_per_level or duration_s_per_level, not both")
+        return self
+
+    def requests_for(self, c: int) -> int | None:
+        if self.duration_s_per_level is not None:
+            return None
+        return self.requests_per_level or max(16, 4 * c)
+
+    def identity(self) -> dict[str, Any]:
+        """What must not change between a sweep and its resumption."""
+        return {
+            "output_tokens": self.output_tokens,
+            "input_tokens": self.input_tokens,
+            "endpoint": self.endpoint,
+            "seed": self.seed,
+            "prompts_file": str(self.prompts_file) if self.prompts_file else None,
+        }
+
+
+def _one_line(exc: ValidationError, where: str) -> str:
+    parts = []
+    for e in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in e["loc"])
+        parts.append(f"{loc}: {str(e['msg']).removeprefix('Value error, ')}" if loc else e["msg"])
+    return f"{where}: " + "; ".join(parts)
+
+
+def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
+    if not path.is_file():
+        raise UsageError(f"sweep config {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{path}: not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping at the top level")
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_one_line(exc, str(path))) from None
+
+
+def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_one_line(exc, "sweep")) from None

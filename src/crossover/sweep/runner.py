@@ -1,0 +1,389 @@
+"""Run a sweep: every target over every level and repeat, resumably.
+
+Targets run one after another (one engine at a time, so one GPU is enough);
+each launched engine is started once and reused across its levels. Every run is
+committed to ``DIR/sweep.db`` as it finishes and ``DIR/sweep.json`` is rewritten
+after each, so an interrupted sweep loses at most the level in flight; the same
+command again skips the runs already done (each has a key target|level|repeat).
+An engine that dies mid-level fails that level, is restarted, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crossover.analysis import (
+    SweepFile,
+    SweepRun,
+    TargetInfo,
+    analyze_sweep,
+    findings_to_schema,
+    propose_refinement,
+)
+from crossover.analysis.crossovers import Finding
+from crossover.analysis.schema import GpuSample, RooflineFacts, ServerMetricsSample
+from crossover.config import RunConfig
+from crossover.errors import EngineError, UsageError
+from crossover.metrics.summary import RunSummary
+from crossover.records.store import Store
+from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
+from crossover.sweep.config import SweepConfig, TargetConfig
+from crossover.sweep.scrape import NVMLSampler, scrape_loop
+from crossover.workload import Prompt, Tokenizer
+
+
+def run_key(target: str, concurrency: int, repeat: int) -> str:
+    return f"{target}|c={concurrency}|r={repeat}"
+
+
+@dataclass
+class SweepEvents:
+    """Hooks for the CLI's progress display; all optional."""
+
+    on_level_start: Callable[[str, int, int, Progress], None] | None = None
+    on_level_done: Callable[[str, int, int, RunSummary, str], None] | None = None
+    on_skip: Callable[[str, int, int], None] | None = None
+    on_engine: Callable[[str, str], None] | None = None
+
+
+@dataclass
+class _Target:
+    cfg: TargetConfig
+    info: TargetInfo
+    engine: Any = None  # RunningEngine while launched
+    restarts: int = 0
+
+
+@dataclass
+class SweepOutcome:
+    sweep: SweepFile
+    findings: list[Finding]
+    ran: int
+    skipped: int
+    failed_levels: list[str] = field(default_factory=list)
+
+
+def _engine_config(t: TargetConfig) -> Any:
+    from crossover.engines.config import EngineConfig
+
+    launch = dict(t.launch or {})
+    launch.setdefault("engine", t.engine)
+    try:
+        return EngineConfig.model_validate(launch)
+    except Exception as exc:  # pydantic's error, made one line
+        raise UsageError(f"target {t.name}: bad launch config: {exc}".splitlines()[0]) from None
+
+
+class SweepRunner:
+    def __init__(self, config: SweepConfig, out: Path, events: SweepEvents | None = None) -> None:
+        self.config = config
+        self.out = out
+        self.events = events or SweepEvents()
+        self.store = Store(out / "sweep.db")
+        self.nvml = NVMLSampler()
+        self._tokenizer: Tokenizer | None = None
+        self._prompts: list[Prompt] | None = None
+        self.targets = [_Target(t, TargetInfo(name=t.name)) for t in config.targets]
+        self.ran = 0
+        self.skipped = 0
+        self.failed_levels: list[str] = []
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        self._check_resume()
+
+    # --- resumption -------------------------------------------------------
+    def _check_resume(self) -> None:
+        ident = self.config.identity()
+        previous = self.store.get_meta("identity")
+        if previous is not None and previous != ident:
+            diff = ", ".join(k for k in ident if ident[k] != previous.get(k))
+            raise UsageError(
+                f"{self.out} holds a sweep with a different workload ({diff}); "
+                "use another --out or the same settings to resume"
+            )
+        self.store.set_meta("identity", ident)
+        started = self.store.get_meta("started_at")
+        if started:
+            self.started_at = started
+        else:
+            self.store.set_meta("started_at", self.started_at)
+
+    def _done(self, target: str, c: int, r: int) -> bool:
+        return self.store.finished_by_key(run_key(target, c, r)) is not None
+
+    # --- engines ----------------------------------------------------------
+    async def _ensure_engine(self, t: _Target) -> tuple[str, str, str]:
+        """(url, dialect, model) for requests; launches the engine if needed."""
+        if t.cfg.url is not None:
+            return t.cfg.url.rstrip("/"), t.cfg.engine or "openai", t.cfg.model or ""
+        from crossover.engines.adapters import get_adapter
+        from crossover.engines.lifecycle import launch
+
+        ecfg = _engine_config(t.cfg)
+        adapter = get_adapter(ecfg.engine)
+        if t.engine is None or not t.engine.alive():
+            if t.engine is not None:
+                await asyncio.to_thread(t.engine.stop)
+                t.restarts += 1
+            log = self.out / "engines" / f"{t.cfg.name}.log"
+            if t.restarts:
+                log = self.out / "engines" / f"{t.cfg.name}.restart{t.restarts}.log"
+            if self.events.on_engine:
+                self.events.on_engine(t.cfg.name, f"starting {adapter.display_name} (log {log})")
+            t.engine = await asyncio.to_thread(launch, ecfg, log)
+            settings = t.engine.effective_settings()
+            t.info = TargetInfo(
+                name=t.cfg.name,
+                engine=ecfg.engine,
+                url=t.engine.url,
+                model=t.cfg.model or ecfg.model,
+                version=t.engine.version,
+                settings={k: f.value for k, f in settings.facts.items()},
+            )
+            if self.events.on_engine:
+                self.events.on_engine(t.cfg.name, f"healthy at {t.engine.url}")
+        return t.engine.url, adapter.dialect, t.cfg.model or ecfg.model
+
+    async def _stop_engine(self, t: _Target) -> None:
+        if t.engine is not None:
+            await asyncio.to_thread(t.engine.stop)
+            t.engine = None
+
+    # --- one level --------------------------------------------------------
+    def _run_config(self, url: str, dialect: str, model: str, c: int) -> RunConfig:
+        cfg = self.config
+        return RunConfig(
+            url=url,
+            engine=dialect,
+            model=model,
+            endpoint=cfg.endpoint,
+            concurrency=c,
+            requests=cfg.requests_for(c),
+            duration_s=cfg.duration_s_per_level,
+            warmup_requests=cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8),
+            output_tokens=cfg.output_tokens,
+            input_tokens=cfg.input_tokens,
+            prompts_file=cfg.prompts_file,
+            tokenizer=cfg.tokenizer,
+            seed=cfg.seed,
+            timeouts=cfg.timeouts,
+            allowed_failures=cfg.allowed_failures,
+        )
+
+    def _prompts_for(self, run_cfg: RunConfig) -> list[Prompt]:
+        """The same prompts for every target: built once, kept in the database."""
+        if self._prompts is not None:
+            return self._prompts
+        stored = self.store.get_meta("prompts")
+        if stored:
+            self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
+            return self._prompts
+        self._tokenizer = choose_tokenizer(run_cfg)
+        most = max(self.config.requests_for(c) or 16 * c for c in self.config.concurrency)
+        count = max(most + 8, 64)
+        self._prompts = build_prompts(run_cfg, self._tokenizer, count)
+        self.store.set_meta(
+            "prompts", [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts]
+        )
+        return self._prompts
+
+    async def _level(self, t: _Target, c: int, r: int) -> None:
+        try:
+            url, dialect, model = await self._ensure_engine(t)
+        except EngineError as exc:
+            self.failed_levels.append(f"{t.cfg.name} c={c}: engine failed to start: {exc}")
+            raise
+        run_cfg = self._run_config(url, dialect, model, c)
+        if t.cfg.url is not None:
+            await asyncio.to_thread(probe, url, {})
+        prompts = self._prompts_for(run_cfg)
+        abort = asyncio.Event()
+        reason: list[str] = []
+        loop = asyncio.get_running_loop()
+        if t.engine is not None:
+
+            def died(err: EngineError) -> None:
+                reason.append(str(err))
+                loop.call_soon_threadsafe(abort.set)
+
+            t.engine.add_exit_callback(died)
+        progress = Progress(total=run_cfg.requests)
+        if self.events.on_level_start:
+            self.events.on_level_start(t.cfg.name, c, r, progress)
+        prom: list[dict[str, Any]] = []
+        gpu: list[dict[str, Any]] = []
+        metrics_url = t.engine.metrics_url if t.engine is not None else f"{url}/metrics"
+        scraper = asyncio.ensure_future(
+            scrape_loop(metrics_url, self.nvml, self.config.scrape_interval_s, prom, gpu)
+        )
+        run_id = new_run_id()
+        try:
+            outcome = await execute(
+                run_cfg,
+                self.store,
+                run_id=run_id,
+                key=run_key(t.cfg.name, c, r),
+                version=t.info.version,
+                tokenizer=self._tokenizer,
+                prompts=prompts,
+                progress=progress,
+                abort=abort,
+                abort_reason=lambda: reason[0] if reason else None,
+            )
+        finally:
+            scraper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scraper
+        for s in prom:
+            self.store.add_sample(run_id, "prometheus", s["t_s"], s["values"])
+        for g in gpu:
+            self.store.add_sample(run_id, "gpu", g["t_s"], g)
+        self.ran += 1
+        if outcome.status == "failed":
+            self.failed_levels.append(f"{t.cfg.name} c={c} r={r}: {reason[0] if reason else ''}")
+        if self.events.on_level_done:
+            self.events.on_level_done(t.cfg.name, c, r, outcome.summary, outcome.status)
+        self.write_sweep_file()
+
+    # --- the whole sweep --------------------------------------------------
+    async def _measure(self, levels: list[int]) -> None:
+        for t in self.targets:
+            todo = [
+                (c, r)
+                for c in levels
+                for r in range(self.config.repeats)
+                if not self._done(t.cfg.name, c, r)
+            ]
+            self.skipped += len(levels) * self.config.repeats - len(todo)
+            for c, r in levels_skipped(levels, self.config.repeats, todo):
+                if self.events.on_skip:
+                    self.events.on_skip(t.cfg.name, c, r)
+            try:
+                for c, r in todo:
+                    try:
+                        await self._level(t, c, r)
+                    except EngineError:
+                        # the engine would not start: the rest of this target cannot run
+                        break
+            finally:
+                await self._stop_engine(t)
+
+    async def run(self) -> SweepOutcome:
+        levels = list(self.config.concurrency)
+        await self._measure(levels)
+        findings = analyze_sweep(self.sweep_file())
+        if self.config.refine:
+            spent = 0
+            measured = set(levels) | set(self._measured_levels())
+            while spent < self.config.refine_budget:
+                new = propose_refinement(
+                    findings,
+                    measured,
+                    target_rel_width=self.config.refine_width,
+                    budget=self.config.refine_budget - spent,
+                )
+                if not new:
+                    break
+                await self._measure(new)
+                spent += len(new)
+                measured |= set(new)
+                findings = analyze_sweep(self.sweep_file())
+        sweep = self.write_sweep_file()
+        return SweepOutcome(sweep, analyze_sweep(sweep), self.ran, self.skipped, self.failed_levels)
+
+    def _measured_levels(self) -> list[int]:
+        out = []
+        for row in self.store.runs():
+            if row.key and row.status == "done":
+                out.append(int(row.key.split("|c=")[1].split("|")[0]))
+        return out
+
+    # --- the sweep file ---------------------------------------------------
+    def sweep_file(self) -> SweepFile:
+        runs: list[SweepRun] = []
+        by_target = {t.cfg.name for t in self.targets}
+        for row in self.store.runs():
+            if row.key is None or row.summary is None or row.status not in ("done", "failed"):
+                continue
+            name, c_part, r_part = row.key.split("|")
+            if name not in by_target:
+                continue
+            samples = self.store.samples(row.run_id)
+            prom = [
+                ServerMetricsSample(t_s=t, values=d) for s, t, d in samples if s == "prometheus"
+            ]
+            gpus = [GpuSample.model_validate(d) for s, _, d in samples if s == "gpu"]
+            runs.append(
+                SweepRun(
+                    target=name,
+                    concurrency=int(c_part[2:]),
+                    repeat=int(r_part[2:]),
+                    summary=RunSummary.model_validate(row.summary),
+                    server_metrics=prom or None,
+                    gpu=gpus or None,
+                )
+            )
+        # a run repeated after a failure: keep the latest per key
+        latest: dict[tuple[str, int, int], SweepRun] = {}
+        for run in runs:
+            latest[(run.target, run.concurrency, run.repeat)] = run
+        runs = sorted(latest.values(), key=lambda x: (x.target, x.concurrency, x.repeat))
+        infos = self._target_infos()
+        roofline = list(self.config.roofline)
+        for t in self.targets:
+            if t.cfg.roofline:
+                roofline.append(
+                    RooflineFacts.model_validate({"target": t.cfg.name, **t.cfg.roofline})
+                )
+        sweep = SweepFile(
+            targets=infos,
+            runs=runs,
+            roofline=roofline,
+            started_at=self.started_at,
+            workload={
+                **self.config.identity(),
+                "concurrency": self.config.concurrency,
+                "repeats": self.config.repeats,
+                "name": self.config.name,
+            },
+        )
+        xs, inc = findings_to_schema(analyze_sweep(sweep))
+        sweep.crossovers, sweep.inconclusive = xs, inc
+        return sweep
+
+    def _target_infos(self) -> list[TargetInfo]:
+        stored: dict[str, Any] = self.store.get_meta("targets") or {}
+        for t in self.targets:
+            if t.info.engine is not None or t.info.url is not None:
+                stored[t.cfg.name] = t.info.model_dump(mode="json")
+            elif t.cfg.url is not None and t.cfg.name not in stored:
+                stored[t.cfg.name] = TargetInfo(
+                    name=t.cfg.name, engine=t.cfg.engine, url=t.cfg.url, model=t.cfg.model
+                ).model_dump()
+        self.store.set_meta("targets", stored)
+        return [
+            TargetInfo.model_validate(stored[t.cfg.name])
+            if t.cfg.name in stored
+            else TargetInfo(name=t.cfg.name)
+            for t in self.targets
+        ]
+
+    def write_sweep_file(self) -> SweepFile:
+        sweep = self.sweep_file()
+        sweep.write(self.out / "sweep.json")
+        return sweep
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def levels_skipped(
+    levels: list[int], repeats: int, todo: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    want = set(todo)
+    return [(c, r) for c in levels for r in range(repeats) if (c, r) not in want]

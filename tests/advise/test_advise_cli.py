@@ -1,0 +1,179 @@
+"""``crossover advise`` and ``crossover plan`` through the CLI: outputs and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossover.cli.app import main
+
+
+def test_advise_writes_json_and_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, sweep = tmp_path / "advice.json", tmp_path / "sweep.yaml"
+    rc = main(
+        [
+            "advise",
+            "--gpu",
+            "H100",
+            "--gpus",
+            "4",
+            "--interconnect",
+            "nvlink",
+            "--model",
+            "llama-3.1-8b",
+            "--quant",
+            "fp8",
+            "--engine-versions",
+            "trtllm=1.2.1,vllm=0.26.0",
+            "--input-tokens",
+            "512",
+            "--output-tokens",
+            "256",
+            "--concurrency",
+            "1,8,64",
+            "--json",
+            str(out),
+            "--emit-sweep",
+            str(sweep),
+        ]
+    )
+    assert rc == 0
+    advice = json.loads(out.read_text())
+    assert advice["schema"] == "crossover.advice/1"
+    assert advice["recommendations"]
+    config = yaml.safe_load(sweep.read_text())
+    assert config["targets"]
+    assert config["concurrency"] == [1, 8, 64]
+    assert "trtllm" in capsys.readouterr().out
+
+
+def test_advise_with_results_and_allreduce_table(tmp_path: Path) -> None:
+    sweep = tmp_path / "run"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(
+        json.dumps(
+            {
+                "schema": "crossover.sweep/1",
+                "targets": [{"name": "a", "engine": "vllm", "settings": {"tp": 2}}],
+                "runs": [
+                    {
+                        "target": "a",
+                        "concurrency": 8,
+                        "repeat": 0,
+                        "summary": {
+                            "verdict": "valid",
+                            "throughput": {
+                                "output_tokens_per_s": 900.0,
+                                "total_tokens_per_s": 2700.0,
+                            },
+                            "tpot_ms": {"p50": 8.0},
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    table = tmp_path / "ar.json"
+    table.write_text(
+        json.dumps(
+            [{"size_bytes": 1024, "latency_us": 9}, {"size_bytes": 1 << 24, "latency_us": 120}]
+        )
+    )
+    out = tmp_path / "a.json"
+    rc = main(
+        [
+            "advise",
+            "--gpu",
+            "H200",
+            "--gpus",
+            "2",
+            "--model",
+            "llama-3.1-8b",
+            "--concurrency",
+            "1,8,64",
+            "--results",
+            str(sweep),
+            "--allreduce-table",
+            str(table),
+            "--json",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    advice = json.loads(out.read_text())
+    assert advice["allreduce_curve"] == str(table)
+    measured = [r for r in advice["recommendations"] if r["figures_from"] == "measured"]
+    assert measured
+    assert measured[0]["engine"] == "vllm"
+    assert measured[0]["concurrency"] == 8
+    assert advice["comparisons"][0]["error_pct"]["output_tok_s"] is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpu", "H100", "--model", "no-such-model"],
+        ["--gpu", "Voodoo", "--model", "llama-3.1-8b"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--concurrency", "1,x"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--concurrency", "0"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--quant", "int3"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--engine-versions", "tgi=1.0"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--interconnect", "carrier-pigeon"],
+        ["--gpu", "H100", "--model", "llama-3.1-8b", "--results", "/nonexistent"],
+    ],
+)
+def test_advise_bad_input_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", *args]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err
+    assert "Traceback" not in err
+
+
+def test_plan_cli(tmp_path: Path) -> None:
+    rc = main(
+        [
+            "plan",
+            "--engine",
+            "triton",
+            "--model",
+            "llama-3.1-8b",
+            "--tp",
+            "2",
+            "--quant",
+            "fp8",
+            "--max-concurrency",
+            "128",
+            "--trtllm-version",
+            "1.2.1",
+            "--bls",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert rc == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["expect"] == {"cuda_graphs": True, "tp": 2, "quant": "fp8"}
+    assert (tmp_path / "triton_model_repo" / "tensorrt_llm_bls" / "config.pbtxt").is_file()
+
+
+def test_plan_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "plan",
+                "--engine",
+                "vllm",
+                "--model",
+                "llama-3.1-8b",
+                "--tp",
+                "3",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
+    assert "does not divide" in capsys.readouterr().err

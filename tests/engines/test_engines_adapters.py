@@ -1,0 +1,189 @@
+"""Launch commands of every adapter, against the engines' documented flags.
+
+Flag sources: llama.cpp common/arg.cpp (vendored in llama-cpp-python 0.3.36);
+transformers serve start line from gpu-recipes.md (seen here, transformers 5.17.0);
+vLLM vllm/engine/arg_utils.py; SGLang python/sglang/srt/server_args.py; TensorRT-LLM
+tensorrt_llm/commands/serve.py and llmapi/llm_args.py (1.x cuda_graph_config nesting).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from crossover.engines import ADAPTERS, ENGINE_NAMES, EngineConfig, engine_config, launch_spec
+from crossover.engines.adapters import TRANSFORMERS_ENTRY
+from crossover.errors import UsageError
+
+CONTRACT_DIALECTS = {"openai", "vllm", "sglang", "trtllm", "triton", "llamacpp", "transformers"}
+
+
+def cfg(**fields: object) -> EngineConfig:
+    return EngineConfig.model_validate(fields)
+
+
+def test_registry_covers_every_engine_with_a_contract_dialect() -> None:
+    assert set(ADAPTERS) == set(ENGINE_NAMES)
+    for name, adapter in ADAPTERS.items():
+        assert adapter.name == name
+        assert adapter.dialect in CONTRACT_DIALECTS
+        assert adapter.health_path.startswith("/")
+        assert adapter.log_patterns or name == "triton"
+        assert adapter.version_probes
+
+
+def test_llamacpp_command_matches_the_run_seen_here(tmp_path: Path) -> None:
+    # seen here: llama-server -m m8b.gguf -ngl 99 -np 64 -c 65536 -fa on --port 8080 --metrics
+    model = tmp_path / "m8b.gguf"
+    config = cfg(
+        engine="llamacpp",
+        model=str(model),
+        parallel=64,
+        context_tokens=1024,
+        gpu_layers=99,
+        flash_attn=True,
+        cuda_graphs=True,
+    )
+    spec = launch_spec(config, 8080, tmp_path)
+    assert spec.argv == [
+        "llama-server", "-m", str(model), "--host", "127.0.0.1", "--port", "8080",
+        "-np", "64", "-c", "65536", "-ngl", "99", "-fa", "on", "--metrics",
+    ]  # fmt: skip
+    assert spec.env_set == {}
+    assert spec.env_unset == ("GGML_CUDA_DISABLE_GRAPHS",)  # an inherited "1" would win
+
+
+def test_llamacpp_graphs_off_is_an_environment_variable(tmp_path: Path) -> None:
+    spec = launch_spec(cfg(engine="llamacpp", model="m.gguf", cuda_graphs=False), 1, tmp_path)
+    assert spec.env_set == {"GGML_CUDA_DISABLE_GRAPHS": "1"}
+    assert "-ngl" in spec.argv
+    assert "--metrics" in spec.argv
+    assert not any("graph" in a for a in spec.argv)
+
+
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [("tp", 2), ("quant", "fp8"), ("dtype", "bf16"), ("load_format", "dummy")],
+)
+def test_llamacpp_refuses_knobs_it_cannot_take(knob: str, value: object, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=f"llama-server does not take {knob}="):
+        launch_spec(cfg(engine="llamacpp", model="m.gguf", **{knob: value}), 1, tmp_path)
+
+
+def test_transformers_command_is_the_gpu_recipe(tmp_path: Path) -> None:
+    config = cfg(engine="transformers", model="/tmp/hf8b", cuda_graphs=True, port=8081)
+    spec = launch_spec(config, 8081, tmp_path)
+    assert spec.argv == [
+        "python3", "-c", TRANSFORMERS_ENTRY, "serve", "/tmp/hf8b", "--continuous-batching",
+        "--cb-use-cuda-graph", "--device", "cuda:0", "--dtype", "bfloat16",
+        "--host", "127.0.0.1", "--port", "8081",
+    ]  # fmt: skip
+    assert TRANSFORMERS_ENTRY == "from transformers.cli.transformers import app; app()"
+    off = launch_spec(config.model_copy(update={"cuda_graphs": False}), 8081, tmp_path)
+    assert "--cb-use-cuda-graph" not in off.argv
+    assert ADAPTERS["transformers"].health_path == "/health"  # /v1/models crashes (seen here)
+
+
+def test_vllm_command(tmp_path: Path) -> None:
+    config = cfg(
+        engine="vllm", model="meta-llama/Llama-3.1-8B", tp=2, parallel=64, context_tokens=4096,
+        dtype="bfloat16", quant="fp8", cuda_graphs=False, load_format="dummy",
+    )  # fmt: skip
+    argv = launch_spec(config, 9000, tmp_path).argv
+    assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B"]
+    pairs = dict(itertools.pairwise(argv))
+    assert pairs["--tensor-parallel-size"] == "2"
+    assert pairs["--pipeline-parallel-size"] == "1"
+    assert pairs["--max-num-seqs"] == "64"
+    assert pairs["--max-model-len"] == "4096"
+    assert pairs["--quantization"] == "fp8"
+    assert pairs["--load-format"] == "dummy"
+    assert "--enforce-eager" in argv
+    on = launch_spec(config.model_copy(update={"cuda_graphs": True}), 9000, tmp_path).argv
+    assert "--enforce-eager" not in on
+    graphs = json.loads(on[on.index("--compilation-config") + 1])
+    assert graphs == {"cudagraph_mode": "FULL_AND_PIECEWISE"}  # a CUDAGraphMode name
+
+
+def test_sglang_command(tmp_path: Path) -> None:
+    config = cfg(engine="sglang", model="Qwen/Qwen3-8B", tp=2, parallel=32, cuda_graphs=True)
+    argv = launch_spec(config, 30000, tmp_path).argv
+    assert argv[:5] == ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B"]
+    assert argv[argv.index("--tp-size") + 1] == "2"
+    assert argv[argv.index("--max-running-requests") + 1] == "32"
+    assert argv[argv.index("--cuda-graph-max-bs") + 1] == "32"
+    assert "--enable-metrics" in argv
+    assert "--disable-cuda-graph" not in argv
+    off = launch_spec(config.model_copy(update={"cuda_graphs": False}), 30000, tmp_path).argv
+    assert "--disable-cuda-graph" in off
+    assert "--cuda-graph-max-bs" not in off
+
+
+def test_trtllm_yaml_uses_the_1x_nesting(tmp_path: Path) -> None:
+    config = cfg(engine="trtllm", model="/models/llama", tp=2, parallel=64, cuda_graphs=True)
+    spec = launch_spec(config, 8000, tmp_path)
+    argv = spec.argv
+    assert argv[:2] == ["trtllm-serve", "/models/llama"]
+    assert argv[argv.index("--tp_size") + 1] == "2"
+    assert argv[argv.index("--max_batch_size") + 1] == "64"
+    path = Path(argv[argv.index("--extra_llm_api_options") + 1])
+    assert yaml.safe_load(spec.files[path]) == {
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": 64}
+    }
+    off = launch_spec(config.model_copy(update={"cuda_graphs": False}), 8000, tmp_path)
+    assert yaml.safe_load(next(iter(off.files.values()))) == {"cuda_graph_config": None}
+
+
+def test_trtllm_0_20_yaml_uses_pytorch_backend_config(tmp_path: Path) -> None:
+    config = cfg(engine="trtllm", model="/m", cuda_graphs=True, engine_version="0.20.0")
+    spec = launch_spec(config, 8000, tmp_path)
+    opts = yaml.safe_load(next(iter(spec.files.values())))
+    assert opts["pytorch_backend_config"]["use_cuda_graph"] is True
+    assert "cuda_graph_config" not in opts
+
+
+def test_trtllm_refuses_two_option_files(tmp_path: Path) -> None:
+    config = cfg(
+        engine="trtllm", model="/m", cuda_graphs=True,
+        extra_args=["--extra_llm_api_options", "mine.yaml"],
+    )  # fmt: skip
+    with pytest.raises(UsageError, match="extra_llm_api_options"):
+        launch_spec(config, 8000, tmp_path)
+
+
+def test_triton_command_and_health(tmp_path: Path) -> None:
+    argv = launch_spec(cfg(engine="triton", model="/repo"), 8000, tmp_path).argv
+    assert argv[0] == "tritonserver"
+    assert "--model-repository=/repo" in argv
+    assert "--http-port=8000" in argv
+    assert ADAPTERS["triton"].health_path == "/v2/health/ready"
+
+
+def test_extra_args_and_env_pass_through(tmp_path: Path) -> None:
+    config = cfg(
+        engine="llamacpp", model="m.gguf", cuda_graphs=False, extra_args=["--split-mode", "layer"],
+        env={"GGML_CUDA_DISABLE_GRAPHS": "yes", "CUDA_VISIBLE_DEVICES": "1"},
+    )  # fmt: skip
+    spec = launch_spec(config, 1, tmp_path)
+    assert spec.argv[-2:] == ["--split-mode", "layer"]
+    assert spec.env_set == {"GGML_CUDA_DISABLE_GRAPHS": "yes", "CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_metrics_endpoints_from_engines_md() -> None:
+    assert "vllm:kv_cache_usage_perc" in ADAPTERS["vllm"].metric_names
+    assert "llamacpp:requests_processing" in ADAPTERS["llamacpp"].metric_names
+    assert ADAPTERS["trtllm"].metrics_path == "/prometheus/metrics"
+    assert ADAPTERS["transformers"].metrics_path is None
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValidationError):
+        cfg(engine="ollama", model="m")
+    with pytest.raises(UsageError, match="bad engine config: port"):
+        engine_config(engine="vllm", model="m", port=70000)
+    assert engine_config(engine="vllm", model="m").host == "127.0.0.1"
