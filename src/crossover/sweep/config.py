@@ -7,6 +7,7 @@ writes is accepted as it is.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,13 @@ class SweepConfig(BaseModel):
     targets: list[TargetConfig] = Field(min_length=1)
     concurrency: list[int] = Field(min_length=1)
     requests_per_level: int | None = Field(None, ge=1)
+    #: or scale with the level: max(min_requests_per_level, k x concurrency)
+    requests_per_concurrency: float | None = Field(None, gt=0)
+    min_requests_per_level: int = Field(2, ge=1)
     duration_s_per_level: float | None = Field(None, gt=0)
     warmup_requests: int | None = Field(None, ge=0)
+    #: False: warm up only the first level after each engine start (slow engines)
+    warmup_every_level: bool = True
     repeats: int = Field(1, ge=1, le=100)
     output_tokens: int = Field(..., ge=1)
     input_tokens: int | None = Field(200, ge=1)
@@ -83,13 +89,22 @@ class SweepConfig(BaseModel):
 
     @model_validator(mode="after")
     def _budget(self) -> SweepConfig:
-        if self.requests_per_level is not None and self.duration_s_per_level is not None:
-            raise ValueError("give requests_per_level or duration_s_per_level, not both")
+        budgets = [
+            self.requests_per_level,
+            self.requests_per_concurrency,
+            self.duration_s_per_level,
+        ]
+        if sum(b is not None for b in budgets) > 1:
+            raise ValueError(
+                "give one of requests_per_level, requests_per_concurrency, duration_s_per_level"
+            )
         return self
 
     def requests_for(self, c: int) -> int | None:
         if self.duration_s_per_level is not None:
             return None
+        if self.requests_per_concurrency is not None:
+            return max(self.min_requests_per_level, math.ceil(self.requests_per_concurrency * c))
         return self.requests_per_level or max(16, 4 * c)
 
     def identity(self) -> dict[str, Any]:

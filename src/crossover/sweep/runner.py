@@ -58,6 +58,7 @@ class _Target:
     info: TargetInfo
     engine: Any = None  # RunningEngine while launched
     restarts: int = 0
+    warm: bool = False  # this engine instance has had its warm-up
 
 
 @dataclass
@@ -136,6 +137,7 @@ class SweepRunner:
             if self.events.on_engine:
                 self.events.on_engine(t.cfg.name, f"starting {adapter.display_name} (log {log})")
             t.engine = await asyncio.to_thread(launch, ecfg, log)
+            t.warm = False
             settings = t.engine.effective_settings()
             t.info = TargetInfo(
                 name=t.cfg.name,
@@ -155,8 +157,11 @@ class SweepRunner:
             t.engine = None
 
     # --- one level --------------------------------------------------------
-    def _run_config(self, url: str, dialect: str, model: str, c: int) -> RunConfig:
+    def _run_config(self, url: str, dialect: str, model: str, c: int, warm: bool) -> RunConfig:
         cfg = self.config
+        warmup = cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8)
+        if warm and not cfg.warmup_every_level:
+            warmup = 0
         return RunConfig(
             url=url,
             engine=dialect,
@@ -165,7 +170,7 @@ class SweepRunner:
             concurrency=c,
             requests=cfg.requests_for(c),
             duration_s=cfg.duration_s_per_level,
-            warmup_requests=cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8),
+            warmup_requests=warmup,
             output_tokens=cfg.output_tokens,
             input_tokens=cfg.input_tokens,
             prompts_file=cfg.prompts_file,
@@ -198,7 +203,8 @@ class SweepRunner:
         except EngineError as exc:
             self.failed_levels.append(f"{t.cfg.name} c={c}: engine failed to start: {exc}")
             raise
-        run_cfg = self._run_config(url, dialect, model, c)
+        run_cfg = self._run_config(url, dialect, model, c, t.warm)
+        t.warm = True
         if t.cfg.url is not None:
             await asyncio.to_thread(probe, url, {})
         prompts = self._prompts_for(run_cfg)

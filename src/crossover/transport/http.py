@@ -24,6 +24,9 @@ from crossover.transport.sse import SSEParser
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MAX_ERROR_CHARS = 300
 READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM #39963)
+#: a request that could not even be written on a pooled connection is retried on
+#: another: several pooled connections may have been closed by the server at once
+STALE_RETRIES = 4
 
 
 def clean_server_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -73,16 +76,16 @@ async def stream_request(
 
     ``record.t_send_ns`` is set here, just before the request is written. A request
     whose pooled connection turns out to be stale (the server closed it after the
-    previous response, as llama-server does) is retried once on a fresh one.
+    previous response, as llama-server does) is retried, up to ``STALE_RETRIES`` times.
     """
     payload = orjson.dumps(body)
-    for attempt in (0, 1):
+    for attempt in range(STALE_RETRIES + 1):
         try:
             return await _attempt(
                 session, url, payload, dialect, endpoint, record, timeouts, keep_text
             )
         except _Stale:
-            if attempt:
+            if attempt == STALE_RETRIES:
                 record.error_kind = "connection_error"
                 record.error = "server closed the connection before responding"
                 record.t_done_ns = time.perf_counter_ns()
@@ -131,7 +134,10 @@ async def _attempt(
                     url, data=payload, headers={"Content-Type": "application/json"}
                 )
                 resp = await resp_cm.__aenter__()
-            except aiohttp.ServerDisconnectedError as exc:
+            except aiohttp.ClientConnectorError:
+                raise
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # a pooled keep-alive connection the server had already closed
                 raise _Stale from exc
             try:
                 record.status = resp.status

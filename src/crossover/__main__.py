@@ -1,0 +1,5 @@
+"""``python -m crossover`` runs the command line."""
+
+from crossover.cli.app import entry
+
+entry()
