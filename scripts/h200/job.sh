@@ -39,7 +39,8 @@ fi
 say "waiting for the llama.cpp build and the GGUF"
 wait $SYNTH; wait $BUILD
 tail -3 $W/build.log; tail -2 $W/synth-gguf.log
-SERVER=$($XO engines which llamacpp 2>/dev/null | tail -1)
+SERVER=$(python3 -c "from crossover.builds.llamacpp import find_llama_server as f; print(f(cuda=True) or '')")
+[ -n "$SERVER" ] || { say "llama.cpp build failed"; tail -40 $W/build.log; }
 say "llama-server: $SERVER"
 ln -sf "$SERVER" $W/llama-server
 $W/llama-server --version 2>&1 | tail -2
