@@ -120,6 +120,7 @@ def sweep(
 
 async def _run(cfg: Any, out: Path, console: Any) -> Any:
     import asyncio
+    import contextlib
 
     from rich.live import Live
     from rich.markup import escape
@@ -156,8 +157,8 @@ async def _run(cfg: Any, out: Path, console: Any) -> Any:
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
     runner = SweepRunner(cfg, out, events)
+    task = asyncio.ensure_future(runner.run())
     try:
-        task = asyncio.ensure_future(runner.run())
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not task.done():
                 await asyncio.wait({task}, timeout=0.25)
@@ -168,6 +169,10 @@ async def _run(cfg: Any, out: Path, console: Any) -> Any:
                     live.update(Text.assemble((state["label"] + "  ", "bold"), progress_line(p)))
         return task.result()
     finally:
+        if not task.done():  # Ctrl-C: let the level mark itself interrupted first
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         runner.close()
 
 
