@@ -6,6 +6,7 @@ their heavy dependencies inside the command functions, so ``crossover --help`` i
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 
@@ -17,13 +18,16 @@ from crossover.errors import CrossoverError, EngineError
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
     "sweep",
+    "demo",
     "advise",
     "plan",
     "calibration",
+    "calibrate",
     "verify",
     "report",
     "engines",
     "models",
+    "commbench",
 )
 
 app = typer.Typer(
@@ -51,13 +55,14 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status instead of raising (used by tests too)."""
+    interrupted = "interrupted; results written so far are kept (run again to resume)"
     try:
         rv = app(args=argv, standalone_mode=False)
     except CrossoverError as exc:
         tail = exc.log_tail if isinstance(exc, EngineError) else None
         return _fail(str(exc), exc.exit_code, tail)
-    except KeyboardInterrupt:
-        return _fail("interrupted; results written so far are kept (run again to resume)", 130)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM (run_async)
+        return _fail(interrupted, 130)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except Exception as exc:
@@ -71,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, tce.ClickException):
             return _fail(exc.format_message(), exc.exit_code)
         raise
+    if rv == 130:
+        # typer (0.29, typer/core.py) turns Ctrl-C into a silent Exit(130), returned as the
+        # value here: say what happened, as for a KeyboardInterrupt that reaches us
+        return _fail(interrupted, 130)
     return rv if isinstance(rv, int) else 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -14,12 +16,25 @@ T = TypeVar("T")
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run on uvloop when it is installed (faster event loop), else asyncio's."""
+    """Run on uvloop when it is installed (faster event loop), else asyncio's.
+
+    SIGTERM cancels the main task like Ctrl-C does, so ``finally`` blocks run:
+    engines are stopped and runs in flight are marked interrupted.
+    """
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        return await coro
+
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(main())
+    return uvloop.run(main())
 
 
 def validation_message(exc: ValidationError) -> str:

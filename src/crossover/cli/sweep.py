@@ -108,8 +108,8 @@ def sweep(
         cfg = build_sweep_config(data)
     check_writable(out)
     console = Console(stderr=True)
-    outcome = run_async(_run(cfg, out, console))
-    _finish(outcome, out, console, report)
+    outcome = run_async(run_live(cfg, out, console))
+    print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
         raise InvalidRunError(
@@ -118,7 +118,8 @@ def sweep(
         )
 
 
-async def _run(cfg: Any, out: Path, console: Any) -> Any:
+async def run_live(cfg: Any, out: Path, console: Any) -> Any:
+    """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
     import contextlib
 
@@ -176,7 +177,45 @@ async def _run(cfg: Any, out: Path, console: Any) -> Any:
         runner.close()
 
 
-def _finish(outcome: Any, out: Path, console: Any, report: bool) -> None:
+def comparison_table(sweep: Any) -> Any:
+    """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
+    valid repeats); invalid runs shown as such, never averaged in."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    names = sweep.target_names()
+    levels = sorted({r.concurrency for r in sweep.runs})
+    t = Table(
+        title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)", header_style="bold"
+    )
+    t.add_column("concurrency", justify="right")
+    for n in names:
+        t.add_column(escape(n), justify="right")
+    for c in levels:
+        row = [str(c)]
+        for n in names:
+            runs = [r for r in sweep.runs if r.target == n and r.concurrency == c]
+            ok = [r for r in runs if r.is_valid]
+            if not runs:
+                row.append("—")
+            elif not ok:
+                row.append(f"[red]{runs[0].verdict}[/]")
+            else:
+
+                def mean(path: str, ok: list[Any] = ok) -> float:
+                    vals = [v for v in (r.value(path) for r in ok) if v is not None]
+                    return sum(vals) / len(vals) if vals else float("nan")
+
+                row.append(
+                    f"{mean('throughput.total_tokens_per_s'):,.0f} | "
+                    f"{mean('ttft_ms.p50'):.0f} | {mean('itl_ms.p50'):.1f}"
+                )
+        t.add_row(*row)
+    return t
+
+
+def print_outcome(outcome: Any, out: Path, console: Any, report: bool) -> None:
+    """The comparison table, the crossovers one per line, where the results are."""
     from rich.console import Console
     from rich.markup import escape
 

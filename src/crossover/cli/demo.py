@@ -1,0 +1,46 @@
+"""``crossover demo``: set up (or find) llama-server and Gemma 3 270M, then sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)
+
+
+def demo(
+    out: Annotated[Path, typer.Option(help="Results folder (a rerun resumes it)")] = Path(
+        "crossover-results/demo"
+    ),
+    quick: Annotated[bool, typer.Option(help="Fewer levels and tokens (about 2 minutes)")] = False,
+    fresh: Annotated[bool, typer.Option(help="Discard earlier results in OUT first")] = False,
+) -> None:
+    """Real llama.cpp serving the real Gemma 3 270M: 1 slot vs 8, swept over concurrency."""
+    import shutil
+
+    from rich.console import Console
+
+    from crossover.builds.llamacpp import ensure_llama_server
+    from crossover.cli.common import run_async
+    from crossover.cli.sweep import print_outcome, run_live
+    from crossover.models.gemma import ensure_gemma3_270m
+    from crossover.records.store import check_writable
+    from crossover.sweep.demo import demo_config
+
+    console = Console(stderr=True)
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    check_writable(out)
+    console.print(
+        "[bold]crossover demo[/]: llama-server (built from the pinned llama.cpp source) "
+        "serving Gemma 3 270M Q4_K_M, 1 parallel slot vs 8"
+    )
+    server = ensure_llama_server(progress=True)
+    model = ensure_gemma3_270m(progress=True)
+    cfg = demo_config(model, server, quick=quick)
+    outcome = run_async(run_live(cfg, out, console))
+    print_outcome(outcome, out, console, report=True)
