@@ -10,7 +10,7 @@ CACHE ?= $(HOME)/.cache/crossover
 $(BIN)/crossover: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,models]'
+	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 venv: $(BIN)/crossover

@@ -74,7 +74,7 @@ def advise(
                 output_tokens=req.output_tokens,
                 max_batch=ev.fit.max_concurrency,
             )
-            measured = measured_figures(results, c, conc, pred, comparisons)
+            measured = measured_figures(results, c, conc, pred, comparisons, key=metric_key(regime))
             value = metric(regime, pred)
             if measured is not None and measured.get(metric_key(regime)) is not None:
                 value = float(measured[metric_key(regime)])
@@ -125,6 +125,8 @@ def advise(
                 )
             )
         notes.extend(nvlink_wall(req, kept, conc, curve))
+    if results is not None:
+        notes.extend(_measured_note(results, recommendations))
     if not recommendations:
         notes.append(
             "no candidate fits or runs: see rejected (more GPUs, a smaller quant, "
@@ -178,6 +180,29 @@ def advise(
             "(seed-6-rerun-sweep)",
         ],
     }
+
+
+def _measured_note(results: SweepResults, recs: list[dict[str, Any]]) -> list[str]:
+    """Say which measured targets the advice used and which matched no candidate."""
+    used: dict[str, list[int]] = {}
+    for rec in recs:
+        if rec["measured"] is not None:
+            used.setdefault(rec["measured"]["target"], []).append(rec["concurrency"])
+    names = sorted({m.target for m in results.measured})
+    unused = [n for n in names if n not in used]
+    out = [
+        f"measured figures from {results.path} replace predictions for "
+        + (
+            "; ".join(f"{t} (c={','.join(map(str, sorted(set(cs))))})" for t, cs in used.items())
+            or "no candidate"
+        )
+    ]
+    if unused:
+        out.append(
+            f"measured targets not used (a better-measured target of the same engine and "
+            f"layout was, or no candidate matches): {', '.join(unused)}"
+        )
+    return out
 
 
 def _default_quant(model: ModelFacts) -> str:

@@ -74,19 +74,36 @@ class AllReduceCurve(Protocol):
 
 
 class AlphaBeta:
-    """Ring all-reduce: alpha + 2(n-1)/n x bytes / bus bandwidth."""
+    """Ring all-reduce: alpha + 2(n-1)/n x bytes / bus bandwidth.
 
-    def __init__(self, alpha_us: float, busbw_gbs: float, name: str = "alpha-beta") -> None:
-        if alpha_us < 0 or busbw_gbs <= 0:
+    With ``small`` = (alpha, busbw) of a second, low-latency protocol (NCCL's LL/LL128),
+    the latency is the faster of the two at each size: the measured 2x H200 curve is
+    ~11 us + bytes / 150 GB/s up to ~2 MiB and ~22 us + bytes / 319 GB/s above, which a
+    single alpha-beta underestimates by up to 42% at 1-4 MiB (batched decode, prefill).
+    """
+
+    def __init__(
+        self,
+        alpha_us: float,
+        busbw_gbs: float,
+        name: str = "alpha-beta",
+        small: tuple[float, float] | None = None,
+    ) -> None:
+        if alpha_us < 0 or busbw_gbs <= 0 or (small and (small[0] < 0 or small[1] <= 0)):
             raise UsageError("all-reduce alpha must be >= 0 and bandwidth > 0")
         self.alpha_us = alpha_us
         self.busbw_gbs = busbw_gbs
+        self.small = small
         self.name = name
 
     def latency_us(self, size_bytes: float, n: int) -> float:
         if n <= 1:
             return 0.0
-        return self.alpha_us + 2 * (n - 1) / n * size_bytes / (self.busbw_gbs * 1e3)
+        ring = 2 * (n - 1) / n * size_bytes
+        t = self.alpha_us + ring / (self.busbw_gbs * 1e3)
+        if self.small is not None:
+            t = min(t, self.small[0] + ring / (self.small[1] * 1e3))
+        return t
 
 
 class TableCurve:
@@ -141,6 +158,7 @@ def load_curve(path: Path) -> TableCurve:
 def default_curve(system: System) -> AlphaBeta:
     """Alpha-beta parameters for the system's interconnect (gpus.yaml, with sources)."""
     cost = interconnect_costs()[system.interconnect]
+    link_gbs: float | None = None
     if cost.busbw_gbs is not None:
         bw = cost.busbw_gbs
     else:
@@ -148,8 +166,12 @@ def default_curve(system: System) -> AlphaBeta:
         if link is None:
             raise UsageError(f"{system.gpu.id} has no NVLink; pick --interconnect pcie")
         # datasheet NVLink figures count both directions
-        bw = link.bandwidth_gbs / 2 * (cost.busbw_fraction or 1.0)
-    return AlphaBeta(cost.alpha_us, bw, name=f"alpha-beta:{system.interconnect}")
+        link_gbs = link.bandwidth_gbs / 2
+        bw = link_gbs * (cost.busbw_fraction or 1.0)
+    small = None
+    if cost.small_alpha_us is not None and cost.small_busbw_fraction is not None:
+        small = (cost.small_alpha_us, (link_gbs or bw) * cost.small_busbw_fraction)
+    return AlphaBeta(cost.alpha_us, bw, name=f"alpha-beta:{system.interconnect}", small=small)
 
 
 class Layout(BaseModel):

@@ -38,38 +38,56 @@ def measured_figures(
     conc: int,
     pred: Prediction,
     comparisons: list[dict[str, Any]],
+    key: str | None = None,
 ) -> dict[str, Any] | None:
+    """The measured figures for a candidate, or None. Where several targets match (CUDA
+    graphs on and off, say), the best by ``key`` is used and the others are listed;
+    every match gets its prediction error in ``comparisons``."""
     if results is None:
         return None
-    m = results.find(c.engine, c.tp, c.pp, c.quant, conc)
-    if m is None:
+    matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc)
+    if not matches:
         return None
-    out: dict[str, Any] = {
-        "target": m.target,
-        "runs": m.runs,
-        "output_tok_s": m.output_tok_s,
-        "total_tok_s": m.total_tok_s,
-        "decode_tok_s_per_user": m.decode_tok_s_per_user,
-    }
-    errors: dict[str, float | None] = {}
-    for key in ("output_tok_s", "total_tok_s", "decode_tok_s_per_user"):
-        mv = getattr(m, key)
-        errors[key] = None if not mv else (getattr(pred, key) - mv) / mv * 100
-    out["prediction_error_pct"] = errors
-    row = {
-        "target": m.target,
-        "engine": c.engine,
-        "concurrency": conc,
-        "measured": {k: out[k] for k in ("output_tok_s", "decode_tok_s_per_user")},
-        "predicted": {
-            "output_tok_s": pred.output_tok_s,
-            "decode_tok_s_per_user": pred.decode_tok_s_per_user,
-        },
-        "error_pct": errors,
-    }
-    if row not in comparisons:
-        comparisons.append(row)
-    return out
+    if key is not None:
+        matches.sort(key=lambda m: -(getattr(m, key) or 0.0))
+    figures: list[dict[str, Any]] = []
+    for m in matches:
+        out: dict[str, Any] = {
+            "target": m.target,
+            "runs": m.runs,
+            "output_tok_s": m.output_tok_s,
+            "total_tok_s": m.total_tok_s,
+            "decode_tok_s_per_user": m.decode_tok_s_per_user,
+        }
+        errors: dict[str, float | None] = {}
+        for k in ("output_tok_s", "total_tok_s", "decode_tok_s_per_user"):
+            mv = getattr(m, k)
+            errors[k] = None if not mv else (getattr(pred, k) - mv) / mv * 100
+        out["prediction_error_pct"] = errors
+        row = {
+            "target": m.target,
+            "engine": c.engine,
+            "concurrency": conc,
+            "measured": {k: out[k] for k in ("output_tok_s", "decode_tok_s_per_user")},
+            "predicted": {
+                "output_tok_s": pred.output_tok_s,
+                "decode_tok_s_per_user": pred.decode_tok_s_per_user,
+            },
+            "error_pct": errors,
+        }
+        if row not in comparisons:
+            comparisons.append(row)
+        figures.append(out)
+    chosen = figures[0]
+    chosen["other_targets"] = [
+        {
+            "target": m.target,
+            "output_tok_s": m.output_tok_s,
+            "decode_tok_s_per_user": m.decode_tok_s_per_user,
+        }
+        for m in matches[1:]
+    ]
+    return chosen
 
 
 def recommendation(
@@ -124,9 +142,12 @@ def recommendation(
         rules.append("seed-5-cuda-graphs-verify")
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
+        others = [o["target"] for o in measured.get("other_targets") or []]
         reasons.insert(
             0,
-            f"measured ({measured['target']}, {measured['runs']} valid runs); "
+            f"measured ({measured['target']}, {measured['runs']} valid runs"
+            + (f"; best of it and {', '.join(others)}" if others else "")
+            + "); "
             + (f"prediction error {err:+.0f}%" if err is not None else ""),
         )
     elif scale is not None:
@@ -140,6 +161,9 @@ def recommendation(
         "regime": regime,
         "concurrency": conc,
         "figures_from": "measured" if measured else "predicted",
+        # what the ranking used: the measured figure, the prediction, or the prediction
+        # scaled by the measured/predicted ratio of the measured candidates
+        "ranked_by": {"metric": metric_key(regime), "value": value, "scale": scale},
         "predicted": pred.model_dump(),
         "measured": measured,
         "memory": fit.model_dump(),

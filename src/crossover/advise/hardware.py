@@ -58,6 +58,10 @@ class InterconnectCost(BaseModel):
     alpha_us: float
     busbw_fraction: float | None = None
     busbw_gbs: float | None = None
+    # NCCL's low-latency protocol (LL/LL128): lower alpha, lower bandwidth; the curve
+    # takes whichever protocol is faster at each size (absent: one protocol)
+    small_alpha_us: float | None = None
+    small_busbw_fraction: float | None = None
     source: str
 
 

@@ -35,16 +35,23 @@ class SweepResults(BaseModel):
     measured: list[Measured]
 
     def find(self, engine: str, tp: int, pp: int, quant: str, concurrency: int) -> Measured | None:
-        for m in self.measured:
-            if (
-                m.engine == engine
-                and m.tp == tp
-                and m.pp == pp
-                and m.concurrency == concurrency
-                and (m.quant is None or m.quant == quant)
-            ):
-                return m
-        return None
+        found = self.find_all(engine, tp, pp, quant, concurrency)
+        return found[0] if found else None
+
+    def find_all(
+        self, engine: str, tp: int, pp: int, quant: str, concurrency: int
+    ) -> list[Measured]:
+        """Every measured target matching the candidate (a sweep may hold several per
+        engine, e.g. CUDA graphs on and off)."""
+        return [
+            m
+            for m in self.measured
+            if m.engine == engine
+            and m.tp == tp
+            and m.pp == pp
+            and m.concurrency == concurrency
+            and (m.quant is None or m.quant == quant)
+        ]
 
 
 def _setting(settings: dict[str, Any], key: str) -> Any:

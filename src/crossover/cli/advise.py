@@ -70,7 +70,14 @@ def _print(advice: dict[str, Any]) -> None:
             f"{rec['engine']:<12} tp={cfg['tp']} pp={cfg['pp']}  "
             + (f"{per_user:7.0f} tok/s/user " if per_user else "        - tok/s/user ")
             + (f"{total:8.0f} tok/s total " if total else "         - tok/s total ")
-            + f"({rec['figures_from']}) [{', '.join(r['id'] for r in rec['rules'][:4])}]"
+            + (
+                f"(measured: {rec['measured']['target']}) "
+                if rec["figures_from"] == "measured"
+                else f"(predicted; ranked at {rec['ranked_by']['value']:.0f}) "
+                if rec["ranked_by"]["scale"] is not None
+                else "(predicted) "
+            )
+            + f"[{', '.join(r['id'] for r in rec['rules'][:4])}]"
         )
     shown: set[str] = set()
     rejected = advice["rejected"]
