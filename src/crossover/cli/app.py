@@ -46,7 +46,7 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[bold red]error:[/] {escape(message)}")
     if detail:
         err.print(escape(detail.rstrip()), style="dim")

@@ -6,6 +6,8 @@ committed to ``DIR/sweep.db`` as it finishes and ``DIR/sweep.json`` is rewritten
 after each, so an interrupted sweep loses at most the level in flight; the same
 command again skips the runs already done (each has a key target|level|repeat).
 An engine that dies mid-level fails that level, is restarted, and the sweep goes on.
+With ``refine``, levels are added between the measured ones where a crossover's interval
+is still wide; inconclusive brackets get only the budget the crossovers leave.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ class SweepRunner:
         if t.cfg.url is not None:
             return t.cfg.url.rstrip("/"), t.cfg.engine or "openai", t.cfg.model or ""
         from crossover.engines.adapters import get_adapter
-        from crossover.engines.lifecycle import launch
+        from crossover.engines.lifecycle import start
 
         ecfg = _engine_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
@@ -136,7 +138,16 @@ class SweepRunner:
                 log = self.out / "engines" / f"{t.cfg.name}.restart{t.restarts}.log"
             if self.events.on_engine:
                 self.events.on_engine(t.cfg.name, f"starting {adapter.display_name} (log {log})")
-            t.engine = await asyncio.to_thread(launch, ecfg, log)
+            # started from this (the main) thread, not a worker thread: only then does the
+            # engine get PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it running
+            engine = start(ecfg, log)
+            try:
+                await engine.await_healthy(ecfg.health_timeout_s)
+                engine.version = await asyncio.to_thread(engine.probe_version)
+            except BaseException:
+                await asyncio.to_thread(engine.stop)
+                raise
+            t.engine = engine
             t.warm = False
             settings = t.engine.effective_settings()
             t.info = TargetInfo(
@@ -287,12 +298,17 @@ class SweepRunner:
             spent = 0
             measured = set(levels) | set(self._measured_levels())
             while spent < self.config.refine_budget:
+                left = self.config.refine_budget - spent
+                width = self.config.refine_width
+                # crossovers first: an inconclusive bracket (often a metric where the two
+                # targets are equal within noise) gets only what they leave of the budget
                 new = propose_refinement(
                     findings,
                     measured,
-                    target_rel_width=self.config.refine_width,
-                    budget=self.config.refine_budget - spent,
-                )
+                    target_rel_width=width,
+                    budget=left,
+                    include_inconclusive=False,
+                ) or propose_refinement(findings, measured, target_rel_width=width, budget=left)
                 if not new:
                     break
                 await self._measure(new)

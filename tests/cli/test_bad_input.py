@@ -1,0 +1,167 @@
+"""Bad input ends in one clear line and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crossover.cli.app import main
+from crossover.errors import UsageError
+from crossover.sweep.config import build_sweep_config, load_sweep_config
+
+RUN = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "8"]
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--model", "m", "--output-tokens", "8", "--concurrency", "1"], "--url"),
+        ([*RUN[:2], "ftp://x", *RUN[3:], "--concurrency", "1"], "not an http(s) URL"),
+        ([*RUN, "--concurrency", "0"], "--concurrency"),
+        ([*RUN, "--concurrency", "two"], "valid integer"),
+        ([*RUN], "--concurrency or --rate"),
+        ([*RUN, "--concurrency", "2", "--rate", "3"], "--concurrency or --rate"),
+        ([*RUN, "--concurrency", "2", "--engine", "nope"], "unknown engine"),
+        ([*RUN, "--concurrency", "2", "--slo", "ttft_ms"], "key=value"),
+        ([*RUN, "--concurrency", "2", "--slo", "speed=3"], "unknown SLO"),
+        ([*RUN, "--concurrency", "2", "--requests", "4", "--duration-s", "3"], "not both"),
+        ([*RUN, "--concurrency", "2", "--endpoint", "chat", "--engine", "triton"], "chat"),
+        ([*RUN, "--concurrency", "2"], "cannot reach"),
+        ([*RUN, "--concurrency", "2", "--tokenizer", "/no/such/tok"], "--tokenizer"),
+        (["sweep", "--out", "/tmp/x-sweep"], "--config"),
+        (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
+        (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),
+        (["summarize", "/no/such.db"], "no such database"),
+        (["nope"], "No such command"),
+    ],
+)
+def test_bad_flags(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    assert needle in one_line_error(capsys)
+
+
+def test_unwritable_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main([*RUN, "--concurrency", "1", "--out", str(blocker / "sub")]) == 2
+    assert "cannot create output folder" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("concurrency: [1, 2\n", "not valid YAML"),
+        ("- a\n- b\n", "mapping"),
+        ("concurrency: [1]\noutput_tokens: 4\n", "targets"),
+        ("concurrency: [0]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m}]\n",
+         "at least 1"),
+        ("concurrency: [1]\noutput_tokens: 4\ntargets: [{name: a}]\n", "url or launch"),
+        ("concurrency: [1]\noutput_tokens: 4\nbogus: 1\n"
+         "targets: [{name: a, url: 'http://h', model: m}]\n", "bogus"),
+        ("concurrency: [1]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m},"
+         " {name: a, url: 'http://h', model: m}]\n", "unique"),
+    ],
+)
+def test_bad_sweep_files(tmp_path: Path, content: str, needle: str,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(content)
+    assert main(["sweep", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert needle in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("p.jsonl", '{"prompt": "a"}\nnot json\n', ":2: not JSON"),
+        ("p.jsonl", '{"text2": "a"}\n', "no string field"),
+        ("p.jsonl", "\n\n", "no prompts"),
+        ("p.json", '{"a": 1}', "list of conversations"),
+        ("p.json", '[{"id": 1}]', "no 'conversations'"),
+        ("p.json", "[1,", "not JSON"),
+    ],
+)
+def test_bad_prompt_files(tmp_path: Path, name: str, content: str, needle: str) -> None:
+    from crossover.workload import read_texts
+
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(UsageError, match=needle.replace("(", r"\(")):
+        read_texts(path)
+
+
+def test_sharegpt_and_jsonl_are_read(tmp_path: Path) -> None:
+    from crossover.workload import read_texts
+
+    sg = tmp_path / "sg.json"
+    sg.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi there"},
+                                                 {"from": "gpt", "value": "hello"}]}]))
+    assert read_texts(sg) == ["hi there"]
+    jl = tmp_path / "p.jsonl"
+    jl.write_text('{"prompt": "one"}\n"two"\n')
+    assert read_texts(jl) == ["one", "two"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 300) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=3),
+    max_leaves=8,
+)
+sweep_keys = st.sampled_from(["name", "targets", "concurrency", "requests_per_level",
+                              "output_tokens", "input_tokens", "repeats", "refine", "seed",
+                              "timeouts", "endpoint", "warmup_requests"])
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.dictionaries(sweep_keys, json_values, max_size=8))
+def test_random_sweep_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> None:
+    try:
+        build_sweep_config(data)
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.dictionaries(sweep_keys, json_values, max_size=8))
+def test_random_sweep_files(tmp_path_factory: pytest.TempPathFactory,
+                            data: dict[str, Any]) -> None:
+    path = tmp_path_factory.mktemp("cfg") / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        load_sweep_config(path)
+    except UsageError:
+        pass
+
+
+run_keys = st.sampled_from(["url", "engine", "model", "concurrency", "rate_rps", "requests",
+                            "duration_s", "output_tokens", "input_tokens", "slo", "workers",
+                            "endpoint", "timeouts"])
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.dictionaries(run_keys, json_values, max_size=8))
+def test_random_run_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> None:
+    from crossover.cli.common import validated
+    from crossover.config import RunConfig
+
+    try:
+        validated(RunConfig, **data)
+    except UsageError as exc:
+        assert "\n" not in str(exc)

@@ -1,0 +1,119 @@
+"""``crossover run --engine llamacpp`` against the real llama-server (CPU) serving the real
+Gemma 3 270M GGUF: matched work is verified from the server's own usage counts, and a
+run without the fields that force the length is caught as invalid."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossover.cli.app import main
+from crossover.records.store import Store
+
+from .conftest import serving
+
+pytestmark = pytest.mark.llamacpp
+
+EOS = 1  # Gemma 3's <eos> token id (checked against the server below)
+
+
+@pytest.fixture(scope="module")
+def gemma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from crossover.models.gemma import ensure_gemma3_270m
+
+    model = ensure_gemma3_270m()
+    log = tmp_path_factory.mktemp("gemma") / "llama-server.log"
+    with serving(model, log) as engine:
+        yield engine.url
+
+
+def _summary(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_gemma_closed_loop_is_valid_and_usage_counted(gemma: str, tmp_path: Path) -> None:
+    out = tmp_path / "summary.json"
+    rc = main(["run", "--url", gemma, "--engine", "llamacpp", "--model", "gemma",
+               "--concurrency", "2", "--requests", "2", "--warmup", "0",
+               "--output-tokens", "8", "--input-tokens", "16", "--quiet",
+               "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    s = json.loads(out.read_text())
+    assert s["verdict"] == "valid", s["problems"]
+    req = s["requests"]
+    assert (req["sent"], req["succeeded"], req["failed"], req["matched"]) == (2, 2, 0, 2)
+    assert s["workload"]["output_tokens"] == 8
+    # sane units and consistent figures (a shared CPU makes absolute speed loose):
+    # milliseconds, not seconds or nanoseconds, and E2E = TTFT + (N - 1) x TPOT
+    ttft, tpot, e2e = (s[k]["mean"] for k in ("ttft_ms", "tpot_ms", "e2e_ms"))
+    assert 1.0 < ttft < 60_000.0
+    assert 0.1 < tpot < 10_000.0
+    assert ttft + 7 * tpot == pytest.approx(e2e, rel=0.05, abs=5.0)
+    assert s["throughput"]["output_tokens_per_s"] > 0.0
+    with Store(tmp_path / "results.db") as store:
+        (run,) = store.runs()
+        recs = store.records(run.run_id, include_warmup=False)
+    assert len(recs) == 2
+    for r in recs:
+        assert r.count_source == "usage"  # the server's own count, never SSE chunks
+        assert r.completion_tokens == 8
+        # the server counts the prompt as made, plus Gemma's BOS at most
+        assert r.expected_prompt_tokens == 16
+        assert r.prompt_tokens in (16, 17)
+        assert r.finish_reason == "length"
+
+
+@pytest.fixture
+def eager_gemma(tmp_path: Path) -> Iterator[str]:
+    """Gemma that wants to stop at once: the server's default sampling biases EOS (id 1)
+    by +100. Only a request that forbids EOS (llama.cpp's ``ignore_eos``) gets N tokens."""
+    from crossover.models.gemma import ensure_gemma3_270m
+
+    with serving(ensure_gemma3_270m(), tmp_path / "llama-server.log",
+                 extra_args=("--logit-bias", f"{EOS}+100")) as engine:  # fmt: skip
+        yield engine.url
+
+
+def _run(url: str, engine: str, out: Path, n: int) -> int:
+    return main(["run", "--url", url, "--engine", engine, "--model", "gemma",
+                 "--concurrency", "1", "--requests", "2", "--warmup", "0",
+                 "--output-tokens", str(n), "--input-tokens", "16", "--quiet",
+                 "--out", str(out), "--json", str(out / "summary.json")])  # fmt: skip
+
+
+def test_missing_length_fields_are_caught(eager_gemma: str, tmp_path: Path) -> None:
+    """``--engine openai`` sends only standard fields (no ``ignore_eos``): the engine stops
+    on EOS long before N, and the run must say so; ``--engine llamacpp`` on the same
+    server is matched. The difference is the request fields, nothing else."""
+    req = urllib.request.Request(
+        eager_gemma + "/tokenize", json.dumps({"content": "<eos>", "parse_special": True}).encode(),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert json.loads(resp.read())["tokens"] == [EOS]  # the biased token is Gemma's EOS
+    wrong, right = tmp_path / "openai", tmp_path / "llamacpp"
+    assert _run(eager_gemma, "openai", wrong, 32) == 3  # invalid, and not allowed
+    s = _summary(wrong / "summary.json")
+    assert s["verdict"] == "invalid"
+    problems = {p["code"]: p for p in s["problems"]}
+    assert problems["short_completion"]["severity"] == "error"
+    assert problems["short_completion"]["count"] == 2
+    assert s["requests"]["matched"] == 0
+    with Store(wrong / "results.db") as store:
+        (run,) = store.runs()
+        recs = store.records(run.run_id)
+    assert len(recs) == 2
+    for r in recs:
+        assert r.finish_reason == "stop"  # the engine's own word: it stopped, not cut off
+        assert r.completion_tokens is not None and r.completion_tokens < 32
+
+    assert _run(eager_gemma, "llamacpp", right, 8) == 0
+    s = _summary(right / "summary.json")
+    assert s["verdict"] == "valid", s["problems"]
+    assert s["requests"]["matched"] == 2

@@ -1,0 +1,142 @@
+"""Helpers for the sweep tests: calibration servers with a closed-form latency model,
+``crossover sweep`` in-process or as a child process, and the sweep database read back."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossover.calibration.server import build_config, spawn
+from crossover.records.store import RunRow, Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A calibration server whose per-token gap is ``a + b x (other streams in flight)``."""
+
+    a_ms: float
+    b_ms: float
+    ttft_ms: float = 5.0
+
+    def itl(self, c: float) -> float:
+        # a closed loop keeps c requests in flight: each one sees c - 1 others
+        return self.a_ms + self.b_ms * (c - 1)
+
+    def request_ms(self, c: float, n: int) -> float:
+        """Time of one request of ``n`` tokens: TTFT, then n - 1 gaps."""
+        return self.ttft_ms + (n - 1) * self.itl(c)
+
+    def config(self, **kw: Any) -> Any:
+        return build_config(
+            ttft_ms=self.ttft_ms, itl_ms=self.a_ms, itl_per_stream_ms=self.b_ms, **kw
+        )
+
+
+def itl_crossover(x: Linear, y: Linear) -> float:
+    """Where the per-token gaps are equal (TPOT too: it is the mean gap)."""
+    return 1.0 + (y.a_ms - x.a_ms) / (x.b_ms - y.b_ms)
+
+
+def throughput_crossover(x: Linear, y: Linear, n: int) -> float:
+    """Where tokens/s are equal. Closed loop: c requests of (prompt + n) tokens every
+    request time, so equal throughput means equal request time
+    ``ttft + (n - 1) x itl(c)``."""
+    return 1.0 + ((y.ttft_ms - x.ttft_ms) / (n - 1) + y.a_ms - x.a_ms) / (x.b_ms - y.b_ms)
+
+
+@contextlib.contextmanager
+def servers(*models: Linear, **kw: Any) -> Iterator[list[str]]:
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(spawn(m.config(**kw))) for m in models]
+
+
+def target_flags(urls: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for name, url in urls.items():
+        out += ["--target", f"{name}={url},engine=vllm,model=calibration"]
+    return out
+
+
+def read_sweep(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "sweep.json").read_text())
+    return data
+
+
+def db_runs(out: Path) -> list[RunRow]:
+    with Store(out / "sweep.db") as store:
+        return store.runs()
+
+
+def db_records(out: Path, run_id: str) -> int:
+    """Measured (not warm-up) requests recorded for ``run_id``."""
+    with Store(out / "sweep.db") as store:
+        return len(store.records(run_id, include_warmup=False))
+
+
+def crossover_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "crossover", *args]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["COLUMNS"] = "200"
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def done_runs(out: Path) -> int:
+    """Runs the sweep finished so far (read while it runs; 0 before its database exists)."""
+    if not (out / "sweep.db").exists():
+        return 0
+    try:
+        return sum(r.status == "done" for r in db_runs(out))
+    except Exception:  # the child is creating the database right now
+        return 0
+
+
+def start_and_interrupt(
+    argv: list[str], out: Path, sig: int, after_done: int, timeout_s: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    """Start ``argv``; once ``after_done`` runs are finished and the next has records
+    in flight, send ``sig``; return what the child did."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while done_runs(out) < after_done:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the sweep did not finish a level in time"
+            time.sleep(0.05)
+        while not _level_in_flight(out):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the next level did not start"
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _level_in_flight(out: Path) -> bool:
+    """A run is started and has at least one request recorded, and is not finished."""
+    try:
+        runs = db_runs(out)
+    except Exception:
+        return False
+    running = [r for r in runs if r.status == "running"]
+    return bool(running) and db_records(out, running[-1].run_id) > 0
