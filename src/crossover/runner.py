@@ -182,9 +182,8 @@ async def execute(
     if config.endpoint not in dialect.endpoints:
         raise UsageError(f"engine {config.engine} has no {config.endpoint} endpoint")
     n_measured = config.requests or max(64, 16 * (config.concurrency or 4))
-    warm = config.warmup
     if prompts is None:
-        prompts = build_prompts(config, tokenizer, n_measured + warm)
+        prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
     ctx = make_context(config, tokenizer, version, client_floor)
     run_id = run_id or new_run_id()
     store.create_run(
@@ -196,9 +195,52 @@ async def execute(
     keep_text = tokenizer is not None
     timeouts = Timeouts(**config.timeouts.model_dump())
     records: list[RequestRecord] = []
+
+    if config.workers > 1:
+        status = await _execute_workers(
+            config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
+            abort,
+        )  # fmt: skip
+    else:
+        status = await _execute_here(
+            config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
+            abort, timeouts,
+        )  # fmt: skip
+
+    if tokenizer is not None:
+        missing = [r for r in records if r.ok and r.completion_tokens is None]
+        count_with_tokenizer(missing, tokenizer.encode)
+        for r in missing:  # keep the stored records the source of truth
+            store.add_record(run_id, r)
+    summary = summarize(records, ctx)
+    if status == "failed":
+        reason = (abort_reason() if abort_reason else None) or "the run was aborted"
+        summary.problems.append(
+            Problem(code="engine_died", severity="error", count=1, message=reason)
+        )
+        summary.verdict = "invalid"
+    store.finish_run(run_id, status, summary.to_json_dict())
+    return RunOutcome(run_id, summary, records, status)
+
+
+async def _execute_here(
+    config: RunConfig,
+    store: Store,
+    run_id: str,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    records: list[RequestRecord],
+    progress: Progress | None,
+    abort: asyncio.Event,
+    timeouts: Timeouts,
+) -> str:
+    """The load in this process's event loop (``workers == 1``)."""
+    dialect = get_dialect(config.engine)
+    warm = config.warmup
     base = config.url
     n_prompts = len(prompts)
-
     async with make_session(headers, timeouts) as session:
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
@@ -213,16 +255,27 @@ async def execute(
                 t_scheduled_ns=t_sched,
                 t_send_ns=0,
             )
-            await stream_request(
-                session,
-                base + dialect.path(spec),
-                dialect.body(spec),
-                dialect,
-                config.endpoint,
-                rec,
-                timeouts,
-                keep_text,
-            )
+            try:
+                await stream_request(
+                    session,
+                    base + dialect.path(spec),
+                    dialect.body(spec),
+                    dialect,
+                    config.endpoint,
+                    rec,
+                    timeouts,
+                    keep_text,
+                )
+            except asyncio.CancelledError:
+                # cut off by the abort (engine died) or Ctrl-C: it was sent, so it is
+                # recorded as failed, never lost (requests sent = requests recorded)
+                if rec.t_send_ns:
+                    why = "the run was aborted" if abort.is_set() else "interrupted"
+                    rec.error_kind = "connection_error"
+                    rec.error = f"cancelled: {why}"
+                    store.add_record(run_id, rec)
+                    records.append(rec)
+                raise
             store.add_record(run_id, rec)
             records.append(rec)
             if progress is not None:
@@ -259,21 +312,42 @@ async def execute(
             raise
         if abort.is_set():
             status = "failed"
+    return status
 
-    if tokenizer is not None:
-        missing = [r for r in records if r.ok and r.completion_tokens is None]
-        count_with_tokenizer(missing, tokenizer.encode)
-        for r in missing:  # keep the stored records the source of truth
-            store.add_record(run_id, r)
-    summary = summarize(records, ctx)
-    if status == "failed":
-        reason = (abort_reason() if abort_reason else None) or "the run was aborted"
-        summary.problems.append(
-            Problem(code="engine_died", severity="error", count=1, message=reason)
+
+async def _execute_workers(
+    config: RunConfig,
+    store: Store,
+    run_id: str,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    records: list[RequestRecord],
+    progress: Progress | None,
+    abort: asyncio.Event,
+) -> str:
+    """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
+    from crossover.load.workers import run_workers
+
+    def on_record(rec: RequestRecord) -> None:
+        store.add_record(run_id, rec)
+        records.append(rec)
+        if progress is not None:
+            progress.update(rec)
+
+    def on_measure_start() -> None:
+        if progress is not None:
+            progress.started_ns = time.perf_counter_ns()
+
+    try:
+        await run_workers(
+            config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start
         )
-        summary.verdict = "invalid"
-    store.finish_run(run_id, status, summary.to_json_dict())
-    return RunOutcome(run_id, summary, records, status)
+    except asyncio.CancelledError:
+        store.finish_run(run_id, "interrupted", None)
+        raise
+    return "failed" if abort.is_set() else "done"
 
 
 def resummarize(store: Store, run_id: str) -> RunSummary:

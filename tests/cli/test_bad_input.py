@@ -68,17 +68,26 @@ def test_unwritable_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture[
         ("concurrency: [1, 2\n", "not valid YAML"),
         ("- a\n- b\n", "mapping"),
         ("concurrency: [1]\noutput_tokens: 4\n", "targets"),
-        ("concurrency: [0]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m}]\n",
-         "at least 1"),
+        (
+            "concurrency: [0]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m}]\n",
+            "at least 1",
+        ),
         ("concurrency: [1]\noutput_tokens: 4\ntargets: [{name: a}]\n", "url or launch"),
-        ("concurrency: [1]\noutput_tokens: 4\nbogus: 1\n"
-         "targets: [{name: a, url: 'http://h', model: m}]\n", "bogus"),
-        ("concurrency: [1]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m},"
-         " {name: a, url: 'http://h', model: m}]\n", "unique"),
+        (
+            "concurrency: [1]\noutput_tokens: 4\nbogus: 1\n"
+            "targets: [{name: a, url: 'http://h', model: m}]\n",
+            "bogus",
+        ),
+        (
+            "concurrency: [1]\noutput_tokens: 4\ntargets: [{name: a, url: 'http://h', model: m},"
+            " {name: a, url: 'http://h', model: m}]\n",
+            "unique",
+        ),
     ],
 )
-def test_bad_sweep_files(tmp_path: Path, content: str, needle: str,
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_sweep_files(
+    tmp_path: Path, content: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(content)
     assert main(["sweep", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
@@ -109,8 +118,18 @@ def test_sharegpt_and_jsonl_are_read(tmp_path: Path) -> None:
     from crossover.workload import read_texts
 
     sg = tmp_path / "sg.json"
-    sg.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi there"},
-                                                 {"from": "gpt", "value": "hello"}]}]))
+    sg.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        {"from": "human", "value": "hi there"},
+                        {"from": "gpt", "value": "hello"},
+                    ]
+                }
+            ]
+        )
+    )
     assert read_texts(sg) == ["hi there"]
     jl = tmp_path / "p.jsonl"
     jl.write_text('{"prompt": "one"}\n"two"\n')
@@ -118,15 +137,32 @@ def test_sharegpt_and_jsonl_are_read(tmp_path: Path) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 300) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 300)
+    | st.floats(allow_nan=False)
     | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
-sweep_keys = st.sampled_from(["name", "targets", "concurrency", "requests_per_level",
-                              "output_tokens", "input_tokens", "repeats", "refine", "seed",
-                              "timeouts", "endpoint", "warmup_requests"])
+sweep_keys = st.sampled_from(
+    [
+        "name",
+        "targets",
+        "concurrency",
+        "requests_per_level",
+        "output_tokens",
+        "input_tokens",
+        "repeats",
+        "refine",
+        "seed",
+        "timeouts",
+        "endpoint",
+        "warmup_requests",
+    ]
+)
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -135,13 +171,12 @@ def test_random_sweep_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> 
     try:
         build_sweep_config(data)
     except UsageError as exc:
-        assert "\n" not in str(exc)
+        assert "\n" not in str(exc)  # noqa: PT017 - valid, or one clear line
 
 
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.dictionaries(sweep_keys, json_values, max_size=8))
-def test_random_sweep_files(tmp_path_factory: pytest.TempPathFactory,
-                            data: dict[str, Any]) -> None:
+def test_random_sweep_files(tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any]) -> None:
     path = tmp_path_factory.mktemp("cfg") / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     try:
@@ -150,9 +185,23 @@ def test_random_sweep_files(tmp_path_factory: pytest.TempPathFactory,
         pass
 
 
-run_keys = st.sampled_from(["url", "engine", "model", "concurrency", "rate_rps", "requests",
-                            "duration_s", "output_tokens", "input_tokens", "slo", "workers",
-                            "endpoint", "timeouts"])
+run_keys = st.sampled_from(
+    [
+        "url",
+        "engine",
+        "model",
+        "concurrency",
+        "rate_rps",
+        "requests",
+        "duration_s",
+        "output_tokens",
+        "input_tokens",
+        "slo",
+        "workers",
+        "endpoint",
+        "timeouts",
+    ]
+)
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -164,4 +213,4 @@ def test_random_run_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> No
     try:
         validated(RunConfig, **data)
     except UsageError as exc:
-        assert "\n" not in str(exc)
+        assert "\n" not in str(exc)  # noqa: PT017 - valid, or one clear line

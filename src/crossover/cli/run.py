@@ -74,16 +74,32 @@ def run(
         bool, typer.Option(help="Exit 0 even when the verdict is not valid")
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No live progress")] = False,
+    client_floor: Annotated[
+        str,
+        typer.Option(
+            help="auto: the floor cached by `crossover calibrate` (nearest concurrency); "
+            "off; or a floor JSON file"
+        ),
+    ] = "auto",
+    workers: Annotated[
+        str,
+        typer.Option(
+            help="Client processes sharing the load: N, or auto (one per core when "
+            "concurrency >= 256)"
+        ),
+    ] = "1",
 ) -> None:
     """Drive one endpoint at one load level with matched work, verify it, report."""
     from rich.console import Console
     from rich.live import Live
 
+    from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.config import RunConfig, TimeoutsConfig, parse_kv
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
+    from crossover.workload import load_tokenizer
 
     try:
         slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
@@ -109,6 +125,7 @@ def run(
         allowed_failures=allowed_failures,
         slo=slo_map,
         api_key_env=api_key_env,
+        workers=_workers(workers, concurrency),
         timeouts=validated(
             TimeoutsConfig,
             connect_s=connect_timeout_s,
@@ -121,13 +138,21 @@ def run(
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     console = Console(stderr=True)
+    # a local tokenizer is checked before the server is contacted
+    local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
     probe(config.url, api_headers(config))
-    tok = choose_tokenizer(config)
+    floor, floor_note = resolve_client_floor(
+        client_floor, config.concurrency if config.mode == "concurrency" else config.max_in_flight
+    )
+    console.print(f"[dim]{floor_note}[/]")
+    tok = local_tok or choose_tokenizer(config)
     progress = Progress(total=config.requests)
     with Store(db or out / "results.db") as store:
 
         async def go() -> Any:
-            task = asyncio.ensure_future(execute(config, store, tokenizer=tok, progress=progress))
+            task = asyncio.ensure_future(
+                execute(config, store, tokenizer=tok, progress=progress, client_floor=floor)
+            )
             if quiet:
                 return await task
             with Live(
@@ -150,6 +175,25 @@ def run(
         raise InvalidRunError(
             f"verdict {summary.verdict}: see the problems above (--allow-invalid to exit 0)"
         )
+
+
+def _workers(text: str, concurrency: int | None) -> int:
+    """``N`` or ``auto``: one process per core once one event loop is likely to lag."""
+    import os
+
+    if text == "auto":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        return max(1, cores) if (concurrency or 0) >= 256 else 1
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"--workers: expected a number or auto, got {text!r}") from None
+    if n < 1:
+        raise UsageError("--workers: at least 1")
+    return n
 
 
 def summarize_cmd(

@@ -21,7 +21,14 @@ DEMO_LEVELS = [1, 2, 4, 8]
 
 
 def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfig:
-    launch = {"model": str(model), "context_tokens": 512, "executable": [str(server)]}
+    # one thread leaves the other core to the client; llama.cpp's default on a busy
+    # 2-core machine spins its threads against the client (seen: 20x slower tokens)
+    launch = {
+        "model": str(model),
+        "context_tokens": 512,
+        "executable": [str(server)],
+        "extra_args": ["--threads", "1"],
+    }
     return build_sweep_config(
         {
             "name": "demo-gemma3-270m-cpu",

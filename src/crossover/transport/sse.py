@@ -42,6 +42,14 @@ class SSEParser:
                 return []
             self._bom_checked = True
         events: list[SSEEvent] = []
+        if b"\r" not in buf:
+            # the common case (LF only): one split instead of a regex search per line
+            lines = buf.split(b"\n")
+            self._buf = lines.pop()
+            line_fn = self._line
+            for line in lines:
+                line_fn(line, events)
+            return events
         pos = 0
         n = len(buf)
         search = _EOL.search
@@ -71,10 +79,15 @@ class SSEParser:
         return bool(self._buf) or bool(self._data)
 
     def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if line[:6] == b"data: ":  # the hot path: exactly what the general case does
+            self._data.append(line[6:])
+            return
         if not line:
-            if self._data:
-                events.append(SSEEvent(b"\n".join(self._data), self._event, self._id))
-            self._data = []
+            data = self._data
+            if data:
+                joined = data[0] if len(data) == 1 else b"\n".join(data)
+                events.append(SSEEvent(joined, self._event, self._id))
+                self._data = []
             self._event = None
             return
         if line[0] == 0x3A:  # ":" comment

@@ -1,0 +1,103 @@
+"""``crossover calibrate``: measure the client floor against a spawned calibration server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def calibrate(
+    concurrency: Annotated[
+        str, typer.Option(help="Comma-separated concurrency levels to measure")
+    ] = "1,64,512",
+    itl_ms: Annotated[float, typer.Option(help="The server's per-token gap, ms")] = 20.0,
+    output_tokens: Annotated[int, typer.Option(help="Tokens per request")] = 256,
+    tokens_per_chunk: Annotated[int, typer.Option(help="Tokens per SSE chunk")] = 1,
+    requests: Annotated[
+        int | None, typer.Option(help="Requests per level (default: one per stream)")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the measurements here")
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            help="Floor cache that `run --client-floor auto` reads "
+            "(default ~/.cache/crossover/floor.json)"
+        ),
+    ] = None,
+    write_cache: Annotated[
+        bool, typer.Option("--write-cache/--no-cache", help="Merge the results into the cache")
+    ] = True,
+) -> None:
+    """Measure crossover's own client overhead (the client floor) per load level."""
+    import orjson
+    from rich.console import Console
+    from rich.table import Table
+
+    from crossover.calibration.floor import measure_floors, save_results
+    from crossover.cli.common import parse_list
+    from crossover.errors import UsageError
+
+    levels: list[int] = parse_list(concurrency, "--concurrency", int)
+    if any(c < 1 for c in levels):
+        raise UsageError("--concurrency: levels must be at least 1")
+    if itl_ms <= 0 or output_tokens < 2 or tokens_per_chunk < 1:
+        raise UsageError("--itl-ms must be > 0, --output-tokens >= 2, --tokens-per-chunk >= 1")
+    if json_path is not None and not json_path.parent.is_dir():
+        raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
+    err = Console(stderr=True)
+    err.print(
+        f"[dim]calibrating: {len(levels)} levels, {output_tokens} tokens at {itl_ms:g} ms/token "
+        "against a spawned calibration server[/]"
+    )
+    results = measure_floors(
+        levels,
+        itl_ms,
+        output_tokens,
+        tokens_per_chunk=tokens_per_chunk,
+        requests=requests,
+    )
+
+    def f(x: float | None, fmt: str = ".2f") -> str:
+        return "—" if x is None else format(x, fmt)
+
+    t = Table(title="client floor (ms unless named)", header_style="bold")
+    for col in (
+        "conc", "deliv p50", "deliv p99", "deliv max", "send lag p50", "send lag p99",
+        "loop lag p50", "loop lag p99", "cpu s", "tok/s", "tok/cpu-s", "TPOT err %",
+        "server lag mean",
+    ):  # fmt: skip
+        t.add_column(col, justify="right")
+    for r in results:
+        t.add_row(
+            str(r.concurrency),
+            f(r.delivery_ms.p50, ".3f"),
+            f(r.delivery_ms.p99),
+            f(r.delivery_ms.max),
+            f(r.send_lag_ms.p50, ".3f"),
+            f(r.send_lag_ms.p99),
+            f(r.loop_lag_ms.p50, ".3f"),
+            f(r.loop_lag_ms.p99),
+            f(r.client_cpu_s),
+            f(r.tokens_per_s, ",.0f"),
+            f(r.tokens_per_cpu_s, ",.0f"),
+            f(r.tpot_error_pct),
+            f(r.server.mean_ms, ".3f"),
+        )
+    Console().print(t)
+    doc = {
+        "schema": "crossover.floor/1",
+        "measurements": [r.model_dump(mode="json") for r in results],
+    }
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    if write_cache:
+        where = save_results(results, cache)
+        err.print(f"[dim]floor cached in {where} (crossover run --client-floor auto)[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)

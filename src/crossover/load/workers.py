@@ -1,0 +1,356 @@
+"""Several client processes for one run, when one event loop cannot keep up.
+
+Each worker process runs its share of the load with its own uvloop and aiohttp
+session: a closed loop gets ``C`` streams split as evenly as possible (and the
+measured requests in proportion), an open loop gets ``rate / W`` with its own seed
+(independent Poisson processes add up to one Poisson process at the full rate).
+Workers send finished records back over a ``multiprocessing`` queue as they
+complete; the parent numbers them in arrival order (measured and warm-up apart),
+writes them to the run's store and feeds the progress display.
+
+Warm-up: every worker runs its share of it, says so, and waits; the measured load
+starts in all workers together when the parent says go.
+
+Timestamps: ``time.perf_counter_ns()`` is CLOCK_MONOTONIC on Linux, one clock for
+every process of the machine, so the workers' records are comparable with each other
+and with the parent's (and with the calibration server's emission stamps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing as mp
+import queue as queue_mod
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.synchronize import Event as MpEvent
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from crossover.records.model import RequestRecord
+from crossover.workload import Prompt
+
+if TYPE_CHECKING:
+    from crossover.config import RunConfig
+
+#: how often a worker looks at the parent's stop flag
+_STOP_POLL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One worker's part of the load."""
+
+    worker: int
+    concurrency: int | None
+    rate_rps: float | None
+    max_in_flight: int | None
+    requests: int | None
+    duration_s: float | None
+    warmup: int
+    warmup_concurrency: int
+    prompt_offset: int
+    warmup_offset: int
+    seed: int
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` integers differing by at most one, larger first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if k < extra else 0) for k in range(parts)]
+
+
+def _weighted(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders), summing exactly."""
+    w = sum(weights)
+    raw = [total * x / w for x in weights]
+    out = [int(r) for r in raw]
+    for k in sorted(range(len(raw)), key=lambda k: raw[k] - out[k], reverse=True)[
+        : total - sum(out)
+    ]:
+        out[k] += 1
+    return out
+
+
+def plan_shares(
+    *,
+    workers: int,
+    concurrency: int | None,
+    rate_rps: float | None,
+    max_in_flight: int | None,
+    requests: int | None,
+    duration_s: float | None,
+    warmup: int,
+    seed: int,
+) -> list[Share]:
+    """Split one run's load over ``workers`` processes (fewer when there is less to split)."""
+    if concurrency is not None:
+        w = max(1, min(workers, concurrency))
+        conc = _split(concurrency, w)
+        reqs = _weighted(requests, conc) if requests is not None else [None] * w
+    else:
+        assert rate_rps is not None
+        w = max(1, workers if requests is None else min(workers, requests))
+        conc = [0] * w
+        reqs = _split(requests, w) if requests is not None else [None] * w
+    warm = _split(warmup, w)
+    caps: list[int | None] = (
+        list(_split(max_in_flight, w)) if max_in_flight is not None else [None] * w
+    )
+    shares = []
+    offset = warm_offset = 0
+    for k in range(w):
+        c = conc[k] or None
+        shares.append(
+            Share(
+                worker=k,
+                concurrency=c,
+                rate_rps=None if rate_rps is None else rate_rps / w,
+                max_in_flight=None if (cap := caps[k]) is None else max(1, cap),
+                requests=reqs[k],
+                duration_s=duration_s,
+                warmup=warm[k],
+                warmup_concurrency=max(1, min(warm[k], c or 8)),
+                prompt_offset=offset,
+                warmup_offset=warm_offset,
+                seed=seed * 1009 + k,
+            )
+        )
+        offset += reqs[k] or 0
+        warm_offset += warm[k]
+    return shares
+
+
+# --- the worker process --------------------------------------------------------------
+
+
+def _worker_main(
+    config_json: bytes,
+    share: Share,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    out: Any,
+    go: MpEvent,
+    stop: MpEvent,
+) -> None:
+    """Entry point of one worker process (spawned: no inherited event loop)."""
+    try:
+        try:
+            import uvloop
+
+            uvloop.run(
+                _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
+            )
+        except ImportError:  # pragma: no cover
+            asyncio.run(
+                _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
+            )
+        out.put(("done", share.worker, None))
+    except BaseException:  # report anything, including KeyboardInterrupt, to the parent
+        out.put(("error", share.worker, traceback.format_exc(limit=8)))
+
+
+async def _worker(
+    config_json: bytes,
+    share: Share,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    out: Any,
+    go: MpEvent,
+    stop: MpEvent,
+) -> None:
+    from crossover.config import RunConfig
+    from crossover.dialects import RequestSpec, get_dialect
+    from crossover.load.strategies import closed_loop, open_loop
+    from crossover.transport.http import Timeouts, make_session, stream_request
+
+    config = RunConfig.model_validate_json(config_json)
+    dialect = get_dialect(config.engine)
+    timeouts = Timeouts(**config.timeouts.model_dump())
+    n_prompts = len(prompts)
+    abort = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    base = config.url
+
+    async def watch_stop() -> None:
+        # polled: a thread blocked on stop.wait() would hold up the loop's shutdown
+        while not stop.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(_STOP_POLL_S)
+        abort.set()
+
+    watcher = loop.create_task(watch_stop())
+
+    async with make_session(headers, timeouts) as session:
+
+        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+            if warmup:
+                p = prompts[(n_measured + share.warmup_offset + i) % n_prompts]
+            else:
+                p = prompts[(share.prompt_offset + i) % n_prompts]
+            spec = RequestSpec(config.model, p.text, config.output_tokens, config.endpoint)
+            rec = RequestRecord(
+                index=i,
+                worker=share.worker,
+                warmup=warmup,
+                prompt_id=p.id,
+                expected_prompt_tokens=p.tokens,
+                expected_output_tokens=config.output_tokens,
+                t_scheduled_ns=t_sched,
+                t_send_ns=0,
+            )
+            await stream_request(
+                session,
+                base + dialect.path(spec),
+                dialect.body(spec),
+                dialect,
+                config.endpoint,
+                rec,
+                timeouts,
+                keep_text,
+            )
+            out.put(("record", share.worker, orjson.dumps(rec.model_dump())))
+            return rec
+
+        try:
+            if share.warmup:
+                await closed_loop(
+                    send, share.warmup_concurrency, share.warmup, None, abort, warmup=True
+                )
+            out.put(("ready", share.worker, None))
+            while not go.is_set() and not abort.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.002)
+            if abort.is_set():
+                return
+            if share.concurrency is not None:
+                await closed_loop(send, share.concurrency, share.requests, share.duration_s, abort)
+            else:
+                assert share.rate_rps is not None
+                await open_loop(
+                    send,
+                    share.rate_rps,
+                    share.requests,
+                    share.duration_s,
+                    abort,
+                    share.seed,
+                    share.max_in_flight,
+                )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+
+# --- the parent ------------------------------------------------------------------------
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed; carries its traceback."""
+
+
+async def run_workers(
+    config: RunConfig,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    on_record: Callable[[RequestRecord], None],
+    abort: asyncio.Event,
+    on_measure_start: Callable[[], None] | None = None,
+) -> None:
+    """Run ``config`` (a ``RunConfig`` with ``workers > 1``) over worker processes.
+
+    ``on_record`` gets every record, renumbered: measured records 0, 1, ... and warm-up
+    records 0, 1, ... in the order they arrive here; ``record.worker`` says whose it was.
+    """
+    shares = plan_shares(
+        workers=config.workers,
+        concurrency=config.concurrency,
+        rate_rps=config.rate_rps,
+        max_in_flight=config.max_in_flight,
+        requests=config.requests,
+        duration_s=config.duration_s,
+        warmup=config.warmup,
+        seed=config.seed,
+    )
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    go = ctx.Event()
+    stop = ctx.Event()
+    cfg_json = config.model_dump_json().encode()
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(cfg_json, s, prompts, n_measured, headers, keep_text, out, go, stop),
+            name=f"crossover-worker-{s.worker}",
+            daemon=True,
+        )
+        for s in shares
+    ]
+    for p in procs:
+        p.start()
+    loop = asyncio.get_running_loop()
+    next_index = {False: 0, True: 0}
+    ready: set[int] = set()
+    finished: set[int] = set()
+    errors: list[str] = []
+
+    def get() -> tuple[str, int, Any] | None:
+        try:
+            item: tuple[str, int, Any] = out.get(timeout=0.1)
+            return item
+        except queue_mod.Empty:
+            return None
+
+    try:
+        while len(finished) < len(procs):
+            if abort.is_set():
+                stop.set()
+            item = await loop.run_in_executor(None, get)
+            if item is None:
+                dead = [k for k, p in enumerate(procs) if not p.is_alive() and k not in finished]
+                if dead and out.empty():
+                    # a worker that died without a word (killed): give up on it
+                    for k in dead:
+                        errors.append(f"worker {k} exited with status {procs[k].exitcode}")
+                        finished.add(k)
+                continue
+            kind, k, payload = item
+            if kind == "record":
+                rec = RequestRecord.model_validate(orjson.loads(payload))
+                rec.index = next_index[rec.warmup]
+                next_index[rec.warmup] += 1
+                on_record(rec)
+            elif kind == "ready":
+                ready.add(k)
+                if len(ready) == len(procs):
+                    if on_measure_start is not None:
+                        on_measure_start()
+                    go.set()
+            elif kind == "error":
+                errors.append(f"worker {k}: {payload}")
+                finished.add(k)
+                stop.set()
+            else:
+                finished.add(k)
+                if len(ready) < len(procs) and k not in ready:
+                    ready.add(k)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
+    finally:
+        stop.set()
+        go.set()
+        for p in procs:
+            await loop.run_in_executor(None, p.join, 5.0)
+            if p.is_alive():
+                p.terminate()
+                p.join(2.0)
+    if errors and not abort.is_set():
+        raise WorkerError("; ".join(errors))

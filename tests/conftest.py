@@ -1,0 +1,13 @@
+"""Suite-wide settings: keep a client-floor measurement cached on this machine
+(``crossover calibrate``) from attaching itself to the CLI runs of the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_client_floor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CROSSOVER_FLOOR", str(tmp_path / "no-floor.json"))
