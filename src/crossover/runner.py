@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from crossover.config import RunConfig
-from crossover.dialects import RequestSpec, get_dialect
+from crossover.dialects import get_dialect
 from crossover.errors import UsageError
+from crossover.load.send import send_prompt
 from crossover.load.strategies import closed_loop, open_loop
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
 from crossover.metrics.summary import ClientFloor, EngineInfo, Problem, RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
-from crossover.transport.http import Timeouts, make_session, stream_request
+from crossover.transport.http import Timeouts, make_session
 from crossover.workload import (
     Prompt,
     ServerTokenizer,
@@ -239,45 +240,29 @@ async def _execute_here(
     """The load in this process's event loop (``workers == 1``)."""
     dialect = get_dialect(config.engine)
     warm = config.warmup
-    base = config.url
     n_prompts = len(prompts)
     async with make_session(headers, timeouts) as session:
 
-        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
-            p = prompts[(n_measured + i) % n_prompts] if warmup else prompts[i % n_prompts]
-            spec = RequestSpec(config.model, p.text, config.output_tokens, config.endpoint)
-            rec = RequestRecord(
-                index=i,
-                warmup=warmup,
-                prompt_id=p.id,
-                expected_prompt_tokens=p.tokens,
-                expected_output_tokens=config.output_tokens,
-                t_scheduled_ns=t_sched,
-                t_send_ns=0,
-            )
-            try:
-                await stream_request(
-                    session,
-                    base + dialect.path(spec),
-                    dialect.body(spec),
-                    dialect,
-                    config.endpoint,
-                    rec,
-                    timeouts,
-                    keep_text,
-                )
-            except asyncio.CancelledError:
-                # cut off by the abort (engine died) or Ctrl-C: it was sent, so it is
-                # recorded as failed, never lost (requests sent = requests recorded)
-                if rec.t_send_ns:
-                    why = "the run was aborted" if abort.is_set() else "interrupted"
-                    rec.error_kind = "connection_error"
-                    rec.error = f"cancelled: {why}"
-                    store.add_record(run_id, rec)
-                    records.append(rec)
-                raise
+        def keep(rec: RequestRecord) -> None:
             store.add_record(run_id, rec)
             records.append(rec)
+
+        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+            p = prompts[(n_measured + i) % n_prompts] if warmup else prompts[i % n_prompts]
+            rec = await send_prompt(
+                session,
+                config,
+                dialect,
+                p,
+                index=i,
+                warmup=warmup,
+                t_scheduled_ns=t_sched,
+                timeouts=timeouts,
+                keep_text=keep_text,
+                on_cancel=keep,
+                cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
+            )
+            keep(rec)
             if progress is not None:
                 progress.update(rec)
             return rec

@@ -167,9 +167,10 @@ async def _worker(
     stop: MpEvent,
 ) -> None:
     from crossover.config import RunConfig
-    from crossover.dialects import RequestSpec, get_dialect
+    from crossover.dialects import get_dialect
+    from crossover.load.send import send_prompt
     from crossover.load.strategies import closed_loop, open_loop
-    from crossover.transport.http import Timeouts, make_session, stream_request
+    from crossover.transport.http import Timeouts, make_session
 
     config = RunConfig.model_validate_json(config_json)
     dialect = get_dialect(config.engine)
@@ -177,7 +178,6 @@ async def _worker(
     n_prompts = len(prompts)
     abort = asyncio.Event()
     loop = asyncio.get_running_loop()
-    base = config.url
 
     async def watch_stop() -> None:
         # polled: a thread blocked on stop.wait() would hold up the loop's shutdown
@@ -194,26 +194,19 @@ async def _worker(
                 p = prompts[(n_measured + share.warmup_offset + i) % n_prompts]
             else:
                 p = prompts[(share.prompt_offset + i) % n_prompts]
-            spec = RequestSpec(config.model, p.text, config.output_tokens, config.endpoint)
-            rec = RequestRecord(
-                index=i,
-                worker=share.worker,
-                warmup=warmup,
-                prompt_id=p.id,
-                expected_prompt_tokens=p.tokens,
-                expected_output_tokens=config.output_tokens,
-                t_scheduled_ns=t_sched,
-                t_send_ns=0,
-            )
-            await stream_request(
+            rec = await send_prompt(
                 session,
-                base + dialect.path(spec),
-                dialect.body(spec),
+                config,
                 dialect,
-                config.endpoint,
-                rec,
-                timeouts,
-                keep_text,
+                p,
+                index=i,
+                warmup=warmup,
+                t_scheduled_ns=t_sched,
+                timeouts=timeouts,
+                keep_text=keep_text,
+                worker=share.worker,
+                on_cancel=lambda r: out.put(("record", share.worker, orjson.dumps(r.model_dump()))),
+                cancel_reason=lambda: "the run was aborted",
             )
             out.put(("record", share.worker, orjson.dumps(rec.model_dump())))
             return rec

@@ -32,7 +32,7 @@ from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import GpuSample, RooflineFacts, ServerMetricsSample
 from crossover.config import RunConfig
 from crossover.errors import EngineError, UsageError
-from crossover.metrics.summary import RunSummary
+from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.sweep.config import SweepConfig, TargetConfig
@@ -261,6 +261,16 @@ class SweepRunner:
         for g in gpu:
             self.store.add_sample(run_id, "gpu", g["t_s"], g)
         self.ran += 1
+        if outcome.status == "done" and t.engine is not None and not t.engine.alive():
+            # the engine died, and every request left failed before its watcher said so
+            why = reason[0] if reason else f"{t.cfg.name}'s engine exited during the level"
+            outcome.summary.problems.append(
+                Problem(code="engine_died", severity="error", count=1, message=why)
+            )
+            outcome.summary.verdict = "invalid"
+            outcome.status = "failed"
+            reason[:] = [why]
+            self.store.finish_run(run_id, "failed", outcome.summary.to_json_dict())
         if outcome.status == "failed":
             self.failed_levels.append(f"{t.cfg.name} c={c} r={r}: {reason[0] if reason else ''}")
         if self.events.on_level_done:

@@ -1,0 +1,70 @@
+"""One prompt -> one streamed request -> one raw record: dialect and transport glued.
+
+Shared by the in-process load and the worker processes, so a request is built,
+timed and recorded the same way wherever it is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+
+from crossover.config import RunConfig
+from crossover.dialects import Dialect, RequestSpec
+from crossover.records.model import RequestRecord
+from crossover.transport.http import Timeouts, stream_request
+from crossover.workload import Prompt
+
+
+async def send_prompt(
+    session: aiohttp.ClientSession,
+    config: RunConfig,
+    dialect: Dialect,
+    prompt: Prompt,
+    *,
+    index: int,
+    warmup: bool,
+    t_scheduled_ns: int | None,
+    timeouts: Timeouts,
+    keep_text: bool,
+    worker: int = 0,
+    on_cancel: Callable[[RequestRecord], None] | None = None,
+    cancel_reason: Callable[[], str] = lambda: "interrupted",
+) -> RequestRecord:
+    """Send ``prompt`` and return its record.
+
+    A request cut off by cancellation (the engine died, Ctrl-C) after it was sent is
+    marked failed and handed to ``on_cancel`` before the cancellation goes on, so
+    requests sent always equal requests recorded.
+    """
+    spec = RequestSpec(config.model, prompt.text, config.output_tokens, config.endpoint)
+    rec = RequestRecord(
+        index=index,
+        worker=worker,
+        warmup=warmup,
+        prompt_id=prompt.id,
+        expected_prompt_tokens=prompt.tokens,
+        expected_output_tokens=config.output_tokens,
+        t_scheduled_ns=t_scheduled_ns,
+        t_send_ns=0,
+    )
+    try:
+        await stream_request(
+            session,
+            config.url + dialect.path(spec),
+            dialect.body(spec),
+            dialect,
+            config.endpoint,
+            rec,
+            timeouts,
+            keep_text,
+        )
+    except asyncio.CancelledError:
+        if rec.t_send_ns and on_cancel is not None:
+            rec.error_kind = "connection_error"
+            rec.error = f"cancelled: {cancel_reason()}"
+            on_cancel(rec)
+        raise
+    return rec
