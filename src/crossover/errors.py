@@ -6,6 +6,8 @@ Library code raises these; the CLI maps them to exit codes (contract.md):
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class CrossoverError(Exception):
     """Base class: the message is shown to the user as it is, on one line."""
@@ -36,3 +38,20 @@ class InvalidRunError(CrossoverError):
     """The run's verdict is invalid or unverified and the user did not allow it: exit 3."""
 
     exit_code = 3
+
+
+def validation_line(exc: ValidationError, where: str | None = None, flags: bool = False) -> str:
+    """pydantic's errors as one line: ``where: field: message; ...``.
+
+    ``flags`` names fields as command-line flags (``--output-tokens``). Keys may come
+    from user files and hold anything, so whitespace is collapsed: one line, always.
+    """
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"] if x != "__root__")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if flags and loc:
+            loc = "--" + loc.replace("_", "-")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    text = "; ".join(parts)
+    return " ".join((f"{where}: {text}" if where else text).split())

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 
 FaultName = Literal[
     "short_completion",
@@ -120,14 +120,6 @@ def parse_fault(text: str) -> FaultSpec:
     return FaultSpec.model_validate({"name": name, "fraction": fraction})
 
 
-def _one_line(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "config"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def build_config(base: dict[str, object] | None = None, **overrides: object) -> CalibrationConfig:
     """Validate settings (a config file's mapping, then flag overrides); UsageError if bad."""
     data: dict[str, object] = dict(base or {})
@@ -139,7 +131,7 @@ def build_config(base: dict[str, object] | None = None, **overrides: object) -> 
     try:
         return CalibrationConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"bad calibration config: {_one_line(exc)}") from None
+        raise UsageError(f"bad calibration config: {validation_line(exc)}") from None
 
 
 def load_config_file(path: Path) -> dict[str, object]:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 
 T = TypeVar("T")
 
@@ -37,21 +37,11 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main())
 
 
-def validation_message(exc: ValidationError) -> str:
-    """One line from pydantic's errors, naming the field as a flag."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"] if x != "__root__")
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"--{loc.replace('_', '-')}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def validated(schema: type[T], **values: Any) -> T:
     try:
         return schema(**values)
     except ValidationError as exc:
-        raise UsageError(validation_message(exc)) from None
+        raise UsageError(validation_line(exc, flags=True)) from None
 
 
 def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> list[Any]:

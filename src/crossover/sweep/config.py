@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from crossover.analysis.schema import RooflineFacts
 from crossover.config import TimeoutsConfig
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 
 
 class TargetConfig(BaseModel):
@@ -118,14 +118,6 @@ class SweepConfig(BaseModel):
         }
 
 
-def _one_line(exc: ValidationError, where: str) -> str:
-    parts = []
-    for e in exc.errors()[:3]:
-        loc = ".".join(str(x) for x in e["loc"])
-        parts.append(f"{loc}: {str(e['msg']).removeprefix('Value error, ')}" if loc else e["msg"])
-    return f"{where}: " + "; ".join(parts)
-
-
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     if not path.is_file():
         raise UsageError(f"sweep config {path} does not exist")
@@ -143,11 +135,11 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(_one_line(exc, str(path))) from None
+        raise UsageError(validation_line(exc, str(path))) from None
 
 
 def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(_one_line(exc, "sweep")) from None
+        raise UsageError(validation_line(exc, "sweep")) from None
