@@ -71,8 +71,8 @@ def test_per_stream_and_prompt_terms(body: Body) -> None:
     assert abs(recs[0]["configured_gap_ms"] - 5.0) < 1e-6
     by_id = {r["id"]: r for r in recs}
     for r in recs:
-        # generous: this runs beside other work on a shared 2-core machine
-        assert 0 <= r["emitted_ttft_ms"] - r["configured_ttft_ms"] <= 5.0
+        # generous: client and server share one loop here, on a shared 2-core machine
+        assert 0 <= r["emitted_ttft_ms"] - r["configured_ttft_ms"] <= 15.0
         assert 3.0 <= r["configured_gap_ms"] <= 5.0
         assert abs(r["emitted_gap_ms"] - r["configured_gap_ms"]) <= 0.05 * 5.0
     for s in got:

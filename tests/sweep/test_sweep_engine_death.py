@@ -77,7 +77,7 @@ def test_engine_death_fails_the_level_and_the_sweep_goes_on(
     dead = by_c[2]
     assert dead["verdict"] == "invalid"
     died = [p for p in dead["problems"] if p["code"] == "engine_died"]
-    assert died and died[0]["severity"] == "error"
+    assert died and died[0]["severity"] == "error", (dead["problems"], captured.err[-2000:])
     assert "SIGKILL" in died[0]["message"]
     for c in (1, 4):  # before the death, and on the restarted engine
         assert by_c[c]["verdict"] == "valid", by_c[c]["problems"]

@@ -191,6 +191,15 @@ class RunningEngine:
     def alive(self) -> bool:
         return not self._exited.is_set()
 
+    def exited_within(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the watcher to see the process exit.
+
+        After a burst of connection errors the process may be gone while its watcher
+        thread has not run yet; this closes that race without polling the process
+        (``Popen.poll`` cannot see past the watcher's blocking ``wait``).
+        """
+        return self._exited.wait(timeout_s)
+
     def raise_if_dead(self) -> None:
         if self._death is not None:
             raise self._death

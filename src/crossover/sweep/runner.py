@@ -261,7 +261,13 @@ class SweepRunner:
         for g in gpu:
             self.store.add_sample(run_id, "gpu", g["t_s"], g)
         self.ran += 1
-        if outcome.status == "done" and t.engine is not None and not t.engine.alive():
+        engine_gone = (
+            outcome.status == "done"
+            and t.engine is not None
+            and outcome.summary.requests.failed > 0
+            and await asyncio.to_thread(t.engine.exited_within, 2.0)
+        )
+        if engine_gone:
             # the engine died, and every request left failed before its watcher said so
             why = reason[0] if reason else f"{t.cfg.name}'s engine exited during the level"
             outcome.summary.problems.append(
