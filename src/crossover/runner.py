@@ -111,13 +111,16 @@ def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
     return None
 
 
-def build_prompts(config: RunConfig, tokenizer: Tokenizer | None, count: int) -> list[Prompt]:
+def build_prompts(
+    config: RunConfig, tokenizer: Tokenizer | None, count: int, first: int = 0
+) -> list[Prompt]:
+    """Prompts ``first`` .. ``first + count - 1`` of the run's deterministic sequence."""
     if config.prompts_file is not None:
         return dataset_prompts(
-            config.prompts_file, count, config.input_tokens, tokenizer, config.seed
+            config.prompts_file, count, config.input_tokens, tokenizer, config.seed, first
         )
     assert config.input_tokens is not None
-    return synthetic_prompts(count, config.input_tokens, config.seed, tokenizer)
+    return synthetic_prompts(count, config.input_tokens, config.seed, tokenizer, first)
 
 
 @dataclass

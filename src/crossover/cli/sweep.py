@@ -225,9 +225,11 @@ def print_outcome(outcome: Any, out: Path, console: Any, report: bool) -> None:
     stdout.print(
         f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
     )
+    stdout.print(comparison_table(outcome.sweep))
     xs = [f for f in outcome.findings if f.kind == "crossover"]
+    headline = ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50")
     for f in outcome.findings:
-        if f.kind == "crossover" or f.metric in ("total_tokens_per_s", "ttft_p50_ms", "itl_p50_ms"):
+        if f.kind == "crossover" or f.metric in headline:
             stdout.print(
                 ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ")
                 + escape(format_crossover(f))

@@ -38,7 +38,7 @@ def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfi
             "warmup_requests": 1,
             "output_tokens": 32 if quick else 64,
             "input_tokens": 128,
-            "repeats": 1 if quick else 2,
+            "repeats": 1 if quick else 3,
             "targets": [
                 {
                     "name": "llamacpp-1-slot",

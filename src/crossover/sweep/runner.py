@@ -191,22 +191,41 @@ class SweepRunner:
             allowed_failures=cfg.allowed_failures,
         )
 
-    def _prompts_for(self, run_cfg: RunConfig) -> list[Prompt]:
-        """The same prompts for every target: built once, kept in the database."""
-        if self._prompts is not None:
-            return self._prompts
-        stored = self.store.get_meta("prompts")
-        if stored:
+    def _slice_length(self, c: int) -> int:
+        cfg = self.config
+        warm = cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8)
+        return (cfg.requests_for(c) or max(64, 16 * c)) + warm
+
+    def _prompts_for(self, run_cfg: RunConfig, c: int, r: int) -> list[Prompt]:
+        """Prompts of level ``c``, repeat ``r``: the same for every target, and distinct
+        from every other level's and repeat's, so no run gets prefix-cache hits from an
+        earlier one (llama.cpp caches each slot's last prompt). Slices and prompts are
+        kept in the database, so a resumed sweep sends exactly the same ones."""
+        slices: dict[str, list[int]] = self.store.get_meta("prompt_slices") or {}
+        if not slices:  # the whole base plan at once: one tokenizer fits all of it
+            for lvl in self.config.concurrency:
+                for rep in range(self.config.repeats):
+                    start = sum(v[1] for v in slices.values())
+                    slices[f"{lvl}|{rep}"] = [start, self._slice_length(lvl)]
+        if f"{c}|{r}" not in slices:  # a level added by --refine
+            start = sum(v[1] for v in slices.values())
+            slices[f"{c}|{r}"] = [start, self._slice_length(c)]
+        self.store.set_meta("prompt_slices", slices)
+        need = sum(v[1] for v in slices.values())
+        if self._prompts is None:
+            stored = self.store.get_meta("prompts") or []
             self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
-            return self._prompts
-        self._tokenizer = choose_tokenizer(run_cfg)
-        most = max(self.config.requests_for(c) or 16 * c for c in self.config.concurrency)
-        count = max(most + 8, 64)
-        self._prompts = build_prompts(run_cfg, self._tokenizer, count)
-        self.store.set_meta(
-            "prompts", [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts]
-        )
-        return self._prompts
+        if len(self._prompts) < need:
+            if self._tokenizer is None:
+                self._tokenizer = choose_tokenizer(run_cfg)
+            have = len(self._prompts)
+            self._prompts += build_prompts(run_cfg, self._tokenizer, need - have, first=have)
+            self.store.set_meta(
+                "prompts",
+                [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
+            )
+        start, length = slices[f"{c}|{r}"]
+        return self._prompts[start : start + length]
 
     async def _level(self, t: _Target, c: int, r: int) -> None:
         try:
@@ -218,7 +237,7 @@ class SweepRunner:
         t.warm = True
         if t.cfg.url is not None:
             await asyncio.to_thread(probe, url, {})
-        prompts = self._prompts_for(run_cfg)
+        prompts = self._prompts_for(run_cfg, c, r)
         abort = asyncio.Event()
         reason: list[str] = []
         loop = asyncio.get_running_loop()

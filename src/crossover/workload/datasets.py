@@ -82,9 +82,15 @@ def read_texts(path: Path) -> list[str]:
 
 
 def dataset_prompts(
-    path: Path, count: int, input_tokens: int | None, tokenizer: Tokenizer | None, seed: int = 0
+    path: Path,
+    count: int,
+    input_tokens: int | None,
+    tokenizer: Tokenizer | None,
+    seed: int = 0,
+    first: int = 0,
 ) -> list[Prompt]:
-    """``count`` prompts from the file (cycled if short), fitted to ``input_tokens``."""
+    """``count`` prompts from the file (cycled if short), fitted to ``input_tokens``,
+    ids ``first`` onwards."""
     texts = read_texts(path)
     if input_tokens is not None and tokenizer is None:
         raise UsageError(
@@ -92,7 +98,7 @@ def dataset_prompts(
             "with /tokenize) to trim or pad the prompts"
         )
     prompts = []
-    for i in range(count):
+    for i in range(first, first + count):
         text = texts[i % len(texts)]
         if input_tokens is not None and tokenizer is not None:
             rng = random.Random(f"crossover:{seed}:{i}")

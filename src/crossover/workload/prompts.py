@@ -65,9 +65,14 @@ def fit_to_tokens(text: str, n: int, tok: Tokenizer, rng: random.Random) -> str:
 
 
 def synthetic_prompts(
-    count: int, input_tokens: int, seed: int = 0, tokenizer: Tokenizer | None = None
+    count: int,
+    input_tokens: int,
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    first: int = 0,
 ) -> list[Prompt]:
-    """``count`` distinct prompts of ``input_tokens`` tokens each.
+    """``count`` distinct prompts of ``input_tokens`` tokens each, ids ``first`` onwards
+    (prompt ``i`` is the same whatever ``first`` and ``count`` were asked).
 
     Without a tokenizer the length is approximate (one common word ~ one token)
     and ``Prompt.tokens`` is None: verification then relies on the server's usage.
@@ -75,7 +80,7 @@ def synthetic_prompts(
     if input_tokens < 1:
         raise UsageError("--input-tokens must be at least 1")
     prompts = []
-    for i in range(count):
+    for i in range(first, first + count):
         rng = random.Random(f"crossover:{seed}:{i}")
         text = _words(rng, input_tokens)
         if tokenizer is None:
