@@ -6,7 +6,10 @@ Library code raises these; the CLI maps them to exit codes (contract.md):
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic is only needed by the caller that has a ValidationError
+    from pydantic import ValidationError
 
 
 class CrossoverError(Exception):
