@@ -69,6 +69,9 @@ class SweepConfig(BaseModel):
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     allowed_failures: int = Field(0, ge=0)
     scrape_interval_s: float = Field(1.0, gt=0)
+    #: the client's own delay to compare latencies with: auto (cached by
+    #: `crossover calibrate`), off, or a floor JSON file
+    client_floor: str = "auto"
     roofline: list[RooflineFacts] = Field(default_factory=list)
 
     @field_validator("concurrency")

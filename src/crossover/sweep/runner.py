@@ -98,6 +98,9 @@ class SweepRunner:
         self.failed_levels: list[str] = []
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
+        from crossover.calibration.floor import resolve_client_floor
+
+        resolve_client_floor(config.client_floor, None)  # a bad floor file fails before work
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
@@ -258,6 +261,9 @@ class SweepRunner:
             scrape_loop(metrics_url, self.nvml, self.config.scrape_interval_s, prom, gpu)
         )
         run_id = new_run_id()
+        from crossover.calibration.floor import resolve_client_floor
+
+        floor, _ = resolve_client_floor(self.config.client_floor, c)
         try:
             outcome = await execute(
                 run_cfg,
@@ -270,6 +276,7 @@ class SweepRunner:
                 progress=progress,
                 abort=abort,
                 abort_reason=lambda: reason[0] if reason else None,
+                client_floor=floor,
             )
         finally:
             scraper.cancel()
