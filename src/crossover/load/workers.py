@@ -140,16 +140,13 @@ def _worker_main(
 ) -> None:
     """Entry point of one worker process (spawned: no inherited event loop)."""
     try:
+        work = _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
         try:
             import uvloop
-
-            uvloop.run(
-                _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
-            )
-        except ImportError:  # pragma: no cover
-            asyncio.run(
-                _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
-            )
+        except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
+            asyncio.run(work)
+        else:
+            uvloop.run(work)
         out.put(("done", share.worker, None))
     except BaseException:  # report anything, including KeyboardInterrupt, to the parent
         out.put(("error", share.worker, traceback.format_exc(limit=8)))
