@@ -106,9 +106,11 @@ def test_refine_narrows_with_fewer_levels_than_a_fine_grid(tmp_path: Path) -> No
         config.write_text(yaml.safe_dump({
             "targets": [{"name": n, "url": u, "engine": "vllm", "model": "calibration"}
                         for n, u in (("A", url_a), ("B", url_b))],
-            "concurrency": list(COARSE), "repeats": 2, "output_tokens": N,
+            # three repeats: with two, Welch's t (df ~ 1) makes leads at 16 insignificant
+            # whenever the machine is busy, and the bracket stays open to 64
+            "concurrency": list(COARSE), "repeats": 3, "output_tokens": N,
             "input_tokens": 16, "duration_s_per_level": 0.3, "warmup_requests": 0,
-            # narrower than any interval two repeats give: refinement always has work
+            # narrower than any interval three repeats give: refinement always has work
             "refine_width": 0.02,
         }))  # fmt: skip
         rc = main(["sweep", "--config", str(config), "--refine", "--refine-budget", "4",
@@ -119,12 +121,12 @@ def test_refine_narrows_with_fewer_levels_than_a_fine_grid(tmp_path: Path) -> No
     added = levels - set(COARSE)
     assert set(COARSE) <= levels
     assert 1 <= len(added) <= 4  # the budget
-    assert len(sweep["runs"]) == 2 * 2 * len(levels)  # every level: both targets, 2 repeats
+    assert len(sweep["runs"]) == 2 * 3 * len(levels)  # every level: both targets, 3 repeats
     refined = _xs(sweep)["itl_ms.p50"]
     assert _contains(refined, truth), (truth, refined)
 
     # the same analysis on the coarse levels alone: the bracket refinement started from
-    # ((4, 16), or wider when two repeats at 16 do not tell the targets apart)
+    # ((4, 16), or wider when the repeats at 16 do not tell the targets apart)
     coarse_runs = [r for r in sweep["runs"] if r["concurrency"] in COARSE]
     coarse_file = SweepFile.model_validate({**sweep, "runs": coarse_runs, "crossovers": []})
     (coarse,) = [
