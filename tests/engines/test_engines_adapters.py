@@ -107,7 +107,68 @@ def test_vllm_command(tmp_path: Path) -> None:
     on = launch_spec(config.model_copy(update={"cuda_graphs": True}), 9000, tmp_path).argv
     assert "--enforce-eager" not in on
     graphs = json.loads(on[on.index("--compilation-config") + 1])
-    assert graphs == {"cudagraph_mode": "FULL_AND_PIECEWISE"}  # a CUDAGraphMode name
+    # a CUDAGraphMode name, and (TP=2) the fused all-reduce pass that needs multicast off
+    assert graphs == {
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "pass_config": {"fuse_allreduce_rms": False},
+    }
+    assert on.count("--compilation-config") == 1
+
+
+def test_vllm_one_merged_compilation_config(tmp_path: Path) -> None:
+    """vLLM reads --compilation-config once: the user's keys and the knobs' share one flag."""
+    config = cfg(
+        engine="vllm", model="m", tp=1, cuda_graphs=True,
+        compilation_config={"pass_config": {"enable_sp": False}, "max_cudagraph_capture_size": 64},
+        gpu_memory_utilization=0.85, max_batched_tokens=4096,
+    )  # fmt: skip
+    argv = launch_spec(config, 9000, tmp_path).argv
+    assert argv.count("--compilation-config") == 1
+    merged = json.loads(argv[argv.index("--compilation-config") + 1])
+    assert merged == {
+        "cudagraph_mode": "FULL_AND_PIECEWISE",
+        "max_cudagraph_capture_size": 64,
+        "pass_config": {"enable_sp": False},
+    }
+    pairs = dict(itertools.pairwise(argv))
+    assert pairs["--gpu-memory-utilization"] == "0.85"
+    assert pairs["--max-num-batched-tokens"] == "4096"
+    # no knob set: no flag at all (the engine's own default, as a user would type it)
+    plain = launch_spec(cfg(engine="vllm", model="m"), 9000, tmp_path).argv
+    assert "--compilation-config" not in plain
+
+
+def test_vllm_tp_keeps_multicast_off(tmp_path: Path) -> None:
+    spec = launch_spec(cfg(engine="vllm", model="m", tp=2), 9000, tmp_path)
+    assert spec.env_set["NCCL_NVLS_ENABLE"] == "0"
+    assert spec.env_set["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "trtllm"
+    assert spec.env_set["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
+    merged = json.loads(spec.argv[spec.argv.index("--compilation-config") + 1])
+    assert merged["pass_config"]["fuse_allreduce_rms"] is False
+    with pytest.raises(UsageError, match="multicast"):
+        launch_spec(
+            cfg(engine="vllm", model="m", tp=2,
+                compilation_config={"pass_config": {"fuse_allreduce_rms": True}}),
+            9000, tmp_path,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", ["--compilation-config", "-O", "--compilation-config={}"])
+def test_vllm_refuses_a_second_compilation_flag(tmp_path: Path, flag: str) -> None:
+    config = cfg(engine="vllm", model="m", cuda_graphs=True, extra_args=[flag, "{}"])
+    with pytest.raises(UsageError, match="compilation_config"):
+        launch_spec(config, 9000, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("engine", "knob"),
+    [("llamacpp", "gpu_memory_utilization"), ("transformers", "max_batched_tokens"),
+     ("sglang", "compilation_config")],
+)  # fmt: skip
+def test_knobs_an_engine_cannot_take_are_refused(tmp_path: Path, engine: str, knob: str) -> None:
+    value = {"gpu_memory_utilization": 0.5, "max_batched_tokens": 64}.get(knob, {"a": 1})
+    with pytest.raises(UsageError, match=knob):
+        launch_spec(cfg(engine=engine, model=str(tmp_path), **{knob: value}), 9000, tmp_path)
 
 
 def test_sglang_command(tmp_path: Path) -> None:

@@ -69,6 +69,13 @@ def sweep(
     seed: Annotated[int | None, typer.Option()] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
     allow_invalid: Annotated[bool, typer.Option(help="Exit 0 even with invalid runs")] = False,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            help="Measure only these targets this time (NAME,NAME); the others' stored "
+            "runs stay in sweep.json"
+        ),
+    ] = None,
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from rich.console import Console
@@ -108,7 +115,8 @@ def sweep(
         cfg = build_sweep_config(data)
     check_writable(out)
     console = Console(stderr=True)
-    outcome = run_async(run_live(cfg, out, console))
+    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
+    outcome = run_async(run_live(cfg, out, console, chosen))
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
@@ -118,7 +126,7 @@ def sweep(
         )
 
 
-async def run_live(cfg: Any, out: Path, console: Any) -> Any:
+async def run_live(cfg: Any, out: Path, console: Any, only: set[str] | None = None) -> Any:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
     import contextlib
@@ -157,7 +165,7 @@ async def run_live(cfg: Any, out: Path, console: Any) -> Any:
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
-    runner = SweepRunner(cfg, out, events)
+    runner = SweepRunner(cfg, out, events, only=only)
     task = asyncio.ensure_future(runner.run())
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:

@@ -8,9 +8,11 @@ engines' own sources and docs; the path or URL is given beside each.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
@@ -87,6 +89,9 @@ def _llamacpp(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         pp="split over GPUs with extra_args --split-mode layer instead",
         load_format="not a llama-server option",
         device="use -ngl/--main-gpu or CUDA_VISIBLE_DEVICES in env",
+        gpu_memory_utilization="llama.cpp allocates what -c and the slots need",
+        max_batched_tokens="use extra_args -b/--batch-size and -ub/--ubatch-size",
+        compilation_config="vLLM only",
     )
     argv = ["-m", str(config.model_path()), "--host", config.host, "--port", str(port)]
     if config.parallel is not None:
@@ -123,6 +128,9 @@ def _transformers(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         load_format="not a transformers serve option",
         gpu_layers="llama.cpp only",
         context_tokens="not a transformers serve option",
+        gpu_memory_utilization="not a transformers serve option",
+        max_batched_tokens="use extra_args --cb-max-batch-tokens",
+        compilation_config="vLLM only",
     )
     argv = ["serve", str(config.model_path()), "--continuous-batching"]
     if config.cuda_graphs:
@@ -136,26 +144,85 @@ def _transformers(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 # --- vLLM ---------------------------------------------------------------------------------
 # Flags: vllm/engine/arg_utils.py (--tensor-parallel-size, --pipeline-parallel-size,
 # --max-num-seqs, --max-model-len, --dtype, --quantization, --enforce-eager,
-# --compilation-config, --load-format dummy); docs.vllm.ai serving/openai_compatible_server.
+# --compilation-config, --load-format dummy, --gpu-memory-utilization,
+# --max-num-batched-tokens); docs.vllm.ai serving/openai_compatible_server.
+# vLLM parses --compilation-config once: a second flag replaces the first, so every key
+# (CUDA-graph mode, the multicast-free all-reduce pass) goes into one merged mapping.
+VLLM_COMPILATION_FLAGS = ("--compilation-config", "-cc", "-O")
+
+#: NVLink multicast off for every vLLM start (docs/engines.md, "Several GPUs"): vLLM 0.26
+#: picks FlashInfer's ``mnnvl`` all-reduce (multicast objects) by itself for TP>1 even with
+#: the NCCL/torch switches set; the backend choice and the fused all-reduce pass are forced
+#: too. Names from vllm/envs.py and vllm/config/compilation.py (0.26.0).
+VLLM_NO_MULTICAST_ENV: dict[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+}
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def vllm_compilation_config(config: EngineConfig) -> dict[str, Any] | None:
+    """The one ``--compilation-config`` mapping: the user's, plus what the knobs need."""
+    merged: dict[str, Any] = dict(config.compilation_config or {})
+    if config.cuda_graphs is True:
+        mode = merged.get("cudagraph_mode")
+        if mode is not None and str(mode).upper() == "NONE":
+            raise UsageError("vLLM: cuda_graphs=true contradicts compilation_config.cudagraph_mode")
+        merged.setdefault("cudagraph_mode", "FULL_AND_PIECEWISE")
+    if config.tp * config.pp > 1:
+        fused = (merged.get("pass_config") or {}).get("fuse_allreduce_rms")
+        if fused:
+            raise UsageError(
+                "vLLM: compilation_config.pass_config.fuse_allreduce_rms=true needs NVLink "
+                "multicast (FlashInfer mnnvl), which crossover keeps off"
+            )
+        merged = _merge(merged, {"pass_config": {"fuse_allreduce_rms": False}})
+    return merged or None
+
+
 def _vllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     _refuse(config, "vLLM", gpu_layers="llama.cpp only", device="use CUDA_VISIBLE_DEVICES in env")
+    clash = [a for a in config.extra_args if a.split("=")[0] in VLLM_COMPILATION_FLAGS]
+    if clash:
+        raise UsageError(
+            f"vLLM: {clash[0].split('=')[0]} in extra_args would replace crossover's "
+            "--compilation-config; put its keys in compilation_config instead"
+        )
     argv = ["serve", config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tensor-parallel-size", str(config.tp), "--pipeline-parallel-size", str(config.pp)]
     if config.parallel is not None:
         argv += ["--max-num-seqs", str(config.parallel)]
     if config.context_tokens is not None:
         argv += ["--max-model-len", str(config.context_tokens)]
+    if config.max_batched_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(config.max_batched_tokens)]
+    if config.gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", f"{config.gpu_memory_utilization:g}"]
     if config.dtype:
         argv += ["--dtype", config.dtype]
     if config.quant:
         argv += ["--quantization", config.quant]
     if config.cuda_graphs is False:
         argv.append("--enforce-eager")
-    elif config.cuda_graphs is True:
-        argv += ["--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}']
+    compilation = vllm_compilation_config(config)
+    if compilation:
+        argv += ["--compilation-config", json.dumps(compilation, sort_keys=True)]
     if config.load_format:
         argv += ["--load-format", config.load_format]
-    return LaunchSpec(argv=argv + list(config.extra_args))
+    # config.env is applied over these (launch_spec): a user may still decide otherwise
+    return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(VLLM_NO_MULTICAST_ENV))
 
 
 # --- SGLang -------------------------------------------------------------------------------
@@ -163,13 +230,23 @@ def _vllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 # --max-running-requests, --context-length, --disable-cuda-graph, --cuda-graph-max-bs,
 # --enable-metrics, --load-format).
 def _sglang(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
-    _refuse(config, "SGLang", gpu_layers="llama.cpp only", device="use CUDA_VISIBLE_DEVICES in env")
+    _refuse(
+        config,
+        "SGLang",
+        gpu_layers="llama.cpp only",
+        device="use CUDA_VISIBLE_DEVICES in env",
+        compilation_config="vLLM only",
+    )
     argv = ["--model-path", config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tp-size", str(config.tp), "--pp-size", str(config.pp)]
     if config.parallel is not None:
         argv += ["--max-running-requests", str(config.parallel)]
     if config.context_tokens is not None:
         argv += ["--context-length", str(config.context_tokens)]
+    if config.max_batched_tokens is not None:
+        argv += ["--chunked-prefill-size", str(config.max_batched_tokens)]
+    if config.gpu_memory_utilization is not None:
+        argv += ["--mem-fraction-static", f"{config.gpu_memory_utilization:g}"]
     if config.dtype:
         argv += ["--dtype", config.dtype]
     if config.quant:
@@ -220,6 +297,7 @@ def _trtllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_layers="llama.cpp only",
         device="use CUDA_VISIBLE_DEVICES in env",
         load_format="not a trtllm-serve option",
+        compilation_config="vLLM only",
     )
     argv = [config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tp_size", str(config.tp), "--pp_size", str(config.pp)]
@@ -227,6 +305,10 @@ def _trtllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         argv += ["--max_batch_size", str(config.parallel)]
     if config.context_tokens is not None:
         argv += ["--max_seq_len", str(config.context_tokens)]
+    if config.max_batched_tokens is not None:
+        argv += ["--max_num_tokens", str(config.max_batched_tokens)]
+    if config.gpu_memory_utilization is not None:
+        argv += ["--kv_cache_free_gpu_memory_fraction", f"{config.gpu_memory_utilization:g}"]
     files: dict[Path, str] = {}
     opts = trtllm_extra_options(config)
     if opts:
@@ -258,6 +340,9 @@ def _triton(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_layers="llama.cpp only",
         load_format="not a tritonserver option",
         context_tokens="set in the model repository",
+        gpu_memory_utilization="set kv_cache_free_gpu_mem_fraction in the model repository",
+        max_batched_tokens="set max_num_tokens at engine build",
+        compilation_config="vLLM only",
     )
     argv = [f"--model-repository={config.model_path()}", f"--http-port={port}"]
     argv += [f"--http-address={config.host}", "--allow-grpc=false"]

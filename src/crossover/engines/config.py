@@ -8,6 +8,7 @@ refused by its adapter (``UsageError``) rather than silently dropped.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -44,6 +45,24 @@ class EngineConfig(BaseModel):
     flash_attn: bool | None = None
     device: str | None = Field(default=None, description="transformers --device, e.g. cuda:0")
     load_format: str | None = Field(default=None, description="vLLM/SGLang --load-format (dummy)")
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="share of GPU memory the engine may take (vLLM --gpu-memory-utilization, "
+        "SGLang --mem-fraction-static)",
+    )
+    max_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens one engine step may hold, prefill chunks included "
+        "(vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)",
+    )
+    compilation_config: dict[str, Any] | None = Field(
+        default=None,
+        description="vLLM --compilation-config as a mapping; merged with what cuda_graphs and "
+        "tp/pp need into the one flag vLLM reads",
+    )
     engine_version: str | None = Field(
         default=None, description="selects version-dependent syntax (trtllm 0.x YAML nesting)"
     )

@@ -31,7 +31,8 @@ SETTINGS: tuple[str, ...] = (
     "cuda_graphs", "tp", "pp", "quant", "quant_kernel", "dtype", "parallel_slots",
     "context_tokens", "context_total_tokens", "kv_cache_tokens", "kv_cache_gib", "kv_unified",
     "device", "gpu_layers", "flash_attn", "threads", "continuous_batching", "world_size",
-    "version", "model", "first_decode_ms_per_token",
+    "version", "model", "first_decode_ms_per_token", "gpu_memory_utilization",
+    "max_batched_tokens", "torch_compile", "allreduce_backends", "multicast",
 )  # fmt: skip
 ALIASES: dict[str, str] = {
     "graphs": "cuda_graphs",
@@ -44,6 +45,8 @@ ALIASES: dict[str, str] = {
     "quantization": "quant",
     "tensor_parallel_size": "tp",
     "pipeline_parallel_size": "pp",
+    "max_num_batched_tokens": "max_batched_tokens",
+    "compile": "torch_compile",
 }
 
 
@@ -154,6 +157,8 @@ _ARGV_FLAGS: dict[str, dict[str, str]] = {
     "vllm": {
         "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
         "--max-num-seqs": "parallel_slots", "--quantization": "quant", "--dtype": "dtype",
+        "--gpu-memory-utilization": "gpu_memory_utilization",
+        "--max-num-batched-tokens": "max_batched_tokens",
     },
     "sglang": {
         "--tp-size": "tp", "--pp-size": "pp", "--max-running-requests": "parallel_slots",
@@ -164,7 +169,12 @@ _ARGV_FLAGS: dict[str, dict[str, str]] = {
 
 
 def _typed(raw: str) -> lp.Value:
-    return int(raw) if raw.isdigit() else raw
+    if raw.isdigit():
+        return int(raw)
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
 
 
 def _launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:

@@ -265,6 +265,23 @@ LLAMACPP_ABSENT: tuple[AbsenceRule, ...] = (
     ),
 )
 
+
+def _vllm_compile_mode(m: re.Match[str]) -> Value:
+    return m.group(1) != "NONE"
+
+
+def _vllm_backends(m: re.Match[str]) -> Value:
+    return ",".join(b.strip(" '\"") for b in m.group(1).split(",") if b.strip(" '\""))
+
+
+#: a log line (never crossover's launch header) that shows an NVLink-multicast all-reduce:
+#: FlashInfer's mnnvl backend, or NCCL NVLS / symmetric-memory multicast in use
+VLLM_MULTICAST_LINE = (
+    r"^(?!# crossover-launch:).*(?:\bmnnvl\b|\bMNNVL\b|NVLS (?:enabled|is enabled)|"
+    r"multicast (?:object|memory|buffer)s? (?:created|allocated))"
+)
+
+
 _VLLM_CFG = "vllm/v1/engine/core.py 'Initializing a V1 LLM engine (v%s) with config: %s'"
 VLLM: tuple[LogPattern, ...] = (
     _p(
@@ -298,6 +315,36 @@ VLLM: tuple[LogPattern, ...] = (
         r"Available KV cache memory: ([\d.]+) GiB",
         g1_float,
         "vllm/v1/worker/gpu_worker.py",
+    ),
+    _p(
+        "max_batched_tokens",
+        r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)",
+        g1_int,
+        "vllm/config/scheduler.py; seen here (0.26.0)",
+    ),
+    _p(
+        "gpu_memory_utilization",
+        r"Desired GPU memory utilization is \(([\d.]+),",
+        g1_float,
+        "vllm/v1/worker/gpu_worker.py; seen here (0.26.0)",
+    ),
+    _p(
+        "torch_compile",
+        r"compilation_config=\{'mode': <CompilationMode\.(\w+)",
+        _vllm_compile_mode,
+        _VLLM_CFG,
+    ),
+    _p(
+        "allreduce_backends",
+        r"Using \[([^\]]*)\] all-reduce backends",
+        _vllm_backends,
+        "vllm/distributed/device_communicators/cuda_communicator.py; seen here (0.26.0)",
+    ),
+    _p(
+        "multicast",
+        VLLM_MULTICAST_LINE,
+        const(True),
+        "FlashInfer mnnvl all-reduce (NVLink multicast); seen here, 2xH200, 2026-11-30",
     ),
 )
 VLLM_ABSENT: tuple[AbsenceRule, ...] = (

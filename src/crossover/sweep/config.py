@@ -30,6 +30,15 @@ class TargetConfig(BaseModel):
     model: str | None = None
     launch: dict[str, Any] | None = None
     roofline: dict[str, Any] | None = None
+    #: this target's own levels (default: the sweep's), e.g. one engine goes further
+    concurrency: list[int] | None = Field(None, min_length=1)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(c < 1 for c in v):
+            raise ValueError("concurrency levels must be at least 1")
+        return sorted(set(v)) if v is not None else None
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetConfig:

@@ -84,8 +84,23 @@ def _engine_config(t: TargetConfig) -> Any:
 
 
 class SweepRunner:
-    def __init__(self, config: SweepConfig, out: Path, events: SweepEvents | None = None) -> None:
+    def __init__(
+        self,
+        config: SweepConfig,
+        out: Path,
+        events: SweepEvents | None = None,
+        only: set[str] | None = None,
+    ) -> None:
         self.config = config
+        #: measure only these targets this time; the others' stored runs stay in sweep.json
+        self.only = only
+        if only is not None:
+            unknown = sorted(only - {t.name for t in config.targets})
+            if unknown:
+                raise UsageError(
+                    f"--only: no target named {unknown[0]!r}; the config has "
+                    + ", ".join(t.name for t in config.targets)
+                )
         self.out = out
         self.events = events or SweepEvents()
         self.store = Store(out / "sweep.db")
@@ -310,16 +325,21 @@ class SweepRunner:
         self.write_sweep_file()
 
     # --- the whole sweep --------------------------------------------------
-    async def _measure(self, levels: list[int]) -> None:
+    async def _measure(self, levels: list[int], main_pass: bool = True) -> None:
         for t in self.targets:
+            if self.only is not None and t.cfg.name not in self.only:
+                continue
+            mine = t.cfg.concurrency if main_pass and t.cfg.concurrency else levels
+            # repeat-major: a whole curve first, then the next repeat, so repeats are
+            # apart in time (drift shows as spread) and a cut-short sweep has full curves
             todo = [
                 (c, r)
-                for c in levels
                 for r in range(self.config.repeats)
+                for c in mine
                 if not self._done(t.cfg.name, c, r)
             ]
-            self.skipped += len(levels) * self.config.repeats - len(todo)
-            for c, r in levels_skipped(levels, self.config.repeats, todo):
+            self.skipped += len(mine) * self.config.repeats - len(todo)
+            for c, r in levels_skipped(mine, self.config.repeats, todo):
                 if self.events.on_skip:
                     self.events.on_skip(t.cfg.name, c, r)
             try:
@@ -353,7 +373,7 @@ class SweepRunner:
                 ) or propose_refinement(findings, measured, target_rel_width=width, budget=left)
                 if not new:
                     break
-                await self._measure(new)
+                await self._measure(new, main_pass=False)
                 spent += len(new)
                 measured |= set(new)
                 findings = analyze_sweep(self.sweep_file())

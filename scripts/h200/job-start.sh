@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# H200 call 1 of the vLLM job (docs/results/h200/README.md, "How it was run").
+# carry: [".whl", "build/xo-builds-device", ".whl-chunks/chunk10"]
+# Starts, detached (setsid: it outlives this command while the machine stays held):
+# the CUDA llama-server build from the pinned source and both Llama-3-8B-shape
+# checkpoints (HF bf16 folder for vLLM/transformers, F16 GGUF for llama.cpp), then
+# copies this call's wheel chunk. Later calls: job-chunk.sh N, then job-sweep.sh.
+set -uo pipefail
+ROOT=$(pwd); W=/tmp/xo; mkdir -p $W /root/wheelhouse
+bash scripts/h200/job-chunk.sh || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+rm -rf $W/src && cp -r $ROOT/src $W/src && cp -r $ROOT/scripts $W/scripts
+SRC=$W/cache/src/llama.cpp-0.3.36; mkdir -p $SRC
+tar xzf build/xo-builds-device/llama-src.tar.gz -C $SRC --strip-components=1
+echo llama-cpp-python-0.3.36 > $SRC/.crossover-complete
+setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nproc; df -h /tmp | tail -1; echo "background started"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# H200: install vLLM (once per machine), wait for job-start.sh's build and checkpoints,
+# then run (or resume) one sweep until END seconds into this call, and bring back its
+# database and logs. Usage (from the repository root on the device):
+#   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
+# carry: [".pack"] when .pack/NAME.tar.gz holds the sweep folder an earlier call brought
+# back: it is unpacked first and the sweep resumes (finished levels are not re-run).
+set -uo pipefail
+CONFIG=$1; NAME=$2; shift 2
+T0=$(date +%s); END=${END:-560}
+el() { echo $(( $(date +%s) - T0 )); }
+say() { echo "[$(el)s] $*"; }
+ROOT=$(pwd); W=/tmp/xo; mkdir -p $W/bin
+export CROSSOVER_CACHE=$W/cache PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$W/src
+export PATH=$W/bin:/opt/torch/.venv/bin:$PATH HF_HUB_OFFLINE=1
+# never NVLink multicast on these shared machines (the vLLM adapter sets these too)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+rm -rf $W/src && cp -r $ROOT/src $W/src
+XO="python3 -m crossover"
+if ! python3 -c "import vllm" 2>/dev/null; then
+  bash scripts/h200/job-chunk.sh
+  say "installing vLLM"
+  TIER=core bash /root/wheelhouse/install_vllm.sh > $W/install-vllm.log 2>&1
+  grep -E "^vllm |smoke|sha256 OK|ABORT|installing" $W/install-vllm.log
+fi
+while [ ! -f $W/background.done ] && [ $(el) -lt 420 ]; do sleep 5; done
+say "background: $(tr '\n' ';' < $W/background.log)"
+if [ ! -x $W/bin/llama-server ]; then
+  S=$(python3 -c "from crossover.builds.llamacpp import find_llama_server as f; print(f(cuda=True) or '')")
+  [ -n "$S" ] && ln -sf "$S" $W/bin/llama-server || { say "no CUDA llama-server"; tail -20 $W/build.log; }
+fi
+mkdir -p $W/$NAME
+if [ -f .pack/$NAME.tar.gz ] && [ ! -f $W/$NAME/.resumed ]; then
+  tar xzf .pack/$NAME.tar.gz -C $W && touch $W/$NAME/.resumed && say "resuming $NAME"
+fi
+left=$(( END - $(el) ))
+say "sweep $CONFIG -> $NAME for ${left}s: $*"
+$XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+SW=$!
+# multicast guard: engine log lines (not crossover's launch header) naming mnnvl/NVLS
+while kill -0 $SW 2>/dev/null; do
+  if grep -hv '^# crossover-launch:' $W/$NAME/engines/*.log 2>/dev/null | grep -qiE 'mnnvl|NVLS (is )?enabled'; then
+    say "MULTICAST in an engine log: stopping"; kill -TERM $SW; sleep 5; pkill -9 -f 'vllm serve'; break
+  fi
+  [ $(el) -ge $END ] && { say "time: stopping the sweep (it resumes)"; kill -TERM $SW; }
+  sleep 3
+done
+wait $SW; say "sweep rc=$?"
+tail -40 $W/$NAME/sweep-$T0.log
+python3 -c "import sqlite3,sys; d=sqlite3.connect('$W/$NAME/sweep.db'); d.execute('PRAGMA wal_checkpoint(TRUNCATE)'); d.close()"
+cp $W/install-vllm.log $W/background.log $W/build.log $W/synth-*.log $W/$NAME/ 2>/dev/null
+tar czf $OUT/$NAME.tar.gz -C $W $NAME
+ls -la $OUT; say "done"
