@@ -4,7 +4,9 @@
 # database and logs. Usage (from the repository root on the device):
 #   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
 # carry: [".pack"] when .pack/NAME.tar.gz holds the sweep folder an earlier call brought
-# back: it is unpacked first and the sweep resumes (finished levels are not re-run).
+# back (cat NAME.tgz.part-* > .pack/NAME.tar.gz): it is unpacked first and the sweep
+# resumes (finished levels are not re-run). RESULTS=docs/results/h200/vllm-a resumes from
+# the committed database instead.
 set -uo pipefail
 CONFIG=$1; NAME=$2; shift 2
 T0=$(date +%s); END=${END:-560}
@@ -33,6 +35,10 @@ mkdir -p $W/$NAME
 if [ -f .pack/$NAME.tar.gz ] && [ ! -f $W/$NAME/.resumed ]; then
   tar xzf .pack/$NAME.tar.gz -C $W && touch $W/$NAME/.resumed && say "resuming $NAME"
 fi
+# or the database committed under docs/results/h200/ (RESULTS=folder), when none is here
+if [ ! -f $W/$NAME/sweep.db ] && [ -n "${RESULTS:-}" ] && [ -f $RESULTS/sweep.db.xz ]; then
+  xz -dc $RESULTS/sweep.db.xz > $W/$NAME/sweep.db && say "resuming $NAME from $RESULTS"
+fi
 left=$(( END - $(el) ))
 say "sweep $CONFIG -> $NAME for ${left}s: $*"
 $XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
@@ -49,5 +55,6 @@ wait $SW; say "sweep rc=$?"
 tail -40 $W/$NAME/sweep-$T0.log
 python3 -c "import sqlite3,sys; d=sqlite3.connect('$W/$NAME/sweep.db'); d.execute('PRAGMA wal_checkpoint(TRUNCATE)'); d.close()"
 cp $W/install-vllm.log $W/background.log $W/build.log $W/synth-*.log $W/$NAME/ 2>/dev/null
-tar czf $OUT/$NAME.tar.gz -C $W $NAME
+# the device tool brings back files of at most 16 MiB: split (cat the parts to unpack)
+tar czf - -C $W $NAME | split -b 15M - $OUT/$NAME.tgz.part-
 ls -la $OUT; say "done"

@@ -302,3 +302,36 @@ def test_llamacpp_cpu_build_has_no_cuda_graphs() -> None:
     assert (fact.value, fact.basis) == (False, "log")  # "no usable GPU found" beats the env
     assert s.value("device") == "cpu"
     assert (s.value("parallel_slots"), s.value("context_tokens")) == (2, 512)
+
+
+# --- real vLLM 0.26.0 logs (tests/fixtures/logs, captured by crossover sweep on an H200) -----
+@pytest.mark.parametrize(
+    ("log", "expect"),
+    [
+        ("vllm-0.26-h200-vllm.log",
+         {"cuda_graphs": True, "torch_compile": True, "quant": "none", "kv_cache_tokens": 897280,
+          "kv_cache_gib": 109.53, "gpu_memory_utilization": 0.9, "max_batched_tokens": 8192,
+          "parallel_slots": 512, "context_tokens": 512, "version": "0.26.0"}),
+        ("vllm-0.26-h200-vllm-fp8.log",
+         {"cuda_graphs": True, "torch_compile": True, "quant": "fp8",
+          "quant_kernel": "CutlassFP8ScaledMMLinearKernel", "kv_cache_tokens": 950016}),
+        ("vllm-0.26-h200-vllm-eager.log",
+         {"cuda_graphs": False, "torch_compile": False, "quant": "none"}),
+    ],
+)  # fmt: skip
+def test_vllm_real_h200_settings(log: str, expect: dict[str, object]) -> None:
+    s = effective_settings(real(log))
+    assert {k: s.value(k) for k in expect} == expect
+    # read from the engine's own lines, not from what crossover asked for
+    assert s.facts["quant"].basis == "log"
+    assert s.value("multicast") is None
+
+
+def test_vllm_multicast_all_reduce_is_seen_in_engine_lines_only() -> None:
+    crash = effective_settings(real("vllm-0.26-h200x2-tp2-mnnvl-crash.log"))
+    assert crash.value("multicast") is True
+    assert "mnnvl" in (crash.facts["multicast"].evidence or "")
+    safe = effective_settings(real("vllm-0.26-h200x2-tp2-safe.log"))
+    assert safe.value("multicast") is None  # its launch header names the multicast switches
+    assert safe.value("allreduce_backends") == "CUSTOM,PYNCCL"
+    assert safe.value("tp") == 2

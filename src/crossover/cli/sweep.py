@@ -76,6 +76,10 @@ def sweep(
             "runs stay in sweep.json"
         ),
     ] = None,
+    redo_invalid: Annotated[
+        bool,
+        typer.Option(help="On resume, measure again levels whose stored run is not valid"),
+    ] = False,
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from rich.console import Console
@@ -116,7 +120,7 @@ def sweep(
     check_writable(out)
     console = Console(stderr=True)
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
-    outcome = run_async(run_live(cfg, out, console, chosen))
+    outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid))
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
@@ -126,7 +130,9 @@ def sweep(
         )
 
 
-async def run_live(cfg: Any, out: Path, console: Any, only: set[str] | None = None) -> Any:
+async def run_live(
+    cfg: Any, out: Path, console: Any, only: set[str] | None = None, redo_invalid: bool = False
+) -> Any:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
     import contextlib
@@ -165,7 +171,7 @@ async def run_live(cfg: Any, out: Path, console: Any, only: set[str] | None = No
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
-    runner = SweepRunner(cfg, out, events, only=only)
+    runner = SweepRunner(cfg, out, events, only=only, redo_invalid=redo_invalid)
     task = asyncio.ensure_future(runner.run())
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:

@@ -96,12 +96,19 @@ class EffectiveSettings(BaseModel):
 
 
 def read_log(path: Path) -> str:
+    """The log's text; a ``.gz`` log (as results folders keep big ones) is read unpacked."""
     try:
+        if path.suffix == ".gz":
+            import gzip
+
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+                return f.read()
         return path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise UsageError(f"log file not found: {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
+    except (OSError, EOFError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"cannot read log {path}: {why}") from None
 
 
 def detect_engine(text: str) -> str | None:

@@ -90,8 +90,11 @@ class SweepRunner:
         out: Path,
         events: SweepEvents | None = None,
         only: set[str] | None = None,
+        redo_invalid: bool = False,
     ) -> None:
         self.config = config
+        #: on resume, measure again the levels whose stored run is not valid
+        self.redo_invalid = redo_invalid
         #: measure only these targets this time; the others' stored runs stay in sweep.json
         self.only = only
         if only is not None:
@@ -135,7 +138,11 @@ class SweepRunner:
             self.store.set_meta("started_at", self.started_at)
 
     def _done(self, target: str, c: int, r: int) -> bool:
-        return self.store.finished_by_key(run_key(target, c, r)) is not None
+        row = self.store.finished_by_key(run_key(target, c, r))
+        if row is None:
+            return False
+        # with redo_invalid a run that did not verify is measured again (it stays stored)
+        return not (self.redo_invalid and (row.summary or {}).get("verdict") != "valid")
 
     # --- engines ----------------------------------------------------------
     async def _ensure_engine(self, t: _Target) -> tuple[str, str, str]:

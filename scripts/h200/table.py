@@ -1,0 +1,53 @@
+"""Print the README's results table from a sweep.json: per target and level, total
+tokens/s, TTFT p50 and ITL p50 of each valid repeat (min-max when there are two or more).
+
+    python scripts/h200/table.py docs/results/h200/vllm-a/sweep.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+
+def cell(values: list[float], fmt: str) -> str:
+    if not values:
+        return "–"
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if len(values) == 1 or fmt.format(lo) == fmt.format(hi) else (
+        fmt.format(lo) + "–" + fmt.format(hi)
+    )
+
+
+def main(path: str) -> None:
+    sweep = json.load(open(path, encoding="utf-8"))
+    names = [t["name"] for t in sweep["targets"]]
+    runs: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    bad: dict[tuple[str, int], int] = defaultdict(int)
+    for r in sweep["runs"]:
+        key = (r["target"], r["concurrency"])
+        if r["summary"]["verdict"] == "valid":
+            runs[key].append(r["summary"])
+        else:
+            bad[key] += 1
+    levels = sorted({c for _, c in runs} | {c for _, c in bad})
+    shown = [n for n in names if any(k[0] == n for k in runs)]
+    print("| c | " + " | ".join(shown) + " |")
+    print("|---:|" + "---|" * len(shown))
+    for c in levels:
+        row = []
+        for n in shown:
+            s = runs.get((n, c), [])
+            if not s:
+                row.append("invalid" if bad.get((n, c)) else "not run")
+                continue
+            tok = cell([x["throughput"]["total_tokens_per_s"] for x in s], "{:,.0f}")
+            ttft = cell([x["ttft_ms"]["p50"] for x in s], "{:,.0f}")
+            itl = cell([x["itl_ms"]["p50"] for x in s], "{:.2f}")
+            row.append(f"{tok}; {ttft}; {itl} ({len(s)})")
+        print(f"| {c} | " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
