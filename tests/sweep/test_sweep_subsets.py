@@ -80,7 +80,9 @@ def test_redo_invalid_measures_again_only_what_was_not_valid(tmp_path: Path) -> 
         runs = db_runs(out)
         assert len(runs) == 5  # one new run; the invalid one stays in the database
         assert sorted(r.key or "" for r in runs).count("A|c=2|r=0") == 2
-        latest = [r for r in read_sweep(out)["runs"] if r["target"] == "A" and r["concurrency"] == 2]
+        latest = [
+            r for r in read_sweep(out)["runs"] if r["target"] == "A" and r["concurrency"] == 2
+        ]
         assert [r["summary"]["verdict"] for r in latest] == ["valid"]
 
 
