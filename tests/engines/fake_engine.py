@@ -4,7 +4,9 @@ Takes llama-server's flags (-m, --host, --port, -np, -c, ...), writes llama-serv
 startup lines, and serves /health, /props and /metrics. FAKE_ENGINE_MODE picks a failure:
 ``ok`` (default), ``crash_at_start``, ``crash_after=S``, ``slow=S`` (503 on /health for
 S seconds), ``never_healthy``, ``no_props`` (no /props: version from --version),
-``ignore_term`` (SIGTERM ignored), ``spawn_child`` (a grandchild in the same group).
+``ignore_term`` (SIGTERM ignored), ``spawn_child`` (a grandchild in the same group),
+``multicast=S`` (S seconds after start, logs the line vLLM 0.26 printed when it chose the
+FlashInfer ``mnnvl`` all-reduce, i.e. NVLink multicast).
 """
 
 from __future__ import annotations
@@ -84,6 +86,17 @@ def main() -> int:
     log(f"fake: cuda graphs {graphs}")
     log("llama_server: model loaded")
     log(f"llama_server: listening on http://{args.host}:{args.port}")
+    if name == "multicast":
+
+        def _multicast() -> None:
+            time.sleep(float(arg or 0))
+            sys.stderr.write(
+                "(Worker_TP0 pid=1819) INFO 11-30 19:50:19 [flashinfer_all_reduce.py:121] "
+                "Auto-selected flashinfer allreduce backend: mnnvl\n"
+            )
+            sys.stderr.flush()
+
+        threading.Thread(target=_multicast, daemon=True).start()
     if name == "crash_after":
 
         def _crash() -> None:

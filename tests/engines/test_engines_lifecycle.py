@@ -198,3 +198,36 @@ def test_no_orphan_when_the_parent_is_killed(sig: int, fake_model: Path, tmp_pat
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_multicast_guard_stops_the_engine_at_once(fake_config: Make, tmp_path: Path) -> None:
+    """An engine whose log shows an NVLink-multicast all-reduce while NCCL_NVLS_ENABLE=0
+    forbids it is killed and reported, naming the line (shared GPUs: docs/engines.md)."""
+    env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+
+    async def scenario() -> str:
+        config = fake_config("multicast=0.5", env=env)
+        async with alaunch(config, tmp_path / "e.log") as engine:
+            err = await asyncio.wait_for(engine.wait_died(), timeout=10)
+            assert not engine.alive()
+            return str(err)
+
+    message = asyncio.run(scenario())
+    assert "NVLink-multicast all-reduce" in message
+    assert "backend: mnnvl" in message
+    assert "stopped at once" in message
+
+
+def test_multicast_guard_reads_engine_lines_not_the_launch_header(
+    fake_config: Make, tmp_path: Path
+) -> None:
+    # the header names TORCH_SYMM_MEM_DISABLE_MULTICAST; an engine that never uses
+    # multicast runs on
+    env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+    with launch(fake_config("ok", env=env), tmp_path / "e.log") as engine:
+        time.sleep(1.0)
+        assert engine.alive()
+    # and where multicast is allowed, the guard does not run
+    with launch(fake_config("multicast=0", env={"NCCL_NVLS_ENABLE": "1"}), tmp_path / "f.log") as e:
+        time.sleep(1.0)
+        assert e.alive()

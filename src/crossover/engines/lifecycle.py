@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from crossover.engines import logpatterns as lp
 from crossover.engines.adapters import EngineAdapter, LaunchSpec, get_adapter, launch_spec
 from crossover.engines.config import EngineConfig
 from crossover.engines.effective import (
@@ -53,6 +54,18 @@ from crossover.engines.processes import (
 from crossover.errors import EngineError, UsageError
 
 LOG_TAIL_LINES = 20
+#: how often the multicast guard reads new log lines
+GUARD_INTERVAL_S = 0.2
+_MULTICAST = re.compile(lp.MULTICAST_LINE)
+
+
+def multicast_forbidden(launch_env: dict[str, str | None]) -> bool:
+    """NVLink multicast is off for this engine: NCCL_NVLS_ENABLE=0 in its environment
+    (crossover's vLLM adapter always sets it; docs/engines.md says why)."""
+    value = launch_env.get("NCCL_NVLS_ENABLE", os.environ.get("NCCL_NVLS_ENABLE"))
+    return value is not None and value.strip() == "0"
+
+
 _LIVE: dict[int, RunningEngine] = {}
 _LIVE_LOCK = threading.Lock()
 _HOOKS = {"atexit": False, "signals": False}
@@ -169,6 +182,10 @@ class RunningEngine:
             target=self._watch, name=f"crossover-watch-{self.pid}", daemon=True
         )
         self._watcher.start()
+        if multicast_forbidden(launch.env):
+            threading.Thread(
+                target=self._guard_multicast, name=f"crossover-guard-{self.pid}", daemon=True
+            ).start()
 
     # -- state --
     @property
@@ -221,10 +238,38 @@ class RunningEngine:
         return effective_settings(read_log(self.log_path), self.config.engine)
 
     # -- death watch --
+    def _guard_multicast(self) -> None:
+        """Stop the engine at once when its log shows an NVLink-multicast all-reduce while
+        the environment forbids it: on shared machines multicast can take every GPU of
+        the host out of service (seen: vLLM 0.26 picking FlashInfer ``mnnvl`` for TP=2)."""
+        offset, number, rest = 0, 0, b""
+        while not self._exited.is_set():
+            try:
+                with open(self.log_path, "rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                data = b""
+            offset += len(data)
+            *lines, rest = (rest + data).split(b"\n")
+            for raw in lines:
+                number += 1
+                line = raw.decode("utf-8", "replace")
+                if not line.startswith("# crossover-launch:") and _MULTICAST.search(line):
+                    self._death = EngineError(
+                        f"{self.name} turned on an NVLink-multicast all-reduce (log line "
+                        f"{number}: {line.strip()[:160]}) although NCCL_NVLS_ENABLE=0 forbids "
+                        "multicast; stopped at once",
+                        self.log_tail(),
+                    )
+                    signal_group(self.pgid, signal.SIGKILL)
+                    return
+            self._exited.wait(GUARD_INTERVAL_S)
+
     def _watch(self) -> None:
         rc = self._proc.wait()
         self._returncode = rc
-        if not self._stopping and self._healthy:
+        if self._death is None and not self._stopping and self._healthy:
             self._death = EngineError(
                 f"{self.name} {exit_description(rc)} during the run", self.log_tail()
             )
@@ -277,6 +322,8 @@ class RunningEngine:
         return got is not None and got[0] == 200
 
     def _early_exit(self) -> EngineError:
+        if self._death is not None:  # stopped by the multicast guard
+            return self._death
         rc = self._returncode if self._returncode is not None else -1
         return EngineError(
             f"{self.name} {exit_description(rc)} before becoming healthy", self.log_tail()

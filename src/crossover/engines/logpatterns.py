@@ -275,8 +275,9 @@ def _vllm_backends(m: re.Match[str]) -> Value:
 
 
 #: a log line (never crossover's launch header) that shows an NVLink-multicast all-reduce:
-#: FlashInfer's mnnvl backend, or NCCL NVLS / symmetric-memory multicast in use
-VLLM_MULTICAST_LINE = (
+#: FlashInfer's mnnvl backend, or NCCL NVLS / symmetric-memory multicast in use. Any engine;
+#: the lifecycle stops an engine at once on such a line when multicast is switched off.
+MULTICAST_LINE = (
     r"^(?!# crossover-launch:).*(?:\bmnnvl\b|\bMNNVL\b|NVLS (?:enabled|is enabled)|"
     r"multicast (?:object|memory|buffer)s? (?:created|allocated))"
 )
@@ -342,7 +343,7 @@ VLLM: tuple[LogPattern, ...] = (
     ),
     _p(
         "multicast",
-        VLLM_MULTICAST_LINE,
+        MULTICAST_LINE,
         const(True),
         "FlashInfer mnnvl all-reduce (NVLink multicast); seen here, 2xH200, 2026-11-30",
     ),
