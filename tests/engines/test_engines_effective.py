@@ -324,7 +324,7 @@ def test_vllm_real_h200_settings(log: str, expect: dict[str, object]) -> None:
     assert {k: s.value(k) for k in expect} == expect
     # read from the engine's own lines, not from what crossover asked for
     assert s.facts["quant"].basis == "log"
-    assert s.value("multicast") is None
+    assert s.value("multicast") is False  # the server started with no multicast line
 
 
 def test_vllm_multicast_all_reduce_is_seen_in_engine_lines_only() -> None:
@@ -332,6 +332,9 @@ def test_vllm_multicast_all_reduce_is_seen_in_engine_lines_only() -> None:
     assert crash.value("multicast") is True
     assert "mnnvl" in (crash.facts["multicast"].evidence or "")
     safe = effective_settings(real("vllm-0.26-h200x2-tp2-safe.log"))
-    assert safe.value("multicast") is None  # its launch header names the multicast switches
+    # its launch header names the multicast switches; the engine's lines never do
+    assert safe.value("multicast") is False
+    assert check(safe, parse_expect("multicast=off"))[0].status == "match"
+    assert check(crash, parse_expect("multicast=off"))[0].status == "mismatch"
     assert safe.value("allreduce_backends") == "CUSTOM,PYNCCL"
     assert safe.value("tp") == 2

@@ -353,8 +353,15 @@ VLLM_ABSENT: tuple[AbsenceRule, ...] = (
         "cuda_graphs",
         False,
         re.compile(r"Graph capturing finished|Capturing CUDA graphs"),
-        (re.compile(r"Starting vLLM API server|Application startup complete"),),
+        (re.compile(r"Starting vLLM (?:API )?server|Application startup complete"),),
         "vllm/v1/worker/gpu_model_runner.py: capture precedes the API server start",
+    ),
+    AbsenceRule(
+        "multicast",
+        False,
+        re.compile(MULTICAST_LINE),
+        (re.compile(r"Starting vLLM (?:API )?server|Application startup complete"),),
+        "all-reduce backends are chosen before the API server starts; seen here (0.26.0)",
     ),
 )
 
