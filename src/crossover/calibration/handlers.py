@@ -87,7 +87,7 @@ class _Emitter:
     def chunk(
         self, text: str | None, finish: str | None, role: bool, emit_ns: int, pad: int = 0
     ) -> bytes:
-        """One chunk; ``pad`` > 0 adds a ``padding`` field so the event is ``pad`` bytes long."""
+        """One chunk; ``pad`` > 0 adds a ``padding`` field so its data is ``pad`` bytes long."""
         if self.chat:
             delta: dict[str, str] = {"role": "assistant"} if role else {}
             if text is not None:
@@ -98,8 +98,9 @@ class _Emitter:
         choice["logprobs"] = None
         choice["finish_reason"] = finish
         obj = {**self.base, "choices": [choice], "crossover_emit_ns": emit_ns}
-        if pad:
-            obj["padding"] = "x" * max(0, pad - len(self.event(obj)))
+        if pad:  # the event's data is exactly ``pad`` bytes (or as small as it can be)
+            obj["padding"] = ""
+            obj["padding"] = "x" * max(0, pad - len(orjson.dumps(obj)))
         return self.event(obj)
 
     def usage(self, prompt: int | None, completion: int | None) -> bytes:
@@ -232,8 +233,10 @@ class Handlers:
             rec.done = True
             return resp
         except ConnectionError:
+            # the client went away (it stops reading at a broken event, or timed out):
+            # end quietly, as aiohttp does for a disconnect, not with a logged traceback
             rec.client_disconnected = True
-            raise
+            raise asyncio.CancelledError from None
         finally:
             if rec.first_emit_ns is None:
                 state.waiting -= 1

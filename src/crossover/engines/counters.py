@@ -62,20 +62,21 @@ async def read_counter(url: str, timeout_s: float = 5.0) -> tuple[str, float] | 
 async def counter_after(
     url: str, before: tuple[str, float], enough: float, settle_s: float = SETTLE_S
 ) -> float | None:
-    """Read the counter again after the level: while its rise is below ``enough`` (the
-    total the responses report, less the tolerance), wait up to ``settle_s`` for the
-    engine to catch up. Returns the value read (None when it could not be read)."""
+    """Read the counter again after the level. While its rise is below ``enough`` (the
+    total the responses report, less the tolerance), read again every 0.2 s until two
+    reads agree (the engine has caught up) or ``settle_s`` has passed. Returns the value
+    read (None when it could not be read)."""
     name, start = before
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settle_s
-    best: float | None = None
+    last: float | None = None
     while True:
         got = await read_counter(url)
-        if got is not None and got[0] == name:
-            best = got[1] if best is None else max(best, got[1])
-            if best - start >= enough or loop.time() >= deadline:
-                break
-        elif loop.time() >= deadline:
-            break
+        value = got[1] if got is not None and got[0] == name else None
+        if value is not None and (value - start >= enough or value == last):
+            return value
+        if value is not None:
+            last = value
+        if loop.time() >= deadline:
+            return last
         await asyncio.sleep(_SETTLE_STEP_S)
-    return best
