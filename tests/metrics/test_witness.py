@@ -287,3 +287,24 @@ def test_verdict_rules() -> None:
         assert verdict([p(code, "warning")], 1) == "unverified"
         assert verdict([p(code, "info")], 1) == "valid"
     assert verdict([p("multi_token_chunks", "warning"), p("x", "error")], 1) == "invalid"
+
+
+# --- the documentation --------------------------------------------------------------------
+
+
+def test_docs_list_every_problem_code_and_every_calibration_fault() -> None:
+    """docs/metrics.md names each code with its witness and verdict; docs/calibration.md
+    each fault that plants one."""
+    from pathlib import Path
+
+    from crossover.calibration.config import FAULT_NAMES
+    from crossover.metrics.summary import PROBLEM_CODES
+    from crossover.metrics.verify import _ERROR_CODES
+
+    root = Path(__file__).resolve().parents[2] / "docs"
+    table = (root / "metrics.md").read_text().split("## Problems", 1)[1]
+    rows = {line.split("|")[1].strip(" `") for line in table.splitlines() if line.startswith("| `")}
+    assert set(PROBLEM_CODES) <= rows, set(PROBLEM_CODES) - rows
+    assert set(_ERROR_CODES.values()) <= set(PROBLEM_CODES)
+    faults = (root / "calibration.md").read_text().split("## Faults", 1)[1].split("\n## ")[0]
+    assert [f for f in FAULT_NAMES if f"`{f}`" not in faults] == []
