@@ -32,6 +32,13 @@ import orjson
 
 from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
+from crossover.transport.protocol import (
+    bad_event,
+    is_decoding_error,
+    is_event_stream,
+    not_a_stream,
+    starts_like_json,
+)
 from crossover.transport.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -129,65 +136,6 @@ def _fail(
     return record
 
 
-def _bad_event(raw: bytes) -> tuple[ErrorKind, str]:
-    """Why an event's data did not parse as a JSON object (off the hot path)."""
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return (
-            "undecodable",
-            f"event data is not UTF-8 ({exc.reason} at byte {exc.start}): {raw[:80]!r}",
-        )
-    return "malformed", f"malformed event: {raw[:120]!r}"
-
-
-def _is_event_stream(resp: aiohttp.ClientResponse) -> bool:
-    return resp.headers.get("Content-Type") is not None and resp.content_type == "text/event-stream"
-
-
-async def _not_a_stream(
-    resp: aiohttp.ClientResponse, record: RequestRecord, limit: int
-) -> RequestRecord:
-    """A 200 to a streaming request that is not an event stream: say what it was."""
-    declared = resp.headers.get("Content-Type")
-    if resp.content_type == "application/json" and declared is not None:
-        body = await resp.content.read(limit + 1)
-        t = time.perf_counter_ns()
-        obj: object = None
-        if len(body) <= limit:
-            try:
-                obj = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                obj = None
-        if isinstance(obj, dict) and "error" in obj and not obj.get("choices"):
-            return _fail(record, "error_event", f"HTTP 200 carrying an error: {obj['error']}", t)
-        what = "a completion" if isinstance(obj, dict) and obj.get("choices") else "JSON"
-        return _fail(
-            record,
-            "not_streamed",
-            f"the server answered the streaming request with one {what} body "
-            f"(Content-Type {declared}), not an event stream",
-            t,
-        )
-    return _fail(
-        record,
-        "content_type",
-        f"HTTP 200 with Content-Type {declared or '(none)'}, not text/event-stream",
-    )
-
-
-def _is_decoding_error(exc: BaseException) -> bool:
-    """aiohttp's payload error for a body its Content-Encoding cannot decode."""
-    from aiohttp.http_exceptions import ContentEncodingError
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ContentEncodingError) or "content-encoding" in str(seen).lower():
-            return True
-        seen = seen.__cause__
-    return False
-
-
 async def _attempt(
     session: aiohttp.ClientSession,
     url: str,
@@ -240,11 +188,12 @@ async def _attempt(
                 if resp.status != 200:
                     text = (await resp.content.read(4096)).decode("utf-8", "replace")
                     return _fail(record, "http_error", f"HTTP {resp.status}: {text}")
-                if not _is_event_stream(resp):
+                if not is_event_stream(resp):
                     try:
-                        return await _not_a_stream(resp, record, max_event_bytes)
+                        why = await not_a_stream(resp, max_event_bytes)
                     finally:
                         resp.close()  # what is left unread is no stream: drop the connection
+                    return _fail(record, *why, perf())
                 phase = "first token"
                 content = resp.content
                 broken = False
@@ -272,7 +221,7 @@ async def _attempt(
                         try:
                             obj = loads(raw)
                         except orjson.JSONDecodeError:
-                            _fail(record, *_bad_event(raw), t)
+                            _fail(record, *bad_event(raw), t)
                             broken = True
                             break
                         if not isinstance(obj, dict):
@@ -348,7 +297,7 @@ async def _attempt(
         return _fail(record, "connection_error", f"cannot connect: {exc.os_error}")
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
         _keep(record, t_last, text_chars)
-        if _is_decoding_error(exc):
+        if is_decoding_error(exc):
             return _fail(record, "undecodable", f"the body cannot be decoded: {exc}")
         kind: ErrorKind = "stream_truncated" if head is not None else "connection_error"
         return _fail(record, kind, f"connection lost: {type(exc).__name__}")
@@ -361,7 +310,13 @@ async def _attempt(
     record.after_done_events = after_done
     if pieces is not None:
         record.text = "".join(pieces)
-    if record.error_kind is None and not arrivals and _looks_like_json(head, record):
+    if (
+        record.error_kind is None
+        and not arrivals
+        and not record.saw_done
+        and record.finish_reason is None
+        and starts_like_json(head)
+    ):
         # an event-stream Content-Type over one JSON body: no event was ever sent
         _fail(record, "not_streamed", "the server answered with one JSON body, not SSE events")
     if (
@@ -374,13 +329,3 @@ async def _attempt(
         # sends no [DONE], seen on the H200); no finish reason and no [DONE] is a cut
         _fail(record, "stream_truncated", "stream ended without [DONE] or a finish reason")
     return record
-
-
-def _looks_like_json(head: bytes | None, record: RequestRecord) -> bool:
-    return (
-        head is not None
-        and head.lstrip()[:1] == b"{"
-        and not record.saw_done
-        and record.finish_reason is None
-        and record.completion_tokens is None
-    )

@@ -62,18 +62,6 @@ class SSEParser:
         """The events completed by ``chunk``; ``EventTooLarge`` once the cap is passed."""
         if self._over is not None:
             raise EventTooLarge(self._over[0], self._max, [])
-        events = self._feed(chunk)
-        if self._over is None:
-            if len(self._buf) <= self._max and (
-                not self._data or sum(map(len, self._data)) <= self._max
-            ):
-                return events
-            pending = len(self._buf) + sum(map(len, self._data))
-            self._over = (pending, len(events))
-        size, before = self._over
-        raise EventTooLarge(size, self._max, events[:before])
-
-    def _feed(self, chunk: bytes) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk
         if not self._bom_checked and buf:
             if buf.startswith(b"\xef\xbb\xbf"):
@@ -90,21 +78,33 @@ class SSEParser:
             line_fn = self._line
             for line in lines:
                 line_fn(line, events)
-            return events
-        pos = 0
-        n = len(buf)
-        search = _EOL.search
-        while pos < n:
-            m = search(buf, pos)
-            if m is None:
-                break
-            # A CR at the very end may be the first half of a CRLF: wait for more.
-            if m.group() == b"\r" and m.end() == n:
-                break
-            self._line(buf[pos : m.start()], events)
-            pos = m.end()
-        self._buf = buf[pos:]
-        return events
+        else:
+            pos = 0
+            n = len(buf)
+            search = _EOL.search
+            while pos < n:
+                m = search(buf, pos)
+                if m is None:
+                    break
+                # A CR at the very end may be the first half of a CRLF: wait for more.
+                if m.group() == b"\r" and m.end() == n:
+                    break
+                self._line(buf[pos : m.start()], events)
+                pos = m.end()
+            self._buf = buf[pos:]
+        if self._over is None and len(self._buf) <= self._max and not self._data:
+            return events  # the common case: nothing pending, nothing over the cap
+        return self._check(events)
+
+    def _check(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """The cap, on what is dispatched and what is still pending."""
+        if self._over is None:
+            pending = len(self._buf) + sum(map(len, self._data))
+            if len(self._buf) <= self._max and pending - len(self._buf) <= self._max:
+                return events
+            self._over = (pending, len(events))
+        size, before = self._over
+        raise EventTooLarge(size, self._max, events[:before])
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing CR ends its line; an unterminated event is dropped."""
