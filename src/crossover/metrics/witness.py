@@ -28,7 +28,8 @@ from crossover.metrics.summary import (
 from crossover.records.model import RequestRecord
 
 #: the streamed text may re-tokenize to fewer tokens than usage claims by at most
-#: 1 token + 10% (merges across token boundaries are rare), and to more by at most
+#: 1 token + 10% (merges across token boundaries are rare; special tokens a server
+#: leaves out of the text are rare even from a random-weight model), and to more by at most
 #: 2 tokens + 25% (a token that is part of a UTF-8 character decodes to U+FFFD, which
 #: re-encodes to more tokens: +6% measured on random-weight Llama-3 8B at 256 tokens)
 TEXT_FEWER_TOKENS = 1
