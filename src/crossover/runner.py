@@ -187,9 +187,10 @@ async def execute(
     ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
     ``interrupted``; every record already written stays.
 
-    Second witnesses of the counts, taken outside the load: with a ``tokenizer``, each
-    succeeded request's streamed text is re-tokenized once, after the level; with a
-    ``metrics_url``, the engine's generated-token counter is read before and after it.
+    Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
+    streamed text of each request whose chunks fall short of usage is re-tokenized once,
+    after the level; with a ``metrics_url``, the engine's generated-token counter is read
+    before and after it.
     """
     headers = api_headers(config)
     dialect = get_dialect(config.engine)

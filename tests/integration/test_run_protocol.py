@@ -90,7 +90,7 @@ def test_data_after_done_is_not_read_and_is_named(tmp_path: Path, endpoint: str)
         assert r.t_done_ns is not None and r.t_done_ns >= r.chunk_arrival_ns[-1]
     # figures stop at [DONE]: the extra chunk is in no count
     assert s.witnesses.output_tokens.stream_chunks == 16 * N
-    assert s.witnesses.output_tokens.stream_text == 16 * N
+    assert s.witnesses.output_tokens.usage == 16 * N
 
 
 def test_failed_warmup_is_reported_not_only_counted(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ def test_usage_claiming_the_length_over_half_a_stream_is_invalid(
     assert w.output_tokens.usage == REQUESTS * N
     assert w.output_tokens.stream_chunks == REQUESTS * N // 2
     assert w.output_tokens.stream_text == REQUESTS * N // 2
+    assert w.output_tokens.stream_text_requests == REQUESTS
     assert w.engine is not None
     assert w.engine.counter == "calibration:generation_tokens_total"
     assert (w.engine.generated, w.engine.claimed) == (REQUESTS * N // 2, REQUESTS * N)
@@ -100,7 +101,8 @@ def test_honest_server_witnesses_all_agree(tmp_path: Path) -> None:
     assert s.verdict == "valid" and s.problems == []
     w = s.witnesses
     assert w.output_tokens.usage == w.output_tokens.stream_chunks == REQUESTS * N
-    assert w.output_tokens.stream_text == REQUESTS * N
+    # one token per chunk: the chunks agree, the text is not asked (no round trips)
+    assert (w.output_tokens.stream_text, w.output_tokens.stream_text_requests) == (None, 0)
     assert w.prompt_tokens.usage == w.prompt_tokens.prompts == REQUESTS * 20
     assert w.engine is not None and w.engine.generated == w.engine.claimed == REQUESTS * N
 

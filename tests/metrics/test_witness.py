@@ -103,10 +103,11 @@ def test_text_is_no_witness_of_a_count_it_made() -> None:
     assert not text_disagrees(r)
 
 
-def test_retokenize_only_counts_from_usage_and_is_done_once() -> None:
-    words = rec(0, n=3, chunks=3, text=" a b c")
-    estimated = rec(1, n=3, chunks=3, text=" a b c", count_source="tokenizer")
-    failed = rec(2, n=3, chunks=3, text=" a", error_kind="timeout")
+def test_retokenize_only_where_the_chunks_fall_short_and_once() -> None:
+    short = rec(0, n=3, chunks=1, text=" a b c")
+    agreed = rec(1, n=3, chunks=3, text=" a b c")  # the chunks already agree
+    estimated = rec(2, n=3, chunks=1, text=" a b c", count_source="tokenizer")
+    failed = rec(3, n=3, chunks=1, text=" a", error_kind="timeout")
     calls: list[str] = []
 
     def encode(text: str) -> list[int]:
@@ -114,10 +115,12 @@ def test_retokenize_only_counts_from_usage_and_is_done_once() -> None:
         return list(range(len(text.split())))
 
     done: list[int] = []
-    retokenize([words, estimated, failed], encode, done)
-    retokenize([words, estimated, failed], encode, done)
+    recs = [short, agreed, estimated, failed]
+    retokenize(recs, encode, done)
+    retokenize(recs, encode, done)
     assert done == [0] and calls == [" a b c"]
-    assert words.stream_tokens == 3 and estimated.stream_tokens is None
+    assert short.stream_tokens == 3
+    assert agreed.stream_tokens is None and estimated.stream_tokens is None
 
 
 def test_count_with_tokenizer_fills_only_missing_counts() -> None:
@@ -283,13 +286,17 @@ def test_failed_warmup_is_a_named_warning() -> None:
 # --- totals and the verdict -----------------------------------------------------------
 
 
-def test_witness_totals_are_none_when_a_request_lacks_the_witness() -> None:
-    a = rec(0, n=3, chunks=3, stream_tokens=3)
+def test_witness_totals() -> None:
+    a = rec(0, n=3, chunks=1, stream_tokens=3)  # re-tokenized: its chunks fall short
     b = rec(1, n=3, chunks=3)
     s = summarize([a, b], ctx(output_tokens=3))
     w = s.witnesses
-    assert (w.output_tokens.usage, w.output_tokens.stream_chunks) == (6, 6)
-    assert w.output_tokens.stream_text is None  # b was not re-tokenized
+    assert (w.output_tokens.usage, w.output_tokens.stream_chunks) == (6, 4)
+    assert (w.output_tokens.stream_text, w.output_tokens.stream_text_requests) == (3, 1)
+    c = rec(2, n=3, chunks=3, count_source=None, completion_tokens=None)
+    w2 = summarize([b, c], ctx(output_tokens=3)).witnesses
+    assert w2.output_tokens.usage is None  # c had no usage
+    assert (w2.output_tokens.stream_text, w2.output_tokens.stream_text_requests) == (None, 0)
     assert (w.prompt_tokens.usage, w.prompt_tokens.prompts) == (22, 20)
     assert w.engine is None
 

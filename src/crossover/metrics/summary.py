@@ -144,11 +144,13 @@ class EngineCounter(BaseModel):
 
 class OutputWitnesses(BaseModel):
     """Output tokens of the succeeded measured requests, summed per witness; ``None``
-    where some request lacks that witness."""
+    where some request lacks that witness. The text is re-tokenized only where the chunks
+    fall short of usage: ``stream_text`` sums those ``stream_text_requests`` requests."""
 
     usage: int | None = None
     stream_chunks: int | None = None
     stream_text: int | None = None
+    stream_text_requests: int = 0
 
 
 class PromptWitnesses(BaseModel):

@@ -58,11 +58,12 @@ def count_with_tokenizer(records: list[RequestRecord], encode: Callable[[str], l
 def retokenize(
     records: list[RequestRecord], encode: Callable[[str], list[int]], done: list[int]
 ) -> None:
-    """Re-tokenize the streamed text of every succeeded request whose count came from
-    usage (once per request, after the level); appends to ``done`` the indices it set,
-    so a caller still knows them when ``encode`` raises part-way."""
+    """Re-tokenize the streamed text where it is a witness: the succeeded requests whose
+    chunks fall short of usage (once per request, after the level; elsewhere the chunks
+    already agree, and a server's ``/tokenize`` costs a round trip per request). Appends
+    to ``done`` the indices it set, so a caller knows them when ``encode`` raises."""
     for i, r in enumerate(records):
-        if r.ok and r.count_source == "usage" and r.text is not None and r.stream_tokens is None:
+        if r.ok and r.text is not None and r.stream_tokens is None and chunks_fall_short(r):
             r.stream_tokens = len(encode(r.text))
             done.append(i)
 
@@ -264,13 +265,13 @@ def witnesses(
             return None
         return sum(v for v in values if v is not None)
 
+    asked = [r.stream_tokens for r in ok if r.stream_tokens is not None]
     usage = total([r.completion_tokens if r.count_source == "usage" else None for r in ok])
     out = OutputWitnesses(
         usage=usage,
         stream_chunks=sum(len(r.chunk_arrival_ns) for r in ok) if ok else None,
-        stream_text=total(
-            [r.completion_tokens if r.count_source == "tokenizer" else r.stream_tokens for r in ok]
-        ),
+        stream_text=sum(asked) if asked else None,
+        stream_text_requests=len(asked),
     )
     prompts = PromptWitnesses(
         usage=total([r.prompt_tokens for r in ok]),
