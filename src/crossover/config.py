@@ -9,12 +9,19 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from crossover.dialects import DIALECTS
+from crossover.transport.sse import MAX_EVENT_BYTES
 
 
 class TimeoutsConfig(BaseModel):
+    """Per-request limits; each ends the request as ``timeout`` (``crossover run --help``)."""
+
+    #: a new connection: DNS and the TCP (and TLS) connect; inside first_token_s
     connect_s: float = Field(10.0, gt=0)
+    #: from just before the request is sent to the first chunk carrying generated text
     first_token_s: float = Field(300.0, gt=0)
+    #: between chunks after the first token
     gap_s: float = Field(60.0, gt=0)
+    #: from send to the end of the stream
     total_s: float = Field(1800.0, gt=0)
 
 
@@ -43,6 +50,8 @@ class RunConfig(BaseModel):
     slo: dict[str, float] = Field(default_factory=dict)
     api_key_env: str | None = None
     workers: int = Field(1, ge=1, le=256)
+    #: one SSE event (or a line still waiting for its end) may hold at most this much
+    max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1024, le=1024**3)
 
     @field_validator("url")
     @classmethod

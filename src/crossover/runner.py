@@ -7,6 +7,7 @@ Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import urllib.error
@@ -18,11 +19,13 @@ from datetime import UTC, datetime
 
 from crossover.config import RunConfig
 from crossover.dialects import get_dialect
+from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
 from crossover.load.send import send_prompt
 from crossover.load.strategies import closed_loop, open_loop
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
-from crossover.metrics.summary import ClientFloor, EngineInfo, Problem, RunSummary
+from crossover.metrics.summary import ClientFloor, EngineCounter, EngineInfo, Problem, RunSummary
+from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.transport.http import Timeouts, make_session
@@ -47,6 +50,7 @@ class Progress:
     done: int = 0
     failed: int = 0
     warmup_done: int = 0
+    warmup_failed: int = 0
     output_chars: int = 0
     output_tokens: int = 0
     started_ns: int = field(default_factory=time.perf_counter_ns)
@@ -55,6 +59,7 @@ class Progress:
     def update(self, r: RequestRecord) -> None:
         if r.warmup:
             self.warmup_done += 1
+            self.warmup_failed += 0 if r.ok else 1
             return
         if r.ok:
             self.done += 1
@@ -174,12 +179,18 @@ async def execute(
     abort: asyncio.Event | None = None,
     abort_reason: Callable[[], str | None] | None = None,
     client_floor: ClientFloor | None = None,
+    metrics_url: str | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed as they complete; the summary at the end.
 
     ``abort`` (set by an engine watcher) stops the level at once; the run is then
     ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
     ``interrupted``; every record already written stays.
+
+    Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
+    streamed text of each request whose chunks fall short of usage is re-tokenized once,
+    after the level; with a ``metrics_url``, the engine's generated-token counter is read
+    before and after it.
     """
     headers = api_headers(config)
     dialect = get_dialect(config.engine)
@@ -199,6 +210,7 @@ async def execute(
     keep_text = tokenizer is not None
     timeouts = Timeouts(**config.timeouts.model_dump())
     records: list[RequestRecord] = []
+    counter = await read_counter(metrics_url) if metrics_url else None
 
     if config.workers > 1:
         status = await _execute_workers(
@@ -211,12 +223,19 @@ async def execute(
             abort, timeouts,
         )  # fmt: skip
 
+    engine = None
+    if counter is not None and metrics_url is not None and not abort.is_set():
+        claimed = engine_claimed(records)
+        enough = claimed - engine_slack(records, claimed)
+        after = await counter_after(metrics_url, counter, enough)
+        if after is not None:
+            engine = EngineCounter(name=counter[0], before=counter[1], after=after)
+            store.add_sample(run_id, ENGINE_COUNTER_SAMPLE, 0.0, engine.model_dump())
     if tokenizer is not None:
-        missing = [r for r in records if r.ok and r.completion_tokens is None]
-        count_with_tokenizer(missing, tokenizer.encode)
-        for r in missing:  # keep the stored records the source of truth
+        changed = await asyncio.to_thread(_count_and_retokenize, records, tokenizer)
+        for r in changed:  # keep the stored records the source of truth
             store.add_record(run_id, r)
-    summary = summarize(records, ctx)
+    summary = summarize(records, ctx, engine)
     if status == "failed":
         reason = (abort_reason() if abort_reason else None) or "the run was aborted"
         summary.problems.append(
@@ -225,6 +244,30 @@ async def execute(
         summary.verdict = "invalid"
     store.finish_run(run_id, status, summary.to_json_dict())
     return RunOutcome(run_id, summary, records, status)
+
+
+#: the ``samples`` source holding a run's engine counter readings
+ENGINE_COUNTER_SAMPLE = "engine_counter"
+
+
+def _count_and_retokenize(
+    records: list[RequestRecord], tokenizer: Tokenizer
+) -> list[RequestRecord]:
+    """After the level (in a thread): count what usage did not, re-tokenize what it did.
+
+    A tokenizer that fails here (a server's ``/tokenize`` gone) leaves the rest without
+    the text witness; returns the records it changed."""
+    measured = [r for r in records if not r.warmup]
+    missing = [r for r in measured if r.ok and r.completion_tokens is None]
+    changed: list[RequestRecord] = []
+    with contextlib.suppress(OSError, ValueError):
+        count_with_tokenizer(missing, tokenizer.encode)
+    changed += [r for r in missing if r.completion_tokens is not None]
+    done: list[int] = []
+    with contextlib.suppress(OSError, ValueError):
+        retokenize(measured, tokenizer.encode, done)
+    changed += [measured[i] for i in done]
+    return changed
 
 
 async def _execute_here(
@@ -344,4 +387,8 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
     if row is None:
         raise UsageError(f"no run {run_id} in {store.path}")
     ctx = RunContext.model_validate(row.context["context"])
-    return summarize(store.records(run_id), ctx)
+    engine = None
+    for source, _, data in store.samples(run_id):
+        if source == ENGINE_COUNTER_SAMPLE:
+            engine = EngineCounter.model_validate(data)
+    return summarize(store.records(run_id), ctx, engine)

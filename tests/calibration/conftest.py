@@ -88,7 +88,7 @@ def parse_sse(buf: bytes) -> tuple[list[str], bytes]:
         block, buf = buf.split(b"\n\n", 1)
         data = [ln[5:].lstrip(b" ") for ln in block.split(b"\n") if ln.startswith(b"data:")]
         if data:
-            out.append(b"\n".join(data).decode())
+            out.append(b"\n".join(data).decode("utf-8", "replace"))
     return out, buf
 
 

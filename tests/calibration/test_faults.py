@@ -253,3 +253,112 @@ def test_non_streaming_variants(body: Body) -> None:
     stalled = _one("stall", body(N, stream=False), stall_s=0.2)
     assert time.perf_counter() - t0 >= 0.2
     assert orjson.loads(stalled.body)["usage"]["completion_tokens"] == N
+
+
+# --- counts a second witness contradicts ----------------------------------------------
+
+
+def test_usage_inflated_claims_the_length_over_half_a_stream(body: Body) -> None:
+    for req in (body(N), body(N, chat=True)):
+        s = _one("usage_inflated", req)
+        _good(s)
+        assert s.tokens == N // 2 and len(s.token_events) == N // 2
+        assert s.finish_reasons == ["length"]
+        assert s.usage is not None and s.usage["completion_tokens"] == N
+    whole = orjson.loads(_one("usage_inflated", body(N, stream=False)).body)
+    assert len(whole["choices"][0]["text"].split()) == N // 2
+    assert whole["usage"]["completion_tokens"] == N
+
+
+def test_prompt_tokens_short_reports_half_the_prompt(body: Body) -> None:
+    s = _one("prompt_tokens_short", body(N))  # a 4-word prompt
+    _good(s)
+    assert s.usage is not None and s.usage["prompt_tokens"] == 2
+    chat = _one("prompt_tokens_short", body(N, chat=True), chat_template_tokens=6)
+    assert chat.usage is not None and chat.usage["prompt_tokens"] == (4 + 6) // 2
+
+
+# --- protocol deviations ----------------------------------------------------------------
+
+
+def test_not_streamed_answers_a_stream_request_with_one_json_body(body: Body) -> None:
+    config = CalibrationConfig(ttft_ms=1.0, itl_ms=0.5, faults=[parse_fault("not_streamed")])
+
+    async def go() -> tuple[str, dict[str, Any]]:
+        async with serve(config) as url, aiohttp.ClientSession() as s:
+            async with s.post(url + "/v1/completions", json=body(N)) as r:
+                return r.content_type, await r.json()
+
+    ctype, doc = run(go)
+    assert ctype == "application/json"
+    assert len(doc["choices"][0]["text"].split()) == N
+    assert doc["usage"]["completion_tokens"] == N
+
+
+def test_content_type_labels_the_stream_as_plain_text(body: Body) -> None:
+    s = _one("content_type", body(N))
+    assert s.headers["Content-Type"].startswith("text/plain")
+    _good(s)  # the body itself is a good stream
+    assert s.tokens == N
+
+
+def test_error_event_in_the_middle_then_the_rest(body: Body) -> None:
+    s = _one("error_event", body(N))
+    _good(s)
+    errors = [i for i, e in enumerate(s.events) if e.json is not None and "error" in e.json]
+    assert len(errors) == 1
+    before = [e for e in s.events[: errors[0]] if e.json and e.json.get("choices")]
+    assert len(before) == N // 2
+    assert s.tokens == N  # the server goes on after its error
+
+
+def test_undecodable_chunk_is_not_utf8(body: Body) -> None:
+    s = _one("undecodable", body(N))
+    _good(s)
+    assert b"\xff\xfe" in s.raw
+    assert s.tokens == N + 1  # the bad chunk is extra: the stream goes on after it
+    with pytest.raises(UnicodeDecodeError):
+        s.raw.decode("utf-8")
+
+
+def test_oversized_event_pads_one_chunk(body: Body) -> None:
+    s = _one("oversized_event", body(N), oversized_event_bytes=200_000)
+    _good(s)
+    sizes = sorted(len(e.data) for e in s.events)
+    assert sizes[-1] == 200_000 and sizes[-2] < 1000
+    assert s.tokens == N  # the big event carries one of the N tokens
+
+
+def test_data_after_done(body: Body) -> None:
+    s = _one("data_after_done", body(N))
+    datas = [e.data for e in s.events]
+    first_done = datas.index("[DONE]")
+    assert datas[first_done + 1 :][-1] == "[DONE]"
+    assert len(datas) - first_done - 1 == 2
+    assert s.usage is not None and s.usage["completion_tokens"] == N
+
+
+def test_detokenize_inverts_tokenize() -> None:
+    async def go() -> tuple[list[int], str, str]:
+        async with serve(CalibrationConfig()) as url, aiohttp.ClientSession() as s:
+            async with s.post(url + "/tokenize", json={"content": "hello big world"}) as r:
+                ids = (await r.json())["tokens"]
+            async with s.post(url + "/detokenize", json={"tokens": ids}) as r:
+                text = (await r.json())["content"]
+            async with s.post(url + "/detokenize", json={"tokens": "x"}) as r:
+                bad = str(r.status)
+            return ids, text, bad
+
+    ids, text, bad = run(go)
+    assert len(ids) == 3 and text == "hello big world"
+    assert bad == "400"
+
+
+def test_word_tokenizer_counts_what_the_server_counts() -> None:
+    from crossover.calibration.tokenizer import WordTokenizer, token_ids
+
+    tok = WordTokenizer()
+    ids = tok.encode(" tok tok  tok")
+    assert ids == token_ids(" tok tok  tok") and len(ids) == 3
+    assert tok.decode(ids[:2]) == "tok tok"
+    assert tok.decode([1, 2]) == ""  # template ids

@@ -43,6 +43,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         ([*RUN, "--concurrency", "2", "--endpoint", "chat", "--engine", "triton"], "chat"),
         ([*RUN, "--concurrency", "2"], "cannot reach"),
         ([*RUN, "--concurrency", "2", "--tokenizer", "/no/such/tok"], "--tokenizer"),
+        ([*RUN, "--concurrency", "2", "--metrics-url", "nope"], "--metrics-url"),
+        ([*RUN, "--concurrency", "2", "--max-event-bytes", "10"], "--max-event-bytes"),
         (["sweep", "--out", "/tmp/x-sweep"], "--config"),
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import serve
+from crossover.calibration.tokenizer import WordTokenizer
 from crossover.config import RunConfig, TimeoutsConfig
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute
@@ -24,8 +25,17 @@ def run_against(
     tmp: Path,
     *,
     timeouts: dict[str, float] | None = None,
+    text: bool = True,
+    engine_metrics: bool = True,
     **run_kw: Any,
 ) -> tuple[RunOutcome, Store]:
+    """One run against a calibration server in this event loop.
+
+    With ``text`` the run has a tokenizer (the server's own word count): prompts of
+    exact length and the streamed text re-tokenized. With ``engine_metrics`` the
+    server's generated-token counter is read around the run. Both are second witnesses.
+    """
+
     async def go() -> RunOutcome:
         async with serve(server) as url:
             kw: dict[str, Any] = {
@@ -41,7 +51,12 @@ def run_against(
             kw.update(run_kw)
             if timeouts:
                 kw["timeouts"] = TimeoutsConfig(**timeouts)
-            return await execute(RunConfig(**kw), store)
+            return await execute(
+                RunConfig(**kw),
+                store,
+                tokenizer=WordTokenizer() if text else None,
+                metrics_url=url + "/metrics" if engine_metrics else None,
+            )
 
     store = Store(tmp / "results.db")
     return asyncio.run(go()), store

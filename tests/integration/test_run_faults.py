@@ -56,10 +56,23 @@ def test_failures_within_the_allowed_budget(tmp_path: Path) -> None:
 
 
 def test_usage_missing_is_unverified(tmp_path: Path) -> None:
-    out, _ = run_against(calib("usage_missing"), tmp_path)
+    out, _ = run_against(calib("usage_missing"), tmp_path, text=False)
     assert out.summary.verdict == "unverified"
     assert "usage_missing" in codes(out)
     assert out.summary.tpot_ms.count == 0  # chunks are never counted as tokens
+
+
+def test_usage_missing_counted_with_the_tokenizer_is_still_unverified(tmp_path: Path) -> None:
+    out, store = run_against(calib("usage_missing"), tmp_path)
+    s = out.summary
+    assert s.verdict == "unverified"
+    assert "counted with the tokenizer" in next(
+        p.message for p in s.problems if p.code == "usage_missing"
+    )
+    assert s.tpot_ms.count == 16
+    stored = store.records(out.run_id)
+    assert {r.count_source for r in stored} == {"tokenizer"}
+    assert {r.completion_tokens for r in stored} == {16}
 
 
 def test_usage_mismatch(tmp_path: Path) -> None:
@@ -82,13 +95,28 @@ def test_role_only_chunk_does_not_start_ttft(tmp_path: Path) -> None:
     assert s.ttft_ms.min is not None and s.ttft_ms.min >= 40
 
 
-def test_multi_token_chunks(tmp_path: Path) -> None:
-    out, _ = run_against(calib(tokens_per_chunk=4, itl_ms=2.0), tmp_path)
+@pytest.mark.parametrize(("text", "engine_metrics"), [(True, True), (True, False), (False, True)])
+def test_multi_token_chunks_confirmed_by_a_second_witness(
+    tmp_path: Path, text: bool, engine_metrics: bool
+) -> None:
+    out, _ = run_against(
+        calib(tokens_per_chunk=4, itl_ms=2.0), tmp_path, text=text, engine_metrics=engine_metrics
+    )
     s = out.summary
-    assert s.verdict == "valid"
-    assert codes(out)["multi_token_chunks"] == "info"
+    assert s.verdict == "valid", s.problems
+    assert codes(out) == {"multi_token_chunks": "info"}
     assert s.chunk_gap_ms.p50 == pytest.approx(8.0, rel=0.25)
     assert s.itl_ms.p50 == pytest.approx(2.0, rel=0.25)
+
+
+def test_multi_token_chunks_without_a_second_witness_are_unverified(tmp_path: Path) -> None:
+    """usage > chunks could be several tokens per chunk, or usage over-reporting: with
+    neither the text nor the engine's counter to tell, the run is not valid."""
+    out, _ = run_against(
+        calib(tokens_per_chunk=4, itl_ms=2.0), tmp_path, text=False, engine_metrics=False
+    )
+    assert out.summary.verdict == "unverified"
+    assert codes(out) == {"multi_token_chunks": "warning"}
 
 
 def test_stall_past_the_gap_timeout(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crossover.transport.sse import SSEEvent, SSEParser
+from crossover.transport.sse import MAX_EVENT_BYTES, EventTooLarge, SSEEvent, SSEParser
 
 
 def parse_all(*chunks: bytes) -> list[SSEEvent]:
@@ -96,3 +96,65 @@ def test_roundtrip_any_payload_any_split(
 @given(st.binary(max_size=300))
 def test_never_raises_on_garbage(raw: bytes) -> None:
     parse_all(raw)
+
+
+# --- the size cap ------------------------------------------------------------------------
+
+
+def test_an_event_at_the_cap_is_accepted() -> None:
+    p = SSEParser(max_event_bytes=16)
+    assert [e.data for e in p.feed(b"data: " + b"a" * 16 + b"\n\n")] == [b"a" * 16]
+
+
+def test_an_event_over_the_cap_stops_the_parse_after_the_events_before_it() -> None:
+    p = SSEParser(max_event_bytes=16)
+    with pytest.raises(EventTooLarge) as info:
+        p.feed(b"data: ok\n\ndata: " + b"a" * 17 + b"\n\ndata: after\n\n")
+    assert [e.data for e in info.value.events] == [b"ok"]
+    assert info.value.size == 17 and info.value.limit == 16
+    with pytest.raises(EventTooLarge) as again:  # nothing is accepted after it
+        p.feed(b"data: more\n\n")
+    assert again.value.events == []
+    assert p.close() == []
+
+
+def test_an_unfinished_line_over_the_cap_stops_the_parse() -> None:
+    """A server that never ends a line cannot grow the buffer without bound."""
+    p = SSEParser(max_event_bytes=1024)
+    assert p.feed(b"data: " + b"x" * 1000) == []
+    with pytest.raises(EventTooLarge) as info:
+        p.feed(b"x" * 100)
+    assert info.value.events == []
+    assert info.value.size > 1024
+
+
+def test_data_lines_of_one_event_count_together() -> None:
+    p = SSEParser(max_event_bytes=20)
+    assert p.feed(b"data: " + b"a" * 12 + b"\n") == []
+    with pytest.raises(EventTooLarge):
+        p.feed(b"data: " + b"b" * 12 + b"\n")
+
+
+@pytest.mark.parametrize("cut", [1, 5, 9, 23, 30])
+def test_the_cap_holds_however_the_event_is_split(cut: int) -> None:
+    raw = b"data: ok\n\ndata: " + b"z" * 20 + b"\n\n"
+    p = SSEParser(max_event_bytes=10)
+    got: list[bytes] = []
+    raised = None
+    for part in (raw[:cut], raw[cut:]):
+        try:
+            got += [e.data for e in p.feed(part)]
+        except EventTooLarge as exc:
+            got += [e.data for e in exc.events]
+            raised = exc
+            break
+    assert raised is not None
+    assert got == [b"ok"]
+
+
+def test_the_default_cap_is_one_mebibyte() -> None:
+    assert MAX_EVENT_BYTES == 1024 * 1024
+    big = b"data: " + b"y" * MAX_EVENT_BYTES + b"\n\n"
+    assert len(SSEParser().feed(big)[0].data) == MAX_EVENT_BYTES
+    with pytest.raises(EventTooLarge):
+        SSEParser().feed(b"data: " + b"y" * (MAX_EVENT_BYTES + 1) + b"\n\n")

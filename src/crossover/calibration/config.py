@@ -38,6 +38,16 @@ FaultName = Literal[
     "slow_headers",
     "never_answer",
     "split_events",
+    # counts a second witness contradicts
+    "usage_inflated",
+    "prompt_tokens_short",
+    # protocol deviations
+    "not_streamed",
+    "content_type",
+    "error_event",
+    "undecodable",
+    "oversized_event",
+    "data_after_done",
 ]
 FAULT_NAMES: tuple[str, ...] = get_args(FaultName)
 
@@ -95,6 +105,7 @@ class CalibrationConfig(BaseModel):
     usage_mismatch_delta: int = Field(default=1)
     prompt_tokens_extra: int = Field(default=3, ge=1)
     split_event_bytes: int = Field(default=7, ge=1)
+    oversized_event_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
     # ground truth kept for GET /calibration/truth
     truth_max_requests: int = Field(default=100_000, ge=0)
 

@@ -21,15 +21,26 @@ from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.plan import BadRequest, GenerationRequest, Plan, make_plan
 from crossover.calibration.plan import parse_request as parse_generation
 from crossover.calibration.state import RequestTruth, ServerState
-from crossover.calibration.tokenizer import chat_token_ids, token_ids
+from crossover.calibration.tokenizer import chat_token_ids
 
 CONFIG_KEY: web.AppKey[CalibrationConfig] = web.AppKey("calibration_config", CalibrationConfig)
 STATE_KEY: web.AppKey[ServerState] = web.AppKey("calibration_state", ServerState)
 CLOSING_KEY: web.AppKey[asyncio.Event] = web.AppKey("calibration_closing", asyncio.Event)
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+#: the content_type fault: an SSE body labelled as plain text
+_PLAIN_HEADERS = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-cache"}
 _DONE = b"data: [DONE]\n\n"
 _MALFORMED = b'data: {"id": "calibration", "choices": [{"text": "unterminated\n\n'
+_ERROR_EVENT = (
+    b'data: {"error": {"message": "calibration fault error_event", '
+    b'"type": "server_error", "code": 500}}\n\n'
+)
+#: a chunk whose text is not UTF-8 (0xFF never occurs in UTF-8)
+_UNDECODABLE = (
+    b'data: {"id": "calibration", "choices": [{"index": 0, "text": " \xff\xfe", '
+    b'"finish_reason": null}]}\n\n'
+)
 
 
 def _error(status: int, message: str, kind: str) -> web.Response:
@@ -73,7 +84,10 @@ class _Emitter:
             "model": req.model,
         }
 
-    def chunk(self, text: str | None, finish: str | None, role: bool, emit_ns: int) -> bytes:
+    def chunk(
+        self, text: str | None, finish: str | None, role: bool, emit_ns: int, pad: int = 0
+    ) -> bytes:
+        """One chunk; ``pad`` > 0 adds a ``padding`` field so its data is ``pad`` bytes long."""
         if self.chat:
             delta: dict[str, str] = {"role": "assistant"} if role else {}
             if text is not None:
@@ -83,7 +97,11 @@ class _Emitter:
             choice = {"index": 0, "text": text or ""}
         choice["logprobs"] = None
         choice["finish_reason"] = finish
-        return self.event({**self.base, "choices": [choice], "crossover_emit_ns": emit_ns})
+        obj = {**self.base, "choices": [choice], "crossover_emit_ns": emit_ns}
+        if pad:  # the event's data is exactly ``pad`` bytes (or as small as it can be)
+            obj["padding"] = ""
+            obj["padding"] = "x" * max(0, pad - len(orjson.dumps(obj)))
+        return self.event(obj)
 
     def usage(self, prompt: int | None, completion: int | None) -> bytes:
         usage: dict[str, int | None] = {
@@ -142,8 +160,23 @@ class Handlers:
             text = body.get("content", body.get("prompt"))
             if not isinstance(text, str):
                 return _error(400, "content must be a string", "invalid_request_error")
-            ids = token_ids(text)
+            ids = self.state.vocabulary.learn(text)
         return web.json_response({"tokens": ids, "count": len(ids)})
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        """``{"tokens": [...]}`` -> ``{"content": "..."}`` (llama.cpp's and vLLM's shape)."""
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _error(400, "body is not valid JSON", "invalid_request_error")
+        ids = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in ids
+        ):
+            return _error(400, "tokens must be a list of integers", "invalid_request_error")
+        vocab = self.state.vocabulary
+        vocab.learn(self.config.token_text)
+        return web.json_response({"content": vocab.text(ids)})
 
     async def metrics(self, request: web.Request) -> web.Response:
         text = self.state.prometheus_text(self.config.model_name)
@@ -193,15 +226,17 @@ class Handlers:
         state.prompt_tokens_total += req.prompt_tokens
         state.admit()
         try:
-            if req.stream:
+            if req.stream and "not_streamed" not in faults:
                 resp = await self._stream(request, req, plan, faults, rec)
             else:
                 resp = await self._whole(request, req, plan, faults, rec)
             rec.done = True
             return resp
         except ConnectionError:
+            # the client went away (it stops reading at a broken event, or timed out):
+            # end quietly, as aiohttp does for a disconnect, not with a logged traceback
             rec.client_disconnected = True
-            raise
+            raise asyncio.CancelledError from None
         finally:
             if rec.first_emit_ns is None:
                 state.waiting -= 1
@@ -236,7 +271,9 @@ class Handlers:
         rec: RequestTruth,
     ) -> web.StreamResponse:
         cfg, state = self.config, self.state
-        resp = web.StreamResponse(headers=_SSE_HEADERS)
+        resp = web.StreamResponse(
+            headers=_PLAIN_HEADERS if "content_type" in faults else _SSE_HEADERS
+        )
         if "connection_close" in faults:
             resp.force_close()
         out = _Emitter(resp, req, rec, cfg.split_event_bytes if "split_events" in faults else 0)
@@ -260,8 +297,12 @@ class Handlers:
                     due += stall_ns
                 if plan.malformed:
                     await out.write(_MALFORMED)
+                if plan.error_event:
+                    await out.write(_ERROR_EVENT)
+                if plan.undecodable:
+                    await out.write(_UNDECODABLE)
             size = 1 if sent == 0 else min(k, plan.tokens - sent)
-            if sent < plan.break_after and (plan.stall or plan.malformed):
+            if sent < plan.break_after and plan.breaks:
                 size = min(size, plan.break_after - sent)
             if sent:
                 due += self._gap_ns() * size
@@ -273,6 +314,7 @@ class Handlers:
                 plan.finish_reason if last else None,
                 req.chat and sent == 0 and not role_first,
                 now,
+                cfg.oversized_event_bytes if plan.oversized and sent == plan.break_after else 0,
             )
             await out.write(data)
             lag = now - due
@@ -295,6 +337,10 @@ class Handlers:
             ):
                 await out.write(out.usage(plan.usage_prompt_tokens, plan.usage_completion_tokens))
             await out.write(_DONE)
+            if plan.after_done:
+                # the response is over; a broken server (or proxy) sends more anyway
+                await out.write(out.chunk(cfg.token_text, None, False, time.perf_counter_ns()))
+                await out.write(_DONE)
         await resp.write_eof()
         return resp
 

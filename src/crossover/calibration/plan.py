@@ -41,11 +41,22 @@ class Plan:
     usage_completion_tokens: int | None  # None: no usage at all
     usage_prompt_tokens: int | None
     tokens_per_chunk: int
-    break_after: int = 0  # tokens sent before the stall or the malformed line
+    break_after: int = 0  # tokens sent before the stall or the bad event
     cut: bool = False  # end cleanly after `tokens`, without finish_reason, usage, [DONE]
     reset: bool = False  # drop the TCP connection after `tokens`
     stall: bool = False
     malformed: bool = False
+    error_event: bool = False  # an error object at the break, then the rest
+    undecodable: bool = False  # a chunk that is not UTF-8 at the break, then the rest
+    oversized: bool = False  # the chunk at the break padded to oversized_event_bytes
+    after_done: bool = False  # another token chunk and [DONE] after [DONE]
+
+    @property
+    def breaks(self) -> bool:
+        """Something happens after ``break_after`` tokens: chunks must meet that point."""
+        return (
+            self.stall or self.malformed or self.error_event or self.undecodable or (self.oversized)
+        )
 
 
 def _int_field(body: Mapping[str, object], name: str) -> int | None:
@@ -137,13 +148,17 @@ def make_plan(req: GenerationRequest, faults: frozenset[str], config: Calibratio
     half = max(1, length // 2)
     cut = "cut" in faults
     reset = "reset" in faults and not cut
-    sent = half if (cut or reset) else length
+    sent = half if (cut or reset or "usage_inflated" in faults) else length
     usage_completion: int | None = sent
     usage_prompt: int | None = req.prompt_tokens
     if "usage_mismatch" in faults:
         usage_completion = max(0, sent + config.usage_mismatch_delta)
+    if "usage_inflated" in faults:
+        usage_completion = length  # claims the whole length; the stream carried half
     if "prompt_tokens_mismatch" in faults:
         usage_prompt = req.prompt_tokens + config.prompt_tokens_extra
+    if "prompt_tokens_short" in faults:
+        usage_prompt = max(1, req.prompt_tokens // 2)
     if "usage_missing" in faults or cut or reset:
         usage_completion = usage_prompt = None
     k = config.tokens_per_chunk
@@ -160,4 +175,8 @@ def make_plan(req: GenerationRequest, faults: frozenset[str], config: Calibratio
         reset=reset,
         stall="stall" in faults,
         malformed="malformed_json" in faults,
+        error_event="error_event" in faults,
+        undecodable="undecodable" in faults,
+        oversized="oversized_event" in faults,
+        after_done="data_after_done" in faults,
     )

@@ -62,6 +62,7 @@ def build_app(config: CalibrationConfig) -> web.Application:
     app.router.add_get("/health", h.health)
     app.router.add_get("/v1/models", h.models)
     app.router.add_post("/tokenize", h.tokenize)
+    app.router.add_post("/detokenize", h.detokenize)
     app.router.add_get("/metrics", h.metrics)
     app.router.add_get("/calibration/truth", h.truth)
     app.router.add_post("/calibration/reset", h.reset)

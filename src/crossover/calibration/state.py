@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from crossover.calibration.tokenizer import Vocabulary
+
 # upper bounds of the emission-lag histogram, milliseconds
 LAG_BUCKETS_MS: tuple[float, ...] = (
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 1000.0,
@@ -138,6 +140,7 @@ class ServerState:
         self.later_lag = LagStats()  # the rest: the decode schedule
         self.peak_in_flight = 0
         self.truth: deque[RequestTruth] = deque(maxlen=truth_max_requests)
+        self.vocabulary = Vocabulary()  # for /detokenize; kept across resets
 
     @property
     def active(self) -> int:

@@ -3,7 +3,8 @@
 Deterministic and dependency-free, so a client can count exactly what the server counts.
 A chat request adds ``chat_template_tokens`` for the template, as real chat templates do:
 the same text sent to ``/v1/completions`` and ``/v1/chat/completions`` reports different
-``prompt_tokens``.
+``prompt_tokens``. Ids are hashes, so ``/detokenize`` answers from a ``Vocabulary`` of
+the words the server has seen (at most one word per id).
 """
 
 from __future__ import annotations
@@ -61,3 +62,42 @@ def prompt_token_count(prompt: object) -> int | None:
         if len(prompt) == 1 and isinstance(prompt[0], list):
             return prompt_token_count(prompt[0])
     return None
+
+
+class Vocabulary:
+    """The words seen so far, by id: what lets ``/detokenize`` invert ``/tokenize``.
+
+    Two words with the same id (a hash collision) decode to the later one: still one
+    word per token, so counts survive a round trip. An unknown id decodes to ``unk``.
+    """
+
+    def __init__(self) -> None:
+        self._words: dict[int, str] = {}
+
+    def learn(self, text: str) -> list[int]:
+        """``token_ids(text)``, remembering each id's word."""
+        words = text.split()
+        ids = token_ids(text)
+        self._words.update(zip(ids, words, strict=True))
+        return ids
+
+    def text(self, ids: Iterable[int]) -> str:
+        """The words of ``ids`` joined by spaces; template ids (below the first word id)
+        decode to nothing."""
+        return " ".join(self._words.get(i, "unk") for i in ids if i >= _FIRST_WORD_ID)
+
+
+class WordTokenizer:
+    """The calibration server's tokenizer on the client's side (a ``Tokenizer``): counts
+    exactly what the server counts, without a round trip to its ``/tokenize``."""
+
+    name = "calibration:words"
+
+    def __init__(self) -> None:
+        self._vocabulary = Vocabulary()
+
+    def encode(self, text: str) -> list[int]:
+        return self._vocabulary.learn(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._vocabulary.text(ids)

@@ -19,7 +19,11 @@ def _f(x: float | None, fmt: str = ".1f") -> str:
 
 def progress_line(p: Progress) -> Text:
     total = f"/{p.total}" if p.total else ""
-    warm = f"  warm-up {p.warmup_done}" if p.warmup_done and not p.done else ""
+    warm = ""
+    if p.warmup_done and not p.done:
+        warm = f"  warm-up {p.warmup_done}"
+        if p.warmup_failed:
+            warm += f" ({p.warmup_failed} failed)"
     return Text.assemble(
         ("requests ", "dim"),
         f"{p.done}{total}",
@@ -33,6 +37,14 @@ def progress_line(p: Progress) -> Text:
     )
 
 
+def _warmup(s: RunSummary) -> str:
+    r = s.requests
+    if not r.warmup:
+        return ""
+    failed = f", {r.warmup_failed} failed" if r.warmup_failed else ""
+    return f"   (warm-up {r.warmup}{failed})"
+
+
 def summary_table(s: RunSummary, title: str | None = None) -> Group:
     verdict = Text(s.verdict.upper(), style=VERDICT_STYLE[s.verdict])
     head = Text.assemble(
@@ -41,6 +53,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
         verdict,
         f"   requests {s.requests.sent} sent, {s.requests.succeeded} ok, "
         f"{s.requests.failed} failed, {s.requests.matched} matched",
+        (_warmup(s), "yellow" if s.requests.warmup_failed else "dim"),
     )
     load = s.load
     lvl = (

@@ -48,10 +48,41 @@ def run(
     ] = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
     seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals")] = 0,
-    timeout_s: Annotated[float, typer.Option(help="Total time limit per request")] = 1800.0,
-    first_token_timeout_s: Annotated[float, typer.Option()] = 300.0,
-    gap_timeout_s: Annotated[float, typer.Option(help="Longest allowed gap between chunks")] = 60.0,
-    connect_timeout_s: Annotated[float, typer.Option()] = 10.0,
+    timeout_s: Annotated[
+        float, typer.Option(help="Total time limit per request, from send to the end of stream")
+    ] = 1800.0,
+    first_token_timeout_s: Annotated[
+        float,
+        typer.Option(
+            help="Per request, from just before it is sent until the first chunk carrying "
+            "generated text: connecting, sending, queueing, the response headers and the "
+            "prefill all count (role-only chunks do not end it)"
+        ),
+    ] = 300.0,
+    gap_timeout_s: Annotated[
+        float, typer.Option(help="Longest allowed gap between chunks after the first token")
+    ] = 60.0,
+    connect_timeout_s: Annotated[
+        float,
+        typer.Option(
+            help="Per new connection: resolving the host and the TCP (and TLS) connect; "
+            "it runs inside the first-token limit. Reused keep-alive connections skip it"
+        ),
+    ] = 10.0,
+    max_event_bytes: Annotated[
+        int,
+        typer.Option(
+            help="Largest SSE event (or unfinished line) accepted; a bigger one ends the "
+            "request as event_too_large"
+        ),
+    ] = 1024 * 1024,
+    metrics_url: Annotated[
+        str,
+        typer.Option(
+            help="The engine's Prometheus metrics, read before and after the run as a "
+            "witness of the output tokens: auto (URL/metrics), off, or a URL"
+        ),
+    ] = "auto",
     allowed_failures: Annotated[
         int, typer.Option(help="Failed requests tolerated in a valid run")
     ] = 0,
@@ -126,6 +157,7 @@ def run(
         slo=slo_map,
         api_key_env=api_key_env,
         workers=_workers(workers, concurrency),
+        max_event_bytes=max_event_bytes,
         timeouts=validated(
             TimeoutsConfig,
             connect_s=connect_timeout_s,
@@ -134,6 +166,7 @@ def run(
             total_s=timeout_s,
         ),
     )
+    engine_metrics = _metrics_url(metrics_url, config.url)
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
@@ -151,7 +184,14 @@ def run(
 
         async def go() -> Any:
             task = asyncio.ensure_future(
-                execute(config, store, tokenizer=tok, progress=progress, client_floor=floor)
+                execute(
+                    config,
+                    store,
+                    tokenizer=tok,
+                    progress=progress,
+                    client_floor=floor,
+                    metrics_url=engine_metrics,
+                )
             )
             if quiet:
                 return await task
@@ -175,6 +215,17 @@ def run(
         raise InvalidRunError(
             f"verdict {summary.verdict}: see the problems above (--allow-invalid to exit 0)"
         )
+
+
+def _metrics_url(text: str, url: str) -> str | None:
+    """``auto``: the server's ``/metrics``; ``off``; or a URL given as is."""
+    if text == "auto":
+        return url + "/metrics"
+    if text == "off":
+        return None
+    if not text.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics-url: expected auto, off or an http(s) URL, got {text!r}")
+    return text
 
 
 def _workers(text: str, concurrency: int | None) -> int:

@@ -60,6 +60,7 @@ async def send_prompt(
             rec,
             timeouts,
             keep_text,
+            config.max_event_bytes,
         )
     except asyncio.CancelledError:
         if rec.t_send_ns and on_cancel is not None:

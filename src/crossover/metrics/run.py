@@ -1,68 +1,36 @@
-"""Run metrics, matched-work verification, problems and the verdict.
+"""Run metrics: the steady window, throughput, percentiles, goodput, the client floor.
 
+Verification of the counts and the verdict are in ``crossover.metrics.verify``.
 Everything here is a pure function of the raw records and the run's context, so
 ``crossover summarize DB`` recomputes exactly what ``crossover run`` printed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from crossover.metrics import requests as rq
+from crossover.metrics.context import RunContext
 from crossover.metrics.summary import (
-    ClientFloor,
-    EngineInfo,
+    EngineCounter,
     Goodput,
     Load,
-    Problem,
     RequestCounts,
     RunSummary,
-    Severity,
     Stats,
     Throughput,
-    Verdict,
     Window,
     WorkloadInfo,
+    add_problem,
 )
+from crossover.metrics.verify import verdict, verify
 from crossover.metrics.window import steady_window
+from crossover.metrics.witness import count_with_tokenizer, witnesses
 from crossover.records.model import RequestRecord
 
-_ERROR_CODES = {
-    "http_error": "http_error",
-    "timeout": "timeout",
-    "connection_error": "connection_error",
-    "stream_truncated": "stream_truncated",
-    "malformed": "malformed_event",
-}
-
-
-class RunContext(BaseModel):
-    """What the run asked for; stored beside the records."""
-
-    model_config = {"frozen": True}
-
-    mode: str
-    output_tokens: int
-    endpoint: str
-    engine: EngineInfo
-    started_at: str
-    concurrency: int | None = None
-    rate_rps: float | None = None
-    input_tokens: int | None = None
-    prompts: str = "synthetic"
-    seed: int = 0
-    tokenizer: str | None = None
-    #: the dialect reports a finish reason (Triton's stream does not)
-    expects_finish_reason: bool = True
-    allowed_failures: int = 0
-    slo: dict[str, float] = Field(default_factory=dict)
-    client_floor: ClientFloor | None = None
-    #: flag latency percentiles within this multiple of the client floor
-    floor_multiple: float = 3.0
-    workers: int = 1
+__all__ = ["RunContext", "count_with_tokenizer", "stats", "summarize", "verify"]
 
 
 def stats(values: Iterable[float | None]) -> Stats:
@@ -82,165 +50,13 @@ def stats(values: Iterable[float | None]) -> Stats:
     )
 
 
-def _problem(out: list[Problem], code: str, severity: Severity, count: int, message: str) -> None:
-    if count:
-        out.append(Problem(code=code, severity=severity, count=count, message=message))
-
-
-def count_with_tokenizer(records: list[RequestRecord], encode: Callable[[str], list[int]]) -> None:
-    """Fill missing completion counts from the kept text; mark them estimated."""
-    for r in records:
-        if r.ok and r.completion_tokens is None and r.text is not None:
-            r.completion_tokens = len(encode(r.text))
-            r.count_source = "tokenizer"
-
-
-def verify(records: list[RequestRecord], ctx: RunContext) -> tuple[list[Problem], int]:
-    """Matched-work checks. Returns the problems and the number of matched requests."""
-    n = ctx.output_tokens
-    ok = [r for r in records if r.ok]
-    problems: list[Problem] = []
-    short = [r for r in ok if r.completion_tokens is not None and r.completion_tokens < n]
-    long_ = [r for r in ok if r.completion_tokens is not None and r.completion_tokens > n]
-    if short:
-        got = sorted(r.completion_tokens or 0 for r in short)
-        _problem(
-            problems,
-            "short_completion",
-            "error",
-            len(short),
-            f"{len(short)} requests generated fewer than {n} tokens "
-            f"(min {got[0]}, median {got[len(got) // 2]}): the engine ignored the "
-            "matched-work fields or stopped at EOS",
-        )
-    if long_:
-        _problem(
-            problems,
-            "long_completion",
-            "error",
-            len(long_),
-            f"{len(long_)} requests generated more than {n} tokens",
-        )
-    if ctx.expects_finish_reason:
-        bad = [r for r in ok if r.finish_reason != "length"]
-        reasons = sorted({str(r.finish_reason) for r in bad})
-        _problem(
-            problems,
-            "finish_reason",
-            "error",
-            len(bad),
-            f"{len(bad)} requests ended with finish_reason {', '.join(reasons)} "
-            "instead of 'length'",
-        )
-    no_usage = [r for r in ok if r.count_source != "usage"]
-    if no_usage:
-        how = (
-            "counted with the tokenizer (estimated)"
-            if any(r.count_source == "tokenizer" for r in no_usage)
-            else "not counted: no tokenizer"
-        )
-        _problem(
-            problems,
-            "usage_missing",
-            "warning",
-            len(no_usage),
-            f"{len(no_usage)} requests had no usage from the server; tokens {how}",
-        )
-    lying = [
-        r
-        for r in ok
-        if r.completion_tokens is not None
-        and r.count_source == "usage"
-        and r.completion_tokens < len(r.chunk_arrival_ns)
-    ]
-    _problem(
-        problems,
-        "usage_mismatch",
-        "error",
-        len(lying),
-        f"{len(lying)} requests report fewer completion tokens than the token-carrying "
-        "chunks they streamed",
-    )
-    offsets = [
-        r.prompt_tokens - r.expected_prompt_tokens
-        for r in ok
-        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None
-    ]
-    if offsets:
-        spread = max(offsets) - min(offsets)
-        med = sorted(offsets)[len(offsets) // 2]
-        if spread > 1:
-            _problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "error",
-                len(offsets),
-                f"reported prompt tokens differ from the prompts' counts by {min(offsets)} "
-                f"to {max(offsets)}: prompt lengths are not matched",
-            )
-        elif med > 3:
-            _problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "warning",
-                len(offsets),
-                f"the server counts {med} more prompt tokens than each prompt has "
-                "(a chat template or special tokens): compare engines on the same endpoint",
-            )
-    else:
-        pts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-        if pts and ctx.input_tokens is not None and max(pts) - min(pts) > 2:
-            _problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "warning",
-                len(pts),
-                f"reported prompt tokens range from {min(pts)} to {max(pts)}: "
-                "give --tokenizer for exact prompt lengths",
-            )
-    multi = [
-        r
-        for r in ok
-        if r.completion_tokens is not None and r.completion_tokens > len(r.chunk_arrival_ns)
-    ]
-    _problem(
-        problems,
-        "multi_token_chunks",
-        "info",
-        len(multi),
-        f"{len(multi)} requests streamed several tokens per chunk; ITL divides each "
-        "chunk gap over its tokens and chunk_gap_ms shows the raw gaps",
-    )
-    failed: dict[str, list[RequestRecord]] = {}
-    for r in records:
-        if r.error_kind is not None:
-            failed.setdefault(_ERROR_CODES[r.error_kind], []).append(r)
-    n_failed = sum(len(v) for v in failed.values())
-    sev: Severity = "error" if n_failed > ctx.allowed_failures else "warning"
-    for code, rs in sorted(failed.items()):
-        sample = rs[0].error or code
-        _problem(problems, code, sev, len(rs), f"{len(rs)} requests failed; first: {sample}")
-    matched = sum(
-        1
-        for r in ok
-        if r.completion_tokens == n
-        and (r.finish_reason == "length" or not ctx.expects_finish_reason)
-    )
-    return problems, matched
-
-
-def _verdict(problems: list[Problem], succeeded: int) -> Verdict:
-    if succeeded == 0 or any(p.severity == "error" for p in problems):
-        return "invalid"
-    if any(p.code == "usage_missing" for p in problems):
-        return "unverified"
-    return "valid"
-
-
-def summarize(all_records: list[RequestRecord], ctx: RunContext) -> RunSummary:
+def summarize(
+    all_records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None
+) -> RunSummary:
+    """The run summary; ``engine`` is the engine's token counter around the level, if read."""
     records = sorted((r for r in all_records if not r.warmup), key=lambda r: r.t_send_ns)
     ok = [r for r in records if r.ok]
-    problems, matched = verify(records, ctx)
+    problems, matched = verify(records, ctx, engine, all_records)
 
     target = None
     if ctx.mode == "concurrency" and ctx.concurrency:
@@ -327,7 +143,7 @@ def summarize(all_records: list[RequestRecord], ctx: RunContext) -> RunSummary:
             if s.p50 is not None and s.p50 < limit
         ]
         if flagged:
-            _problem(
+            add_problem(
                 problems,
                 "client_floor",
                 "warning",
@@ -339,7 +155,7 @@ def summarize(all_records: list[RequestRecord], ctx: RunContext) -> RunSummary:
     ends_all = [r.t_done_ns for r in records if r.t_done_ns is not None]
     duration = (max(ends_all) - t0) / 1e9 if ends_all else 0.0
     return RunSummary(
-        verdict=_verdict(problems, len(ok)),
+        verdict=verdict(problems, len(ok)),
         problems=problems,
         requests=RequestCounts(
             sent=len(records),
@@ -347,6 +163,7 @@ def summarize(all_records: list[RequestRecord], ctx: RunContext) -> RunSummary:
             failed=len(records) - len(ok),
             matched=matched,
             warmup=len(all_records) - len(records),
+            warmup_failed=sum(1 for r in all_records if r.warmup and not r.ok),
         ),
         load=Load(
             mode="rate" if ctx.mode == "rate" else "concurrency",
@@ -367,6 +184,7 @@ def summarize(all_records: list[RequestRecord], ctx: RunContext) -> RunSummary:
         goodput=goodput,
         client_floor=floor,
         prompt_tokens=stats(float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None),
+        witnesses=witnesses(records, all_records, engine),
         engine=ctx.engine,
         workload=WorkloadInfo(
             input_tokens=ctx.input_tokens,

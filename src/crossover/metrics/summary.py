@@ -27,6 +27,17 @@ PROBLEM_CODES = (
     "multi_token_chunks",
     "client_floor",
     "engine_died",
+    # second witnesses (docs/metrics.md, "Witnesses")
+    "text_tokens_mismatch",
+    "engine_tokens_mismatch",
+    # protocol deviations
+    "not_streamed",
+    "content_type",
+    "error_event",
+    "undecodable",
+    "event_too_large",
+    "data_after_done",
+    "warmup_failed",
 )
 
 
@@ -48,12 +59,21 @@ class Problem(BaseModel):
     message: str
 
 
+def add_problem(
+    out: list[Problem], code: str, severity: Severity, count: int, message: str
+) -> None:
+    """Append a problem, unless nothing has it (``count`` 0)."""
+    if count:
+        out.append(Problem(code=code, severity=severity, count=count, message=message))
+
+
 class RequestCounts(BaseModel):
     sent: int
     succeeded: int
     failed: int
     matched: int
     warmup: int = 0
+    warmup_failed: int = 0
 
 
 class Load(BaseModel):
@@ -109,6 +129,51 @@ class ClientFloor(BaseModel):
     source: str | None = None
 
 
+class EngineCounter(BaseModel):
+    """The engine's own generated-token counter, read just before and just after a level
+    (so warm-up requests are inside it)."""
+
+    name: str
+    before: float
+    after: float
+
+    @property
+    def generated(self) -> float:
+        return self.after - self.before
+
+
+class OutputWitnesses(BaseModel):
+    """Output tokens of the succeeded measured requests, summed per witness; ``None``
+    where some request lacks that witness. The text is re-tokenized only where the chunks
+    fall short of usage: ``stream_text`` sums those ``stream_text_requests`` requests."""
+
+    usage: int | None = None
+    stream_chunks: int | None = None
+    stream_text: int | None = None
+    stream_text_requests: int = 0
+
+
+class PromptWitnesses(BaseModel):
+    """Prompt tokens of the succeeded measured requests: the server's and the tool's."""
+
+    usage: int | None = None
+    prompts: int | None = None
+
+
+class EngineWitness(BaseModel):
+    """The engine's counter against what the level's succeeded requests report."""
+
+    counter: str
+    generated: float
+    claimed: int
+
+
+class Witnesses(BaseModel):
+    output_tokens: OutputWitnesses = Field(default_factory=OutputWitnesses)
+    prompt_tokens: PromptWitnesses = Field(default_factory=PromptWitnesses)
+    engine: EngineWitness | None = None
+
+
 class RunSummary(BaseModel):
     schema_: Literal["crossover.run/1"] = Field("crossover.run/1", alias="schema")
     verdict: Verdict
@@ -127,6 +192,7 @@ class RunSummary(BaseModel):
     goodput: Goodput | None = None
     client_floor: ClientFloor | None = None
     prompt_tokens: Stats = Field(default_factory=Stats)
+    witnesses: Witnesses = Field(default_factory=Witnesses)
     engine: EngineInfo
     workload: WorkloadInfo
     started_at: str

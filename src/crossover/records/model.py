@@ -3,6 +3,7 @@
 Every metric in ``crossover.metrics`` is derived from these records, so any metric
 can be recomputed later from the SQLite store (``crossover summarize DB``).
 Times are ``time.perf_counter_ns()`` readings of one process; ``None`` means missing.
+Fields added later have defaults, so records stored by older versions still load.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ ErrorKind = Literal[
     "connection_error",
     "stream_truncated",
     "malformed",
+    # protocol deviations (the response ends where it broke the protocol)
+    "not_streamed",
+    "content_type",
+    "error_event",
+    "undecodable",
+    "event_too_large",
 ]
 
 
@@ -48,6 +55,8 @@ class RequestRecord(BaseModel):
     error: str | None = None
     finish_reason: str | None = None
     saw_done: bool = False
+    #: events the server sent after ``[DONE]`` (the end of the response): never parsed
+    after_done_events: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     # "usage" when the server reported it, "tokenizer" when counted client-side
@@ -55,6 +64,8 @@ class RequestRecord(BaseModel):
     text_chars: int = 0
     #: generated text, kept only when a tokenizer will count it (usage missing/checked)
     text: str | None = None
+    #: ``text`` re-tokenized after the level: the stream's witness of the token count
+    stream_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

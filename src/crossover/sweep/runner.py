@@ -299,6 +299,7 @@ class SweepRunner:
                 abort=abort,
                 abort_reason=lambda: reason[0] if reason else None,
                 client_floor=floor,
+                metrics_url=metrics_url,
             )
         finally:
             scraper.cancel()

@@ -10,6 +10,13 @@ second at high concurrency), profiled against the calibration server: the gap ti
 is re-armed at most once per ``GAP_SLACK`` of the gap (re-arming a timer on every read
 cost ~7% of the client's CPU), and per-chunk counters live in locals, written to the
 record (a pydantic model, whose ``__setattr__`` is slow) once at the end.
+
+The record stops where the protocol says the response ended: at ``[DONE]`` (events
+after it are counted in ``after_done_events``, never parsed), and at the first event
+that breaks the response (an error object, bytes that are not UTF-8, JSON that does
+not parse, an event over the size cap), after which the connection is dropped. A 200
+that is not ``text/event-stream`` is not read as a stream at all: one JSON body is
+``not_streamed``, anything else ``content_type``.
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ import orjson
 
 from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport.sse import SSEParser
+from crossover.transport.protocol import (
+    bad_event,
+    is_decoding_error,
+    is_event_stream,
+    not_a_stream,
+    starts_like_json,
+)
+from crossover.transport.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MAX_ERROR_CHARS = 300
@@ -82,19 +96,22 @@ async def stream_request(
     record: RequestRecord,
     timeouts: Timeouts,
     keep_text: bool = False,
+    max_event_bytes: int = MAX_EVENT_BYTES,
 ) -> RequestRecord:
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
     ``record.t_send_ns`` is set here, just before the request is written. A request
     whose pooled connection turns out to be stale (the server closed it after the
     previous response, as llama-server does) is retried, up to ``STALE_RETRIES`` times.
+    One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
     """
     payload = orjson.dumps(body)
     for attempt in range(STALE_RETRIES + 1):
         try:
             return await _attempt(
-                session, url, payload, dialect, endpoint, record, timeouts, keep_text
-            )
+                session, url, payload, dialect, endpoint, record, timeouts, keep_text,
+                max_event_bytes,
+            )  # fmt: skip
         except _Stale:
             if attempt == STALE_RETRIES:
                 record.error_kind = "connection_error"
@@ -115,12 +132,14 @@ def _keep(record: RequestRecord, t_last: int | None, text_chars: int) -> None:
     record.text_chars += text_chars
 
 
-def _fail(record: RequestRecord, kind: ErrorKind, message: str) -> RequestRecord:
+def _fail(
+    record: RequestRecord, kind: ErrorKind, message: str, t_ns: int | None = None
+) -> RequestRecord:
     if record.error_kind is None:
         record.error_kind = kind
         record.error = clean_server_text(message)
     if record.t_done_ns is None:
-        record.t_done_ns = time.perf_counter_ns()
+        record.t_done_ns = t_ns if t_ns is not None else time.perf_counter_ns()
     return record
 
 
@@ -133,6 +152,7 @@ async def _attempt(
     record: RequestRecord,
     timeouts: Timeouts,
     keep_text: bool,
+    max_event_bytes: int,
 ) -> RequestRecord:
     loop = asyncio.get_running_loop()
     now = loop.time
@@ -141,8 +161,8 @@ async def _attempt(
     parse = dialect.parse
     total_deadline = now() + timeouts.total_s
     phase = "response headers"
-    got_bytes = False
-    parser = SSEParser()
+    head: bytes | None = None  # the first bytes of the body, once any arrived
+    parser = SSEParser(max_event_bytes)
     arrivals = record.chunk_arrival_ns
     chars = record.chunk_chars
     counts: list[int] | None = None
@@ -150,6 +170,8 @@ async def _attempt(
     pieces: list[str] | None = [] if keep_text else None
     t_first: int | None = None
     t_last: int | None = None
+    t_end: int | None = None  # arrival of [DONE]: where the response ended
+    after_done = 0
     text_chars = 0
     gap_s = timeouts.gap_s
     gap_armed = gap_s * (1.0 + GAP_SLACK)
@@ -173,30 +195,50 @@ async def _attempt(
                 if resp.status != 200:
                     text = (await resp.content.read(4096)).decode("utf-8", "replace")
                     return _fail(record, "http_error", f"HTTP {resp.status}: {text}")
+                if not is_event_stream(resp):
+                    try:
+                        why = await not_a_stream(resp, max_event_bytes)
+                    finally:
+                        resp.close()  # what is left unread is no stream: drop the connection
+                    return _fail(record, *why, perf())
                 phase = "first token"
                 content = resp.content
-                while True:
+                broken = False
+                too_large: EventTooLarge | None = None
+                while not broken:
                     data = await content.readany()
                     t = perf()
                     if not data:
                         break
-                    got_bytes = True
-                    for ev in parser.feed(data):
+                    if head is None:
+                        head = data[:64]
+                    try:
+                        events = parser.feed(data)
+                    except EventTooLarge as exc:
+                        events, too_large, broken = exc.events, exc, True
+                    for ev in events:
                         raw = ev.data
+                        if t_end is not None:
+                            after_done += 1  # the response ended at [DONE]: not read
+                            continue
                         if raw == b"[DONE]":
                             record.saw_done = True
+                            t_end = t
                             continue
                         try:
                             obj = loads(raw)
                         except orjson.JSONDecodeError:
-                            _fail(record, "malformed", f"malformed event: {raw[:120]!r}")
-                            continue
+                            _fail(record, *bad_event(raw), t)
+                            broken = True
+                            break
                         if not isinstance(obj, dict):
-                            _fail(record, "malformed", f"event is not an object: {raw[:120]!r}")
-                            continue
+                            _fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
+                            broken = True
+                            break
                         if "error" in obj and not obj.get("choices"):
-                            _fail(record, "http_error", f"error event: {obj['error']}")
-                            continue
+                            _fail(record, "error_event", f"error event: {obj['error']}", t)
+                            broken = True
+                            break
                         info = parse(obj, endpoint)
                         text = info.text
                         if text:
@@ -234,10 +276,18 @@ async def _attempt(
                             # timer fires gap_s to gap_s * (1 + GAP_SLACK) after it
                             armed_at = at
                             cm.reschedule(min(total_deadline, at + gap_armed))
-                parser.close()
-                record.t_done_ns = perf()
+                if too_large is not None:  # the events before it were kept
+                    _fail(record, "event_too_large", str(too_large), t)
+                if broken:
+                    resp.close()  # the rest of a broken response is never read
+                else:
+                    parser.close()
+                    record.t_done_ns = t_end if t_end is not None else perf()
             finally:
                 await resp_cm.__aexit__(None, None, None)
+    except aiohttp.ServerTimeoutError:
+        # aiohttp's own timeouts: only the connect limits are set on the session
+        return _fail(record, "timeout", f"no connection within {timeouts.connect_s:g} s")
     except TimeoutError:
         _keep(record, t_last, text_chars)
         limit = {
@@ -254,7 +304,9 @@ async def _attempt(
         return _fail(record, "connection_error", f"cannot connect: {exc.os_error}")
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
         _keep(record, t_last, text_chars)
-        kind: ErrorKind = "stream_truncated" if got_bytes else "connection_error"
+        if is_decoding_error(exc):
+            return _fail(record, "undecodable", f"the body cannot be decoded: {exc}")
+        kind: ErrorKind = "stream_truncated" if head is not None else "connection_error"
         return _fail(record, kind, f"connection lost: {type(exc).__name__}")
     except (aiohttp.ClientError, OSError) as exc:
         _keep(record, t_last, text_chars)
@@ -262,8 +314,18 @@ async def _attempt(
     _keep(record, t_last, text_chars)
     record.chunk_tokens = counts
     record.chunk_emitted_ns = emitted
+    record.after_done_events = after_done
     if pieces is not None:
         record.text = "".join(pieces)
+    if (
+        record.error_kind is None
+        and not arrivals
+        and not record.saw_done
+        and record.finish_reason is None
+        and starts_like_json(head)
+    ):
+        # an event-stream Content-Type over one JSON body: no event was ever sent
+        _fail(record, "not_streamed", "the server answered with one JSON body, not SSE events")
     if (
         record.error_kind is None
         and dialect.has_done_sentinel

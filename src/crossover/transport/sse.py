@@ -3,6 +3,12 @@
 Events may be split anywhere across reads; lines end in CRLF, LF or CR; lines
 starting with ``:`` are comments; several ``data:`` lines join with ``\\n``; an
 event is dispatched on a blank line and only if it carried data.
+
+The spec sets no size limit; this parser does: an event whose data, or a line still
+waiting for its end, grows past ``max_event_bytes`` (default ``MAX_EVENT_BYTES``,
+1 MiB) stops the parse with ``EventTooLarge``, so a server that never ends a line
+cannot make the client hold an unbounded buffer. The checks run once per dispatched
+event and once per ``feed``, never per line.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ from dataclasses import dataclass
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 
+#: default cap on one event's data (or one unfinished line), bytes
+MAX_EVENT_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
@@ -20,19 +29,39 @@ class SSEEvent:
     id: str | None = None
 
 
+class EventTooLarge(Exception):
+    """An event, or a line without its end, passed the parser's cap.
+
+    ``events`` are the events completed before it in the same ``feed``; the parser
+    accepts nothing after it.
+    """
+
+    def __init__(self, size: int, limit: int, events: list[SSEEvent]) -> None:
+        super().__init__(f"an event of at least {size} bytes, over the {limit}-byte cap")
+        self.size = size
+        self.limit = limit
+        self.events = events
+
+
 class SSEParser:
     """Feed it bytes as they arrive; it returns the events completed by them."""
 
-    __slots__ = ("_buf", "_data", "_event", "_id", "_bom_checked")
+    __slots__ = ("_buf", "_data", "_event", "_id", "_bom_checked", "_max", "_over")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = b""
         self._data: list[bytes] = []
         self._event: str | None = None
         self._id: str | None = None
         self._bom_checked = False
+        self._max = max_event_bytes
+        #: (size, events dispatched before it) once an event passed the cap
+        self._over: tuple[int, int] | None = None
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events completed by ``chunk``; ``EventTooLarge`` once the cap is passed."""
+        if self._over is not None:
+            raise EventTooLarge(self._over[0], self._max, [])
         buf = self._buf + chunk if self._buf else chunk
         if not self._bom_checked and buf:
             if buf.startswith(b"\xef\xbb\xbf"):
@@ -49,28 +78,42 @@ class SSEParser:
             line_fn = self._line
             for line in lines:
                 line_fn(line, events)
-            return events
-        pos = 0
-        n = len(buf)
-        search = _EOL.search
-        while pos < n:
-            m = search(buf, pos)
-            if m is None:
-                break
-            # A CR at the very end may be the first half of a CRLF: wait for more.
-            if m.group() == b"\r" and m.end() == n:
-                break
-            self._line(buf[pos : m.start()], events)
-            pos = m.end()
-        self._buf = buf[pos:]
-        return events
+        else:
+            pos = 0
+            n = len(buf)
+            search = _EOL.search
+            while pos < n:
+                m = search(buf, pos)
+                if m is None:
+                    break
+                # A CR at the very end may be the first half of a CRLF: wait for more.
+                if m.group() == b"\r" and m.end() == n:
+                    break
+                self._line(buf[pos : m.start()], events)
+                pos = m.end()
+            self._buf = buf[pos:]
+        if self._over is None and len(self._buf) <= self._max and not self._data:
+            return events  # the common case: nothing pending, nothing over the cap
+        return self._check(events)
+
+    def _check(self, events: list[SSEEvent]) -> list[SSEEvent]:
+        """The cap, on what is dispatched and what is still pending."""
+        if self._over is None:
+            pending = len(self._buf) + sum(map(len, self._data))
+            if len(self._buf) <= self._max and pending - len(self._buf) <= self._max:
+                return events
+            self._over = (pending, len(events))
+        size, before = self._over
+        raise EventTooLarge(size, self._max, events[:before])
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing CR ends its line; an unterminated event is dropped."""
         events: list[SSEEvent] = []
-        if self._buf.endswith(b"\r"):
+        if self._over is None and self._buf.endswith(b"\r"):
             self._line(self._buf[:-1], events)
             self._buf = b""
+        if self._over is not None:
+            return events[: self._over[1]]
         return events
 
     @property
@@ -86,6 +129,8 @@ class SSEParser:
             data = self._data
             if data:
                 joined = data[0] if len(data) == 1 else b"\n".join(data)
+                if len(joined) > self._max and self._over is None:
+                    self._over = (len(joined), len(events))
                 events.append(SSEEvent(joined, self._event, self._id))
                 self._data = []
             self._event = None

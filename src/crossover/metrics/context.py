@@ -1,0 +1,33 @@
+"""What a run asked for: stored beside its records, so its summary can be recomputed."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from crossover.metrics.summary import ClientFloor, EngineInfo
+
+
+class RunContext(BaseModel):
+    """What the run asked for; stored beside the records."""
+
+    model_config = {"frozen": True}
+
+    mode: str
+    output_tokens: int
+    endpoint: str
+    engine: EngineInfo
+    started_at: str
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    input_tokens: int | None = None
+    prompts: str = "synthetic"
+    seed: int = 0
+    tokenizer: str | None = None
+    #: the dialect reports a finish reason (Triton's stream does not)
+    expects_finish_reason: bool = True
+    allowed_failures: int = 0
+    slo: dict[str, float] = Field(default_factory=dict)
+    client_floor: ClientFloor | None = None
+    #: flag latency percentiles within this multiple of the client floor
+    floor_multiple: float = 3.0
+    workers: int = 1

@@ -1,0 +1,161 @@
+"""Matched-work verification: the requested length, the finish reason, every count
+against its witnesses (``crossover.metrics.witness``), protocol deviations, failures
+(within ``--allowed-failures``), failed warm-up requests; and the verdict.
+
+Pure functions of the records and the run's context.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from crossover.metrics.context import RunContext
+from crossover.metrics.summary import EngineCounter, Problem, Severity, Verdict, add_problem
+from crossover.metrics.witness import (
+    check_engine,
+    check_output,
+    check_prompts,
+    engine_agrees,
+    text_disagrees,
+)
+from crossover.records.model import RequestRecord
+
+#: warnings with these codes make a run ``unverified`` (a count has no second witness
+#: that agrees); any ``error`` makes it ``invalid``
+UNVERIFIED_CODES = frozenset({"usage_missing", "multi_token_chunks", "engine_tokens_mismatch"})
+
+_ERROR_CODES = {
+    "http_error": "http_error",
+    "timeout": "timeout",
+    "connection_error": "connection_error",
+    "stream_truncated": "stream_truncated",
+    "malformed": "malformed_event",
+    "not_streamed": "not_streamed",
+    "content_type": "content_type",
+    "error_event": "error_event",
+    "undecodable": "undecodable",
+    "event_too_large": "event_too_large",
+}
+
+
+def error_code(r: RequestRecord) -> str:
+    """The problem code of a failed request."""
+    assert r.error_kind is not None
+    return _ERROR_CODES[r.error_kind]
+
+
+def verify(
+    records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None,
+    all_records: list[RequestRecord] | None = None,
+) -> tuple[list[Problem], int]:  # fmt: skip
+    """Matched-work checks of the measured ``records``; ``all_records`` adds the warm-up
+    (the engine's counter covers it). Returns the problems and the matched count."""
+    n = ctx.output_tokens
+    every = all_records if all_records is not None else records
+    ok = [r for r in records if r.ok]
+    problems: list[Problem] = []
+    short = [r for r in ok if r.completion_tokens is not None and r.completion_tokens < n]
+    long_ = [r for r in ok if r.completion_tokens is not None and r.completion_tokens > n]
+    if short:
+        got = sorted(r.completion_tokens or 0 for r in short)
+        add_problem(
+            problems,
+            "short_completion",
+            "error",
+            len(short),
+            f"{len(short)} requests generated fewer than {n} tokens "
+            f"(min {got[0]}, median {got[len(got) // 2]}): the engine ignored the "
+            "matched-work fields or stopped at EOS",
+        )
+    add_problem(
+        problems,
+        "long_completion",
+        "error",
+        len(long_),
+        f"{len(long_)} requests generated more than {n} tokens",
+    )
+    if ctx.expects_finish_reason:
+        bad = [r for r in ok if r.finish_reason != "length"]
+        reasons = sorted({str(r.finish_reason) for r in bad})
+        add_problem(
+            problems,
+            "finish_reason",
+            "error",
+            len(bad),
+            f"{len(bad)} requests ended with finish_reason {', '.join(reasons)} "
+            "instead of 'length'",
+        )
+    no_usage = [r for r in ok if r.count_source != "usage"]
+    if no_usage:
+        how = (
+            "counted with the tokenizer (estimated)"
+            if any(r.count_source == "tokenizer" for r in no_usage)
+            else "not counted: no tokenizer"
+        )
+        add_problem(
+            problems,
+            "usage_missing",
+            "warning",
+            len(no_usage),
+            f"{len(no_usage)} requests had no usage from the server; tokens {how}",
+        )
+    engine_ok = engine_agrees(every, engine)
+    check_output(problems, ok, engine_ok, n)
+    if engine is not None:
+        check_engine(problems, every, engine)
+    check_prompts(problems, ok, ctx)
+    late = [r for r in ok if r.after_done_events]
+    add_problem(
+        problems,
+        "data_after_done",
+        "error",
+        len(late),
+        f"{len(late)} responses went on after [DONE] ({sum(r.after_done_events for r in late)} "
+        "events): their figures stop at [DONE], what came after was not read",
+    )
+    failed: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.error_kind is not None:
+            failed.setdefault(error_code(r), []).append(r)
+    n_failed = sum(len(v) for v in failed.values())
+    sev: Severity = "error" if n_failed > ctx.allowed_failures else "warning"
+    for code, rs in sorted(failed.items()):
+        sample = rs[0].error or code
+        add_problem(problems, code, sev, len(rs), f"{len(rs)} requests failed; first: {sample}")
+    _verify_warmup(problems, every)
+    matched = sum(
+        1
+        for r in ok
+        if r.completion_tokens == n
+        and (r.finish_reason == "length" or not ctx.expects_finish_reason)
+        and not text_disagrees(r)
+        and not r.after_done_events
+    )
+    return problems, matched
+
+
+def _verify_warmup(problems: list[Problem], all_records: list[RequestRecord]) -> None:
+    warm = [r for r in all_records if r.warmup]
+    failed = [r for r in warm if not r.ok]
+    if not failed:
+        return
+    kinds = Counter(error_code(r) for r in failed)
+    breakdown = ", ".join(f"{code} {k}" for code, k in sorted(kinds.items()))
+    add_problem(
+        problems,
+        "warmup_failed",
+        "warning",
+        len(failed),
+        f"{len(failed)} of {len(warm)} warm-up requests failed ({breakdown}); first: "
+        f"{failed[0].error}: the server may not have been warm when measurement began",
+    )
+
+
+def verdict(problems: list[Problem], succeeded: int) -> Verdict:
+    """``invalid`` on any error (or nothing succeeded); ``unverified`` when a count has no
+    agreeing second witness (a warning in ``UNVERIFIED_CODES``); else ``valid``."""
+    if succeeded == 0 or any(p.severity == "error" for p in problems):
+        return "invalid"
+    if any(p.severity == "warning" and p.code in UNVERIFIED_CODES for p in problems):
+        return "unverified"
+    return "valid"

@@ -1,0 +1,76 @@
+"""``crossover run`` end to end against a calibration server in its own process: the
+witnesses it finds by itself (the server's /tokenize, its /metrics), the problems and
+failed warm-up in the terminal and the JSON, and the timeouts' help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from crossover.calibration.config import CalibrationConfig, parse_fault
+from crossover.calibration.server import spawn
+from crossover.cli.app import main
+
+
+def run_cli(url: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, object]]:
+    summary = tmp_path / "run.json"
+    rc = main(
+        ["run", "--url", url, "--model", "calibration", "--engine", "vllm",
+         "--concurrency", "4", "--requests", "16", "--output-tokens", "12",
+         "--input-tokens", "20", "--quiet", "--out", str(tmp_path / "res"),
+         "--json", str(summary), *extra]
+    )  # fmt: skip
+    return rc, orjson.loads(summary.read_bytes())
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_inflated_usage_is_caught_without_being_told_how(
+    tmp_path: Path, workers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --tokenizer, no --metrics-url: the tool finds the server's /tokenize and
+    /metrics itself, and both contradict the usage."""
+    with spawn(
+        CalibrationConfig(ttft_ms=2.0, itl_ms=1.0, faults=[parse_fault("usage_inflated")])
+    ) as url:
+        rc, s = run_cli(url, tmp_path, "--workers", workers, "--warmup", "0")
+    assert rc == 3
+    assert s["verdict"] == "invalid"
+    problems = {p["code"]: p["severity"] for p in s["problems"]}  # type: ignore[attr-defined]
+    assert problems["text_tokens_mismatch"] == "error"
+    assert problems["engine_tokens_mismatch"] == "error"
+    w = s["witnesses"]
+    assert w["output_tokens"] == {  # type: ignore[index]
+        "usage": 16 * 12, "stream_chunks": 16 * 6, "stream_text": 16 * 6,
+        "stream_text_requests": 16,
+    }  # fmt: skip
+    assert w["prompt_tokens"] == {"usage": 16 * 20, "prompts": 16 * 20}  # type: ignore[index]
+    out = capsys.readouterr().out
+    assert "text_tokens_mismatch" in out and "engine_tokens_mismatch" in out
+
+
+def test_failed_warmup_shows_in_the_terminal_and_the_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    faults = [parse_fault("http_500:0.25")]
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0, faults=faults)) as url:
+        rc, s = run_cli(url, tmp_path, "--warmup", "4", "--allowed-failures", "4",
+                        "--metrics-url", "off")  # fmt: skip
+    assert rc == 0
+    assert s["requests"]["warmup"] == 4 and s["requests"]["warmup_failed"] == 1  # type: ignore[index]
+    assert s["witnesses"]["engine"] is None  # type: ignore[index]
+    out = capsys.readouterr().out
+    assert "warm-up 4, 1 failed" in out
+    assert "warning warmup_failed" in out and "HTTP 500" in out
+
+
+def test_timeouts_say_what_they_cover(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: no wrapping to undo
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "until the first chunk carrying generated text" in text
+    assert "the TCP (and TLS) connect" in text
+    assert "--max-event-bytes" in text and "--metrics-url" in text

@@ -1,0 +1,96 @@
+"""The engine's generated-token counter: parsing the exposition, and reading it after a
+level until it has caught up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from crossover.engines.counters import GENERATION_COUNTERS, counter_after, counter_value
+
+VLLM = """# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 120.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 30.0
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 999.0
+"""
+
+
+def test_counter_sums_label_sets() -> None:
+    assert counter_value(VLLM) == ("vllm:generation_tokens_total", 150.0)
+
+
+def test_no_known_counter_or_garbage_is_none() -> None:
+    assert counter_value("# TYPE x counter\nx_total 3\n") is None
+    assert counter_value("this is { not prometheus") is None
+    assert counter_value("") is None
+
+
+def test_llamacpp_counter_is_not_a_witness() -> None:
+    """llama-server adds a request's tokens when its slot is reused: it trails a level."""
+    text = "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 7\n"
+    assert "llamacpp:tokens_predicted_total" not in GENERATION_COUNTERS
+    assert counter_value(text) is None
+
+
+def _serve_values(values: list[float]) -> tuple[web.Application, list[int]]:
+    hits = [0]
+
+    async def metrics(request: web.Request) -> web.Response:
+        v = values[min(hits[0], len(values) - 1)]
+        hits[0] += 1
+        body = (
+            "# TYPE calibration:generation_tokens_total counter\n"
+            f"calibration:generation_tokens_total {v}\n"
+        )
+        return web.Response(text=body, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app, hits
+
+
+def _after(values: list[float], enough: float, settle_s: float = 2.0) -> tuple[float | None, int]:
+    async def go() -> tuple[float | None, int]:
+        app, hits = _serve_values(values)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/metrics"
+        try:
+            got = await counter_after(
+                url, ("calibration:generation_tokens_total", 100.0), enough, settle_s
+            )
+        finally:
+            await runner.cleanup()
+        return got, hits[0]
+
+    return asyncio.run(go())
+
+
+def test_counter_after_returns_at_once_when_it_has_caught_up() -> None:
+    assert _after([160.0], enough=50) == (160.0, 1)
+
+
+def test_counter_after_waits_for_a_lagging_counter() -> None:
+    value, reads = _after([120.0, 140.0, 160.0], enough=50)
+    assert (value, reads) == (160.0, 3)
+
+
+def test_counter_after_stops_when_the_counter_stands_still() -> None:
+    """A counter that stays below the claim (a lying server) is read twice, not for 2 s."""
+    value, reads = _after([130.0], enough=50)
+    assert (value, reads) == (130.0, 2)
+
+
+def test_counter_after_unreadable_is_none() -> None:
+    async def go() -> float | None:
+        return await counter_after(
+            "http://127.0.0.1:9/metrics", ("vllm:generation_tokens_total", 1.0), 1, 0.3
+        )
+
+    assert asyncio.run(go()) is None

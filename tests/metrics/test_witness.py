@@ -1,0 +1,337 @@
+"""Second witnesses on hand-made records: the tolerances at their edges, the verdict each
+disagreement gives, and the per-witness totals."""
+
+from __future__ import annotations
+
+import pytest
+
+from crossover.metrics.run import RunContext, summarize
+from crossover.metrics.summary import EngineCounter, EngineInfo
+from crossover.metrics.verify import UNVERIFIED_CODES, verdict
+from crossover.metrics.witness import (
+    chunks_fall_short,
+    count_with_tokenizer,
+    engine_agrees,
+    retokenize,
+    text_disagrees,
+)
+from crossover.records.model import RequestRecord
+
+N = 100
+MS = 1_000_000
+
+
+def ctx(**kw: object) -> RunContext:
+    base: dict[str, object] = {
+        "mode": "concurrency",
+        "concurrency": 2,
+        "output_tokens": N,
+        "endpoint": "completions",
+        "engine": EngineInfo(name="x", url="http://h", model="m"),
+        "started_at": "now",
+        "input_tokens": 10,
+    }
+    base.update(kw)
+    return RunContext.model_validate(base)
+
+
+def rec(index: int = 0, n: int = N, chunks: int = N, **kw: object) -> RequestRecord:
+    """A request claiming ``n`` tokens in ``chunks`` chunks (1 ms apart), for a 10-token
+    prompt that the server counts as 11."""
+    send = index * 1000 * MS
+    arrivals = [send + 100 * MS + i * MS for i in range(chunks)]
+    base: dict[str, object] = {
+        "index": index,
+        "expected_output_tokens": n,
+        "expected_prompt_tokens": 10,
+        "t_send_ns": send,
+        "t_first_ns": arrivals[0],
+        "t_last_ns": arrivals[-1],
+        "t_done_ns": arrivals[-1] + 1,
+        "chunk_arrival_ns": arrivals,
+        "chunk_chars": [1] * chunks,
+        "completion_tokens": n,
+        "prompt_tokens": 11,
+        "count_source": "usage",
+        "finish_reason": "length",
+        "saw_done": True,
+    }
+    base.update(kw)
+    return RequestRecord.model_validate(base)
+
+
+def codes(problems: list[object]) -> dict[str, str]:
+    return {p.code: p.severity for p in problems}  # type: ignore[attr-defined]
+
+
+# --- the streamed text ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text_tokens", "disagrees"),
+    [
+        (100, False),
+        (89, False),  # 11 fewer: within 1 + 10%
+        (88, True),  # 12 fewer
+        (127, False),  # 27 more: within 2 + 25%
+        (128, True),
+    ],
+)
+def test_text_tolerance_where_the_chunks_fall_short(text_tokens: int, disagrees: bool) -> None:
+    r = rec(chunks=50, stream_tokens=text_tokens)  # 100 claimed in 50 chunks
+    assert text_disagrees(r) is disagrees
+
+
+@pytest.mark.parametrize("chunks", [100, 89])
+def test_chunks_within_the_tolerance_need_no_text(chunks: int) -> None:
+    """One token per chunk already agrees with usage; re-encoding a real model's text is
+    not exact (a run of single newlines re-encodes as one token), so it is not asked."""
+    r = rec(chunks=chunks, stream_tokens=40)
+    assert not chunks_fall_short(r)
+    assert not text_disagrees(r)
+    s = summarize([r], ctx(concurrency=1))
+    assert s.verdict == "valid", s.problems
+
+
+def test_small_counts_keep_a_token_of_slack() -> None:
+    assert not text_disagrees(rec(n=4, chunks=3, stream_tokens=3))
+    assert text_disagrees(rec(n=4, chunks=2, stream_tokens=2))  # half of 4: caught
+
+
+def test_text_is_no_witness_of_a_count_it_made() -> None:
+    r = rec(chunks=50, stream_tokens=10, count_source="tokenizer")
+    assert not text_disagrees(r)
+
+
+def test_retokenize_only_where_the_chunks_fall_short_and_once() -> None:
+    short = rec(0, n=3, chunks=1, text=" a b c")
+    agreed = rec(1, n=3, chunks=3, text=" a b c")  # the chunks already agree
+    estimated = rec(2, n=3, chunks=1, text=" a b c", count_source="tokenizer")
+    failed = rec(3, n=3, chunks=1, text=" a", error_kind="timeout")
+    calls: list[str] = []
+
+    def encode(text: str) -> list[int]:
+        calls.append(text)
+        return list(range(len(text.split())))
+
+    done: list[int] = []
+    recs = [short, agreed, estimated, failed]
+    retokenize(recs, encode, done)
+    retokenize(recs, encode, done)
+    assert done == [0] and calls == [" a b c"]
+    assert short.stream_tokens == 3
+    assert agreed.stream_tokens is None and estimated.stream_tokens is None
+
+
+def test_count_with_tokenizer_fills_only_missing_counts() -> None:
+    r = rec(0, n=3, chunks=3, text=" a b c d")
+    r.completion_tokens, r.count_source = None, None
+    count_with_tokenizer([r], lambda t: t.split())  # type: ignore[arg-type,return-value]
+    assert (r.completion_tokens, r.count_source) == (4, "tokenizer")
+
+
+def test_text_disagreement_is_an_error_and_unmatches_the_request() -> None:
+    recs = [rec(0, n=3, chunks=3, stream_tokens=3), rec(1, n=3, chunks=1, stream_tokens=1)]
+    s = summarize(recs, ctx(output_tokens=3))
+    assert s.verdict == "invalid"
+    assert codes(s.problems) == {"text_tokens_mismatch": "error"}
+    assert s.requests.matched == 1
+
+
+# --- multi-token chunks -------------------------------------------------------------------
+
+
+def test_multi_token_chunks_agreed_by_the_text_are_information() -> None:
+    s = summarize([rec(n=3, chunks=1, stream_tokens=3)], ctx(output_tokens=3, concurrency=1))
+    assert s.verdict == "valid"
+    assert codes(s.problems) == {"multi_token_chunks": "info"}
+
+
+def test_multi_token_chunks_with_no_second_witness_leave_the_run_unverified() -> None:
+    s = summarize([rec(n=3, chunks=1)], ctx(output_tokens=3, concurrency=1))
+    assert s.verdict == "unverified"
+    (p,) = s.problems
+    assert (p.code, p.severity) == ("multi_token_chunks", "warning")
+    assert "give --tokenizer" in p.message
+
+
+def test_a_token_held_back_into_the_next_chunk_needs_no_second_witness() -> None:
+    """llama.cpp sent 254 chunks for 256 tokens (a token ending inside a UTF-8 character
+    goes out with the next): the chunks agree within the tolerance."""
+    s = summarize([rec(n=256, chunks=254)], ctx(output_tokens=256, concurrency=1))
+    assert s.verdict == "valid"
+    assert codes(s.problems) == {"multi_token_chunks": "info"}
+
+
+def test_multi_token_chunks_agreed_by_the_engine_counter_are_information() -> None:
+    r = rec(n=3, chunks=1)
+    counter = EngineCounter(name="vllm:generation_tokens_total", before=10, after=13)
+    s = summarize([r], ctx(output_tokens=3, concurrency=1), counter)
+    assert s.verdict == "valid"
+    assert codes(s.problems) == {"multi_token_chunks": "info"}
+
+
+# --- the engine's counter ---------------------------------------------------------------
+
+
+def engine(generated: float) -> EngineCounter:
+    return EngineCounter(name="vllm:generation_tokens_total", before=1000, after=1000 + generated)
+
+
+@pytest.mark.parametrize(
+    ("generated", "expected"),
+    [
+        # 4 requests of 100: slack = 4 (one per request) + 1% of 400 = 8
+        (400, None),
+        (392, None),
+        (391, ("engine_tokens_mismatch", "error")),
+        (200, ("engine_tokens_mismatch", "error")),
+        (408, None),
+        (409, ("engine_tokens_mismatch", "warning")),
+    ],
+)
+def test_engine_counter_tolerance(generated: float, expected: tuple[str, str] | None) -> None:
+    recs = [rec(i) for i in range(4)]
+    s = summarize(recs, ctx(output_tokens=N, concurrency=2), engine(generated))
+    got = [(p.code, p.severity) for p in s.problems if p.code == "engine_tokens_mismatch"]
+    assert got == ([expected] if expected else [])
+    if expected == ("engine_tokens_mismatch", "error"):
+        assert s.verdict == "invalid"
+    elif expected is not None:
+        assert s.verdict == "unverified"  # another client, or usage under-reports
+    else:
+        assert s.verdict == "valid"
+    assert s.witnesses.engine is not None
+    assert (s.witnesses.engine.generated, s.witnesses.engine.claimed) == (generated, 400)
+
+
+def test_engine_counter_covers_the_warmup() -> None:
+    recs = [rec(0), rec(1, warmup=True)]
+    s = summarize(recs, ctx(output_tokens=N, concurrency=1), engine(200))
+    assert s.problems == []
+    assert s.witnesses.engine is not None and s.witnesses.engine.claimed == 200
+
+
+def test_more_engine_tokens_with_failed_requests_prove_nothing() -> None:
+    """A failed request's tokens are in the counter and in no usage: no over-count then."""
+    recs = [rec(0), rec(1, error_kind="timeout", error="no next token")]
+    s = summarize(recs, ctx(output_tokens=N, concurrency=1, allowed_failures=1), engine(170))
+    assert "engine_tokens_mismatch" not in codes(s.problems)
+
+
+def test_a_counter_that_went_back_is_no_witness() -> None:
+    recs = [rec(0)]
+    assert not engine_agrees(recs, engine(-50))
+    s = summarize(recs, ctx(output_tokens=N, concurrency=1), engine(-50))
+    assert s.problems == []
+
+
+# --- prompt tokens --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reported", "code"),
+    [(10, None), (9, None), (8, "error"), (5, "error"), (11, None), (15, "warning")],
+)
+def test_prompt_tokens_against_the_prompts_own_count(reported: int, code: str | None) -> None:
+    recs = [rec(i, prompt_tokens=reported) for i in range(3)]  # each prompt has 10
+    s = summarize(recs, ctx(output_tokens=N))
+    got = codes(s.problems).get("prompt_tokens_mismatch")
+    assert got == code
+    if code == "error":
+        (p,) = s.problems
+        assert "fewer prompt tokens than their prompts have" in p.message
+
+
+# --- protocol and warm-up -------------------------------------------------------------
+
+
+def test_data_after_done_is_an_error_and_unmatches() -> None:
+    recs = [rec(0), rec(1, after_done_events=2)]
+    s = summarize(recs, ctx(output_tokens=N))
+    assert s.verdict == "invalid"
+    (p,) = s.problems
+    assert (p.code, p.count) == ("data_after_done", 1)
+    assert "2 events" in p.message
+    assert s.requests.matched == 1
+
+
+@pytest.mark.parametrize(
+    "kind", ["not_streamed", "content_type", "error_event", "undecodable", "event_too_large"]
+)
+def test_each_protocol_failure_has_its_own_code(kind: str) -> None:
+    recs = [rec(0), rec(1, error_kind=kind, error="x")]
+    s = summarize(recs, ctx(output_tokens=N))
+    assert codes(s.problems) == {kind: "error"}
+    s2 = summarize(recs, ctx(output_tokens=N, allowed_failures=1))
+    assert codes(s2.problems) == {kind: "warning"} and s2.verdict == "valid"
+
+
+def test_failed_warmup_is_a_named_warning() -> None:
+    recs = [
+        rec(0),
+        rec(0, warmup=True, error_kind="http_error", error="HTTP 503: loading"),
+        rec(1, warmup=True, error_kind="timeout", error="no first token within 1 s"),
+        rec(2, warmup=True),
+    ]
+    s = summarize(recs, ctx(output_tokens=N, concurrency=1))
+    assert s.verdict == "valid"
+    (p,) = s.problems
+    assert (p.code, p.severity, p.count) == ("warmup_failed", "warning", 2)
+    assert "2 of 3 warm-up requests failed (http_error 1, timeout 1)" in p.message
+    assert "HTTP 503: loading" in p.message
+    assert (s.requests.warmup, s.requests.warmup_failed) == (3, 2)
+
+
+# --- totals and the verdict -----------------------------------------------------------
+
+
+def test_witness_totals() -> None:
+    a = rec(0, n=3, chunks=1, stream_tokens=3)  # re-tokenized: its chunks fall short
+    b = rec(1, n=3, chunks=3)
+    s = summarize([a, b], ctx(output_tokens=3))
+    w = s.witnesses
+    assert (w.output_tokens.usage, w.output_tokens.stream_chunks) == (6, 4)
+    assert (w.output_tokens.stream_text, w.output_tokens.stream_text_requests) == (3, 1)
+    c = rec(2, n=3, chunks=3, count_source=None, completion_tokens=None)
+    w2 = summarize([b, c], ctx(output_tokens=3)).witnesses
+    assert w2.output_tokens.usage is None  # c had no usage
+    assert (w2.output_tokens.stream_text, w2.output_tokens.stream_text_requests) == (None, 0)
+    assert (w.prompt_tokens.usage, w.prompt_tokens.prompts) == (22, 20)
+    assert w.engine is None
+
+
+def test_verdict_rules() -> None:
+    from crossover.metrics.summary import Problem
+
+    def p(code: str, severity: str) -> Problem:
+        return Problem(code=code, severity=severity, count=1, message="")  # type: ignore[arg-type]
+
+    assert verdict([], 1) == "valid"
+    assert verdict([], 0) == "invalid"
+    assert verdict([p("prompt_tokens_mismatch", "warning")], 1) == "valid"
+    for code in UNVERIFIED_CODES:
+        assert verdict([p(code, "warning")], 1) == "unverified"
+        assert verdict([p(code, "info")], 1) == "valid"
+    assert verdict([p("multi_token_chunks", "warning"), p("x", "error")], 1) == "invalid"
+
+
+# --- the documentation --------------------------------------------------------------------
+
+
+def test_docs_list_every_problem_code_and_every_calibration_fault() -> None:
+    """docs/metrics.md names each code with its witness and verdict; docs/calibration.md
+    each fault that plants one."""
+    from pathlib import Path
+
+    from crossover.calibration.config import FAULT_NAMES
+    from crossover.metrics.summary import PROBLEM_CODES
+    from crossover.metrics.verify import _ERROR_CODES
+
+    root = Path(__file__).resolve().parents[2] / "docs"
+    table = (root / "metrics.md").read_text().split("## Problems", 1)[1]
+    rows = {line.split("|")[1].strip(" `") for line in table.splitlines() if line.startswith("| `")}
+    assert set(PROBLEM_CODES) <= rows, set(PROBLEM_CODES) - rows
+    assert set(_ERROR_CODES.values()) <= set(PROBLEM_CODES)
+    faults = (root / "calibration.md").read_text().split("## Faults", 1)[1].split("\n## ")[0]
+    assert [f for f in FAULT_NAMES if f"`{f}`" not in faults] == []
