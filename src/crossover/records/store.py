@@ -107,10 +107,14 @@ class _Writer(threading.Thread):
         self.largest_batch = 0
 
     def run(self) -> None:
-        db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         try:
+            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA busy_timeout=30000")
             db.execute("PRAGMA synchronous=NORMAL")
+        except Exception as exc:  # nothing will be written: say so at the next write
+            self.error = exc
+            return
+        try:
             self._loop(db)
         finally:
             db.close()
