@@ -2,6 +2,11 @@
 
 Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport)
 -> records (SQLite, as they arrive) -> metrics. Sweeps call ``execute`` per level.
+
+Nothing that can wait runs on the event loop while streams are in flight: a finished
+record is serialized and handed to the store's writer thread, the summary is computed
+after the level, and a probe measures the loop's own lag meanwhile (``client_loop`` in
+the summary, beside the client floor).
 """
 
 from __future__ import annotations
@@ -21,14 +26,23 @@ from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
+from crossover.load.looplag import PROBE_INTERVAL_S, LoopLagProbe, frozen_heap
 from crossover.load.send import send_prompt
 from crossover.load.strategies import closed_loop, open_loop
+from crossover.metrics.loop import loop_lag
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
-from crossover.metrics.summary import ClientFloor, EngineCounter, EngineInfo, Problem, RunSummary
+from crossover.metrics.summary import (
+    ClientFloor,
+    EngineCounter,
+    EngineInfo,
+    LoopLag,
+    Problem,
+    RunSummary,
+)
 from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
-from crossover.transport.http import Timeouts, make_session
+from crossover.transport.http import Timeouts, make_session, open_connections
 from crossover.workload import (
     Prompt,
     ServerTokenizer,
@@ -40,6 +54,8 @@ from crossover.workload import (
 
 #: engines whose server has a llama.cpp- or vLLM-style /tokenize
 SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
+#: the run's samples table keeps the loop lag under this source, for ``summarize``
+LOOP_SAMPLE = "client_loop"
 
 
 @dataclass
@@ -211,17 +227,20 @@ async def execute(
     timeouts = Timeouts(**config.timeouts.model_dump())
     records: list[RequestRecord] = []
     counter = await read_counter(metrics_url) if metrics_url else None
+    lags: list[float] = []
 
     if config.workers > 1:
         status = await _execute_workers(
             config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
-            abort,
+            abort, lags,
         )  # fmt: skip
     else:
         status = await _execute_here(
             config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
-            abort, timeouts,
+            abort, timeouts, lags,
         )  # fmt: skip
+    client_loop = loop_lag(lags, PROBE_INTERVAL_S, config.workers)
+    store.add_sample(run_id, LOOP_SAMPLE, 0.0, client_loop.model_dump(mode="json"))
 
     engine = None
     if counter is not None and metrics_url is not None and not abort.is_set():
@@ -236,6 +255,7 @@ async def execute(
         for r in changed:  # keep the stored records the source of truth
             store.add_record(run_id, r)
     summary = summarize(records, ctx, engine)
+    summary.client_loop = client_loop
     if status == "failed":
         reason = (abort_reason() if abort_reason else None) or "the run was aborted"
         summary.problems.append(
@@ -282,8 +302,10 @@ async def _execute_here(
     progress: Progress | None,
     abort: asyncio.Event,
     timeouts: Timeouts,
+    lags: list[float],
 ) -> str:
-    """The load in this process's event loop (``workers == 1``)."""
+    """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
+    lag probe's readings during the measured load."""
     dialect = get_dialect(config.engine)
     warm = config.warmup
     n_prompts = len(prompts)
@@ -319,25 +341,32 @@ async def _execute_here(
                 await closed_loop(
                     send, config.concurrency or min(warm, 8), warm, None, abort, warmup=True
                 )
+            if config.mode == "concurrency" and not abort.is_set():
+                assert config.concurrency is not None
+                await open_connections(session, config.url, config.concurrency)
             if progress is not None:
                 progress.started_ns = time.perf_counter_ns()
-            if not abort.is_set():
-                if config.mode == "concurrency":
-                    assert config.concurrency is not None
-                    await closed_loop(
-                        send, config.concurrency, config.requests, config.duration_s, abort
-                    )
-                else:
-                    assert config.rate_rps is not None
-                    await open_loop(
-                        send,
-                        config.rate_rps,
-                        config.requests,
-                        config.duration_s,
-                        abort,
-                        config.seed,
-                        config.max_in_flight,
-                    )
+            probe = LoopLagProbe()
+            with frozen_heap():
+                probe.start()
+                if not abort.is_set():
+                    if config.mode == "concurrency":
+                        assert config.concurrency is not None
+                        await closed_loop(
+                            send, config.concurrency, config.requests, config.duration_s, abort
+                        )
+                    else:
+                        assert config.rate_rps is not None
+                        await open_loop(
+                            send,
+                            config.rate_rps,
+                            config.requests,
+                            config.duration_s,
+                            abort,
+                            config.seed,
+                            config.max_in_flight,
+                        )
+                lags.extend(await probe.stop())
         except asyncio.CancelledError:
             store.finish_run(run_id, "interrupted", None)
             raise
@@ -357,6 +386,7 @@ async def _execute_workers(
     records: list[RequestRecord],
     progress: Progress | None,
     abort: asyncio.Event,
+    lags: list[float],
 ) -> str:
     """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
     from crossover.load.workers import run_workers
@@ -373,8 +403,9 @@ async def _execute_workers(
 
     try:
         await run_workers(
-            config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start
-        )
+            config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start,
+            lags,
+        )  # fmt: skip
     except asyncio.CancelledError:
         store.finish_run(run_id, "interrupted", None)
         raise
@@ -388,7 +419,12 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
         raise UsageError(f"no run {run_id} in {store.path}")
     ctx = RunContext.model_validate(row.context["context"])
     engine = None
+    loop: LoopLag | None = None
     for source, _, data in store.samples(run_id):
         if source == ENGINE_COUNTER_SAMPLE:
             engine = EngineCounter.model_validate(data)
-    return summarize(store.records(run_id), ctx, engine)
+        elif source == LOOP_SAMPLE:
+            loop = LoopLag.model_validate(data)
+    summary = summarize(store.records(run_id), ctx, engine)
+    summary.client_loop = loop
+    return summary

@@ -102,6 +102,17 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
                 f"({_f((s.goodput.fraction or 0) * 100, '.0f')}% meet {s.goodput.slo})"
             )
         )
+    client = []
+    if s.client_floor is not None and s.client_floor.delivery_p50_ms is not None:
+        client.append(f"client floor {s.client_floor.delivery_p50_ms:.3f} ms")
+    lag = s.client_loop
+    if lag is not None and lag.p99_ms is not None:
+        client.append(
+            f"event-loop lag p50 {_f(lag.p50_ms, '.2f')} / p99 {_f(lag.p99_ms, '.2f')} / "
+            f"max {_f(lag.max_ms, '.1f')} ms"
+        )
+    if client:
+        lines.append(Text("client: " + "   ".join(client), style="dim"))
     for p in s.problems:
         style = {"error": "red", "warning": "yellow", "info": "dim"}[p.severity]
         lines.append(Text.assemble((f"{p.severity} {p.code}", style), f": {p.message}"))

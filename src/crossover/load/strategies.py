@@ -1,6 +1,9 @@
 """Load strategies. They decide *when* a request is sent and nothing else.
 
-* Closed loop: ``C`` workers, each sends its next request when its last one ends.
+* Closed loop: ``C`` workers, each sends its next request when its last one ends. The
+  workers start one per pass of the event loop, so the reads of the streams already
+  started are stamped between the sends (sending 1,024 requests in one pass held the
+  loop ~100 ms, and every first token that arrived meanwhile was stamped that late).
 * Open loop: Poisson arrivals on an absolute schedule fixed before the run. When
   the client cannot send on time (or ``max_in_flight`` holds a request back), the
   request keeps its scheduled time, so ``queue_ms`` shows the delay and
@@ -13,7 +16,7 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,20 @@ async def closed_loop(
             await send(i, None, warmup)
 
     workers = concurrency if last is None else min(concurrency, last - first_index)
-    await _gather_or_abort([worker() for _ in range(max(workers, 0))], abort)
+    loop = asyncio.get_running_loop()
+    started: list[asyncio.Task[None]] = []
+    try:
+        for _ in range(max(workers, 0)):
+            if abort.is_set():
+                break
+            started.append(loop.create_task(worker()))
+            await asyncio.sleep(0)  # one start per pass: ready reads run in between
+    except BaseException:
+        for t in started:
+            t.cancel()
+        await asyncio.gather(*started, return_exceptions=True)
+        raise
+    await _gather_or_abort(started, abort)
 
 
 async def open_loop(
@@ -112,7 +128,7 @@ async def open_loop(
         await _gather_or_abort(list(tasks), abort)
 
 
-async def _gather_or_abort(aws: list[Awaitable[None]], abort: asyncio.Event) -> None:
+async def _gather_or_abort(aws: Sequence[Awaitable[None]], abort: asyncio.Event) -> None:
     """Wait for all; if ``abort`` is set first (engine died, Ctrl-C), cancel the rest."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     if not tasks:

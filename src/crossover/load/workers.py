@@ -165,9 +165,10 @@ async def _worker(
 ) -> None:
     from crossover.config import RunConfig
     from crossover.dialects import get_dialect
+    from crossover.load.looplag import LoopLagProbe, frozen_heap
     from crossover.load.send import send_prompt
     from crossover.load.strategies import closed_loop, open_loop
-    from crossover.transport.http import Timeouts, make_session
+    from crossover.transport.http import Timeouts, make_session, open_connections
 
     config = RunConfig.model_validate_json(config_json)
     dialect = get_dialect(config.engine)
@@ -202,10 +203,10 @@ async def _worker(
                 timeouts=timeouts,
                 keep_text=keep_text,
                 worker=share.worker,
-                on_cancel=lambda r: out.put(("record", share.worker, orjson.dumps(r.model_dump()))),
+                on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
                 cancel_reason=lambda: "the run was aborted",
             )
-            out.put(("record", share.worker, orjson.dumps(rec.model_dump())))
+            out.put(("record", share.worker, rec.to_json()))
             return rec
 
         try:
@@ -213,24 +214,32 @@ async def _worker(
                 await closed_loop(
                     send, share.warmup_concurrency, share.warmup, None, abort, warmup=True
                 )
+            if share.concurrency is not None:
+                await open_connections(session, config.url, share.concurrency)
             out.put(("ready", share.worker, None))
             while not go.is_set() and not abort.is_set():  # noqa: ASYNC110
                 await asyncio.sleep(0.002)
             if abort.is_set():
                 return
-            if share.concurrency is not None:
-                await closed_loop(send, share.concurrency, share.requests, share.duration_s, abort)
-            else:
-                assert share.rate_rps is not None
-                await open_loop(
-                    send,
-                    share.rate_rps,
-                    share.requests,
-                    share.duration_s,
-                    abort,
-                    share.seed,
-                    share.max_in_flight,
-                )
+            probe = LoopLagProbe()
+            with frozen_heap():
+                probe.start()
+                if share.concurrency is not None:
+                    await closed_loop(
+                        send, share.concurrency, share.requests, share.duration_s, abort
+                    )
+                else:
+                    assert share.rate_rps is not None
+                    await open_loop(
+                        send,
+                        share.rate_rps,
+                        share.requests,
+                        share.duration_s,
+                        abort,
+                        share.seed,
+                        share.max_in_flight,
+                    )
+                out.put(("lag", share.worker, await probe.stop()))
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -253,11 +262,13 @@ async def run_workers(
     on_record: Callable[[RequestRecord], None],
     abort: asyncio.Event,
     on_measure_start: Callable[[], None] | None = None,
+    lags: list[float] | None = None,
 ) -> None:
     """Run ``config`` (a ``RunConfig`` with ``workers > 1``) over worker processes.
 
     ``on_record`` gets every record, renumbered: measured records 0, 1, ... and warm-up
     records 0, 1, ... in the order they arrive here; ``record.worker`` says whose it was.
+    ``lags`` gets every worker's event-loop lag readings (ms), pooled.
     """
     shares = plan_shares(
         workers=config.workers,
@@ -317,6 +328,9 @@ async def run_workers(
                 rec.index = next_index[rec.warmup]
                 next_index[rec.warmup] += 1
                 on_record(rec)
+            elif kind == "lag":
+                if lags is not None:
+                    lags.extend(payload)
             elif kind == "ready":
                 ready.add(k)
                 if len(ready) == len(procs):

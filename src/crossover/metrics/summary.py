@@ -174,6 +174,22 @@ class Witnesses(BaseModel):
     engine: EngineWitness | None = None
 
 
+class LoopLag(BaseModel):
+    """The client event loop's own lag during the measured load (ms): how late a probe
+    sleeping ``interval_ms`` woke up. Chunks that arrived while the loop was held were
+    stamped that late. With several workers, the probes of all of them pooled."""
+
+    interval_ms: float
+    samples: int = 0
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+    #: wake-ups more than 1 ms late
+    over_1ms: int = 0
+    workers: int = 1
+
+
 class RunSummary(BaseModel):
     schema_: Literal["crossover.run/1"] = Field("crossover.run/1", alias="schema")
     verdict: Verdict
@@ -191,6 +207,8 @@ class RunSummary(BaseModel):
     queue_ms: Stats
     goodput: Goodput | None = None
     client_floor: ClientFloor | None = None
+    #: measured during the run (absent in summaries recomputed from records alone)
+    client_loop: LoopLag | None = None
     prompt_tokens: Stats = Field(default_factory=Stats)
     witnesses: Witnesses = Field(default_factory=Witnesses)
     engine: EngineInfo

@@ -8,8 +8,9 @@ Fields added later have defaults, so records stored by older versions still load
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, Field
 
 ErrorKind = Literal[
@@ -67,7 +68,19 @@ class RequestRecord(BaseModel):
     #: ``text`` re-tokenized after the level: the stream's witness of the token count
     stream_tokens: int | None = None
 
+    def to_json(self) -> bytes:
+        """The record as JSON, the same as ``orjson.dumps(self.model_dump())`` at half the
+        cost: the fields are JSON types already, so their dict is serialized as it is."""
+        return orjson.dumps(self.__dict__, default=_dump)
+
     @property
     def ok(self) -> bool:
         """The request completed without a transport or HTTP error."""
         return self.error_kind is None
+
+
+def _dump(value: Any) -> Any:
+    """A nested model (none today) serialized the slow way."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"cannot serialize {type(value).__name__}")

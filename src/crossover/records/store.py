@@ -1,18 +1,26 @@
-"""The SQLite store: one row per request, written the moment it completes.
+"""The SQLite store: one row per request, written as it completes, off the event loop.
 
-WAL mode with ``synchronous=NORMAL``: each record is committed on its own, so a
-crash of the client loses at most the requests in flight, at ~tens of
-microseconds per commit. Runs carry a ``key`` so an interrupted sweep can find
-what it already finished and resume.
+Every write goes through one writer thread with its own connection: the caller (the
+event loop, while streams are in flight) only serializes the record (``orjson``, a few
+microseconds) and queues it. The thread commits whatever has queued up in one
+transaction, so a burst of streams finishing together costs one commit, not one each
+(a commit was ~260 us on the loop, and 256 finishing streams stamped the last token of
+the others ~85 ms late). A record is committed as soon as the thread gets to it: a
+killed client loses at most the batch in flight. WAL mode with ``synchronous=NORMAL``.
+
+Reads (and ``flush``) wait for the queued writes first, so a caller always reads what
+it wrote. Runs carry a ``key`` so an interrupted sweep can find what it already
+finished and resume.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +88,80 @@ def check_writable(folder: Path) -> None:
         raise UsageError(f"output folder {folder} has less than 16 MiB free")
 
 
+#: the most statements one transaction of the writer takes
+MAX_BATCH = 1024
+_Write = tuple[str, Sequence[Any]]
+
+
+class _Writer(threading.Thread):
+    """Commits queued statements in batches on its own connection."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(name="crossover-store-writer", daemon=True)
+        self.path = path
+        self.queue: queue.SimpleQueue[_Write | threading.Event | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        #: transactions committed and statements in them (what the tests look at)
+        self.batches = 0
+        self.rows = 0
+        self.largest_batch = 0
+
+    def run(self) -> None:
+        try:
+            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout=30000")
+            db.execute("PRAGMA synchronous=NORMAL")
+        except Exception as exc:  # nothing will be written: say so at the next write
+            self.error = exc
+            return
+        try:
+            self._loop(db)
+        finally:
+            db.close()
+
+    def _loop(self, db: sqlite3.Connection) -> None:
+        get, get_nowait = self.queue.get, self.queue.get_nowait
+        while True:
+            item = get()
+            batch: list[_Write] = []
+            waiters: list[threading.Event] = []
+            stop = False
+            # take what has queued up meanwhile; a waiter or the stop mark ends the batch
+            while True:
+                if item is None:
+                    stop = True
+                    break
+                if isinstance(item, threading.Event):
+                    waiters.append(item)
+                    break
+                batch.append(item)
+                if len(batch) >= MAX_BATCH:
+                    break
+                try:
+                    item = get_nowait()
+                except queue.Empty:
+                    break
+            if batch and self.error is None:
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        for sql, params in batch:
+                            db.execute(sql, params)
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    db.execute("COMMIT")
+                    self.batches += 1
+                    self.rows += len(batch)
+                    self.largest_batch = max(self.largest_batch, len(batch))
+                except Exception as exc:  # kept, raised to the caller at the next write/flush
+                    self.error = exc
+            for w in waiters:
+                w.set()
+            if stop:
+                return
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -87,12 +169,62 @@ class Store:
             self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
             self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{path}: not a crossover results database ({exc})") from None
+        self._writer: _Writer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def writer_stats(self) -> dict[str, int]:
+        """Transactions the writer committed, rows in them, and the largest batch."""
+        w = self._writer
+        if w is None:
+            return {"batches": 0, "rows": 0, "largest_batch": 0}
+        return {"batches": w.batches, "rows": w.rows, "largest_batch": w.largest_batch}
+
+    def _submit(self, sql: str, params: Sequence[Any]) -> None:
+        w = self._writer
+        if w is None:
+            with self._lock:
+                if self._writer is None:
+                    self._writer = _Writer(self.path)
+                    self._writer.start()
+                w = self._writer
+        if w.error is not None:
+            self._raise(w)
+        w.queue.put((sql, params))
+
+    @staticmethod
+    def _raise(w: _Writer) -> None:
+        assert w.error is not None
+        raise w.error
+
+    def flush(self) -> None:
+        """Wait until every write queued so far is committed (or failed: raised here)."""
+        w = self._writer
+        if w is None:
+            return
+        if w.is_alive():
+            done = threading.Event()
+            w.queue.put(done)
+            while not done.wait(0.5):
+                if not w.is_alive():
+                    break
+        if w.error is not None:
+            self._raise(w)
 
     def close(self) -> None:
-        self._db.close()
+        w = self._writer
+        try:
+            self.flush()
+        finally:
+            if w is not None and w.is_alive():
+                w.queue.put(None)
+                w.join()
+            self._writer = None
+            self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -100,51 +232,46 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
     def create_run(self, run_id: str, context: dict[str, Any], key: str | None = None) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO runs(run_id, key, created_at, status, context) VALUES (?,?,?,?,?)",
-                (run_id, key, time.time(), "running", orjson.dumps(context).decode()),
-            )
+        self._submit(
+            "INSERT INTO runs(run_id, key, created_at, status, context) VALUES (?,?,?,?,?)",
+            (run_id, key, time.time(), "running", orjson.dumps(context).decode()),
+        )
+        self.flush()
 
     def add_record(self, run_id: str, record: RequestRecord) -> None:
-        self._db.execute(
+        """Queue one record (serialized here, committed by the writer thread)."""
+        self._submit(
             "INSERT OR REPLACE INTO requests(run_id, idx, warmup, record) VALUES (?,?,?,?)",
-            (run_id, record.index, int(record.warmup), orjson.dumps(record.model_dump())),
+            (run_id, record.index, int(record.warmup), record.to_json()),
         )
 
     def add_sample(self, run_id: str, source: str, t_s: float, data: dict[str, Any]) -> None:
-        self._db.execute(
+        self._submit(
             "INSERT INTO samples(run_id, source, t_s, data) VALUES (?,?,?,?)",
             (run_id, source, t_s, orjson.dumps(data).decode()),
         )
 
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
-        self._db.execute(
+        self._submit(
             "UPDATE runs SET status=?, summary=? WHERE run_id=?",
             (status, orjson.dumps(summary).decode() if summary is not None else None, run_id),
         )
+        self.flush()
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._db.execute(
+        self._submit(
             "INSERT OR REPLACE INTO meta(k, v) VALUES (?,?)", (key, orjson.dumps(value).decode())
         )
+        self.flush()
 
     def get_meta(self, key: str) -> Any:
+        self.flush()
         row = self._db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
         return orjson.loads(row[0]) if row else None
 
     def records(self, run_id: str, include_warmup: bool = True) -> list[RequestRecord]:
+        self.flush()
         sql = "SELECT record FROM requests WHERE run_id=?"
         if not include_warmup:
             sql += " AND warmup=0"
@@ -152,6 +279,7 @@ class Store:
         return [RequestRecord.model_validate(orjson.loads(r[0])) for r in rows]
 
     def samples(self, run_id: str) -> list[tuple[str, float, dict[str, Any]]]:
+        self.flush()
         rows = self._db.execute(
             "SELECT source, t_s, data FROM samples WHERE run_id=? ORDER BY t_s", (run_id,)
         ).fetchall()
@@ -168,12 +296,14 @@ class Store:
         )
 
     def runs(self) -> list[RunRow]:
+        self.flush()
         rows = self._db.execute(
             "SELECT run_id, key, created_at, status, context, summary FROM runs ORDER BY created_at"
         ).fetchall()
         return [self._row(r) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
+        self.flush()
         r = self._db.execute(
             "SELECT run_id, key, created_at, status, context, summary FROM runs WHERE run_id=?",
             (run_id,),
@@ -181,6 +311,7 @@ class Store:
         return self._row(r) if r else None
 
     def finished_by_key(self, key: str) -> RunRow | None:
+        self.flush()
         r = self._db.execute(
             "SELECT run_id, key, created_at, status, context, summary FROM runs "
             "WHERE key=? AND status='done' ORDER BY created_at DESC LIMIT 1",
