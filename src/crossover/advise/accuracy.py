@@ -52,13 +52,6 @@ class Row(BaseModel):
         return self.model_dump()
 
 
-class _NoComm:
-    name = "none (1 GPU)"
-
-    def latency_us(self, size_bytes: float, n: int) -> float:
-        return 0.0
-
-
 def system_for(gpu: str, layout: Layout) -> System:
     return system_from_flags(gpu, layout.gpus)
 
@@ -79,7 +72,7 @@ def predict_measured(
     if layout.gpus > 1:
         use: AllReduceCurve = curve or cost.default_curve(system)
     else:
-        use = _NoComm()
+        use = cost.NoComm()
     quant = m.quant or "bf16"
     kwargs: dict[str, Any] = {
         "concurrency": m.concurrency,

@@ -136,6 +136,15 @@ class TableCurve:
         return pts[-1][1]  # pragma: no cover
 
 
+class NoComm:
+    """One GPU: no communication (a curve for comparing single-GPU runs)."""
+
+    name = "none (1 GPU)"
+
+    def latency_us(self, size_bytes: float, n: int) -> float:
+        return 0.0
+
+
 def load_curve(path: Path) -> TableCurve:
     """``[{"size_bytes", "latency_us"}, ...]`` or ``{"gpus": n, "points": [...]}``."""
     try:

@@ -16,6 +16,9 @@ from crossover.advise.efficiency import Calibration
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
 
+# Above this share of a closed-loop cycle spent in prefill, the advice says the estimate
+# rests on the least-measured term (one prompt length, one GPU).
+PREFILL_SHARE_WARNING = 0.3
 # Candidates within this fraction of the best figure count as tied; rule 1 orders them.
 TIE_FRACTION = 0.10
 # Rule 1 (seed-1-engine-choice): engine order per regime among tied candidates.
@@ -168,6 +171,13 @@ def recommendation(
     if calibration is not None and pred.profile is not None:
         reasons.append(profile_reason(calibration, c.engine))
         rules.append("calibrated-profile")
+        wave = pred.batch * pred.prefill_ms
+        share = wave / (wave + req.output_tokens * pred.step_ms)
+        if share > PREFILL_SHARE_WARNING:
+            reasons.append(
+                f"prefill is {share:.0%} of the estimated cycle: the prefill rate was fitted "
+                f"to 200-token prompts on {calibration.gpu} only, the least certain term here"
+            )
     if pred.batch < conc:
         reasons.append(f"KV cache holds only {pred.batch} of {conc} sequences: the rest queue")
     if c.tp > 1:

@@ -135,7 +135,9 @@ def usable_gib(
         spill = max(0.0, outside - (1 - rule.utilization) * total)
         return rule.utilization * total - inside - spill, inside + spill, parts
     free = total - weights_gib - inside - outside
-    return weights_gib + rule.utilization * max(free, 0.0), inside + outside, parts
+    if free < 0:  # the weights alone do not fit: no fraction of nothing to take
+        return total - inside - outside, inside + outside, parts
+    return weights_gib + rule.utilization * free, inside + outside, parts
 
 
 def fit(
