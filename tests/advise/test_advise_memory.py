@@ -221,3 +221,19 @@ def test_24gb_cards(gpu: str, n: int, interconnect: str) -> None:
         assert awq["recommendations"] == []
     else:
         assert any(r["engine"] in ("vllm", "trtllm", "sglang") for r in awq["recommendations"])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "label"),
+    [
+        (8191, "a 4k context"),
+        (8192, "an 8k context"),
+        (43_000, "a 32k context"),
+        (800, "an 800-token context"),
+        (700, "a 700-token context"),
+    ],
+)
+def testcontext_label(tokens: int, label: str) -> None:
+    from crossover.advise.nearmiss import context_label
+
+    assert context_label(tokens) == label

@@ -18,11 +18,14 @@ from crossover.advise.rules import check_tp_heads, kernel_check
 MAX_GPUS = 8
 
 
-def _context_label(tokens: int) -> str:
+def context_label(tokens: int) -> str:
+    """ "a 32k context", "an 8k context", "a 700-token context"."""
     if tokens >= 1024:
         k = 1 << ((tokens // 1024).bit_length() - 1)  # the largest power-of-two k <= tokens
-        return f"a {k}k context"
-    return f"a {tokens}-token context"
+        size = f"{k}k"
+    else:
+        size = f"{tokens}-token"
+    return f"{'an' if size.startswith(('8', '11', '18')) else 'a'} {size} context"
 
 
 def _fits(req: AdviceRequest, engine: str, layout: Layout, quant: str, c: int, ctx: int) -> bool:
@@ -92,7 +95,7 @@ def remedies(req: AdviceRequest, row: dict[str, Any], min_c: int, context: int) 
     if fit["weights_fit"] and per_token > 0:
         tokens = int(free_gib * memory.GIB / per_token / max(1, min_c))
         if tokens >= 1:
-            out.append(f"with {_context_label(tokens)} it fits")
+            out.append(f"with {context_label(tokens)} it fits")
         if min_c > 1 and fit["max_concurrency"] >= 1:
             out.append(f"with {fit['max_concurrency']} concurrent sequences it fits")
     quant = cfg["quant"]
@@ -134,6 +137,7 @@ def near_misses(
                 "engine": engine,
                 "config": best["config"],
                 "rule": best["rule"],
+                "title": best.get("title"),
                 "reason": best["reason"],
                 "needs_gib_per_gpu": fit["weights_gib_per_gpu"] + fit["kv_gib_per_gpu"],
                 "usable_gib_per_gpu": fit["usable_gib_per_gpu"],
@@ -146,6 +150,7 @@ def near_misses(
                 "engine": engine,
                 "config": best["config"],
                 "rule": best["rule"],
+                "title": best.get("title"),
                 "reason": best["reason"],
                 "needs_gib_per_gpu": None,
                 "usable_gib_per_gpu": None,
