@@ -177,3 +177,23 @@ def test_plan_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
         == 2
     )
     assert "does not divide" in capsys.readouterr().err
+
+
+def test_advise_terminal_says_which_tok_s_and_shows_rule_titles(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["advise", "--gpu", "H100", "--gpus", "2", "--model", "llama-3.1-8b"]
+    assert main([*args, "--quant", "fp8", "--concurrency", "1,64"]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if " c=" in x and "#" in x]
+    assert lines
+    for line in lines:
+        assert "output tok/s" in line and "decode tok/s/user" in line
+        assert "total" not in line
+        # rule titles, not ids, in the ranked lines
+        assert "seed-" not in line and "[" in line
+    assert "engine order by load" in out
+    # every cited rule once with its source
+    assert "rules (title: source):" in out
+    assert "engines.md rule 1" in out
+    assert "tok/s total" not in out

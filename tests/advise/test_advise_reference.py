@@ -121,10 +121,13 @@ def test_advise_results_on_the_real_h200_sweep(
     assert low["measured"]["output_tok_s"] == pytest.approx(177.9, abs=0.1)
     assert recs[("mid", "llamacpp")]["measured"]["target"] == "llamacpp-nographs"
     assert recs[("low", "transformers")]["measured"]["target"] == "transformers-cb-graphs"
-    # unmeasured engines stay predictions, ranked at the measured/predicted ratio
+    # unmeasured engines stay predictions: calibrated estimates (vLLM's profile for
+    # TensorRT-LLM, never measured), not rescaled by other engines' measurements
     trt = recs[("low", "trtllm")]
     assert trt["figures_from"] == "predicted"
-    assert trt["ranked_by"]["scale"] == pytest.approx(0.70, abs=0.02)
+    assert trt["ranked_by"]["scale"] is None
+    assert trt["predicted"]["profile"] == "vllm"
+    assert any("never measured" in reason for reason in trt["reasons"])
     # c=256: only llamacpp-graphs was measured; transformers is predicted there
     assert recs[("high", "llamacpp")]["figures_from"] == "measured"
     assert recs[("high", "transformers")]["figures_from"] == "predicted"
@@ -133,3 +136,19 @@ def test_advise_results_on_the_real_h200_sweep(
     assert ("transformers-cb", 1) in errs and ("llamacpp-graphs", 256) in errs
     assert "(measured: llamacpp-graphs)" in printed
     assert any("replace predictions for llamacpp-graphs" in n for n in advice["notes"])
+
+
+def test_roofline_mode_ranks_unmeasured_at_the_measured_ratio(tmp_path: Path) -> None:
+    out = tmp_path / "advice.json"
+    args = ["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency"]
+    args += ["1,8,64,256", "--input-tokens", "200", "--output-tokens", "256", "--roofline"]
+    assert cli_main([*args, "--results", str(SWEEP), "--json", str(out)]) == 0
+    advice = json.loads(out.read_text())
+    assert advice["predictions"] == "roofline"
+    trt = next(
+        r for r in advice["recommendations"] if r["regime"] == "low" and r["engine"] == "trtllm"
+    )
+    assert trt["ranked_by"]["scale"] == pytest.approx(0.70, abs=0.02)
+    assert trt["predicted"]["profile"] is None
+    # the roofline's error against the same runs is reported too, and it is large
+    assert advice["calibration"]["mean_abs_error_pct"] > 100

@@ -42,6 +42,10 @@ def test_every_rule_has_id_text_source() -> None:
     for rule in rules.values():
         assert rule.text.strip()
         assert rule.source.strip()
+        # what the terminal shows: short, readable, not the id
+        assert rule.title.strip() and len(rule.title) <= 90
+        assert rule.title != rule.id
+    assert len({r.title for r in rules.values()}) == len(rules)
 
 
 @pytest.mark.parametrize(
@@ -249,9 +253,9 @@ def test_advice_json_shape() -> None:
         assert {"engine", "config", "regime", "reasons", "rules"} <= set(rec)
         assert rec["regime"] in ("low", "mid", "high")
         assert rec["figures_from"] == "predicted"
-        assert all({"id", "source"} <= set(r) for r in rec["rules"])
+        assert all({"id", "title", "source"} <= set(r) for r in rec["rules"])
     for rej in advice["rejected"]:
-        assert {"engine", "config", "reason", "rule"} <= set(rej)
+        assert {"engine", "config", "reason", "rule", "title", "source"} <= set(rej)
 
 
 def test_sm120_block_fp8_moe_needs_power_of_two_experts_per_gpu() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from crossover.advise.advisor import SCHEMA, AdviceRequest, advise, regimes_for
 from crossover.advise.cost import AllReduceCurve, AlphaBeta, Layout, TableCurve, load_curve
+from crossover.advise.efficiency import Calibration, EngineProfile, load_calibration
 from crossover.advise.hardware import (
     GpuSpec,
     System,
@@ -30,6 +31,8 @@ __all__ = [
     "AdviceRequest",
     "AllReduceCurve",
     "AlphaBeta",
+    "Calibration",
+    "EngineProfile",
     "GpuSpec",
     "Layout",
     "ModelFacts",
@@ -44,6 +47,7 @@ __all__ = [
     "kernel_check",
     "known_gpus",
     "known_models",
+    "load_calibration",
     "load_curve",
     "load_model",
     "load_results",

@@ -1,19 +1,32 @@
 """Enumerate candidates, reject them by cited rules, rank the rest per load regime.
 
-Predictions are engine-agnostic rooflines (``cost.py``); the engine order among
-candidates whose predictions are within ``TIE_FRACTION`` of the best follows the seeds'
-rule 1 (TensorRT-LLM with CUDA graphs at low/mid concurrency, vLLM at high concurrency
-and for MoE tensor parallelism, llama.cpp by default). Measurements from ``--results``
-replace predictions where a measured target matches a candidate.
+Predictions are estimates from engine profiles fitted to measured sweeps
+(``efficiency.py``, ``data/calibration.yaml``; engines never measured borrow a measured
+one's), or with ``predictions="roofline"`` the engine-agnostic upper bounds of
+``cost.py``. The engine order among candidates whose figures are within
+``TIE_FRACTION`` of the best follows the seeds' rule 1 (TensorRT-LLM with CUDA graphs at
+low/mid concurrency, vLLM at high concurrency and for MoE tensor parallelism, llama.cpp
+by default). Measurements from ``--results`` replace predictions where a measured
+target matches a candidate, and every measured run is compared with its prediction
+(the ``calibration`` block).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from crossover.advise import cost
-from crossover.advise.candidates import AdviceRequest, Evaluated, Regime, regimes_for, screen
-from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise import accuracy, cost
+from crossover.advise.candidates import (
+    AdviceRequest,
+    Candidate,
+    Evaluated,
+    Regime,
+    regimes_for,
+    screen,
+)
+from crossover.advise.cost import AllReduceCurve, Prediction
+from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.explain import (
     PREFERENCE,
     TIE_FRACTION,
@@ -22,9 +35,12 @@ from crossover.advise.explain import (
     metric,
     metric_key,
     nvlink_wall,
+    predict_candidate,
     recommendation,
 )
+from crossover.advise.hardware import find_gpu
 from crossover.advise.model import ModelFacts, quant_from_config
+from crossover.advise.nearmiss import near_misses
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import normalize_quant
 from crossover.errors import UsageError
@@ -43,10 +59,19 @@ def _prefers(engine: str, regime: Regime, model: ModelFacts, tp: int) -> int:
 
 
 def advise(
-    req: AdviceRequest, curve: AllReduceCurve | None = None, results: SweepResults | None = None
+    req: AdviceRequest,
+    curve: AllReduceCurve | None = None,
+    results: SweepResults | None = None,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
-    """Ranked recommendations per regime and the rejected candidates, as advice JSON."""
+    """Ranked recommendations per regime and the rejected candidates, as advice JSON.
+
+    ``calibration`` None: the packaged profiles (``data/calibration.yaml``), unless the
+    request asks for the roofline."""
     model, system = req.model, req.system
+    cal = None
+    if req.predictions == "calibrated":
+        cal = calibration if calibration is not None else load_calibration()
     if req.input_tokens < 1 or req.output_tokens < 1:
         raise UsageError("--input-tokens and --output-tokens must be >= 1")
     quant = normalize_quant(req.quant or quant_from_config(model) or _default_quant(model))
@@ -62,33 +87,31 @@ def advise(
         scored: list[tuple[float, Evaluated, Prediction, dict[str, Any] | None]] = []
         for ev in kept:
             c = ev.candidate
-            layout = Layout(tp=c.tp, pp=c.pp)
-            pred = cost.predict(
-                model,
-                system,
-                layout,
-                c.quant,
-                curve,
-                concurrency=conc,
-                input_tokens=req.input_tokens,
-                output_tokens=req.output_tokens,
-                max_batch=ev.fit.max_concurrency,
+            pred = predict_candidate(req, c, curve, conc, ev.fit.max_concurrency, cal)
+            measured = measured_figures(
+                results,
+                c,
+                conc,
+                pred,
+                comparisons,
+                key=metric_key(regime),
+                mode_pred=_mode_predictor(req, c, curve, conc, ev.fit.max_concurrency, cal),
             )
-            measured = measured_figures(results, c, conc, pred, comparisons, key=metric_key(regime))
             value = metric(regime, pred)
             if measured is not None and measured.get(metric_key(regime)) is not None:
                 value = float(measured[metric_key(regime)])
             scored.append((value, ev, pred, measured))
         if not scored:
             continue
-        # Predictions are upper bounds: where some candidates were measured, rank the
-        # others with their predictions scaled by the median measured/predicted ratio.
+        # Roofline predictions are upper bounds: where some candidates were measured, rank
+        # the others with their predictions scaled by the median measured/predicted
+        # ratio. Calibrated estimates are per engine already: no cross-engine scaling.
         ratios = sorted(
             v / metric(regime, p)
             for v, _, p, m in scored
             if m is not None and metric(regime, p) > 0
         )
-        scale = ratios[len(ratios) // 2] if ratios else None
+        scale = ratios[len(ratios) // 2] if ratios and cal is None else None
         if scale is not None:
             scored = [(v if m is not None else v * scale, e, p, m) for v, e, p, m in scored]
             notes.append(
@@ -121,10 +144,10 @@ def advise(
                 continue  # measured candidates are always listed
             recommendations.append(
                 recommendation(
-                    req, regime, conc, rank, value, best, ev, pred, measured, curve, scale
+                    req, regime, conc, rank, value, best, ev, pred, measured, curve, scale, cal
                 )
             )
-        notes.extend(nvlink_wall(req, kept, conc, curve))
+        notes.extend(nvlink_wall(req, kept, conc, curve, cal))
     if results is not None:
         notes.extend(_measured_note(results, recommendations))
     if not recommendations:
@@ -132,7 +155,7 @@ def advise(
             "no candidate fits or runs: see rejected (more GPUs, a smaller quant, "
             "or a shorter context)"
         )
-    return {
+    advice: dict[str, Any] = {
         "schema": SCHEMA,
         "hardware": {
             "gpu": system.gpu.id,
@@ -170,15 +193,103 @@ def advise(
             "regimes": {r: c for r, c in regimes},
         },
         "allreduce_curve": curve.name,
+        "predictions": req.predictions,
         "recommendations": recommendations,
         "rejected": dedupe(rejected),
+        "near_misses": near_misses(req, rejected, kept, regimes[0][1], context),
         "comparisons": comparisons,
-        "notes": [
-            *dict.fromkeys(notes),
+        "notes": [*dict.fromkeys(notes), _predictions_note(req, cal)],
+    }
+    if results is not None:
+        advice["calibration"] = calibration_block(req, results, curve, cal)
+    return advice
+
+
+def _mode_predictor(
+    req: AdviceRequest,
+    c: Candidate,
+    curve: AllReduceCurve,
+    conc: int,
+    max_batch: int,
+    cal: Calibration | None,
+) -> Callable[[bool], Prediction] | None:
+    """Predictions for a measured target's own CUDA-graph mode (calibrated only)."""
+    if cal is None:
+        return None
+
+    def predict(graphs: bool) -> Prediction:
+        return predict_candidate(req, c, curve, conc, max_batch, cal, cuda_graphs=graphs)
+
+    return predict
+
+
+def _predictions_note(req: AdviceRequest, cal: Calibration | None) -> str:
+    if cal is None:
+        return (
             "predicted figures are roofline upper bounds (memory-bound decode at "
             f"{cost.BANDWIDTH_EFFICIENCY:.0%} of datasheet bandwidth); measure them "
-            "(seed-6-rerun-sweep)",
-        ],
+            "(seed-6-rerun-sweep)"
+        )
+    held = cal.errors.get("heldout_levels")
+    err = (
+        f"; held-out mean |error| {held.mean_abs_error_pct:.0f}%"
+        if held and held.mean_abs_error_pct is not None
+        else ""
+    )
+    worst = (
+        f", worst {cal.worst.profile} at {cal.worst.regime} ({cal.worst.mean_abs_error_pct:.0f}%)"
+        if cal.worst
+        else ""
+    )
+    where = (
+        ""
+        if req.system.gpu.id in cal.gpu.split(",")
+        else f"; not measured on {req.system.gpu.id}: the {cal.gpu} efficiencies are carried over"
+    )
+    return (
+        f"predicted figures are estimates from engine profiles fitted to measured sweeps "
+        f"on {cal.gpu} (data/calibration.yaml{err}{worst}){where}; measure them "
+        "(seed-6-rerun-sweep)"
+    )
+
+
+def calibration_block(
+    req: AdviceRequest, results: SweepResults, curve: AllReduceCurve, cal: Calibration | None
+) -> dict[str, Any]:
+    """Every valid measured run against this advisor's prediction for it (contract.md)."""
+    from pathlib import Path
+
+    gpu = req.system.gpu.id
+    if results.gpu is not None:
+        try:
+            gpu = find_gpu(results.gpu).id
+        except UsageError:
+            pass
+    comm = curve if req.system.count > 1 else None
+    rows = accuracy.rows_for(results, req.model, gpu, cal, comm)
+    summary = accuracy.summarize(rows)
+    worst = accuracy.worst(rows)
+    here = Path(results.path).resolve().as_posix()
+    fitted_to = cal.source_paths() if cal is not None else []
+    held = cal.errors.get("heldout_levels") if cal is not None else None
+    return {
+        "n": summary.n,
+        "mean_abs_error_pct": summary.mean_abs_error_pct,
+        "rows": [r.contract() for r in rows],
+        "per_engine": summary.per_engine,
+        "per_regime": summary.per_regime,
+        "worst": worst.model_dump() if worst is not None else None,
+        "predictions": req.predictions,
+        "gpu": gpu,
+        "workload": {"input_tokens": results.input_tokens, "output_tokens": results.output_tokens},
+        "constants": None
+        if cal is None
+        else {
+            "fitted_to": fitted_to,
+            "in_sample": any(here.endswith(Path(p).as_posix()) for p in fitted_to),
+            "heldout_mean_abs_error_pct": held.mean_abs_error_pct if held else None,
+            "worst_heldout": cal.worst.model_dump() if cal.worst else None,
+        },
     }
 
 

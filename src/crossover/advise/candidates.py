@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from crossover.advise import cost
+from crossover.advise import memory
 from crossover.advise.cost import Layout, MemoryFit
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
@@ -30,6 +30,13 @@ class AdviceRequest(BaseModel):
     output_tokens: int = 256
     concurrency: list[int] = Field(default_factory=lambda: [1, 8, 64])
     engines: list[str] = Field(default_factory=lambda: list(ENGINES))
+    # GiB per GPU replacing an engine's measured overheads (key "*": every engine)
+    reserve_gib: dict[str, float] = Field(default_factory=dict)
+    # "calibrated": engine profiles fitted to measurements; "roofline": the upper bound
+    predictions: Literal["calibrated", "roofline"] = "calibrated"
+
+    def reserve_for(self, engine: str) -> float | None:
+        return self.reserve_gib.get(engine, self.reserve_gib.get("*"))
 
 
 class Candidate(BaseModel):
@@ -88,8 +95,34 @@ def _reject(engine: str, cfg: dict[str, Any], verdict: Verdict) -> dict[str, Any
         "config": cfg,
         "reason": verdict.reason,
         "rule": verdict.rule,
+        "title": cite([verdict.rule])[0]["title"],
         "source": cite([verdict.rule])[0]["source"],
     }
+
+
+def memory_reason(fit: MemoryFit, min_c: int, context: int, gpu: str) -> str:
+    """ "needs 20.0 GiB per GPU (...), 19.6 usable on GPU: 0.4 GiB short"."""
+    need = fit.weights_gib_per_gpu + fit.kv_gib_per_gpu
+    what = (
+        f"{fit.weights_gib_per_gpu:.1f} weights + {fit.kv_gib_per_gpu:.2f} KV for {min_c} "
+        f"x {context} tokens"
+    )
+    after = f" after {fit.reserve_gib:.1f} GiB of overheads" if fit.reserve_gib else ""
+    return (
+        f"does not fit: needs {need:.1f} GiB per GPU ({what}), {fit.usable_gib_per_gpu:.1f} "
+        f"usable on {gpu}{after}: {need - fit.usable_gib_per_gpu:.1f} GiB short"
+    )
+
+
+def _memory_reject(
+    engine: str, cfg: dict[str, Any], fit: MemoryFit, min_c: int, context: int, gpu: str
+) -> dict[str, Any]:
+    row = _reject(
+        engine, cfg, Verdict(rule="memory-fit", reason=memory_reason(fit, min_c, context, gpu))
+    )
+    row["memory"] = fit.model_dump()
+    row["short_gib"] = fit.weights_gib_per_gpu + fit.kv_gib_per_gpu - fit.usable_gib_per_gpu
+    return row
 
 
 def screen(
@@ -136,17 +169,18 @@ def screen(
             if bad is not None:
                 rejected.append(_reject(engine, cfg, bad))
                 continue
-            fit = cost.memory_fit(
-                model, system.gpu, Layout(tp=tp, pp=pp), eng_quant, min_c, context
+            fit = memory.fit(
+                engine,
+                model,
+                system.gpu,
+                Layout(tp=tp, pp=pp),
+                eng_quant,
+                min_c,
+                context,
+                req.reserve_for(engine),
             )
             if not fit.fits:
-                what = "weights" if not fit.weights_fit else f"weights + KV for {min_c} sequences"
-                reason = (
-                    f"does not fit: {what} need "
-                    f"{fit.weights_gib_per_gpu + fit.kv_gib_per_gpu:.1f} GiB per GPU, "
-                    f"{fit.usable_gib_per_gpu:.1f} GiB usable on {system.gpu.id}"
-                )
-                rejected.append(_reject(engine, cfg, Verdict(rule="memory-fit", reason=reason)))
+                rejected.append(_memory_reject(engine, cfg, fit, min_c, context, system.gpu.id))
                 continue
             ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
             for note_rule in kc.notes:

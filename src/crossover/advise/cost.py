@@ -17,9 +17,9 @@ import itertools
 import json
 import math
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from crossover.advise.hardware import GpuSpec, System, interconnect_costs
 from crossover.advise.model import ModelFacts
@@ -136,6 +136,15 @@ class TableCurve:
         return pts[-1][1]  # pragma: no cover
 
 
+class NoComm:
+    """One GPU: no communication (a curve for comparing single-GPU runs)."""
+
+    name = "none (1 GPU)"
+
+    def latency_us(self, size_bytes: float, n: int) -> float:
+        return 0.0
+
+
 def load_curve(path: Path) -> TableCurve:
     """``[{"size_bytes", "latency_us"}, ...]`` or ``{"gpus": n, "points": [...]}``."""
     try:
@@ -192,6 +201,11 @@ class MemoryFit(BaseModel):
     fits: bool
     weights_fit: bool
     max_concurrency: int
+    # per-engine fit (memory.py): the overheads charged and the utilization rule
+    reserve_gib: float | None = None
+    reserve: list[dict[str, Any]] = Field(default_factory=list)
+    utilization: float | None = None
+    kv_bytes_per_token_per_gpu: float | None = None
 
 
 class Prediction(BaseModel):
@@ -205,7 +219,9 @@ class Prediction(BaseModel):
     decode_tok_s_per_user: float
     output_tok_s: float
     total_tok_s: float
-    bound: str  # "memory" | "compute" | "latency" (the per-layer kernel floor)
+    bound: str  # "memory" | "compute" | "latency" (the per-layer kernel floor) | "overhead"
+    overhead_ms: float | None = None  # calibrated: per-step engine overhead
+    profile: str | None = None  # calibrated: the engine profile used (efficiency.py)
 
 
 def weight_bytes(model: ModelFacts, quant: str) -> float:
@@ -257,7 +273,8 @@ def memory_fit(
     )
 
 
-def _tflops(gpu: GpuSpec, quant: str) -> float:
+def tflops(gpu: GpuSpec, quant: str) -> float:
+    """Dense peak TFLOP/s for the quant's compute format (FP8/FP4 where the GPU has it)."""
     if quant in ("fp8", "fp8-block", "fp8-rowwise") and gpu.fp8_tflops:
         return gpu.fp8_tflops
     if quant in ("nvfp4", "mxfp4") and gpu.fp4_tflops:
@@ -265,7 +282,7 @@ def _tflops(gpu: GpuSpec, quant: str) -> float:
     return gpu.bf16_tflops
 
 
-def _touched_weight_bytes(model: ModelFacts, quant: str, batch: int) -> float:
+def touched_weight_bytes(model: ModelFacts, quant: str, batch: int) -> float:
     """Weights one decode step reads: all dense weights, the experts the batch routes to."""
     total = weight_bytes(model, quant)
     if not model.is_moe or not model.experts or not model.experts_per_token:
@@ -279,11 +296,11 @@ def _stage_decode_ms(
     model: ModelFacts, gpu: GpuSpec, layout: Layout, quant: str, batch: int, ctx: float
 ) -> tuple[float, float]:
     """(memory ms, compute ms) of one decode step through ONE pipeline stage."""
-    read = _touched_weight_bytes(model, quant, batch) / layout.gpus
+    read = touched_weight_bytes(model, quant, batch) / layout.gpus
     read += batch * ctx * kv_bytes_per_token_per_gpu(model, layout)
     mem_ms = read / (gpu.memory_bandwidth_gbs * 1e9 * BANDWIDTH_EFFICIENCY) * 1e3
     flops = 2 * model.active_params * batch / layout.gpus
-    comp_ms = flops / (_tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
+    comp_ms = flops / (tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
     return mem_ms, comp_ms
 
 
@@ -306,7 +323,7 @@ def prefill_ms(
 ) -> float:
     """One request's prefill: compute-bound GEMMs (or the weight read, if larger) + comm."""
     flops = 2 * model.active_params * prompt_tokens / layout.tp  # PP stages run in sequence
-    comp = flops / (_tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
+    comp = flops / (tflops(gpu, quant) * 1e12 * COMPUTE_EFFICIENCY) * 1e3
     mem = (
         weight_bytes(model, quant)
         / layout.tp

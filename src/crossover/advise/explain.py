@@ -6,14 +6,19 @@ step's all-reduces sit on the small-message latency floor (rule seed-3-tp-over-p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from crossover.advise import cost
+from crossover.advise import cost, efficiency
 from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated, Regime
 from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise.efficiency import Calibration
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
 
+# Above this share of a closed-loop cycle spent in prefill, the advice says the estimate
+# rests on the least-measured term (one prompt length, one GPU).
+PREFILL_SHARE_WARNING = 0.3
 # Candidates within this fraction of the best figure count as tied; rule 1 orders them.
 TIE_FRACTION = 0.10
 # Rule 1 (seed-1-engine-choice): engine order per regime among tied candidates.
@@ -22,6 +27,45 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
     "mid": ("trtllm", "vllm", "llamacpp", "sglang", "transformers"),
     "high": ("vllm", "sglang", "trtllm", "llamacpp", "transformers"),
 }
+
+
+def predict_candidate(
+    req: AdviceRequest,
+    c: Candidate,
+    curve: AllReduceCurve,
+    conc: int,
+    max_batch: int | None,
+    calibration: Calibration | None,
+    cuda_graphs: bool = True,
+) -> Prediction:
+    """The calibrated estimate for a candidate (its engine's profile in that CUDA-graph
+    mode), else the roofline."""
+    layout = Layout(tp=c.tp, pp=c.pp)
+    profile = calibration.profile(c.engine, cuda_graphs) if calibration is not None else None
+    if profile is None:
+        return cost.predict(
+            req.model,
+            req.system,
+            layout,
+            c.quant,
+            curve,
+            concurrency=conc,
+            input_tokens=req.input_tokens,
+            output_tokens=req.output_tokens,
+            max_batch=max_batch,
+        )
+    return efficiency.predict(
+        req.model,
+        req.system,
+        layout,
+        c.quant,
+        curve,
+        profile,
+        concurrency=conc,
+        input_tokens=req.input_tokens,
+        output_tokens=req.output_tokens,
+        max_batch=max_batch,
+    )
 
 
 def metric(regime: Regime, p: Prediction) -> float:
@@ -39,10 +83,12 @@ def measured_figures(
     pred: Prediction,
     comparisons: list[dict[str, Any]],
     key: str | None = None,
+    mode_pred: Callable[[bool], Prediction] | None = None,
 ) -> dict[str, Any] | None:
     """The measured figures for a candidate, or None. Where several targets match (CUDA
     graphs on and off, say), the best by ``key`` is used and the others are listed;
-    every match gets its prediction error in ``comparisons``."""
+    every match gets its prediction error in ``comparisons``, against the prediction for
+    its own CUDA-graph mode where ``mode_pred`` gives one."""
     if results is None:
         return None
     matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc)
@@ -52,6 +98,7 @@ def measured_figures(
         matches.sort(key=lambda m: -(getattr(m, key) or 0.0))
     figures: list[dict[str, Any]] = []
     for m in matches:
+        p = mode_pred(False) if mode_pred is not None and m.cuda_graphs is False else pred
         out: dict[str, Any] = {
             "target": m.target,
             "runs": m.runs,
@@ -62,16 +109,18 @@ def measured_figures(
         errors: dict[str, float | None] = {}
         for k in ("output_tok_s", "total_tok_s", "decode_tok_s_per_user"):
             mv = getattr(m, k)
-            errors[k] = None if not mv else (getattr(pred, k) - mv) / mv * 100
+            errors[k] = None if not mv else (getattr(p, k) - mv) / mv * 100
         out["prediction_error_pct"] = errors
         row = {
             "target": m.target,
             "engine": c.engine,
             "concurrency": conc,
+            "cuda_graphs": m.cuda_graphs,
             "measured": {k: out[k] for k in ("output_tok_s", "decode_tok_s_per_user")},
             "predicted": {
-                "output_tok_s": pred.output_tok_s,
-                "decode_tok_s_per_user": pred.decode_tok_s_per_user,
+                "output_tok_s": p.output_tok_s,
+                "decode_tok_s_per_user": p.decode_tok_s_per_user,
+                "profile": p.profile,
             },
             "error_pct": errors,
         }
@@ -102,20 +151,33 @@ def recommendation(
     measured: dict[str, Any] | None,
     curve: AllReduceCurve,
     scale: float | None = None,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
     c, fit = ev.candidate, ev.fit
     rules = list(ev.rules)
     headroom = (
         fit.usable_gib_per_gpu - fit.weights_gib_per_gpu - fit.kv_gib_per_seq_per_gpu * pred.batch
     )
+    overheads = f" after {fit.reserve_gib:.1f} GiB of engine overheads" if fit.reserve_gib else ""
     reasons = [
-        f"predicted decode {pred.decode_tok_s_per_user:.0f} tok/s per user, "
-        f"{pred.output_tok_s:.0f} output tok/s total at concurrency {conc} "
+        f"{'estimated' if pred.profile else 'roofline'}: "
+        f"{pred.decode_tok_s_per_user:.0f} decode tok/s per user, "
+        f"{pred.output_tok_s:.0f} output tok/s (all users) at concurrency {conc} "
         f"({pred.bound}-bound step {pred.step_ms:.2f} ms, prefill {pred.prefill_ms:.1f} ms)",
         f"fits: {fit.weights_gib_per_gpu:.1f} GiB weights + "
         f"{fit.kv_gib_per_seq_per_gpu * pred.batch:.2f} GiB KV per GPU, "
-        f"{headroom:.1f} GiB headroom; up to {fit.max_concurrency} sequences",
+        f"{headroom:.1f} GiB headroom{overheads}; up to {fit.max_concurrency} sequences",
     ]
+    if calibration is not None and pred.profile is not None:
+        reasons.append(profile_reason(calibration, c.engine))
+        rules.append("calibrated-profile")
+        wave = pred.batch * pred.prefill_ms
+        share = wave / (wave + req.output_tokens * pred.step_ms)
+        if share > PREFILL_SHARE_WARNING:
+            reasons.append(
+                f"prefill is {share:.0%} of the estimated cycle: the prefill rate was fitted "
+                f"to 200-token prompts on {calibration.gpu} only, the least certain term here"
+            )
     if pred.batch < conc:
         reasons.append(f"KV cache holds only {pred.batch} of {conc} sequences: the rest queue")
     if c.tp > 1:
@@ -172,8 +234,33 @@ def recommendation(
     }
 
 
+def profile_reason(calibration: Calibration, engine: str) -> str:
+    """Where a candidate's estimate comes from, and how far off that source was."""
+    lent = calibration.borrowed(engine)
+    held = calibration.errors.get("heldout_levels")
+    err = f"{held.mean_abs_error_pct:.0f}%" if held and held.mean_abs_error_pct else "-"
+    gpu = calibration.gpu
+    if lent is not None:
+        return (
+            f"{engine} was never measured: estimated with {lent}'s profile (fitted on {gpu}; "
+            f"held-out mean |error| {err} for the measured engines)"
+        )
+    profile = calibration.profile(engine)
+    per = held.per_engine.get(engine) if held else None
+    return (
+        f"estimate from the {engine} profile fitted to {profile.points if profile else 0} "
+        f"measured levels on {gpu} (held-out mean |error| "
+        + (f"{per:.0f}%" if per is not None else err)
+        + ")"
+    )
+
+
 def nvlink_wall(
-    req: AdviceRequest, kept: list[Evaluated], conc: int, curve: AllReduceCurve
+    req: AdviceRequest,
+    kept: list[Evaluated],
+    conc: int,
+    curve: AllReduceCurve,
+    calibration: Calibration | None = None,
 ) -> list[str]:
     """Say where adding TP makes decode per user slower (the all-reduce latency floor)."""
     by_tp: dict[int, float] = {}
@@ -181,17 +268,7 @@ def nvlink_wall(
         c = ev.candidate
         if c.pp != 1 or c.engine in ("llamacpp", "transformers") or c.tp in by_tp:
             continue
-        p = cost.predict(
-            req.model,
-            req.system,
-            Layout(tp=c.tp),
-            c.quant,
-            curve,
-            concurrency=conc,
-            input_tokens=req.input_tokens,
-            output_tokens=req.output_tokens,
-            max_batch=ev.fit.max_concurrency,
-        )
+        p = predict_candidate(req, c, curve, conc, ev.fit.max_concurrency, calibration)
         by_tp[c.tp] = p.decode_tok_s_per_user
     if len(by_tp) < 2:
         return []

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -30,8 +29,7 @@ from crossover.advise import cost
 from crossover.advise.cost import AllReduceCurve, Layout
 from crossover.advise.hardware import system_from_flags
 from crossover.advise.model import ModelFacts, load_model
-from crossover.advise.results import load_results
-from crossover.advise.rules import normalize_quant
+from crossover.advise.results import load_results, target_quant
 from crossover.errors import UsageError
 
 
@@ -108,26 +106,6 @@ def compare_references() -> list[Comparison]:
                 )
             )
     return out
-
-
-_GGUF_TYPE = re.compile(r"[-_.](f16|bf16|q8_0|q6_k|q5_k_m|q5_0|q4_k_m|q4_0|q3_k_m|q2_k)\.gguf$")
-
-
-def target_quant(target: dict[str, Any]) -> str | None:
-    """A sweep target's weight format: settings (quant/dtype) or the GGUF file name."""
-    settings = target.get("settings") or {}
-    raw_launch = settings.get("launch")
-    launch: dict[str, Any] = raw_launch if isinstance(raw_launch, dict) else {}
-    for key in ("quant", "dtype"):
-        raw = settings.get(key) or launch.get(key)
-        if raw:
-            try:
-                return normalize_quant(str(raw))
-            except UsageError:
-                return None
-    model = str(target.get("model") or settings.get("model") or launch.get("model") or "")
-    m = _GGUF_TYPE.search(model.lower())
-    return f"gguf-{m.group(1)}" if m else None
 
 
 def compare_sweep(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -28,11 +29,24 @@ class Measured(BaseModel):
     output_tok_s: float | None
     total_tok_s: float | None
     decode_tok_s_per_user: float | None  # 1000 / TPOT p50
+    cuda_graphs: bool | None = None  # as the target's settings say (None: not stated)
+
+
+# 16-bit weights are one format for matching (llama.cpp runs a bf16 checkpoint as F16)
+_SIXTEEN_BIT = {"bf16", "fp16", "gguf-f16", "gguf-bf16"}
+
+
+def same_weights(a: str, b: str) -> bool:
+    return a == b or (a in _SIXTEEN_BIT and b in _SIXTEEN_BIT)
 
 
 class SweepResults(BaseModel):
     path: str
     measured: list[Measured]
+    # the sweep's workload and GPU (from sweep.json's workload and roofline; None if absent)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    gpu: str | None = None
 
     def find(self, engine: str, tp: int, pp: int, quant: str, concurrency: int) -> Measured | None:
         found = self.find_all(engine, tp, pp, quant, concurrency)
@@ -50,7 +64,7 @@ class SweepResults(BaseModel):
             and m.tp == tp
             and m.pp == pp
             and m.concurrency == concurrency
-            and (m.quant is None or m.quant == quant)
+            and (m.quant is None or same_weights(m.quant, quant))
         ]
 
 
@@ -94,9 +108,36 @@ def _num(d: Any, *keys: str) -> float | None:
     return float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None
 
 
-def load_results(sweep_dir: Path) -> SweepResults:
+_GGUF_TYPE = re.compile(r"[-_.](f16|bf16|q8_0|q6_k|q5_k_m|q5_0|q4_k_m|q4_0|q3_k_m|q2_k)\.gguf$")
+
+
+def target_quant(target: dict[str, Any]) -> str | None:
+    """A sweep target's weight format: settings (quant, else dtype) or the GGUF file name.
+
+    vLLM reads back ``quant: none`` for an unquantized checkpoint: the dtype says then."""
     from crossover.advise.rules import normalize_quant
 
+    settings = target.get("settings") or {}
+    raw_launch = settings.get("launch")
+    launch: dict[str, Any] = raw_launch if isinstance(raw_launch, dict) else {}
+    for key in ("quant", "dtype"):
+        raw = settings.get(key) or launch.get(key)
+        if raw and str(raw).lower() not in ("none", "null"):
+            try:
+                return normalize_quant(str(raw))
+            except UsageError:
+                return None
+    model = str(target.get("model") or settings.get("model") or launch.get("model") or "")
+    m = _GGUF_TYPE.search(model.lower())
+    return f"gguf-{m.group(1)}" if m else None
+
+
+def _workload_int(workload: Any, key: str) -> int | None:
+    value = workload.get(key) if isinstance(workload, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def load_results(sweep_dir: Path) -> SweepResults:
     path = sweep_dir / "sweep.json" if sweep_dir.is_dir() else sweep_dir
     try:
         data = json.loads(path.read_text("utf-8"))
@@ -122,11 +163,8 @@ def load_results(sweep_dir: Path) -> SweepResults:
         target = targets.get(name, {})
         settings = target.get("settings") or {}
         engine = str(target.get("engine") or settings.get("engine") or "")
-        raw_quant = _setting(settings, "quant")
-        try:
-            quant = normalize_quant(str(raw_quant)) if raw_quant else None
-        except UsageError:
-            quant = None
+        quant = target_quant(target)
+        graphs = _setting(settings, "cuda_graphs")
         outs = [v for s in summaries if (v := _num(s, "throughput", "output_tokens_per_s"))]
         tots = [v for s in summaries if (v := _num(s, "throughput", "total_tokens_per_s"))]
         tpots = [v for s in summaries if (v := _num(s, "tpot_ms", "p50"))]
@@ -142,6 +180,19 @@ def load_results(sweep_dir: Path) -> SweepResults:
                 output_tok_s=mean(outs) if outs else None,
                 total_tok_s=mean(tots) if tots else None,
                 decode_tok_s_per_user=1000.0 / mean(tpots) if tpots else None,
+                cuda_graphs=graphs if isinstance(graphs, bool) else None,
             )
         )
-    return SweepResults(path=str(path), measured=measured)
+    roofline = data.get("roofline") or []
+    gpu = next(
+        (str(r["gpu"]) for r in roofline if isinstance(r, dict) and r.get("gpu")),
+        None,
+    )
+    workload = data.get("workload")
+    return SweepResults(
+        path=str(path),
+        measured=measured,
+        input_tokens=_workload_int(workload, "input_tokens"),
+        output_tokens=_workload_int(workload, "output_tokens"),
+        gpu=gpu,
+    )

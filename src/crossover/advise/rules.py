@@ -44,7 +44,8 @@ GGUF_QUANTS: tuple[str, ...] = (
 
 
 class Rule(BaseModel):
-    id: str
+    id: str  # stable: the advice JSON carries it
+    title: str  # short and readable: what the terminal shows
     kind: str
     text: str
     source: str
@@ -85,11 +86,12 @@ def rule(rule_id: str) -> Rule:
 
 
 def cite(rule_ids: list[str]) -> list[dict[str, str]]:
-    """Rule ids with their sources, deduplicated, in first-seen order."""
+    """Rule ids with their titles and sources, deduplicated, in first-seen order."""
     seen: dict[str, dict[str, str]] = {}
     for rid in rule_ids:
         if rid not in seen:
-            seen[rid] = {"id": rid, "source": rule(rid).source}
+            r = rule(rid)
+            seen[rid] = {"id": rid, "title": r.title, "source": r.source}
     return list(seen.values())
 
 

@@ -54,30 +54,56 @@ def parse_engines(text: str) -> list[str]:
     return names
 
 
+# Cited by every kept candidate: the terminal leaves them out of the per-line titles.
+_EVERYWHERE = {"seed-2-kernel-check", "memory-fit", "seed-6-rerun-sweep", "calibrated-profile"}
+
+
+def _titles(rules: list[dict[str, str]], limit: int = 3) -> str:
+    shown = [r.get("title") or r["id"] for r in rules if r["id"] not in _EVERYWHERE]
+    return "; ".join(shown[:limit])
+
+
+def _legend(advice: dict[str, Any]) -> list[str]:
+    """Each cited rule once: title, then where it comes from (the id is in the JSON)."""
+    seen: dict[str, dict[str, str]] = {}
+    for rec in advice["recommendations"]:
+        for r in rec["rules"]:
+            seen.setdefault(r["id"], r)
+    for row in advice["rejected"]:
+        seen.setdefault(
+            row["rule"], {"title": row.get("title") or row["rule"], "source": row.get("source", "")}
+        )
+    return [f"  {r.get('title')}: {r.get('source')}" for r in seen.values()]
+
+
+def _figures(rec: dict[str, Any]) -> str:
+    fig = rec["measured"] if rec["figures_from"] == "measured" else rec["predicted"]
+    per_user, out = fig.get("decode_tok_s_per_user"), fig.get("output_tok_s")
+    text = f"{per_user:7.0f} decode tok/s/user " if per_user else "        - decode tok/s/user "
+    text += f"{out:8.0f} output tok/s " if out else "         - output tok/s "
+    if rec["figures_from"] == "measured":
+        return text + f"(measured: {rec['measured']['target']})"
+    if rec["ranked_by"]["scale"] is not None:
+        return text + f"(roofline; ranked at {rec['ranked_by']['value']:.0f})"
+    profile = rec["predicted"].get("profile")
+    return text + (f"(estimate: {profile} profile)" if profile else "(roofline)")
+
+
 def _print(advice: dict[str, Any]) -> None:
     echo = typer.echo
     hw, model = advice["hardware"], advice["model"]
     echo(
         f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
-        f"{model['params'] / 1e9:.2f}B params, quant {model['quant']}"
+        f"{model['params'] / 1e9:.2f}B params, quant {model['quant']}; "
+        f"figures: decode tok/s per user and output tok/s (all users), "
+        f"{advice['predictions']} predictions"
     )
     for rec in advice["recommendations"]:
-        fig = rec["measured"] if rec["figures_from"] == "measured" else rec["predicted"]
-        per_user, total = fig.get("decode_tok_s_per_user"), fig.get("output_tok_s")
         cfg = rec["config"]
+        layout = f"tp={cfg['tp']} pp={cfg['pp']}"
         echo(
             f"  {rec['regime']:>4} c={rec['concurrency']:<4} #{rec['rank']} "
-            f"{rec['engine']:<12} tp={cfg['tp']} pp={cfg['pp']}  "
-            + (f"{per_user:7.0f} tok/s/user " if per_user else "        - tok/s/user ")
-            + (f"{total:8.0f} tok/s total " if total else "         - tok/s total ")
-            + (
-                f"(measured: {rec['measured']['target']}) "
-                if rec["figures_from"] == "measured"
-                else f"(predicted; ranked at {rec['ranked_by']['value']:.0f}) "
-                if rec["ranked_by"]["scale"] is not None
-                else "(predicted) "
-            )
-            + f"[{', '.join(r['id'] for r in rec['rules'][:4])}]"
+            f"{rec['engine']:<12} {layout}  {_figures(rec)}  [{_titles(rec['rules'])}]"
         )
     shown: set[str] = set()
     rejected = advice["rejected"]
@@ -88,15 +114,61 @@ def _print(advice: dict[str, Any]) -> None:
         if key not in shown:
             shown.add(key)
             cfg = row["config"]
-            echo(
-                f"  {row['engine']} tp={cfg['tp']} pp={cfg['pp']}: {row['reason']} [{row['rule']}]"
+            title = row.get("title") or row["rule"]
+            echo(f"  {row['engine']} tp={cfg['tp']} pp={cfg['pp']}: {row['reason']} [{title}]")
+    misses = advice.get("near_misses") or []
+    if misses:
+        echo("near misses (the best rejected configuration per engine):")
+    for miss in misses:
+        cfg = miss["config"]
+        if miss["short_gib"] is not None:
+            what = (
+                f"needs {miss['needs_gib_per_gpu']:.1f} GiB per GPU, "
+                f"{miss['usable_gib_per_gpu']:.1f} usable: {miss['short_gib']:.1f} GiB short"
             )
+        else:
+            what = miss["reason"]
+        fixes = "; ".join(miss["fits_with"])
+        echo(
+            f"  {miss['engine']} tp={cfg['tp']} pp={cfg['pp']} ({cfg['gpus']} GPU): {what}"
+            + (f"; {fixes}" if fixes else "")
+        )
     for note in advice["notes"]:
         echo(f"note: {note}")
+    legend = _legend(advice)
+    if legend:
+        echo("rules (title: source):")
+        for line in legend:
+            echo(line)
     for cmp in advice["comparisons"]:
         err = cmp["error_pct"].get("output_tok_s")
         if err is not None:
-            echo(f"measured {cmp['target']} c={cmp['concurrency']}: prediction error {err:+.0f}%")
+            echo(
+                f"measured {cmp['target']} c={cmp['concurrency']}: prediction error {err:+.0f}% "
+                "(output tok/s)"
+            )
+    cal = advice.get("calibration")
+    if cal is not None:
+        mae = cal["mean_abs_error_pct"]
+        echo(
+            f"calibration: {cal['n']} rows (output tok/s and decode tok/s/user), mean |error| "
+            + (f"{mae:.1f}%" if mae is not None else "-")
+            + "; "
+            + ", ".join(f"{k} {v:.1f}%" for k, v in cal["per_engine"].items())
+        )
+        if cal["worst"]:
+            w = cal["worst"]
+            echo(
+                f"calibration: worst regime {w['profile']} at {w['regime']} "
+                f"({w['mean_abs_error_pct']:.1f}% over {w['n']} rows)"
+            )
+        const = cal.get("constants")
+        if const and const["in_sample"]:
+            held = const["heldout_mean_abs_error_pct"]
+            echo(
+                "calibration: these runs are among those the constants were fitted to; "
+                "held out, the mean |error| was " + (f"{held:.1f}%" if held is not None else "-")
+            )
 
 
 def advise_command(
@@ -124,6 +196,20 @@ def advise_command(
     engines: str | None = typer.Option(
         None, "--engines", help="consider only these, e.g. llamacpp,vllm (default: all)"
     ),
+    reserve_gib: str | None = typer.Option(
+        None,
+        "--reserve-gib",
+        help="GiB per GPU for everything besides weights and KV, replacing the engines' "
+        "measured overheads: 1.5, or llamacpp=0.8,vllm=2",
+    ),
+    roofline: bool = typer.Option(
+        False, "--roofline", help="rank by roofline upper bounds instead of calibrated estimates"
+    ),
+    calibration_path: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="engine profiles fitted by python -m crossover.advise.calibrate (default: packaged)",
+    ),
     json_path: Path | None = typer.Option(None, "--json", help="write the advice JSON here"),
     emit_sweep_path: Path | None = typer.Option(
         None, "--emit-sweep", help="write a sweep config for the top candidates"
@@ -138,12 +224,14 @@ def advise_command(
         AdviceRequest,
         advise,
         emit_sweep,
+        load_calibration,
         load_curve,
         load_model,
         load_results,
         system_from_flags,
         system_from_nvml,
     )
+    from crossover.advise.memory import parse_reserve
 
     system = system_from_flags(gpu, gpus, interconnect) if gpu else system_from_nvml()
     if gpu is None and interconnect is not None:
@@ -160,11 +248,16 @@ def advise_command(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         concurrency=parse_int_list(concurrency, "--concurrency"),
+        reserve_gib=parse_reserve(reserve_gib),
+        predictions="roofline" if roofline else "calibrated",
         **({"engines": parse_engines(engines)} if engines else {}),
     )
+    if roofline and calibration_path is not None:
+        raise UsageError("--roofline and --calibration exclude each other")
+    cal = load_calibration(calibration_path) if calibration_path else None
     curve = load_curve(allreduce_table) if allreduce_table else None
     sweep = load_results(results) if results else None
-    advice = advise(request, curve=curve, results=sweep)
+    advice = advise(request, curve=curve, results=sweep, calibration=cal)
     _print(advice)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,318 @@
+"""Engine efficiency profiles fitted to measurements, and the calibrated prediction.
+
+``cost.predict`` is a roofline: an upper bound, 2-24x above what the engines measured in
+batched decode. A profile turns it into an estimate with per-engine terms fitted to
+measured sweeps (``python -m crossover.advise.calibrate``) and kept as data
+(``data/calibration.yaml``, naming the sweeps it came from):
+
+* decode step = max(bytes / (bandwidth x ``bandwidth_efficiency``),
+  FLOPs / (bf16 peak x ``decode_compute_efficiency``)) + layers x ``step_us_per_layer``
+  + batch x ``seq_us`` + all-reduces (each at least ``allreduce_floor_us``: ~43 us when an
+  engine calls them eagerly from Python, commbench's eager floor; the curve otherwise);
+* one wave of prefills (a closed loop starts its requests together) = batch x prompt
+  FLOPs / (peak x ``prefill_compute_efficiency``) + ``prefill_overhead_ms``;
+* closed loop: cycle = wave + output tokens x step; decode per user = 1 / step, the
+  figure a sweep measures as 1000 / TPOT p50.
+
+Decode compute is charged at the bf16 peak whatever the weight format: on the H200, FP8
+weights bought 1.2x at 256-512 concurrent requests, not the 2x of the FP8 peak (the
+batched step is not all FP8 GEMMs); prefill uses the format's peak. Efficiencies are
+fractions of the datasheet figures in ``gpus.yaml``; overheads are times. On a GPU other
+than the one measured both are carried over unmeasured.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from crossover.advise import cost
+from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise.hardware import System
+from crossover.advise.model import ModelFacts
+from crossover.errors import UsageError
+
+CALIBRATION_SCHEMA = "crossover.calibration/1"
+# The terms a fit may move (bandwidth efficiency comes from the sweep's measured copy rate).
+FIT_TERMS: tuple[str, ...] = (
+    "decode_compute_efficiency",
+    "step_us_per_layer",
+    "seq_us",
+    "prefill_compute_efficiency",
+    "prefill_overhead_ms",
+)
+
+
+class EngineProfile(BaseModel):
+    """One engine in one mode (CUDA graphs on, or off), as measured."""
+
+    name: str
+    engine: str
+    cuda_graphs: bool = True
+    bandwidth_efficiency: float = Field(gt=0, le=1.5)
+    decode_compute_efficiency: float = Field(gt=0, le=1.5)
+    step_us_per_layer: float = Field(ge=0)
+    seq_us: float = Field(ge=0)
+    prefill_compute_efficiency: float = Field(gt=0, le=1.5)
+    prefill_overhead_ms: float = Field(ge=0)
+    allreduce_floor_us: float = Field(default=0.0, ge=0)
+    fitted: list[str] = Field(default_factory=list)
+    inherited_from: str | None = None  # terms not fitted here come from this profile
+    targets: list[str] = Field(default_factory=list)  # "SWEEP:TARGET" it was fitted to
+    points: int = 0  # measured (target, concurrency) pairs it was fitted to
+    note: str | None = None
+
+
+class ErrorSummary(BaseModel):
+    n: int
+    mean_abs_error_pct: float | None
+    per_engine: dict[str, float] = Field(default_factory=dict)
+    per_regime: dict[str, float] = Field(default_factory=dict)
+
+
+class Worst(BaseModel):
+    profile: str
+    regime: str
+    mean_abs_error_pct: float
+    n: int
+
+
+class Source(BaseModel):
+    path: str
+    gpu: str
+    targets: list[str]
+    input_tokens: int
+    output_tokens: int
+
+
+class Calibration(BaseModel):
+    """``data/calibration.yaml``: the fitted profiles and the error they leave."""
+
+    schema_: Literal["crossover.calibration/1"] = Field(alias="schema")
+    gpu: str
+    model: str
+    command: str
+    sources: list[Source]
+    profiles: dict[str, EngineProfile]
+    # engines never measured use another's profile (named here, said in the advice)
+    borrow: dict[str, str] = Field(default_factory=dict)
+    errors: dict[str, ErrorSummary] = Field(default_factory=dict)
+    worst: Worst | None = None
+
+    model_config = {"populate_by_name": True}
+
+    def profile(self, engine: str, cuda_graphs: bool = True) -> EngineProfile | None:
+        """The profile for an engine and mode, borrowing where the engine was not measured."""
+        name = engine if cuda_graphs else f"{engine}-nographs"
+        if name in self.profiles:
+            return self.profiles[name]
+        lent = self.borrow.get(name)
+        return self.profiles.get(lent) if lent else None
+
+    def borrowed(self, engine: str, cuda_graphs: bool = True) -> str | None:
+        name = engine if cuda_graphs else f"{engine}-nographs"
+        return None if name in self.profiles else self.borrow.get(name)
+
+    def source_paths(self) -> list[str]:
+        return [s.path for s in self.sources]
+
+
+def profile_name(engine: str, cuda_graphs: bool | None) -> str:
+    return engine if cuda_graphs is not False else f"{engine}-nographs"
+
+
+@cache
+def _packaged() -> str:
+    path = resources.files("crossover.advise").joinpath("data/calibration.yaml")
+    return path.read_text("utf-8")
+
+
+def parse_calibration(text: str, where: str) -> Calibration:
+    try:
+        raw: Any = yaml.safe_load(text)
+        return Calibration.model_validate(raw)
+    except (yaml.YAMLError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{where}: not a {CALIBRATION_SCHEMA} file ({first})") from exc
+
+
+def load_calibration(path: Path | None = None) -> Calibration:
+    """The packaged constants, or a file written by ``python -m crossover.advise.calibrate``."""
+    if path is None:
+        return parse_calibration(_packaged(), "data/calibration.yaml")
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise UsageError(f"--calibration: cannot read {path} ({exc.strerror or exc})") from exc
+    return parse_calibration(text, str(path))
+
+
+class Terms(BaseModel):
+    """A prediction's ingredients that do not depend on the profile's fitted terms."""
+
+    batch: int
+    layers: int
+    pp: int
+    output_tokens: int
+    mem_ms: float  # one stage's decode read at 100% of the datasheet bandwidth
+    comp_ms: float  # one stage's decode FLOPs at 100% of the dense bf16 peak
+    comm_ms: float
+    prefill_comp_ms: float  # the wave's prompt FLOPs at 100% of the peak
+    prefill_mem_ms: float  # the weights read once at 100% of the bandwidth
+    prefill_comm_ms: float
+    one_prefill_comp_ms: float
+    one_prefill_comm_ms: float
+
+
+def _comm(
+    model: ModelFacts, layout: Layout, curve: AllReduceCurve, tokens: int, floor_us: float
+) -> float:
+    if floor_us <= 0:
+        return cost.comm_ms(model, layout, curve, tokens)
+
+    class _Floored:
+        name = curve.name
+
+        def latency_us(self, size_bytes: float, n: int) -> float:
+            t = curve.latency_us(size_bytes, n)
+            return max(t, floor_us) if n > 1 else t
+
+    return cost.comm_ms(model, layout, _Floored(), tokens)
+
+
+def terms(
+    model: ModelFacts,
+    system: System,
+    layout: Layout,
+    quant: str,
+    curve: AllReduceCurve,
+    *,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_batch: int | None = None,
+    allreduce_floor_us: float = 0.0,
+) -> Terms:
+    gpu = system.gpu
+    batch = max(1, min(concurrency, max_batch if max_batch is not None else concurrency))
+    micro = max(1, round(batch / layout.pp)) if batch >= layout.pp else batch
+    ctx = input_tokens + output_tokens / 2
+    bw = gpu.memory_bandwidth_gbs * 1e9
+    peak = cost.tflops(gpu, quant) * 1e12  # prefill: the weight format's peak
+    read = cost.touched_weight_bytes(model, quant, micro) / layout.gpus
+    read += micro * ctx * cost.kv_bytes_per_token_per_gpu(model, layout)
+    stage_flops = 2 * model.active_params * micro / layout.gpus
+    prompt_flops = 2 * model.active_params * input_tokens / layout.tp
+    return Terms(
+        batch=batch,
+        layers=model.layers,
+        pp=layout.pp,
+        output_tokens=output_tokens,
+        mem_ms=read / bw * 1e3,
+        comp_ms=stage_flops / (gpu.bf16_tflops * 1e12) * 1e3,
+        comm_ms=_comm(model, layout, curve, micro, allreduce_floor_us),
+        prefill_comp_ms=prompt_flops * batch / peak * 1e3,
+        prefill_mem_ms=cost.weight_bytes(model, quant) / layout.tp / bw * 1e3,
+        prefill_comm_ms=batch * _comm(model, layout, curve, input_tokens, allreduce_floor_us),
+        one_prefill_comp_ms=prompt_flops / peak * 1e3,
+        one_prefill_comm_ms=_comm(model, layout, curve, input_tokens, allreduce_floor_us),
+    )
+
+
+class Step(BaseModel):
+    step_ms: float
+    mem_ms: float
+    comp_ms: float
+    overhead_ms: float
+    wave_ms: float
+    one_prefill_ms: float
+    output_tok_s: float
+    decode_tok_s_per_user: float
+
+
+def closed_loop(t: Any, p: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The calibrated closed loop (the formula in the module doc).
+
+    ``t`` holds the terms (``Terms``, or numpy arrays of them when fitting) and ``p`` the
+    profile's values (an ``EngineProfile``, or an object of floats with the same names).
+    Returns (step ms, memory ms, compute ms, overhead ms, wave ms, output tok/s)."""
+    import numpy as np
+
+    mem = t.mem_ms / p.bandwidth_efficiency
+    comp = t.comp_ms / p.decode_compute_efficiency
+    overhead = (t.layers * p.step_us_per_layer + t.batch * p.seq_us) / 1e3
+    step = np.maximum(mem, comp) * t.pp + overhead + t.comm_ms
+    pmem = t.prefill_mem_ms / p.bandwidth_efficiency
+    wave = np.maximum(t.prefill_comp_ms / p.prefill_compute_efficiency, pmem)
+    wave = wave + p.prefill_overhead_ms + t.prefill_comm_ms
+    cycle = t.output_tokens * step + wave
+    return step, mem * t.pp, comp * t.pp, overhead, wave, t.batch * t.output_tokens / cycle * 1e3
+
+
+def evaluate(t: Terms, p: EngineProfile) -> Step:
+    step, mem, comp, overhead, wave, out = closed_loop(t, p)
+    pmem = t.prefill_mem_ms / p.bandwidth_efficiency
+    one = max(t.one_prefill_comp_ms / p.prefill_compute_efficiency, pmem)
+    one += p.prefill_overhead_ms + t.one_prefill_comm_ms
+    return Step(
+        step_ms=float(step),
+        mem_ms=float(mem),
+        comp_ms=float(comp),
+        overhead_ms=float(overhead),
+        wave_ms=float(wave),
+        one_prefill_ms=one,
+        output_tok_s=float(out),
+        decode_tok_s_per_user=1e3 / float(step),
+    )
+
+
+def predict(
+    model: ModelFacts,
+    system: System,
+    layout: Layout,
+    quant: str,
+    curve: AllReduceCurve,
+    profile: EngineProfile,
+    *,
+    concurrency: int,
+    input_tokens: int,
+    output_tokens: int,
+    max_batch: int | None = None,
+) -> Prediction:
+    """``cost.predict``'s answer with the profile's measured efficiencies."""
+    t = terms(
+        model,
+        system,
+        layout,
+        quant,
+        curve,
+        concurrency=concurrency,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        max_batch=max_batch,
+        allreduce_floor_us=profile.allreduce_floor_us,
+    )
+    s = evaluate(t, profile)
+    bound = "memory" if s.mem_ms >= s.comp_ms else "compute"
+    if s.overhead_ms > max(s.mem_ms, s.comp_ms):
+        bound = "overhead"
+    return Prediction(
+        concurrency=concurrency,
+        batch=t.batch,
+        step_ms=s.step_ms,
+        decode_mem_ms=s.mem_ms,
+        decode_compute_ms=s.comp_ms,
+        comm_ms=t.comm_ms,
+        prefill_ms=s.one_prefill_ms,
+        decode_tok_s_per_user=s.decode_tok_s_per_user,
+        output_tok_s=s.output_tok_s,
+        total_tok_s=s.output_tok_s * (input_tokens + output_tokens) / output_tokens,
+        bound=bound,
+        overhead_ms=s.overhead_ms,
+        profile=profile.name,
+    )

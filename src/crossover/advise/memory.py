@@ -1,0 +1,195 @@
+"""Per-engine memory fit: weights + KV cache + the engine's measured overheads per GPU.
+
+The overheads (CUDA context, activations or compute buffers, CUDA graphs) and each
+engine's utilization rule are data (``data/memory.yaml``, with the log lines they come
+from). ``--reserve-gib`` replaces an engine's overheads with the user's figure: a desktop
+session on the same GPU, another process, or a measurement of their own.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from crossover.advise import cost
+from crossover.advise.cost import Layout, MemoryFit
+from crossover.advise.hardware import GpuSpec
+from crossover.advise.model import ModelFacts
+from crossover.errors import UsageError
+
+GIB = 1024**3
+LLAMACPP_UBATCH = 512  # llama.cpp's default n_ubatch (common/common.h)
+
+
+class Component(BaseModel):
+    name: str
+    gib: float | None = None
+    formula: Literal["llamacpp-compute"] | None = None
+    per_tp: bool = False
+    scales_with_hidden: bool = False
+    outside_budget: bool = False
+    measured: bool
+    source: str
+
+
+class EngineMemory(BaseModel):
+    utilization: float = Field(gt=0, le=1)
+    utilization_of: Literal["total", "free"]
+    source: str
+    components: list[Component] = Field(default_factory=list)
+
+
+class Charge(BaseModel):
+    """One overhead as charged to a candidate, in GiB per GPU."""
+
+    name: str
+    gib: float
+    measured: bool
+    source: str
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("crossover.advise").joinpath("data/memory.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+@cache
+def engine_memory(engine: str) -> EngineMemory:
+    """The engine's rule, resolving ``borrow`` (all of it) and ``borrow_components``."""
+    entries: dict[str, Any] = _data()["engines"]
+    raw = entries.get(engine)
+    if raw is None:
+        raise UsageError(f"no memory figures for engine {engine!r} in memory.yaml")
+    if "borrow" in raw:
+        lent = engine_memory(str(raw["borrow"]))
+        return lent.model_copy(update={"source": f"{raw['source']}; {lent.source}"})
+    if "borrow_components" in raw:
+        lent = engine_memory(str(raw["borrow_components"]))
+        fields = {k: v for k, v in raw.items() if k != "borrow_components"}
+        fields["components"] = [
+            c.model_copy(update={"measured": False, "outside_budget": False})
+            for c in lent.components
+        ]
+        return EngineMemory.model_validate(fields)
+    return EngineMemory.model_validate(raw)
+
+
+def _component_gib(c: Component, model: ModelFacts, layout: Layout, slots: int) -> float:
+    if c.formula == "llamacpp-compute":
+        ffn = model.ffn
+        if model.is_moe and model.moe_ffn and model.experts_per_token:
+            ffn = max(
+                ffn if model.moe_layers < model.layers else 0,
+                model.moe_ffn * model.experts_per_token,
+            )
+        floats = LLAMACPP_UBATCH * (2 * ffn + 4 * model.hidden) + model.vocab * max(1, slots)
+        return 4 * floats / GIB
+    gib = float(c.gib or 0.0)
+    if c.scales_with_hidden:
+        gib *= model.hidden / float(_data().get("reference_hidden") or model.hidden)
+    if c.per_tp:
+        gib /= layout.tp
+    return gib
+
+
+def charges(engine: str, model: ModelFacts, layout: Layout, slots: int) -> list[Charge]:
+    """The engine's overheads for this model and layout, per GPU."""
+    return [
+        Charge(
+            name=c.name + (" (beyond the utilization budget)" if c.outside_budget else ""),
+            gib=_component_gib(c, model, layout, slots),
+            measured=c.measured,
+            source=c.source,
+        )
+        for c in engine_memory(engine).components
+    ]
+
+
+def usable_gib(
+    engine: str,
+    model: ModelFacts,
+    gpu: GpuSpec,
+    layout: Layout,
+    weights_gib: float,
+    slots: int,
+    reserve_gib: float | None = None,
+) -> tuple[float, float, list[Charge]]:
+    """(GiB per GPU the weights and KV may use, the reserve charged, its parts)."""
+    rule = engine_memory(engine)
+    total = gpu.memory_gib
+    parts = charges(engine, model, layout, slots)
+    if reserve_gib is not None:
+        parts = [Charge(name="--reserve-gib", gib=reserve_gib, measured=False, source="user")]
+        inside, outside = reserve_gib, 0.0
+    else:
+        comps = engine_memory(engine).components
+        inside = sum(p.gib for p, c in zip(parts, comps, strict=True) if not c.outside_budget)
+        outside = sum(p.gib for p, c in zip(parts, comps, strict=True) if c.outside_budget)
+    if rule.utilization_of == "total":
+        spill = max(0.0, outside - (1 - rule.utilization) * total)
+        return rule.utilization * total - inside - spill, inside + spill, parts
+    free = total - weights_gib - inside - outside
+    if free < 0:  # the weights alone do not fit: no fraction of nothing to take
+        return total - inside - outside, inside + outside, parts
+    return weights_gib + rule.utilization * free, inside + outside, parts
+
+
+def fit(
+    engine: str,
+    model: ModelFacts,
+    gpu: GpuSpec,
+    layout: Layout,
+    quant: str,
+    concurrency: int,
+    context_tokens: int,
+    reserve_gib: float | None = None,
+) -> MemoryFit:
+    """``cost.memory_fit`` with the engine's own rule and measured overheads."""
+    w = cost.weight_bytes(model, quant) / layout.gpus / GIB
+    kv_seq = cost.kv_bytes_per_token_per_gpu(model, layout) * context_tokens / GIB
+    usable, reserve, parts = usable_gib(engine, model, gpu, layout, w, concurrency, reserve_gib)
+    free = usable - w
+    kv = kv_seq * concurrency
+    return MemoryFit(
+        weights_gib_per_gpu=w,
+        kv_gib_per_seq_per_gpu=kv_seq,
+        kv_gib_per_gpu=kv,
+        usable_gib_per_gpu=usable,
+        headroom_gib=usable - w - kv,
+        fits=w + kv <= usable,
+        weights_fit=w < usable,
+        max_concurrency=int(free // kv_seq) if free > 0 and kv_seq > 0 else 0,
+        reserve_gib=reserve,
+        reserve=[p.model_dump() for p in parts],
+        utilization=engine_memory(engine).utilization,
+        kv_bytes_per_token_per_gpu=cost.kv_bytes_per_token_per_gpu(model, layout),
+    )
+
+
+def parse_reserve(text: str | None) -> dict[str, float]:
+    """``--reserve-gib``: ``1.5`` (every engine) or ``llamacpp=0.8,vllm=2``; key ``*``: all."""
+    from crossover.advise.rules import ENGINES
+
+    out: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        engine, sep, value = item.rpartition("=")
+        key = engine.strip().lower().replace("llama.cpp", "llamacpp") if sep else "*"
+        try:
+            gib = float(value)
+        except ValueError:
+            gib = -1.0
+        if gib < 0 or (key != "*" and key not in ENGINES):
+            raise UsageError(
+                f"--reserve-gib wants GiB per GPU (e.g. 1.5) or ENGINE=GiB[,...] with ENGINE in "
+                f"{', '.join(ENGINES)}; got {item!r}"
+            )
+        out[key] = gib
+    return out

@@ -1,0 +1,313 @@
+"""Engine profiles fitted to measurements: loading, the fit and its held-out error on a
+synthetic sweep with known truth, the committed constants against the H200 sweeps, and
+the ``calibration`` block of ``advise --results``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossover.advise import (
+    AdviceRequest,
+    Layout,
+    advise,
+    cost,
+    load_model,
+    load_results,
+    system_from_flags,
+)
+from crossover.advise import efficiency as eff
+from crossover.advise.accuracy import Row, regime, summarize, worst
+from crossover.advise.calibrate import at_bound, calibrate, main, markdown
+from crossover.advise.efficiency import EngineProfile, load_calibration, parse_calibration
+from crossover.cli.app import main as cli_main
+from crossover.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEPS = ["docs/results/h200/vllm-a/sweep.json", "docs/results/h200/sweep/sweep.json"]
+DOC = ROOT / "docs/results/h200/calibration.md"
+LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+TRUTH = EngineProfile(
+    name="vllm",
+    engine="vllm",
+    bandwidth_efficiency=0.9,
+    decode_compute_efficiency=0.45,
+    step_us_per_layer=40.0,
+    seq_us=20.0,
+    prefill_compute_efficiency=0.6,
+    prefill_overhead_ms=25.0,
+)
+
+
+def _run(target: str, c: int, out: float, tpot: float) -> dict[str, Any]:
+    return {
+        "target": target,
+        "concurrency": c,
+        "repeat": 0,
+        "summary": {
+            "verdict": "valid",
+            "throughput": {"output_tokens_per_s": out, "total_tokens_per_s": out * 456 / 256},
+            "tpot_ms": {"p50": tpot},
+        },
+    }
+
+
+def synthetic_sweep(
+    folder: Path, truth: EngineProfile = TRUTH, skew: dict[int, float] | None = None
+) -> Path:
+    """A sweep whose runs are exactly what ``truth`` predicts (times ``skew[c]``)."""
+    model, system = load_model("llama-3.1-8b"), system_from_flags("H200")
+    runs = []
+    for c in LEVELS:
+        pred = eff.predict(
+            model,
+            system,
+            Layout(),
+            "bf16",
+            cost.AlphaBeta(10, 100),
+            truth,
+            concurrency=c,
+            input_tokens=200,
+            output_tokens=256,
+        )
+        k = (skew or {}).get(c, 1.0)
+        runs.append(_run("vllm", c, pred.output_tok_s * k, pred.step_ms / k))
+    data = {
+        "schema": "crossover.sweep/1",
+        "workload": {"input_tokens": 200, "output_tokens": 256},
+        "roofline": [{"target": "vllm", "gpu": "H200", "bandwidth_gb_s": 4800 * 0.9}],
+        "targets": [
+            {
+                "name": "vllm",
+                "engine": "vllm",
+                "settings": {"tp": 1, "quant": "none", "dtype": "bfloat16", "cuda_graphs": True},
+            }
+        ],
+        "runs": runs,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep.json").write_text(json.dumps(data))
+    return folder / "sweep.json"
+
+
+# --- the fitted constants as data ---------------------------------------------------
+
+
+def test_packaged_constants_load_with_their_sources() -> None:
+    cal = load_calibration()
+    assert {"vllm", "vllm-nographs", "llamacpp", "transformers"} <= set(cal.profiles)
+    assert cal.gpu == "H200"
+    assert [s.path for s in cal.sources] == SWEEPS
+    assert "python -m crossover.advise.calibrate" in cal.command
+    for p in cal.profiles.values():
+        assert p.targets and p.points > 0 and p.fitted
+        assert 0 < p.bandwidth_efficiency <= 1
+    # modes and borrowing: TensorRT-LLM and SGLang were never measured
+    assert cal.profile("vllm", cuda_graphs=False) is cal.profiles["vllm-nographs"]
+    assert cal.profile("trtllm") is cal.profiles["vllm"]
+    assert cal.borrowed("trtllm") == "vllm" and cal.borrowed("vllm") is None
+    assert cal.profile("nosuchengine") is None
+    # the eager all-reduce floor is commbench's (2x H200, eager_points up to 64 KiB)
+    assert cal.profiles["vllm-nographs"].allreduce_floor_us == pytest.approx(43.2, abs=0.5)
+    assert cal.profiles["vllm"].allreduce_floor_us == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["schema: other/1\n", "{not yaml", "schema: crossover.calibration/1\ngpu: H200\n"],
+)
+def test_a_broken_calibration_file_is_a_usage_error(tmp_path: Path, text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_calibration(text, "x.yaml")
+    bad = tmp_path / "cal.yaml"
+    bad.write_text(text)
+    with pytest.raises(UsageError):
+        load_calibration(bad)
+    with pytest.raises(UsageError):
+        load_calibration(tmp_path / "missing.yaml")
+
+
+def test_advise_with_a_bad_calibration_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "cal.yaml"
+    bad.write_text("schema: nope\n")
+    args = ["advise", "--gpu", "H200", "--model", "llama-3.1-8b", "--calibration", str(bad)]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "crossover.calibration/1" in err and "Traceback" not in err
+    assert cli_main([*args[:-2], "--roofline", "--calibration", str(bad)]) == 2
+
+
+# --- the fit, and its held-out error, on a sweep with known truth ----------------------
+
+
+def test_the_fit_recovers_a_known_profile_and_holds_out_honestly(tmp_path: Path) -> None:
+    report = calibrate([synthetic_sweep(tmp_path / "a")], "llama-3.1-8b")
+    got = report.calibration.profiles["vllm"]
+    assert got.bandwidth_efficiency == pytest.approx(0.9)  # from the roofline, not fitted
+    for term in eff.FIT_TERMS:
+        assert getattr(got, term) == pytest.approx(getattr(TRUTH, term), rel=0.05), term
+    errors = report.calibration.errors
+    assert errors["in_sample"].n == 2 * len(LEVELS)
+    assert errors["in_sample"].mean_abs_error_pct == pytest.approx(0.0, abs=0.5)
+    assert errors["heldout_levels"].n == 2 * len(LEVELS)
+    held = {r.concurrency: abs(r.error_pct) for r in report.heldout_levels}
+    # every level is predicted from the others, except the top one: only c=256 is
+    # compute-bound under this truth, so without it the compute term is a guess
+    assert max(e for c, e in held.items() if c < 256) < 0.5
+    assert held[256] > 5
+
+
+def test_a_level_off_the_model_shows_in_the_heldout_error_not_in_sample(tmp_path: Path) -> None:
+    # c=32 measured 30% faster than the truth predicts: no profile can follow it
+    report = calibrate([synthetic_sweep(tmp_path / "b", skew={32: 1.3})], "llama-3.1-8b")
+    held = {(r.concurrency, r.metric): r for r in report.heldout_levels}
+    fitted = {(r.concurrency, r.metric): r for r in report.in_sample}
+    # held out, c=32 is predicted from the other levels: the 30% shows (-23% = 1/1.3 - 1)
+    assert held[(32, "output_tok_s")].error_pct == pytest.approx(-23.1, abs=3)
+    # in sample the fit bends towards it, so the error there is smaller
+    assert abs(fitted[(32, "output_tok_s")].error_pct) < abs(held[(32, "output_tok_s")].error_pct)
+    worst_ = report.calibration.worst
+    assert worst_ is not None and worst_.regime == "c=32-128"
+
+
+def test_heldout_targets_predict_one_target_from_the_others(tmp_path: Path) -> None:
+    a = synthetic_sweep(tmp_path / "a")
+    b = synthetic_sweep(tmp_path / "b", skew={c: 1.1 for c in LEVELS})  # 10% faster
+    report = calibrate([a, b], "llama-3.1-8b")
+    rows = report.heldout_targets
+    assert {r.sweep for r in rows} == {str(a), str(b)}
+    # each sweep predicted from the other alone: ~10% apart both ways
+    on_b = [r.error_pct for r in rows if r.sweep == str(b) and r.metric == "output_tok_s"]
+    assert sum(on_b) / len(on_b) == pytest.approx(-9.1, abs=1.5)
+
+
+def test_summaries_and_worst_regime_on_rows_with_known_errors() -> None:
+    def row(profile: str, c: int, err: float) -> Row:
+        return Row(
+            target="t",
+            engine=profile,
+            profile=profile,
+            concurrency=c,
+            regime=regime(c),
+            metric="output_tok_s",
+            predicted=100 + err,
+            measured=100,
+            error_pct=err,
+        )
+
+    rows = [
+        row("a", 1, 10),
+        row("a", 1, -20),
+        row("a", 64, 2),
+        row("b", 256, 40),
+        row("b", 512, -50),
+    ]
+    s = summarize(rows)
+    assert s.n == 5
+    assert s.mean_abs_error_pct == pytest.approx(24.4)
+    assert s.per_engine == {"a": pytest.approx(32 / 3), "b": pytest.approx(45)}
+    assert s.per_regime["c>=256"] == pytest.approx(45)
+    w = worst(rows)
+    assert w is not None and (w.profile, w.regime, w.n) == ("b", "c>=256", 2)
+    assert w.mean_abs_error_pct == pytest.approx(45)
+    assert worst(rows[:1]) is None  # one row is not a regime
+    assert [regime(c) for c in (1, 2, 16, 32, 128, 256)] == [
+        "c=1",
+        "c=2-16",
+        "c=2-16",
+        "c=32-128",
+        "c=32-128",
+        "c>=256",
+    ]
+
+
+def test_calibrate_command_writes_constants_and_rejects_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cal.yaml"
+    assert main(["--sweep", str(synthetic_sweep(tmp_path / "s")), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "## Fitted profiles" in printed and "held-out levels" in printed
+    cal = load_calibration(out)
+    assert cal.profiles["vllm"].decode_compute_efficiency == pytest.approx(0.45, rel=0.05)
+    assert main(["--sweep", str(tmp_path / "nowhere.json")]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+# --- the committed constants against the published H200 sweeps ---------------------------
+
+
+def test_committed_constants_are_a_refit_of_the_h200_sweeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(ROOT)
+    report = calibrate([Path(p) for p in SWEEPS], "llama-3.1-8b")
+    committed = load_calibration()
+    for name, p in committed.profiles.items():
+        fresh = report.calibration.profiles[name]
+        for term in eff.FIT_TERMS:
+            assert getattr(fresh, term) == pytest.approx(getattr(p, term), rel=0.01), (name, term)
+    for key, s in committed.errors.items():
+        assert report.calibration.errors[key].mean_abs_error_pct == pytest.approx(
+            s.mean_abs_error_pct, abs=0.1
+        )
+    # the goal of issue 19: <= 25% mean |error| with vLLM included, held out
+    held = committed.errors["heldout_levels"]
+    assert held.mean_abs_error_pct is not None and held.mean_abs_error_pct <= 25
+    assert held.per_engine["vllm"] <= 10
+    assert committed.worst is not None
+    # the doc carries this very output
+    assert markdown(report) in DOC.read_text("utf-8")
+    assert not at_bound(committed.profiles["vllm"])
+
+
+def test_advise_results_on_the_published_h200_sweep_reports_its_calibration(tmp_path: Path) -> None:
+    out = tmp_path / "advice.json"
+    args = ["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency", "1,8,64,256"]
+    args += ["--input-tokens", "200", "--output-tokens", "256"]
+    assert (
+        cli_main([*args, "--results", str(ROOT / "docs/results/h200/vllm-a"), "--json", str(out)])
+        == 0
+    )
+    cal = json.loads(out.read_text())["calibration"]
+    # the contract's shape
+    assert {"n", "mean_abs_error_pct", "rows"} <= set(cal)
+    assert cal["n"] == len(cal["rows"]) > 0
+    for r in cal["rows"]:
+        assert {"target", "concurrency", "metric", "predicted", "measured", "error_pct"} <= set(r)
+        assert r["error_pct"] == pytest.approx(
+            (r["predicted"] - r["measured"]) / r["measured"] * 100
+        )
+    assert cal["mean_abs_error_pct"] == pytest.approx(
+        sum(abs(r["error_pct"]) for r in cal["rows"]) / cal["n"]
+    )
+    # vLLM rows included (bf16, FP8, eager: each compared in its own mode), <= 25% overall
+    targets = {r["target"] for r in cal["rows"]}
+    assert {"vllm", "vllm-fp8", "vllm-eager", "llamacpp-graphs"} <= targets
+    assert cal["mean_abs_error_pct"] <= 25
+    assert cal["worst"]["regime"] in ("c=1", "c=2-16", "c=32-128", "c>=256")
+    assert cal["constants"]["in_sample"] is True
+    assert cal["constants"]["heldout_mean_abs_error_pct"] <= 25
+
+
+def test_calibrated_estimates_sit_near_the_measurement_and_below_the_roofline() -> None:
+    results = load_results(ROOT / "docs/results/h200/vllm-a")
+    req = AdviceRequest(
+        system=system_from_flags("H200"),
+        model=load_model("llama-3.1-8b"),
+        concurrency=[1, 64],
+        input_tokens=200,
+        output_tokens=256,
+        engines=["vllm"],
+    )
+    for predictions, lo, hi in (("calibrated", 0.9, 1.1), ("roofline", 1.2, 100.0)):
+        advice = advise(req.model_copy(update={"predictions": predictions}), results=results)
+        for rec in advice["recommendations"]:
+            ratio = rec["predicted"]["output_tok_s"] / rec["measured"]["output_tok_s"]
+            assert lo < ratio < hi, (predictions, rec["concurrency"], ratio)
