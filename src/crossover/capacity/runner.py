@@ -99,13 +99,15 @@ class CapacityRunner:
     def __init__(self, config: CapacityConfig, out: Path, events: CapacityEvents | None = None):
         self.config = config
         self.events = events or CapacityEvents()
+        out.mkdir(parents=True, exist_ok=True)
         self.store = Store(out / "capacity.db")
         self.levels: list[CapacityLevel] = []
         self._tokenizer: Tokenizer | None = None
         self._next_prompt = 0
         self._warm = False
 
-    async def _measure(self, rate: float) -> bool:
+    async def measure_level(self, rate: float) -> bool:
+        """Hold ``rate`` for the level's duration; True when every SLO term is met."""
         cfg = self.config
         started = time.perf_counter()
         warmup = 0 if self._warm else cfg.warmup_requests
@@ -190,7 +192,7 @@ class CapacityRunner:
         await asyncio.to_thread(probe, cfg.url, {})
         started = time.perf_counter()
         result = await search_capacity(
-            self._measure,
+            self.measure_level,
             start_rps=cfg.start_rps,
             precision=cfg.precision,
             max_rps=cfg.max_rps,
