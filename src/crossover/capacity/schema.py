@@ -63,3 +63,21 @@ class CapacityFile(BaseModel):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(self.to_json(), encoding="utf-8")
         tmp.replace(path)
+
+
+class CapacitySet(BaseModel):
+    """``crossover capacity --config sweep.yaml``: one search per target, side by side;
+    each entry is a whole ``crossover.capacity/1`` document (``target.name`` set)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: Literal["crossover.capacity/1"] = Field(default="crossover.capacity/1", alias="schema")
+    targets: list[CapacityFile]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)

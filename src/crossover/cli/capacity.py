@@ -18,14 +18,20 @@ def register(app: typer.Typer) -> None:
 
 
 def capacity(
-    url: Annotated[str, typer.Option(help="Endpoint base URL")],
-    model: Annotated[str, typer.Option(help="Model name sent in requests")],
-    output_tokens: Annotated[int, typer.Option(help="Exactly this many tokens per request")],
     slo: Annotated[
         str, typer.Option(help="Terms every level must meet: ttft_ms.p99=500,tpot_ms.p50=50")
     ],
+    url: Annotated[str | None, typer.Option(help="Endpoint base URL")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name sent in requests")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Or a sweep YAML: each target (launched or URL) searched in turn"),
+    ] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="Exactly this many tokens per request")
+    ] = None,
     engine: Annotated[str, typer.Option(help="Request dialect")] = "openai",
-    input_tokens: Annotated[int, typer.Option(help="Prompt length in tokens")] = 200,
+    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
     ] = 0.1,
@@ -61,13 +67,20 @@ def capacity(
     from crossover.records.store import check_writable
 
     terms = parse_slo(slo)
+    if config is not None:
+        if url is not None:
+            raise UsageError("give --url or --config, not both")
+        _capacity_of_targets(config, terms, locals(), json_path, out)
+        return
+    if url is None or model is None or output_tokens is None:
+        raise UsageError("give --url, --model and --output-tokens (or --config sweep.yaml)")
     try:
         cfg = CapacityConfig(
             url=url,
             engine=engine,
             model=model,
             output_tokens=output_tokens,
-            input_tokens=input_tokens,
+            input_tokens=input_tokens or 200,
             slo=terms,
             precision=precision,
             start_rps=start_rate,
@@ -94,6 +107,88 @@ def capacity(
     print_result(result)
     if json_path is not None:
         Console().print(f"results: {json_path}")
+
+
+def _capacity_of_targets(
+    config: Path, terms: Any, flags: dict[str, Any], json_path: Path | None, out: Path | None
+) -> None:
+    """``--config``: capacity per target of a sweep YAML, side by side."""
+    import tempfile
+
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from crossover.capacity.runner import CapacityConfig, CapacityEvents
+    from crossover.capacity.targets import capacity_per_target
+    from crossover.cli.common import run_async
+    from crossover.errors import validation_line
+    from crossover.records.store import check_writable
+    from crossover.sweep.config import load_sweep_config
+
+    sweep = load_sweep_config(config)
+    base = {
+        "output_tokens": flags["output_tokens"] or sweep.output_tokens,
+        "input_tokens": flags["input_tokens"] or sweep.input_tokens or 200,
+        "endpoint": sweep.endpoint,
+        "seed": sweep.seed,
+        "tokenizer": sweep.tokenizer,
+        "timeouts": sweep.timeouts,
+        "slo": terms,
+        "precision": flags["precision"],
+        "start_rps": flags["start_rate"],
+        "max_rps": flags["max_rate"],
+        "min_rps": flags["min_rate"],
+        "duration_s_per_level": flags["duration_s_per_level"],
+        "warmup_requests": flags["warmup"],
+        "early_stop": flags["early_stop"],
+    }
+    try:  # everything but the target, checked before any engine starts
+        CapacityConfig.model_validate({**base, "url": "http://check", "model": "m"})
+    except ValidationError as exc:
+        raise UsageError(validation_line(exc, flags=True)) from None
+    if json_path is not None:
+        check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    console = Console(stderr=True)
+    events = CapacityEvents(
+        lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
+        lambda level: console.print(level_line(level)),
+    )
+    with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
+        folder = out if out is not None else Path(tmp)
+        check_writable(folder)
+        result = run_async(
+            capacity_per_target(
+                sweep, base, folder, events, lambda n, msg: console.print(f"[cyan]{n}[/]: {msg}")
+            )
+        )
+    if json_path is not None:
+        result.write(json_path)
+    for one in result.targets:
+        Console().print(f"\n[bold]{one.target.get('name')}[/]")
+        print_result(one)
+    print_side_by_side(result.targets)
+    if json_path is not None:
+        Console().print(f"results: {json_path}")
+
+
+def print_side_by_side(results: list[CapacityFile]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="capacity per target", header_style="bold")
+    for col in ("target", "capacity/s", "bracket/s", "goodput/s", "levels", "s"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for r in results:
+        lo, hi = r.interval
+        table.add_row(
+            str(r.target.get("name")),
+            "-" if r.max_rate_rps is None else f"{r.max_rate_rps:.3g}",
+            f"[{'-' if lo is None else f'{lo:.3g}'}, {'-' if hi is None else f'{hi:.3g}'}]",
+            "-" if r.goodput_rps is None else f"{r.goodput_rps:.3g}",
+            str(len(r.levels)),
+            f"{r.seconds:.0f}",
+        )
+    Console(width=120).print(table)
 
 
 async def _run(cfg: Any, folder: Path, console: Any) -> CapacityFile:

@@ -79,7 +79,7 @@ class SweepOutcome:
     failed_levels: list[str] = field(default_factory=list)
 
 
-def _engine_config(t: TargetConfig) -> Any:
+def engine_config(t: TargetConfig) -> Any:
     from crossover.engines.config import EngineConfig
 
     launch = dict(t.launch or {})
@@ -159,7 +159,7 @@ class SweepRunner:
         from crossover.engines.adapters import get_adapter
         from crossover.engines.lifecycle import start
 
-        ecfg = _engine_config(t.cfg)
+        ecfg = engine_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
         if t.engine is None or not t.engine.alive():
             if t.engine is not None:
