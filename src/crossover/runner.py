@@ -63,6 +63,8 @@ class Progress:
     """Live counters for the progress display; updated as records arrive."""
 
     total: int | None
+    #: measured requests handed to the transport so far (single-process loads)
+    sent: int = 0
     done: int = 0
     failed: int = 0
     warmup_done: int = 0
@@ -84,6 +86,11 @@ class Progress:
                 self.ttfts_ms.append((r.t_first_ns - r.t_send_ns) / 1e6)
         else:
             self.failed += 1
+
+    @property
+    def in_flight(self) -> int:
+        """Measured requests sent and not finished (0 where ``sent`` is not counted)."""
+        return max(0, self.sent - self.done - self.failed)
 
     @property
     def tokens_per_s(self) -> float:
@@ -196,12 +203,15 @@ async def execute(
     abort_reason: Callable[[], str | None] | None = None,
     client_floor: ClientFloor | None = None,
     metrics_url: str | None = None,
+    stop: asyncio.Event | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed as they complete; the summary at the end.
 
     ``abort`` (set by an engine watcher) stops the level at once; the run is then
     ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
-    ``interrupted``; every record already written stays.
+    ``interrupted``; every record already written stays. ``stop`` (an overload watcher)
+    ends the load the same way, but the run is ``done``: what was measured stands, with
+    the requests cut short recorded as failed.
 
     Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
     streamed text of each request whose chunks fall short of usage is re-tokenized once,
@@ -229,16 +239,23 @@ async def execute(
     counter = await read_counter(metrics_url) if metrics_url else None
     lags: list[float] = []
 
-    if config.workers > 1:
-        status = await _execute_workers(
-            config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
-            abort, lags,
-        )  # fmt: skip
-    else:
-        status = await _execute_here(
-            config, store, run_id, prompts, n_measured, headers, keep_text, records, progress,
-            abort, timeouts, lags,
-        )  # fmt: skip
+    halt, relay = _either(abort, stop)
+    try:
+        if config.workers > 1:
+            status = await _execute_workers(
+                config, store, run_id, prompts, n_measured, headers, keep_text, records,
+                progress, halt, lags,
+            )  # fmt: skip
+        else:
+            status = await _execute_here(
+                config, store, run_id, prompts, n_measured, headers, keep_text, records,
+                progress, halt, timeouts, lags,
+            )  # fmt: skip
+    finally:
+        if relay is not None:
+            relay.cancel()
+    if status == "failed" and not abort.is_set():
+        status = "done"  # stopped on purpose, not aborted
     client_loop = loop_lag(lags, PROBE_INTERVAL_S, config.workers)
     store.add_sample(run_id, LOOP_SAMPLE, 0.0, client_loop.model_dump(mode="json"))
 
@@ -264,6 +281,26 @@ async def execute(
         summary.verdict = "invalid"
     store.finish_run(run_id, status, summary.to_json_dict())
     return RunOutcome(run_id, summary, records, status)
+
+
+def _either(
+    abort: asyncio.Event, stop: asyncio.Event | None
+) -> tuple[asyncio.Event, asyncio.Task[None] | None]:
+    """One event set when ``abort`` or ``stop`` is, and the task relaying them."""
+    if stop is None:
+        return abort, None
+    halt = asyncio.Event()
+
+    async def relay() -> None:
+        waits = [asyncio.ensure_future(abort.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            halt.set()
+        finally:
+            for w in waits:
+                w.cancel()
+
+    return halt, asyncio.ensure_future(relay())
 
 
 #: the ``samples`` source holding a run's engine counter readings
@@ -317,6 +354,8 @@ async def _execute_here(
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             p = prompts[(n_measured + i) % n_prompts] if warmup else prompts[i % n_prompts]
+            if progress is not None and not warmup:
+                progress.sent += 1
             rec = await send_prompt(
                 session,
                 config,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -140,3 +141,26 @@ def _level_in_flight(out: Path) -> bool:
         return False
     running = [r for r in runs if r.status == "running"]
     return bool(running) and db_records(out, running[-1].run_id) > 0
+
+
+def open_request_ms(x: Linear, rate_rps: float, n: int) -> float:
+    """Mean request time of ``n`` tokens under Poisson arrivals at ``rate_rps``.
+
+    A request sees on average L others in flight (L = rate x request time, Little's law;
+    arrivals see time averages), so T = ttft + (n - 1)(a + b L), solved for T. Infinite
+    past the rate where the queue grows without bound (rate >= 1 / ((n - 1) b))."""
+    load = rate_rps * (n - 1) * x.b_ms / 1000.0
+    if load >= 1.0:
+        return math.inf
+    return (x.ttft_ms + (n - 1) * x.a_ms) / (1.0 - load)
+
+
+def open_tpot_ms(x: Linear, rate_rps: float, n: int) -> float:
+    """Mean per-token gap at ``rate_rps``: a + b x (streams in flight)."""
+    return x.a_ms + x.b_ms * rate_rps * open_request_ms(x, rate_rps, n) / 1000.0
+
+
+def capacity_rps(x: Linear, tpot_slo_ms: float, n: int) -> float:
+    """The highest rate whose mean per-token gap stays within ``tpot_slo_ms``: with
+    gap S, T = ttft + (n - 1) S and L = (S - a) / b = rate x T."""
+    return (tpot_slo_ms - x.a_ms) / x.b_ms / ((x.ttft_ms + (n - 1) * tpot_slo_ms) / 1000.0)

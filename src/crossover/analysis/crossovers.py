@@ -16,7 +16,9 @@ A level is a significant lead for A or B when its interval excludes zero
   are not significant (or not opposite); no crossover is claimed.
 * **none**: no sign change over the levels measured.
 
-Invalid and unverified runs never become points here.
+Invalid and unverified runs never become points here. A rate sweep's runs are
+compared the same way along the rate axis (requests/s); runs on different axes are
+never compared with each other.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from crossover.analysis.schema import Crossover, Inconclusive, SweepFile, SweepRun
+from crossover.analysis.schema import Axis, Crossover, Inconclusive, SweepFile, SweepRun
 from crossover.analysis.stats import DiffInterval, difference_interval
 
 
@@ -68,10 +70,10 @@ def metric_spec(key: str) -> MetricSpec:
 
 @dataclass(frozen=True)
 class LevelDiff:
-    """A - B at one concurrency level. ``lead`` is the target that leads
-    significantly there, or ``None`` when the interval contains zero."""
+    """A - B at one level (concurrency, or rate in a rate sweep). ``lead`` is the target
+    that leads significantly there, or ``None`` when the interval contains zero."""
 
-    concurrency: int
+    concurrency: float
     diff: DiffInterval
     mean_a: float
     mean_b: float
@@ -86,22 +88,24 @@ class Finding:
 
     ``kind`` is ``crossover`` (``below``/``above``/``concurrency``/``interval``
     set), ``inconclusive`` (``bracket`` set) or ``none`` (``leader`` is who leads
-    everywhere significantly, ``None`` if nobody does).
+    everywhere significantly, ``None`` if nobody does). Along ``axis`` ``rate``,
+    ``concurrency``, ``levels`` and ``bracket`` are arrival rates (requests/s).
     """
 
     kind: Literal["crossover", "inconclusive", "none"]
     metric: str
     a: str
     b: str
-    levels: tuple[int, ...]
+    levels: tuple[float, ...]
     below: str | None = None
     above: str | None = None
     concurrency: float | None = None
     interval: tuple[float, float] | None = None
-    bracket: tuple[int, int] | None = None
+    bracket: tuple[float, float] | None = None
     leader: str | None = None
     reason: str = ""
     per_level: tuple[LevelDiff, ...] = field(default=(), repr=False, compare=False)
+    axis: Axis = "concurrency"
 
     @property
     def rel_width(self) -> float | None:
@@ -117,39 +121,48 @@ class Finding:
             assert self.above is not None
             assert self.concurrency is not None
             assert self.interval is not None
+            point = round(self.concurrency, 3)
             return Crossover(
                 metric=self.metric,
                 below=self.below,
                 above=self.above,
-                concurrency=round(self.concurrency, 3),
+                concurrency=point if self.axis == "concurrency" else None,
+                rate=point if self.axis == "rate" else None,
                 interval=(round(self.interval[0], 3), round(self.interval[1], 3)),
                 bracket=self.bracket,
             )
         if self.kind == "inconclusive":
             assert self.bracket is not None
             return Inconclusive(
-                metric=self.metric, a=self.a, b=self.b, bracket=self.bracket, reason=self.reason
+                metric=self.metric,
+                a=self.a,
+                b=self.b,
+                bracket=self.bracket,
+                reason=self.reason,
+                axis=self.axis,
             )
         return None
 
 
-def level_values(runs: Sequence[SweepRun], target: str, path: str) -> dict[int, list[float]]:
-    """Values of one metric per concurrency level, from the target's valid runs only."""
-    out: dict[int, list[float]] = {}
+def level_values(
+    runs: Sequence[SweepRun], target: str, path: str, axis: Axis = "concurrency"
+) -> dict[float, list[float]]:
+    """Values of one metric per level on ``axis``, from the target's valid runs only."""
+    out: dict[float, list[float]] = {}
     for run in runs:
-        if run.target != target or not run.is_valid:
+        if run.target != target or not run.is_valid or run.axis != axis:
             continue
         v = run.value(path)
         if v is not None:
-            out.setdefault(run.concurrency, []).append(v)
+            out.setdefault(run.level, []).append(v)
     return out
 
 
 def level_diffs(
     a_name: str,
     b_name: str,
-    a_values: dict[int, list[float]],
-    b_values: dict[int, list[float]],
+    a_values: dict[float, list[float]],
+    b_values: dict[float, list[float]],
     spec: MetricSpec,
     *,
     confidence: float = 0.95,
@@ -248,12 +261,13 @@ def _sign_changes(levels: Sequence[LevelDiff]) -> list[int]:
 def compare_pair(
     a_name: str,
     b_name: str,
-    a_values: dict[int, list[float]],
-    b_values: dict[int, list[float]],
+    a_values: dict[float, list[float]],
+    b_values: dict[float, list[float]],
     spec: MetricSpec,
     *,
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
+    axis: Axis = "concurrency",
 ) -> list[Finding]:
     """All findings for one metric and one pair, from per-level values of valid runs."""
     levels = level_diffs(
@@ -266,7 +280,7 @@ def compare_pair(
         noise_floor_rel=noise_floor_rel,
     )
     cs = tuple(lv.concurrency for lv in levels)
-    base = Finding("none", spec.key, a_name, b_name, cs, per_level=tuple(levels))
+    base = Finding("none", spec.key, a_name, b_name, cs, per_level=tuple(levels), axis=axis)
     sig = [i for i, lv in enumerate(levels) if lv.lead is not None]
     findings: list[Finding] = []
     claimed: list[tuple[int, int]] = []
@@ -309,7 +323,7 @@ def compare_pair(
         leads = {lv.lead for lv in levels if lv.lead is not None}
         leader = next(iter(leads)) if len(leads) == 1 else None
         if not levels:
-            reason = "no concurrency level with valid runs of both"
+            reason = f"no {axis} level with valid runs of both"
         elif leader is None:
             reason = "no significant difference at any level"
         else:
@@ -326,24 +340,28 @@ def analyze_sweep(
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
 ) -> list[Finding]:
-    """Findings for every metric and every pair of targets of a sweep."""
+    """Findings for every metric and every pair of targets of a sweep, along each axis
+    its runs have (concurrency, rate)."""
     names = sweep.target_names()
+    axes: list[Axis] = [a for a in ("concurrency", "rate") if any(r.axis == a for r in sweep.runs)]
     out: list[Finding] = []
-    for spec in metrics:
-        values = {n: level_values(sweep.runs, n, spec.path) for n in names}
-        for ia, a in enumerate(names):
-            for b in names[ia + 1 :]:
-                out.extend(
-                    compare_pair(
-                        a,
-                        b,
-                        values[a],
-                        values[b],
-                        spec,
-                        confidence=confidence,
-                        noise_floor_rel=noise_floor_rel,
+    for axis in axes or ["concurrency"]:
+        for spec in metrics:
+            values = {n: level_values(sweep.runs, n, spec.path, axis) for n in names}
+            for ia, a in enumerate(names):
+                for b in names[ia + 1 :]:
+                    out.extend(
+                        compare_pair(
+                            a,
+                            b,
+                            values[a],
+                            values[b],
+                            spec,
+                            confidence=confidence,
+                            noise_floor_rel=noise_floor_rel,
+                            axis=axis,
+                        )
                     )
-                )
     return out
 
 
@@ -364,28 +382,45 @@ def _fmt_c(c: float) -> str:
     return f"{c:.0f}" if c >= 10 else f"{c:.1f}".rstrip("0").rstrip(".")
 
 
+def _fmt_l(level: float) -> str:
+    """A measured level as given: ``4`` for a concurrency, ``2.5`` for a rate."""
+    return f"{level:g}"
+
+
+def axis_unit(axis: Axis) -> str:
+    """How levels on ``axis`` are named in text and on plots."""
+    return "requests/s" if axis == "rate" else "concurrent requests"
+
+
 def format_crossover(x: Finding | Crossover) -> str:
     """One terminal line, e.g. ``total tokens/s: A leads below 12 concurrent
-    requests (10.8-14.1), B above``."""
+    requests (10.8-14.1), B above`` (``... below 6.2 requests/s ...`` along a rate axis)."""
     label = metric_spec(x.metric).label
-    if isinstance(x, Crossover) or x.kind == "crossover":
+    if isinstance(x, Crossover):
+        where = x.concurrency if x.concurrency is not None else x.rate
+        assert where is not None
+        lo, hi = x.interval
+        return (
+            f"{label}: {x.below} leads below {_fmt_c(where)} "
+            f"{axis_unit('concurrency' if x.concurrency is not None else 'rate')} "
+            f"({lo:.1f}-{hi:.1f}), {x.above} above"
+        )
+    unit = axis_unit(x.axis)
+    if x.kind == "crossover":
         assert x.interval is not None
         assert x.concurrency is not None
         lo, hi = x.interval
         return (
-            f"{label}: {x.below} leads below {_fmt_c(x.concurrency)} concurrent requests "
+            f"{label}: {x.below} leads below {_fmt_c(x.concurrency)} {unit} "
             f"({lo:.1f}-{hi:.1f}), {x.above} above"
         )
-    span = f"{x.levels[0]}-{x.levels[-1]}" if x.levels else "none"
+    span = f"{_fmt_l(x.levels[0])}-{_fmt_l(x.levels[-1])}" if x.levels else "none"
     if x.kind == "inconclusive":
         assert x.bracket is not None
         return (
-            f"{label}: {x.a} vs {x.b} inconclusive between {x.bracket[0]} and "
-            f"{x.bracket[1]} concurrent requests ({x.reason})"
+            f"{label}: {x.a} vs {x.b} inconclusive between {_fmt_l(x.bracket[0])} and "
+            f"{_fmt_l(x.bracket[1])} {unit} ({x.reason})"
         )
     if x.leader is not None:
-        return (
-            f"{label}: {x.leader} leads over {span} concurrent requests "
-            "(no crossover in the range measured)"
-        )
+        return f"{label}: {x.leader} leads over {span} {unit} (no crossover in the range measured)"
     return f"{label}: {x.a} vs {x.b}: {x.reason} (levels {span})"

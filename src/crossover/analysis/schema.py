@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
 
@@ -90,15 +90,42 @@ class GpuSample(BaseModel):
     mem_clock_mhz: float | None = None
 
 
+Axis = Literal["concurrency", "rate"]
+
+
+def level_label(axis: Axis, level: float) -> str:
+    """``c=4`` for a concurrency level, ``rate=2.5`` (requests/s) for a rate level."""
+    return f"c={level:g}" if axis == "concurrency" else f"rate={level:g}"
+
+
 class SweepRun(BaseModel):
-    """One run of one target at one concurrency level (one repeat)."""
+    """One run of one target at one level (one repeat): a concurrency level (closed
+    loop) or, in a rate sweep, an arrival rate in requests/s (open loop, Poisson);
+    the other is ``None``."""
 
     target: str
-    concurrency: int = Field(ge=1)
+    concurrency: int | None = Field(default=None, ge=1)
+    rate: float | None = Field(default=None, gt=0)
     repeat: int = Field(default=0, ge=0)
     summary: RunSummary
     server_metrics: list[ServerMetricsSample] | None = None
     gpu: list[GpuSample] | None = None
+
+    @model_validator(mode="after")
+    def _one_level(self) -> SweepRun:
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("a run has either concurrency or rate")
+        return self
+
+    @property
+    def axis(self) -> Axis:
+        """What its level measures: ``concurrency`` or ``rate``."""
+        return "concurrency" if self.concurrency is not None else "rate"
+
+    @property
+    def level(self) -> float:
+        """Its position on its axis (an ``int`` for concurrency levels)."""
+        return self.concurrency if self.concurrency is not None else (self.rate or 0.0)
 
     @property
     def verdict(self) -> str:
@@ -130,15 +157,17 @@ class Crossover(BaseModel):
 
     ``interval`` is where the difference's confidence band crosses zero,
     clipped to ``bracket``, the two measured levels (with significant,
-    opposite leads) that enclose it.
+    opposite leads) that enclose it. Along the rate axis of a rate sweep the
+    point is ``rate`` (requests/s) and ``concurrency`` is ``None``.
     """
 
     metric: str
     below: str
     above: str
-    concurrency: float
+    concurrency: float | None = None
     interval: tuple[float, float]
-    bracket: tuple[int, int] | None = None
+    bracket: tuple[int, int] | tuple[float, float] | None = None
+    rate: float | None = None
 
 
 class Inconclusive(BaseModel):
@@ -148,8 +177,10 @@ class Inconclusive(BaseModel):
     metric: str
     a: str
     b: str
-    bracket: tuple[int, int]
+    bracket: tuple[int, int] | tuple[float, float]
     reason: str
+    #: ``rate`` when the bracket is in requests/s (a rate sweep)
+    axis: Axis = "concurrency"
 
 
 class RooflineFacts(BaseModel):
@@ -195,6 +226,11 @@ class SweepFile(BaseModel):
             if run.target not in names:
                 names.append(run.target)
         return names
+
+    def axis(self) -> Axis:
+        """``rate`` for a rate sweep (every run an arrival rate), else ``concurrency``."""
+        rate = any(r.rate is not None for r in self.runs)
+        return "rate" if rate and all(r.rate is not None for r in self.runs) else "concurrency"
 
     def target(self, name: str) -> TargetInfo | None:
         """The declared target of that name, if any."""

@@ -18,6 +18,7 @@ from crossover.errors import CrossoverError, EngineError
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
     "sweep",
+    "capacity",
     "demo",
     "advise",
     "plan",

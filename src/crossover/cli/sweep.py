@@ -1,13 +1,16 @@
-"""``crossover sweep``: several targets over several concurrency levels."""
+"""``crossover sweep``: several targets over several concurrency levels or arrival rates."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from crossover.errors import InvalidRunError, UsageError
+
+if TYPE_CHECKING:
+    from crossover.sweep.config import Level
 
 
 def register(app: typer.Typer) -> None:
@@ -49,6 +52,10 @@ def sweep(
     engine: Annotated[str | None, typer.Option(help="Default request dialect of --target")] = None,
     model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Levels, e.g. 1,2,4,8,16")] = None,
+    rates: Annotated[
+        str | None,
+        typer.Option(help="Or open-loop levels: Poisson arrivals at these requests/s, e.g. 2,4,8"),
+    ] = None,
     requests_per_level: Annotated[
         int | None, typer.Option(help="Measured requests per level")
     ] = None,
@@ -101,8 +108,12 @@ def sweep(
     }
     if refine:
         flags["refine"] = True
+    if concurrency is not None and rates is not None:
+        raise UsageError("give --concurrency or --rates, not both")
     if concurrency is not None:
         flags["concurrency"] = parse_list(concurrency, "--concurrency")
+    if rates is not None:
+        flags["rates"] = parse_list(rates, "--rates", float)
     if config is not None:
         if target:
             raise UsageError("give --config or --target, not both")
@@ -114,8 +125,8 @@ def sweep(
         data["targets"] = [parse_target(t, engine, model) for t in target]
         if "output_tokens" not in data:
             raise UsageError("--output-tokens is required")
-        if "concurrency" not in data:
-            raise UsageError("--concurrency is required, e.g. 1,2,4,8")
+        if "concurrency" not in data and "rates" not in data:
+            raise UsageError("--concurrency (e.g. 1,2,4,8) or --rates (e.g. 2,4,8) is required")
         cfg = build_sweep_config(data)
     check_writable(out)
     console = Console(stderr=True)
@@ -145,16 +156,16 @@ async def run_live(
 
     state: dict[str, Any] = {"progress": None, "label": ""}
 
-    def start(name: str, c: int, r: int, progress: Any) -> None:
-        state["progress"], state["label"] = progress, f"{name} c={c} r={r}"
+    def start(name: str, level: Level, r: int, progress: Any) -> None:
+        state["progress"], state["label"] = progress, f"{name} {level.label} r={r}"
 
-    def done(name: str, c: int, r: int, s: Any, status: str) -> None:
+    def done(name: str, level: Level, r: int, s: Any, status: str) -> None:
         style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
         tp = s.throughput.total_tokens_per_s
         ttft = s.ttft_ms.p50
         itl = s.itl_ms.p50
         console.print(
-            f"[bold]{escape(name)}[/] c={c} r={r}  [{style}]{s.verdict}[/]  "
+            f"[bold]{escape(name)}[/] {level.label} r={r}  [{style}]{s.verdict}[/]  "
             f"total {tp or 0:,.0f} tok/s  out {s.throughput.output_tokens_per_s or 0:,.0f} tok/s"
             f"  TTFT p50 {ttft or 0:.1f} ms  ITL p50 {itl or 0:.2f} ms"
             + ("" if status == "done" else f"  [red]({status})[/]")
@@ -166,8 +177,8 @@ async def run_live(
     events = SweepEvents(
         on_level_start=start,
         on_level_done=done,
-        on_skip=lambda n, c, r: console.print(
-            f"[dim]{escape(n)} c={c} r={r}: done earlier, kept[/]"
+        on_skip=lambda n, lv, r: console.print(
+            f"[dim]{escape(n)} {lv.label} r={r}: done earlier, kept[/]"
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
@@ -198,17 +209,18 @@ def comparison_table(sweep: Any) -> Any:
     from rich.table import Table
 
     names = sweep.target_names()
-    levels = sorted({r.concurrency for r in sweep.runs})
+    axis = sweep.axis()
+    levels = sorted({r.level for r in sweep.runs if r.axis == axis})
     t = Table(
         title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)", header_style="bold"
     )
-    t.add_column("concurrency", justify="right")
+    t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
     for n in names:
         t.add_column(escape(n), justify="right")
     for c in levels:
-        row = [str(c)]
+        row = [f"{c:g}"]
         for n in names:
-            runs = [r for r in sweep.runs if r.target == n and r.concurrency == c]
+            runs = [r for r in sweep.runs if r.target == n and r.axis == axis and r.level == c]
             ok = [r for r in runs if r.is_valid]
             if not runs:
                 row.append("—")

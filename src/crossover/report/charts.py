@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crossover.analysis.crossovers import Finding
-from crossover.analysis.schema import SweepFile, SweepRun
+from crossover.analysis.schema import Axis, SweepFile, SweepRun, level_label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -25,18 +25,19 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
 class Series:
     """One target's valid values of a metric per level: mean, min, max over repeats."""
 
-    levels: list[int]
+    levels: list[float]
     mean: list[float]
     low: list[float]
     high: list[float]
 
 
 def series(runs: Sequence[SweepRun], target: str, path: str) -> Series:
-    """Mean and spread over repeats of one metric, valid runs only, by concurrency."""
-    by_level: dict[int, list[float]] = {}
+    """Mean and spread over repeats of one metric, valid runs only, by level (concurrency,
+    or rate in a rate sweep)."""
+    by_level: dict[float, list[float]] = {}
     for r in runs:
         if r.target == target and r.is_valid and (v := r.value(path)) is not None:
-            by_level.setdefault(r.concurrency, []).append(v)
+            by_level.setdefault(r.level, []).append(v)
     levels = sorted(by_level)
     return Series(
         levels,
@@ -47,12 +48,13 @@ def series(runs: Sequence[SweepRun], target: str, path: str) -> Series:
 
 
 def per_user_tokens_per_s(run: SweepRun) -> float | None:
-    """Decode speed one user sees: 1000 / TPOT p50, else output tokens/s / concurrency."""
+    """Decode speed one user sees: 1000 / TPOT p50, else output tokens/s / concurrency
+    (``None`` for a rate level without TPOT)."""
     tpot = run.value("tpot_ms.p50")
     if tpot is not None and tpot > 0:
         return 1000.0 / tpot
     out = run.value("throughput.output_tokens_per_s")
-    return out / run.concurrency if out is not None else None
+    return out / run.concurrency if out is not None and run.concurrency else None
 
 
 def _txt(s: str) -> str:
@@ -71,7 +73,9 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _new_axes(title: str, ylabel: str, log_x: bool = True) -> tuple[Any, Axes]:
+def _new_axes(
+    title: str, ylabel: str, log_x: bool = True, axis: Axis = "concurrency"
+) -> tuple[Any, Axes]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.5, 4.2))
@@ -83,7 +87,9 @@ def _new_axes(title: str, ylabel: str, log_x: bool = True) -> tuple[Any, Axes]:
 
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_xlabel(
+            "arrival rate (requests/s)" if axis == "rate" else "concurrency (requests in flight)"
+        )
     ax.grid(True, alpha=0.3)
     return fig, ax
 
@@ -105,7 +111,7 @@ def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -
 
 
 def _mark_not_used(ax: Axes, runs: Sequence[SweepRun], path: str, labelled: list[bool]) -> None:
-    pts = [(r.concurrency, v) for r in runs if not r.is_valid and (v := r.value(path)) is not None]
+    pts = [(r.level, v) for r in runs if not r.is_valid and (v := r.value(path)) is not None]
     if pts:
         label = None if labelled[0] else "invalid/unverified (not used)"
         labelled[0] = True
@@ -114,7 +120,7 @@ def _mark_not_used(ax: Axes, runs: Sequence[SweepRun], path: str, labelled: list
 
 def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
     """Total tokens/s against concurrency; error bars span the repeats."""
-    fig, ax = _new_axes("Throughput", "total tokens/s")
+    fig, ax = _new_axes("Throughput", "total tokens/s", axis=sweep.axis())
     labelled = [False]
     for i, name in enumerate(sweep.target_names()):
         s = series(sweep.runs, name, "throughput.total_tokens_per_s")
@@ -136,7 +142,7 @@ def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
 
 def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, title: str) -> bytes:
     """p50 line with a p90-p99 band per target, for ``ttft_ms`` or ``itl_ms``."""
-    fig, ax = _new_axes(title, f"{section.removesuffix('_ms')} (ms)")
+    fig, ax = _new_axes(title, f"{section.removesuffix('_ms')} (ms)", axis=sweep.axis())
     labelled = [False]
     for i, name in enumerate(sweep.target_names()):
         color = COLORS[i % len(COLORS)]
@@ -167,13 +173,13 @@ def pareto_chart(sweep: SweepFile) -> bytes:
     fig, ax = _new_axes("Per-user speed vs total throughput", "total tokens/s", log_x=False)
     ax.set_xlabel("tokens/s per user (1000 / TPOT p50)")
     for i, name in enumerate(sweep.target_names()):
-        pts: dict[int, list[tuple[float, float]]] = {}
+        pts: dict[float, list[tuple[float, float]]] = {}
         for r in sweep.runs:
             if r.target != name or not r.is_valid:
                 continue
             u, t = per_user_tokens_per_s(r), r.value("throughput.total_tokens_per_s")
             if u is not None and t is not None:
-                pts.setdefault(r.concurrency, []).append((u, t))
+                pts.setdefault(r.level, []).append((u, t))
         if not pts:
             continue
         levels = sorted(pts)
@@ -181,7 +187,13 @@ def pareto_chart(sweep: SweepFile) -> bytes:
         ys = [statistics.fmean(p[1] for p in pts[c]) for c in levels]
         ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)], label=_txt(name))
         for c, x, y in zip(levels, xs, ys, strict=True):
-            ax.annotate(f"c={c}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                level_label(sweep.axis(), c),
+                (x, y),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     _legend(ax)
     return _png(fig)
 

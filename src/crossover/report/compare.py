@@ -119,11 +119,11 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
     return cmp
 
 
-def _level_means(sweep: SweepFile, target: str, path: str) -> dict[int, float]:
-    vals: dict[int, list[float]] = {}
+def _level_means(sweep: SweepFile, target: str, path: str) -> dict[float, float]:
+    vals: dict[float, list[float]] = {}
     for r in sweep.runs:
         if r.target == target and r.is_valid and (v := r.value(path)) is not None:
-            vals.setdefault(r.concurrency, []).append(v)
+            vals.setdefault(r.level, []).append(v)
     return {c: statistics.fmean(v) for c, v in vals.items()}
 
 

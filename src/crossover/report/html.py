@@ -19,7 +19,7 @@ import jinja2
 
 from crossover.analysis.crossovers import Finding, analyze_sweep, format_crossover
 from crossover.analysis.roofline import RooflineCheck, check_sweep
-from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo
+from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
 
 CHART_TITLES = {
     "throughput": "Throughput vs concurrency (error bars: spread over repeats)",
@@ -65,7 +65,7 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
     problems = "; ".join(f"{p.code} x{p.count}: {p.message}" for p in run.problems)
     return {
         "target": run.target,
-        "concurrency": run.concurrency,
+        "concurrency": f"{run.level:g}",
         "repeat": run.repeat,
         "verdict": run.verdict,
         "used": run.is_valid,
@@ -102,7 +102,7 @@ def _problems(sweep: SweepFile) -> list[dict[str, str]]:
         for p in r.problems:
             rows.append(
                 {
-                    "where": f"{r.target} c={r.concurrency} #{r.repeat}",
+                    "where": f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}",
                     "code": p.code,
                     "severity": p.severity,
                     "count": str(p.count),
@@ -123,7 +123,7 @@ def _telemetry(sweep: SweepFile) -> list[dict[str, str]]:
         power = [g.power_w for g in gpu if g.power_w is not None]
         rows.append(
             {
-                "where": f"{r.target} c={r.concurrency} #{r.repeat}",
+                "where": f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}",
                 "gpu_samples": str(len(gpu)),
                 "util": _fmt(max(util) if util else None, 0),
                 "mem": _fmt(max(mem) if mem else None, 0),
@@ -173,9 +173,10 @@ def render_html(
         "problems": _problems(sweep),
         "runs": [
             _run_row(r)
-            for r in sorted(sweep.runs, key=lambda r: (r.target, r.concurrency, r.repeat))
+            for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
+        "level_header": "requests/s" if sweep.axis() == "rate" else "concurrency",
         "telemetry": _telemetry(sweep),
     }
     return environment().get_template("report.html.j2").render(**context)

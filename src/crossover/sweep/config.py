@@ -8,15 +8,52 @@ writes is accepted as it is.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from crossover.analysis.schema import RooflineFacts
+from crossover.analysis.schema import Axis, RooflineFacts, level_label
 from crossover.config import TimeoutsConfig
 from crossover.errors import UsageError, validation_line
+
+
+@dataclass(frozen=True, order=True)
+class Level:
+    """One level of a sweep: ``value`` concurrent requests (closed loop), or ``value``
+    requests/s arriving as a Poisson process (open loop, ``axis`` ``rate``)."""
+
+    axis: Axis
+    value: float  # an int for concurrency
+
+    @property
+    def label(self) -> str:
+        return level_label(self.axis, self.value)
+
+    @property
+    def concurrency(self) -> int | None:
+        return int(self.value) if self.axis == "concurrency" else None
+
+    @property
+    def rate(self) -> float | None:
+        return float(self.value) if self.axis == "rate" else None
+
+    @property
+    def key(self) -> str:
+        """Its part of a run key: ``c=4`` (as sweeps always wrote) or ``rate=2.5``."""
+        if self.axis == "concurrency":
+            return f"c={int(self.value)}"
+        return f"rate={float(self.value):.12g}"
+
+    @classmethod
+    def from_key(cls, part: str) -> Level:
+        if part.startswith("rate="):
+            return cls("rate", float(part[5:]))
+        if part.startswith("c="):
+            return cls("concurrency", int(part[2:]))
+        raise ValueError(f"not a level: {part!r}")
 
 
 class TargetConfig(BaseModel):
@@ -56,7 +93,10 @@ class SweepConfig(BaseModel):
 
     name: str = "sweep"
     targets: list[TargetConfig] = Field(min_length=1)
-    concurrency: list[int] = Field(min_length=1)
+    #: closed-loop levels, or
+    concurrency: list[int] | None = Field(None, min_length=1)
+    #: open-loop levels: Poisson arrivals at these rates (requests/s)
+    rates: list[float] | None = Field(None, min_length=1)
     requests_per_level: int | None = Field(None, ge=1)
     #: or scale with the level: max(min_requests_per_level, k x concurrency)
     requests_per_concurrency: float | None = Field(None, gt=0)
@@ -85,9 +125,20 @@ class SweepConfig(BaseModel):
 
     @field_validator("concurrency")
     @classmethod
-    def _levels(cls, v: list[int]) -> list[int]:
+    def _levels(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return None
         if any(c < 1 for c in v):
             raise ValueError("concurrency levels must be at least 1")
+        return sorted(set(v))
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return None
+        if any(not r > 0 or math.isinf(r) for r in v):
+            raise ValueError("rates must be positive requests/s")
         return sorted(set(v))
 
     @field_validator("targets")
@@ -110,7 +161,35 @@ class SweepConfig(BaseModel):
             raise ValueError(
                 "give one of requests_per_level, requests_per_concurrency, duration_s_per_level"
             )
+        if (self.concurrency is None) == (self.rates is None):
+            raise ValueError("give either concurrency levels or rates, not both")
+        if self.rates is not None:
+            if self.refine:
+                raise ValueError("refine works along concurrency only; not with rates")
+            if self.requests_per_concurrency is not None:
+                raise ValueError("requests_per_concurrency does not apply to rates")
+            own = [t.name for t in self.targets if t.concurrency is not None]
+            if own:
+                raise ValueError(f"target {own[0]}: own concurrency levels in a rate sweep")
         return self
+
+    @property
+    def axis(self) -> Axis:
+        return "rate" if self.rates is not None else "concurrency"
+
+    def levels(self) -> list[Level]:
+        """The sweep's base levels, in increasing order."""
+        if self.rates is not None:
+            return [Level("rate", r) for r in self.rates]
+        return [Level("concurrency", c) for c in self.concurrency or []]
+
+    def requests_for_level(self, level: Level) -> int | None:
+        """Measured requests at ``level``; ``None`` when the level is held for a duration."""
+        if level.concurrency is not None:
+            return self.requests_for(level.concurrency)
+        if self.duration_s_per_level is not None:
+            return None
+        return self.requests_per_level or max(16, math.ceil(4 * level.value))
 
     def requests_for(self, c: int) -> int | None:
         if self.duration_s_per_level is not None:

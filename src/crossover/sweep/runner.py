@@ -4,7 +4,8 @@ Targets run one after another (one engine at a time, so one GPU is enough);
 each launched engine is started once and reused across its levels. Every run is
 committed to ``DIR/sweep.db`` as it finishes and ``DIR/sweep.json`` is rewritten
 after each, so an interrupted sweep loses at most the level in flight; the same
-command again skips the runs already done (each has a key target|level|repeat).
+command again skips the runs already done (each has a key target|level|repeat, the level
+``c=4`` for a concurrency or ``rate=2.5`` for an arrival rate in a rate sweep).
 An engine that dies mid-level fails that level, is restarted, and the sweep goes on.
 With ``refine``, levels are added between the measured ones where a crossover's interval
 is still wide; inconclusive brackets get only the budget the crossovers leave.
@@ -35,22 +36,28 @@ from crossover.errors import EngineError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
-from crossover.sweep.config import SweepConfig, TargetConfig
+from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
 
 
-def run_key(target: str, concurrency: int, repeat: int) -> str:
-    return f"{target}|c={concurrency}|r={repeat}"
+def run_key(target: str, level: Level, repeat: int) -> str:
+    return f"{target}|{level.key}|r={repeat}"
+
+
+def parse_run_key(key: str) -> tuple[str, Level, int]:
+    """``(target, level, repeat)`` of a run key, old (``A|c=4|r=0``) or new."""
+    name, level, rep = key.split("|")
+    return name, Level.from_key(level), int(rep.removeprefix("r="))
 
 
 @dataclass
 class SweepEvents:
     """Hooks for the CLI's progress display; all optional."""
 
-    on_level_start: Callable[[str, int, int, Progress], None] | None = None
-    on_level_done: Callable[[str, int, int, RunSummary, str], None] | None = None
-    on_skip: Callable[[str, int, int], None] | None = None
+    on_level_start: Callable[[str, Level, int, Progress], None] | None = None
+    on_level_done: Callable[[str, Level, int, RunSummary, str], None] | None = None
+    on_skip: Callable[[str, Level, int], None] | None = None
     on_engine: Callable[[str, str], None] | None = None
 
 
@@ -72,7 +79,7 @@ class SweepOutcome:
     failed_levels: list[str] = field(default_factory=list)
 
 
-def _engine_config(t: TargetConfig) -> Any:
+def engine_config(t: TargetConfig) -> Any:
     from crossover.engines.config import EngineConfig
 
     launch = dict(t.launch or {})
@@ -137,8 +144,8 @@ class SweepRunner:
         else:
             self.store.set_meta("started_at", self.started_at)
 
-    def _done(self, target: str, c: int, r: int) -> bool:
-        row = self.store.finished_by_key(run_key(target, c, r))
+    def _done(self, target: str, level: Level, r: int) -> bool:
+        row = self.store.finished_by_key(run_key(target, level, r))
         if row is None:
             return False
         # with redo_invalid a run that did not verify is measured again (it stays stored)
@@ -152,7 +159,7 @@ class SweepRunner:
         from crossover.engines.adapters import get_adapter
         from crossover.engines.lifecycle import start
 
-        ecfg = _engine_config(t.cfg)
+        ecfg = engine_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
         if t.engine is None or not t.engine.alive():
             if t.engine is not None:
@@ -193,9 +200,17 @@ class SweepRunner:
             t.engine = None
 
     # --- one level --------------------------------------------------------
-    def _run_config(self, url: str, dialect: str, model: str, c: int, warm: bool) -> RunConfig:
+    def _warmup(self, level: Level) -> int:
         cfg = self.config
-        warmup = cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8)
+        if cfg.warmup_requests is not None:
+            return cfg.warmup_requests
+        return min(level.concurrency, 8) if level.concurrency is not None else 4
+
+    def _run_config(
+        self, url: str, dialect: str, model: str, level: Level, warm: bool
+    ) -> RunConfig:
+        cfg = self.config
+        warmup = self._warmup(level)
         if warm and not cfg.warmup_every_level:
             warmup = 0
         return RunConfig(
@@ -203,8 +218,9 @@ class SweepRunner:
             engine=dialect,
             model=model,
             endpoint=cfg.endpoint,
-            concurrency=c,
-            requests=cfg.requests_for(c),
+            concurrency=level.concurrency,
+            rate_rps=level.rate,
+            requests=cfg.requests_for_level(level),
             duration_s=cfg.duration_s_per_level,
             warmup_requests=warmup,
             output_tokens=cfg.output_tokens,
@@ -216,25 +232,34 @@ class SweepRunner:
             allowed_failures=cfg.allowed_failures,
         )
 
-    def _slice_length(self, c: int) -> int:
+    def _slice_length(self, level: Level) -> int:
         cfg = self.config
-        warm = cfg.warmup_requests if cfg.warmup_requests is not None else min(c, 8)
-        return (cfg.requests_for(c) or max(64, 16 * c)) + warm
+        measured = cfg.requests_for_level(level)
+        if measured is None and level.concurrency is not None:
+            measured = max(64, 16 * level.concurrency)
+        elif measured is None:  # as many as the open loop schedules for the duration
+            measured = int(level.value * (cfg.duration_s_per_level or 0) * 1.5) + 16
+        return measured + self._warmup(level)
 
-    def _prompts_for(self, run_cfg: RunConfig, c: int, r: int) -> list[Prompt]:
+    @staticmethod
+    def _slice_key(level: Level, r: int) -> str:
+        # concurrency levels keep the key sweeps always stored
+        return f"{level.concurrency}|{r}" if level.concurrency is not None else f"{level.key}|{r}"
+
+    def _prompts_for(self, run_cfg: RunConfig, level: Level, r: int) -> list[Prompt]:
         """Prompts of level ``c``, repeat ``r``: the same for every target, and distinct
         from every other level's and repeat's, so no run gets prefix-cache hits from an
         earlier one (llama.cpp caches each slot's last prompt). Slices and prompts are
         kept in the database, so a resumed sweep sends exactly the same ones."""
         slices: dict[str, list[int]] = self.store.get_meta("prompt_slices") or {}
         if not slices:  # the whole base plan at once: one tokenizer fits all of it
-            for lvl in self.config.concurrency:
+            for lvl in self.config.levels():
                 for rep in range(self.config.repeats):
                     start = sum(v[1] for v in slices.values())
-                    slices[f"{lvl}|{rep}"] = [start, self._slice_length(lvl)]
-        if f"{c}|{r}" not in slices:  # a level added by --refine
+                    slices[self._slice_key(lvl, rep)] = [start, self._slice_length(lvl)]
+        if self._slice_key(level, r) not in slices:  # a level added by --refine
             start = sum(v[1] for v in slices.values())
-            slices[f"{c}|{r}"] = [start, self._slice_length(c)]
+            slices[self._slice_key(level, r)] = [start, self._slice_length(level)]
         self.store.set_meta("prompt_slices", slices)
         need = sum(v[1] for v in slices.values())
         if self._prompts is None:
@@ -249,20 +274,20 @@ class SweepRunner:
                 "prompts",
                 [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
             )
-        start, length = slices[f"{c}|{r}"]
+        start, length = slices[self._slice_key(level, r)]
         return self._prompts[start : start + length]
 
-    async def _level(self, t: _Target, c: int, r: int) -> None:
+    async def _level(self, t: _Target, level: Level, r: int) -> None:
         try:
             url, dialect, model = await self._ensure_engine(t)
         except EngineError as exc:
-            self.failed_levels.append(f"{t.cfg.name} c={c}: engine failed to start: {exc}")
+            self.failed_levels.append(f"{t.cfg.name} {level.label}: engine failed to start: {exc}")
             raise
-        run_cfg = self._run_config(url, dialect, model, c, t.warm)
+        run_cfg = self._run_config(url, dialect, model, level, t.warm)
         t.warm = True
         if t.cfg.url is not None:
             await asyncio.to_thread(probe, url, {})
-        prompts = self._prompts_for(run_cfg, c, r)
+        prompts = self._prompts_for(run_cfg, level, r)
         abort = asyncio.Event()
         reason: list[str] = []
         loop = asyncio.get_running_loop()
@@ -275,7 +300,7 @@ class SweepRunner:
             t.engine.add_exit_callback(died)
         progress = Progress(total=run_cfg.requests)
         if self.events.on_level_start:
-            self.events.on_level_start(t.cfg.name, c, r, progress)
+            self.events.on_level_start(t.cfg.name, level, r, progress)
         prom: list[dict[str, Any]] = []
         gpu: list[dict[str, Any]] = []
         metrics_url = t.engine.metrics_url if t.engine is not None else f"{url}/metrics"
@@ -285,13 +310,13 @@ class SweepRunner:
         run_id = new_run_id()
         from crossover.calibration.floor import resolve_client_floor
 
-        floor, _ = resolve_client_floor(self.config.client_floor, c)
+        floor, _ = resolve_client_floor(self.config.client_floor, level.concurrency)
         try:
             outcome = await execute(
                 run_cfg,
                 self.store,
                 run_id=run_id,
-                key=run_key(t.cfg.name, c, r),
+                key=run_key(t.cfg.name, level, r),
                 version=t.info.version,
                 tokenizer=self._tokenizer,
                 prompts=prompts,
@@ -327,17 +352,21 @@ class SweepRunner:
             reason[:] = [why]
             self.store.finish_run(run_id, "failed", outcome.summary.to_json_dict())
         if outcome.status == "failed":
-            self.failed_levels.append(f"{t.cfg.name} c={c} r={r}: {reason[0] if reason else ''}")
+            self.failed_levels.append(
+                f"{t.cfg.name} {level.label} r={r}: {reason[0] if reason else ''}"
+            )
         if self.events.on_level_done:
-            self.events.on_level_done(t.cfg.name, c, r, outcome.summary, outcome.status)
+            self.events.on_level_done(t.cfg.name, level, r, outcome.summary, outcome.status)
         self.write_sweep_file()
 
     # --- the whole sweep --------------------------------------------------
-    async def _measure(self, levels: list[int], main_pass: bool = True) -> None:
+    async def _measure(self, levels: list[Level], main_pass: bool = True) -> None:
         for t in self.targets:
             if self.only is not None and t.cfg.name not in self.only:
                 continue
-            mine = t.cfg.concurrency if main_pass and t.cfg.concurrency else levels
+            mine = levels
+            if main_pass and t.cfg.concurrency:
+                mine = [Level("concurrency", c) for c in t.cfg.concurrency]
             # repeat-major: a whole curve first, then the next repeat, so repeats are
             # apart in time (drift shows as spread) and a cut-short sweep has full curves
             todo = [
@@ -361,12 +390,11 @@ class SweepRunner:
                 await self._stop_engine(t)
 
     async def run(self) -> SweepOutcome:
-        levels = list(self.config.concurrency)
-        await self._measure(levels)
+        await self._measure(self.config.levels())
         findings = analyze_sweep(self.sweep_file())
-        if self.config.refine:
+        if self.config.refine:  # along concurrency only (the config says so)
             spent = 0
-            measured = set(levels) | set(self._measured_levels())
+            measured = set(self.config.concurrency or []) | set(self._measured_levels())
             while spent < self.config.refine_budget:
                 left = self.config.refine_budget - spent
                 width = self.config.refine_width
@@ -381,7 +409,7 @@ class SweepRunner:
                 ) or propose_refinement(findings, measured, target_rel_width=width, budget=left)
                 if not new:
                     break
-                await self._measure(new, main_pass=False)
+                await self._measure([Level("concurrency", c) for c in new], main_pass=False)
                 spent += len(new)
                 measured |= set(new)
                 findings = analyze_sweep(self.sweep_file())
@@ -392,7 +420,9 @@ class SweepRunner:
         out = []
         for row in self.store.runs():
             if row.key and row.status == "done":
-                out.append(int(row.key.split("|c=")[1].split("|")[0]))
+                c = parse_run_key(row.key)[1].concurrency
+                if c is not None:
+                    out.append(c)
         return out
 
     # --- the sweep file ---------------------------------------------------
@@ -402,7 +432,7 @@ class SweepRunner:
         for row in self.store.runs():
             if row.key is None or row.summary is None or row.status not in ("done", "failed"):
                 continue
-            name, c_part, r_part = row.key.split("|")
+            name, level, repeat = parse_run_key(row.key)
             if name not in by_target:
                 continue
             samples = self.store.samples(row.run_id)
@@ -413,18 +443,19 @@ class SweepRunner:
             runs.append(
                 SweepRun(
                     target=name,
-                    concurrency=int(c_part[2:]),
-                    repeat=int(r_part[2:]),
+                    concurrency=level.concurrency,
+                    rate=level.rate,
+                    repeat=repeat,
                     summary=RunSummary.model_validate(row.summary),
                     server_metrics=prom or None,
                     gpu=gpus or None,
                 )
             )
         # a run repeated after a failure: keep the latest per key
-        latest: dict[tuple[str, int, int], SweepRun] = {}
+        latest: dict[tuple[str, str, float, int], SweepRun] = {}
         for run in runs:
-            latest[(run.target, run.concurrency, run.repeat)] = run
-        runs = sorted(latest.values(), key=lambda x: (x.target, x.concurrency, x.repeat))
+            latest[(run.target, run.axis, run.level, run.repeat)] = run
+        runs = sorted(latest.values(), key=lambda x: (x.target, x.axis, x.level, x.repeat))
         infos = self._target_infos()
         roofline = list(self.config.roofline)
         for t in self.targets:
@@ -440,6 +471,12 @@ class SweepRunner:
             workload={
                 **self.config.identity(),
                 "concurrency": self.config.concurrency,
+                **({"rates": self.config.rates} if self.config.rates is not None else {}),
+                **(
+                    {"duration_s_per_level": self.config.duration_s_per_level}
+                    if self.config.rates is not None
+                    else {}
+                ),
                 "repeats": self.config.repeats,
                 "name": self.config.name,
             },
@@ -475,7 +512,7 @@ class SweepRunner:
 
 
 def levels_skipped(
-    levels: list[int], repeats: int, todo: list[tuple[int, int]]
-) -> list[tuple[int, int]]:
+    levels: list[Level], repeats: int, todo: list[tuple[Level, int]]
+) -> list[tuple[Level, int]]:
     want = set(todo)
     return [(c, r) for c in levels for r in range(repeats) if (c, r) not in want]

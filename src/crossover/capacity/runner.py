@@ -1,0 +1,231 @@
+"""Measure levels for the capacity search: one open-loop run per rate tried.
+
+Glue only: the config -> the search (``search.py``) -> one ``crossover.runner.execute``
+per rate (Poisson arrivals on the absolute schedule, ``queue_ms`` counted), with an
+overload watcher (``overload.py``) that stops a level whose queue keeps growing -> the
+``crossover.capacity/1`` file. Every run and its records go to ``DIR/capacity.db``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from crossover.capacity.overload import OverloadDetector
+from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
+from crossover.capacity.search import search_capacity
+from crossover.capacity.slo import SloTerm, per_request_limits
+from crossover.config import RunConfig, TimeoutsConfig
+from crossover.metrics.summary import Problem, RunSummary
+from crossover.records.store import Store
+from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
+from crossover.workload import Tokenizer
+
+
+class CapacityConfig(BaseModel):
+    """``crossover capacity``'s settings, validated once at the edge."""
+
+    model_config = {"extra": "forbid"}
+
+    url: str
+    engine: str = "openai"
+    model: str
+    endpoint: Literal["completions", "chat"] = "completions"
+    output_tokens: int = Field(ge=1)
+    input_tokens: int = Field(200, ge=1)
+    slo: list[SloTerm] = Field(min_length=1)
+    precision: float = Field(0.1, gt=0, le=4)
+    start_rps: float = Field(1.0, gt=0)
+    max_rps: float | None = Field(None, gt=0)
+    min_rps: float | None = Field(None, gt=0)
+    duration_s_per_level: float = Field(10.0, gt=0)
+    #: closed-loop warm-up before the first level only
+    warmup_requests: int = Field(4, ge=0)
+    seed: int = 0
+    tokenizer: str | None = None
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    #: stop a level whose requests in flight keep growing
+    early_stop: bool = True
+    sample_interval_s: float = Field(0.2, gt=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> CapacityConfig:
+        if self.max_rps is not None and self.min_rps is not None and self.min_rps >= self.max_rps:
+            raise ValueError("the minimum rate must be below the maximum rate")
+        return self
+
+    def run_config(self, rate: float, warmup: int) -> RunConfig:
+        return RunConfig(
+            url=self.url,
+            engine=self.engine,
+            model=self.model,
+            endpoint=self.endpoint,
+            rate_rps=rate,
+            duration_s=self.duration_s_per_level,
+            warmup_requests=warmup,
+            output_tokens=self.output_tokens,
+            input_tokens=self.input_tokens,
+            tokenizer=self.tokenizer,
+            seed=self.seed,
+            timeouts=self.timeouts,
+            slo=per_request_limits(self.slo),
+        )
+
+
+@dataclass
+class CapacityEvents:
+    on_level_start: Callable[[float, Progress], None] | None = None
+    on_level_done: Callable[[CapacityLevel], None] | None = None
+
+
+def checks(terms: list[SloTerm], summary: RunSummary) -> list[SloCheck]:
+    out = []
+    for t in terms:
+        v = t.measured(summary)
+        out.append(
+            SloCheck(term=t.path, limit=t.limit, measured=v, met=v is not None and v <= t.limit)
+        )
+    return out
+
+
+class CapacityRunner:
+    def __init__(self, config: CapacityConfig, out: Path, events: CapacityEvents | None = None):
+        self.config = config
+        self.events = events or CapacityEvents()
+        out.mkdir(parents=True, exist_ok=True)
+        self.store = Store(out / "capacity.db")
+        self.levels: list[CapacityLevel] = []
+        self._tokenizer: Tokenizer | None = None
+        self._next_prompt = 0
+        self._warm = False
+
+    async def measure_level(self, rate: float) -> bool:
+        """Hold ``rate`` for the level's duration; True when every SLO term is met."""
+        cfg = self.config
+        started = time.perf_counter()
+        warmup = 0 if self._warm else cfg.warmup_requests
+        self._warm = True
+        run_cfg = cfg.run_config(rate, warmup)
+        if self._next_prompt == 0:
+            self._tokenizer = await asyncio.to_thread(choose_tokenizer, run_cfg)
+        count = int(rate * cfg.duration_s_per_level * 1.5) + 16 + warmup
+        prompts = await asyncio.to_thread(
+            build_prompts, run_cfg, self._tokenizer, count, self._next_prompt
+        )
+        self._next_prompt += count  # fresh prompts per level: no prefix-cache hits
+        progress = Progress(total=None)
+        if self.events.on_level_start:
+            self.events.on_level_start(rate, progress)
+        stop = asyncio.Event()
+        detector = OverloadDetector()
+        watcher = asyncio.ensure_future(self._watch(progress, detector, stop))
+        run_id = new_run_id()
+        try:
+            outcome = await execute(
+                run_cfg,
+                self.store,
+                run_id=run_id,
+                key=f"capacity|rate={rate:.12g}",
+                tokenizer=self._tokenizer,
+                prompts=prompts,
+                progress=progress,
+                stop=stop,
+            )
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        summary = outcome.summary
+        overloaded = stop.is_set()
+        if overloaded:
+            at = detector.samples[-1][0] if detector.samples else 0.0
+            summary.problems.append(
+                Problem(
+                    code="overloaded",
+                    severity="error",
+                    count=1,
+                    message=f"stopped after {at:.1f} s: the requests in flight kept growing "
+                    f"({detector.samples[0][1] if detector.samples else 0} -> "
+                    f"{detector.samples[-1][1] if detector.samples else 0})",
+                )
+            )
+            self.store.finish_run(run_id, outcome.status, summary.to_json_dict())
+        cs = checks(cfg.slo, summary)
+        met = not overloaded and summary.verdict != "invalid" and all(c.met for c in cs)
+        level = CapacityLevel(
+            rate_rps=rate,
+            met=met,
+            overloaded=overloaded,
+            checks=cs,
+            seconds=round(time.perf_counter() - started, 3),
+            run_id=run_id,
+            summary=summary,
+        )
+        self.levels.append(level)
+        if self.events.on_level_done:
+            self.events.on_level_done(level)
+        return met
+
+    async def _watch(
+        self, progress: Progress, detector: OverloadDetector, stop: asyncio.Event
+    ) -> None:
+        if not self.config.early_stop:
+            return
+        while True:
+            await asyncio.sleep(self.config.sample_interval_s)
+            if progress.sent == 0:
+                continue  # still warming up
+            t = (time.perf_counter_ns() - progress.started_ns) / 1e9
+            if detector.add(t, progress.in_flight, progress.done + progress.failed):
+                stop.set()
+                return
+
+    async def run(self) -> CapacityFile:
+        cfg = self.config
+        await asyncio.to_thread(probe, cfg.url, {})
+        started = time.perf_counter()
+        result = await search_capacity(
+            self.measure_level,
+            start_rps=cfg.start_rps,
+            precision=cfg.precision,
+            max_rps=cfg.max_rps,
+            min_rps=cfg.min_rps,
+        )
+        goodput = None
+        if result.lo is not None:
+            at = next(lv for lv in self.levels if lv.rate_rps == result.lo)
+            if at.summary is not None and at.summary.goodput is not None:
+                goodput = at.summary.goodput.requests_per_s
+        return CapacityFile(
+            target={"url": cfg.url, "engine": cfg.engine, "model": cfg.model},
+            slo=cfg.slo,
+            precision=cfg.precision,
+            verdict=result.verdict,
+            max_rate_rps=result.lo,
+            interval=(result.lo, result.hi),
+            goodput_rps=goodput,
+            levels=self.levels,
+            seconds=round(time.perf_counter() - started, 3),
+            workload=self._workload(),
+        )
+
+    def _workload(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "output_tokens": cfg.output_tokens,
+            "input_tokens": cfg.input_tokens,
+            "endpoint": cfg.endpoint,
+            "seed": cfg.seed,
+            "duration_s_per_level": cfg.duration_s_per_level,
+            "arrivals": "poisson",
+        }
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,83 @@
+"""``crossover capacity --json`` (``"schema": "crossover.capacity/1"``) as pydantic models.
+
+``max_rate_rps`` is the highest measured rate that met every SLO term (``None`` if none
+did); ``interval`` is ``[max_rate_rps, the lowest measured rate that missed]`` (either end
+``None`` when the search ran into ``--min-rate`` or ``--max-rate``); ``levels`` holds every
+rate tried, in the order tried, with its run summary and each term's measured value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from crossover.capacity.search import Verdict
+from crossover.capacity.slo import SloTerm
+from crossover.metrics.summary import RunSummary
+
+CAPACITY_SCHEMA = "crossover.capacity/1"
+
+
+class SloCheck(BaseModel):
+    term: str
+    limit: float
+    measured: float | None
+    met: bool
+
+
+class CapacityLevel(BaseModel):
+    rate_rps: float
+    met: bool
+    #: stopped early: the requests in flight kept growing over the level
+    overloaded: bool = False
+    checks: list[SloCheck] = Field(default_factory=list)
+    #: wall time spent on the level, warm-up included
+    seconds: float
+    run_id: str | None = None
+    summary: RunSummary | None = None
+
+
+class CapacityFile(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: Literal["crossover.capacity/1"] = Field(default="crossover.capacity/1", alias="schema")
+    target: dict[str, Any]
+    slo: list[SloTerm]
+    precision: float
+    verdict: Verdict
+    max_rate_rps: float | None
+    interval: tuple[float | None, float | None]
+    #: requests/s meeting every per-request term at the capacity level
+    goodput_rps: float | None = None
+    levels: list[CapacityLevel]
+    seconds: float
+    workload: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+
+
+class CapacitySet(BaseModel):
+    """``crossover capacity --config sweep.yaml``: one search per target, side by side;
+    each entry is a whole ``crossover.capacity/1`` document (``target.name`` set)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_: Literal["crossover.capacity/1"] = Field(default="crossover.capacity/1", alias="schema")
+    targets: list[CapacityFile]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)

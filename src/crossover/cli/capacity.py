@@ -1,0 +1,261 @@
+"""``crossover capacity``: the highest arrival rate that meets an SLO."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crossover.errors import UsageError
+
+if TYPE_CHECKING:
+    from crossover.capacity import CapacityFile, CapacityLevel
+
+
+def register(app: typer.Typer) -> None:
+    app.command("capacity")(capacity)
+
+
+def capacity(
+    slo: Annotated[
+        str, typer.Option(help="Terms every level must meet: ttft_ms.p99=500,tpot_ms.p50=50")
+    ],
+    url: Annotated[str | None, typer.Option(help="Endpoint base URL")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name sent in requests")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Or a sweep YAML: each target (launched or URL) searched in turn"),
+    ] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="Exactly this many tokens per request")
+    ] = None,
+    engine: Annotated[str, typer.Option(help="Request dialect")] = "openai",
+    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    precision: Annotated[
+        float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
+    ] = 0.1,
+    start_rate: Annotated[float, typer.Option(help="First rate tried (requests/s)")] = 1.0,
+    max_rate: Annotated[float | None, typer.Option(help="Never try above (requests/s)")] = None,
+    min_rate: Annotated[
+        float | None, typer.Option(help="Give up below (default start rate / 64)")
+    ] = None,
+    duration_s_per_level: Annotated[float, typer.Option(help="Seconds each rate is held")] = 10.0,
+    warmup: Annotated[int, typer.Option(help="Warm-up requests before the first level")] = 4,
+    early_stop: Annotated[
+        bool, typer.Option(help="Stop a level early once its queue keeps growing")
+    ] = True,
+    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write crossover.capacity/1 here")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Keep every level's run and records in DIR/capacity.db")
+    ] = None,
+) -> None:
+    """Search the highest request rate whose measured percentiles meet every SLO term."""
+    import tempfile
+
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from crossover.capacity import parse_slo
+    from crossover.capacity.runner import CapacityConfig
+    from crossover.cli.common import run_async
+    from crossover.errors import validation_line
+    from crossover.records.store import check_writable
+
+    terms = parse_slo(slo)
+    if config is not None:
+        if url is not None:
+            raise UsageError("give --url or --config, not both")
+        _capacity_of_targets(config, terms, locals(), json_path, out)
+        return
+    if url is None or model is None or output_tokens is None:
+        raise UsageError("give --url, --model and --output-tokens (or --config sweep.yaml)")
+    try:
+        cfg = CapacityConfig(
+            url=url,
+            engine=engine,
+            model=model,
+            output_tokens=output_tokens,
+            input_tokens=input_tokens or 200,
+            slo=terms,
+            precision=precision,
+            start_rps=start_rate,
+            max_rps=max_rate,
+            min_rps=min_rate,
+            duration_s_per_level=duration_s_per_level,
+            warmup_requests=warmup,
+            early_stop=early_stop,
+            tokenizer=tokenizer,
+            seed=seed,
+        )
+        cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked before any work
+    except ValidationError as exc:
+        raise UsageError(validation_line(exc, flags=True)) from None
+    if json_path is not None:
+        check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    console = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
+        folder = out if out is not None else Path(tmp)
+        check_writable(folder)
+        result = run_async(_run(cfg, folder, console))
+    if json_path is not None:
+        result.write(json_path)
+    print_result(result)
+    if json_path is not None:
+        Console().print(f"results: {json_path}")
+
+
+def _capacity_of_targets(
+    config: Path, terms: Any, flags: dict[str, Any], json_path: Path | None, out: Path | None
+) -> None:
+    """``--config``: capacity per target of a sweep YAML, side by side."""
+    import tempfile
+
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from crossover.capacity.runner import CapacityConfig, CapacityEvents
+    from crossover.capacity.targets import capacity_per_target
+    from crossover.cli.common import run_async
+    from crossover.errors import validation_line
+    from crossover.records.store import check_writable
+    from crossover.sweep.config import load_sweep_config
+
+    sweep = load_sweep_config(config)
+    base = {
+        "output_tokens": flags["output_tokens"] or sweep.output_tokens,
+        "input_tokens": flags["input_tokens"] or sweep.input_tokens or 200,
+        "endpoint": sweep.endpoint,
+        "seed": sweep.seed,
+        "tokenizer": sweep.tokenizer,
+        "timeouts": sweep.timeouts,
+        "slo": terms,
+        "precision": flags["precision"],
+        "start_rps": flags["start_rate"],
+        "max_rps": flags["max_rate"],
+        "min_rps": flags["min_rate"],
+        "duration_s_per_level": flags["duration_s_per_level"],
+        "warmup_requests": flags["warmup"],
+        "early_stop": flags["early_stop"],
+    }
+    try:  # everything but the target, checked before any engine starts
+        CapacityConfig.model_validate({**base, "url": "http://check", "model": "m"})
+    except ValidationError as exc:
+        raise UsageError(validation_line(exc, flags=True)) from None
+    if json_path is not None:
+        check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    console = Console(stderr=True)
+    events = CapacityEvents(
+        lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
+        lambda level: console.print(level_line(level)),
+    )
+    with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
+        folder = out if out is not None else Path(tmp)
+        check_writable(folder)
+        result = run_async(
+            capacity_per_target(
+                sweep, base, folder, events, lambda n, msg: console.print(f"[cyan]{n}[/]: {msg}")
+            )
+        )
+    if json_path is not None:
+        result.write(json_path)
+    for one in result.targets:
+        Console().print(f"\n[bold]{one.target.get('name')}[/]")
+        print_result(one)
+    print_side_by_side(result.targets)
+    if json_path is not None:
+        Console().print(f"results: {json_path}")
+
+
+def print_side_by_side(results: list[CapacityFile]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="capacity per target", header_style="bold")
+    for col in ("target", "capacity/s", "bracket/s", "goodput/s", "levels", "s"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for r in results:
+        lo, hi = r.interval
+        table.add_row(
+            str(r.target.get("name")),
+            "-" if r.max_rate_rps is None else f"{r.max_rate_rps:.3g}",
+            f"[{'-' if lo is None else f'{lo:.3g}'}, {'-' if hi is None else f'{hi:.3g}'}]",
+            "-" if r.goodput_rps is None else f"{r.goodput_rps:.3g}",
+            str(len(r.levels)),
+            f"{r.seconds:.0f}",
+        )
+    Console(width=120).print(table)
+
+
+async def _run(cfg: Any, folder: Path, console: Any) -> CapacityFile:
+    from crossover.capacity.runner import CapacityEvents, CapacityRunner
+
+    def start(rate: float, _progress: Any) -> None:
+        console.print(f"[dim]rate {rate:.3g} requests/s ...[/]")
+
+    def done(level: CapacityLevel) -> None:
+        console.print(level_line(level))
+
+    runner = CapacityRunner(cfg, folder, CapacityEvents(start, done))
+    try:
+        return await runner.run()
+    finally:
+        runner.close()
+
+
+def level_line(level: CapacityLevel) -> str:
+    mark = "[green]meets[/]" if level.met else "[red]misses[/]"
+    terms = "  ".join(
+        f"{c.term} {'-' if c.measured is None else f'{c.measured:.1f}'}" for c in level.checks
+    )
+    extra = "  [red]overloaded, stopped early[/]" if level.overloaded else ""
+    return f"rate {level.rate_rps:7.3f}/s  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
+
+
+def print_result(result: CapacityFile) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    stdout = Console(width=120)
+    table = Table(title="levels in the order tried", header_style="bold")
+    table.add_column("rate/s", justify="right")
+    for t in result.slo:
+        table.add_column(f"{t.path} (<= {t.limit:g})", justify="right")
+    table.add_column("goodput/s", justify="right")
+    table.add_column("queue p99 ms", justify="right")
+    table.add_column("SLO")
+    table.add_column("s", justify="right")
+    for lv in result.levels:
+        s = lv.summary
+        good = s.goodput.requests_per_s if s is not None and s.goodput is not None else None
+        queue = s.queue_ms.p99 if s is not None else None
+        table.add_row(
+            f"{lv.rate_rps:.3f}",
+            *[("-" if c.measured is None else f"{c.measured:.1f}") for c in lv.checks],
+            "-" if good is None else f"{good:.2f}",
+            "-" if queue is None else f"{queue:.1f}",
+            ("meets" if lv.met else "misses") + (" (overloaded)" if lv.overloaded else ""),
+            f"{lv.seconds:.1f}",
+        )
+    stdout.print(table)
+    slo = ", ".join(str(t) for t in result.slo)
+    lo, hi = result.interval
+    if result.verdict == "found":
+        assert lo is not None
+        assert hi is not None
+        stdout.print(
+            f"[bold]capacity {lo:.3g} requests/s[/] meeting {slo}: it lies in "
+            f"[{lo:.3g}, {hi:.3g}] (last level meeting, first missing; "
+            f"precision {result.precision:g})"
+        )
+    elif result.verdict == "above_max_rate":
+        stdout.print(f"[bold]capacity >= {lo:.3g} requests/s[/]: the maximum rate meets {slo}")
+    else:
+        stdout.print(f"[bold red]no rate meets {slo}[/]: even {hi:.3g} requests/s misses")
+    if result.goodput_rps is not None:
+        stdout.print(f"goodput at capacity: {result.goodput_rps:.3g} requests/s meet every term")
+    stdout.print(f"{len(result.levels)} levels, {result.seconds:.0f} s")
