@@ -16,7 +16,7 @@ def report(
 ) -> None:
     """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/)."""
     from crossover.analysis import analyze_sweep, check_sweep, format_crossover
-    from crossover.errors import UsageError
+    from crossover.errors import CrossoverError, UsageError
     from crossover.report import load_sweep, write_report
 
     sweep = load_sweep(directory)
@@ -25,6 +25,12 @@ def report(
         path = write_report(sweep_dir, sweep, out)
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
+    except ImportError as exc:  # a core dependency removed by hand: say the one fix
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
+        raise CrossoverError(
+            "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
+        ) from None
     for finding in analyze_sweep(sweep):
         if finding.kind != "none":
             typer.echo(format_crossover(finding))
