@@ -9,11 +9,14 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from crossover.dialects import DIALECTS
+from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
 
 
 class TimeoutsConfig(BaseModel):
     """Per-request limits; each ends the request as ``timeout`` (``crossover run --help``)."""
+
+    model_config = {"extra": "forbid"}  # a typo (conect_s) must not pass as the default
 
     #: a new connection: DNS and the TCP (and TLS) connect; inside first_token_s
     connect_s: float = Field(10.0, gt=0)
@@ -65,7 +68,7 @@ class RunConfig(BaseModel):
     @classmethod
     def _engine(cls, v: str) -> str:
         if v not in DIALECTS:
-            raise ValueError(f"unknown engine {v!r}; known: {', '.join(sorted(DIALECTS))}")
+            raise ValueError(unknown_choice("engine", v, DIALECTS))
         return v
 
     @field_validator("slo")

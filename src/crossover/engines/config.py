@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, unknown_choice, validation_line
 
 ENGINE_NAMES: tuple[str, ...] = ("llamacpp", "transformers", "vllm", "sglang", "trtllm", "triton")
 
@@ -78,7 +78,7 @@ class EngineConfig(BaseModel):
     @classmethod
     def _known_engine(cls, value: str) -> str:
         if value not in ENGINE_NAMES:
-            raise ValueError(f"unknown engine {value!r}; choose one of {', '.join(ENGINE_NAMES)}")
+            raise ValueError(unknown_choice("engine", value, ENGINE_NAMES))
         return value
 
     @field_validator("host", "model")
@@ -106,6 +106,5 @@ def engine_config(**fields: object) -> EngineConfig:
     try:
         return EngineConfig.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise UsageError(f"bad engine config: {where}: {first['msg']}") from None
+        line = validation_line(exc, model=EngineConfig)
+        raise UsageError(f"bad engine config: {line}") from None

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from crossover.analysis.schema import RooflineFacts
 from crossover.config import TimeoutsConfig
-from crossover.errors import UsageError, validation_line
+from crossover.dialects import DIALECTS
+from crossover.errors import UsageError, unknown_choice, validation_line
+
+if TYPE_CHECKING:
+    from crossover.engines.config import EngineConfig
 
 
 class TargetConfig(BaseModel):
@@ -44,6 +48,8 @@ class TargetConfig(BaseModel):
     def _one_kind(self) -> TargetConfig:
         if (self.url is None) == (self.launch is None):
             raise ValueError(f"target {self.name}: give either url or launch")
+        if self.url is not None and self.engine is not None and self.engine not in DIALECTS:
+            raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
         if self.url is not None and self.model is None:
             raise ValueError(f"target {self.name}: a URL target needs model")
         if self.launch is not None and self.engine is None and "engine" not in self.launch:
@@ -144,14 +150,37 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UsageError(validation_line(exc, str(path))) from None
+    return _validated(data, str(path))
 
 
 def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
+    return _validated(data, "sweep")
+
+
+def _validated(data: dict[str, Any], where: str) -> SweepConfig:
+    """The whole config, each target's launch block included, or one ``UsageError`` line:
+    nothing is measured or written for a config that would fail later."""
     try:
-        return SweepConfig.model_validate(data)
+        cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, "sweep")) from None
+        raise UsageError(validation_line(exc, where, model=SweepConfig)) from None
+    for i, target in enumerate(cfg.targets):
+        if target.launch is not None:
+            launch_config(target, where, f"targets.{i}.launch")
+    return cfg
+
+
+def launch_config(
+    target: TargetConfig, where: str | None = None, loc: str = "launch"
+) -> EngineConfig:
+    """The target's ``launch:`` block as an ``EngineConfig`` (its ``engine`` defaults to the
+    target's); a mistake is one ``UsageError`` line naming the key and the closest valid one."""
+    from crossover.engines.config import EngineConfig
+
+    launch = dict(target.launch or {})
+    launch.setdefault("engine", target.engine)
+    try:
+        return EngineConfig.model_validate(launch)
+    except ValidationError as exc:
+        where = where or f"target {target.name}"
+        raise UsageError(validation_line(exc, where, model=EngineConfig, loc_prefix=loc)) from None

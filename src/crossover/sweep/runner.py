@@ -35,7 +35,7 @@ from crossover.errors import EngineError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
-from crossover.sweep.config import SweepConfig, TargetConfig
+from crossover.sweep.config import SweepConfig, TargetConfig, launch_config
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
 
@@ -72,17 +72,6 @@ class SweepOutcome:
     failed_levels: list[str] = field(default_factory=list)
 
 
-def _engine_config(t: TargetConfig) -> Any:
-    from crossover.engines.config import EngineConfig
-
-    launch = dict(t.launch or {})
-    launch.setdefault("engine", t.engine)
-    try:
-        return EngineConfig.model_validate(launch)
-    except Exception as exc:  # pydantic's error, made one line
-        raise UsageError(f"target {t.name}: bad launch config: {exc}".splitlines()[0]) from None
-
-
 class SweepRunner:
     def __init__(
         self,
@@ -104,6 +93,10 @@ class SweepRunner:
                     f"--only: no target named {unknown[0]!r}; the config has "
                     + ", ".join(t.name for t in config.targets)
                 )
+        from crossover.calibration.floor import resolve_client_floor
+
+        # a bad floor file fails before work, and before sweep.db exists
+        resolve_client_floor(config.client_floor, None)
         self.out = out
         self.events = events or SweepEvents()
         self.store = Store(out / "sweep.db")
@@ -116,9 +109,6 @@ class SweepRunner:
         self.failed_levels: list[str] = []
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
-        from crossover.calibration.floor import resolve_client_floor
-
-        resolve_client_floor(config.client_floor, None)  # a bad floor file fails before work
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
@@ -152,7 +142,7 @@ class SweepRunner:
         from crossover.engines.adapters import get_adapter
         from crossover.engines.lifecycle import start
 
-        ecfg = _engine_config(t.cfg)
+        ecfg = launch_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
         if t.engine is None or not t.engine.alive():
             if t.engine is not None:
