@@ -13,6 +13,22 @@ from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
 
 
+def base_url(v: str) -> str:
+    """The server's base URL (``http://host:8000``), checked: crossover adds the API path
+    (``/v1/completions``, ``/v2/models/...``) itself, so a URL ending in one would 404."""
+    p = urlparse(v)
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise ValueError(f"not an http(s) URL: {v!r}")
+    v = v.rstrip("/")
+    last = p.path.rstrip("/").rsplit("/", 1)[-1]
+    if last in ("v1", "v2"):
+        raise ValueError(
+            f"{v!r} ends in /{last}: give the server's base URL, {v.removesuffix('/' + last)!r}"
+            " (crossover adds the API path itself)"
+        )
+    return v
+
+
 class TimeoutsConfig(BaseModel):
     """Per-request limits; each ends the request as ``timeout`` (``crossover run --help``)."""
 
@@ -59,10 +75,7 @@ class RunConfig(BaseModel):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        p = urlparse(v)
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise ValueError(f"not an http(s) URL: {v!r}")
-        return v.rstrip("/")
+        return base_url(v)
 
     @field_validator("engine")
     @classmethod

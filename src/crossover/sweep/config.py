@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from crossover.analysis.schema import RooflineFacts
-from crossover.config import TimeoutsConfig
+from crossover.config import TimeoutsConfig, base_url
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
 
@@ -36,6 +36,11 @@ class TargetConfig(BaseModel):
     roofline: dict[str, Any] | None = None
     #: this target's own levels (default: the sweep's), e.g. one engine goes further
     concurrency: list[int] | None = Field(None, min_length=1)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return base_url(v) if v is not None else None
 
     @field_validator("concurrency")
     @classmethod
