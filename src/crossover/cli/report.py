@@ -45,12 +45,27 @@ def compare(
     html: Annotated[
         Path | None, typer.Option("--html", help="also write the comparison as HTML here")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Compare even a run that is not valid, or work that is not matched"
+        ),
+    ] = False,
 ) -> None:
-    """Before/after table of the headline metrics of two runs or two sweeps, with ratios."""
-    from crossover.errors import UsageError
+    """Before/after table of the headline metrics of two runs or two sweeps, with ratios.
+
+    Both must be valid and measured with the same work (input and output tokens,
+    endpoint); otherwise compare refuses (exit 3 for a run that is not valid, 2 for
+    unmatched work) unless --force.
+    """
+    from crossover.errors import InvalidRunError, UsageError
     from crossover.report import compare_paths, format_table, write_compare_html
 
     cmp = compare_paths(before, after)
+    why = cmp.refusal()
+    if why is not None and not force:
+        error = InvalidRunError if cmp.invalid_runs else UsageError
+        raise error(f"{why} (--force to compare anyway)")
     typer.echo(format_table(cmp))
     if html is not None:
         try:
