@@ -13,7 +13,10 @@ from typing import Annotated
 
 import typer
 
+from crossover.cli.helpfmt import install as _plain_help_types
 from crossover.errors import CrossoverError, EngineError
+
+_plain_help_types()
 
 # One line per command module; each module registers its own commands.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -36,6 +39,8 @@ app = typer.Typer(
     help="Matched-work benchmarks of LLM serving engines: measure, find the crossover, advise.",
     no_args_is_help=True,
     add_completion=False,
+    # help texts hold literal brackets ([default: ...], NAME=URL[,engine=E]): no markup
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 

@@ -74,6 +74,16 @@ def compare(
             raise UsageError(f"cannot write {html}: {exc}") from None
 
 
+REPORT_EXAMPLE = "\b\nExample:\n  crossover report sweep1   # writes sweep1/report.html\n"
+COMPARE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover run ... --json a.json; crossover run ... --json b.json\n"
+    "  crossover compare a.json b.json\n"
+    "  crossover compare sweep1 sweep2 --html compare.html\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
-    app.command("compare")(compare)
+    app.command("report", epilog=REPORT_EXAMPLE)(report)
+    app.command("compare", epilog=COMPARE_EXAMPLE)(compare)

@@ -9,9 +9,18 @@ import typer
 
 from crossover.errors import InvalidRunError, UsageError
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover sweep --out sweep1 --model calib --output-tokens 32 \\\n"
+    "      --target a=http://127.0.0.1:8001 --target b=http://127.0.0.1:8002 \\\n"
+    "      --concurrency 1,4,16,32\n"
+    "  crossover sweep --out sweep2 --config sweep.yaml   # keys: docs/sweep-yaml.md\n"
+)
+
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep)
+    app.command("sweep", epilog=EXAMPLE)(sweep)
 
 
 def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
@@ -46,27 +55,35 @@ def sweep(
     target: Annotated[
         list[str] | None, typer.Option(help="NAME=URL[,engine=E,model=M]; repeat")
     ] = None,
-    engine: Annotated[str | None, typer.Option(help="Default request dialect of --target")] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="Default request dialect of --target [default: openai]")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Levels, e.g. 1,2,4,8,16")] = None,
     requests_per_level: Annotated[
-        int | None, typer.Option(help="Measured requests per level")
+        int | None, typer.Option(help="Measured requests per level [default: max(16, 4 x level)]")
     ] = None,
     duration_s_per_level: Annotated[float | None, typer.Option(help="Or seconds per level")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Warm-up requests per level")] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up requests per level [default: min(level, 8)]")
+    ] = None,
     output_tokens: Annotated[
         int | None, typer.Option(help="Exactly this many tokens per request")
     ] = None,
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    input_tokens: Annotated[
+        int | None, typer.Option(help="Prompt length in tokens [default: 200]")
+    ] = None,
     repeats: Annotated[
-        int | None, typer.Option(help="Runs per level (intervals need >= 2)")
+        int | None, typer.Option(help="Runs per level (intervals need >= 2) [default: 1]")
     ] = None,
     refine: Annotated[
         bool, typer.Option(help="Measure between bracketing levels to narrow crossovers")
     ] = False,
-    refine_budget: Annotated[int | None, typer.Option(help="Extra levels --refine may add")] = None,
+    refine_budget: Annotated[
+        int | None, typer.Option(help="Extra levels --refine may add [default: 8]")
+    ] = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
-    seed: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int | None, typer.Option(help="Prompt seed [default: 0]")] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
     allow_invalid: Annotated[bool, typer.Option(help="Exit 0 even with invalid runs")] = False,
     only: Annotated[
