@@ -34,14 +34,19 @@ class TimeoutsConfig(BaseModel):
 
     model_config = {"extra": "forbid"}  # a typo (conect_s) must not pass as the default
 
-    #: a new connection: DNS and the TCP (and TLS) connect; inside first_token_s
-    connect_s: float = Field(10.0, gt=0)
-    #: from just before the request is sent to the first chunk carrying generated text
-    first_token_s: float = Field(300.0, gt=0)
-    #: between chunks after the first token
-    gap_s: float = Field(60.0, gt=0)
-    #: from send to the end of the stream
-    total_s: float = Field(1800.0, gt=0)
+    connect_s: float = Field(
+        10.0,
+        gt=0,
+        description="a new connection: DNS and the TCP (and TLS) connect; inside first_token_s",
+    )
+    first_token_s: float = Field(
+        300.0,
+        gt=0,
+        description="from just before the request is sent to the first chunk carrying "
+        "generated text",
+    )
+    gap_s: float = Field(60.0, gt=0, description="between chunks after the first token")
+    total_s: float = Field(1800.0, gt=0, description="from send to the end of the stream")
 
 
 class RunConfig(BaseModel):
