@@ -166,16 +166,7 @@ async def run_live(
         state["progress"], state["label"] = progress, f"{name} c={c} r={r}"
 
     def done(name: str, c: int, r: int, s: Any, status: str) -> None:
-        style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
-        tp = s.throughput.total_tokens_per_s
-        ttft = s.ttft_ms.p50
-        itl = s.itl_ms.p50
-        console.print(
-            f"[bold]{escape(name)}[/] c={c} r={r}  [{style}]{s.verdict}[/]  "
-            f"total {tp or 0:,.0f} tok/s  out {s.throughput.output_tokens_per_s or 0:,.0f} tok/s"
-            f"  TTFT p50 {ttft or 0:.1f} ms  ITL p50 {itl or 0:.2f} ms"
-            + ("" if status == "done" else f"  [red]({status})[/]")
-        )
+        console.print(level_line(name, c, r, s, status))
         for p in s.problems:
             if p.severity == "error":
                 console.print(f"    [red]{p.code}[/]: {escape(p.message)}")
@@ -208,11 +199,29 @@ async def run_live(
         runner.close()
 
 
+def level_line(name: str, c: int, r: int, s: Any, status: str) -> str:
+    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
+    from rich.markup import escape
+
+    from crossover.cli.render import _f
+
+    style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
+    return (
+        f"[bold]{escape(name)}[/] c={c} r={r}  [{style}]{s.verdict}[/]  "
+        f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
+        f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
+        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')} ms  ITL p50 {_f(s.itl_ms.p50, '.2f')} ms"
+        + ("" if status == "done" else f"  [red]({status})[/]")
+    )
+
+
 def comparison_table(sweep: Any) -> Any:
     """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
     valid repeats); invalid runs shown as such, never averaged in."""
     from rich.markup import escape
     from rich.table import Table
+
+    from crossover.cli.render import _f
 
     names = sweep.target_names()
     levels = sorted({r.concurrency for r in sweep.runs})
@@ -233,13 +242,13 @@ def comparison_table(sweep: Any) -> Any:
                 row.append(f"[red]{runs[0].verdict}[/]")
             else:
 
-                def mean(path: str, ok: list[Any] = ok) -> float:
+                def mean(path: str, fmt: str, ok: list[Any] = ok) -> str:
                     vals = [v for v in (r.value(path) for r in ok) if v is not None]
-                    return sum(vals) / len(vals) if vals else float("nan")
+                    return _f(sum(vals) / len(vals) if vals else None, fmt)
 
                 row.append(
-                    f"{mean('throughput.total_tokens_per_s'):,.0f} | "
-                    f"{mean('ttft_ms.p50'):.0f} | {mean('itl_ms.p50'):.1f}"
+                    f"{mean('throughput.total_tokens_per_s', ',.0f')} | "
+                    f"{mean('ttft_ms.p50', '.0f')} | {mean('itl_ms.p50', '.1f')}"
                 )
         t.add_row(*row)
     return t
