@@ -1,6 +1,6 @@
 """Errors that reach the user as one clear line and an exit status.
 
-Library code raises these; the CLI maps them to exit codes (contract.md):
+Library code raises these; the CLI maps them to exit codes (docs/architecture.md):
 2 for a user's mistake, 3 for an invalid or unverified run, 1 for anything else.
 """
 
