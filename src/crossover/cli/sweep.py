@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from crossover.errors import InvalidRunError, UsageError
+from crossover.errors import InvalidRunError, UsageError, unknown_choice
 
 EXAMPLE = (
     "\b\n"
@@ -134,9 +134,13 @@ def sweep(
         if "concurrency" not in data:
             raise UsageError("--concurrency is required, e.g. 1,2,4,8")
         cfg = build_sweep_config(data)
+    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
+    names = [t.name for t in cfg.targets]
+    for name in sorted(chosen or ()):
+        if name not in names:  # before the output folder exists: a mistake writes nothing
+            raise UsageError("--only: " + unknown_choice("target", name, names))
     check_writable(out)
     console = Console(stderr=True)
-    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid))
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
