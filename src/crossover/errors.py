@@ -99,16 +99,19 @@ def validation_line(
     flags: bool = False,
     model: type[BaseModel] | None = None,
     loc_prefix: str = "",
+    limit: int | None = None,
 ) -> str:
     """pydantic's errors as one line: ``where: field: message; ...``.
 
     ``flags`` names fields as command-line flags (``--output-tokens``). Keys may come
     from user files and hold anything, so whitespace is collapsed: one line, always.
     With ``model``, an unknown key is named with the closest valid one; ``loc_prefix``
-    places the model inside a bigger file (``targets.0.launch``).
+    places the model inside a bigger file (``targets.0.launch``); ``limit`` keeps the
+    first errors of a long list (a malformed results file) and counts the rest.
     """
     parts = []
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors[:limit]:
         loc = ".".join(
             [
                 *([loc_prefix] if loc_prefix else []),
@@ -125,5 +128,7 @@ def validation_line(
         if flags and loc:
             loc = "--" + loc.replace("_", "-")
         parts.append(f"{loc}: {msg}" if loc else msg)
+    if limit is not None and len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
     text = "; ".join(parts)
     return " ".join((f"{where}: {text}" if where else text).split())
