@@ -49,3 +49,22 @@ def test_untrusted_strings_are_escaped(sweep_dir: Path) -> None:
     assert "Content-Security-Policy" in html
     # the only <script tokens are none at all: a report runs no code
     assert "<script" not in html.lower()
+
+
+def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> None:
+    from crossover.metrics.summary import Problem
+
+    sweep = load_sweep(sweep_dir)
+    note = "the engine reported no usage; counted from the stream"
+    for run in sweep.runs[:3]:
+        run.summary.problems.append(Problem(code="note_x", severity="info", count=2, message=note))
+    sweep.runs[0].summary.problems.append(
+        Problem(code="err_x", severity="error", count=1, message="an error stays on its own")
+    )
+    html = write_report(sweep_dir, sweep, sweep_dir / "r.html").read_text()
+    problems = html.split('id="problems"', 1)[1].split('id="verdicts"', 1)[0]
+    rows = [row for row in problems.split("<tr>") if "note_x" in row]
+    assert len(rows) == 1
+    assert "3 runs: " in rows[0]
+    assert '<td class="num">6</td>' in rows[0]
+    assert problems.count("err_x") == 1
