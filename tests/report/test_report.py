@@ -68,3 +68,26 @@ def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> 
     assert "3 runs: " in rows[0]
     assert '<td class="num">6</td>' in rows[0]
     assert problems.count("err_x") == 1
+
+
+def test_chart_labels_name_metrics_as_people_do_and_latency_axes_go_log() -> None:
+    from crossover.analysis.crossovers import Finding
+    from crossover.report.charts import crossover_label, spans_decades
+
+    f = Finding(
+        kind="crossover",
+        metric="ttft_ms.p50",
+        a="A",
+        b="B",
+        levels=(1, 2, 4),
+        below="A",
+        above="B",
+        concurrency=2.5,
+        interval=(2.0, 3.0),
+    )
+    label = crossover_label(f)
+    assert "ttft_ms" not in label
+    assert label == "TTFT p50: A → B at 2.5"
+    assert spans_decades([20.0, 400.0, 18_000.0])
+    assert not spans_decades([20.0, 25.0, 30.0])
+    assert not spans_decades([])
