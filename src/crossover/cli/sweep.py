@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from crossover.errors import InvalidRunError, UsageError, unknown_choice
+
+if TYPE_CHECKING:  # types only: the command imports these when it runs
+    from rich.console import Console
+    from rich.table import Table
+
+    from crossover.analysis.schema import SweepFile, SweepRun
+    from crossover.metrics.summary import RunSummary
+    from crossover.runner import Progress
+    from crossover.sweep.config import SweepConfig
+    from crossover.sweep.runner import SweepOutcome
 
 EXAMPLE = (
     "\b\n"
@@ -152,8 +162,12 @@ def sweep(
 
 
 async def run_live(
-    cfg: Any, out: Path, console: Any, only: set[str] | None = None, redo_invalid: bool = False
-) -> Any:
+    cfg: SweepConfig,
+    out: Path,
+    console: Console,
+    only: set[str] | None = None,
+    redo_invalid: bool = False,
+) -> SweepOutcome:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
     import contextlib
@@ -164,12 +178,13 @@ async def run_live(
     from crossover.cli.render import progress_line
     from crossover.sweep.runner import SweepEvents, SweepRunner
 
-    state: dict[str, Any] = {"progress": None, "label": ""}
+    progress_now: list[Progress | None] = [None]
+    label = [""]
 
-    def start(name: str, c: int, r: int, progress: Any) -> None:
-        state["progress"], state["label"] = progress, f"{name} c={c} r={r}"
+    def start(name: str, c: int, r: int, progress: Progress) -> None:
+        progress_now[0], label[0] = progress, f"{name} c={c} r={r}"
 
-    def done(name: str, c: int, r: int, s: Any, status: str) -> None:
+    def done(name: str, c: int, r: int, s: RunSummary, status: str) -> None:
         console.print(level_line(name, c, r, s, status))
         for p in s.problems:
             if p.severity == "error":
@@ -189,11 +204,11 @@ async def run_live(
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not task.done():
                 await asyncio.wait({task}, timeout=0.25)
-                p = state["progress"]
+                p = progress_now[0]
                 if p is not None:
                     from rich.text import Text
 
-                    live.update(Text.assemble((state["label"] + "  ", "bold"), progress_line(p)))
+                    live.update(Text.assemble((label[0] + "  ", "bold"), progress_line(p)))
         return task.result()
     finally:
         if not task.done():  # Ctrl-C: let the level mark itself interrupted first
@@ -203,7 +218,7 @@ async def run_live(
         runner.close()
 
 
-def level_line(name: str, c: int, r: int, s: Any, status: str) -> str:
+def level_line(name: str, c: int, r: int, s: RunSummary, status: str) -> str:
     """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
     from rich.markup import escape
 
@@ -219,7 +234,7 @@ def level_line(name: str, c: int, r: int, s: Any, status: str) -> str:
     )
 
 
-def comparison_table(sweep: Any) -> Any:
+def comparison_table(sweep: SweepFile) -> Table:
     """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
     valid repeats); invalid runs shown as such, never averaged in."""
     from rich.markup import escape
@@ -246,7 +261,7 @@ def comparison_table(sweep: Any) -> Any:
                 row.append(f"[red]{runs[0].verdict}[/]")
             else:
 
-                def mean(path: str, fmt: str, ok: list[Any] = ok) -> str:
+                def mean(path: str, fmt: str, ok: list[SweepRun] = ok) -> str:
                     vals = [v for v in (r.value(path) for r in ok) if v is not None]
                     return _f(sum(vals) / len(vals) if vals else None, fmt)
 
@@ -258,7 +273,7 @@ def comparison_table(sweep: Any) -> Any:
     return t
 
 
-def print_outcome(outcome: Any, out: Path, console: Any, report: bool) -> None:
+def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
     """The comparison table, the crossovers one per line, where the results are."""
     from rich.console import Console
     from rich.markup import escape
