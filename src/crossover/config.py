@@ -9,20 +9,44 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from crossover.dialects import DIALECTS
+from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
+
+
+def base_url(v: str) -> str:
+    """The server's base URL (``http://host:8000``), checked: crossover adds the API path
+    (``/v1/completions``, ``/v2/models/...``) itself, so a URL ending in one would 404."""
+    p = urlparse(v)
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise ValueError(f"not an http(s) URL: {v!r}")
+    v = v.rstrip("/")
+    last = p.path.rstrip("/").rsplit("/", 1)[-1]
+    if last in ("v1", "v2"):
+        raise ValueError(
+            f"{v!r} ends in /{last}: give the server's base URL, {v.removesuffix('/' + last)!r}"
+            " (crossover adds the API path itself)"
+        )
+    return v
 
 
 class TimeoutsConfig(BaseModel):
     """Per-request limits; each ends the request as ``timeout`` (``crossover run --help``)."""
 
-    #: a new connection: DNS and the TCP (and TLS) connect; inside first_token_s
-    connect_s: float = Field(10.0, gt=0)
-    #: from just before the request is sent to the first chunk carrying generated text
-    first_token_s: float = Field(300.0, gt=0)
-    #: between chunks after the first token
-    gap_s: float = Field(60.0, gt=0)
-    #: from send to the end of the stream
-    total_s: float = Field(1800.0, gt=0)
+    model_config = {"extra": "forbid"}  # a typo (conect_s) must not pass as the default
+
+    connect_s: float = Field(
+        10.0,
+        gt=0,
+        description="a new connection: DNS and the TCP (and TLS) connect; inside first_token_s",
+    )
+    first_token_s: float = Field(
+        300.0,
+        gt=0,
+        description="from just before the request is sent to the first chunk carrying "
+        "generated text",
+    )
+    gap_s: float = Field(60.0, gt=0, description="between chunks after the first token")
+    total_s: float = Field(1800.0, gt=0, description="from send to the end of the stream")
 
 
 class RunConfig(BaseModel):
@@ -56,16 +80,13 @@ class RunConfig(BaseModel):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        p = urlparse(v)
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise ValueError(f"not an http(s) URL: {v!r}")
-        return v.rstrip("/")
+        return base_url(v)
 
     @field_validator("engine")
     @classmethod
     def _engine(cls, v: str) -> str:
         if v not in DIALECTS:
-            raise ValueError(f"unknown engine {v!r}; known: {', '.join(sorted(DIALECTS))}")
+            raise ValueError(unknown_choice("engine", v, DIALECTS))
         return v
 
     @field_validator("slo")

@@ -1,15 +1,19 @@
 """Errors that reach the user as one clear line and an exit status.
 
-Library code raises these; the CLI maps them to exit codes (contract.md):
+Library code raises these; the CLI maps them to exit codes (docs/architecture.md):
 2 for a user's mistake, 3 for an invalid or unverified run, 1 for anything else.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import difflib
+import types
+import typing
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pydantic is only needed by the caller that has a ValidationError
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
 
 class CrossoverError(Exception):
@@ -43,18 +47,88 @@ class InvalidRunError(CrossoverError):
     exit_code = 3
 
 
-def validation_line(exc: ValidationError, where: str | None = None, flags: bool = False) -> str:
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The valid name nearest to a mistyped one (difflib), or None when none is close."""
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_choice(what: str, value: str, choices: Iterable[str]) -> str:
+    """``unknown engine 'vlm'; did you mean 'vllm'? (known: ...)``: one line."""
+    names = sorted(choices)
+    near = closest(value, names)
+    hint = f"; did you mean {near!r}?" if near else ""
+    return f"unknown {what} {value!r}{hint} (known: {', '.join(names)})"
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (list indexes skipped)."""
+    from pydantic import BaseModel
+
+    current: type[BaseModel] = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part)
+        if field is None:
+            return None
+        nested = _nested_model(field.annotation)
+        if nested is None:
+            return None
+        current = nested
+    return current if issubclass(current, BaseModel) else None
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _nested_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def validation_line(
+    exc: ValidationError,
+    where: str | None = None,
+    flags: bool = False,
+    model: type[BaseModel] | None = None,
+    loc_prefix: str = "",
+    limit: int | None = None,
+) -> str:
     """pydantic's errors as one line: ``where: field: message; ...``.
 
     ``flags`` names fields as command-line flags (``--output-tokens``). Keys may come
     from user files and hold anything, so whitespace is collapsed: one line, always.
+    With ``model``, an unknown key is named with the closest valid one; ``loc_prefix``
+    places the model inside a bigger file (``targets.0.launch``); ``limit`` keeps the
+    first errors of a long list (a malformed results file) and counts the rest.
     """
     parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"] if x != "__root__")
+    errors = exc.errors()
+    for err in errors[:limit]:
+        loc = ".".join(
+            [
+                *([loc_prefix] if loc_prefix else []),
+                *(str(x) for x in err["loc"] if x != "__root__"),
+            ]
+        )
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            msg = "unknown key"
+            holder = _model_at(model, err["loc"][:-1]) if model is not None else None
+            near = closest(str(err["loc"][-1]), holder.model_fields) if holder else None
+            if near is not None:
+                msg += f"; did you mean {near!r}?"
         if flags and loc:
             loc = "--" + loc.replace("_", "-")
         parts.append(f"{loc}: {msg}" if loc else msg)
+    if limit is not None and len(errors) > limit:
+        parts.append(f"and {len(errors) - limit} more")
     text = "; ".join(parts)
     return " ".join((f"{where}: {text}" if where else text).split())

@@ -216,3 +216,21 @@ def test_random_run_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> No
         validated(RunConfig, **data)
     except UsageError as exc:
         assert "\n" not in str(exc)  # noqa: PT017 - valid, or one clear line
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", "/v2"])
+def test_a_url_with_the_api_path_gets_a_hint(
+    suffix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9" + suffix
+    assert (
+        main(["run", "--url", url, "--model", "m", "--output-tokens", "8", "--concurrency", "1"])
+        == 2
+    )
+    line = one_line_error(capsys)
+    assert "base URL" in line and "'http://127.0.0.1:9'" in line
+    out = tmp_path / "o"
+    args = ["sweep", "--out", str(out), "--target", f"a={url}", "--model", "m"]
+    assert main([*args, "--concurrency", "1", "--output-tokens", "4"]) == 2
+    assert "base URL" in one_line_error(capsys)
+    assert not out.exists()

@@ -68,9 +68,9 @@ def test_failed_warmup_shows_in_the_terminal_and_the_json(
 def test_timeouts_say_what_they_cover(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "400")  # one line per option: no wrapping to undo
+    monkeypatch.setenv("COLUMNS", "400")
     assert main(["run", "--help"]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # the help wraps at 80 columns or fewer
     assert "until the first chunk carrying generated text" in text
     assert "the TCP (and TLS) connect" in text
     assert "--max-event-bytes" in text and "--metrics-url" in text

@@ -102,7 +102,7 @@ def test_compare_two_runs_prints_ratios_and_writes_html(tmp_path: Path) -> None:
     a.write_text(json.dumps(_run_summary(1000.0, 50.0)))
     b.write_text(json.dumps(_run_summary(1250.0, 40.0, verdict="invalid")))
     html = tmp_path / "cmp.html"
-    code, output, exc = _invoke("compare", str(a), str(b), "--html", str(html))
+    code, output, exc = _invoke("compare", str(a), str(b), "--html", str(html), "--force")
     assert exc is None, exc
     assert code == 0
     line = next(x for x in output.splitlines() if "total tok/s" in x)
@@ -142,3 +142,58 @@ def test_compare_mixed_or_missing_is_usage_error(sweep_dir: Path, tmp_path: Path
     _, _, exc = _invoke("compare", str(run), str(bad))
     assert isinstance(exc, UsageError)
     assert "malformed run summary" in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("b_verdict", "b_input", "code", "needles"),
+    [
+        ("invalid", 200, 3, ["b.json is invalid, not valid"]),
+        ("unverified", 200, 3, ["b.json is unverified"]),
+        ("valid", 100, 2, ["input_tokens 200 vs 100"]),
+        ("invalid", 100, 3, ["b.json is invalid", "input_tokens 200 vs 100"]),
+    ],
+)
+def test_compare_refuses_what_is_not_comparable(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    b_verdict: str,
+    b_input: int,
+    code: int,
+    needles: list[str],
+) -> None:
+    from crossover.cli.app import main
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_run_summary(1000.0, 50.0)))
+    other = _run_summary(1500.0, 40.0, verdict=b_verdict)
+    other["workload"] = {"input_tokens": b_input, "output_tokens": 256, "endpoint": "completions"}
+    b.write_text(json.dumps(other))
+    assert main(["compare", str(a), str(b)]) == code
+    captured = capsys.readouterr()
+    assert "1.500x" not in captured.out  # no ratio is printed
+    line = " ".join(captured.err.split())
+    assert line.startswith("error: not comparable:")
+    assert "--force" in line
+    for needle in needles:
+        assert needle in line
+    assert main(["compare", str(a), str(b), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "1.500x" in out
+    assert "note:" in out
+
+
+def test_compare_sweeps_with_different_work_is_refused(sweep_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    data = json.loads((sweep_dir / "sweep.json").read_text())
+    data["workload"] = {**(data.get("workload") or {}), "output_tokens": 7}
+    (other / "sweep.json").write_text(json.dumps(data))
+    first = json.loads((sweep_dir / "sweep.json").read_text())
+    if "output_tokens" not in (first.get("workload") or {}):
+        first["workload"] = {**(first.get("workload") or {}), "output_tokens": 64}
+        (sweep_dir / "sweep.json").write_text(json.dumps(first))
+    _, _, exc = _invoke("compare", str(sweep_dir), str(other))
+    assert isinstance(exc, UsageError)
+    assert "output_tokens" in str(exc)
+    code, _, exc = _invoke("compare", str(sweep_dir), str(other), "--force")
+    assert exc is None and code == 0

@@ -49,3 +49,45 @@ def test_untrusted_strings_are_escaped(sweep_dir: Path) -> None:
     assert "Content-Security-Policy" in html
     # the only <script tokens are none at all: a report runs no code
     assert "<script" not in html.lower()
+
+
+def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> None:
+    from crossover.metrics.summary import Problem
+
+    sweep = load_sweep(sweep_dir)
+    note = "the engine reported no usage; counted from the stream"
+    for run in sweep.runs[:3]:
+        run.summary.problems.append(Problem(code="note_x", severity="info", count=2, message=note))
+    sweep.runs[0].summary.problems.append(
+        Problem(code="err_x", severity="error", count=1, message="an error stays on its own")
+    )
+    html = write_report(sweep_dir, sweep, sweep_dir / "r.html").read_text()
+    problems = html.split('id="problems"', 1)[1].split('id="verdicts"', 1)[0]
+    rows = [row for row in problems.split("<tr>") if "note_x" in row]
+    assert len(rows) == 1
+    assert "3 runs: " in rows[0]
+    assert '<td class="num">6</td>' in rows[0]
+    assert problems.count("err_x") == 1
+
+
+def test_chart_labels_name_metrics_as_people_do_and_latency_axes_go_log() -> None:
+    from crossover.analysis.crossovers import Finding
+    from crossover.report.charts import crossover_label, spans_decades
+
+    f = Finding(
+        kind="crossover",
+        metric="ttft_ms.p50",
+        a="A",
+        b="B",
+        levels=(1, 2, 4),
+        below="A",
+        above="B",
+        concurrency=2.5,
+        interval=(2.0, 3.0),
+    )
+    label = crossover_label(f)
+    assert "ttft_ms" not in label
+    assert label == "TTFT p50: A → B at 2.5"
+    assert spans_decades([20.0, 400.0, 18_000.0])
+    assert not spans_decades([20.0, 25.0, 30.0])
+    assert not spans_decades([])

@@ -59,8 +59,9 @@ def test_only_names_an_unknown_target_in_one_line(tmp_path: Path) -> None:
             capture_output=True, text=True, env=child_env(), timeout=60,
         )  # fmt: skip
     assert proc.returncode == 2
-    assert "no target named 'Z'" in proc.stderr
+    assert "--only: unknown target 'Z'" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "s").exists()  # nothing written
 
 
 def test_redo_invalid_measures_again_only_what_was_not_valid(tmp_path: Path) -> None:

@@ -191,3 +191,14 @@ def _json(body: object) -> Handler:
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     return handler
+
+
+def test_a_404_names_the_path_and_the_base_url_fix() -> None:
+    async def not_found(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPNotFound()
+
+    r = fetch(not_found)
+    assert r.error_kind == "http_error"
+    assert r.error is not None
+    assert "HTTP 404" in r.error
+    assert "/v1/completions" in r.error and "base URL" in r.error

@@ -35,7 +35,7 @@ from crossover.advise import cost
 from crossover.advise.cost import AllReduceCurve, Layout, Prediction
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 
 CALIBRATION_SCHEMA = "crossover.calibration/1"
 # The terms a fit may move (bandwidth efficiency comes from the sweep's measured copy rate).
@@ -136,7 +136,10 @@ def parse_calibration(text: str, where: str) -> Calibration:
     try:
         raw: Any = yaml.safe_load(text)
         return Calibration.model_validate(raw)
-    except (yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
+        first = validation_line(exc, limit=1)
+        raise UsageError(f"{where}: not a {CALIBRATION_SCHEMA} file ({first})") from None
+    except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{where}: not a {CALIBRATION_SCHEMA} file ({first})") from exc
 

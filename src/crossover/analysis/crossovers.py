@@ -1,4 +1,4 @@
-"""Crossovers between targets, with intervals from repeated runs (measurement.md).
+"""Crossovers between targets, with intervals from repeated runs (docs/metrics.md).
 
 For each metric and each pair of targets (A, B), over the concurrency levels
 where both have valid runs: the difference ``d(c) = A - B`` with a confidence

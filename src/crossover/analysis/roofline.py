@@ -1,4 +1,4 @@
-"""Roofline check at concurrency 1 (measurement.md).
+"""Roofline check at concurrency 1 (docs/metrics.md, "Roofline check").
 
 At concurrency 1 decoding one token reads every weight once plus the KV cache
 of the context, so decode speed is bounded by::

@@ -191,13 +191,19 @@ class RooflineFacts(BaseModel):
     ``kv_bytes_per_token`` x ``context_tokens`` adds the KV cache read per token.
     """
 
-    target: str
-    model_bytes: float = Field(gt=0)
-    bandwidth_gb_s: float = Field(gt=0)
-    kv_bytes_per_token: float | None = Field(default=None, ge=0)
-    context_tokens: int | None = Field(default=None, ge=0)
-    gpu: str | None = None
-    source: str | None = None
+    target: str = Field(description="the target these facts are for")
+    model_bytes: float = Field(gt=0, description="bytes of weights read per decoded token")
+    bandwidth_gb_s: float = Field(
+        gt=0, description="the GPU's measured or nominal memory bandwidth, GB/s (1e9 bytes/s)"
+    )
+    kv_bytes_per_token: float | None = Field(
+        default=None, ge=0, description="KV cache bytes per token of context"
+    )
+    context_tokens: int | None = Field(
+        default=None, ge=0, description="tokens of context read per decoded token"
+    )
+    gpu: str | None = Field(default=None, description="the GPU's name, shown in the report")
+    source: str | None = Field(default=None, description="where the figures come from")
 
 
 class SweepFile(BaseModel):

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 from crossover.metrics.summary import ClientFloor
 
 FLOOR_SCHEMA = "crossover.floor/1"
@@ -362,7 +362,10 @@ def load_cache(path: Path | None = None) -> FloorCache:
         return FloorCache()
     try:
         return FloorCache.model_validate_json(path.read_bytes())
-    except (ValidationError, OSError, ValueError) as exc:
+    except ValidationError as exc:
+        why = validation_line(exc, limit=1)
+        raise UsageError(f"{path}: not a crossover floor file ({why})") from None
+    except (OSError, ValueError) as exc:
         raise UsageError(
             f"{path}: not a crossover floor file ({str(exc).splitlines()[0]})"
         ) from None

@@ -268,5 +268,8 @@ def advise_command(
         emit_sweep_path.write_text(yaml.safe_dump(config.model_dump(), sort_keys=False), "utf-8")
 
 
+EXAMPLE = "\b\nExample:\n  crossover advise --model gemma-3-270m --gpu H200\n"
+
+
 def register(app: typer.Typer) -> None:
-    app.command("advise")(advise_command)
+    app.command("advise", epilog=EXAMPLE)(advise_command)

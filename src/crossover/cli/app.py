@@ -9,10 +9,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import sys
+from typing import Annotated
 
 import typer
 
+from crossover.cli.helpfmt import install as _plain_help_types
 from crossover.errors import CrossoverError, EngineError
+
+_plain_help_types()
 
 # One line per command module; each module registers its own commands.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -36,8 +40,34 @@ app = typer.Typer(
     help="Matched-work benchmarks of LLM serving engines: measure, find the crossover, advise.",
     no_args_is_help=True,
     add_completion=False,
+    # help texts hold literal brackets ([default: ...], NAME=URL[,engine=E]): no markup
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from crossover import __version__
+
+        typer.echo(f"crossover {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Matched-work benchmarks of LLM serving engines: measure, find the crossover, advise."""
+
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"crossover.cli.{_name}").register(app)
@@ -70,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         # typer bundles its own copy of click: recognise its errors by their shape
         from typer._click import exceptions as tce
 
+        if isinstance(exc, tce.NoArgsIsHelpError):
+            # the help is already printed (rich prints it itself); no empty "error:" after it
+            text = exc.format_message().strip()
+            if text:
+                typer.echo(text, err=True)
+            return 2
         if isinstance(exc, tce.UsageError):
             return _fail(exc.format_message().replace("\n", " "), 2)
         if isinstance(exc, typer.Abort):

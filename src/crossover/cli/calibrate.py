@@ -99,5 +99,8 @@ def calibrate(
         err.print(f"[dim]floor cached in {where} (crossover run --client-floor auto)[/]")
 
 
+EXAMPLE = "\b\nExample:\n  crossover calibrate --concurrency 1,64\n"
+
+
 def register(app: typer.Typer) -> None:
-    app.command("calibrate")(calibrate)
+    app.command("calibrate", epilog=EXAMPLE)(calibrate)

@@ -74,5 +74,8 @@ def calibration_server(
     run_server(cfg, host, port)
 
 
+EXAMPLE = "\b\nExample:\n  crossover calibration-server --port 8001 --ttft-ms 20 --itl-ms 2\n"
+
+
 def register(app: typer.Typer) -> None:
-    app.command("calibration-server")(calibration_server)
+    app.command("calibration-server", epilog=EXAMPLE)(calibration_server)

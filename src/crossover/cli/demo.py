@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
+EXAMPLE = "\b\nExample:\n  crossover demo --quick\n"
+
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+    app.command("demo", epilog=EXAMPLE)(demo)
 
 
 def demo(

@@ -53,5 +53,8 @@ def plan_command(
         typer.echo(f"note: {note}")
 
 
+EXAMPLE = "\b\nExample:\n  crossover plan --engine vllm --model gemma-3-270m --out plan-vllm\n"
+
+
 def register(app: typer.Typer) -> None:
-    app.command("plan")(plan_command)
+    app.command("plan", epilog=EXAMPLE)(plan_command)

@@ -99,7 +99,8 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
         lines.append(
             Text(
                 f"goodput {_f(s.goodput.requests_per_s, '.2f')} req/s "
-                f"({_f((s.goodput.fraction or 0) * 100, '.0f')}% meet {s.goodput.slo})"
+                f"({_f(None if s.goodput.fraction is None else s.goodput.fraction * 100, '.0f')}"
+                f"% meet {s.goodput.slo})"
             )
         )
     client = []

@@ -16,7 +16,7 @@ def report(
 ) -> None:
     """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/)."""
     from crossover.analysis import analyze_sweep, check_sweep, format_crossover
-    from crossover.errors import UsageError
+    from crossover.errors import CrossoverError, UsageError
     from crossover.report import load_sweep, write_report
 
     sweep = load_sweep(directory)
@@ -25,6 +25,12 @@ def report(
         path = write_report(sweep_dir, sweep, out)
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
+    except ImportError as exc:  # a core dependency removed by hand: say the one fix
+        if not (exc.name or "").startswith("matplotlib"):
+            raise
+        raise CrossoverError(
+            "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
+        ) from None
     for finding in analyze_sweep(sweep):
         if finding.kind != "none":
             typer.echo(format_crossover(finding))
@@ -39,12 +45,27 @@ def compare(
     html: Annotated[
         Path | None, typer.Option("--html", help="also write the comparison as HTML here")
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Compare even a run that is not valid, or work that is not matched"
+        ),
+    ] = False,
 ) -> None:
-    """Before/after table of the headline metrics of two runs or two sweeps, with ratios."""
-    from crossover.errors import UsageError
+    """Before/after table of the headline metrics of two runs or two sweeps, with ratios.
+
+    Both must be valid and measured with the same work (input and output tokens,
+    endpoint); otherwise compare refuses (exit 3 for a run that is not valid, 2 for
+    unmatched work) unless --force.
+    """
+    from crossover.errors import InvalidRunError, UsageError
     from crossover.report import compare_paths, format_table, write_compare_html
 
     cmp = compare_paths(before, after)
+    why = cmp.refusal()
+    if why is not None and not force:
+        error = InvalidRunError if cmp.invalid_runs else UsageError
+        raise error(f"{why} (--force to compare anyway)")
     typer.echo(format_table(cmp))
     if html is not None:
         try:
@@ -53,6 +74,16 @@ def compare(
             raise UsageError(f"cannot write {html}: {exc}") from None
 
 
+REPORT_EXAMPLE = "\b\nExample:\n  crossover report sweep1   # writes sweep1/report.html\n"
+COMPARE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover run ... --json a.json; crossover run ... --json b.json\n"
+    "  crossover compare a.json b.json\n"
+    "  crossover compare sweep1 sweep2 --html compare.html\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
-    app.command("compare")(compare)
+    app.command("report", epilog=REPORT_EXAMPLE)(report)
+    app.command("compare", epilog=COMPARE_EXAMPLE)(compare)

@@ -10,9 +10,16 @@ import typer
 
 from crossover.errors import InvalidRunError, UsageError
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover calibration-server --port 8001 &\n"
+    "  crossover run --url http://127.0.0.1:8001 --model calib --output-tokens 32 --concurrency 4\n"
+)
+
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", epilog=EXAMPLE)(run)
     app.command("summarize")(summarize_cmd)
 
 

@@ -7,14 +7,33 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crossover.errors import InvalidRunError, UsageError
+from crossover.errors import InvalidRunError, UsageError, unknown_choice
+
+if TYPE_CHECKING:  # types only: the command imports these when it runs
+    from rich.console import Console
+    from rich.table import Table
+
+    from crossover.analysis.schema import SweepFile, SweepRun
+    from crossover.metrics.summary import RunSummary
+    from crossover.runner import Progress
+    from crossover.sweep.config import SweepConfig
+    from crossover.sweep.runner import SweepOutcome
+
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover sweep --out sweep1 --model calib --output-tokens 32 \\\n"
+    "      --target a=http://127.0.0.1:8001 --target b=http://127.0.0.1:8002 \\\n"
+    "      --concurrency 1,4,16,32\n"
+    "  crossover sweep --out sweep2 --config sweep.yaml   # keys: docs/sweep-yaml.md\n"
+)
 
 if TYPE_CHECKING:
     from crossover.sweep.config import Level
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep)
+    app.command("sweep", epilog=EXAMPLE)(sweep)
 
 
 def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
@@ -49,7 +68,9 @@ def sweep(
     target: Annotated[
         list[str] | None, typer.Option(help="NAME=URL[,engine=E,model=M]; repeat")
     ] = None,
-    engine: Annotated[str | None, typer.Option(help="Default request dialect of --target")] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="Default request dialect of --target [default: openai]")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Levels, e.g. 1,2,4,8,16")] = None,
     rates: Annotated[
@@ -57,23 +78,29 @@ def sweep(
         typer.Option(help="Or open-loop levels: Poisson arrivals at these requests/s, e.g. 2,4,8"),
     ] = None,
     requests_per_level: Annotated[
-        int | None, typer.Option(help="Measured requests per level")
+        int | None, typer.Option(help="Measured requests per level [default: max(16, 4 x level)]")
     ] = None,
     duration_s_per_level: Annotated[float | None, typer.Option(help="Or seconds per level")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Warm-up requests per level")] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up requests per level [default: min(level, 8)]")
+    ] = None,
     output_tokens: Annotated[
         int | None, typer.Option(help="Exactly this many tokens per request")
     ] = None,
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    input_tokens: Annotated[
+        int | None, typer.Option(help="Prompt length in tokens [default: 200]")
+    ] = None,
     repeats: Annotated[
-        int | None, typer.Option(help="Runs per level (intervals need >= 2)")
+        int | None, typer.Option(help="Runs per level (intervals need >= 2) [default: 1]")
     ] = None,
     refine: Annotated[
         bool, typer.Option(help="Measure between bracketing levels to narrow crossovers")
     ] = False,
-    refine_budget: Annotated[int | None, typer.Option(help="Extra levels --refine may add")] = None,
+    refine_budget: Annotated[
+        int | None, typer.Option(help="Extra levels --refine may add [default: 8]")
+    ] = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
-    seed: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int | None, typer.Option(help="Prompt seed [default: 0]")] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
     allow_invalid: Annotated[bool, typer.Option(help="Exit 0 even with invalid runs")] = False,
     only: Annotated[
@@ -128,9 +155,13 @@ def sweep(
         if "concurrency" not in data and "rates" not in data:
             raise UsageError("--concurrency (e.g. 1,2,4,8) or --rates (e.g. 2,4,8) is required")
         cfg = build_sweep_config(data)
+    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
+    names = [t.name for t in cfg.targets]
+    for name in sorted(chosen or ()):
+        if name not in names:  # before the output folder exists: a mistake writes nothing
+            raise UsageError("--only: " + unknown_choice("target", name, names))
     check_writable(out)
     console = Console(stderr=True)
-    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid))
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
@@ -142,8 +173,12 @@ def sweep(
 
 
 async def run_live(
-    cfg: Any, out: Path, console: Any, only: set[str] | None = None, redo_invalid: bool = False
-) -> Any:
+    cfg: SweepConfig,
+    out: Path,
+    console: Console,
+    only: set[str] | None = None,
+    redo_invalid: bool = False,
+) -> SweepOutcome:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
     import contextlib
@@ -154,22 +189,14 @@ async def run_live(
     from crossover.cli.render import progress_line
     from crossover.sweep.runner import SweepEvents, SweepRunner
 
-    state: dict[str, Any] = {"progress": None, "label": ""}
+    progress_now: list[Progress | None] = [None]
+    label = [""]
 
-    def start(name: str, level: Level, r: int, progress: Any) -> None:
-        state["progress"], state["label"] = progress, f"{name} {level.label} r={r}"
+    def start(name: str, level: Level, r: int, progress: Progress) -> None:
+        progress_now[0], label[0] = progress, f"{name} {level.label} r={r}"
 
-    def done(name: str, level: Level, r: int, s: Any, status: str) -> None:
-        style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
-        tp = s.throughput.total_tokens_per_s
-        ttft = s.ttft_ms.p50
-        itl = s.itl_ms.p50
-        console.print(
-            f"[bold]{escape(name)}[/] {level.label} r={r}  [{style}]{s.verdict}[/]  "
-            f"total {tp or 0:,.0f} tok/s  out {s.throughput.output_tokens_per_s or 0:,.0f} tok/s"
-            f"  TTFT p50 {ttft or 0:.1f} ms  ITL p50 {itl or 0:.2f} ms"
-            + ("" if status == "done" else f"  [red]({status})[/]")
-        )
+    def done(name: str, level: Level, r: int, s: RunSummary, status: str) -> None:
+        console.print(level_line(name, level.label, r, s, status))
         for p in s.problems:
             if p.severity == "error":
                 console.print(f"    [red]{p.code}[/]: {escape(p.message)}")
@@ -188,11 +215,11 @@ async def run_live(
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not task.done():
                 await asyncio.wait({task}, timeout=0.25)
-                p = state["progress"]
+                p = progress_now[0]
                 if p is not None:
                     from rich.text import Text
 
-                    live.update(Text.assemble((state["label"] + "  ", "bold"), progress_line(p)))
+                    live.update(Text.assemble((label[0] + "  ", "bold"), progress_line(p)))
         return task.result()
     finally:
         if not task.done():  # Ctrl-C: let the level mark itself interrupted first
@@ -202,11 +229,29 @@ async def run_live(
         runner.close()
 
 
-def comparison_table(sweep: Any) -> Any:
+def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str:
+    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
+    from rich.markup import escape
+
+    from crossover.cli.render import _f
+
+    style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
+    return (
+        f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
+        f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
+        f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
+        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')} ms  ITL p50 {_f(s.itl_ms.p50, '.2f')} ms"
+        + ("" if status == "done" else f"  [red]({status})[/]")
+    )
+
+
+def comparison_table(sweep: SweepFile) -> Table:
     """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
     valid repeats); invalid runs shown as such, never averaged in."""
     from rich.markup import escape
     from rich.table import Table
+
+    from crossover.cli.render import _f
 
     names = sweep.target_names()
     axis = sweep.axis()
@@ -228,19 +273,19 @@ def comparison_table(sweep: Any) -> Any:
                 row.append(f"[red]{runs[0].verdict}[/]")
             else:
 
-                def mean(path: str, ok: list[Any] = ok) -> float:
+                def mean(path: str, fmt: str, ok: list[SweepRun] = ok) -> str:
                     vals = [v for v in (r.value(path) for r in ok) if v is not None]
-                    return sum(vals) / len(vals) if vals else float("nan")
+                    return _f(sum(vals) / len(vals) if vals else None, fmt)
 
                 row.append(
-                    f"{mean('throughput.total_tokens_per_s'):,.0f} | "
-                    f"{mean('ttft_ms.p50'):.0f} | {mean('itl_ms.p50'):.1f}"
+                    f"{mean('throughput.total_tokens_per_s', ',.0f')} | "
+                    f"{mean('ttft_ms.p50', '.0f')} | {mean('itl_ms.p50', '.1f')}"
                 )
         t.add_row(*row)
     return t
 
 
-def print_outcome(outcome: Any, out: Path, console: Any, report: bool) -> None:
+def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
     """The comparison table, the crossovers one per line, where the results are."""
     from rich.console import Console
     from rich.markup import escape

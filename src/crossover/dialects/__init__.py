@@ -12,7 +12,7 @@ from crossover.dialects.openai import (
     VLLMDialect,
 )
 from crossover.dialects.triton import TritonDialect
-from crossover.errors import UsageError
+from crossover.errors import UsageError, unknown_choice
 
 DIALECTS: dict[str, Dialect] = {
     "openai": OpenAIDialect(),
@@ -29,8 +29,7 @@ def get_dialect(name: str) -> Dialect:
     try:
         return DIALECTS[name]
     except KeyError:
-        known = ", ".join(sorted(DIALECTS))
-        raise UsageError(f"unknown engine dialect {name!r}; known: {known}") from None
+        raise UsageError(unknown_choice("engine dialect", name, DIALECTS)) from None
 
 
 __all__ = ["DIALECTS", "ChunkInfo", "Dialect", "Endpoint", "RequestSpec", "get_dialect"]

@@ -1,7 +1,7 @@
 """The OpenAI-compatible dialect and the engines that extend it.
 
 Each engine gets the fields that force exactly N generated tokens and only fields
-it accepts (``engines.md``): some servers reject unknown fields with 400/422.
+it accepts: some servers reject unknown fields with 400/422.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, unknown_choice, validation_line
 
 ENGINE_NAMES: tuple[str, ...] = ("llamacpp", "transformers", "vllm", "sglang", "trtllm", "triton")
 
@@ -22,27 +22,27 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: str
+    engine: str = Field(description="llamacpp, transformers, vllm, sglang, trtllm or triton")
     model: str = Field(
         description="model file or folder (GGUF, HF folder, Triton repository), or a hub name"
     )
-    host: str = "127.0.0.1"
+    host: str = Field(default="127.0.0.1", description="address the engine binds")
     port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
     parallel: int | None = Field(
         default=None,
         ge=1,
         description="parallel slots / max batch size / max running requests",
     )
-    tp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    dtype: str | None = None
-    quant: str | None = None
-    cuda_graphs: bool | None = None
+    tp: int = Field(default=1, ge=1, description="tensor-parallel GPUs")
+    pp: int = Field(default=1, ge=1, description="pipeline-parallel stages")
+    dtype: str | None = Field(default=None, description="weights and activations dtype")
+    quant: str | None = Field(default=None, description="quantization, e.g. fp8")
+    cuda_graphs: bool | None = Field(default=None, description="CUDA graphs on or off")
     context_tokens: int | None = Field(
         default=None, ge=1, description="max tokens of one sequence (prompt + output)"
     )
     gpu_layers: int | None = Field(default=None, ge=0, description="llama.cpp -ngl")
-    flash_attn: bool | None = None
+    flash_attn: bool | None = Field(default=None, description="flash attention on or off")
     device: str | None = Field(default=None, description="transformers --device, e.g. cuda:0")
     load_format: str | None = Field(default=None, description="vLLM/SGLang --load-format (dummy)")
     gpu_memory_utilization: float | None = Field(
@@ -70,15 +70,21 @@ class EngineConfig(BaseModel):
         default=None,
         description="argv prefix replacing the engine's default program, e.g. a built llama-server",
     )
-    extra_args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    health_timeout_s: float = Field(default=600.0, gt=0)
+    extra_args: list[str] = Field(
+        default_factory=list, description="more arguments, passed to the engine as they are"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="environment variables for the engine process"
+    )
+    health_timeout_s: float = Field(
+        default=600.0, gt=0, description="seconds to wait for the engine to answer health checks"
+    )
 
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, value: str) -> str:
         if value not in ENGINE_NAMES:
-            raise ValueError(f"unknown engine {value!r}; choose one of {', '.join(ENGINE_NAMES)}")
+            raise ValueError(unknown_choice("engine", value, ENGINE_NAMES))
         return value
 
     @field_validator("host", "model")
@@ -106,6 +112,5 @@ def engine_config(**fields: object) -> EngineConfig:
     try:
         return EngineConfig.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise UsageError(f"bad engine config: {where}: {first['msg']}") from None
+        line = validation_line(exc, model=EngineConfig)
+        raise UsageError(f"bad engine config: {line}") from None

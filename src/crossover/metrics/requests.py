@@ -1,4 +1,4 @@
-"""Per-request metrics from one raw record (measurement.md's table).
+"""Per-request metrics from one raw record (docs/metrics.md, "Per request").
 
 All results are milliseconds; a metric with no value is ``None``, never 0.
 """

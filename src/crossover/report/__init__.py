@@ -1,6 +1,6 @@
 """The sweep report (HTML with embedded PNG charts) and ``compare``.
 
-matplotlib is imported only when charts are drawn (``crossover[report]``).
+matplotlib (a core dependency) is imported only when charts are drawn.
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ grey crosses ("not used") so that they are seen but never read as results.
 from __future__ import annotations
 
 import io
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crossover.analysis.crossovers import Finding
+from crossover.analysis.crossovers import Finding, metric_spec
 from crossover.analysis.schema import Axis, SweepFile, SweepRun, level_label
 
 if TYPE_CHECKING:
@@ -63,8 +64,9 @@ def _txt(s: str) -> str:
 
 
 def _legend(ax: Axes) -> None:
+    # outside the frame, right of it: the crossover labels inside never sit under it
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def _png(fig: Any) -> bytes:
@@ -78,7 +80,7 @@ def _new_axes(
 ) -> tuple[Any, Axes]:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.5, 4.2))
+    fig = Figure(figsize=(10, 4.6))  # shown at the page's full width
     ax = fig.add_subplot()
     ax.set_title(title)
     ax.set_ylabel(ylabel)
@@ -94,19 +96,37 @@ def _new_axes(
     return fig, ax
 
 
+def spans_decades(values: Sequence[float], ratio: float = 30.0) -> bool:
+    """True when the positive values span more than ``ratio``: the axis goes log."""
+    pos = [v for v in values if v > 0]
+    return bool(pos) and max(pos) / min(pos) > ratio
+
+
+def crossover_label(f: Finding) -> str:
+    """``TTFT p50: A → B at 6.9``: the metric as people name it, not its key."""
+    assert f.concurrency is not None
+    return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {f.concurrency:.1f}"
+
+
 def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -> None:
+    lo, hi = ax.get_xlim()
     for i, f in enumerate(x for x in findings if x.kind == "crossover" and x.metric in metrics):
         assert f.interval is not None
         assert f.concurrency is not None
         ax.axvspan(f.interval[0], f.interval[1], color="0.5", alpha=0.15, lw=0)
         ax.axvline(f.concurrency, color="0.3", ls="--", lw=1)
+        # readable name; on the side of the line with more room, so it stays in the frame
+        right_half = math.log(f.concurrency / lo) > math.log(hi / lo) / 2 if lo > 0 else False
         ax.annotate(
-            _txt(f"{f.metric}: {f.below}/{f.above} @ {f.concurrency:.1f}"),
-            (f.concurrency, 0.97 - 0.07 * i),
+            _txt(crossover_label(f)),
+            (f.concurrency, 0.97 - 0.08 * i),
             xycoords=("data", "axes fraction"),
+            xytext=(-4 if right_half else 4, 0),
+            textcoords="offset points",
             fontsize=7,
-            ha="left",
+            ha="right" if right_half else "left",
             va="top",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.8", "alpha": 0.9},
         )
 
 
@@ -142,11 +162,13 @@ def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
 
 def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, title: str) -> bytes:
     """p50 line with a p90-p99 band per target, for ``ttft_ms`` or ``itl_ms``."""
-    fig, ax = _new_axes(title, f"{section.removesuffix('_ms')} (ms)", axis=sweep.axis())
+    fig, ax = _new_axes(title, f"{section.removesuffix('_ms').upper()} (ms)", axis=sweep.axis())
     labelled = [False]
+    p50_all: list[list[float]] = []
     for i, name in enumerate(sweep.target_names()):
         color = COLORS[i % len(COLORS)]
         p50 = series(sweep.runs, name, f"{section}.p50")
+        p50_all.append(list(p50.mean))
         p90 = series(sweep.runs, name, f"{section}.p90")
         p99 = series(sweep.runs, name, f"{section}.p99")
         if p50.levels:
@@ -163,6 +185,8 @@ def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, t
             )
         own = [r for r in sweep.runs if r.target == name]
         _mark_not_used(ax, own, f"{section}.p50", labelled)
+    if spans_decades([v for s in p50_all for v in s]):  # TTFT under a queue
+        ax.set_yscale("log")
     _mark_crossovers(ax, findings, {m for m in (f.metric for f in findings) if section in m})
     _legend(ax)
     return _png(fig)

@@ -93,6 +93,15 @@ class Comparison:
     after: str
     rows: list[CompareRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: why the two are not comparable: a run that is not valid (``invalid_runs``), or
+    #: work that is not matched; ``crossover compare`` refuses unless ``--force``
+    invalid_runs: list[str] = field(default_factory=list)
+    unmatched_work: list[str] = field(default_factory=list)
+
+    def refusal(self) -> str | None:
+        """One line saying why the comparison would mislead, or None when it is sound."""
+        reasons = self.invalid_runs + self.unmatched_work
+        return "not comparable: " + "; ".join(reasons) if reasons else None
 
 
 def _text(v: Any) -> str:
@@ -107,6 +116,7 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
     for label, s in ((before, a), (after, b)):
         if s.verdict != "valid":
             cmp.notes.append(f"{label}: verdict {s.verdict}; not a valid result")
+            cmp.invalid_runs.append(f"{label} is {s.verdict}, not valid")
         cmp.notes.append(
             f"{label}: {s.engine.name} {_text(s.engine.version)}, model {s.engine.model}, "
             f"concurrency {_text(s.load.concurrency)}, rate {_text(s.load.rate_rps)} rps"
@@ -116,6 +126,7 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
         va, vb = getattr(wa, k), getattr(wb, k)
         if va != vb:
             cmp.notes.append(f"work not matched: {k} {_text(va)} vs {_text(vb)}")
+            cmp.unmatched_work.append(f"{k} {_text(va)} vs {_text(vb)}")
     return cmp
 
 
@@ -154,6 +165,13 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
         bad = sum(1 for r in s.runs if not r.is_valid)
         if bad:
             cmp.notes.append(f"{label}: {bad} invalid or unverified runs left out")
+        if s.runs and not any(r.is_valid for r in s.runs):
+            cmp.invalid_runs.append(f"{label} has no valid run")
+    wa, wb = a.workload or {}, b.workload or {}
+    for k in ("input_tokens", "output_tokens", "endpoint"):
+        if k in wa and k in wb and wa[k] != wb[k]:
+            cmp.notes.append(f"work not matched: {k} {_text(wa[k])} vs {_text(wb[k])}")
+            cmp.unmatched_work.append(f"{k} {_text(wa[k])} vs {_text(wb[k])}")
     return cmp
 
 

@@ -97,18 +97,37 @@ def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
 
 
 def _problems(sweep: SweepFile) -> list[dict[str, str]]:
-    rows = []
+    """One row per problem of each run; the same ``info`` in several runs is one row
+    with the runs and the summed count, so that notes do not bury the errors."""
+    rows: list[dict[str, str]] = []
+    infos: dict[tuple[str, str], tuple[dict[str, str], list[str], int]] = {}
     for r in sweep.runs:
+        where = f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}"
         for p in r.problems:
+            if p.severity == "info":
+                key = (p.code, p.message)
+                if key in infos:
+                    row, runs, total = infos[key]
+                    infos[key] = (row, [*runs, where], total + p.count)
+                    continue
+                row = {"where": where, "code": p.code, "severity": p.severity}
+                row.update(count=str(p.count), message=p.message)
+                infos[key] = (row, [where], p.count)
+                rows.append(row)
+                continue
             rows.append(
                 {
-                    "where": f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}",
+                    "where": where,
                     "code": p.code,
                     "severity": p.severity,
                     "count": str(p.count),
                     "message": p.message,
                 }
             )
+    for row, runs, total in infos.values():
+        if len(runs) > 1:
+            row["where"] = f"{len(runs)} runs: {', '.join(runs)}"
+            row["count"] = str(total)
     return rows
 
 

@@ -8,14 +8,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from crossover.analysis.schema import RUN_SCHEMA, SweepFile
-from crossover.errors import UsageError
+from crossover.errors import UsageError, validation_line
 from crossover.metrics.summary import RunSummary
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    return f"{where}: {err['msg']}"
+    return validation_line(exc, limit=1)
 
 
 def sweep_json_path(path: Path) -> Path:

@@ -10,14 +10,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from crossover.analysis.schema import Axis, RooflineFacts, level_label
-from crossover.config import TimeoutsConfig
-from crossover.errors import UsageError, validation_line
+from crossover.config import TimeoutsConfig, base_url
+from crossover.dialects import DIALECTS
+from crossover.errors import UsageError, unknown_choice, validation_line
+
+if TYPE_CHECKING:
+    from crossover.engines.config import EngineConfig
 
 
 @dataclass(frozen=True, order=True)
@@ -59,16 +63,41 @@ class Level:
 class TargetConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
-    url: str | None = None
-    #: request dialect for a URL target; for a launched engine, the engine name
-    engine: str | None = None
-    #: model name sent in requests (default: the launched model's path)
-    model: str | None = None
-    launch: dict[str, Any] | None = None
-    roofline: dict[str, Any] | None = None
-    #: this target's own levels (default: the sweep's), e.g. one engine goes further
-    concurrency: list[int] | None = Field(None, min_length=1)
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.+-]+$",
+        description="the target's name in tables, charts and --only (letters, digits, _.+-)",
+    )
+    url: str | None = Field(
+        None, description="base URL of a running server (http://host:8000, no /v1); or launch"
+    )
+    engine: str | None = Field(
+        None,
+        description="request dialect of a URL target (openai, vllm, sglang, trtllm, triton, "
+        "llamacpp, transformers); for a launched target, the engine to launch",
+    )
+    model: str | None = Field(
+        None,
+        description="model name sent in requests; required for a URL target "
+        "(default for launch: the launched model's path)",
+    )
+    launch: dict[str, Any] | None = Field(
+        None, description="launch this engine instead of measuring a URL: the keys below"
+    )
+    roofline: dict[str, Any] | None = Field(
+        None, description="this target's roofline facts (the keys of roofline, below)"
+    )
+    concurrency: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="this target's own levels (default: the sweep's), e.g. one engine goes further",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return base_url(v) if v is not None else None
 
     @field_validator("concurrency")
     @classmethod
@@ -81,6 +110,8 @@ class TargetConfig(BaseModel):
     def _one_kind(self) -> TargetConfig:
         if (self.url is None) == (self.launch is None):
             raise ValueError(f"target {self.name}: give either url or launch")
+        if self.url is not None and self.engine is not None and self.engine not in DIALECTS:
+            raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
         if self.url is not None and self.model is None:
             raise ValueError(f"target {self.name}: a URL target needs model")
         if self.launch is not None and self.engine is None and "engine" not in self.launch:
@@ -91,37 +122,78 @@ class TargetConfig(BaseModel):
 class SweepConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
-    name: str = "sweep"
-    targets: list[TargetConfig] = Field(min_length=1)
-    #: closed-loop levels, or
-    concurrency: list[int] | None = Field(None, min_length=1)
-    #: open-loop levels: Poisson arrivals at these rates (requests/s)
-    rates: list[float] | None = Field(None, min_length=1)
-    requests_per_level: int | None = Field(None, ge=1)
-    #: or scale with the level: max(min_requests_per_level, k x concurrency)
-    requests_per_concurrency: float | None = Field(None, gt=0)
-    min_requests_per_level: int = Field(2, ge=1)
-    duration_s_per_level: float | None = Field(None, gt=0)
-    warmup_requests: int | None = Field(None, ge=0)
-    #: False: warm up only the first level after each engine start (slow engines)
-    warmup_every_level: bool = True
-    repeats: int = Field(1, ge=1, le=100)
-    output_tokens: int = Field(..., ge=1)
-    input_tokens: int | None = Field(200, ge=1)
-    endpoint: str = "completions"
-    seed: int = 0
-    prompts_file: Path | None = None
-    tokenizer: str | None = None
-    refine: bool = False
-    refine_budget: int = Field(8, ge=1)
-    refine_width: float = Field(0.25, gt=0)
-    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    allowed_failures: int = Field(0, ge=0)
-    scrape_interval_s: float = Field(1.0, gt=0)
-    #: the client's own delay to compare latencies with: auto (cached by
-    #: `crossover calibrate`), off, or a floor JSON file
-    client_floor: str = "auto"
-    roofline: list[RooflineFacts] = Field(default_factory=list)
+    name: str = Field("sweep", description="the sweep's name, shown in the report")
+    targets: list[TargetConfig] = Field(
+        min_length=1, description="what to measure: a list of targets (keys below)"
+    )
+    concurrency: list[int] | None = Field(
+        None,
+        min_length=1,
+        description="closed-loop levels: requests in flight, e.g. [1, 4, 16] (or give rates)",
+    )
+    rates: list[float] | None = Field(
+        None,
+        min_length=1,
+        description="open-loop levels: Poisson arrivals at these rates, requests/s",
+    )
+    requests_per_level: int | None = Field(
+        None, ge=1, description="measured requests per level (default: max(16, 4 x level))"
+    )
+    requests_per_concurrency: float | None = Field(
+        None,
+        gt=0,
+        description="or scale with the level: max(min_requests_per_level, k x level)",
+    )
+    min_requests_per_level: int = Field(
+        2, ge=1, description="the floor of requests_per_concurrency"
+    )
+    duration_s_per_level: float | None = Field(
+        None, gt=0, description="or measure each level for this many seconds"
+    )
+    warmup_requests: int | None = Field(
+        None, ge=0, description="warm-up requests per level (default: min(level, 8))"
+    )
+    warmup_every_level: bool = Field(
+        True,
+        description="false: warm up only the first level after each engine start (slow engines)",
+    )
+    repeats: int = Field(1, ge=1, le=100, description="runs per level; intervals need 2 or more")
+    output_tokens: int = Field(..., ge=1, description="exactly this many tokens per request")
+    input_tokens: int | None = Field(200, ge=1, description="prompt length in tokens")
+    endpoint: str = Field("completions", description="completions or chat")
+    seed: int = Field(0, description="seed of the prompts")
+    prompts_file: Path | None = Field(
+        None, description="prompts from a JSONL or ShareGPT file instead of synthetic ones"
+    )
+    tokenizer: str | None = Field(
+        None, description="HF tokenizer folder or GGUF file for exact prompt lengths"
+    )
+    refine: bool = Field(
+        False, description="measure between bracketing levels to narrow crossovers"
+    )
+    refine_budget: int = Field(8, ge=1, description="extra levels refine may add")
+    refine_width: float = Field(
+        0.25,
+        gt=0,
+        description="refine narrows a crossover until its interval is this fraction of its level",
+    )
+    timeouts: TimeoutsConfig = Field(
+        default_factory=TimeoutsConfig, description="per-request limits (keys below)"
+    )
+    allowed_failures: int = Field(
+        0, ge=0, description="failed requests a run may have and still be valid"
+    )
+    scrape_interval_s: float = Field(
+        1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
+    )
+    client_floor: str = Field(
+        "auto",
+        description="the client's own delay to compare latencies with: auto (cached by "
+        "`crossover calibrate`), off, or a floor JSON file",
+    )
+    roofline: list[RooflineFacts] = Field(
+        default_factory=list, description="roofline facts per target (keys below)"
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -223,14 +295,37 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    try:
-        return SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UsageError(validation_line(exc, str(path))) from None
+    return _validated(data, str(path))
 
 
 def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
+    return _validated(data, "sweep")
+
+
+def _validated(data: dict[str, Any], where: str) -> SweepConfig:
+    """The whole config, each target's launch block included, or one ``UsageError`` line:
+    nothing is measured or written for a config that would fail later."""
     try:
-        return SweepConfig.model_validate(data)
+        cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, "sweep")) from None
+        raise UsageError(validation_line(exc, where, model=SweepConfig)) from None
+    for i, target in enumerate(cfg.targets):
+        if target.launch is not None:
+            launch_config(target, where, f"targets.{i}.launch")
+    return cfg
+
+
+def launch_config(
+    target: TargetConfig, where: str | None = None, loc: str = "launch"
+) -> EngineConfig:
+    """The target's ``launch:`` block as an ``EngineConfig`` (its ``engine`` defaults to the
+    target's); a mistake is one ``UsageError`` line naming the key and the closest valid one."""
+    from crossover.engines.config import EngineConfig
+
+    launch = dict(target.launch or {})
+    launch.setdefault("engine", target.engine)
+    try:
+        return EngineConfig.model_validate(launch)
+    except ValidationError as exc:
+        where = where or f"target {target.name}"
+        raise UsageError(validation_line(exc, where, model=EngineConfig, loc_prefix=loc)) from None

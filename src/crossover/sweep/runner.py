@@ -36,7 +36,7 @@ from crossover.errors import EngineError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
-from crossover.sweep.config import Level, SweepConfig, TargetConfig
+from crossover.sweep.config import Level, SweepConfig, TargetConfig, launch_config
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
 
@@ -80,14 +80,8 @@ class SweepOutcome:
 
 
 def engine_config(t: TargetConfig) -> Any:
-    from crossover.engines.config import EngineConfig
-
-    launch = dict(t.launch or {})
-    launch.setdefault("engine", t.engine)
-    try:
-        return EngineConfig.model_validate(launch)
-    except Exception as exc:  # pydantic's error, made one line
-        raise UsageError(f"target {t.name}: bad launch config: {exc}".splitlines()[0]) from None
+    """The target's launch block as an EngineConfig (one-line UsageError on a mistake)."""
+    return launch_config(t)
 
 
 class SweepRunner:
@@ -111,6 +105,10 @@ class SweepRunner:
                     f"--only: no target named {unknown[0]!r}; the config has "
                     + ", ".join(t.name for t in config.targets)
                 )
+        from crossover.calibration.floor import resolve_client_floor
+
+        # a bad floor file fails before work, and before sweep.db exists
+        resolve_client_floor(config.client_floor, None)
         self.out = out
         self.events = events or SweepEvents()
         self.store = Store(out / "sweep.db")
@@ -123,9 +121,6 @@ class SweepRunner:
         self.failed_levels: list[str] = []
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
-        from crossover.calibration.floor import resolve_client_floor
-
-        resolve_client_floor(config.client_floor, None)  # a bad floor file fails before work
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
@@ -159,7 +154,7 @@ class SweepRunner:
         from crossover.engines.adapters import get_adapter
         from crossover.engines.lifecycle import start
 
-        ecfg = engine_config(t.cfg)
+        ecfg = launch_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
         if t.engine is None or not t.engine.alive():
             if t.engine is not None:

@@ -194,6 +194,8 @@ async def _attempt(
                 record.status = resp.status
                 if resp.status != 200:
                     text = (await resp.content.read(4096)).decode("utf-8", "replace")
+                    if resp.status == 404:  # most often a URL with the API path already in it
+                        text += f" (no such path {url}; give the server's base URL as --url)"
                     return _fail(record, "http_error", f"HTTP {resp.status}: {text}")
                 if not is_event_stream(resp):
                     try:

@@ -1,0 +1,122 @@
+"""The sweep YAML reference (``docs/sweep-yaml.md``), generated from the config models.
+
+``python -m crossover.sweep.reference`` prints it; ``--write`` rewrites the committed
+file. A test compares the two, so the reference cannot drift from the models.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from crossover.analysis.schema import RooflineFacts
+from crossover.config import TimeoutsConfig
+from crossover.engines.config import EngineConfig
+from crossover.sweep.config import SweepConfig, TargetConfig
+
+#: (heading, where the keys go, model), in the order a reader meets them
+SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
+    ("Top level", "the top of the file", SweepConfig),
+    ("targets", "each item of `targets:`", TargetConfig),
+    ("launch", "a target's `launch:` block (the engine launch config)", EngineConfig),
+    ("timeouts", "`timeouts:`", TimeoutsConfig),
+    ("roofline", "each item of `roofline:` (or a target's `roofline:`)", RooflineFacts),
+)
+
+HEADER = """\
+# Sweep YAML reference
+
+Generated from the config models by `python -m crossover.sweep.reference --write`;
+do not edit by hand. `crossover sweep --config FILE` reads these keys; an unknown key
+is refused with the closest valid one. Flags given with `--config` override the file.
+
+```yaml
+name: slots
+concurrency: [1, 2, 4, 8]
+output_tokens: 64
+repeats: 2
+targets:
+  - name: one-slot
+    launch: {engine: llamacpp, model: /models/gemma-3-270m.gguf, parallel: 1}
+  - name: vllm
+    url: http://127.0.0.1:8000
+    engine: vllm
+    model: google/gemma-3-270m
+```
+"""
+
+
+def type_name(annotation: Any) -> str:
+    """``int | None`` -> ``integer or null``; ``list[int]`` -> ``list of integer``."""
+    names = {int: "integer", float: "number", str: "text", bool: "true/false", Path: "path"}
+    if annotation in names:
+        return names[annotation]
+    if annotation is type(None):
+        return "null"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_name(a) for a in args)
+    if origin is list:
+        return f"list of {type_name(args[0])}"
+    if origin is dict:
+        return "mapping"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "mapping"
+    return re.sub(r"^<class '(.*)'>$", r"\1", str(annotation))
+
+
+def default_text(field: Any) -> str:
+    if field.is_required():
+        return "**required**"
+    if field.default_factory is not None:
+        value = field.default_factory()
+        if isinstance(value, BaseModel):
+            return "(keys below)"
+        return f"`{value!r}`" if value else "empty"
+    if field.default is None or field.default is PydanticUndefined:
+        return "-"
+    value = field.default
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def section(heading: str, where: str, model: type[BaseModel]) -> str:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        meaning = (field.description or "").replace("|", "\\|")
+        rows.append(
+            f"| `{name}` | {type_name(field.annotation)} | {default_text(field)} | {meaning} |"
+        )
+    return f"## {heading}\n\nKeys of {where}.\n\n" + "\n".join(rows) + "\n"
+
+
+def render() -> str:
+    return "\n".join([HEADER, *(section(*s) for s in SECTIONS)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = render()
+    if args == ["--write"]:
+        path = Path(__file__).resolve().parents[3] / "docs" / "sweep-yaml.md"
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    elif args:
+        print("usage: python -m crossover.sweep.reference [--write]", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""A sweep config mistake is one line naming the key and the closest valid one, exit 2,
+and nothing is written: no output folder, no sweep.db."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.app import main
+
+URL_TARGET = "targets:\n  - name: a\n    url: http://127.0.0.1:9\n    model: m\n"
+HEAD = "concurrency: [1]\noutput_tokens: 4\n"
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "needles"),
+    [
+        (HEAD + URL_TARGET + "    engine: vlm\n", ["unknown engine 'vlm'", "did you mean 'vllm'"]),
+        (
+            HEAD + "targets:\n  - name: a\n    launch: {engine: llamcpp, model: /m.gguf}\n",
+            ["targets.0.launch.engine", "did you mean 'llamacpp'"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, paralel: 2}\n",
+            ["targets.0.launch.paralel: unknown key", "did you mean 'parallel'"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    engine: vllm\n    launch: {model: /m, tpp: 2}\n",
+            ["targets.0.launch.tpp: unknown key"],
+        ),
+        (
+            "concurency: [1]\noutput_tokens: 4\n" + URL_TARGET,
+            ["concurency: unknown key", "did you mean 'concurrency'"],
+        ),
+        (HEAD + URL_TARGET + "    modle: x\n", ["targets.0.modle", "did you mean 'model'"]),
+        (
+            HEAD + URL_TARGET + "timeouts: {conect_s: 3}\n",
+            ["timeouts.conect_s: unknown key", "did you mean 'connect_s'"],
+        ),
+    ],
+)
+def test_sweep_yaml_mistakes(
+    tmp_path: Path, content: str, needles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(content)
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(path), "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    for needle in needles:
+        assert needle in line
+    assert not out.exists()
+
+
+def test_unknown_engine_flag_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = ["sweep", "--out", str(out), "--target", "a=http://127.0.0.1:9", "--engine", "vlm"]
+    args += ["--model", "m", "--concurrency", "1", "--output-tokens", "4"]
+    assert main(args) == 2
+    assert "did you mean 'vllm'" in _one_line(capsys)
+    assert not out.exists()
+
+
+def test_unknown_engine_in_target_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    args = ["sweep", "--out", str(out), "--target", "a=http://127.0.0.1:9,engine=sglng,model=m"]
+    args += ["--concurrency", "1", "--output-tokens", "4"]
+    assert main(args) == 2
+    assert "did you mean 'sglang'" in _one_line(capsys)
+    assert not out.exists()

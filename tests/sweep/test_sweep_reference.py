@@ -1,0 +1,43 @@
+"""docs/sweep-yaml.md is generated from the config models and must be current."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from crossover.sweep.config import load_sweep_config
+from crossover.sweep.reference import SECTIONS, main, render
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "sweep-yaml.md"
+
+
+def test_committed_reference_is_current() -> None:
+    assert DOC.read_text(encoding="utf-8") == render(), (
+        "docs/sweep-yaml.md is stale: run python -m crossover.sweep.reference --write"
+    )
+
+
+@pytest.mark.parametrize(("heading", "model"), [(s[0], s[2]) for s in SECTIONS])
+def test_every_key_is_listed_and_explained(heading: str, model: type) -> None:
+    text = render()
+    body = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    for name, field in model.model_fields.items():
+        assert f"| `{name}` |" in body, (heading, name)
+        assert field.description, f"{model.__name__}.{name} has no description"
+
+
+def test_the_example_in_the_reference_is_a_valid_sweep(tmp_path: Path) -> None:
+    example = re.search(r"```yaml\n(.*?)```", render(), re.S)
+    assert example is not None
+    path = tmp_path / "s.yaml"
+    path.write_text(example.group(1))
+    cfg = load_sweep_config(path)
+    assert [t.name for t in cfg.targets] == ["one-slot", "vllm"]
+
+
+def test_prints_without_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    assert capsys.readouterr().out == render()
+    assert main(["--bogus"]) == 2

@@ -1,0 +1,57 @@
+"""One line for every pydantic error, naming the closest valid key or value."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from crossover.errors import closest, unknown_choice, validation_line
+
+
+class Inner(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    connect_s: float = 1.0
+
+
+class Outer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    items: list[Inner] = []
+    inner: Inner | None = None
+    count: int = 0
+
+
+def _error(data: dict[str, object]) -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        Outer.model_validate(data)
+    return info.value
+
+
+def test_closest_and_unknown_choice() -> None:
+    assert closest("vlm", ["vllm", "sglang"]) == "vllm"
+    assert closest("zzz", ["vllm", "sglang"]) is None
+    assert unknown_choice("engine", "sglng", ["vllm", "sglang"]) == (
+        "unknown engine 'sglng'; did you mean 'sglang'? (known: sglang, vllm)"
+    )
+    assert "did you mean" not in unknown_choice("engine", "zzz", ["vllm"])
+
+
+def test_unknown_keys_are_named_with_the_closest_valid_one_at_any_depth() -> None:
+    exc = _error({"cuont": 1, "items": [{}, {"conect_s": 2}], "inner": {"connect": 3}})
+    line = validation_line(exc, "f.yaml", model=Outer)
+    assert "\n" not in line
+    assert line.startswith("f.yaml: ")
+    assert "cuont: unknown key; did you mean 'count'?" in line
+    assert "items.1.conect_s: unknown key; did you mean 'connect_s'?" in line
+    assert "inner.connect: unknown key; did you mean 'connect_s'?" in line
+
+
+def test_without_a_model_an_unknown_key_is_still_one_clear_line() -> None:
+    line = validation_line(_error({"cuont": 1}))
+    assert line == "cuont: unknown key"
+
+
+def test_prefix_flags_and_limit() -> None:
+    exc = _error({"count": "x", "cuont": 1})  # field errors first, then unknown keys
+    assert validation_line(exc, loc_prefix="t.launch", limit=1).startswith("t.launch.count: ")
+    assert validation_line(exc, limit=1).endswith("; and 1 more")
+    assert validation_line(exc, flags=True, limit=1).startswith("--count: ")
