@@ -26,9 +26,9 @@ from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
-from crossover.load.looplag import PROBE_INTERVAL_S, LoopLagProbe, frozen_heap
+from crossover.load.looplag import PROBE_INTERVAL_S
 from crossover.load.send import send_prompt
-from crossover.load.strategies import closed_loop, open_loop
+from crossover.load.strategies import closed_loop, measured_load
 from crossover.metrics.loop import loop_lag
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
 from crossover.metrics.summary import (
@@ -385,27 +385,16 @@ async def _execute_here(
                 await open_connections(session, config.url, config.concurrency)
             if progress is not None:
                 progress.started_ns = time.perf_counter_ns()
-            probe = LoopLagProbe()
-            with frozen_heap():
-                probe.start()
-                if not abort.is_set():
-                    if config.mode == "concurrency":
-                        assert config.concurrency is not None
-                        await closed_loop(
-                            send, config.concurrency, config.requests, config.duration_s, abort
-                        )
-                    else:
-                        assert config.rate_rps is not None
-                        await open_loop(
-                            send,
-                            config.rate_rps,
-                            config.requests,
-                            config.duration_s,
-                            abort,
-                            config.seed,
-                            config.max_in_flight,
-                        )
-                lags.extend(await probe.stop())
+            lags += await measured_load(
+                send,
+                concurrency=config.concurrency if config.mode == "concurrency" else None,
+                rate_rps=config.rate_rps,
+                requests=config.requests,
+                duration_s=config.duration_s,
+                abort=abort,
+                seed=config.seed,
+                max_in_flight=config.max_in_flight,
+            )
         except asyncio.CancelledError:
             store.finish_run(run_id, "interrupted", None)
             raise

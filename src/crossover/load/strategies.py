@@ -145,3 +145,31 @@ async def _gather_or_abort(aws: Sequence[Awaitable[None]], abort: asyncio.Event)
         for t in tasks:
             t.cancel()
         await asyncio.gather(everything, return_exceptions=True)
+
+
+async def measured_load(
+    send: SendFn,
+    *,
+    concurrency: int | None,
+    rate_rps: float | None,
+    requests: int | None,
+    duration_s: float | None,
+    abort: asyncio.Event,
+    seed: int,
+    max_in_flight: int | None,
+) -> list[float]:
+    """The measured part of a load, in-process or in a worker: a closed loop at
+    ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
+    event loop's own lag probed throughout. Returns the probe's lags (ms)."""
+    from crossover.load.looplag import LoopLagProbe, frozen_heap
+
+    probe = LoopLagProbe()
+    with frozen_heap():
+        probe.start()
+        if not abort.is_set():
+            if concurrency is not None:
+                await closed_loop(send, concurrency, requests, duration_s, abort)
+            else:
+                assert rate_rps is not None
+                await open_loop(send, rate_rps, requests, duration_s, abort, seed, max_in_flight)
+        return await probe.stop()

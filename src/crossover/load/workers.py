@@ -165,9 +165,8 @@ async def _worker(
 ) -> None:
     from crossover.config import RunConfig
     from crossover.dialects import get_dialect
-    from crossover.load.looplag import LoopLagProbe, frozen_heap
     from crossover.load.send import send_prompt
-    from crossover.load.strategies import closed_loop, open_loop
+    from crossover.load.strategies import closed_loop, measured_load
     from crossover.transport.http import Timeouts, make_session, open_connections
 
     config = RunConfig.model_validate_json(config_json)
@@ -221,25 +220,17 @@ async def _worker(
                 await asyncio.sleep(0.002)
             if abort.is_set():
                 return
-            probe = LoopLagProbe()
-            with frozen_heap():
-                probe.start()
-                if share.concurrency is not None:
-                    await closed_loop(
-                        send, share.concurrency, share.requests, share.duration_s, abort
-                    )
-                else:
-                    assert share.rate_rps is not None
-                    await open_loop(
-                        send,
-                        share.rate_rps,
-                        share.requests,
-                        share.duration_s,
-                        abort,
-                        share.seed,
-                        share.max_in_flight,
-                    )
-                out.put(("lag", share.worker, await probe.stop()))
+            lags = await measured_load(
+                send,
+                concurrency=share.concurrency,
+                rate_rps=share.rate_rps,
+                requests=share.requests,
+                duration_s=share.duration_s,
+                abort=abort,
+                seed=share.seed,
+                max_in_flight=share.max_in_flight,
+            )
+            out.put(("lag", share.worker, lags))
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
