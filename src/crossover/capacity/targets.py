@@ -51,9 +51,9 @@ async def _launched(
 ) -> CapacityFile:
     from crossover.engines.adapters import get_adapter
     from crossover.engines.lifecycle import start
-    from crossover.sweep.runner import engine_config
+    from crossover.sweep.config import launch_config
 
-    ecfg = engine_config(t)
+    ecfg = launch_config(t)
     adapter = get_adapter(ecfg.engine)
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     # started from the main thread, as the sweep does, so the engine dies with us

@@ -79,11 +79,6 @@ class SweepOutcome:
     failed_levels: list[str] = field(default_factory=list)
 
 
-def engine_config(t: TargetConfig) -> Any:
-    """The target's launch block as an EngineConfig (one-line UsageError on a mistake)."""
-    return launch_config(t)
-
-
 class SweepRunner:
     def __init__(
         self,
