@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from crossover.errors import InvalidRunError, UsageError, unknown_choice
+from crossover.errors import InvalidRunError, UsageError
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
     from rich.console import Console
@@ -156,10 +156,7 @@ def sweep(
             raise UsageError("--concurrency (e.g. 1,2,4,8) or --rates (e.g. 2,4,8) is required")
         cfg = build_sweep_config(data)
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
-    names = [t.name for t in cfg.targets]
-    for name in sorted(chosen or ()):
-        if name not in names:  # before the output folder exists: a mistake writes nothing
-            raise UsageError("--only: " + unknown_choice("target", name, names))
+    cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
     check_writable(out)
     console = Console(stderr=True)
     outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid))

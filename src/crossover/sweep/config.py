@@ -270,6 +270,13 @@ class SweepConfig(BaseModel):
             return max(self.min_requests_per_level, math.ceil(self.requests_per_concurrency * c))
         return self.requests_per_level or max(16, 4 * c)
 
+    def check_only(self, only: set[str] | None) -> None:
+        """Refuse a name in ``--only`` that no target has (one line, closest name)."""
+        names = [t.name for t in self.targets]
+        for name in sorted(only or ()):
+            if name not in names:
+                raise UsageError("--only: " + unknown_choice("target", name, names))
+
     def identity(self) -> dict[str, Any]:
         """What must not change between a sweep and its resumption."""
         return {

@@ -93,13 +93,7 @@ class SweepRunner:
         self.redo_invalid = redo_invalid
         #: measure only these targets this time; the others' stored runs stay in sweep.json
         self.only = only
-        if only is not None:
-            unknown = sorted(only - {t.name for t in config.targets})
-            if unknown:
-                raise UsageError(
-                    f"--only: no target named {unknown[0]!r}; the config has "
-                    + ", ".join(t.name for t in config.targets)
-                )
+        config.check_only(only)
         from crossover.calibration.floor import resolve_client_floor
 
         # a bad floor file fails before work, and before sweep.db exists
