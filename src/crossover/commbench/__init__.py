@@ -17,13 +17,13 @@ from crossover.commbench.results import (
     summarize,
 )
 from crossover.commbench.runner import (
-    MULTICAST_OFF,
     build_result,
     disable_multicast,
     gpu_count,
     run_commbench,
     time_calls,
 )
+from crossover.multicast import MULTICAST_OFF
 
 __all__ = [
     "MULTICAST_OFF",

@@ -25,12 +25,8 @@ from typing import Any, Protocol
 
 from crossover.commbench.results import CommbenchResult, Point, message_sizes, summarize
 from crossover.errors import UsageError
+from crossover.multicast import MULTICAST_OFF
 
-MULTICAST_OFF: dict[str, str] = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 # Fewer timed calls for big messages: about this many bytes per size and mode.
 BYTES_PER_SIZE = 8 * 1024**3
 

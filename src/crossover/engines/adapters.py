@@ -17,6 +17,7 @@ from typing import Any
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.errors import UsageError
+from crossover.multicast import MULTICAST_OFF
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,7 @@ VLLM_COMPILATION_FLAGS = ("--compilation-config", "-cc", "-O")
 #: the NCCL/torch switches set; the backend choice and the fused all-reduce pass are forced
 #: too. Names from vllm/envs.py and vllm/config/compilation.py (0.26.0).
 VLLM_NO_MULTICAST_ENV: dict[str, str] = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
+    **MULTICAST_OFF,
     "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
 }
