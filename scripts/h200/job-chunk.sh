@@ -10,4 +10,11 @@ for d in .whl-chunks/chunk*; do
 done
 echo "wheelhouse: $(ls /root/wheelhouse | wc -l) files, $(du -sm /root/wheelhouse | cut -f1) MiB"
 [ -f /tmp/xo/background.log ] && tail -3 /tmp/xo/background.log
+# INSTALL=1 (with the last chunk): install vLLM now, detached, while the CUDA build runs;
+# job-sweep.sh waits for /tmp/xo/vllm.done before any target that needs vLLM.
+if [ "${INSTALL:-0}" = 1 ] && [ ! -f /tmp/xo/vllm.started ]; then
+  touch /tmp/xo/vllm.started
+  setsid nohup bash -c 'cd /root/wheelhouse && TIER=core bash /root/wheelhouse/install_vllm.sh > /tmp/xo/install-vllm.log 2>&1; echo "rc=$?" > /tmp/xo/vllm.done' > /dev/null 2>&1 < /dev/null &
+  echo "vLLM install started (detached)"
+fi
 exit 0

@@ -19,7 +19,13 @@ export PATH=$W/bin:/opt/torch/.venv/bin:$PATH HF_HUB_OFFLINE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 rm -rf $W/src && cp -r $ROOT/src $W/src
 XO="python3 -m crossover"
-if ! python3 -c "import vllm" 2>/dev/null; then
+# a detached install (job-chunk.sh with INSTALL=1): wait for it unless NEED_VLLM=0
+# (a llama.cpp-only call measures while it finishes; the README says which levels)
+if [ -f $W/vllm.started ] && [ "${NEED_VLLM:-1}" = 1 ]; then
+  while [ ! -f $W/vllm.done ] && [ $(el) -lt 300 ]; do sleep 3; done
+  say "vLLM install: $(cat $W/vllm.done 2>/dev/null)"; grep -E "^vllm |smoke|ABORT" $W/install-vllm.log
+fi
+if [ "${NEED_VLLM:-1}" = 1 ] && ! python3 -c "import vllm" 2>/dev/null; then
   bash scripts/h200/job-chunk.sh
   say "installing vLLM"
   TIER=core bash /root/wheelhouse/install_vllm.sh > $W/install-vllm.log 2>&1
