@@ -51,6 +51,8 @@ def _wrap(original: Callable[[Any, Any], str | None]) -> Callable[[Any, Any], st
 def install() -> None:
     """Idempotent: wrap typer's type column renderer for options and arguments."""
     for cls in (typer.core.TyperOption, typer.core.TyperArgument):
-        current = cls.display_type_rich
+        current = getattr(cls, "display_type_rich", None)
+        if current is None:
+            continue  # another typer version: its own labels, nothing to tidy
         if getattr(current, "__wrapped__", None) is None:
             setattr(cls, "display_type_rich", _wrap(current))  # noqa: B010
