@@ -311,3 +311,20 @@ def test_calibrated_estimates_sit_near_the_measurement_and_below_the_roofline() 
         for rec in advice["recommendations"]:
             ratio = rec["predicted"]["output_tok_s"] / rec["measured"]["output_tok_s"]
             assert lo < ratio < hi, (predictions, rec["concurrency"], ratio)
+
+
+def test_a_stalled_repeat_is_left_out_and_named() -> None:
+    from crossover.advise.results import drop_stalled
+
+    def s(ttft: float | None, out: float) -> dict[str, Any]:
+        return {"ttft_ms": {"p50": ttft}, "throughput": {"output_tokens_per_s": out}}
+
+    # the H200 llama.cpp pair at one user: 49 ms vs 8,821 ms (prompt-cache saves)
+    kept, n = drop_stalled([s(49.0, 185.0), s(8821.0, 25.0)])
+    assert (n, [k["throughput"]["output_tokens_per_s"] for k in kept]) == (1, [185.0])
+    assert drop_stalled([s(49.0, 185.0), s(480.0, 180.0)])[1] == 0  # 9.8x: kept
+    assert drop_stalled([s(8821.0, 25.0)])[1] == 0  # one repeat: nothing to compare
+    assert drop_stalled([s(None, 1.0), s(10.0, 2.0)])[1] == 0
+    report = calibrate([ROOT / p for p in SWEEPS], "llama-3.1-8b")
+    assert "llamacpp-graphs c=1: 1 of 2 repeats" in report.stalled
+    assert "Left out as stalls" in markdown(report)

@@ -58,6 +58,19 @@ def test_llamacpp_command_matches_the_run_seen_here(tmp_path: Path) -> None:
     assert spec.env_unset == ("GGML_CUDA_DISABLE_GRAPHS",)  # an inherited "1" would win
 
 
+@pytest.mark.parametrize(("mib", "flag"), [(0, "0"), (2048, "2048"), (None, None)])
+def test_llamacpp_prompt_cache_size(tmp_path: Path, mib: int | None, flag: str | None) -> None:
+    # --cache-ram (common/arg.cpp): 0 turns off the host prompt cache whose idle-slot saves
+    # stalled a 256-slot server on the H200 (docs/engines.md); unset keeps the default
+    argv = launch_spec(
+        cfg(engine="llamacpp", model="m.gguf", prompt_cache_mib=mib), 1, tmp_path
+    ).argv
+    if flag is None:
+        assert "--cache-ram" not in argv
+    else:
+        assert argv[argv.index("--cache-ram") + 1] == flag
+
+
 def test_llamacpp_graphs_off_is_an_environment_variable(tmp_path: Path) -> None:
     spec = launch_spec(cfg(engine="llamacpp", model="m.gguf", cuda_graphs=False), 1, tmp_path)
     assert spec.env_set == {"GGML_CUDA_DISABLE_GRAPHS": "1"}
@@ -163,10 +176,13 @@ def test_vllm_refuses_a_second_compilation_flag(tmp_path: Path, flag: str) -> No
 @pytest.mark.parametrize(
     ("engine", "knob"),
     [("llamacpp", "gpu_memory_utilization"), ("transformers", "max_batched_tokens"),
-     ("sglang", "compilation_config")],
+     ("sglang", "compilation_config"), ("vllm", "prompt_cache_mib"),
+     ("trtllm", "prompt_cache_mib")],
 )  # fmt: skip
 def test_knobs_an_engine_cannot_take_are_refused(tmp_path: Path, engine: str, knob: str) -> None:
-    value = {"gpu_memory_utilization": 0.5, "max_batched_tokens": 64}.get(knob, {"a": 1})
+    value = {"gpu_memory_utilization": 0.5, "max_batched_tokens": 64, "prompt_cache_mib": 0}.get(
+        knob, {"a": 1}
+    )
     with pytest.raises(UsageError, match=knob):
         launch_spec(cfg(engine=engine, model=str(tmp_path), **{knob: value}), 9000, tmp_path)
 

@@ -338,3 +338,11 @@ def test_vllm_multicast_all_reduce_is_seen_in_engine_lines_only() -> None:
     assert check(crash, parse_expect("multicast=off"))[0].status == "mismatch"
     assert safe.value("allreduce_backends") == "CUSTOM,PYNCCL"
     assert safe.value("tp") == 2
+
+
+def test_llamacpp_prompt_cache_size_is_the_requested_flag() -> None:
+    # llama-server prints its prompt-cache limit only at trace verbosity: argv is the basis
+    argv = ["llama-server", "-m", "m8b.gguf", "-np", "256", "--cache-ram", "0", "--metrics"]
+    text = record("llamacpp", argv) + real("llama-server-cuda-h200-graphs-on.log")
+    fact = effective_settings(text).facts["prompt_cache_mib"]
+    assert (fact.value, fact.basis, fact.verified) == (0, "launch-argv", False)

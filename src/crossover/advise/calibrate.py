@@ -40,7 +40,7 @@ from crossover.advise.efficiency import FIT_TERMS, Calibration, EngineProfile, S
 from crossover.advise.fit import BOUNDS, Point, fit, heldout, in_sample_rows
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
-from crossover.advise.results import load_results
+from crossover.advise.results import STALL_TTFT_RATIO, load_results
 from crossover.errors import UsageError
 
 # Engines never measured borrow a measured engine's profile (said in the advice).
@@ -167,6 +167,7 @@ class Report(BaseModel):
     heldout_levels: list[Row]
     heldout_targets: list[Row]
     references: list[Row]
+    stalled: list[str] = []  # "target c=N: k of n repeats" left out as stalls
 
 
 def calibrate(
@@ -206,12 +207,18 @@ def calibrate(
     )
     refs = reference_rows(cal)
     cal.errors["references"] = summarize(refs)
+    stalled = [
+        f"{m.target} c={m.concurrency}: {m.stalled} of {m.runs + m.stalled} repeats"
+        for m in (p.measured for p in points)
+        if m.stalled
+    ]
     return Report(
         calibration=cal,
         in_sample=in_sample,
         heldout_levels=levels,
         heldout_targets=targets,
         references=refs,
+        stalled=stalled,
     )
 
 
@@ -257,6 +264,14 @@ def markdown(report: Report) -> str:
         f"Not measured, borrowed: {borrowed or 'none'}. `*`: the term ended on its bound.",
         "",
     ]
+    if report.stalled:
+        lines += [
+            "Left out as stalls (TTFT p50 at least "
+            f"{STALL_TTFT_RATIO:g}x the level's fastest repeat): "
+            + "; ".join(report.stalled)
+            + ".",
+            "",
+        ]
     schemes = [
         ("in-sample (fitted to these rows)", "in_sample"),
         ("held-out levels (each level refitted without it)", "heldout_levels"),

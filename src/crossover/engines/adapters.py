@@ -102,6 +102,12 @@ def _llamacpp(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     argv += ["-ngl", str(config.gpu_layers if config.gpu_layers is not None else 999)]
     if config.flash_attn is not None:
         argv += ["-fa", _on_off(config.flash_attn)]
+    if config.prompt_cache_mib is not None:
+        # --cache-ram (server: host-memory prompt caching, llama.cpp PR #16391; 8192 MiB by
+        # default, 0 disables it). With many slots its default stalls the server: each new
+        # task first saves the idle slots into the full cache, one eviction each
+        # (docs/engines.md, "llama.cpp's host prompt cache").
+        argv += ["--cache-ram", str(config.prompt_cache_mib)]
     argv += ["--metrics", *config.extra_args]
     env_set: dict[str, str] = {}
     env_unset: tuple[str, ...] = ()
@@ -132,6 +138,7 @@ def _transformers(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_memory_utilization="not a transformers serve option",
         max_batched_tokens="use extra_args --cb-max-batch-tokens",
         compilation_config="vLLM only",
+        prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
     )
     argv = ["serve", str(config.model_path()), "--continuous-batching"]
     if config.cuda_graphs:
@@ -192,7 +199,13 @@ def vllm_compilation_config(config: EngineConfig) -> dict[str, Any] | None:
 
 
 def _vllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
-    _refuse(config, "vLLM", gpu_layers="llama.cpp only", device="use CUDA_VISIBLE_DEVICES in env")
+    _refuse(
+        config,
+        "vLLM",
+        gpu_layers="llama.cpp only",
+        device="use CUDA_VISIBLE_DEVICES in env",
+        prompt_cache_mib="llama.cpp only (vLLM's prefix cache lives in GPU KV blocks)",
+    )
     clash = [a for a in config.extra_args if a.split("=")[0] in VLLM_COMPILATION_FLAGS]
     if clash:
         raise UsageError(
@@ -235,6 +248,7 @@ def _sglang(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_layers="llama.cpp only",
         device="use CUDA_VISIBLE_DEVICES in env",
         compilation_config="vLLM only",
+        prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
     )
     argv = ["--model-path", config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tp-size", str(config.tp), "--pp-size", str(config.pp)]
@@ -297,6 +311,7 @@ def _trtllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         device="use CUDA_VISIBLE_DEVICES in env",
         load_format="not a trtllm-serve option",
         compilation_config="vLLM only",
+        prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
     )
     argv = [config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tp_size", str(config.tp), "--pp_size", str(config.pp)]
@@ -342,6 +357,7 @@ def _triton(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_memory_utilization="set kv_cache_free_gpu_mem_fraction in the model repository",
         max_batched_tokens="set max_num_tokens at engine build",
         compilation_config="vLLM only",
+        prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
     )
     argv = [f"--model-repository={config.model_path()}", f"--http-port={port}"]
     argv += [f"--http-address={config.host}", "--allow-grpc=false"]

@@ -63,6 +63,12 @@ class EngineConfig(BaseModel):
         description="vLLM --compilation-config as a mapping; merged with what cuda_graphs and "
         "tp/pp need into the one flag vLLM reads",
     )
+    prompt_cache_mib: int | None = Field(
+        default=None,
+        ge=0,
+        description="llama.cpp --cache-ram: host-RAM prompt cache in MiB (0 turns it off; "
+        "llama-server's default is 8192)",
+    )
     engine_version: str | None = Field(
         default=None, description="selects version-dependent syntax (trtllm 0.x YAML nesting)"
     )

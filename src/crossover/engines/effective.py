@@ -33,6 +33,7 @@ SETTINGS: tuple[str, ...] = (
     "device", "gpu_layers", "flash_attn", "threads", "continuous_batching", "world_size",
     "version", "model", "first_decode_ms_per_token", "gpu_memory_utilization",
     "max_batched_tokens", "torch_compile", "allreduce_backends", "multicast",
+    "prompt_cache_mib",
 )  # fmt: skip
 ALIASES: dict[str, str] = {
     "graphs": "cuda_graphs",
@@ -159,7 +160,10 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
 
 # Launch flags recorded as requested (unverified) values when the log is silent.
 _ARGV_FLAGS: dict[str, dict[str, str]] = {
-    "llamacpp": {"-np": "parallel_slots", "--parallel": "parallel_slots", "-ngl": "gpu_layers"},
+    "llamacpp": {
+        "-np": "parallel_slots", "--parallel": "parallel_slots", "-ngl": "gpu_layers",
+        "--cache-ram": "prompt_cache_mib", "-cram": "prompt_cache_mib",
+    },
     "transformers": {"--device": "device", "--dtype": "dtype"},
     "vllm": {
         "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",

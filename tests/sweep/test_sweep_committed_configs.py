@@ -1,0 +1,44 @@
+"""Every sweep config the GPU jobs run (scripts/*/) loads and builds each target's launch
+command here, so a renamed setting fails on this machine, not after a GPU machine starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossover.engines import launch_spec
+from crossover.sweep.config import launch_config, load_sweep_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted(
+    p for p in (ROOT / "scripts").rglob("*.yaml") if "targets:" in p.read_text(encoding="utf-8")
+)
+
+
+def test_the_gpu_job_configs_are_found() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in CONFIGS}
+    assert {"scripts/h200/sweep-a.yaml", "scripts/h200/sweep-b.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_committed_sweep_config_builds_every_launch(path: Path, tmp_path: Path) -> None:
+    config = load_sweep_config(path)
+    assert config.targets
+    for target in config.targets:
+        if target.launch is None:
+            continue  # an already-running server (url:)
+        spec = launch_spec(launch_config(target), 8000, tmp_path)
+        assert spec.argv and "127.0.0.1" in spec.argv  # bound to loopback unless told
+
+
+def test_nocache_llamacpp_targets_turn_the_prompt_cache_off(tmp_path: Path) -> None:
+    config = load_sweep_config(ROOT / "scripts/h200/sweep-a.yaml")
+    by_name = {t.name: t for t in config.targets}
+    for name in ("llamacpp-graphs-nocache", "llamacpp-nographs"):
+        argv = launch_spec(launch_config(by_name[name]), 8000, tmp_path).argv
+        assert argv[argv.index("--cache-ram") + 1] == "0"
+    assert (
+        "--cache-ram"
+        not in launch_spec(launch_config(by_name["llamacpp-graphs"]), 1, tmp_path).argv
+    )
