@@ -1,7 +1,12 @@
 """One shared aiohttp session per run; one streamed request -> one raw record.
 
-The arrival time of every read is taken with ``perf_counter_ns`` before parsing,
-and every event parsed from that read carries it. Timeouts are separate: connect,
+Arrival times are taken where the bytes enter the process: the session's connections use
+``StampingHandler``, aiohttp's protocol with a ``perf_counter_ns`` stamp in each
+``data_received`` (paired with how many body bytes the response had then). The read loop
+maps each HTTP chunk it reads to the stamp of the ``data_received`` that brought its last
+byte, so a chunk waiting while the loop ran other streams' work (many streams ending at
+once) keeps its true arrival. A session without the handler falls back to a stamp taken
+when the read returns. Timeouts are separate: connect,
 first token, gap between token-carrying chunks, and total; a single
 ``asyncio.timeout`` is rescheduled as the phase changes (no task per read).
 
@@ -22,13 +27,16 @@ that is not ``text/event-stream`` is not read as a stream at all: one JSON body 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.client_proto import ResponseHandler
 
 from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
@@ -68,12 +76,63 @@ class Timeouts:
     total_s: float = 1800.0
 
 
+class StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, stamping every ``data_received``.
+
+    ``rx`` holds ``(perf_counter_ns at arrival, body bytes of the current response fed
+    so far)`` for the response ``rx_payload`` (its ``StreamReader``); a new response on
+    the connection gets a new deque, so a reader holding the old one is never confused by
+    the next request's bytes.
+    """
+
+    rx_payload: object | None = None
+    rx: deque[tuple[int, int]] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        super().data_received(data)
+        payload = self._payload
+        if payload is None or not data:
+            return
+        if payload is not self.rx_payload:
+            self.rx_payload = payload
+            self.rx = deque()
+        rx = self.rx
+        if rx is not None:
+            rx.append((t, payload.total_bytes))
+
+
+def stamp_arrivals(connector: aiohttp.BaseConnector) -> bool:
+    """Make ``connector`` build ``StampingHandler`` connections; False where this aiohttp
+    has no protocol factory to replace (arrivals are then stamped at read)."""
+    factory = getattr(connector, "_factory", None)
+    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
+        return False
+    connector._factory = functools.partial(StampingHandler, *factory.args, **factory.keywords)  # type: ignore[assignment]
+    return True
+
+
+def _arrivals_of(resp: aiohttp.ClientResponse) -> deque[tuple[int, int]] | None:
+    """The stamps of ``resp``'s body bytes, when its connection stamps them."""
+    conn = resp.connection
+    proto = conn.protocol if conn is not None else None
+    if isinstance(proto, StampingHandler) and proto.rx_payload is resp.content:
+        return proto.rx
+    if isinstance(proto, StampingHandler) and proto.rx_payload is None:
+        # headers arrived without body bytes: the first data_received with body starts it
+        proto.rx_payload = resp.content
+        proto.rx = deque()
+        return proto.rx
+    return None
+
+
 def make_session(
     headers: dict[str, str] | None = None, timeouts: Timeouts | None = None
 ) -> aiohttp.ClientSession:
     """The run's one session: no connection cap (the load strategy is the cap)."""
     t = timeouts or Timeouts()
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
+    stamp_arrivals(connector)
     return aiohttp.ClientSession(
         connector=connector,
         headers=headers,
@@ -205,11 +264,25 @@ async def _attempt(
                     return _fail(record, *why, perf())
                 phase = "first token"
                 content = resp.content
+                rx = _arrivals_of(resp)
+                consumed = 0
                 broken = False
                 too_large: EventTooLarge | None = None
                 while not broken:
-                    data = await content.readany()
-                    t = perf()
+                    if rx is None:
+                        data = await content.readany()
+                        t = perf()
+                    else:
+                        data, _ = await content.readchunk()
+                        if not data:
+                            if content.at_eof():
+                                break
+                            continue  # an HTTP chunk boundary with nothing new
+                        # the data_received that brought this chunk's last byte
+                        consumed += len(data)
+                        while len(rx) > 1 and rx[0][1] < consumed:
+                            rx.popleft()
+                        t = rx[0][0] if rx and rx[0][1] >= consumed else perf()
                     if not data:
                         break
                     if head is None:
