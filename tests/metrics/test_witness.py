@@ -313,7 +313,7 @@ def test_verdict_rules() -> None:
     for code in UNVERIFIED_CODES:
         assert verdict([p(code, "warning")], 1) == "unverified"
         assert verdict([p(code, "info")], 1) == "valid"
-    assert verdict([p("multi_token_chunks", "warning"), p("x", "error")], 1) == "invalid"
+    assert verdict([p("multi_token_chunks", "warning"), p("http_error", "error")], 1) == "invalid"
 
 
 # --- the documentation --------------------------------------------------------------------

@@ -57,17 +57,21 @@ def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> 
     sweep = load_sweep(sweep_dir)
     note = "the engine reported no usage; counted from the stream"
     for run in sweep.runs[:3]:
-        run.summary.problems.append(Problem(code="note_x", severity="info", count=2, message=note))
+        run.summary.problems.append(
+            Problem(code="warmup_failed", severity="info", count=2, message=note)
+        )
     sweep.runs[0].summary.problems.append(
-        Problem(code="err_x", severity="error", count=1, message="an error stays on its own")
+        Problem(
+            code="event_too_large", severity="error", count=1, message="an error stays on its own"
+        )
     )
     html = write_report(sweep_dir, sweep, sweep_dir / "r.html").read_text()
     problems = html.split('id="problems"', 1)[1].split('id="verdicts"', 1)[0]
-    rows = [row for row in problems.split("<tr>") if "note_x" in row]
+    rows = [row for row in problems.split("<tr>") if "warmup_failed" in row]
     assert len(rows) == 1
     assert "3 runs: " in rows[0]
     assert '<td class="num">6</td>' in rows[0]
-    assert problems.count("err_x") == 1
+    assert problems.count("event_too_large") == 1
 
 
 def test_chart_labels_name_metrics_as_people_do_and_latency_axes_go_log() -> None:

@@ -17,25 +17,12 @@ import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from crossover.records.model import RequestRecord
 
 #: sends request ``index`` (scheduled at ``t_scheduled_ns`` or None) and returns its record
 SendFn = Callable[[int, int | None, bool], Awaitable[RequestRecord]]
-
-
-@dataclass(frozen=True, slots=True)
-class LoadPlan:
-    mode: str  # "concurrency" | "rate"
-    concurrency: int | None = None
-    rate_rps: float | None = None
-    max_in_flight: int | None = None
-    requests: int | None = None
-    duration_s: float | None = None
-    warmup_requests: int = 0
-    seed: int = 0
 
 
 def poisson_schedule(rate_rps: float, count: int, seed: int, start_ns: int) -> list[int]:

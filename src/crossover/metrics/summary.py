@@ -5,14 +5,14 @@ Derived from the raw records and recomputable from them (``crossover summarize``
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
 Verdict = Literal["valid", "unverified", "invalid"]
 Severity = Literal["error", "warning", "info"]
 
-PROBLEM_CODES = (
+ProblemCode = Literal[
     "short_completion",
     "long_completion",
     "finish_reason",
@@ -38,7 +38,11 @@ PROBLEM_CODES = (
     "event_too_large",
     "data_after_done",
     "warmup_failed",
-)
+    # capacity searches: an open-loop level whose backlog kept growing
+    "overloaded",
+]
+#: every code a run summary may carry (docs/metrics.md names each)
+PROBLEM_CODES: tuple[str, ...] = get_args(ProblemCode)
 
 
 class Stats(BaseModel):
@@ -53,14 +57,14 @@ class Stats(BaseModel):
 
 
 class Problem(BaseModel):
-    code: str
+    code: ProblemCode
     severity: Severity
     count: int
     message: str
 
 
 def add_problem(
-    out: list[Problem], code: str, severity: Severity, count: int, message: str
+    out: list[Problem], code: ProblemCode, severity: Severity, count: int, message: str
 ) -> None:
     """Append a problem, unless nothing has it (``count`` 0)."""
     if count:

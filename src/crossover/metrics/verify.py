@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections import Counter
 
 from crossover.metrics.context import RunContext
-from crossover.metrics.summary import EngineCounter, Problem, Severity, Verdict, add_problem
+from crossover.metrics.summary import (
+    EngineCounter,
+    Problem,
+    ProblemCode,
+    Severity,
+    Verdict,
+    add_problem,
+)
 from crossover.metrics.witness import (
     check_engine,
     check_output,
@@ -18,13 +25,13 @@ from crossover.metrics.witness import (
     engine_agrees,
     text_disagrees,
 )
-from crossover.records.model import RequestRecord
+from crossover.records.model import ErrorKind, RequestRecord
 
 #: warnings with these codes make a run ``unverified`` (a count has no second witness
 #: that agrees); any ``error`` makes it ``invalid``
 UNVERIFIED_CODES = frozenset({"usage_missing", "multi_token_chunks", "engine_tokens_mismatch"})
 
-_ERROR_CODES = {
+_ERROR_CODES: dict[ErrorKind, ProblemCode] = {
     "http_error": "http_error",
     "timeout": "timeout",
     "connection_error": "connection_error",
@@ -38,7 +45,7 @@ _ERROR_CODES = {
 }
 
 
-def error_code(r: RequestRecord) -> str:
+def error_code(r: RequestRecord) -> ProblemCode:
     """The problem code of a failed request."""
     assert r.error_kind is not None
     return _ERROR_CODES[r.error_kind]
@@ -113,7 +120,7 @@ def verify(
         f"{len(late)} responses went on after [DONE] ({sum(r.after_done_events for r in late)} "
         "events): their figures stop at [DONE], what came after was not read",
     )
-    failed: dict[str, list[RequestRecord]] = {}
+    failed: dict[ProblemCode, list[RequestRecord]] = {}
     for r in records:
         if r.error_kind is not None:
             failed.setdefault(error_code(r), []).append(r)
