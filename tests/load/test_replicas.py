@@ -33,7 +33,7 @@ def replicas() -> Iterator[list[str]]:
 
 
 def served(url: str) -> int:
-    with urllib.request.urlopen(url + "/calibration/truth", timeout=5) as resp:  # noqa: S310
+    with urllib.request.urlopen(url + "/calibration/truth", timeout=5) as resp:
         return int(json.loads(resp.read())["requests_total"])
 
 
@@ -58,9 +58,7 @@ def _run(bases: list[str], tmp: Path, **kw: object) -> tuple[str, Store]:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_round_robin_over_two_replicas(
-    replicas: list[str], tmp_path: Path, workers: int
-) -> None:
+def test_round_robin_over_two_replicas(replicas: list[str], tmp_path: Path, workers: int) -> None:
     run_id, store = _run(replicas, tmp_path, workers=workers)
     with store:
         records = store.records(run_id)

@@ -5,6 +5,8 @@ llama-server) and serves the calibration server with the settings in the JSON fi
 by CALIB_ENGINE_CONFIG. CALIB_ENGINE_DIE_AFTER=N makes it kill itself (SIGKILL, as the
 OOM killer would) when generation request number N arrives; with CALIB_ENGINE_DIE_ONCE=PATH
 it does so only while PATH does not exist (it creates it), so the restarted engine lives.
+CALIB_ENGINE_FAIL_GPUS=G makes it exit at once (status 1) when CUDA_VISIBLE_DEVICES is G:
+one replica of several that will not start.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def main() -> int:
     if args.version:
         sys.stderr.write("version: 1 (calibration engine)\n")
         return 0
+
+    fail_gpus = os.environ.get("CALIB_ENGINE_FAIL_GPUS")
+    if fail_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == fail_gpus:
+        sys.stderr.write(f"E calibration engine: no GPU {fail_gpus} (on purpose)\n")
+        return 1
 
     from aiohttp import web
 

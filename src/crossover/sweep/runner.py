@@ -225,9 +225,7 @@ class SweepRunner:
                 # started from this (the main) thread, not a worker thread: only then does
                 # the engine get PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it
                 engines.append(start(cfg, log))
-            waits = [
-                asyncio.ensure_future(e.await_healthy(ecfg.health_timeout_s)) for e in engines
-            ]
+            waits = [asyncio.ensure_future(e.await_healthy(ecfg.health_timeout_s)) for e in engines]
             try:
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_EXCEPTION)
                 for w in done:
@@ -397,9 +395,7 @@ class SweepRunner:
             and bool(t.engines)
             and outcome.summary.requests.failed > 0
             and any(
-                await asyncio.gather(
-                    *(asyncio.to_thread(e.exited_within, 2.0) for e in t.engines)
-                )
+                await asyncio.gather(*(asyncio.to_thread(e.exited_within, 2.0) for e in t.engines))
             )
         )
         if engine_gone:
