@@ -113,3 +113,12 @@ def test_cli_run_takes_several_urls(
     with Store(tmp_path / "results.db") as store:
         (run,) = store.runs()
         assert sorted(r.replica or 0 for r in store.records(run.run_id)) == [0] * 5 + [1] * 5
+
+
+def test_cli_a_bad_second_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2/v1"]
+    args += ["--model", "m", "--output-tokens", "4", "--concurrency", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --url: 'http://127.0.0.1:2/v1' ends in /v1")
+    assert len(err.splitlines()) == 1

@@ -140,7 +140,7 @@ def run(
     from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, parse_kv
+    from crossover.config import RunConfig, TimeoutsConfig, base_url, parse_kv
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
@@ -149,6 +149,11 @@ def run(
         slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
     except ValueError as exc:
         raise UsageError(f"--slo: {exc}") from None
+    for more in url[1:]:  # the first is checked with the rest of the config, as always
+        try:
+            base_url(more)
+        except ValueError as exc:
+            raise UsageError(f"--url: {exc}") from None
     config = validated(
         RunConfig,
         url=url[0],
