@@ -6,7 +6,8 @@ by CALIB_ENGINE_CONFIG. CALIB_ENGINE_DIE_AFTER=N makes it kill itself (SIGKILL, 
 OOM killer would) when generation request number N arrives; with CALIB_ENGINE_DIE_ONCE=PATH
 it does so only while PATH does not exist (it creates it), so the restarted engine lives.
 CALIB_ENGINE_FAIL_GPUS=G makes it exit at once (status 1) when CUDA_VISIBLE_DEVICES is G:
-one replica of several that will not start.
+one replica of several that will not start. CALIB_ENGINE_DIE_GPUS=G limits
+CALIB_ENGINE_DIE_AFTER to the replica whose CUDA_VISIBLE_DEVICES is G.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def main() -> int:
 
     settings = json.loads(Path(os.environ["CALIB_ENGINE_CONFIG"]).read_text())
     die_after = int(os.environ.get("CALIB_ENGINE_DIE_AFTER", "0"))
+    die_gpus = os.environ.get("CALIB_ENGINE_DIE_GPUS")
+    if die_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") != die_gpus:
+        die_after = 0
     once = os.environ.get("CALIB_ENGINE_DIE_ONCE")
     if once and Path(once).exists():
         die_after = 0

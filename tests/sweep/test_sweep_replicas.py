@@ -7,6 +7,7 @@ port, GPUs and log, all stopped at the end."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import urllib.request
@@ -22,7 +23,7 @@ from crossover.engines.effective import read_header
 from crossover.records.store import Store
 from tests.engines.conftest import processes_mentioning
 
-from .conftest import Linear, read_sweep, servers
+from .conftest import Linear, crossover_cmd, read_sweep, servers, start_and_interrupt
 
 ENGINE = Path(__file__).with_name("calib_engine.py")
 PER_LEVEL = 8
@@ -148,3 +149,46 @@ def test_one_replica_is_a_single_engine(tmp_path: Path) -> None:
     (info,) = read_sweep(out)["targets"]
     assert "replicas" not in info["settings"]
     _nothing_left(tmp_path)
+
+
+def test_one_replica_dying_fails_the_level_and_restarts_all(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    target = _launched(tmp_path, replicas=2, gpus_per_replica=1)
+    # replica 1 sees requests 1, 3, 5 ... of each level: its 6th is in level c=2
+    target["launch"]["env"].update({
+        "CALIB_ENGINE_DIE_AFTER": str(PER_LEVEL // 2 + 2),
+        "CALIB_ENGINE_DIE_GPUS": "1",
+        "CALIB_ENGINE_DIE_ONCE": str(tmp_path / "died-once"),
+    })  # fmt: skip
+    config = _sweep(tmp_path, target)
+    config.write_text(config.read_text().replace("- 2\n", "- 2\n- 4\n"))
+    rc = main(["sweep", "--config", str(config), "--out", str(out), "--no-report"])
+    assert rc == 3  # an invalid level
+    runs = {r["concurrency"]: r["summary"] for r in read_sweep(out)["runs"]}
+    assert sorted(runs) == [1, 2, 4]
+    assert runs[1]["verdict"] == runs[4]["verdict"] == "valid"  # c=4 on the restarted pair
+    assert runs[2]["verdict"] == "invalid"
+    died = [p["message"] for p in runs[2]["problems"] if p["code"] == "engine_died"]
+    assert died and died[0].startswith("replica 1: ") and "SIGKILL" in died[0], died
+    names = sorted(p.name for p in (out / "engines").glob("*.log"))
+    assert names == ["E-r1.log", "E-r1.restart1.log", "E.log", "E.restart1.log"]
+    _nothing_left(tmp_path)
+
+
+def test_interrupted_sweep_stops_every_replica(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    target = _launched(tmp_path, replicas=2)
+    config = _sweep(tmp_path, target)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["concurrency"] = [1, 2, 4]
+    cfg["requests_per_level"] = 400  # long enough to be interrupted in flight
+    cfg["output_tokens"] = 16
+    config.write_text(yaml.safe_dump(cfg))
+    argv = crossover_cmd("sweep", "--config", str(config), "--out", str(out), "--no-report")
+    first = start_and_interrupt(argv, out, signal.SIGINT, after_done=0)
+    assert first.returncode != 0
+    assert {p.name for p in (out / "engines").glob("*.log")} == {"E.log", "E-r1.log"}
+    deadline = time.monotonic() + 5.0
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_mentioning(str(tmp_path)) == []

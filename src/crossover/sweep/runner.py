@@ -346,12 +346,16 @@ class SweepRunner:
         loop = asyncio.get_running_loop()
         if t.engines:
 
-            def died(err: EngineError) -> None:
-                reason.append(str(err))
-                loop.call_soon_threadsafe(abort.set)
+            def died(replica: str) -> Callable[[EngineError], None]:
+                def on_exit(err: EngineError) -> None:
+                    reason.append(replica + str(err))
+                    loop.call_soon_threadsafe(abort.set)
 
-            for e in t.engines:  # any replica dying fails the level
-                e.add_exit_callback(died)
+                return on_exit
+
+            many = len(t.engines) > 1
+            for k, e in enumerate(t.engines):  # any replica dying fails the level
+                e.add_exit_callback(died(f"replica {k}: " if many else ""))
         progress = Progress(total=run_cfg.requests)
         if self.events.on_level_start:
             self.events.on_level_start(t.cfg.name, level, r, progress)
