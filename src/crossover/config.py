@@ -55,6 +55,9 @@ class RunConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
     url: str
+    #: base URLs of identical replicas (``url`` is the first): request i goes to replica
+    #: i mod N; empty for one server
+    urls: list[str] = Field(default_factory=list)
     engine: str = "openai"
     model: str
     endpoint: Literal["completions", "chat"] = "completions"
@@ -81,6 +84,11 @@ class RunConfig(BaseModel):
     @classmethod
     def _url(cls, v: str) -> str:
         return base_url(v)
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        return [base_url(u) for u in v]
 
     @field_validator("engine")
     @classmethod
@@ -110,7 +118,18 @@ class RunConfig(BaseModel):
             raise ValueError("give --requests or --duration-s, not both")
         if self.engine == "triton" and self.endpoint == "chat":
             raise ValueError("the triton dialect has no chat endpoint")
+        if self.urls and self.urls[0] != self.url:
+            raise ValueError("url must be the first of urls")
         return self
+
+    @property
+    def replica_urls(self) -> list[str]:
+        """The base URLs the load goes to, round robin: ``urls``, or ``url`` alone."""
+        return self.urls or [self.url]
+
+    def replica_for(self, index: int) -> int | None:
+        """The replica that request ``index`` goes to; ``None`` with one server."""
+        return index % len(self.urls) if len(self.urls) > 1 else None
 
     @property
     def mode(self) -> Literal["concurrency", "rate"]:

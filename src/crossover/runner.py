@@ -27,7 +27,7 @@ from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
 from crossover.load.looplag import PROBE_INTERVAL_S
-from crossover.load.send import send_prompt
+from crossover.load.send import open_replica_connections, send_prompt
 from crossover.load.strategies import closed_loop, measured_load
 from crossover.metrics.loop import loop_lag
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
@@ -42,7 +42,7 @@ from crossover.metrics.summary import (
 from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
-from crossover.transport.http import Timeouts, make_session, open_connections
+from crossover.transport.http import Timeouts, make_session
 from crossover.workload import (
     Prompt,
     ServerTokenizer,
@@ -366,6 +366,7 @@ async def _execute_here(
                 t_scheduled_ns=t_sched,
                 timeouts=timeouts,
                 keep_text=keep_text,
+                replica=config.replica_for(i),
                 on_cancel=keep,
                 cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
             )
@@ -382,7 +383,7 @@ async def _execute_here(
                 )
             if config.mode == "concurrency" and not abort.is_set():
                 assert config.concurrency is not None
-                await open_connections(session, config.url, config.concurrency)
+                await open_replica_connections(session, config, config.concurrency)
             if progress is not None:
                 progress.started_ns = time.perf_counter_ns()
             lags += await measured_load(

@@ -64,3 +64,19 @@ def test_capacity_per_target_of_a_sweep_yaml(
     assert (tmp_path / "runs" / "url" / "capacity.db").is_file()
     assert "capacity per target" in capsys.readouterr().out
     assert not processes_mentioning(str(gguf))  # the launched engine was stopped
+
+
+def test_replica_targets_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({
+        "concurrency": [1], "output_tokens": 4,
+        "targets": [{"name": "dp2", "urls": ["http://127.0.0.1:9", "http://127.0.0.1:10"],
+                     "model": "m"}],
+    }))  # fmt: skip
+    rc = main(["capacity", "--config", str(config), "--slo", "ttft_ms.mean=50",
+               "--json", str(tmp_path / "c.json"), "--out", str(tmp_path / "runs")])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: target dp2: capacity searches one server, not replicas"

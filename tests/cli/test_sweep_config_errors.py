@@ -47,6 +47,34 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
             HEAD + URL_TARGET + "timeouts: {conect_s: 3}\n",
             ["timeouts.conect_s: unknown key", "did you mean 'connect_s'"],
         ),
+        # replica targets
+        (
+            HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, replicas: 0}\n",
+            ["targets.0.launch.replicas", "greater than or equal to 1"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, "
+            "gpus_per_replica: 0}\n",
+            ["targets.0.launch.gpus_per_replica", "greater than or equal to 1"],
+        ),
+        (
+            HEAD + URL_TARGET + "    urls: [http://127.0.0.1:10]\n",
+            ["target a: give one of url, urls or launch, not url and urls"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    urls: [http://127.0.0.1:9]\n    model: m\n"
+            "    launch: {engine: vllm, model: /m}\n",
+            ["target a: give one of url, urls or launch, not urls and launch"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    urls: [http://127.0.0.1:9/v1]\n    model: m\n",
+            ["targets.0.urls", "crossover adds the API path itself"],
+        ),
+        (
+            HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, replicas: 2, "
+            "gpus_per_replica: 1, env: {CUDA_VISIBLE_DEVICES: '0,1'}}\n",
+            ["targets.0.launch: gpus_per_replica and env CUDA_VISIBLE_DEVICES both choose"],
+        ),
     ],
 )
 def test_sweep_yaml_mistakes(

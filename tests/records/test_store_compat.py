@@ -1,4 +1,5 @@
-"""Databases written before the witness fields existed still load and re-summarize."""
+"""Databases written before the witness (and replica) fields existed still load and
+re-summarize."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_an_old_database_still_loads_and_resummarizes(tmp_path: Path) -> None:
     with Store(path) as store:
         (r,) = store.records("r1")
         assert r.after_done_events == 0 and r.stream_tokens is None
+        assert r.replica is None  # one server, as every run before replicas
         s = resummarize(store, "r1")  # no engine counter sample: no engine witness
     assert s.verdict == "valid"
     assert s.witnesses.engine is None

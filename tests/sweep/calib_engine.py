@@ -5,6 +5,9 @@ llama-server) and serves the calibration server with the settings in the JSON fi
 by CALIB_ENGINE_CONFIG. CALIB_ENGINE_DIE_AFTER=N makes it kill itself (SIGKILL, as the
 OOM killer would) when generation request number N arrives; with CALIB_ENGINE_DIE_ONCE=PATH
 it does so only while PATH does not exist (it creates it), so the restarted engine lives.
+CALIB_ENGINE_FAIL_GPUS=G makes it exit at once (status 1) when CUDA_VISIBLE_DEVICES is G:
+one replica of several that will not start. CALIB_ENGINE_DIE_GPUS=G limits
+CALIB_ENGINE_DIE_AFTER to the replica whose CUDA_VISIBLE_DEVICES is G.
 """
 
 from __future__ import annotations
@@ -29,12 +32,20 @@ def main() -> int:
         sys.stderr.write("version: 1 (calibration engine)\n")
         return 0
 
+    fail_gpus = os.environ.get("CALIB_ENGINE_FAIL_GPUS")
+    if fail_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == fail_gpus:
+        sys.stderr.write(f"E calibration engine: no GPU {fail_gpus} (on purpose)\n")
+        return 1
+
     from aiohttp import web
 
     from crossover.calibration.server import build_app, build_config
 
     settings = json.loads(Path(os.environ["CALIB_ENGINE_CONFIG"]).read_text())
     die_after = int(os.environ.get("CALIB_ENGINE_DIE_AFTER", "0"))
+    die_gpus = os.environ.get("CALIB_ENGINE_DIE_GPUS")
+    if die_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") != die_gpus:
+        die_after = 0
     once = os.environ.get("CALIB_ENGINE_DIE_ONCE")
     if once and Path(once).exists():
         die_after = 0

@@ -34,7 +34,8 @@ def test_the_example_in_the_reference_is_a_valid_sweep(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(example.group(1))
     cfg = load_sweep_config(path)
-    assert [t.name for t in cfg.targets] == ["one-slot", "vllm"]
+    assert [t.name for t in cfg.targets] == ["one-slot", "vllm", "vllm-dp2"]
+    assert cfg.targets[2].base_urls == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
 
 
 def test_prints_without_arguments(capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,6 +32,12 @@ async def capacity_per_target(
     on_target: Callable[[str, str], None] | None = None,
 ) -> CapacitySet:
     """``base``: the CapacityConfig fields shared by every target (SLO, precision, ...)."""
+    from crossover.errors import UsageError
+    from crossover.sweep.config import replicas_config
+
+    for t in sweep.targets:
+        if t.urls is not None or (t.launch is not None and replicas_config(t).replicas > 1):
+            raise UsageError(f"target {t.name}: capacity searches one server, not replicas")
     results: list[CapacityFile] = []
     for t in sweep.targets:
         folder = out / t.name

@@ -24,7 +24,13 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    url: Annotated[str, typer.Option(help="Base URL of the server, e.g. http://127.0.0.1:8080")],
+    url: Annotated[
+        list[str],
+        typer.Option(
+            help="Base URL of the server, e.g. http://127.0.0.1:8080; repeat it for identical "
+            "replicas (request i goes to replica i mod N)"
+        ),
+    ],
     model: Annotated[str, typer.Option(help="Model name sent in each request")],
     output_tokens: Annotated[int, typer.Option(help="Exactly this many tokens per request")],
     engine: Annotated[
@@ -134,7 +140,7 @@ def run(
     from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, parse_kv
+    from crossover.config import RunConfig, TimeoutsConfig, base_url, parse_kv
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
@@ -143,9 +149,15 @@ def run(
         slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
     except ValueError as exc:
         raise UsageError(f"--slo: {exc}") from None
+    for more in url[1:]:  # the first is checked with the rest of the config, as always
+        try:
+            base_url(more)
+        except ValueError as exc:
+            raise UsageError(f"--url: {exc}") from None
     config = validated(
         RunConfig,
-        url=url,
+        url=url[0],
+        urls=url if len(url) > 1 else [],
         engine=engine,
         model=model,
         endpoint=endpoint,
@@ -180,7 +192,8 @@ def run(
     console = Console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
-    probe(config.url, api_headers(config))
+    for base in config.replica_urls:
+        probe(base, api_headers(config))
     floor, floor_note = resolve_client_floor(
         client_floor, config.concurrency if config.mode == "concurrency" else config.max_in_flight
     )
@@ -197,7 +210,8 @@ def run(
                     tokenizer=tok,
                     progress=progress,
                     client_floor=floor,
-                    metrics_url=engine_metrics,
+                    # one replica's token counter cannot witness the load of all of them
+                    metrics_url=engine_metrics if len(config.replica_urls) == 1 else None,
                 )
             )
             if quiet:
@@ -212,7 +226,10 @@ def run(
 
         outcome = run_async(go())
     summary = outcome.summary
-    print_summary(Console(), summary, f"{config.engine} @ {config.url}")
+    where = config.url
+    if len(config.replica_urls) > 1:
+        where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
+    print_summary(Console(), summary, f"{config.engine} @ {where}")
     if json_path is not None:
         import orjson
 

@@ -14,7 +14,7 @@ import aiohttp
 from crossover.config import RunConfig
 from crossover.dialects import Dialect, RequestSpec
 from crossover.records.model import RequestRecord
-from crossover.transport.http import Timeouts, stream_request
+from crossover.transport.http import Timeouts, open_connections, stream_request
 from crossover.workload import Prompt
 
 
@@ -30,6 +30,7 @@ async def send_prompt(
     timeouts: Timeouts,
     keep_text: bool,
     worker: int = 0,
+    replica: int | None = None,
     on_cancel: Callable[[RequestRecord], None] | None = None,
     cancel_reason: Callable[[], str] = lambda: "interrupted",
 ) -> RequestRecord:
@@ -37,7 +38,8 @@ async def send_prompt(
 
     A request cut off by cancellation (the engine died, Ctrl-C) after it was sent is
     marked failed and handed to ``on_cancel`` before the cancellation goes on, so
-    requests sent always equal requests recorded.
+    requests sent always equal requests recorded. ``replica`` (``config.replica_for``)
+    picks the base URL among ``config.urls``; ``None``: ``config.url``.
     """
     spec = RequestSpec(config.model, prompt.text, config.output_tokens, config.endpoint)
     rec = RequestRecord(
@@ -49,11 +51,13 @@ async def send_prompt(
         expected_output_tokens=config.output_tokens,
         t_scheduled_ns=t_scheduled_ns,
         t_send_ns=0,
+        replica=replica,
     )
+    base = config.url if replica is None else config.urls[replica]
     try:
         await stream_request(
             session,
-            config.url + dialect.path(spec),
+            base + dialect.path(spec),
             dialect.body(spec),
             dialect,
             config.endpoint,
@@ -69,3 +73,14 @@ async def send_prompt(
             on_cancel(rec)
         raise
     return rec
+
+
+async def open_replica_connections(
+    session: aiohttp.ClientSession, config: RunConfig, count: int
+) -> None:
+    """``open_connections`` for ``count`` streams spread round robin over the replicas."""
+    urls = config.replica_urls
+    for k, url in enumerate(urls):
+        share = count // len(urls) + (1 if k < count % len(urls) else 0)
+        if share:
+            await open_connections(session, url, share)

@@ -165,9 +165,9 @@ async def _worker(
 ) -> None:
     from crossover.config import RunConfig
     from crossover.dialects import get_dialect
-    from crossover.load.send import send_prompt
+    from crossover.load.send import open_replica_connections, send_prompt
     from crossover.load.strategies import closed_loop, measured_load
-    from crossover.transport.http import Timeouts, make_session, open_connections
+    from crossover.transport.http import Timeouts, make_session
 
     config = RunConfig.model_validate_json(config_json)
     dialect = get_dialect(config.engine)
@@ -189,8 +189,11 @@ async def _worker(
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             if warmup:
                 p = prompts[(n_measured + share.warmup_offset + i) % n_prompts]
+                replica = config.replica_for(share.warmup_offset + i)
             else:
                 p = prompts[(share.prompt_offset + i) % n_prompts]
+                # the run's request index, so the replicas share the load evenly
+                replica = config.replica_for(share.prompt_offset + i)
             rec = await send_prompt(
                 session,
                 config,
@@ -202,6 +205,7 @@ async def _worker(
                 timeouts=timeouts,
                 keep_text=keep_text,
                 worker=share.worker,
+                replica=replica,
                 on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
                 cancel_reason=lambda: "the run was aborted",
             )
@@ -214,7 +218,7 @@ async def _worker(
                     send, share.warmup_concurrency, share.warmup, None, abort, warmup=True
                 )
             if share.concurrency is not None:
-                await open_connections(session, config.url, share.concurrency)
+                await open_replica_connections(session, config, share.concurrency)
             out.put(("ready", share.worker, None))
             while not go.is_set() and not abort.is_set():  # noqa: ASYNC110
                 await asyncio.sleep(0.002)

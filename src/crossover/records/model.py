@@ -33,6 +33,8 @@ class RequestRecord(BaseModel):
 
     index: int = Field(description="position in the run's request sequence")
     worker: int = 0
+    #: the replica that served it (request index mod replicas); None with one server
+    replica: int | None = None
     warmup: bool = False
     prompt_id: int | None = None
     expected_prompt_tokens: int | None = None

@@ -1,8 +1,9 @@
 """The sweep's one validated config, from flags or a YAML file.
 
-A target is a URL to measure or an engine to launch (``launch:`` holds the
-``crossover.engines`` launch config). The shape ``crossover advise --emit-sweep``
-writes is accepted as it is.
+A target is a URL to measure, several URLs of identical replicas (``urls:``, the load sent
+round robin), or an engine to launch (``launch:`` holds the ``crossover.engines`` launch
+config, plus ``replicas`` and ``gpus_per_replica``). The shape ``crossover advise
+--emit-sweep`` writes is accepted as it is.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ class TargetConfig(BaseModel):
     url: str | None = Field(
         None, description="base URL of a running server (http://host:8000, no /v1); or launch"
     )
+    urls: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="base URLs of identical running replicas, instead of url: request i goes "
+        "to replica i mod N (data parallelism)",
+    )
     engine: str | None = Field(
         None,
         description="request dialect of a URL target (openai, vllm, sglang, trtllm, triton, "
@@ -99,6 +106,11 @@ class TargetConfig(BaseModel):
     def _url(cls, v: str | None) -> str | None:
         return base_url(v) if v is not None else None
 
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str] | None) -> list[str] | None:
+        return [base_url(u) for u in v] if v is not None else None
+
     @field_validator("concurrency")
     @classmethod
     def _levels(cls, v: list[int] | None) -> list[int] | None:
@@ -108,15 +120,51 @@ class TargetConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetConfig:
-        if (self.url is None) == (self.launch is None):
+        kinds = [k for k in ("url", "urls", "launch") if getattr(self, k) is not None]
+        if not kinds:
             raise ValueError(f"target {self.name}: give either url or launch")
-        if self.url is not None and self.engine is not None and self.engine not in DIALECTS:
+        if len(kinds) > 1:
+            raise ValueError(
+                f"target {self.name}: give one of url, urls or launch, not {' and '.join(kinds)}"
+            )
+        remote = self.launch is None
+        if remote and self.engine is not None and self.engine not in DIALECTS:
             raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
-        if self.url is not None and self.model is None:
+        if remote and self.model is None:
             raise ValueError(f"target {self.name}: a URL target needs model")
         if self.launch is not None and self.engine is None and "engine" not in self.launch:
             raise ValueError(f"target {self.name}: launch needs an engine")
         return self
+
+    @property
+    def base_urls(self) -> list[str]:
+        """The running server's base URLs: one for ``url``, N for ``urls``, none for launch."""
+        if self.urls is not None:
+            return list(self.urls)
+        return [self.url] if self.url is not None else []
+
+
+class ReplicasConfig(BaseModel):
+    """The keys of a ``launch:`` block that say how many copies of the engine to start."""
+
+    model_config = {"extra": "forbid"}
+
+    replicas: int = Field(
+        1,
+        ge=1,
+        description="identical copies of the engine, each on its own port; the load goes "
+        "round robin over them (request i to replica i mod N)",
+    )
+    gpus_per_replica: int | None = Field(
+        None,
+        ge=1,
+        description="replica k gets CUDA_VISIBLE_DEVICES = GPUs k*K .. k*K+K-1 (K this value); "
+        "not with CUDA_VISIBLE_DEVICES in env",
+    )
+
+
+#: keys of a ``launch:`` block that are the sweep's, not the engine's
+REPLICA_KEYS: tuple[str, ...] = tuple(ReplicasConfig.model_fields)
 
 
 class SweepConfig(BaseModel):
@@ -319,6 +367,7 @@ def _validated(data: dict[str, Any], where: str) -> SweepConfig:
     for i, target in enumerate(cfg.targets):
         if target.launch is not None:
             launch_config(target, where, f"targets.{i}.launch")
+            replicas_config(target, where, f"targets.{i}.launch")
     return cfg
 
 
@@ -329,10 +378,32 @@ def launch_config(
     target's); a mistake is one ``UsageError`` line naming the key and the closest valid one."""
     from crossover.engines.config import EngineConfig
 
-    launch = dict(target.launch or {})
+    launch = {k: v for k, v in (target.launch or {}).items() if k not in REPLICA_KEYS}
     launch.setdefault("engine", target.engine)
     try:
         return EngineConfig.model_validate(launch)
     except ValidationError as exc:
         where = where or f"target {target.name}"
         raise UsageError(validation_line(exc, where, model=EngineConfig, loc_prefix=loc)) from None
+
+
+def replicas_config(
+    target: TargetConfig, where: str | None = None, loc: str = "launch"
+) -> ReplicasConfig:
+    """How many replicas of the target's launched engine to start, and their GPUs; a
+    mistake (or CUDA_VISIBLE_DEVICES in env beside gpus_per_replica) is one ``UsageError``."""
+    where = where or f"target {target.name}"
+    launch = target.launch or {}
+    try:
+        reps = ReplicasConfig.model_validate({k: launch[k] for k in REPLICA_KEYS if k in launch})
+    except ValidationError as exc:
+        raise UsageError(
+            validation_line(exc, where, model=ReplicasConfig, loc_prefix=loc)
+        ) from None
+    env = launch.get("env") or {}
+    if reps.gpus_per_replica is not None and "CUDA_VISIBLE_DEVICES" in env:
+        raise UsageError(
+            f"{where}: {loc}: gpus_per_replica and env CUDA_VISIBLE_DEVICES both choose the "
+            "GPUs; give one of them"
+        )
+    return reps

@@ -19,13 +19,19 @@ from pydantic_core import PydanticUndefined
 from crossover.analysis.schema import RooflineFacts
 from crossover.config import TimeoutsConfig
 from crossover.engines.config import EngineConfig
-from crossover.sweep.config import SweepConfig, TargetConfig
+from crossover.sweep.config import ReplicasConfig, SweepConfig, TargetConfig
 
 #: (heading, where the keys go, model), in the order a reader meets them
 SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("Top level", "the top of the file", SweepConfig),
     ("targets", "each item of `targets:`", TargetConfig),
     ("launch", "a target's `launch:` block (the engine launch config)", EngineConfig),
+    (
+        "launch: replicas",
+        "a target's `launch:` block too, beside the engine's: N identical engines, "
+        "the load round robin over them (logs `engines/NAME.log`, `NAME-r1.log`, ...)",
+        ReplicasConfig,
+    ),
     ("timeouts", "`timeouts:`", TimeoutsConfig),
     ("roofline", "each item of `roofline:` (or a target's `roofline:`)", RooflineFacts),
 )
@@ -47,6 +53,10 @@ targets:
     launch: {engine: llamacpp, model: /models/gemma-3-270m.gguf, parallel: 1}
   - name: vllm
     url: http://127.0.0.1:8000
+    engine: vllm
+    model: google/gemma-3-270m
+  - name: vllm-dp2          # two replicas, request i to replica i mod 2
+    urls: [http://127.0.0.1:8001, http://127.0.0.1:8002]
     engine: vllm
     model: google/gemma-3-270m
 ```

@@ -36,7 +36,13 @@ from crossover.errors import EngineError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
-from crossover.sweep.config import Level, SweepConfig, TargetConfig, launch_config
+from crossover.sweep.config import (
+    Level,
+    SweepConfig,
+    TargetConfig,
+    launch_config,
+    replicas_config,
+)
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
 
@@ -65,9 +71,14 @@ class SweepEvents:
 class _Target:
     cfg: TargetConfig
     info: TargetInfo
-    engine: Any = None  # RunningEngine while launched
+    engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
     restarts: int = 0
     warm: bool = False  # this engine instance has had its warm-up
+
+    @property
+    def engine(self) -> Any:
+        """Replica 0 (the only one, mostly) while launched; its log and metrics stand for all."""
+        return self.engines[0] if self.engines else None
 
 
 @dataclass
@@ -136,52 +147,107 @@ class SweepRunner:
         return not (self.redo_invalid and (row.summary or {}).get("verdict") != "valid")
 
     # --- engines ----------------------------------------------------------
-    async def _ensure_engine(self, t: _Target) -> tuple[str, str, str]:
-        """(url, dialect, model) for requests; launches the engine if needed."""
-        if t.cfg.url is not None:
-            return t.cfg.url.rstrip("/"), t.cfg.engine or "openai", t.cfg.model or ""
+    async def _ensure_engine(self, t: _Target) -> tuple[list[str], str, str]:
+        """(base URLs, dialect, model) for requests; launches the engine's replicas if
+        needed (all of them again when any one has died)."""
+        if t.cfg.launch is None:
+            return t.cfg.base_urls, t.cfg.engine or "openai", t.cfg.model or ""
         from crossover.engines.adapters import get_adapter
-        from crossover.engines.lifecycle import start
 
         ecfg = launch_config(t.cfg)
         adapter = get_adapter(ecfg.engine)
-        if t.engine is None or not t.engine.alive():
-            if t.engine is not None:
-                await asyncio.to_thread(t.engine.stop)
+        if not t.engines or not all(e.alive() for e in t.engines):
+            if t.engines:
+                await self._stop_engine(t)
                 t.restarts += 1
-            log = self.out / "engines" / f"{t.cfg.name}.log"
-            if t.restarts:
-                log = self.out / "engines" / f"{t.cfg.name}.restart{t.restarts}.log"
-            if self.events.on_engine:
-                self.events.on_engine(t.cfg.name, f"starting {adapter.display_name} (log {log})")
-            # started from this (the main) thread, not a worker thread: only then does the
-            # engine get PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it running
-            engine = start(ecfg, log)
-            try:
-                await engine.await_healthy(ecfg.health_timeout_s)
-                engine.version = await asyncio.to_thread(engine.probe_version)
-            except BaseException:
-                await asyncio.to_thread(engine.stop)
-                raise
-            t.engine = engine
+            engines = await self._start_replicas(t, ecfg, adapter.display_name)
+            t.engines = engines
             t.warm = False
-            settings = t.engine.effective_settings()
+            first = engines[0]
+            settings: dict[str, Any] = {
+                k: f.value for k, f in first.effective_settings().facts.items()
+            }
+            if len(engines) > 1:
+                settings["replicas"] = len(engines)
+                settings["replica_urls"] = [e.url for e in engines]
             t.info = TargetInfo(
                 name=t.cfg.name,
                 engine=ecfg.engine,
-                url=t.engine.url,
+                url=first.url,
                 model=t.cfg.model or ecfg.model,
-                version=t.engine.version,
-                settings={k: f.value for k, f in settings.facts.items()},
+                version=first.version,
+                settings=settings,
             )
             if self.events.on_engine:
-                self.events.on_engine(t.cfg.name, f"healthy at {t.engine.url}")
-        return t.engine.url, adapter.dialect, t.cfg.model or ecfg.model
+                where = ", ".join(e.url for e in engines)
+                self.events.on_engine(t.cfg.name, f"healthy at {where}")
+        return [e.url for e in t.engines], adapter.dialect, t.cfg.model or ecfg.model
+
+    def _replica_log(self, t: _Target, k: int) -> Path:
+        """``NAME.log`` for replica 0 (as a single engine's), ``NAME-rK.log`` for the others;
+        ``.restartN`` before ``.log`` once the engines were started again."""
+        stem = t.cfg.name if k == 0 else f"{t.cfg.name}-r{k}"
+        if t.restarts:
+            stem += f".restart{t.restarts}"
+        return self.out / "engines" / f"{stem}.log"
+
+    async def _start_replicas(self, t: _Target, ecfg: Any, display: str) -> list[Any]:
+        """Start every replica at once, wait until all are healthy; if one fails, all are
+        stopped and its error raised (the target fails as one engine's failure does)."""
+        from crossover.engines.lifecycle import start
+        from crossover.engines.processes import free_port
+
+        reps = replicas_config(t.cfg)
+        configs = []
+        ports: set[int] = set()
+        for k in range(reps.replicas):
+            update: dict[str, Any] = {}
+            if reps.replicas > 1:
+                if ecfg.port:
+                    port = ecfg.port + k
+                else:
+                    port = free_port(ecfg.host)
+                    while port in ports:
+                        port = free_port(ecfg.host)
+                ports.add(port)
+                update["port"] = port
+            if reps.gpus_per_replica is not None:
+                n = reps.gpus_per_replica
+                gpus = ",".join(str(g) for g in range(k * n, k * n + n))
+                update["env"] = {**ecfg.env, "CUDA_VISIBLE_DEVICES": gpus}
+            configs.append(ecfg.model_copy(update=update) if update else ecfg)
+        engines: list[Any] = []
+        try:
+            for k, cfg in enumerate(configs):
+                log = self._replica_log(t, k)
+                if self.events.on_engine:
+                    self.events.on_engine(t.cfg.name, f"starting {display} (log {log})")
+                # started from this (the main) thread, not a worker thread: only then does
+                # the engine get PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it
+                engines.append(start(cfg, log))
+            waits = [asyncio.ensure_future(e.await_healthy(ecfg.health_timeout_s)) for e in engines]
+            try:
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_EXCEPTION)
+                for w in done:
+                    error = w.exception()
+                    if error is not None:
+                        raise error
+            finally:
+                for w in waits:
+                    w.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+            engines[0].version = await asyncio.to_thread(engines[0].probe_version)
+            for e in engines[1:]:
+                e.version = engines[0].version
+        except BaseException:
+            await _stop_all(engines)
+            raise
+        return engines
 
     async def _stop_engine(self, t: _Target) -> None:
-        if t.engine is not None:
-            await asyncio.to_thread(t.engine.stop)
-            t.engine = None
+        if t.engines:
+            engines, t.engines = t.engines, []
+            await _stop_all(engines)
 
     # --- one level --------------------------------------------------------
     def _warmup(self, level: Level) -> int:
@@ -191,14 +257,15 @@ class SweepRunner:
         return min(level.concurrency, 8) if level.concurrency is not None else 4
 
     def _run_config(
-        self, url: str, dialect: str, model: str, level: Level, warm: bool
+        self, urls: list[str], dialect: str, model: str, level: Level, warm: bool
     ) -> RunConfig:
         cfg = self.config
         warmup = self._warmup(level)
         if warm and not cfg.warmup_every_level:
             warmup = 0
         return RunConfig(
-            url=url,
+            url=urls[0],
+            urls=urls if len(urls) > 1 else [],
             engine=dialect,
             model=model,
             endpoint=cfg.endpoint,
@@ -263,25 +330,32 @@ class SweepRunner:
 
     async def _level(self, t: _Target, level: Level, r: int) -> None:
         try:
-            url, dialect, model = await self._ensure_engine(t)
+            urls, dialect, model = await self._ensure_engine(t)
         except EngineError as exc:
             self.failed_levels.append(f"{t.cfg.name} {level.label}: engine failed to start: {exc}")
             raise
-        run_cfg = self._run_config(url, dialect, model, level, t.warm)
+        url = urls[0]
+        run_cfg = self._run_config(urls, dialect, model, level, t.warm)
         t.warm = True
-        if t.cfg.url is not None:
-            await asyncio.to_thread(probe, url, {})
+        if t.cfg.launch is None:
+            for u in urls:
+                await asyncio.to_thread(probe, u, {})
         prompts = self._prompts_for(run_cfg, level, r)
         abort = asyncio.Event()
         reason: list[str] = []
         loop = asyncio.get_running_loop()
-        if t.engine is not None:
+        if t.engines:
 
-            def died(err: EngineError) -> None:
-                reason.append(str(err))
-                loop.call_soon_threadsafe(abort.set)
+            def died(replica: str) -> Callable[[EngineError], None]:
+                def on_exit(err: EngineError) -> None:
+                    reason.append(replica + str(err))
+                    loop.call_soon_threadsafe(abort.set)
 
-            t.engine.add_exit_callback(died)
+                return on_exit
+
+            many = len(t.engines) > 1
+            for k, e in enumerate(t.engines):  # any replica dying fails the level
+                e.add_exit_callback(died(f"replica {k}: " if many else ""))
         progress = Progress(total=run_cfg.requests)
         if self.events.on_level_start:
             self.events.on_level_start(t.cfg.name, level, r, progress)
@@ -308,7 +382,8 @@ class SweepRunner:
                 abort=abort,
                 abort_reason=lambda: reason[0] if reason else None,
                 client_floor=floor,
-                metrics_url=metrics_url,
+                # one replica's token counter cannot witness the load of all of them
+                metrics_url=metrics_url if len(urls) == 1 else None,
             )
         finally:
             scraper.cancel()
@@ -321,9 +396,11 @@ class SweepRunner:
         self.ran += 1
         engine_gone = (
             outcome.status == "done"
-            and t.engine is not None
+            and bool(t.engines)
             and outcome.summary.requests.failed > 0
-            and await asyncio.to_thread(t.engine.exited_within, 2.0)
+            and any(
+                await asyncio.gather(*(asyncio.to_thread(e.exited_within, 2.0) for e in t.engines))
+            )
         )
         if engine_gone:
             # the engine died, and every request left failed before its watcher said so
@@ -474,9 +551,15 @@ class SweepRunner:
         for t in self.targets:
             if t.info.engine is not None or t.info.url is not None:
                 stored[t.cfg.name] = t.info.model_dump(mode="json")
-            elif t.cfg.url is not None and t.cfg.name not in stored:
+            elif t.cfg.launch is None and t.cfg.name not in stored:
+                urls = t.cfg.base_urls
+                replicas = {"replicas": len(urls), "replica_urls": urls} if len(urls) > 1 else {}
                 stored[t.cfg.name] = TargetInfo(
-                    name=t.cfg.name, engine=t.cfg.engine, url=t.cfg.url, model=t.cfg.model
+                    name=t.cfg.name,
+                    engine=t.cfg.engine,
+                    url=urls[0],
+                    model=t.cfg.model,
+                    settings=replicas,
                 ).model_dump()
         self.store.set_meta("targets", stored)
         return [
@@ -493,6 +576,11 @@ class SweepRunner:
 
     def close(self) -> None:
         self.store.close()
+
+
+async def _stop_all(engines: list[Any]) -> None:
+    """Stop every replica, all at once (each waits for its own process group)."""
+    await asyncio.gather(*(asyncio.to_thread(e.stop) for e in engines))
 
 
 def levels_skipped(
