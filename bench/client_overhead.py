@@ -16,7 +16,7 @@ streams, one request each:
 Truth is taken per run from the server (``/calibration/truth``): the median of the
 per-request gaps it really emitted, so a server that fell behind is not blamed on a
 client. A tool's error is ``|its reported p50 - truth| / truth``. Metric names differ
-(``anchors.md``): crossover's TPOT is GuideLLM's and AIPerf's "inter token latency" and
+(docs/metrics.md): crossover's TPOT is GuideLLM's and AIPerf's "inter token latency" and
 vLLM's TPOT; ITL is the per-chunk gap pooled (AIPerf ``inter_chunk_latency``, vLLM
 ``itl``; GuideLLM has none). For crossover and the minimal client, whose stamps come
 with the server's emission stamps, how late the last token was stamped is measured

@@ -195,5 +195,5 @@ def test_advise_terminal_says_which_tok_s_and_shows_rule_titles(
     assert "engine order by load" in out
     # every cited rule once with its source
     assert "rules (title: source):" in out
-    assert "engines.md rule 1" in out
+    assert "docs/engines.md, advisor rules" in out
     assert "tok/s total" not in out

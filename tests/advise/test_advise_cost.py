@@ -139,7 +139,8 @@ def test_moe_decode_reads_only_the_routed_experts() -> None:
 
 
 def test_prediction_vs_reference_measurements() -> None:
-    """gpu-recipes.md: llama.cpp, H200, 8B F16, c=1 180 tok/s (~70% of the 3.7 ms bound).
+    """llama.cpp, H200, 8B F16, c=1 180 tok/s (~70% of the 3.7 ms bound; the reference
+    figures in docs/results/h200/llamacpp-transformers-2026-11-30.md).
 
     The roofline is an upper bound: c=1 is within 1.6x; batched figures are far above
     what the engines reached (reported, not tuned away)."""

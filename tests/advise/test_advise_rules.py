@@ -1,4 +1,5 @@
-"""Rules as data: every rule cited, the kernel table, and the seeds' cases end to end."""
+"""Rules as data: every rule cited, the kernel table, and the rules' source cases end to end
+(docs/engines.md, advisor rules)."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def test_tp_head_divisibility(engine: str, tp: int, heads: int, kv: int, rule: s
     assert (verdict.rule if verdict else None) == rule
 
 
-# --- the seeds' cases, end to end -------------------------------------------------
+# --- the cases behind the seed-* rules, end to end ----------------------------------
 
 
 def _advise(

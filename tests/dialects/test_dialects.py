@@ -1,5 +1,5 @@
 """Every dialect's body carries its engine's matched-work fields and nothing else
-that engine rejects (engines.md's table), and parses its chunks."""
+that engine rejects (docs/metrics.md's table), and parses its chunks."""
 
 from __future__ import annotations
 

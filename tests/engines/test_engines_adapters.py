@@ -1,7 +1,7 @@
 """Launch commands of every adapter, against the engines' documented flags.
 
 Flag sources: llama.cpp common/arg.cpp (vendored in llama-cpp-python 0.3.36);
-transformers serve start line from gpu-recipes.md (seen here, transformers 5.17.0);
+transformers serve start line from docs/engines.md (seen here, transformers 5.17.0);
 vLLM vllm/engine/arg_utils.py; SGLang python/sglang/srt/server_args.py; TensorRT-LLM
 tensorrt_llm/commands/serve.py and llmapi/llm_args.py (1.x cuda_graph_config nesting).
 """

@@ -230,7 +230,8 @@ def test_trtllm_log_lines() -> None:
     assert s.value("parallel_slots") == 64
     assert s.value("context_tokens") == 8224
     assert s.value("world_size") == 2
-    # The seed's failure: a wrongly nested YAML key, graphs silently off, server up anyway.
+    # trtllm-triton-serving's failure (docs/engines.md): a wrongly nested YAML key, graphs
+    # silently off, server up anyway.
     lost = "\n".join(ln for ln in TRTLLM.splitlines() if "CUDA graph" not in ln)
     (c,) = check(effective_settings(lost), {"cuda_graphs": True})
     assert (c.status, c.effective, c.basis) == ("mismatch", False, "log-absence")

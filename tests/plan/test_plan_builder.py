@@ -93,7 +93,7 @@ def test_trtllm_cuda_graph_nesting_per_version(version: str, key: str) -> None:
     if key == "cuda_graph_config":
         assert block["enable_padding"] is True
         assert block["batch_sizes"][-1] == 64
-        assert "use_cuda_graph" not in opts  # the seed's mistake: a top-level 0.20 key
+        assert "use_cuda_graph" not in opts  # trtllm-triton-serving's mistake: a top-level 0.20 key
     else:
         assert block["use_cuda_graph"] is True
         assert block["cuda_graph_batch_sizes"][-1] == 64

@@ -5,7 +5,7 @@ Public API::
     from crossover.advise import AdviceRequest, advise, load_model, system_from_flags
     advice = advise(AdviceRequest(system=system_from_flags("H200", 4), model=load_model(m)))
 
-``advice`` is the ``crossover.advice/1`` JSON object described in contract.md.
+``advice`` is the ``crossover.advice/1`` JSON object described in docs/interfaces.md.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ Predictions are estimates from engine profiles fitted to measured sweeps
 (``efficiency.py``, ``data/calibration.yaml``; engines never measured borrow a measured
 one's), or with ``predictions="roofline"`` the engine-agnostic upper bounds of
 ``cost.py``. The engine order among candidates whose figures are within
-``TIE_FRACTION`` of the best follows the seeds' rule 1 (TensorRT-LLM with CUDA graphs at
-low/mid concurrency, vLLM at high concurrency and for MoE tensor parallelism, llama.cpp
-by default). Measurements from ``--results`` replace predictions where a measured
-target matches a candidate, and every measured run is compared with its prediction
-(the ``calibration`` block).
+``TIE_FRACTION`` of the best follows rule ``seed-1-engine-choice`` (TensorRT-LLM with
+CUDA graphs at low/mid concurrency, vLLM at high concurrency and for MoE tensor
+parallelism, llama.cpp by default; docs/engines.md, advisor rules). Measurements from
+``--results`` replace predictions where a measured target matches a candidate, and every
+measured run is compared with its prediction (the ``calibration`` block).
 """
 
 from __future__ import annotations
@@ -256,7 +256,8 @@ def _predictions_note(req: AdviceRequest, cal: Calibration | None) -> str:
 def calibration_block(
     req: AdviceRequest, results: SweepResults, curve: AllReduceCurve, cal: Calibration | None
 ) -> dict[str, Any]:
-    """Every valid measured run against this advisor's prediction for it (contract.md)."""
+    """Every valid measured run against this advisor's prediction for it (the advice JSON's
+    ``calibration`` block, docs/interfaces.md)."""
     from pathlib import Path
 
     gpu = req.system.gpu.id

@@ -26,7 +26,8 @@ from crossover.advise.model import ModelFacts
 from crossover.errors import UsageError
 
 # Achievable fraction of datasheet memory bandwidth: the H200 here copies at ~4.3 of
-# 4.8 TB/s (gpu-recipes.md, measured 2026-11-30).
+# 4.8 TB/s (measured on the project's H200 machine on 2026-11-30;
+# docs/results/h200/llamacpp-transformers-2026-11-30.md).
 BANDWIDTH_EFFICIENCY = 0.9
 # Achievable fraction of dense tensor FLOP/s in prefill GEMMs (assumption).
 COMPUTE_EFFICIENCY = 0.7

@@ -1,7 +1,8 @@
 """Explanations: the reasons, cited rules and measured-vs-predicted figures of advice.
 
 Also the NVLink-wall check: where adding TP makes decode per user slower because each
-step's all-reduces sit on the small-message latency floor (rule seed-3-tp-over-pp).
+step's all-reduces sit on the small-message latency floor (rule seed-3-tp-over-pp;
+docs/engines.md, advisor rules).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from crossover.advise.rules import cite
 PREFILL_SHARE_WARNING = 0.3
 # Candidates within this fraction of the best figure count as tied; rule 1 orders them.
 TIE_FRACTION = 0.10
-# Rule 1 (seed-1-engine-choice): engine order per regime among tied candidates.
+# Rule 1 (seed-1-engine-choice, docs/engines.md): engine order per regime among tied candidates.
 PREFERENCE: dict[str, tuple[str, ...]] = {
     "low": ("trtllm", "llamacpp", "vllm", "sglang", "transformers"),
     "mid": ("trtllm", "vllm", "llamacpp", "sglang", "transformers"),

@@ -2,8 +2,9 @@
 
 The cost model is a roofline upper bound; this module says by how much it misses:
 
-* ``compare_references()``: the figures in ``data/references.yaml`` (gpu-recipes.md,
-  seed 004);
+* ``compare_references()``: the figures in ``data/references.yaml`` (measured on the
+  project's H200 machine, docs/results/h200/llamacpp-transformers-2026-11-30.md, and one
+  published TensorRT-LLM figure, docs/engines.md, advisor rules);
 * ``compare_sweep(path)``: every valid run of a real sweep (``crossover.sweep/1``);
 * ``compare_allreduce(table)``: the default all-reduce model against a measured table,
   per message size and as TP=2 decode/prefill communication per step.

@@ -7,9 +7,11 @@ of the context, so decode speed is bounded by::
 
 A measured decode speed far below that bound (under ``far_below``, 40% by
 default) points to a configuration fault rather than to the engine: the
-seed's TensorRT-LLM run with CUDA graphs silently off reached 19%. Worked
-example (gpu-recipes.md): 16.07 GB of weights at a 4.3 TB/s copy rate is a
-3.74 ms bound; llama.cpp's 5.3 ms per token is ~70% of it.
+TensorRT-LLM run of waynehacking8/trtllm-triton-serving with CUDA graphs silently off
+reached 19% (docs/engines.md, advisor rules). Worked example, measured on the
+project's H200 (docs/results/h200/llamacpp-transformers-2026-11-30.md): 16.07 GB of
+weights at a 4.3 TB/s copy rate is a 3.74 ms bound; llama.cpp's 5.3 ms per token is
+~70% of it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The sweep file, ``DIR/sweep.json`` (``"schema": "crossover.sweep/1"``), as pydantic models.
 
 The sweep runner writes exactly these models and the report reads them, so the
-file format lives in one place. Fields beyond contract.md (``targets``,
-``server_metrics``, ``gpu``, ``roofline``, ``inconclusive``) are optional: a
-sweep file with only ``runs`` and ``crossovers`` is valid.
+file format lives in one place (described in docs/interfaces.md). Fields beyond
+``runs`` and ``crossovers`` (``targets``, ``server_metrics``, ``gpu``, ``roofline``,
+``inconclusive``) are optional: a sweep file with only those two is valid.
 
 A run's ``summary`` is the run summary of ``crossover run --json``
 (``"schema": "crossover.run/1"``), :class:`crossover.metrics.summary.RunSummary`.
@@ -11,7 +11,7 @@ Read numbers from it by dotted path with :func:`summary_value` or
 :meth:`SweepRun.value`, which return ``None`` for anything missing.
 
 Write a sweep file with :meth:`SweepFile.write` (or ``model_dump(by_alias=True,
-mode="json")``) so that the ``schema`` key is spelled as the contract says.
+mode="json")``) so that the ``schema`` key is spelled as docs/interfaces.md says.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ class SweepFile(BaseModel):
         return next((t for t in self.targets if t.name == name), None)
 
     def to_json(self) -> str:
-        """The file's text, keys as contract.md spells them."""
+        """The file's text, keys as docs/interfaces.md spells them."""
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
 
     def write(self, path: Path) -> None:

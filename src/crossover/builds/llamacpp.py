@@ -44,7 +44,8 @@ BINARY = "llama-server"
 # Env override: a llama-server built elsewhere (find_llama_server returns it as is).
 BINARY_ENV = "CROSSOVER_LLAMA_SERVER"
 
-# gpu-recipes.md: the flags that built llama-server on the CPU machine and the H200.
+# The flags that built llama-server on the CPU machine and the H200 (docs/engines.md,
+# llama-server notes).
 # Static libraries make the cached binary self-contained (no rpath into the build tree).
 BASE_CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_CURL=OFF",

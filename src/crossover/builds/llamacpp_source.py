@@ -26,8 +26,8 @@ SDIST_NAME = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 _VENDOR_PREFIX = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/"
 
-# What CMake needs to build llama-server (gpu-recipes.md: app and scripts are
-# required even for the server target alone).
+# What CMake needs to build llama-server (app and scripts are required even for the
+# server target alone: docs/engines.md, llama-server notes).
 SOURCE_SUBSET: tuple[str, ...] = (
     "CMakeLists.txt",
     "CMakePresets.json",

@@ -47,7 +47,7 @@ Builder = Callable[[EngineConfig, int, Path], LaunchSpec]
 class EngineAdapter:
     name: str
     display_name: str  # used in messages: "llama-server exited with status 1 ..."
-    dialect: str  # request dialect name (contract.md: openai, vllm, sglang, ...)
+    dialect: str  # request dialect name (docs/interfaces.md: openai, vllm, sglang, ...)
     default_executable: tuple[str, ...]
     build: Builder
     health_path: str
@@ -120,7 +120,8 @@ def _llamacpp(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 
 # --- transformers serve -------------------------------------------------------------------
 # Flags: transformers 5.x src/transformers/cli/serve.py (--continuous-batching,
-# --cb-use-cuda-graph, --device, --dtype, --host, --port); start line from gpu-recipes.md.
+# --cb-use-cuda-graph, --device, --dtype, --host, --port); the start line worked with
+# transformers 5.17.0 on the project's H200 machine (docs/engines.md, transformers serve notes).
 TRANSFORMERS_ENTRY = "from transformers.cli.transformers import app; app()"
 
 
@@ -416,7 +417,7 @@ ADAPTERS: dict[str, EngineAdapter] = {
         absence_rules=(),
         detect=lp.DETECT["transformers"],
         model_is_local=True,
-        source="transformers src/transformers/cli/serve.py; gpu-recipes.md",
+        source="transformers src/transformers/cli/serve.py; docs/engines.md (transformers serve)",
     ),
     "vllm": EngineAdapter(
         name="vllm",

@@ -256,7 +256,7 @@ def _llama_graphs(launch: LaunchRecord) -> Fact:
         if arg in ("-sm", "--split-mode") and argv[i + 1] == "row":
             return Fact(
                 setting="cuda_graphs", value=False, basis="launch-argv", verified=True,
-                evidence=f"{arg} row", origin="engines.md: -sm row disables CUDA graphs",
+                evidence=f"{arg} row", origin="docs/engines.md: -sm row disables CUDA graphs",
             )  # fmt: skip
     return Fact(
         setting="cuda_graphs",

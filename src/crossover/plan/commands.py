@@ -89,7 +89,7 @@ def engine_argv(engine: str, s: LaunchSpec) -> tuple[list[str], dict[str, str], 
 
 
 def llamacpp_graphs_on(s: LaunchSpec) -> bool:
-    """``-sm row`` disables CUDA graphs in llama.cpp (engines.md)."""
+    """``-sm row`` disables CUDA graphs in llama.cpp (docs/engines.md)."""
     return s.cuda_graphs and s.tp == 1
 
 

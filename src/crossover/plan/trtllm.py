@@ -3,7 +3,8 @@
 The CUDA-graph block is nested per version (rule ``plan-trtllm-cuda-graph-nesting``):
 1.x reads ``cuda_graph_config: {enable_padding, batch_sizes}``; 0.20 and earlier read
 ``pytorch_backend_config: {use_cuda_graph, cuda_graph_batch_sizes, ...}``. A key at the
-wrong level is silently ignored, which is how the seed's run lost its graphs.
+wrong level is silently ignored, which is how the published trtllm-triton-serving run lost
+its graphs (docs/engines.md, advisor rules).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-#: gauges worth keeping (engines.md); others are dropped to keep the store small
+#: gauges worth keeping (docs/engines.md); others are dropped to keep the store small
 DEFAULT_METRICS = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
