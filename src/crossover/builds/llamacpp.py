@@ -260,3 +260,43 @@ def find_llama_server(cuda: bool | None = None) -> Path | None:
         return None
     newest = max(stamps, key=lambda s: int(str(s.get("built_at_unix", 0))))
     return Path(str(newest["binary"]))
+
+
+#: other programs of the pinned source that crossover builds on demand, in the same
+#: build folder as llama-server (its libraries are reused: a tool takes seconds)
+TOOLS = ("llama-quantize",)
+
+
+def ensure_llama_tool(
+    name: str, cuda: bool | None = False, progress: bool = True, jobs: int | None = None
+) -> Path:
+    """The cached llama.cpp tool ``name`` (e.g. ``llama-quantize``), built next to the
+    llama-server of this configuration (which is built first if needed)."""
+    if name not in TOOLS:
+        raise UsageError(f"unknown llama.cpp tool {name!r} ({', '.join(TOOLS)})")
+    ensure_llama_server(cuda, progress, jobs=jobs)
+    cfg = build_config(cuda)
+    tool = cfg.binary.with_name(name)
+    if tool.is_file() and os.access(tool, os.X_OK):
+        return tool
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise EngineError(f"building {name} needs cmake on PATH")
+    build = cfg.build_dir / "build"
+    with file_lock(cfg.build_dir.with_name(cfg.build_dir.name + ".lock")):
+        if tool.is_file():
+            return tool
+        with (cfg.build_dir / f"{name}.build.log").open("w", buffering=1) as log_fh:
+            cmd = [
+                cmake,
+                "--build",
+                str(build),
+                "--target",
+                name,
+                "-j",
+                str(jobs or os.cpu_count() or 1),
+            ]
+            run_build_command(cmd, log_fh, f"building {name} ({cfg.label})", progress, True)
+    if not tool.is_file():
+        raise EngineError(f"the build finished but {tool} is missing")
+    return tool

