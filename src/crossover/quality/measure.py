@@ -2,13 +2,17 @@
 
 1. Each prompt is tokenized by the reference (its token ids are the context both sides
    get) and the reference generates ``max_tokens`` greedily, with top-K log-probs.
-2. Each candidate generates from the same context. Positions are compared while the
-   greedy tokens agree; at the first disagreement that position is still scored (the
-   context was the same), then the candidate is **re-anchored**: it continues from the
-   reference's context up to and including the reference's token there (one more
-   request). So every reference position is scored once, with the same context on both
-   sides (teacher forcing through an API that has no prompt log-probs), and the first
-   divergence of the free run is kept per prompt.
+2. Each candidate generates from the same context, in windows (``FIRST_WINDOW``
+   tokens, doubled while it agrees). Positions are compared while the greedy tokens
+   agree; at the first disagreement that position is still scored (the context was the
+   same), then the candidate is **re-anchored**: it continues from the reference's
+   context up to and including the reference's token there (one more request). So
+   every reference position is scored once, with the same context on both sides
+   (teacher forcing through an API that has no prompt log-probs), and the first
+   divergence of the free run is kept per prompt. A window's context reaches the engine
+   as a prompt (prefill) where the reference decoded it token by token; the two paths'
+   arithmetic differs a little, so even identical weights show a small KL: score the
+   reference against a second server of itself to know that floor.
 3. Per candidate: top-1 agreement and mean KL over all scored positions, 95% intervals
    by bootstrap over prompts, the median first-divergence position.
 
@@ -41,6 +45,11 @@ SCHEMA = "crossover.quality/1"
 #: re-anchors per prompt at most (a candidate that disagrees everywhere costs one
 #: request per position otherwise)
 MAX_REANCHORS = 512
+#: tokens asked for after a re-anchor, doubled while the candidate agrees: a candidate
+#: that diverges often generates at most this much past each divergence, one that agrees
+#: gets long requests
+FIRST_WINDOW = 16
+MAX_WINDOW = 256
 
 
 class EndpointInfo(BaseModel):
@@ -131,16 +140,25 @@ async def _candidate(
         ref = refs[i]
         s = scores[i]
         start = 0
+        window = FIRST_WINDOW
         try:
             while start < len(ref):
                 context = contexts[i] + [int(p.token) for p in ref[:start]]
+                want = len(ref) - start if not can_anchor else min(window, len(ref) - start)
                 async with gate:
-                    got = await complete(session, cand, context, len(ref) - start, k)
+                    got = await complete(session, cand, context, want, k)
                 diverged = compare_run(s, start, ref, got)
-                if diverged is None or not can_anchor or s.reanchors >= MAX_REANCHORS:
-                    break  # agreed to the end (or stopped early: what came is scored)
+                if diverged is None:
+                    if len(got) < want or not can_anchor:
+                        break  # the candidate stopped early: what came is scored
+                    start += len(got)  # agreed: the context is still the reference's
+                    window = min(window * 2, MAX_WINDOW)
+                    continue
+                if not can_anchor or s.reanchors >= MAX_REANCHORS:
+                    break
                 s.reanchors += 1
                 start = diverged + 1
+                window = FIRST_WINDOW
         except ApiError as exc:
             errors.append(f"prompt {i}: {exc}")
         if progress is not None:
