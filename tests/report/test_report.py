@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 
+import pytest
+
+from crossover.errors import UsageError
 from crossover.report import load_sweep, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -95,3 +99,35 @@ def test_chart_labels_name_metrics_as_people_do_and_latency_axes_go_log() -> Non
     assert spans_decades([20.0, 400.0, 18_000.0])
     assert not spans_decades([20.0, 25.0, 30.0])
     assert not spans_decades([])
+
+
+def test_a_quality_result_in_the_folder_is_shown_beside_the_speed_results(
+    sweep_dir: Path,
+) -> None:
+    quality = {
+        "schema": "crossover.quality/1", "created_at": "2026-12-01T05:25:11+00:00",
+        "reference": {"name": "q4_k_m", "url": "http://127.0.0.1:1", "engine": "llamacpp"},
+        "prompts": 60, "max_tokens": 200, "top_logprobs": 10, "reference_tokens": 12000,
+        "candidates": [{
+            "name": "<script>alert(1)</script>", "url": "http://127.0.0.1:2",
+            "engine": "llamacpp", "scored_tokens": 12000, "top1_agreement": 0.9701,
+            "mean_kl": 0.0711, "kl_tokens": 12000, "first_divergence_p50": 1.0,
+            "prompts_diverged": 60, "reanchors": 359, "reanchored": True,
+            "interval": {"top1_agreement": [0.9615, 0.9773], "mean_kl": [0.06, 0.0861]},
+        }],
+        "wall_s": 626.1,
+    }  # fmt: skip
+    (sweep_dir / "quality.json").write_text(json.dumps(quality))
+    html = write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "r.html").read_text()
+    section = html.split('id="quality"', 1)[1].split("<h2", 1)[0]
+    assert "12,000" in section and "97.01% (96.15%-97.73%)" in section
+    assert "0.0711 (0.0600-0.0861)" in section
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+    (sweep_dir / "quality.json").write_text('{"schema": "something else"}')
+    with pytest.raises(UsageError, match=r"not a crossover\.quality/1 file"):
+        write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "r.html")
+
+
+def test_no_quality_section_without_a_quality_file(sweep_dir: Path) -> None:
+    html = write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "r.html").read_text()
+    assert 'id="quality"' not in html

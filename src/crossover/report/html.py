@@ -164,8 +164,10 @@ def render_html(
     *,
     title: str = "crossover sweep report",
     chart_dir: str = "report",
+    quality: dict[str, Any] | None = None,
 ) -> str:
-    """The report's HTML text for an analysed sweep and its PNG charts."""
+    """The report's HTML text for an analysed sweep and its PNG charts (and, when the
+    folder holds one, the ``crossover quality`` result beside the speed results)."""
     chart_list = [
         Chart(
             name,
@@ -197,8 +199,67 @@ def render_html(
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
         "level_header": "requests/s" if sweep.axis() == "rate" else "concurrency",
         "telemetry": _telemetry(sweep),
+        "quality": _quality_rows(quality),
     }
     return environment().get_template("report.html.j2").render(**context)
+
+
+#: the file ``crossover report`` shows beside a sweep when the folder holds it
+QUALITY_FILE = "quality.json"
+
+
+def load_quality(sweep_dir: Path) -> dict[str, Any] | None:
+    """``sweep_dir/quality.json`` (``crossover quality --json``) if present; one-line
+    ``UsageError`` when it is not a ``crossover.quality/1`` file."""
+    from crossover.errors import UsageError
+    from crossover.quality.measure import QualityResult
+
+    path = sweep_dir / QUALITY_FILE
+    if not path.is_file():
+        return None
+    try:
+        result = QualityResult.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{path}: not a crossover.quality/1 file ({first})") from None
+    return result.to_json_dict()
+
+
+def _quality_rows(quality: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not quality:
+        return None
+
+    def pct(v: Any) -> str:
+        return "-" if v is None else f"{v:.2%}"
+
+    def iv(v: Any, fmt: str) -> str:
+        return "" if not v else f" ({fmt.format(v[0])}-{fmt.format(v[1])})"
+
+    rows = []
+    for c in quality.get("candidates") or []:
+        interval = c.get("interval") or {}
+        kl = c.get("mean_kl")
+        rows.append(
+            {
+                "name": c.get("name"),
+                "engine": c.get("engine"),
+                "scored": f"{c.get('scored_tokens', 0):,}",
+                "agreement": pct(c.get("top1_agreement"))
+                + iv(interval.get("top1_agreement"), "{:.2%}"),
+                "kl": ("-" if kl is None else f"{kl:.4f}") + iv(interval.get("mean_kl"), "{:.4f}"),
+                "first": "-"
+                if c.get("first_divergence_p50") is None
+                else f"{c['first_divergence_p50']:g}",
+            }
+        )
+    ref = quality.get("reference") or {}
+    return {
+        "reference": ref.get("name"),
+        "engine": ref.get("engine"),
+        "tokens": f"{quality.get('reference_tokens', 0):,}",
+        "prompts": quality.get("prompts"),
+        "rows": rows,
+    }
 
 
 def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> Path:
@@ -212,7 +273,7 @@ def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> 
     chart_dir.mkdir(parents=True, exist_ok=True)
     for name, png in charts.items():
         (chart_dir / f"{name}.png").write_bytes(png)
-    html = render_html(sweep, charts, findings, check_sweep(sweep))
+    html = render_html(sweep, charts, findings, check_sweep(sweep), quality=load_quality(sweep_dir))
     out = out if out is not None else sweep_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
