@@ -142,6 +142,26 @@ class RunConfig(BaseModel):
         return min(self.concurrency or 4, 16)
 
 
+def parse_named_url(text: str, flag: str) -> tuple[str, str, dict[str, str]]:
+    """``NAME=URL[,engine=E,model=M]`` (``--target``, ``--reference``, ``--candidate``) ->
+    (name, URL as given, settings); a mistake is one ``UsageError`` naming ``flag``."""
+    from crossover.errors import UsageError
+
+    if "=" not in text:
+        raise UsageError(f"{flag} {text!r}: expected NAME=URL[,engine=E,model=M]")
+    name, rest = text.split("=", 1)
+    parts = rest.split(",")
+    settings: dict[str, str] = {}
+    for p in parts[1:]:
+        if "=" not in p:
+            raise UsageError(f"{flag} {text!r}: expected key=value after the URL, got {p!r}")
+        k, v = p.split("=", 1)
+        if k.strip() not in ("engine", "model"):
+            raise UsageError(f"{flag} {text!r}: unknown setting {k!r} (engine, model)")
+        settings[k.strip()] = v.strip()
+    return name.strip(), parts[0].strip(), settings
+
+
 def parse_kv(text: str, what: str) -> dict[str, str]:
     """``a=1,b=2`` -> dict; the error names the flag."""
     out: dict[str, str] = {}

@@ -216,7 +216,7 @@ async def execute(
     Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
     streamed text of each request whose chunks fall short of usage is re-tokenized once,
     after the level; with a ``metrics_url``, the engine's generated-token counter is read
-    before and after it.
+    before and after it (not for replicas: one replica's counter cannot witness them all).
     """
     headers = api_headers(config)
     dialect = get_dialect(config.engine)
@@ -236,6 +236,8 @@ async def execute(
     keep_text = tokenizer is not None
     timeouts = Timeouts(**config.timeouts.model_dump())
     records: list[RequestRecord] = []
+    if len(config.replica_urls) > 1:
+        metrics_url = None  # one replica's token counter cannot witness the load of all
     counter = await read_counter(metrics_url) if metrics_url else None
     lags: list[float] = []
 

@@ -210,8 +210,7 @@ def run(
                     tokenizer=tok,
                     progress=progress,
                     client_floor=floor,
-                    # one replica's token counter cannot witness the load of all of them
-                    metrics_url=engine_metrics if len(config.replica_urls) == 1 else None,
+                    metrics_url=engine_metrics,
                 )
             )
             if quiet:

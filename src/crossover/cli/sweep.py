@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from crossover.config import parse_named_url
 from crossover.errors import InvalidRunError, UsageError
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
@@ -38,23 +39,9 @@ def register(app: typer.Typer) -> None:
 
 def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
     """``NAME=URL[,engine=vllm,model=M]``."""
-    if "=" not in text:
-        raise UsageError(f"--target {text!r}: expected NAME=URL[,engine=E,model=M]")
-    name, rest = text.split("=", 1)
-    parts = rest.split(",")
-    out: dict[str, Any] = {
-        "name": name.strip(),
-        "url": parts[0].strip(),
-        "engine": engine,
-        "model": model,
-    }
-    for p in parts[1:]:
-        if "=" not in p:
-            raise UsageError(f"--target {text!r}: expected key=value after the URL, got {p!r}")
-        k, v = p.split("=", 1)
-        if k.strip() not in ("engine", "model"):
-            raise UsageError(f"--target {text!r}: unknown setting {k!r} (engine, model)")
-        out[k.strip()] = v.strip()
+    name, url, settings = parse_named_url(text, "--target")
+    out: dict[str, Any] = {"name": name, "url": url, "engine": engine, "model": model}
+    out.update(settings)
     if out["engine"] is None:
         out["engine"] = "openai"
     return out

@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from crossover.config import parse_named_url
 from crossover.errors import UsageError
 from crossover.quality.score import Position
 
@@ -39,29 +40,18 @@ class Endpoint:
 
 def parse_endpoint(text: str, flag: str) -> Endpoint:
     """``NAME=URL[,engine=E,model=M]``; one line naming the flag when it is not."""
-    if "=" not in text:
-        raise UsageError(f"{flag} {text!r}: expected NAME=URL[,engine=E,model=M]")
-    name, rest = text.split("=", 1)
-    parts = rest.split(",")
-    fields: dict[str, str] = {}
-    for p in parts[1:]:
-        if "=" not in p:
-            raise UsageError(f"{flag} {text!r}: expected key=value after the URL, got {p!r}")
-        k, v = (s.strip() for s in p.split("=", 1))
-        if k not in ("engine", "model"):
-            raise UsageError(f"{flag} {text!r}: unknown setting {k!r} (engine, model)")
-        fields[k] = v
+    name, url, fields = parse_named_url(text, flag)
     engine = fields.get("engine", "openai")
     if engine not in ENGINES:
         raise UsageError(f"{flag} {text!r}: engine must be one of {', '.join(ENGINES)}")
-    url = parts[0].strip().rstrip("/")
+    url = url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"{flag} {text!r}: the URL must start with http:// or https://")
     if url.endswith("/v1"):
         raise UsageError(f"{flag} {text!r}: give the server's base URL, without /v1")
-    if not name.strip():
+    if not name:
         raise UsageError(f"{flag} {text!r}: the name is empty")
-    return Endpoint(name.strip(), url, engine, fields.get("model"))
+    return Endpoint(name, url, engine, fields.get("model"))
 
 
 class ApiError(Exception):

@@ -382,8 +382,7 @@ class SweepRunner:
                 abort=abort,
                 abort_reason=lambda: reason[0] if reason else None,
                 client_floor=floor,
-                # one replica's token counter cannot witness the load of all of them
-                metrics_url=metrics_url if len(urls) == 1 else None,
+                metrics_url=metrics_url,
             )
         finally:
             scraper.cancel()

@@ -116,12 +116,8 @@ def _arrivals_of(resp: aiohttp.ClientResponse) -> deque[tuple[int, int]] | None:
     """The stamps of ``resp``'s body bytes, when its connection stamps them."""
     conn = resp.connection
     proto = conn.protocol if conn is not None else None
+    # the data_received that brought the headers made the response's stamp deque
     if isinstance(proto, StampingHandler) and proto.rx_payload is resp.content:
-        return proto.rx
-    if isinstance(proto, StampingHandler) and proto.rx_payload is None:
-        # headers arrived without body bytes: the first data_received with body starts it
-        proto.rx_payload = resp.content
-        proto.rx = deque()
         return proto.rx
     return None
 
