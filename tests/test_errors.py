@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from crossover.errors import closest, unknown_choice, validation_line
+from crossover.errors import EngineError, closest, unknown_choice, validation_line
 
 
 class Inner(BaseModel):
@@ -55,3 +55,17 @@ def test_prefix_flags_and_limit() -> None:
     assert validation_line(exc, loc_prefix="t.launch", limit=1).startswith("t.launch.count: ")
     assert validation_line(exc, limit=1).endswith("; and 1 more")
     assert validation_line(exc, flags=True, limit=1).startswith("--count: ")
+
+
+def test_engine_error_cause_is_the_last_line_the_engine_logged() -> None:
+    tail = (
+        "Traceback (most recent call last):\n  File \"serve.py\", line 117\n"
+        "ImportError: Missing dependencies for serving. Install with "
+        "`pip install transformers[serving]`\n\n"
+    )
+    err = EngineError("transformers serve exited with status 1 before becoming healthy", tail)
+    assert err.cause is not None and err.cause.startswith("ImportError: Missing dependencies")
+    assert EngineError("x").cause is None
+    assert EngineError("x", "\n  \n").cause is None
+    long = EngineError("x", "e" * 500).cause
+    assert long is not None and len(long) == 200 and long.endswith("…")

@@ -3,6 +3,8 @@
 # then run (or resume) one sweep until END seconds into this call, and bring back its
 # database and logs. Usage (from the repository root on the device):
 #   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
+# transformers targets need NEED_VLLM=1 (the default): transformers serve needs its serving
+# extra (fastapi, uvicorn, openai, ...), which the vLLM install brings.
 # carry: [".pack"] when .pack/NAME.tar.gz holds the sweep folder an earlier call brought
 # back (cat NAME.tgz.part-* > .pack/NAME.tar.gz): it is unpacked first and the sweep
 # resumes (finished levels are not re-run). RESULTS=docs/results/h200/vllm-a resumes from

@@ -1,7 +1,10 @@
 """Print the README's results table from a sweep.json: per target and level, total
 tokens/s, TTFT p50 and ITL p50 of each valid repeat (min-max when there are two or more).
 
-    python scripts/h200/table.py docs/results/h200/vllm-a/sweep.json
+    python scripts/h200/table.py docs/results/h200/vllm-a/sweep.json [TARGET,TARGET,...]
+
+The optional second argument keeps only those targets, in that order (the README splits
+the vLLM and llama.cpp columns into two tables).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ def cell(values: list[float], fmt: str) -> str:
     )
 
 
-def main(path: str) -> None:
+def main(path: str, only: list[str] | None = None) -> None:
     sweep = json.load(open(path, encoding="utf-8"))
     names = [t["name"] for t in sweep["targets"]]
     runs: dict[tuple[str, int], list[dict]] = defaultdict(list)
@@ -32,7 +35,7 @@ def main(path: str) -> None:
         else:
             bad[key] += 1
     levels = sorted({c for _, c in runs} | {c for _, c in bad})
-    shown = [n for n in names if any(k[0] == n for k in runs)]
+    shown = [n for n in (only or names) if any(k[0] == n for k in runs)]
     print("| c | " + " | ".join(shown) + " |")
     print("|---:|" + "---|" * len(shown))
     for c in levels:
@@ -50,4 +53,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2].split(",") if len(sys.argv) > 2 else None)

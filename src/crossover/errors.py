@@ -40,6 +40,19 @@ class EngineError(CrossoverError):
         super().__init__(message)
         self.log_tail = log_tail
 
+    @property
+    def cause(self) -> str | None:
+        """The log's last non-blank line (what an engine said as it died), at most 200 chars.
+
+        A sweep's one-line failure names it: ``transformers serve exited with status 1``
+        alone does not say that the serving extra is missing; the traceback's last line does.
+        """
+        lines = [ln.strip() for ln in (self.log_tail or "").splitlines() if ln.strip()]
+        if not lines:
+            return None
+        last = lines[-1]
+        return last if len(last) <= 200 else last[:199] + "…"
+
 
 class InvalidRunError(CrossoverError):
     """The run's verdict is invalid or unverified and the user did not allow it: exit 3."""

@@ -134,6 +134,8 @@ def test_one_replica_that_will_not_start_fails_the_target(
     assert rc != 0
     captured = capsys.readouterr()
     assert "failed to start" in captured.out + captured.err
+    # the one line names what the engine said as it died, not only its exit status
+    assert "its log ends:" in captured.out + captured.err
     assert "no GPU 1" in (out / "engines" / "E-r1.log").read_text()
     assert read_sweep(out)["runs"] == []
     _nothing_left(tmp_path)

@@ -332,7 +332,10 @@ class SweepRunner:
         try:
             urls, dialect, model = await self._ensure_engine(t)
         except EngineError as exc:
-            self.failed_levels.append(f"{t.cfg.name} {level.label}: engine failed to start: {exc}")
+            said = f" (its log ends: {exc.cause})" if exc.cause else ""
+            self.failed_levels.append(
+                f"{t.cfg.name} {level.label}: engine failed to start: {exc}{said}"
+            )
             raise
         url = urls[0]
         run_cfg = self._run_config(urls, dialect, model, level, t.warm)
