@@ -4,7 +4,8 @@ Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport
 -> records (SQLite, as they arrive) -> metrics. Sweeps call ``execute`` per level.
 
 Nothing that can wait runs on the event loop while streams are in flight: a finished
-record is serialized and handed to the store's writer thread, the summary is computed
+record is held (``RecordSink``) and handed to the store's writer thread in one batch at
+the end of the level (or every ``HOLD_S`` during a long one), the summary is computed
 after the level, and a probe measures the loop's own lag meanwhile (``client_loop`` in
 the summary, beside the client floor).
 """
@@ -41,7 +42,7 @@ from crossover.metrics.summary import (
 )
 from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store
+from crossover.records.store import RecordSink, Store
 from crossover.transport.http import Timeouts, make_session
 from crossover.workload import (
     Prompt,
@@ -205,7 +206,8 @@ async def execute(
     metrics_url: str | None = None,
     stop: asyncio.Event | None = None,
 ) -> RunOutcome:
-    """Run one level. Records are committed as they complete; the summary at the end.
+    """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
+    when the level ends, however it ends); the summary at the end.
 
     ``abort`` (set by an engine watcher) stops the level at once; the run is then
     ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
@@ -348,10 +350,11 @@ async def _execute_here(
     dialect = get_dialect(config.engine)
     warm = config.warmup
     n_prompts = len(prompts)
+    sink = RecordSink(store, run_id)
     async with make_session(headers, timeouts) as session:
 
         def keep(rec: RequestRecord) -> None:
-            store.add_record(run_id, rec)
+            sink.add(rec)
             records.append(rec)
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
@@ -399,8 +402,11 @@ async def _execute_here(
                 max_in_flight=config.max_in_flight,
             )
         except asyncio.CancelledError:
+            sink.flush()  # every record received is written before the run is marked
             store.finish_run(run_id, "interrupted", None)
             raise
+        finally:
+            sink.flush()
         if abort.is_set():
             status = "failed"
     return status
@@ -422,8 +428,10 @@ async def _execute_workers(
     """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
     from crossover.load.workers import run_workers
 
+    sink = RecordSink(store, run_id)
+
     def on_record(rec: RequestRecord) -> None:
-        store.add_record(run_id, rec)
+        sink.add(rec)
         records.append(rec)
         if progress is not None:
             progress.update(rec)
@@ -438,8 +446,11 @@ async def _execute_workers(
             lags,
         )  # fmt: skip
     except asyncio.CancelledError:
+        sink.flush()
         store.finish_run(run_id, "interrupted", None)
         raise
+    finally:
+        sink.flush()
     return "failed" if abort.is_set() else "done"
 
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store
+from crossover.records.store import RecordSink, Store
 
 
 def _rec(i: int, n: int = 8) -> RequestRecord:
@@ -148,3 +148,37 @@ def test_writer_error_reaches_the_caller(tmp_path: Path) -> None:
         store.flush()
     with pytest.raises(sqlite3.OperationalError):  # and every later write says so too
         store.add_record("run", _rec(0))
+
+
+def test_a_sink_holds_records_and_hands_them_over_in_one_batch(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    with Store(path) as store:
+        store.create_run("run", {})
+        store.flush()
+        before = store.writer_stats["batches"]
+        sink = RecordSink(store, "run", hold_s=3600.0)
+        for i in range(200):
+            sink.add(_rec(i))
+        time.sleep(0.1)
+        assert sink.held == 200
+        assert _count(path) == 0  # nothing reached the writer while the load runs
+        sink.flush()
+        store.flush()
+        assert sink.held == 0
+        assert store.writer_stats["batches"] == before + 1  # one wake-up, one commit
+        assert [r.index for r in store.records("run")] == list(range(200))
+
+
+def test_a_sink_hands_over_once_its_oldest_record_is_hold_s_old(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as store:
+        store.create_run("run", {})
+        sink = RecordSink(store, "run", hold_s=0.05)
+        sink.add(_rec(0))
+        sink.add(_rec(1))
+        assert sink.held == 2
+        time.sleep(0.06)
+        sink.add(_rec(2))  # the first add after the hold: all three go
+        assert sink.held == 0
+        assert len(store.records("run")) == 3
+        sink.add(_rec(3))  # a new hold starts
+        assert sink.held == 1
