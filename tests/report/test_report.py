@@ -131,3 +131,40 @@ def test_a_quality_result_in_the_folder_is_shown_beside_the_speed_results(
 def test_no_quality_section_without_a_quality_file(sweep_dir: Path) -> None:
     html = write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "r.html").read_text()
     assert 'id="quality"' not in html
+
+
+def test_throughput_goes_log_when_targets_lie_far_apart_and_crossovers_are_numbered(
+    sweep_dir: Path,
+) -> None:
+    from crossover.analysis.crossovers import Finding
+    from crossover.report.charts import Series, targets_apart, throughput_axes
+
+    near = Series([1, 8], [100.0, 800.0], [100.0, 800.0], [100.0, 800.0])
+    far = Series([1, 8], [90.0, 80.0], [90.0, 80.0], [90.0, 80.0])
+    assert targets_apart([near, far])  # 10x apart at c=8
+    assert not targets_apart([near, Series([1, 8], [110.0, 500.0], [0, 0], [0, 0])])
+    assert not targets_apart([near])  # one target's own growth is no reason
+
+    def crossing(metric: str, at: float) -> Finding:
+        return Finding(
+            kind="crossover", metric=metric, a="A", b="B", levels=(1, 2, 4), below="A",
+            above="B", concurrency=at, interval=(at * 0.9, at * 1.1),
+        )  # fmt: skip
+
+    findings = [
+        crossing("total_tokens_per_s", 2.0),
+        crossing("total_tokens_per_s", 2.1),
+        crossing("output_tokens_per_s", 2.0),  # the same crossing in the other unit
+        crossing("ttft_ms.p50", 3.0),
+    ]
+    _, ax = throughput_axes(load_sweep(sweep_dir), findings)
+    numbers = [a for a in ax.texts if a.get_text() in {"1", "2", "3"}]
+    captions = [t.get_text() for t in ax.texts if "→" in t.get_text()]
+    # only this chart's metric, each with its interval, numbered in order
+    assert captions == [
+        "1  total tokens/s: A → B at 2.0 (interval 1.8-2.2)",
+        "2  total tokens/s: A → B at 2.1 (interval 1.9-2.3)",
+    ]
+    # two points 5% apart: the second number is placed lower, not on top of the first
+    (y1, y2) = (n.xyann[1] if hasattr(n, "xyann") else n.get_position()[1] for n in numbers)
+    assert y1 != y2

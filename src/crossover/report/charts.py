@@ -108,25 +108,63 @@ def crossover_label(f: Finding) -> str:
     return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {f.concurrency:.1f}"
 
 
+def targets_apart(all_series: Sequence[Series], ratio: float = 5.0) -> bool:
+    """True when, at some level, one target's mean is more than ``ratio`` times another's:
+    on a linear axis the lower curves would be flattened at the bottom, so it goes log."""
+    by_level: dict[float, list[float]] = {}
+    for s in all_series:
+        for level, m in zip(s.levels, s.mean, strict=True):
+            if m > 0:
+                by_level.setdefault(level, []).append(m)
+    return any(len(v) > 1 and max(v) / min(v) > ratio for v in by_level.values())
+
+
+def _apart(a: float, b: float) -> bool:
+    return a <= 0 or b <= 0 or abs(math.log(a / b)) > 0.18
+
+
+#: caption lines under the axes, in axes fractions
+_CAPTION_TOP = -0.17
+_CAPTION_STEP = 0.065
+
+
 def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -> None:
-    lo, hi = ax.get_xlim()
-    for i, f in enumerate(x for x in findings if x.kind == "crossover" and x.metric in metrics):
+    """Each crossover: its interval shaded, a dashed line at its point with a number at
+    the top, and a caption line under the chart (number, metric, who leads where, point
+    and interval). Labels inside the frame hid the curves once there were several."""
+    marked = [x for x in findings if x.kind == "crossover" and x.metric in metrics]
+    rows: list[list[float]] = []  # the points numbered at each height so far
+    for i, f in enumerate(marked, start=1):
         assert f.interval is not None
         assert f.concurrency is not None
         ax.axvspan(f.interval[0], f.interval[1], color="0.5", alpha=0.15, lw=0)
         ax.axvline(f.concurrency, color="0.3", ls="--", lw=1)
-        # readable name; on the side of the line with more room, so it stays in the frame
-        right_half = math.log(f.concurrency / lo) > math.log(hi / lo) / 2 if lo > 0 else False
+        # a number near another one (within ~20% on the log axis) goes one step lower
+        row = next(
+            (k for k, xs in enumerate(rows) if all(_apart(f.concurrency, x) for x in xs)),
+            len(rows),
+        )
+        if row == len(rows):
+            rows.append([])
+        rows[row].append(f.concurrency)
         ax.annotate(
-            _txt(crossover_label(f)),
-            (f.concurrency, 0.97 - 0.08 * i),
+            str(i),
+            (f.concurrency, 0.97 - 0.075 * row),
             xycoords=("data", "axes fraction"),
-            xytext=(-4 if right_half else 4, 0),
-            textcoords="offset points",
             fontsize=7,
-            ha="right" if right_half else "left",
+            ha="center",
             va="top",
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.8", "alpha": 0.9},
+            bbox={"boxstyle": "circle,pad=0.2", "fc": "white", "ec": "0.3", "alpha": 0.95},
+        )
+        lo, hi = f.interval
+        ax.text(
+            0.0,
+            _CAPTION_TOP - _CAPTION_STEP * (i - 1),
+            _txt(f"{i}  {crossover_label(f)} (interval {lo:.1f}-{hi:.1f})"),
+            transform=ax.transAxes,
+            fontsize=8,
+            ha="left",
+            va="top",
         )
 
 
@@ -140,10 +178,18 @@ def _mark_not_used(ax: Axes, runs: Sequence[SweepRun], path: str, labelled: list
 
 def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
     """Total tokens/s against concurrency; error bars span the repeats."""
+    return _png(throughput_axes(sweep, findings)[0])
+
+
+def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any, Axes]:
+    """The throughput chart's figure and axes: log y when the targets lie far apart, the
+    crossovers of total tokens/s marked (output tokens/s ones are listed in the page)."""
     fig, ax = _new_axes("Throughput", "total tokens/s", axis=sweep.axis())
     labelled = [False]
+    drawn: list[Series] = []
     for i, name in enumerate(sweep.target_names()):
         s = series(sweep.runs, name, "throughput.total_tokens_per_s")
+        drawn.append(s)
         if s.levels:
             err = [
                 [m - lo for m, lo in zip(s.mean, s.low, strict=True)],
@@ -155,9 +201,12 @@ def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
             )
         own = [r for r in sweep.runs if r.target == name]
         _mark_not_used(ax, own, "throughput.total_tokens_per_s", labelled)
-    _mark_crossovers(ax, findings, {"total_tokens_per_s", "output_tokens_per_s"})
+    if targets_apart(drawn):
+        ax.set_yscale("log")
+        ax.set_ylabel("total tokens/s (log scale)")
+    _mark_crossovers(ax, findings, {"total_tokens_per_s"})
     _legend(ax)
-    return _png(fig)
+    return fig, ax
 
 
 def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, title: str) -> bytes:
