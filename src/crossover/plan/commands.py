@@ -1,9 +1,9 @@
 """Launch argument lists for the plan's serve scripts.
 
 vLLM, SGLang, llama-server and transformers serve come from ``crossover.engines``'
-adapters (``launch_spec``), so a plan and a sweep start an engine the same way; only the
-plan-specific extras (split mode, expert parallelism, batched-token budget) are added
-here. ``trtllm-serve`` is built here because the plan writes its own versioned
+adapters (``launch_spec``), so a plan and a sweep start an engine the same way (the
+batched-token budget and the memory share are the adapters' settings too); only the
+plan-specific extras (llama.cpp's split mode, expert parallelism) are added here. ``trtllm-serve`` is built here because the plan writes its own versioned
 extra-options YAML (``plan.trtllm``) next to the script.
 """
 
@@ -72,12 +72,8 @@ def engine_argv(engine: str, s: LaunchSpec) -> tuple[list[str], dict[str, str], 
         if s.online_quant and s.quant == "fp8":
             fields["quant"] = "fp8"
         if engine == "vllm":
-            extra += [
-                "--max-num-batched-tokens",
-                str(s.max_num_tokens),
-                "--gpu-memory-utilization",
-                "0.90",
-            ]
+            # the adapters' own settings (one flag table: the launch a sweep would make)
+            fields.update(max_batched_tokens=s.max_num_tokens, gpu_memory_utilization=0.90)
             if s.moe and s.tp > 1:
                 extra.append("--enable-expert-parallel")
         elif s.moe and s.tp > 1:
