@@ -59,7 +59,7 @@ def test_prefix_flags_and_limit() -> None:
 
 def test_engine_error_cause_is_the_last_line_the_engine_logged() -> None:
     tail = (
-        "Traceback (most recent call last):\n  File \"serve.py\", line 117\n"
+        'Traceback (most recent call last):\n  File "serve.py", line 117\n'
         "ImportError: Missing dependencies for serving. Install with "
         "`pip install transformers[serving]`\n\n"
     )

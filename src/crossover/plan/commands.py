@@ -3,8 +3,9 @@
 vLLM, SGLang, llama-server and transformers serve come from ``crossover.engines``'
 adapters (``launch_spec``), so a plan and a sweep start an engine the same way (the
 batched-token budget and the memory share are the adapters' settings too); only the
-plan-specific extras (llama.cpp's split mode, expert parallelism) are added here. ``trtllm-serve`` is built here because the plan writes its own versioned
-extra-options YAML (``plan.trtllm``) next to the script.
+plan-specific extras (llama.cpp's split mode, expert parallelism) are added here.
+``trtllm-serve`` is built here because the plan writes its own versioned extra-options
+YAML (``plan.trtllm``) next to the script.
 """
 
 from __future__ import annotations
