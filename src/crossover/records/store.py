@@ -361,11 +361,12 @@ class RecordSink:
         self._since_ns = 0
 
     def add(self, record: RequestRecord) -> None:
+        now = time.perf_counter_ns()
         held = self._held
         if not held:
-            self._since_ns = time.perf_counter_ns()
+            self._since_ns = now
         held.append(record)
-        if time.perf_counter_ns() - self._since_ns >= self.hold_ns:
+        if now - self._since_ns >= self.hold_ns:
             self.flush()
 
     def flush(self) -> None:
