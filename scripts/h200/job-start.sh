@@ -5,14 +5,25 @@
 # the CUDA llama-server build from the pinned source and both Llama-3-8B-shape
 # checkpoints (HF bf16 folder for vLLM/transformers, F16 GGUF for llama.cpp), then
 # copies this call's wheel chunk. Later calls: job-chunk.sh N, then job-sweep.sh.
+# LLAMA=0: no llama.cpp this session (vLLM/transformers only): no CUDA build, no GGUF
+# checkpoint, and build/xo-builds-device need not be carried (carry .pack/vocab instead).
+# GGUF parts for the quality job (.gguf-parts/partNN, scripts/h200/quality/) may ride
+# along in any call.
 set -uo pipefail
 ROOT=$(pwd); W=/tmp/xo; mkdir -p $W /root/wheelhouse
 bash scripts/h200/job-chunk.sh || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 rm -rf $W/src && cp -r $ROOT/src $W/src && cp -r $ROOT/scripts $W/scripts
-SRC=$W/cache/src/llama.cpp-0.3.36; mkdir -p $SRC
-tar xzf build/xo-builds-device/llama-src.tar.gz -C $SRC --strip-components=1
+SRC=$W/cache/src/llama.cpp-0.3.36; mkdir -p $SRC/models
+if [ "${LLAMA:-1}" = 1 ]; then
+  tar xzf build/xo-builds-device/llama-src.tar.gz -C $SRC --strip-components=1
+else
+  # the checkpoints take Llama 3's tokenizer from the pinned source's vocab file: carry
+  # .pack/vocab (cp ~/.cache/crossover/src/llama.cpp-0.3.36/models/ggml-vocab-llama-bpe.gguf)
+  cp .pack/vocab/ggml-vocab-llama-bpe.gguf $SRC/models/ || { echo "LLAMA=0 needs .pack/vocab"; exit 1; }
+fi
 echo llama-cpp-python-0.3.36 > $SRC/.crossover-complete
-setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+[ -d .gguf-parts ] && bash scripts/h200/quality/job-part.sh
+LLAMA=${LLAMA:-1} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; df -h /tmp | tail -1; echo "background started"

@@ -23,12 +23,17 @@ serve() {  # name port [extra vllm args]
     --gpu-memory-utilization 0.25 --max-model-len 4096 --max-logprobs 20 "$@" \
     > $OUT/vllm-$name.log 2>&1 &
 }
+healthy() { for p in "$@"; do
+  for _ in $(seq 240); do curl -sf http://127.0.0.1:$p/health >/dev/null && break; sleep 1; done
+done; }
+# vLLM sizes its KV cache from the memory it sees free while it profiles: three servers
+# profiling at once on one GPU left the third with "-3.59 GiB" and it died (2026-12-01).
+# The two BF16 servers start together, the FP8 one once they are up.
 serve bf16 18200 --dtype bfloat16
 serve control 18201 --dtype bfloat16
+healthy 18200 18201
 serve fp8 18202 --dtype bfloat16 --quantization fp8
-for p in 18200 18201 18202; do
-  for _ in $(seq 240); do curl -sf http://127.0.0.1:$p/health >/dev/null && break; sleep 1; done
-done
+healthy 18202
 say "servers: $(for p in 18200 18201 18202; do curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:$p/health; done)"
 grep -hiE "mnnvl|multicast" $OUT/vllm-*.log && { say "multicast in a log: stopping"; pkill -f 'vllm serve'; exit 1; }
 python3 -m crossover quality --reference bf16=http://127.0.0.1:18200,engine=vllm,model=gemma \
