@@ -27,7 +27,7 @@ from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
-from crossover.load.looplag import PROBE_INTERVAL_S
+from crossover.load.looplag import probe_interval_s
 from crossover.load.send import open_replica_connections, send_prompt
 from crossover.load.strategies import closed_loop, measured_load
 from crossover.metrics.loop import loop_lag
@@ -260,7 +260,7 @@ async def execute(
             relay.cancel()
     if status == "failed" and not abort.is_set():
         status = "done"  # stopped on purpose, not aborted
-    client_loop = loop_lag(lags, PROBE_INTERVAL_S, config.workers)
+    client_loop = loop_lag(lags, _probe_interval(config), config.workers)
     store.add_sample(run_id, LOOP_SAMPLE, 0.0, client_loop.model_dump(mode="json"))
 
     engine = None
@@ -329,6 +329,11 @@ def _count_and_retokenize(
         retokenize(measured, tokenizer.encode, done)
     changed += [measured[i] for i in done]
     return changed
+
+
+def _probe_interval(config: RunConfig) -> float:
+    """The loop-lag probe's sleep for this run (longer below 16 streams: looplag)."""
+    return probe_interval_s(config.concurrency if config.mode == "concurrency" else None)
 
 
 async def _execute_here(
@@ -400,6 +405,7 @@ async def _execute_here(
                 abort=abort,
                 seed=config.seed,
                 max_in_flight=config.max_in_flight,
+                probe_interval_s=_probe_interval(config),
             )
         except asyncio.CancelledError:
             sink.flush()  # every record received is written before the run is marked

@@ -7,8 +7,9 @@ import gc
 import itertools
 import time
 
-from crossover.load.looplag import LoopLagProbe, frozen_heap
+from crossover.load.looplag import LoopLagProbe, frozen_heap, probe_interval_s
 from crossover.load.strategies import closed_loop
+from crossover.load.workers import plan_shares
 from crossover.metrics.loop import loop_lag
 from crossover.records.model import RequestRecord
 
@@ -28,6 +29,34 @@ def test_probe_sees_a_blocked_loop() -> None:
     assert lag.max_ms is not None and lag.max_ms >= 70
     assert lag.p50_ms is not None and lag.p50_ms < 20
     assert lag.over_1ms >= 1
+
+
+def test_probe_interval_follows_the_streams() -> None:
+    """Few streams: fewer wake-ups (one stream's 20 tokens a second drowned in 200 probe
+    wake-ups); from 16 streams and for open loops the 5 ms probe."""
+    assert probe_interval_s(1) == 0.05
+    assert probe_interval_s(2) == 0.04
+    assert probe_interval_s(4) == 0.02
+    assert probe_interval_s(8) == 0.01
+    assert probe_interval_s(16) == probe_interval_s(1024) == probe_interval_s(None) == 0.005
+    intervals = [probe_interval_s(c) for c in range(1, 40)]
+    assert intervals == sorted(intervals, reverse=True)
+
+
+def test_workers_probe_at_the_whole_runs_interval() -> None:
+    """Four workers of 8 streams each probe as one 32-stream run does (the summary
+    reports one interval for the pooled readings)."""
+    shares = plan_shares(
+        workers=4, concurrency=32, rate_rps=None, max_in_flight=None, requests=64,
+        duration_s=None, warmup=0, seed=1,
+    )  # fmt: skip
+    assert len(shares) == 4
+    assert {s.probe_interval_s for s in shares} == {probe_interval_s(32)} == {0.005}
+    one = plan_shares(
+        workers=2, concurrency=4, rate_rps=None, max_in_flight=None, requests=8,
+        duration_s=None, warmup=0, seed=1,
+    )  # fmt: skip
+    assert {s.probe_interval_s for s in one} == {0.02}
 
 
 def test_no_readings_are_none_not_zero() -> None:

@@ -6,7 +6,12 @@ it woke up. Anything that holds the loop (a slow callback, a burst of sends, wor
 when many streams end together) shows as lag, and every chunk that arrived meanwhile was
 stamped that much late: the figure is reported beside the client floor in the run
 summary (``client_loop``, see ``crossover.metrics.loop``). The probe costs one timer per
-interval (~200 wake-ups a second at the default 5 ms), nothing per chunk.
+interval, nothing per chunk: ~200 wake-ups a second at 5 ms, the interval from 16
+streams up and for open loops. Below 16 streams it is longer (``probe_interval_s``, up
+to 50 ms at one stream): one stream at 20 tokens a second gave the loop 10x more probe
+wake-ups than chunks, and the probe was most of the client's steady CPU there. A longer
+interval samples the loop's lateness less often, not less fairly: each wake-up is a
+timer due at a moment the load did not choose.
 
 The largest stalls profiled at 1,024 streams were the garbage collector's full passes
 (84 and 115 ms in one run): they walk every object the process holds, most of them
@@ -24,6 +29,18 @@ from contextlib import contextmanager
 
 #: the probe's sleep: short enough to see stalls, long enough to cost nothing
 PROBE_INTERVAL_S = 0.005
+#: the longest sleep, at one stream
+MAX_PROBE_INTERVAL_S = 0.05
+#: streams from which the probe sleeps PROBE_INTERVAL_S
+FULL_RATE_STREAMS = 16
+
+
+def probe_interval_s(concurrency: int | None) -> float:
+    """The probe's sleep for a closed loop of ``concurrency`` streams (``None``: an open
+    loop): 5 ms from 16 streams, 5 ms x 16 / streams below (capped at 50 ms)."""
+    if concurrency is None or concurrency >= FULL_RATE_STREAMS:
+        return PROBE_INTERVAL_S
+    return min(MAX_PROBE_INTERVAL_S, PROBE_INTERVAL_S * FULL_RATE_STREAMS / max(concurrency, 1))
 
 
 class LoopLagProbe:

@@ -144,13 +144,15 @@ async def measured_load(
     abort: asyncio.Event,
     seed: int,
     max_in_flight: int | None,
+    probe_interval_s: float,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
-    event loop's own lag probed throughout. Returns the probe's lags (ms)."""
+    event loop's own lag probed throughout (every ``probe_interval_s``). Returns the
+    probe's lags (ms)."""
     from crossover.load.looplag import LoopLagProbe, frozen_heap
 
-    probe = LoopLagProbe()
+    probe = LoopLagProbe(probe_interval_s)
     with frozen_heap():
         probe.start()
         if not abort.is_set():

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from crossover.load.looplag import probe_interval_s as lag_probe_interval
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
 
@@ -55,6 +56,8 @@ class Share:
     prompt_offset: int
     warmup_offset: int
     seed: int
+    #: the loop-lag probe's sleep, from the whole run's concurrency (looplag.probe_interval_s)
+    probe_interval_s: float
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -117,6 +120,7 @@ def plan_shares(
                 prompt_offset=offset,
                 warmup_offset=warm_offset,
                 seed=seed * 1009 + k,
+                probe_interval_s=lag_probe_interval(concurrency),
             )
         )
         offset += reqs[k] or 0
@@ -233,6 +237,7 @@ async def _worker(
                 abort=abort,
                 seed=share.seed,
                 max_in_flight=share.max_in_flight,
+                probe_interval_s=share.probe_interval_s,
             )
             out.put(("lag", share.worker, lags))
         finally:
