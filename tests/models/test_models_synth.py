@@ -208,3 +208,74 @@ def test_models_list(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "tiny-llama" in out
     assert "gemma3-270m" in out
+
+
+def _untied(vocab_file: str, vocab: int) -> ArchShape:
+    return ArchShape(
+        "untied", "llama", 64, 1, 2, 1, 128, vocab, 500000.0, 512, 1e-5, False, vocab_file,
+        "test",
+    )  # fmt: skip
+
+
+def test_output_rows_keep_whole_words_so_greedy_text_round_trips(tmp_path: Path) -> None:
+    """The untied output projection is random only in the rows of whole-word tokens: any
+    hidden state's greedy token is such a word, each one decodes to printable text alone,
+    and a sequence of them re-tokenizes to the same ids (the text witness for engines
+    that stream text deltas and hold back tokens that print nothing, transformers serve)."""
+    from tokenizers import Tokenizer
+
+    from crossover.models.safetensors_io import read_safetensors_header
+    from crossover.models.synth_hf import write_hf
+
+    shape = _untied("ggml-vocab-llama-bpe.gguf", 128256)
+    out = write_hf(shape, vocab_gguf(shape.vocab_file), tmp_path / "hf", "bf16")
+    st = out / "model.safetensors"
+    header = read_safetensors_header(st)
+    begin, end = header["lm_head.weight"]["data_offsets"]
+    base = 8 + int.from_bytes(st.read_bytes()[:8], "little")
+    raw = np.frombuffer(st.read_bytes()[base + begin : base + end], np.uint16)
+    w = (raw.astype(np.uint32) << 16).view(np.float32).reshape(128256, 64)
+    live = np.abs(w).sum(axis=1) > 0
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    words = [i for i in range(128256) if live[i]]
+    assert 20_000 < len(words) < 40_000  # 26,069 whole lowercase words in Llama 3's vocab
+    assert tok.id_to_token(words[0]).startswith("Ġ") and tok.id_to_token(words[0])[1:].isalpha()
+    assert not live[tok.token_to_id("<|begin_of_text|>")] and not live[tok.token_to_id("Ġ")]
+    rng = np.random.default_rng(3)
+    hidden = rng.standard_normal((500, 64)).astype(np.float32)
+    greedy = np.argmax(hidden @ w.T, axis=1)
+    assert live[greedy].all()
+    seq = [int(t) for t in rng.choice(words, 200)]
+    text = tok.decode(seq)
+    assert tok.encode(text, add_special_tokens=False).ids == seq
+    assert all(tok.decode([t]).strip() for t in seq[:50])
+    assert json.loads((out / "config.json").read_text())["crossover_output_rows"].startswith(
+        "whole-word"
+    )
+
+
+def test_gguf_output_rows_match_the_hf_folder(tmp_path: Path) -> None:
+    """Both formats zero the same rows (llama.cpp serves the same model as vLLM); a
+    SentencePiece vocab keeps its ``▁word`` tokens."""
+    import gguf
+
+    from crossover.models.random_weights import word_rows
+
+    shape = _untied("ggml-vocab-llama-spm.gguf", 32000)
+    path = write_gguf(shape, vocab_gguf(shape.vocab_file), tmp_path / "u.gguf", "f16")
+    reader = gguf.GGUFReader(path)
+    out = {t.name: t for t in reader.tensors}["output.weight"]
+    data = np.asarray(out.data).reshape(32000, 64)
+    live = np.abs(data.astype(np.float32)).sum(axis=1) > 0
+    tokens = [bytes(reader.fields["tokenizer.ggml.tokens"].parts[i]) for i in
+              reader.fields["tokenizer.ggml.tokens"].data]  # fmt: skip
+    assert (live == word_rows(tokens, "llama", 32000)).all()
+    kept = [tokens[i].decode() for i in np.flatnonzero(live)[:5]]
+    assert all(t.startswith("▁") and t[1:].isalpha() for t in kept)
+    assert 5_000 < int(live.sum()) < 15_000
+
+
+def test_unknown_tokenizer_models_keep_every_row() -> None:
+    from crossover.models.random_weights import word_rows
+
+    assert word_rows([b"a", b"b"], "t5", 4).all()

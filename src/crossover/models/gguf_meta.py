@@ -114,3 +114,14 @@ def read_gguf_metadata(path: Path, prefix: str = "") -> dict[str, GGUFValue]:
             else:
                 raise UsageError(f"{path}: nested GGUF arrays are not supported ({key})")
         return out
+
+
+def vocab_tokens(path: Path) -> tuple[list[bytes], str]:
+    """A vocab file's tokens and its tokenizer model name (``gpt2``, ``llama``, ...)."""
+    kv = read_gguf_metadata(path, "tokenizer.ggml.")
+    tokens = kv.get("tokenizer.ggml.tokens")
+    model = kv.get("tokenizer.ggml.model")
+    if tokens is None or tokens.vtype != ARRAY:
+        raise UsageError(f"{path} has no tokenizer.ggml.tokens")
+    name = model.value.decode() if model is not None and isinstance(model.value, bytes) else ""
+    return list(tokens.value), name

@@ -22,11 +22,11 @@ from crossover.builds.llamacpp_source import source_version, vocab_gguf
 from crossover.errors import UsageError
 from crossover.models.random_weights import DTYPES, RANDOM_WEIGHTS_NOTICE
 from crossover.models.shapes import ArchShape, validate_shape
-from crossover.models.tensors import tensor_specs
+from crossover.models.tensors import MATRIX_KINDS, tensor_specs
 
 FORMATS = ("gguf", "hf")
 # Part of ensure_synth's cache folder name: bump when the written files change.
-SYNTH_RECIPE = 1
+SYNTH_RECIPE = 2  # 2: the output projection keeps whole-word rows only
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _bytes(shape: ArchShape, dtype: str, fmt: str) -> int:
         n = 1
         for d in spec.shape:
             n *= d
-        total += n * (2 if spec.kind == "matrix" or fmt == "hf" else 4)
+        total += n * (2 if spec.kind in MATRIX_KINDS or fmt == "hf" else 4)
     return total
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from crossover.errors import UsageError
-from crossover.models.gguf_meta import ARRAY, GGUFValue, read_gguf_metadata
-from crossover.models.random_weights import RANDOM_WEIGHTS_NOTICE, WeightSource
+from crossover.models.gguf_meta import ARRAY, GGUFValue, read_gguf_metadata, vocab_tokens
+from crossover.models.random_weights import RANDOM_WEIGHTS_NOTICE, WeightSource, word_rows
 from crossover.models.shapes import ArchShape
-from crossover.models.tensors import tensor_specs
+from crossover.models.tensors import MATRIX_KINDS, tensor_specs
 
 _TOKEN_TYPE_UNUSED = 5
 
@@ -100,7 +100,7 @@ def write_gguf(
     specs = tensor_specs(shape)
     raw = gguf.GGMLQuantizationType.BF16 if bf16 else gguf.GGMLQuantizationType.F16
     for spec in specs:
-        if spec.kind == "matrix":
+        if spec.kind in MATRIX_KINDS:
             n = int(np.prod(spec.shape)) * 2
             writer.add_tensor_info(
                 spec.gguf_name, spec.shape, np.dtype(np.uint16), n, raw_dtype=raw
@@ -112,9 +112,14 @@ def write_gguf(
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     source = WeightSource(dtype, seed)
+    tokens, model = vocab_tokens(vocab_path)
+    keep = word_rows(tokens, model, shape.vocab)
     for spec in specs:
-        if spec.kind == "matrix":
-            data: np.ndarray[Any, Any] = source.matrix(spec.shape)
+        data: np.ndarray[Any, Any]
+        if spec.kind == "output":
+            data = source.output(spec.shape, keep)
+        elif spec.kind == "matrix":
+            data = source.matrix(spec.shape)
         elif spec.kind == "norm":
             data = np.ones(spec.shape, np.float32)
         else:

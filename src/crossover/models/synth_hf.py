@@ -13,9 +13,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from crossover.models.gguf_meta import read_gguf_metadata
+from crossover.models.gguf_meta import read_gguf_metadata, vocab_tokens
 from crossover.models.hf_tokenizer import build_hf_tokenizer
-from crossover.models.random_weights import RANDOM_WEIGHTS_NOTICE, WeightSource
+from crossover.models.random_weights import RANDOM_WEIGHTS_NOTICE, WeightSource, word_rows
 from crossover.models.safetensors_io import STensor, write_sharded
 from crossover.models.shapes import ArchShape
 from crossover.models.tensors import tensor_specs
@@ -54,6 +54,9 @@ def hf_config(
         "crossover_random_weights": True,
         "crossover_note": RANDOM_WEIGHTS_NOTICE,
         "crossover_shape_source": shape.source,
+        "crossover_output_rows": "whole-word tokens only (random_weights.word_rows)"
+        if not shape.tie_embeddings
+        else "all (tied embeddings)",
     }
     if shape.family == "llama":
         cfg.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
@@ -90,10 +93,16 @@ def write_hf(
 
     source = WeightSource(dtype, seed)
     st_dtype = "BF16" if dtype == "bf16" else "F16"
+    tokens, model = vocab_tokens(vocab_path)
+    keep = word_rows(tokens, model, shape.vocab)
     tensors: list[STensor] = []
     for spec in tensor_specs(shape):
-        fill = {"matrix": source.matrix, "norm": source.ones}.get(spec.kind, source.zeros)
-        make: Callable[[], Any] = partial(fill, spec.shape)
+        make: Callable[[], Any]
+        if spec.kind == "output":
+            make = partial(source.output, spec.shape, keep)
+        else:
+            fill = {"matrix": source.matrix, "norm": source.ones}.get(spec.kind, source.zeros)
+            make = partial(fill, spec.shape)
         tensors.append(STensor(spec.hf_name, st_dtype, spec.shape, make))
     metadata = {
         "format": "pt",

@@ -6,13 +6,19 @@ from dataclasses import dataclass
 
 from crossover.models.shapes import ArchShape
 
+#: the kinds stored as 16-bit matrices (the rest are float32 in GGUF)
+MATRIX_KINDS = ("matrix", "output")
+
 
 @dataclass(frozen=True)
 class TensorSpec:
     gguf_name: str
     hf_name: str
     shape: tuple[int, ...]  # row-major (out, in), as numpy and safetensors see it
-    kind: str  # "matrix", "norm" (ones) or "bias" (zeros)
+    #: "matrix", "output" (the untied output projection: a matrix whose rows of tokens
+    #: that are not whole words are zero, see random_weights.word_rows), "norm" (ones) or
+    #: "bias" (zeros)
+    kind: str
 
 
 def tensor_specs(shape: ArchShape) -> list[TensorSpec]:
@@ -42,5 +48,5 @@ def tensor_specs(shape: ArchShape) -> list[TensorSpec]:
         ]
     specs.append(TensorSpec("output_norm.weight", "model.norm.weight", (h,), "norm"))
     if not shape.tie_embeddings:
-        specs.append(TensorSpec("output.weight", "lm_head.weight", (v, h), "matrix"))
+        specs.append(TensorSpec("output.weight", "lm_head.weight", (v, h), "output"))
     return specs
