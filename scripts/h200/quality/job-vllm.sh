@@ -17,12 +17,17 @@ WANT=$(python3 -c "from crossover.models.gemma import EXPECTED_SHA256 as s; prin
 echo "$WANT  $W/gemma.gguf" | sha256sum -c --quiet || { say "GGUF sha256 mismatch"; exit 1; }
 [ -f $W/gemma-hf/config.json ] || python3 -m crossover models convert $W/gemma.gguf --out $W/gemma-hf -q
 say "converted: $(ls $W/gemma-hf | tr '\n' ' ')"
+PIDS=()
 serve() {  # name port [extra vllm args]
   local name=$1 port=$2; shift 2
   vllm serve $W/gemma-hf --served-model-name gemma --host 127.0.0.1 --port $port \
     --gpu-memory-utilization 0.25 --max-model-len 4096 --max-logprobs 20 "$@" \
     > $OUT/vllm-$name.log 2>&1 &
+  PIDS+=($!)
 }
+# stop our servers by PID (pkill -f 'vllm serve' also matches a caller whose own command
+# line holds those words, and killed the caller once)
+stop_servers() { kill "${PIDS[@]}" 2>/dev/null; sleep 3; }
 healthy() { for p in "$@"; do
   for _ in $(seq 240); do curl -sf http://127.0.0.1:$p/health >/dev/null && break; sleep 1; done
 done; }
@@ -35,13 +40,13 @@ healthy 18200 18201
 serve fp8 18202 --dtype bfloat16 --quantization fp8
 healthy 18202
 say "servers: $(for p in 18200 18201 18202; do curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:$p/health; done)"
-grep -hiE "mnnvl|multicast" $OUT/vllm-*.log && { say "multicast in a log: stopping"; pkill -f 'vllm serve'; exit 1; }
+grep -hiE "mnnvl|multicast" $OUT/vllm-*.log && { say "multicast in a log: stopping"; stop_servers; exit 1; }
 python3 -m crossover quality --reference bf16=http://127.0.0.1:18200,engine=vllm,model=gemma \
   --candidate fp8=http://127.0.0.1:18202,engine=vllm,model=gemma \
   --candidate bf16-control=http://127.0.0.1:18201,engine=vllm,model=gemma \
   --max-tokens 200 --top-logprobs 10 --concurrency 1 \
   --json $OUT/gemma3-270m-h200-vllm.json | tee $OUT/gemma3-270m-h200-vllm.txt
 say "quality rc=${PIPESTATUS[0]}"
-pkill -f 'vllm serve'; sleep 3
+stop_servers
 python3 -m crossover verify-config $OUT/vllm-fp8.log > $OUT/verify-fp8.txt 2>&1
 say done
