@@ -132,6 +132,29 @@ def test_transformers_cuda_graph_request_from_the_launch_record() -> None:
     ]
 
 
+def test_transformers_graphs_turned_off_by_continuous_batching_are_a_mismatch() -> None:
+    """transformers 5.20 on a machine without a graph backend (captured here on the CPU):
+    asked for CUDA graphs, continuous batching turned them off and said so; the launch
+    argv alone would have claimed them."""
+    argv = ["python3", "-c", "...", "serve", "/tmp/tfchk/m/hf", "--continuous-batching"]
+    text = record("transformers", [*argv, "--cb-use-cuda-graph"])
+    text += real("transformers-serve-cb-cudagraph-cpu.log")
+    settings = effective_settings(text)
+    assert settings.value("cuda_graphs") is False
+    (c,) = check(settings, {"cuda_graphs": True})
+    assert c.status == "mismatch"
+
+
+@pytest.mark.parametrize(("paths", "on"), [("True, True", True), ("False, True", True),
+                                            ("False, False", False)])  # fmt: skip
+def test_transformers_graph_paths_line(paths: str, on: bool) -> None:
+    # generation/continuous_batching/initialization.py (5.20), logger.info
+    line = f"[transformers] Using cuda graphs for (varlen, decode) paths: ({paths})\n"
+    text = record("transformers", ["python3", "-c", "...", "serve", "/m", "--cb-use-cuda-graph"])
+    text += real("transformers-serve-cb-cudagraph-h200.log") + line
+    assert effective_settings(text).value("cuda_graphs") is on
+
+
 # vLLM: vllm/v1/engine/core.py ("Initializing a V1 LLM engine (v%s) with config: %s"),
 # vllm/v1/core/kv_cache_utils.py ("GPU KV cache size: %s tokens"),
 # vllm/v1/worker/gpu_model_runner.py ("Graph capturing finished in %.0f secs, took %.2f GiB"),

@@ -224,7 +224,10 @@ def _launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:
             verified=False,
             evidence="--cb-use-cuda-graph" if asked else "no --cb-use-cuda-graph",
             origin="transformers src/transformers/cli/serve.py; logs seen here",
-            note="transformers serve does not log whether CUDA graphs are used",
+            note=(
+                "transformers serve 5.17 does not log whether CUDA graphs are used "
+                "(5.20 logs it when continuous batching turns them off)"
+            ),
         )
     elif engine == "vllm" and "--enforce-eager" in argv:
         facts["cuda_graphs"] = Fact(
@@ -279,7 +282,7 @@ def _unknown_note(engine: str, setting: str) -> str:
             "('graphs reused' counts ggml compute-graph reuse, present either way)"
         )
     if engine == "transformers" and setting == "cuda_graphs":
-        return "unknown from log: transformers serve does not log it"
+        return "unknown from log: this transformers serve does not log it (5.17 does not)"
     return "unknown from log"
 
 

@@ -240,8 +240,30 @@ LLAMACPP: tuple[LogPattern, ...] = (
 )
 
 # transformers serve: seen here (logs/transformers-serve-*.log, transformers 5.17.0).
-# Neither CUDA graphs nor the device are logged; the launch argv is the only record.
+# 5.17 logs neither CUDA graphs nor the device; the launch argv is the only record there.
+# 5.20 says when continuous batching turns the graphs it was asked for off (a warning, in
+# the default log) and, at --log-level info, which paths use them
+# (generation/continuous_batching/initialization.py; the warning seen here on the CPU).
+_TF_CB = "transformers 5.20 src/transformers/generation/continuous_batching/initialization.py"
+
+
+def _tf_graph_paths(m: re.Match[str]) -> Value:
+    return "True" in m.group(1)
+
+
 TRANSFORMERS: tuple[LogPattern, ...] = (
+    _p(
+        "cuda_graphs",
+        r"use_cuda_graph = True but no graph backend is available: turning off accelerator graphs",
+        const(False),
+        f"{_TF_CB}; seen here (CPU)",
+    ),
+    _p(
+        "cuda_graphs",
+        r"Using cuda graphs for \(varlen, decode\) paths: \(([^)]*)\)",
+        _tf_graph_paths,
+        _TF_CB,
+    ),
     _p(
         "continuous_batching",
         r"\[Request received\] Model: .*, CB: (True|False)",
