@@ -9,7 +9,8 @@ summary (``client_loop``, see ``crossover.metrics.loop``). The probe costs one t
 interval, nothing per chunk: ~200 wake-ups a second at 5 ms, the interval from 16
 streams up and for open loops. Below 16 streams it is longer (``probe_interval_s``, up
 to 50 ms at one stream): one stream at 20 tokens a second gave the loop 10x more probe
-wake-ups than chunks, and the probe was most of the client's steady CPU there. A longer
+wake-ups than chunks (with the longer sleep the one-stream steady CPU went from 0.36x
+to 0.60x vLLM's client, docs/results/client_overhead.md). A longer
 interval samples the loop's lateness less often, not less fairly: each wake-up is a
 timer due at a moment the load did not choose.
 
