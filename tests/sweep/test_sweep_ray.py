@@ -71,8 +71,8 @@ RAY_ENV = {
 _NODES = (
     "import json, sys, ray\n"
     "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
-    "print(json.dumps([{'id': n['NodeID'], 'alive': n['Alive'], 'resources': n['Resources']}"
-    " for n in ray.nodes()]))\n"
+    "print(json.dumps([{'id': n['NodeID'], 'ip': n['NodeManagerAddress'], 'alive': n['Alive'],"
+    " 'resources': n['Resources']} for n in ray.nodes()]))\n"
 )
 
 
@@ -325,6 +325,7 @@ def test_targets_placed_by_resource_in_parallel_with_the_local_crossover(
 ) -> None:
     node_a, node_b = cluster.node_with("nodeA"), cluster.node_with("nodeB")
     assert node_a != node_b
+    ips = {n["id"]: n["ip"] for n in cluster.nodes()}
     with servers(A, B) as (url_a, url_b):
         targets = [
             {"name": "A", "url": url_a, "engine": "vllm", "model": "calibration",
@@ -351,7 +352,7 @@ def test_targets_placed_by_resource_in_parallel_with_the_local_crossover(
         p = r["placement"]
         assert p["backend"] == "ray"
         assert p["node_id"] == (node_a if r["target"] == "A" else node_b), (r["target"], p)
-        assert p["node_ip"] == "127.0.0.1"
+        assert p["node_ip"] == ips[p["node_id"]]
     # side by side: B's first run began before A's last one did
     rows = db_runs(tmp_path / "ray")
     first_b = min(x.created_at for x in rows if x.key and x.key.startswith("B|"))
@@ -416,9 +417,7 @@ def _gone(text: str, timeout_s: float = 10.0) -> bool:
     return processes_mentioning(text) == []
 
 
-def test_killed_node_fails_its_level_and_resume_redoes_it(
-    tmp_path: Path, cluster: Cluster
-) -> None:
+def test_killed_node_fails_its_level_and_resume_redoes_it(tmp_path: Path, cluster: Cluster) -> None:
     out = tmp_path / "out"
     with servers(A) as (url_a,):
         targets = [

@@ -80,8 +80,21 @@ def error_reply(exc: CrossoverError) -> dict[str, Any]:
     }
 
 
+async def _tracked(actor: TargetActor, coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` as the actor's level in flight (``cancel`` cuts it short). Not a method: a
+    class with any ``async def`` is an asyncio actor to Ray, whose blocking methods would
+    stop ``take`` from answering while a level runs."""
+    actor._task = asyncio.current_task()
+    try:
+        return await coro
+    finally:
+        actor._task = None
+        actor._level_over.set()
+
+
 class TargetActor:
-    """One target of a sweep on a Ray node (made a Ray actor by ``crossover.sweep.cluster``)."""
+    """One target of a sweep on a Ray node (made a Ray actor by ``crossover.sweep.cluster``);
+    every method is plain (blocking), so Ray runs it as a threaded actor."""
 
     def __init__(self, sweep_json: str, target: str, record_hold_s: float) -> None:
         import ray
@@ -98,7 +111,7 @@ class TargetActor:
         self._placement = {
             "backend": "ray",
             "node_id": ctx.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
+            "node_ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
         }
         gpus = [str(g) for g in ray.get_gpu_ids()]
         mark = str(self.logs)
@@ -180,7 +193,7 @@ class TargetActor:
         )
         self._level_over.clear()
         try:
-            result = self._run(self._tracked(coro))
+            result = self._run(_tracked(self, coro))
         except concurrent.futures.CancelledError:
             return {"status": "interrupted"}
         except CrossoverError as exc:
@@ -191,20 +204,14 @@ class TargetActor:
             "reason": result.reason,
         }
 
-    async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
-        self._task = asyncio.current_task()
-        try:
-            return await coro
-        finally:
-            self._task = None
-            self._level_over.set()
-
     def take(self, wait_s: float) -> list[Item]:
         """What the level wrote since the last call (waiting up to ``wait_s`` for the first
         item), then any new engine-log bytes."""
         items: list[Item] = []
         with contextlib.suppress(queue.Empty):
-            items.append(self.outbox.get(timeout=wait_s) if wait_s > 0 else self.outbox.get_nowait())
+            items.append(
+                self.outbox.get(timeout=wait_s) if wait_s > 0 else self.outbox.get_nowait()
+            )
             while True:
                 items.append(self.outbox.get_nowait())
         items += self._log_items()

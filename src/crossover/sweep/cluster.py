@@ -106,8 +106,12 @@ class RayCluster:
         import ray
 
         return [
-            {"node_id": n["NodeID"], "node_ip": n["NodeManagerAddress"], "resources": n["Resources"]}
-            for n in ray.nodes()
+            {
+                "node_id": n["NodeID"],
+                "node_ip": n["NodeManagerAddress"],
+                "resources": n["Resources"],
+            }
+            for n in ray.nodes()  # type: ignore[no-untyped-call]
             if n.get("Alive")
         ]
 
@@ -179,8 +183,10 @@ class RayTarget:
         self._info = TargetInfo(name=cfg.name)
         self._placement: dict[str, Any] | None = None
         self._progress: Progress | None = None
-        self.actor = _actor_class().options(**options).remote(
-            sweep.model_dump_json(), cfg.name, record_hold_s
+        self.actor = (
+            _actor_class()
+            .options(**options)
+            .remote(sweep.model_dump_json(), cfg.name, record_hold_s)
         )
 
     @property

@@ -316,9 +316,7 @@ class TargetSession:
             outcome.status = "failed"
             reason[:] = [why]
             store.finish_run(run_id, "failed", outcome.summary.to_json_dict())
-        return LevelResult(
-            run_id, outcome.status, outcome.summary, reason[0] if reason else None
-        )
+        return LevelResult(run_id, outcome.status, outcome.summary, reason[0] if reason else None)
 
 
 async def stop_all(engines: list[Any]) -> None:
