@@ -238,9 +238,13 @@ class RayTarget:
             raise NodeLostError(self._lost_line(exc)) from None
         except asyncio.CancelledError:
             main.cancel()
-            with contextlib.suppress(Exception):
-                cut = self.actor.cancel.remote()
-                self._apply(await asyncio.wait_for(asyncio.wrap_future(cut.future()), CANCEL_S))
+            if self._placement is not None:  # placed: let it cut the level short first
+                with contextlib.suppress(Exception):
+                    cut = self.actor.cancel.remote()
+                    cut_items = await asyncio.wait_for(asyncio.wrap_future(cut.future()), CANCEL_S)
+                    self._apply(cut_items)
+            # else it may still wait for room in Ray's queue: stop() ends it (an engine it
+            # was starting dies with it)
             raise
 
     def _lost_line(self, exc: BaseException) -> str:
@@ -326,8 +330,9 @@ class RayTarget:
         """Stop the engine on its node, relay the rest of its logs, end the actor."""
         import ray
 
-        with contextlib.suppress(Exception):
-            ref = self.actor.stop.remote()
-            self._apply(await asyncio.wait_for(asyncio.wrap_future(ref.future()), STOP_S))
+        if self._placement is not None:  # never placed: nothing to stop there
+            with contextlib.suppress(Exception):
+                ref = self.actor.stop.remote()
+                self._apply(await asyncio.wait_for(asyncio.wrap_future(ref.future()), STOP_S))
         with contextlib.suppress(Exception):
             ray.kill(self.actor)
