@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +53,16 @@ from crossover.workload import (
     load_tokenizer,
     synthetic_prompts,
 )
+
+#: runs a level's load over ``config.workers`` workers: (config, prompts, n_measured,
+#: headers, keep_text, on_record, abort, on_measure_start, lags), as ``run_workers``
+WorkersRunner = Callable[
+    [
+        RunConfig, list[Prompt], int, dict[str, str], bool, Callable[[RequestRecord], None],
+        asyncio.Event, Callable[[], None] | None, list[float] | None,
+    ],
+    Awaitable[None],
+]  # fmt: skip
 
 #: engines whose server has a llama.cpp- or vLLM-style /tokenize
 SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
@@ -208,6 +218,7 @@ async def execute(
     stop: asyncio.Event | None = None,
     record_hold_s: float = HOLD_S,
     placement: dict[str, Any] | None = None,
+    workers_runner: WorkersRunner | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
     when the level ends, however it ends); the summary at the end.
@@ -226,7 +237,9 @@ async def execute(
     ``record_hold_s``: how long finished records may wait before they are handed to
     ``store`` (``RecordSink``; a Ray node relays them to the driver, so it holds them less).
     ``placement`` (where the load ran: ``{"backend": "ray", "node_id", "node_ip"}``) is
-    kept with the run.
+    kept with the run. ``workers_runner`` runs the load of ``workers > 1``: worker
+    processes on this machine (``crossover.load.workers.run_workers``, the default) or
+    Ray actors over a cluster's nodes (``crossover.load.rayworkers.run_ray_workers``).
     """
     headers = api_headers(config)
     dialect = get_dialect(config.engine)
@@ -257,7 +270,7 @@ async def execute(
         if config.workers > 1:
             status = await _execute_workers(
                 config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, lags, record_hold_s,
+                progress, halt, lags, record_hold_s, workers_runner,
             )  # fmt: skip
         else:
             status = await _execute_here(
@@ -435,10 +448,12 @@ async def _execute_workers(
     abort: asyncio.Event,
     lags: list[float],
     record_hold_s: float = HOLD_S,
+    workers_runner: WorkersRunner | None = None,
 ) -> str:
     """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
     from crossover.load.workers import run_workers
 
+    runner = workers_runner or run_workers
     sink = RecordSink(store, run_id, record_hold_s)
 
     def on_record(rec: RequestRecord) -> None:
@@ -452,7 +467,7 @@ async def _execute_workers(
             progress.started_ns = time.perf_counter_ns()
 
     try:
-        await run_workers(
+        await runner(
             config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start,
             lags,
         )  # fmt: skip

@@ -510,3 +510,37 @@ def test_ctrl_c_stops_the_busy_actor_and_its_engine(tmp_path: Path, cluster: Clu
         assert store.records(run.run_id)  # what was received before Ctrl-C is kept
     assert _gone(str(tmp_path / "model.gguf"))  # the engine is stopped
     assert _gone("TargetActor")  # and the actor ended
+
+
+def test_workers_spread_over_nodes_each_on_its_own_clock(tmp_path: Path, cluster: Cluster) -> None:
+    out = tmp_path / "out"
+    with servers(A) as (url,):
+        config = _sweep_yaml(
+            tmp_path / "sweep.yaml",
+            [{"name": "A", "url": url, "engine": "vllm", "model": "calibration"}],
+            concurrency=[4], repeats=1, duration_s_per_level=None, requests_per_level=48,
+            workers=2,
+        )  # fmt: skip
+        done = _run("sweep", "--config", str(config), "--out", str(out), "--no-report",
+                    "--ray", cluster.address)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    with Store(out / "sweep.db") as store:
+        (run,) = store.runs()
+        records = store.records(run.run_id, include_warmup=False)
+    assert len(records) == 48
+    nodes_of = {w: {r.node for r in records if r.worker == w} for w in (0, 1)}
+    # each worker on one node, the two on different nodes (Ray's SPREAD over two nodes)
+    assert all(len(v) == 1 and None not in v for v in nodes_of.values()), nodes_of
+    assert nodes_of[0] != nodes_of[1], nodes_of
+    assert {n for v in nodes_of.values() for n in v} == {
+        cluster.node_with("nodeA"),
+        cluster.node_with("nodeB"),
+    }
+    (summary,) = [r["summary"] for r in read_sweep(out)["runs"]]
+    assert summary["verdict"] == "valid", summary["problems"]
+    assert summary["load"]["workers"] == 2
+    # two windows of 2 streams each: about 4 in flight in all, throughput the sum of both
+    assert 3.0 <= summary["load"]["achieved_concurrency"] <= 4.5, summary["load"]
+    one_request_s = A.request_ms(4, N) / 1000
+    expected = 4 * (16 + N) / one_request_s  # c requests of (prompt + N) tokens each
+    assert 0.6 * expected <= summary["throughput"]["total_tokens_per_s"] <= 1.3 * expected

@@ -103,6 +103,13 @@ def sweep(
         bool,
         typer.Option(help="On resume, measure again levels whose stored run is not valid"),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Load processes per level; with --ray, Ray actors spread over the "
+            "cluster's nodes [default: 1]"
+        ),
+    ] = None,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -130,6 +137,7 @@ def sweep(
         "tokenizer": tokenizer,
         "seed": seed,
         "refine_budget": refine_budget,
+        "workers": workers,
     }
     if refine:
         flags["refine"] = True

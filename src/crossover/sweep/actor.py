@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from crossover.config import RunConfig
 from crossover.errors import CrossoverError
+from crossover.load.rayworkers import run_ray_workers
 from crossover.records.model import RequestRecord
 from crossover.runner import Progress, build_prompts, choose_tokenizer
 from crossover.sweep.config import Level, SweepConfig
@@ -190,6 +191,7 @@ class TargetActor:
             tokenizer=tokenizer,
             placement=self.placement(),
             record_hold_s=self.record_hold_s,
+            workers_runner=run_ray_workers if run_cfg.workers > 1 else None,
         )
         self._level_over.clear()
         try:

@@ -245,6 +245,14 @@ class SweepConfig(BaseModel):
     allowed_failures: int = Field(
         0, ge=0, description="failed requests a run may have and still be valid"
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="load processes per level (as crossover run --workers); with --ray they "
+        "are Ray actors spread over the cluster's nodes, each node's records timed by its "
+        "own clock",
+    )
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
     )

@@ -23,7 +23,7 @@ from crossover.config import RunConfig
 from crossover.errors import EngineError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
-from crossover.runner import Progress, execute, probe
+from crossover.runner import Progress, WorkersRunner, execute, probe
 from crossover.sweep.config import Level, SweepConfig, TargetConfig, launch_config, replicas_config
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
@@ -216,6 +216,7 @@ class TargetSession:
             seed=cfg.seed,
             timeouts=cfg.timeouts,
             allowed_failures=cfg.allowed_failures,
+            workers=cfg.workers,
         )
 
     async def prepare(self, level: Level) -> RunConfig:
@@ -243,6 +244,7 @@ class TargetSession:
         tokenizer: Tokenizer | None,
         placement: dict[str, Any] | None = None,
         record_hold_s: float = HOLD_S,
+        workers_runner: WorkersRunner | None = None,
     ) -> LevelResult:
         """Measure one level (after ``prepare``) into ``store``: scrapes beside it, a dying
         engine failing it."""
@@ -287,6 +289,7 @@ class TargetSession:
                 metrics_url=metrics_url,
                 record_hold_s=record_hold_s,
                 placement=placement,
+                workers_runner=workers_runner,
             )
         finally:
             scraper.cancel()
