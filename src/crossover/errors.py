@@ -54,6 +54,11 @@ class EngineError(CrossoverError):
         return last if len(last) <= 200 else last[:199] + "…"
 
 
+class NodeLostError(EngineError):
+    """The Ray node running a target's work (its engine, its load) died or left the
+    cluster: the level in flight fails (``node_lost``) and is redone on resume."""
+
+
 class InvalidRunError(CrossoverError):
     """The run's verdict is invalid or unverified and the user did not allow it: exit 3."""
 

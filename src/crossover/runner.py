@@ -19,9 +19,10 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from crossover.config import RunConfig
 from crossover.dialects import get_dialect
@@ -42,7 +43,7 @@ from crossover.metrics.summary import (
 )
 from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
-from crossover.records.store import RecordSink, Store
+from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
 from crossover.transport.http import Timeouts, make_session
 from crossover.workload import (
     Prompt,
@@ -52,6 +53,16 @@ from crossover.workload import (
     load_tokenizer,
     synthetic_prompts,
 )
+
+#: runs a level's load over ``config.workers`` workers: (config, prompts, n_measured,
+#: headers, keep_text, on_record, abort, on_measure_start, lags), as ``run_workers``
+WorkersRunner = Callable[
+    [
+        RunConfig, list[Prompt], int, dict[str, str], bool, Callable[[RequestRecord], None],
+        asyncio.Event, Callable[[], None] | None, list[float] | None,
+    ],
+    Awaitable[None],
+]  # fmt: skip
 
 #: engines whose server has a llama.cpp- or vLLM-style /tokenize
 SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
@@ -192,7 +203,7 @@ def make_context(
 
 async def execute(
     config: RunConfig,
-    store: Store,
+    store: RecordWriter,
     *,
     run_id: str | None = None,
     key: str | None = None,
@@ -205,6 +216,9 @@ async def execute(
     client_floor: ClientFloor | None = None,
     metrics_url: str | None = None,
     stop: asyncio.Event | None = None,
+    record_hold_s: float = HOLD_S,
+    placement: dict[str, Any] | None = None,
+    workers_runner: WorkersRunner | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
     when the level ends, however it ends); the summary at the end.
@@ -219,6 +233,13 @@ async def execute(
     streamed text of each request whose chunks fall short of usage is re-tokenized once,
     after the level; with a ``metrics_url``, the engine's generated-token counter is read
     before and after it (not for replicas: one replica's counter cannot witness them all).
+
+    ``record_hold_s``: how long finished records may wait before they are handed to
+    ``store`` (``RecordSink``; a Ray node relays them to the driver, so it holds them less).
+    ``placement`` (where the load ran: ``{"backend": "ray", "node_id", "node_ip"}``) is
+    kept with the run. ``workers_runner`` runs the load of ``workers > 1``: worker
+    processes on this machine (``crossover.load.workers.run_workers``, the default) or
+    Ray actors over a cluster's nodes (``crossover.load.rayworkers.run_ray_workers``).
     """
     headers = api_headers(config)
     dialect = get_dialect(config.engine)
@@ -229,11 +250,12 @@ async def execute(
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
     ctx = make_context(config, tokenizer, version, client_floor)
     run_id = run_id or new_run_id()
-    store.create_run(
-        run_id,
-        {"config": config.model_dump(mode="json"), "context": ctx.model_dump(mode="json")},
-        key,
-    )
+    context: dict[str, Any] = {
+        "config": config.model_dump(mode="json"),
+        "context": ctx.model_dump(mode="json"),
+        "placement": placement or {"backend": "local"},
+    }
+    store.create_run(run_id, context, key)
     abort = abort or asyncio.Event()
     keep_text = tokenizer is not None
     timeouts = Timeouts(**config.timeouts.model_dump())
@@ -248,12 +270,12 @@ async def execute(
         if config.workers > 1:
             status = await _execute_workers(
                 config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, lags,
+                progress, halt, lags, record_hold_s, workers_runner,
             )  # fmt: skip
         else:
             status = await _execute_here(
                 config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, timeouts, lags,
+                progress, halt, timeouts, lags, record_hold_s,
             )  # fmt: skip
     finally:
         if relay is not None:
@@ -338,7 +360,7 @@ def _probe_interval(config: RunConfig) -> float:
 
 async def _execute_here(
     config: RunConfig,
-    store: Store,
+    store: RecordWriter,
     run_id: str,
     prompts: list[Prompt],
     n_measured: int,
@@ -349,13 +371,14 @@ async def _execute_here(
     abort: asyncio.Event,
     timeouts: Timeouts,
     lags: list[float],
+    record_hold_s: float = HOLD_S,
 ) -> str:
     """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
     lag probe's readings during the measured load."""
     dialect = get_dialect(config.engine)
     warm = config.warmup
     n_prompts = len(prompts)
-    sink = RecordSink(store, run_id)
+    sink = RecordSink(store, run_id, record_hold_s)
     async with make_session(headers, timeouts) as session:
 
         def keep(rec: RequestRecord) -> None:
@@ -420,7 +443,7 @@ async def _execute_here(
 
 async def _execute_workers(
     config: RunConfig,
-    store: Store,
+    store: RecordWriter,
     run_id: str,
     prompts: list[Prompt],
     n_measured: int,
@@ -430,11 +453,14 @@ async def _execute_workers(
     progress: Progress | None,
     abort: asyncio.Event,
     lags: list[float],
+    record_hold_s: float = HOLD_S,
+    workers_runner: WorkersRunner | None = None,
 ) -> str:
     """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
     from crossover.load.workers import run_workers
 
-    sink = RecordSink(store, run_id)
+    runner = workers_runner or run_workers
+    sink = RecordSink(store, run_id, record_hold_s)
 
     def on_record(rec: RequestRecord) -> None:
         sink.add(rec)
@@ -447,7 +473,7 @@ async def _execute_workers(
             progress.started_ns = time.perf_counter_ns()
 
     try:
-        await run_workers(
+        await runner(
             config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start,
             lags,
         )  # fmt: skip

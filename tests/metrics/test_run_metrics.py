@@ -207,3 +207,23 @@ def test_summary_json_shape_follows_the_contract() -> None:
         assert key in d
     assert set(d["ttft_ms"]) == {"mean", "p50", "p90", "p95", "p99", "min", "max", "count"}
     assert d["queue_ms"]["p50"] is None  # missing is None, never 0
+
+
+def test_records_of_two_nodes_are_timed_each_by_its_own_clock() -> None:
+    """Load workers on two Ray nodes: node b's clock reads 10^6 s more than a's. Each node
+    gets its own window; the throughputs add up, as if both clocks were one."""
+    a = [good(i, i * 4.0, i * 4.0 + 1, 1.0, node="a") for i in range(3)]
+    shift = 1e6
+    b = [good(10 + i, shift + i * 4.0, shift + i * 4.0 + 1, 1.0, node="b") for i in range(3)]
+    one = ctx(concurrency=1)
+    alone = summarize(a, one)
+    both = summarize(a + b, ctx(concurrency=2))
+    assert alone.throughput.total_tokens_per_s is not None
+    assert both.throughput.total_tokens_per_s == pytest.approx(
+        2 * alone.throughput.total_tokens_per_s
+    )
+    assert both.window.duration_s == pytest.approx(alone.window.duration_s)
+    assert both.duration_s == pytest.approx(alone.duration_s)  # not 10^6 s
+    # the same records on one clock would span the shift: what per-node timing avoids
+    merged = summarize([r.model_copy(update={"node": None}) for r in a + b], ctx(concurrency=2))
+    assert merged.duration_s > shift

@@ -21,7 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
 
@@ -98,6 +105,15 @@ def level_label(axis: Axis, level: float) -> str:
     return f"c={level:g}" if axis == "concurrency" else f"rate={level:g}"
 
 
+class Placement(BaseModel):
+    """Where a run's load (and a launched engine) ran: ``local`` (this machine, the
+    sweep's own process) or ``ray`` (an actor on a node of a Ray cluster, ``--ray``)."""
+
+    backend: Literal["local", "ray"] = "local"
+    node_id: str | None = None
+    node_ip: str | None = None
+
+
 class SweepRun(BaseModel):
     """One run of one target at one level (one repeat): a concurrency level (closed
     loop) or, in a rate sweep, an arrival rate in requests/s (open loop, Poisson);
@@ -110,6 +126,12 @@ class SweepRun(BaseModel):
     summary: RunSummary
     server_metrics: list[ServerMetricsSample] | None = None
     gpu: list[GpuSample] | None = None
+    #: where it ran; files written before placement was recorded read as local
+    placement: Placement = Field(default_factory=Placement)
+
+    @field_serializer("placement")
+    def _placement(self, p: Placement) -> dict[str, Any]:
+        return p.model_dump(exclude_none=True)  # a local run is {"backend": "local"}
 
     @model_validator(mode="after")
     def _one_level(self) -> SweepRun:

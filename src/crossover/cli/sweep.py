@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
     from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.metrics.summary import RunSummary
     from crossover.runner import Progress
+    from crossover.sweep.cluster import RayCluster
     from crossover.sweep.config import SweepConfig
     from crossover.sweep.runner import SweepOutcome
 
@@ -27,6 +28,7 @@ EXAMPLE = (
     "      --target a=http://127.0.0.1:8001 --target b=http://127.0.0.1:8002 \\\n"
     "      --concurrency 1,4,16,32\n"
     "  crossover sweep --out sweep2 --config sweep.yaml   # keys: docs/sweep-yaml.md\n"
+    "  crossover sweep --out sweep3 --config sweep.yaml --ray auto   # on a Ray cluster\n"
 )
 
 if TYPE_CHECKING:
@@ -101,6 +103,22 @@ def sweep(
         bool,
         typer.Option(help="On resume, measure again levels whose stored run is not valid"),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Load processes per level; with --ray, Ray actors spread over the "
+            "cluster's nodes [default: 1]"
+        ),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Run each target (its engine and load) as a Ray actor on an existing "
+            "cluster: auto, HOST:6379 or ray://HOST:10001; targets run in parallel",
+        ),
+    ] = None,
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from rich.console import Console
@@ -119,6 +137,7 @@ def sweep(
         "tokenizer": tokenizer,
         "seed": seed,
         "refine_budget": refine_budget,
+        "workers": workers,
     }
     if refine:
         flags["refine"] = True
@@ -144,9 +163,20 @@ def sweep(
         cfg = build_sweep_config(data)
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
-    check_writable(out)
-    console = Console(stderr=True)
-    outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid))
+    cluster = None
+    if ray is not None:  # Ray is imported only here, only with --ray
+        from crossover.sweep.cluster import RayCluster
+
+        cluster = RayCluster.connect(ray)
+    try:
+        if cluster is not None:
+            cluster.check(cfg, chosen)
+        check_writable(out)
+        console = Console(stderr=True)
+        outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid, cluster))
+    finally:
+        if cluster is not None:
+            cluster.close()
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
@@ -162,6 +192,7 @@ async def run_live(
     console: Console,
     only: set[str] | None = None,
     redo_invalid: bool = False,
+    cluster: RayCluster | None = None,
 ) -> SweepOutcome:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
@@ -193,7 +224,7 @@ async def run_live(
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
-    runner = SweepRunner(cfg, out, events, only=only, redo_invalid=redo_invalid)
+    runner = SweepRunner(cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster)
     task = asyncio.ensure_future(runner.run())
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:

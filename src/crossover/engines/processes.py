@@ -56,11 +56,30 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+#: threads that live as long as their process (``lifelong_thread``): children they start
+#: may get PR_SET_PDEATHSIG, as the main thread's do
+_LIFELONG: set[int] = set()
+
+
+def lifelong_thread(target: Callable[[], object], name: str) -> threading.Thread:
+    """A started daemon thread meant to run until its process exits (a Ray actor's event
+    loop): engines it starts die with the process, as the main thread's do."""
+
+    def run() -> None:
+        _LIFELONG.add(threading.get_ident())
+        target()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def pdeathsig_preexec() -> Callable[[], None] | None:
-    """Kill the child if this thread dies; only safe from the main thread (it never exits early)."""
-    if (
-        not sys.platform.startswith("linux")
-        or threading.current_thread() is not threading.main_thread()
+    """Kill the child if this thread dies; only safe from the main thread or a
+    ``lifelong_thread`` (they never exit before the process does)."""
+    here = threading.current_thread()
+    if not sys.platform.startswith("linux") or (
+        here is not threading.main_thread() and threading.get_ident() not in _LIFELONG
     ):
         return None
     import ctypes

@@ -8,6 +8,7 @@ Everything here is a pure function of the raw records and the run's context, so
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from crossover.metrics.summary import (
     add_problem,
 )
 from crossover.metrics.verify import verdict, verify
-from crossover.metrics.window import steady_window
+from crossover.metrics.window import WindowSpan, steady_window
 from crossover.metrics.witness import count_with_tokenizer, witnesses
 from crossover.records.model import RequestRecord
 
@@ -50,17 +51,50 @@ def stats(values: Iterable[float | None]) -> Stats:
     )
 
 
-def summarize(
-    all_records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None
-) -> RunSummary:
-    """The run summary; ``engine`` is the engine's token counter around the level, if read."""
-    records = sorted((r for r in all_records if not r.warmup), key=lambda r: r.t_send_ns)
-    ok = [r for r in records if r.ok]
-    problems, matched = verify(records, ctx, engine, all_records)
+def by_clock(records: list[RequestRecord]) -> dict[str | None, list[RequestRecord]]:
+    """Records by the clock that stamped them: one group, unless load workers ran on
+    several Ray nodes (``record.node``)."""
+    groups: dict[str | None, list[RequestRecord]] = {}
+    for r in records:
+        groups.setdefault(r.node, []).append(r)
+    return groups if len(groups) > 1 else {None: records}
 
-    target = None
-    if ctx.mode == "concurrency" and ctx.concurrency:
-        target = min(ctx.concurrency, max(1, len(records)))
+
+def _share(target: int | None, part: int, whole: int) -> int | None:
+    """A node's part of the target concurrency, by its share of the requests."""
+    if target is None:
+        return None
+    return max(1, round(target * part / whole))
+
+
+def _sum(parts: list[Throughput]) -> Throughput:
+    def add(name: str) -> float | None:
+        vals = [getattr(p, name) for p in parts]
+        return None if any(v is None for v in vals) else float(sum(vals))
+
+    return Throughput(
+        total_tokens_per_s=add("total_tokens_per_s"),
+        output_tokens_per_s=add("output_tokens_per_s"),
+        requests_per_s=add("requests_per_s"),
+    )
+
+
+@dataclass
+class _Timeline:
+    """One clock's window and throughputs."""
+
+    span: WindowSpan | None
+    throughput: Throughput
+    whole: Throughput
+    window: Window
+    achieved: float | None
+    duration_s: float
+
+
+def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
+    """The steady window, throughputs and duration of ``records`` (sorted by send time,
+    warm-up left out), all stamped by one clock."""
+    ok = [r for r in records if r.ok]
     span = steady_window(records, target)
     t0 = records[0].t_send_ns if records else 0
 
@@ -89,19 +123,62 @@ def summarize(
             requests_per_s=done / dur_s,
         )
 
-    if span is not None:
-        tp = throughput(span.start_ns, span.end_ns)
-        ends = [r.t_done_ns for r in records if r.t_done_ns is not None]
-        whole = throughput(t0, max(ends)) if ends else Throughput()
-        window = Window(
+    ends = [r.t_done_ns for r in records if r.t_done_ns is not None]
+    duration = (max(ends) - t0) / 1e9 if ends else 0.0
+    if span is None:
+        return _Timeline(None, Throughput(), Throughput(), Window(), None, duration)
+    return _Timeline(
+        span,
+        throughput(span.start_ns, span.end_ns),
+        throughput(t0, max(ends)) if ends else Throughput(),
+        Window(
             start_s=(span.start_ns - t0) / 1e9,
             end_s=(span.end_ns - t0) / 1e9,
             duration_s=span.duration_ns / 1e9,
             steady=span.steady,
-        )
-        achieved = span.achieved_concurrency
+        ),
+        span.achieved_concurrency,
+        duration,
+    )
+
+
+def summarize(
+    all_records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None
+) -> RunSummary:
+    """The run summary; ``engine`` is the engine's token counter around the level, if read."""
+    records = sorted((r for r in all_records if not r.warmup), key=lambda r: r.t_send_ns)
+    ok = [r for r in records if r.ok]
+    problems, matched = verify(records, ctx, engine, all_records)
+
+    target = None
+    if ctx.mode == "concurrency" and ctx.concurrency:
+        target = min(ctx.concurrency, max(1, len(records)))
+    clocks = by_clock(records)
+    lines: dict[str | None, _Timeline]
+    if len(clocks) == 1:
+        line = _timeline(records, target)
+        tp, whole, window, achieved, duration = (
+            line.throughput, line.whole, line.window, line.achieved, line.duration_s,
+        )  # fmt: skip
+        lines = {None: line}
     else:
-        tp, whole, window, achieved = Throughput(), Throughput(), Window(), None
+        # load workers on several Ray nodes: each node's stamps are its own clock, so each
+        # node gets its own window (its share of the target in flight) and the
+        # throughputs add up; no time is compared across nodes
+        lines = {
+            node: _timeline(group, _share(target, len(group), len(records)))
+            for node, group in clocks.items()
+        }
+        tp, whole = (
+            _sum([x.throughput for x in lines.values()]),
+            _sum([x.whole for x in lines.values()]),
+        )
+        windows = [x.window for x in lines.values()]
+        shortest = min(windows, key=lambda w: w.duration_s or 0.0)
+        window = shortest.model_copy(update={"steady": all(w.steady for w in windows)})
+        parts = [x.achieved for x in lines.values()]
+        achieved = sum(p for p in parts if p is not None) if any(parts) else None
+        duration = max(x.duration_s for x in lines.values())
 
     ttft = stats(rq.ttft_ms(r) for r in ok)
     tpot = stats(rq.tpot_ms(r) for r in ok)
@@ -121,16 +198,22 @@ def summarize(
             )
 
         good = [r for r in ok if meets(r)]
-        in_window = [
-            r
-            for r in good
-            if r.t_done_ns is not None
-            and span is not None
-            and span.start_ns <= r.t_done_ns <= span.end_ns
-        ]
+        rate = 0.0  # per clock: the good requests done in its window over its duration
+        for node, line in lines.items():
+            sp, dur = line.span, line.window.duration_s
+            if sp is None or not dur:
+                continue
+            n = sum(
+                1
+                for r in good
+                if (node is None or r.node == node)
+                and r.t_done_ns is not None
+                and sp.start_ns <= r.t_done_ns <= sp.end_ns
+            )
+            rate += n / dur
         goodput = Goodput(
             slo=ctx.slo,
-            requests_per_s=len(in_window) / window.duration_s,
+            requests_per_s=rate,
             fraction=len(good) / len(records) if records else None,
         )
 
@@ -152,8 +235,6 @@ def summarize(
                 f"delivery delay ({floor.delivery_p50_ms:.3f} ms): not the engine's figure",
             )
 
-    ends_all = [r.t_done_ns for r in records if r.t_done_ns is not None]
-    duration = (max(ends_all) - t0) / 1e9 if ends_all else 0.0
     return RunSummary(
         verdict=verdict(problems, len(ok)),
         problems=problems,

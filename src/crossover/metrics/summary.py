@@ -27,6 +27,8 @@ ProblemCode = Literal[
     "multi_token_chunks",
     "client_floor",
     "engine_died",
+    # a Ray node running the target's work died mid-level (crossover sweep --ray)
+    "node_lost",
     # second witnesses (docs/metrics.md, "Witnesses")
     "text_tokens_mismatch",
     "engine_tokens_mismatch",

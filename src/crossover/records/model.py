@@ -33,6 +33,9 @@ class RequestRecord(BaseModel):
 
     index: int = Field(description="position in the run's request sequence")
     worker: int = 0
+    #: the Ray node whose load worker sent it (``sweep --ray --workers N``); its stamps are
+    #: that node's clock, compared only with records of the same node. None: this machine
+    node: str | None = None
     #: the replica that served it (request index mod replicas); None with one server
     replica: int | None = None
     warmup: bool = False

@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -344,6 +344,26 @@ class Store:
         return self._row(r) if r else None
 
 
+class RecordWriter(Protocol):
+    """What a level writes while it runs: a ``Store``, or on a Ray node the relay that
+    streams the same writes back to the driver's store (``crossover.sweep.actor``)."""
+
+    def create_run(self, run_id: str, context: dict[str, Any], key: str | None = None) -> None:
+        """A new run, status ``running``."""
+
+    def add_record(self, run_id: str, record: RequestRecord) -> None:
+        """One record (kept, or replaced when its index was written before)."""
+
+    def add_records(self, run_id: str, records: Sequence[RequestRecord]) -> None:
+        """Many records at once."""
+
+    def add_sample(self, run_id: str, source: str, t_s: float, data: dict[str, Any]) -> None:
+        """A scrape or another sample taken during the run."""
+
+    def finish_run(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
+        """The run's final status and summary."""
+
+
 class RecordSink:
     """A load's finished records on their way to ``store``, costing the event loop a
     list append while streams are in flight (see the module's docstring).
@@ -353,7 +373,7 @@ class RecordSink:
     level, Ctrl-C, an engine's death: the caller's ``finally``).
     """
 
-    def __init__(self, store: Store, run_id: str, hold_s: float = HOLD_S) -> None:
+    def __init__(self, store: RecordWriter, run_id: str, hold_s: float = HOLD_S) -> None:
         self.store = store
         self.run_id = run_id
         self.hold_ns = int(hold_s * 1e9)

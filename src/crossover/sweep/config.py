@@ -100,6 +100,20 @@ class TargetConfig(BaseModel):
         min_length=1,
         description="this target's own levels (default: the sweep's), e.g. one engine goes further",
     )
+    resources: dict[str, float] | None = Field(
+        None,
+        description="with --ray: the Ray resources this target's actor (its engine and load) "
+        "asks for, e.g. {GPU: 2} or {CPU: 4, node-b: 1} (custom ones as `ray start "
+        "--resources` names them); default CPU 1 and, for a launched engine, GPU = "
+        "replicas x gpus_per_replica, else tp x pp (GPU: 0 for an engine on CPU)",
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None and any(not q >= 0 or math.isinf(q) for q in v.values()):
+            raise ValueError("resources: each amount must be a number, 0 or more")
+        return v
 
     @field_validator("url")
     @classmethod
@@ -230,6 +244,14 @@ class SweepConfig(BaseModel):
     )
     allowed_failures: int = Field(
         0, ge=0, description="failed requests a run may have and still be valid"
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="load processes per level (as crossover run --workers); with --ray they "
+        "are Ray actors spread over the cluster's nodes, each node's records timed by its "
+        "own clock",
     )
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
@@ -369,6 +391,20 @@ def _validated(data: dict[str, Any], where: str) -> SweepConfig:
             launch_config(target, where, f"targets.{i}.launch")
             replicas_config(target, where, f"targets.{i}.launch")
     return cfg
+
+
+def ray_resources(target: TargetConfig) -> dict[str, float]:
+    """The Ray resources a target's actor asks for: its ``resources:``, over the defaults
+    (CPU 1 for the load; a launched engine's GPUs: replicas x gpus_per_replica, else
+    tp x pp, per replica)."""
+    out: dict[str, float] = {"CPU": 1.0}
+    if target.launch is not None:
+        ecfg = launch_config(target)
+        reps = replicas_config(target)
+        per = reps.gpus_per_replica or ecfg.tp * ecfg.pp
+        out["GPU"] = float(reps.replicas * per)
+    out.update(target.resources or {})
+    return {k: v for k, v in out.items() if v > 0}
 
 
 def launch_config(

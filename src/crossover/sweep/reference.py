@@ -60,6 +60,11 @@ targets:
     engine: vllm
     model: google/gemma-3-270m
 ```
+
+With `crossover sweep --ray ADDRESS|auto` each target is a Ray actor placed by its
+`resources:` (a launched engine asks for its GPUs by default), e.g.
+`resources: {GPU: 1, node-b: 1}` for a node started with
+`ray start --resources '{"node-b": 1}'`; see the README, "Beyond one machine".
 """
 
 

@@ -1,7 +1,10 @@
 """Run a sweep: every target over every level and repeat, resumably.
 
-Targets run one after another (one engine at a time, so one GPU is enough);
-each launched engine is started once and reused across its levels. Every run is
+Targets run one after another (one engine at a time, so one GPU is enough); with a Ray
+cluster (``--ray``) each target is an actor on a node with its resources and they run
+side by side (``crossover.sweep.cluster``). Either way one level is measured by the same
+code (``crossover.sweep.level``), and each launched engine is started once and reused
+across its levels. Every run is
 committed to ``DIR/sweep.db`` as it finishes and ``DIR/sweep.json`` is rewritten
 after each, so an interrupted sweep loses at most the level in flight; the same
 command again skips the runs already done (each has a key target|level|repeat, the level
@@ -14,12 +17,11 @@ is still wide; inconclusive brackets get only the budget the crossovers leave.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crossover.analysis import (
     SweepFile,
@@ -30,21 +32,19 @@ from crossover.analysis import (
     propose_refinement,
 )
 from crossover.analysis.crossovers import Finding
-from crossover.analysis.schema import GpuSample, RooflineFacts, ServerMetricsSample
+from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, ServerMetricsSample
 from crossover.config import RunConfig
-from crossover.errors import EngineError, UsageError
-from crossover.metrics.summary import Problem, RunSummary
+from crossover.errors import EngineError, NodeLostError, UsageError
+from crossover.metrics.summary import RunSummary
 from crossover.records.store import Store
-from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
-from crossover.sweep.config import (
-    Level,
-    SweepConfig,
-    TargetConfig,
-    launch_config,
-    replicas_config,
-)
-from crossover.sweep.scrape import NVMLSampler, scrape_loop
+from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_id
+from crossover.sweep.config import Level, SweepConfig, TargetConfig
+from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
+from crossover.sweep.scrape import NVMLSampler
 from crossover.workload import Prompt, Tokenizer
+
+if TYPE_CHECKING:
+    from crossover.sweep.cluster import RayCluster
 
 
 def run_key(target: str, level: Level, repeat: int) -> str:
@@ -67,18 +67,72 @@ class SweepEvents:
     on_engine: Callable[[str, str], None] | None = None
 
 
+class TargetRunner(Protocol):
+    """Runs one target's levels: here (``LocalTarget``) or on a Ray node
+    (``crossover.sweep.cluster.RayTarget``); the sweep runner plans, hands out the
+    prompts and keeps the sweep file either way."""
+
+    @property
+    def info(self) -> TargetInfo:
+        """The target as last launched (engine, version, effective settings)."""
+
+    async def prepare(self, level: Level) -> RunConfig:
+        """The engine up and the level's run config."""
+
+    async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
+        """Prompts ``first`` .. ``first + count - 1``, counted with the target's tokenizer."""
+
+    async def measure(
+        self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
+        prompts: list[Prompt], progress: Progress,
+    ) -> LevelResult:  # fmt: skip
+        """One level, its records and run in the sweep's database."""
+
+    async def stop(self) -> None:
+        """Stop the target's engine (and, on Ray, its actor)."""
+
+
+class LocalTarget:
+    """A target run in this process: its engine a child of the sweep, its records
+    straight into the sweep's database."""
+
+    def __init__(self, session: TargetSession, runner: SweepRunner) -> None:
+        self.session = session
+        self.runner = runner
+
+    @property
+    def info(self) -> TargetInfo:
+        return self.session.info
+
+    async def prepare(self, level: Level) -> RunConfig:
+        return await self.session.prepare(level)
+
+    async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
+        # one tokenizer for the whole sweep, chosen by the first target that needs prompts
+        runner = self.runner
+        if runner._tokenizer is None:
+            runner._tokenizer = choose_tokenizer(run_cfg)
+        return build_prompts(run_cfg, runner._tokenizer, count, first=first)
+
+    async def measure(
+        self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
+        prompts: list[Prompt], progress: Progress,
+    ) -> LevelResult:  # fmt: skip
+        return await self.session.measure(
+            run_cfg, level, self.runner.store, run_id=run_id, key=key, prompts=prompts,
+            progress=progress, tokenizer=self.runner._tokenizer, placement=LOCAL_PLACEMENT,
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        await self.session.stop()
+
+
 @dataclass
 class _Target:
     cfg: TargetConfig
     info: TargetInfo
-    engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
-    restarts: int = 0
-    warm: bool = False  # this engine instance has had its warm-up
-
-    @property
-    def engine(self) -> Any:
-        """Replica 0 (the only one, mostly) while launched; its log and metrics stand for all."""
-        return self.engines[0] if self.engines else None
+    #: the local session (engine state kept across refine passes); None with Ray
+    session: TargetSession | None = None
 
 
 @dataclass
@@ -98,6 +152,7 @@ class SweepRunner:
         events: SweepEvents | None = None,
         only: set[str] | None = None,
         redo_invalid: bool = False,
+        cluster: RayCluster | None = None,
     ) -> None:
         self.config = config
         #: on resume, measure again the levels whose stored run is not valid
@@ -109,12 +164,16 @@ class SweepRunner:
 
         # a bad floor file fails before work, and before sweep.db exists
         resolve_client_floor(config.client_floor, None)
+        #: with a Ray cluster every target runs on a node of it (``crossover.sweep.cluster``),
+        #: the targets in parallel as far as the cluster has room
+        self.cluster = cluster
         self.out = out
         self.events = events or SweepEvents()
         self.store = Store(out / "sweep.db")
         self.nvml = NVMLSampler()
         self._tokenizer: Tokenizer | None = None
         self._prompts: list[Prompt] | None = None
+        self._prompts_lock = asyncio.Lock()
         self.targets = [_Target(t, TargetInfo(name=t.name)) for t in config.targets]
         self.ran = 0
         self.skipped = 0
@@ -146,142 +205,12 @@ class SweepRunner:
         # with redo_invalid a run that did not verify is measured again (it stays stored)
         return not (self.redo_invalid and (row.summary or {}).get("verdict") != "valid")
 
-    # --- engines ----------------------------------------------------------
-    async def _ensure_engine(self, t: _Target) -> tuple[list[str], str, str]:
-        """(base URLs, dialect, model) for requests; launches the engine's replicas if
-        needed (all of them again when any one has died)."""
-        if t.cfg.launch is None:
-            return t.cfg.base_urls, t.cfg.engine or "openai", t.cfg.model or ""
-        from crossover.engines.adapters import get_adapter
-
-        ecfg = launch_config(t.cfg)
-        adapter = get_adapter(ecfg.engine)
-        if not t.engines or not all(e.alive() for e in t.engines):
-            if t.engines:
-                await self._stop_engine(t)
-                t.restarts += 1
-            engines = await self._start_replicas(t, ecfg, adapter.display_name)
-            t.engines = engines
-            t.warm = False
-            first = engines[0]
-            settings: dict[str, Any] = {
-                k: f.value for k, f in first.effective_settings().facts.items()
-            }
-            if len(engines) > 1:
-                settings["replicas"] = len(engines)
-                settings["replica_urls"] = [e.url for e in engines]
-            t.info = TargetInfo(
-                name=t.cfg.name,
-                engine=ecfg.engine,
-                url=first.url,
-                model=t.cfg.model or ecfg.model,
-                version=first.version,
-                settings=settings,
-            )
-            if self.events.on_engine:
-                where = ", ".join(e.url for e in engines)
-                self.events.on_engine(t.cfg.name, f"healthy at {where}")
-        return [e.url for e in t.engines], adapter.dialect, t.cfg.model or ecfg.model
-
-    def _replica_log(self, t: _Target, k: int) -> Path:
-        """``NAME.log`` for replica 0 (as a single engine's), ``NAME-rK.log`` for the others;
-        ``.restartN`` before ``.log`` once the engines were started again."""
-        stem = t.cfg.name if k == 0 else f"{t.cfg.name}-r{k}"
-        if t.restarts:
-            stem += f".restart{t.restarts}"
-        return self.out / "engines" / f"{stem}.log"
-
-    async def _start_replicas(self, t: _Target, ecfg: Any, display: str) -> list[Any]:
-        """Start every replica at once, wait until all are healthy; if one fails, all are
-        stopped and its error raised (the target fails as one engine's failure does)."""
-        from crossover.engines.lifecycle import start
-        from crossover.engines.processes import free_port
-
-        reps = replicas_config(t.cfg)
-        configs = []
-        ports: set[int] = set()
-        for k in range(reps.replicas):
-            update: dict[str, Any] = {}
-            if reps.replicas > 1:
-                if ecfg.port:
-                    port = ecfg.port + k
-                else:
-                    port = free_port(ecfg.host)
-                    while port in ports:
-                        port = free_port(ecfg.host)
-                ports.add(port)
-                update["port"] = port
-            if reps.gpus_per_replica is not None:
-                n = reps.gpus_per_replica
-                gpus = ",".join(str(g) for g in range(k * n, k * n + n))
-                update["env"] = {**ecfg.env, "CUDA_VISIBLE_DEVICES": gpus}
-            configs.append(ecfg.model_copy(update=update) if update else ecfg)
-        engines: list[Any] = []
-        try:
-            for k, cfg in enumerate(configs):
-                log = self._replica_log(t, k)
-                if self.events.on_engine:
-                    self.events.on_engine(t.cfg.name, f"starting {display} (log {log})")
-                # started from this (the main) thread, not a worker thread: only then does
-                # the engine get PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it
-                engines.append(start(cfg, log))
-            waits = [asyncio.ensure_future(e.await_healthy(ecfg.health_timeout_s)) for e in engines]
-            try:
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_EXCEPTION)
-                for w in done:
-                    error = w.exception()
-                    if error is not None:
-                        raise error
-            finally:
-                for w in waits:
-                    w.cancel()
-                await asyncio.gather(*waits, return_exceptions=True)
-            engines[0].version = await asyncio.to_thread(engines[0].probe_version)
-            for e in engines[1:]:
-                e.version = engines[0].version
-        except BaseException:
-            await _stop_all(engines)
-            raise
-        return engines
-
-    async def _stop_engine(self, t: _Target) -> None:
-        if t.engines:
-            engines, t.engines = t.engines, []
-            await _stop_all(engines)
-
-    # --- one level --------------------------------------------------------
+    # --- prompts ----------------------------------------------------------
     def _warmup(self, level: Level) -> int:
         cfg = self.config
         if cfg.warmup_requests is not None:
             return cfg.warmup_requests
         return min(level.concurrency, 8) if level.concurrency is not None else 4
-
-    def _run_config(
-        self, urls: list[str], dialect: str, model: str, level: Level, warm: bool
-    ) -> RunConfig:
-        cfg = self.config
-        warmup = self._warmup(level)
-        if warm and not cfg.warmup_every_level:
-            warmup = 0
-        return RunConfig(
-            url=urls[0],
-            urls=urls if len(urls) > 1 else [],
-            engine=dialect,
-            model=model,
-            endpoint=cfg.endpoint,
-            concurrency=level.concurrency,
-            rate_rps=level.rate,
-            requests=cfg.requests_for_level(level),
-            duration_s=cfg.duration_s_per_level,
-            warmup_requests=warmup,
-            output_tokens=cfg.output_tokens,
-            input_tokens=cfg.input_tokens,
-            prompts_file=cfg.prompts_file,
-            tokenizer=cfg.tokenizer,
-            seed=cfg.seed,
-            timeouts=cfg.timeouts,
-            allowed_failures=cfg.allowed_failures,
-        )
 
     def _slice_length(self, level: Level) -> int:
         cfg = self.config
@@ -297,133 +226,109 @@ class SweepRunner:
         # concurrency levels keep the key sweeps always stored
         return f"{level.concurrency}|{r}" if level.concurrency is not None else f"{level.key}|{r}"
 
-    def _prompts_for(self, run_cfg: RunConfig, level: Level, r: int) -> list[Prompt]:
+    async def _prompts_for(
+        self, level: Level, r: int, build: Callable[[int, int], Awaitable[list[Prompt]]]
+    ) -> list[Prompt]:
         """Prompts of level ``c``, repeat ``r``: the same for every target, and distinct
         from every other level's and repeat's, so no run gets prefix-cache hits from an
         earlier one (llama.cpp caches each slot's last prompt). Slices and prompts are
-        kept in the database, so a resumed sweep sends exactly the same ones."""
-        slices: dict[str, list[int]] = self.store.get_meta("prompt_slices") or {}
-        if not slices:  # the whole base plan at once: one tokenizer fits all of it
-            for lvl in self.config.levels():
-                for rep in range(self.config.repeats):
-                    start = sum(v[1] for v in slices.values())
-                    slices[self._slice_key(lvl, rep)] = [start, self._slice_length(lvl)]
-        if self._slice_key(level, r) not in slices:  # a level added by --refine
-            start = sum(v[1] for v in slices.values())
-            slices[self._slice_key(level, r)] = [start, self._slice_length(level)]
-        self.store.set_meta("prompt_slices", slices)
-        need = sum(v[1] for v in slices.values())
-        if self._prompts is None:
-            stored = self.store.get_meta("prompts") or []
-            self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
-        if len(self._prompts) < need:
-            if self._tokenizer is None:
-                self._tokenizer = choose_tokenizer(run_cfg)
-            have = len(self._prompts)
-            self._prompts += build_prompts(run_cfg, self._tokenizer, need - have, first=have)
-            self.store.set_meta(
-                "prompts",
-                [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
-            )
-        start, length = slices[self._slice_key(level, r)]
-        return self._prompts[start : start + length]
+        kept in the database, so a resumed sweep sends exactly the same ones. ``build(count,
+        first)`` makes missing ones (with the tokenizer of the target asking, on its node)."""
+        async with self._prompts_lock:  # targets running in parallel share one list
+            slices: dict[str, list[int]] = self.store.get_meta("prompt_slices") or {}
+            if not slices:  # the whole base plan at once: one tokenizer fits all of it
+                for lvl in self.config.levels():
+                    for rep in range(self.config.repeats):
+                        start = sum(v[1] for v in slices.values())
+                        slices[self._slice_key(lvl, rep)] = [start, self._slice_length(lvl)]
+            if self._slice_key(level, r) not in slices:  # a level added by --refine
+                start = sum(v[1] for v in slices.values())
+                slices[self._slice_key(level, r)] = [start, self._slice_length(level)]
+            self.store.set_meta("prompt_slices", slices)
+            need = sum(v[1] for v in slices.values())
+            if self._prompts is None:
+                stored = self.store.get_meta("prompts") or []
+                self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
+            if len(self._prompts) < need:
+                have = len(self._prompts)
+                self._prompts += await build(need - have, have)
+                self.store.set_meta(
+                    "prompts",
+                    [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
+                )
+            start, length = slices[self._slice_key(level, r)]
+            return self._prompts[start : start + length]
 
-    async def _level(self, t: _Target, level: Level, r: int) -> None:
+    # --- one level --------------------------------------------------------
+    async def _level(self, t: _Target, backend: TargetRunner, level: Level, r: int) -> bool:
+        """Measure one level; False when the target cannot go on (its Ray node is gone)."""
+        name = t.cfg.name
         try:
-            urls, dialect, model = await self._ensure_engine(t)
+            run_cfg = await backend.prepare(level)
+        except NodeLostError as exc:
+            self.failed_levels.append(f"{name} {level.label} r={r}: {exc}")
+            return False
         except EngineError as exc:
             said = f" (its log ends: {exc.cause})" if exc.cause else ""
-            self.failed_levels.append(
-                f"{t.cfg.name} {level.label}: engine failed to start: {exc}{said}"
-            )
+            self.failed_levels.append(f"{name} {level.label}: engine failed to start: {exc}{said}")
             raise
-        url = urls[0]
-        run_cfg = self._run_config(urls, dialect, model, level, t.warm)
-        t.warm = True
-        if t.cfg.launch is None:
-            for u in urls:
-                await asyncio.to_thread(probe, u, {})
-        prompts = self._prompts_for(run_cfg, level, r)
-        abort = asyncio.Event()
-        reason: list[str] = []
-        loop = asyncio.get_running_loop()
-        if t.engines:
+        finally:
+            t.info = backend.info
 
-            def died(replica: str) -> Callable[[EngineError], None]:
-                def on_exit(err: EngineError) -> None:
-                    reason.append(replica + str(err))
-                    loop.call_soon_threadsafe(abort.set)
+        async def build(count: int, first: int) -> list[Prompt]:
+            return await backend.build_prompts(run_cfg, count, first)
 
-                return on_exit
-
-            many = len(t.engines) > 1
-            for k, e in enumerate(t.engines):  # any replica dying fails the level
-                e.add_exit_callback(died(f"replica {k}: " if many else ""))
+        prompts = await self._prompts_for(level, r, build)
         progress = Progress(total=run_cfg.requests)
         if self.events.on_level_start:
-            self.events.on_level_start(t.cfg.name, level, r, progress)
-        prom: list[dict[str, Any]] = []
-        gpu: list[dict[str, Any]] = []
-        metrics_url = t.engine.metrics_url if t.engine is not None else f"{url}/metrics"
-        scraper = asyncio.ensure_future(
-            scrape_loop(metrics_url, self.nvml, self.config.scrape_interval_s, prom, gpu)
-        )
-        run_id = new_run_id()
-        from crossover.calibration.floor import resolve_client_floor
-
-        floor, _ = resolve_client_floor(self.config.client_floor, level.concurrency)
-        try:
-            outcome = await execute(
-                run_cfg,
-                self.store,
-                run_id=run_id,
-                key=run_key(t.cfg.name, level, r),
-                version=t.info.version,
-                tokenizer=self._tokenizer,
-                prompts=prompts,
-                progress=progress,
-                abort=abort,
-                abort_reason=lambda: reason[0] if reason else None,
-                client_floor=floor,
-                metrics_url=metrics_url,
-            )
-        finally:
-            scraper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await scraper
-        for s in prom:
-            self.store.add_sample(run_id, "prometheus", s["t_s"], s["values"])
-        for g in gpu:
-            self.store.add_sample(run_id, "gpu", g["t_s"], g)
+            self.events.on_level_start(name, level, r, progress)
+        result = await backend.measure(
+            run_cfg, level, run_id=new_run_id(), key=run_key(name, level, r), prompts=prompts,
+            progress=progress,
+        )  # fmt: skip
         self.ran += 1
-        engine_gone = (
-            outcome.status == "done"
-            and bool(t.engines)
-            and outcome.summary.requests.failed > 0
-            and any(
-                await asyncio.gather(*(asyncio.to_thread(e.exited_within, 2.0) for e in t.engines))
-            )
-        )
-        if engine_gone:
-            # the engine died, and every request left failed before its watcher said so
-            why = reason[0] if reason else f"{t.cfg.name}'s engine exited during the level"
-            outcome.summary.problems.append(
-                Problem(code="engine_died", severity="error", count=1, message=why)
-            )
-            outcome.summary.verdict = "invalid"
-            outcome.status = "failed"
-            reason[:] = [why]
-            self.store.finish_run(run_id, "failed", outcome.summary.to_json_dict())
-        if outcome.status == "failed":
-            self.failed_levels.append(
-                f"{t.cfg.name} {level.label} r={r}: {reason[0] if reason else ''}"
-            )
+        if result.status == "failed":
+            self.failed_levels.append(f"{name} {level.label} r={r}: {result.reason or ''}")
         if self.events.on_level_done:
-            self.events.on_level_done(t.cfg.name, level, r, outcome.summary, outcome.status)
+            self.events.on_level_done(name, level, r, result.summary, result.status)
         self.write_sweep_file()
+        return not result.target_lost
+
+    def _backend(self, t: _Target) -> TargetRunner:
+        if self.cluster is not None:
+            return self.cluster.target(
+                t.cfg, self.config, self.out / "engines", self.store, self.events.on_engine
+            )
+        if t.session is None:
+            t.session = TargetSession(
+                t.cfg, self.config, self.out / "engines", self.nvml, self.events.on_engine
+            )
+        return LocalTarget(t.session, self)
+
+    async def _run_target(self, t: _Target, todo: list[tuple[Level, int]]) -> None:
+        if not todo:
+            return
+        backend = self._backend(t)
+        try:
+            for i, (c, r) in enumerate(todo):
+                try:
+                    going = await self._level(t, backend, c, r)
+                except EngineError:
+                    # the engine would not start: the rest of this target cannot run
+                    break
+                if not going:
+                    left = ", ".join(f"{lv.label} r={rep}" for lv, rep in todo[i + 1 :])
+                    if left:
+                        self.failed_levels.append(
+                            f"{t.cfg.name}: not run, its node is gone (resume runs them): {left}"
+                        )
+                    break
+        finally:
+            await backend.stop()
 
     # --- the whole sweep --------------------------------------------------
     async def _measure(self, levels: list[Level], main_pass: bool = True) -> None:
+        plans: list[tuple[_Target, list[tuple[Level, int]]]] = []
         for t in self.targets:
             if self.only is not None and t.cfg.name not in self.only:
                 continue
@@ -442,15 +347,20 @@ class SweepRunner:
             for c, r in levels_skipped(mine, self.config.repeats, todo):
                 if self.events.on_skip:
                     self.events.on_skip(t.cfg.name, c, r)
-            try:
-                for c, r in todo:
-                    try:
-                        await self._level(t, c, r)
-                    except EngineError:
-                        # the engine would not start: the rest of this target cannot run
-                        break
-            finally:
-                await self._stop_engine(t)
+            plans.append((t, todo))
+        if self.cluster is None:  # one target after another: one GPU is enough
+            for t, todo in plans:
+                await self._run_target(t, todo)
+            return
+        # on a cluster every target is its own Ray actor, placed by its resources: they
+        # run side by side where the cluster has room (Ray queues the rest)
+        tasks = [asyncio.ensure_future(self._run_target(t, todo)) for t, todo in plans]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def run(self) -> SweepOutcome:
         await self._measure(self.config.levels())
@@ -512,6 +422,9 @@ class SweepRunner:
                     summary=RunSummary.model_validate(row.summary),
                     server_metrics=prom or None,
                     gpu=gpus or None,
+                    placement=Placement.model_validate(
+                        row.context.get("placement") or LOCAL_PLACEMENT
+                    ),
                 )
             )
         # a run repeated after a failure: keep the latest per key
@@ -578,11 +491,6 @@ class SweepRunner:
 
     def close(self) -> None:
         self.store.close()
-
-
-async def _stop_all(engines: list[Any]) -> None:
-    """Stop every replica, all at once (each waits for its own process group)."""
-    await asyncio.gather(*(asyncio.to_thread(e.stop) for e in engines))
 
 
 def levels_skipped(

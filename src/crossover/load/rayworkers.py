@@ -1,0 +1,216 @@
+"""Load workers as Ray actors spread over a cluster's nodes (``sweep --ray --workers N``).
+
+The same split and the same worker loop as ``crossover.load.workers`` (``plan_shares``,
+``_worker``), with a Ray actor in place of each worker process: ``LoadWorker`` runs its
+share on its own event loop (one thread living as long as the actor), queues its
+records, and the parent (the target's actor, on the engine's node) takes them, numbers
+them in arrival order and tags each with the node that sent it. Warm-up first in every
+worker, then the measured load starts in all of them when the parent says go.
+
+Timestamps stay per worker: a record's stamps are its node's ``perf_counter_ns``, and the
+summary gives each node its own window (``crossover.metrics.run.by_clock``); nothing
+compares times across hosts. A worker on another node than the engine reaches it at the
+engine's node address (the engine must listen there: ``launch: {host: 0.0.0.0}``).
+Ray is imported only when this runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import re
+import threading
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from crossover.load.workers import Share, _worker, plan_shares
+from crossover.records.model import RequestRecord
+from crossover.workload import Prompt
+
+if TYPE_CHECKING:
+    from crossover.config import RunConfig
+
+#: how long one ``take`` waits on a worker for records (s)
+TAKE_WAIT_S = 0.1
+_LOOPBACK = re.compile(r"^(https?://)(127\.0\.0\.1|localhost|\[::1\])(?=[:/]|$)")
+
+
+def on_node(url: str, node_ip: str) -> str:
+    """``url`` as a worker on another node reaches it: a loopback host becomes the
+    engine's node address."""
+    return _LOOPBACK.sub(lambda m: m.group(1) + node_ip, url)
+
+
+class LoadWorker:
+    """One share of a level's load on some node (made a Ray actor by ``run_ray_workers``);
+    plain methods only, so Ray runs it as a threaded actor and ``take`` answers while the
+    load runs."""
+
+    def __init__(self) -> None:
+        import ray
+
+        from crossover.engines.processes import lifelong_thread
+
+        self.node_id: str = ray.get_runtime_context().get_node_id()
+        self.node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        self.outbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
+        self.go_event = threading.Event()
+        self.stop_event = threading.Event()
+        try:
+            import uvloop
+
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
+            self.loop = asyncio.new_event_loop()
+        lifelong_thread(self.loop.run_forever, "crossover-load-worker")
+
+    def where(self) -> tuple[str, str]:
+        return self.node_id, self.node_ip
+
+    def start(
+        self,
+        config_json: bytes,
+        share: Share,
+        prompts: list[tuple[int, str, int]],
+        n_measured: int,
+        headers: dict[str, str],
+        keep_text: bool,
+    ) -> None:
+        ps = [Prompt(i, text, tokens) for i, text, tokens in prompts]
+        work = _worker(
+            config_json, share, ps, n_measured, headers, keep_text, self.outbox,
+            self.go_event, self.stop_event,  # type: ignore[arg-type]
+        )  # fmt: skip
+        asyncio.run_coroutine_threadsafe(_report(work, share.worker, self.outbox), self.loop)
+
+    def go(self) -> None:
+        self.go_event.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def take(self, wait_s: float) -> list[tuple[str, int, Any]]:
+        items: list[tuple[str, int, Any]] = []
+        with contextlib.suppress(queue.Empty):
+            items.append(self.outbox.get(timeout=wait_s))
+            while True:
+                items.append(self.outbox.get_nowait())
+        return items
+
+
+async def _report(work: Any, worker: int, out: queue.SimpleQueue[tuple[str, int, Any]]) -> None:
+    """Run a share; say ``done`` or ``error`` (with the traceback) when it ends."""
+    try:
+        await work
+        out.put(("done", worker, None))
+    except BaseException:
+        out.put(("error", worker, traceback.format_exc(limit=8)))
+
+
+async def run_ray_workers(
+    config: RunConfig,
+    prompts: list[Prompt],
+    n_measured: int,
+    headers: dict[str, str],
+    keep_text: bool,
+    on_record: Callable[[RequestRecord], None],
+    abort: asyncio.Event,
+    on_measure_start: Callable[[], None] | None = None,
+    lags: list[float] | None = None,
+) -> None:
+    """``crossover.load.workers.run_workers`` with Ray actors, spread over the nodes
+    (Ray's SPREAD strategy, one CPU each); every record says its ``worker`` and ``node``."""
+    import ray
+
+    from crossover.load.workers import WorkerError
+
+    shares = plan_shares(
+        workers=config.workers,
+        concurrency=config.concurrency,
+        rate_rps=config.rate_rps,
+        max_in_flight=config.max_in_flight,
+        requests=config.requests,
+        duration_s=config.duration_s,
+        warmup=config.warmup,
+        seed=config.seed,
+    )
+    here_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    cls: Any = ray.remote(LoadWorker).options(
+        num_cpus=1, scheduling_strategy="SPREAD", max_concurrency=4, max_restarts=0
+    )
+    actors: list[Any] = [cls.remote() for _ in shares]
+
+    async def call(ref: Any) -> Any:
+        return await asyncio.wrap_future(ref.future())
+
+    plain = [(p.id, p.text, p.tokens) for p in prompts]
+    errors: list[str] = []
+    try:
+        where = await asyncio.gather(*(call(a.where.remote()) for a in actors))
+        for a, s, (_, ip) in zip(actors, shares, where, strict=True):
+            cfg = config
+            if ip != here_ip:  # the engine is on this node: reach it at its address
+                cfg = config.model_copy(
+                    update={
+                        "url": on_node(config.url, here_ip),
+                        "urls": [on_node(u, here_ip) for u in config.urls],
+                    }
+                )
+            a.start.remote(cfg.model_dump_json().encode(), s, plain, n_measured, headers, keep_text)
+        next_index = {False: 0, True: 0}
+        ready: set[int] = set()
+        finished: set[int] = set()
+        while len(finished) < len(actors):
+            if abort.is_set():
+                for a in actors:
+                    a.stop.remote()
+            batches = await asyncio.gather(
+                *(call(a.take.remote(TAKE_WAIT_S)) for a in actors), return_exceptions=True
+            )
+            for k, batch in enumerate(batches):
+                if isinstance(batch, BaseException):
+                    if k not in finished:
+                        errors.append(f"worker {k} on node {where[k][0][:12]} is gone: {batch}")
+                        finished.add(k)
+                    continue
+                for kind, _, payload in batch:
+                    if kind == "record":
+                        rec = RequestRecord.model_validate(orjson.loads(payload))
+                        rec.index = next_index[rec.warmup]
+                        next_index[rec.warmup] += 1
+                        rec.node = where[k][0]
+                        on_record(rec)
+                    elif kind == "lag":
+                        if lags is not None:
+                            lags.extend(payload)
+                    elif kind == "ready":
+                        ready.add(k)
+                        if len(ready) == len(actors):
+                            if on_measure_start is not None:
+                                on_measure_start()
+                            for a in actors:
+                                a.go.remote()
+                    elif kind == "error":
+                        errors.append(f"worker {k}: {payload}")
+                        finished.add(k)
+                        for a in actors:
+                            a.stop.remote()
+                    else:
+                        finished.add(k)
+                        if k not in ready:
+                            ready.add(k)
+    finally:
+        for a in actors:
+            with contextlib.suppress(Exception):
+                a.stop.remote()
+                a.go.remote()
+        await asyncio.sleep(0)
+        for a in actors:
+            with contextlib.suppress(Exception):
+                ray.kill(a)
+    if errors and not abort.is_set():
+        raise WorkerError("; ".join(errors))

@@ -1,0 +1,327 @@
+"""One target of a sweep and one of its levels: the part of a sweep that runs where the
+target's load runs.
+
+A ``TargetSession`` owns the target's launched engine (its replicas, restarts after a
+death, the warm-up state) and measures one level at a time into a ``RecordWriter``:
+the sweep's own database in a local sweep (``crossover.sweep.runner``), or on a Ray node
+the relay that streams every write back to the driver's database
+(``crossover.sweep.actor``). The same code runs in both places; the caller plans the
+levels, hands out the prompts and keeps the sweep file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crossover.analysis import TargetInfo
+from crossover.config import RunConfig
+from crossover.errors import EngineError
+from crossover.metrics.summary import Problem, RunSummary
+from crossover.records.store import HOLD_S, RecordWriter
+from crossover.runner import Progress, WorkersRunner, execute, probe
+from crossover.sweep.config import Level, SweepConfig, TargetConfig, launch_config, replicas_config
+from crossover.sweep.scrape import NVMLSampler, scrape_loop
+from crossover.workload import Prompt, Tokenizer
+
+#: where a local sweep's runs say they ran
+LOCAL_PLACEMENT: dict[str, Any] = {"backend": "local"}
+
+
+@dataclass
+class LevelResult:
+    """How one level ended: ``status`` ``done`` or ``failed`` (``reason`` says why);
+    ``target_lost``: the target cannot go on this time (its Ray node died)."""
+
+    run_id: str
+    status: str
+    summary: RunSummary
+    reason: str | None = None
+    target_lost: bool = False
+
+
+@dataclass
+class TargetSession:
+    """One target's engine and levels, wherever they run.
+
+    ``log_dir`` holds the engine logs (``NAME.log``, ``NAME-rK.log``, ``.restartN``);
+    ``visible_gpus``: the GPUs this session may give its replicas (Ray's assignment),
+    ``None`` for the machine's own numbering.
+    """
+
+    cfg: TargetConfig
+    sweep: SweepConfig
+    log_dir: Path
+    nvml: NVMLSampler
+    on_engine: Callable[[str, str], None] | None = None
+    visible_gpus: list[str] | None = None
+    info: TargetInfo = field(init=False)
+    engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
+    restarts: int = 0
+    warm: bool = False  # this engine instance has had its warm-up
+
+    def __post_init__(self) -> None:
+        self.info = TargetInfo(name=self.cfg.name)
+
+    @property
+    def engine(self) -> Any:
+        """Replica 0 (the only one, mostly) while launched; its log and metrics stand for all."""
+        return self.engines[0] if self.engines else None
+
+    def _say(self, message: str) -> None:
+        if self.on_engine:
+            self.on_engine(self.cfg.name, message)
+
+    # --- engines ----------------------------------------------------------
+    async def ensure_engine(self) -> tuple[list[str], str, str]:
+        """(base URLs, dialect, model) for requests; launches the engine's replicas if
+        needed (all of them again when any one has died)."""
+        t = self.cfg
+        if t.launch is None:
+            return t.base_urls, t.engine or "openai", t.model or ""
+        from crossover.engines.adapters import get_adapter
+
+        ecfg = launch_config(t)
+        adapter = get_adapter(ecfg.engine)
+        if not self.engines or not all(e.alive() for e in self.engines):
+            if self.engines:
+                await self.stop()
+                self.restarts += 1
+            engines = await self._start_replicas(ecfg, adapter.display_name)
+            self.engines = engines
+            self.warm = False
+            first = engines[0]
+            settings: dict[str, Any] = {
+                k: f.value for k, f in first.effective_settings().facts.items()
+            }
+            if len(engines) > 1:
+                settings["replicas"] = len(engines)
+                settings["replica_urls"] = [e.url for e in engines]
+            self.info = TargetInfo(
+                name=t.name,
+                engine=ecfg.engine,
+                url=first.url,
+                model=t.model or ecfg.model,
+                version=first.version,
+                settings=settings,
+            )
+            self._say("healthy at " + ", ".join(e.url for e in engines))
+        return [e.url for e in self.engines], adapter.dialect, t.model or ecfg.model
+
+    def replica_log(self, k: int) -> Path:
+        """``NAME.log`` for replica 0 (as a single engine's), ``NAME-rK.log`` for the others;
+        ``.restartN`` before ``.log`` once the engines were started again."""
+        stem = self.cfg.name if k == 0 else f"{self.cfg.name}-r{k}"
+        if self.restarts:
+            stem += f".restart{self.restarts}"
+        return self.log_dir / f"{stem}.log"
+
+    def replica_gpus(self, k: int, n: int) -> str:
+        """``CUDA_VISIBLE_DEVICES`` of replica ``k`` with ``n`` GPUs each."""
+        wanted = range(k * n, k * n + n)
+        if self.visible_gpus is None:
+            return ",".join(str(g) for g in wanted)
+        return ",".join(self.visible_gpus[g] for g in wanted if g < len(self.visible_gpus))
+
+    async def _start_replicas(self, ecfg: Any, display: str) -> list[Any]:
+        """Start every replica at once, wait until all are healthy; if one fails, all are
+        stopped and its error raised (the target fails as one engine's failure does)."""
+        from crossover.engines.lifecycle import start
+        from crossover.engines.processes import free_port
+
+        reps = replicas_config(self.cfg)
+        configs = []
+        ports: set[int] = set()
+        for k in range(reps.replicas):
+            update: dict[str, Any] = {}
+            if reps.replicas > 1:
+                if ecfg.port:
+                    port = ecfg.port + k
+                else:
+                    port = free_port(ecfg.host)
+                    while port in ports:
+                        port = free_port(ecfg.host)
+                ports.add(port)
+                update["port"] = port
+            if reps.gpus_per_replica is not None:
+                update["env"] = {
+                    **ecfg.env,
+                    "CUDA_VISIBLE_DEVICES": self.replica_gpus(k, reps.gpus_per_replica),
+                }
+            configs.append(ecfg.model_copy(update=update) if update else ecfg)
+        engines: list[Any] = []
+        try:
+            for k, cfg in enumerate(configs):
+                log = self.replica_log(k)
+                self._say(f"starting {display} (log {log})")
+                # started from the thread that lives as long as the process (the main one,
+                # or a Ray actor's loop thread): only then does the engine get
+                # PR_SET_PDEATHSIG, so a SIGKILLed sweep does not leave it
+                engines.append(start(cfg, log))
+            waits = [asyncio.ensure_future(e.await_healthy(ecfg.health_timeout_s)) for e in engines]
+            try:
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_EXCEPTION)
+                for w in done:
+                    error = w.exception()
+                    if error is not None:
+                        raise error
+            finally:
+                for w in waits:
+                    w.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+            engines[0].version = await asyncio.to_thread(engines[0].probe_version)
+            for e in engines[1:]:
+                e.version = engines[0].version
+        except BaseException:
+            await stop_all(engines)
+            raise
+        return engines
+
+    async def stop(self) -> None:
+        if self.engines:
+            engines, self.engines = self.engines, []
+            await stop_all(engines)
+
+    # --- one level --------------------------------------------------------
+    def warmup_for(self, level: Level) -> int:
+        cfg = self.sweep
+        if cfg.warmup_requests is not None:
+            return cfg.warmup_requests
+        return min(level.concurrency, 8) if level.concurrency is not None else 4
+
+    def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
+        cfg = self.sweep
+        warmup = self.warmup_for(level)
+        if self.warm and not cfg.warmup_every_level:
+            warmup = 0
+        return RunConfig(
+            url=urls[0],
+            urls=urls if len(urls) > 1 else [],
+            engine=dialect,
+            model=model,
+            endpoint=cfg.endpoint,
+            concurrency=level.concurrency,
+            rate_rps=level.rate,
+            requests=cfg.requests_for_level(level),
+            duration_s=cfg.duration_s_per_level,
+            warmup_requests=warmup,
+            output_tokens=cfg.output_tokens,
+            input_tokens=cfg.input_tokens,
+            prompts_file=cfg.prompts_file,
+            tokenizer=cfg.tokenizer,
+            seed=cfg.seed,
+            timeouts=cfg.timeouts,
+            allowed_failures=cfg.allowed_failures,
+            workers=cfg.workers,
+        )
+
+    async def prepare(self, level: Level) -> RunConfig:
+        """The engine up (or the URLs answering) and the level's run config; an engine
+        that will not start raises ``EngineError``, a URL that does not answer
+        ``UsageError``."""
+        urls, dialect, model = await self.ensure_engine()
+        run_cfg = self.run_config(urls, dialect, model, level)
+        self.warm = True
+        if self.cfg.launch is None:
+            for u in urls:
+                await asyncio.to_thread(probe, u, {})
+        return run_cfg
+
+    async def measure(
+        self,
+        run_cfg: RunConfig,
+        level: Level,
+        store: RecordWriter,
+        *,
+        run_id: str,
+        key: str,
+        prompts: list[Prompt],
+        progress: Progress,
+        tokenizer: Tokenizer | None,
+        placement: dict[str, Any] | None = None,
+        record_hold_s: float = HOLD_S,
+        workers_runner: WorkersRunner | None = None,
+    ) -> LevelResult:
+        """Measure one level (after ``prepare``) into ``store``: scrapes beside it, a dying
+        engine failing it."""
+        abort = asyncio.Event()
+        reason: list[str] = []
+        loop = asyncio.get_running_loop()
+        if self.engines:
+
+            def died(replica: str) -> Callable[[EngineError], None]:
+                def on_exit(err: EngineError) -> None:
+                    reason.append(replica + str(err))
+                    loop.call_soon_threadsafe(abort.set)
+
+                return on_exit
+
+            many = len(self.engines) > 1
+            for k, e in enumerate(self.engines):  # any replica dying fails the level
+                e.add_exit_callback(died(f"replica {k}: " if many else ""))
+        prom: list[dict[str, Any]] = []
+        gpu: list[dict[str, Any]] = []
+        url = run_cfg.url
+        metrics_url = self.engine.metrics_url if self.engine is not None else f"{url}/metrics"
+        scraper = asyncio.ensure_future(
+            scrape_loop(metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu)
+        )
+        from crossover.calibration.floor import resolve_client_floor
+
+        floor, _ = resolve_client_floor(self.sweep.client_floor, level.concurrency)
+        try:
+            outcome = await execute(
+                run_cfg,
+                store,
+                run_id=run_id,
+                key=key,
+                version=self.info.version,
+                tokenizer=tokenizer,
+                prompts=prompts,
+                progress=progress,
+                abort=abort,
+                abort_reason=lambda: reason[0] if reason else None,
+                client_floor=floor,
+                metrics_url=metrics_url,
+                record_hold_s=record_hold_s,
+                placement=placement,
+                workers_runner=workers_runner,
+            )
+        finally:
+            scraper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scraper
+        for s in prom:
+            store.add_sample(run_id, "prometheus", s["t_s"], s["values"])
+        for g in gpu:
+            store.add_sample(run_id, "gpu", g["t_s"], g)
+        engine_gone = (
+            outcome.status == "done"
+            and bool(self.engines)
+            and outcome.summary.requests.failed > 0
+            and any(
+                await asyncio.gather(
+                    *(asyncio.to_thread(e.exited_within, 2.0) for e in self.engines)
+                )
+            )
+        )
+        if engine_gone:
+            # the engine died, and every request left failed before its watcher said so
+            why = reason[0] if reason else f"{self.cfg.name}'s engine exited during the level"
+            outcome.summary.problems.append(
+                Problem(code="engine_died", severity="error", count=1, message=why)
+            )
+            outcome.summary.verdict = "invalid"
+            outcome.status = "failed"
+            reason[:] = [why]
+            store.finish_run(run_id, "failed", outcome.summary.to_json_dict())
+        return LevelResult(run_id, outcome.status, outcome.summary, reason[0] if reason else None)
+
+
+async def stop_all(engines: list[Any]) -> None:
+    """Stop every replica, all at once (each waits for its own process group)."""
+    await asyncio.gather(*(asyncio.to_thread(e.stop) for e in engines))
