@@ -116,9 +116,9 @@ def read_gguf_metadata(path: Path, prefix: str = "") -> dict[str, GGUFValue]:
         return out
 
 
-def vocab_tokens(path: Path) -> tuple[list[bytes], str]:
-    """A vocab file's tokens and its tokenizer model name (``gpt2``, ``llama``, ...)."""
-    kv = read_gguf_metadata(path, "tokenizer.ggml.")
+def vocab_tokens(kv: dict[str, GGUFValue], path: Path) -> tuple[list[bytes], str]:
+    """The tokens and the tokenizer model name (``gpt2``, ``llama``, ...) of a vocab's
+    ``tokenizer.ggml.*`` key/values, already read from ``path`` (named in the error)."""
     tokens = kv.get("tokenizer.ggml.tokens")
     model = kv.get("tokenizer.ggml.model")
     if tokens is None or tokens.vtype != ARRAY:

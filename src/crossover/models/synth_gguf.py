@@ -93,7 +93,8 @@ def write_gguf(
         writer.add_value_length(shape.head_dim)
     bf16 = dtype == "bf16"
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if bf16 else gguf.LlamaFileType.MOSTLY_F16)
-    for key, val in tokenizer_kv(vocab_path, shape.vocab).items():
+    tok_kv = tokenizer_kv(vocab_path, shape.vocab)
+    for key, val in tok_kv.items():
         sub = gguf.GGUFValueType(val.sub_type) if val.sub_type is not None else None
         writer.add_key_value(key, _plain(val.value), gguf.GGUFValueType(val.vtype), sub_type=sub)
 
@@ -112,7 +113,7 @@ def write_gguf(
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     source = WeightSource(dtype, seed)
-    tokens, model = vocab_tokens(vocab_path)
+    tokens, model = vocab_tokens(tok_kv, vocab_path)
     keep = word_rows(tokens, model, shape.vocab)
     for spec in specs:
         data: np.ndarray[Any, Any]

@@ -93,7 +93,7 @@ def write_hf(
 
     source = WeightSource(dtype, seed)
     st_dtype = "BF16" if dtype == "bf16" else "F16"
-    tokens, model = vocab_tokens(vocab_path)
+    tokens, model = vocab_tokens(meta, vocab_path)
     keep = word_rows(tokens, model, shape.vocab)
     tensors: list[STensor] = []
     for spec in tensor_specs(shape):
