@@ -25,8 +25,6 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from crossover.load.workers import Share, _worker, plan_shares
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
@@ -126,7 +124,7 @@ async def run_ray_workers(
     (Ray's SPREAD strategy, one CPU each); every record says its ``worker`` and ``node``."""
     import ray
 
-    from crossover.load.workers import WorkerError
+    from crossover.load.workers import WorkerError, WorkerMessages
 
     shares = plan_shares(
         workers=config.workers,
@@ -148,7 +146,16 @@ async def run_ray_workers(
         return await asyncio.wrap_future(ref.future())
 
     plain = [(p.id, p.text, p.tokens) for p in prompts]
-    errors: list[str] = []
+
+    def stop_all() -> None:
+        for a in actors:
+            a.stop.remote()
+
+    def go_all() -> None:
+        for a in actors:
+            a.go.remote()
+
+    said = WorkerMessages(len(actors), on_record, lags, on_measure_start, go_all, stop_all)
     try:
         where = await asyncio.gather(*(call(a.where.remote()) for a in actors))
         for a, s, (_, ip) in zip(actors, shares, where, strict=True):
@@ -161,48 +168,18 @@ async def run_ray_workers(
                     }
                 )
             a.start.remote(cfg.model_dump_json().encode(), s, plain, n_measured, headers, keep_text)
-        next_index = {False: 0, True: 0}
-        ready: set[int] = set()
-        finished: set[int] = set()
-        while len(finished) < len(actors):
+        while not said.done:
             if abort.is_set():
-                for a in actors:
-                    a.stop.remote()
+                stop_all()
             batches = await asyncio.gather(
                 *(call(a.take.remote(TAKE_WAIT_S)) for a in actors), return_exceptions=True
             )
             for k, batch in enumerate(batches):
                 if isinstance(batch, BaseException):
-                    if k not in finished:
-                        errors.append(f"worker {k} on node {where[k][0][:12]} is gone: {batch}")
-                        finished.add(k)
+                    said.lost(k, f"worker {k} on node {where[k][0][:12]} is gone: {batch}")
                     continue
                 for kind, _, payload in batch:
-                    if kind == "record":
-                        rec = RequestRecord.model_validate(orjson.loads(payload))
-                        rec.index = next_index[rec.warmup]
-                        next_index[rec.warmup] += 1
-                        rec.node = where[k][0]
-                        on_record(rec)
-                    elif kind == "lag":
-                        if lags is not None:
-                            lags.extend(payload)
-                    elif kind == "ready":
-                        ready.add(k)
-                        if len(ready) == len(actors):
-                            if on_measure_start is not None:
-                                on_measure_start()
-                            for a in actors:
-                                a.go.remote()
-                    elif kind == "error":
-                        errors.append(f"worker {k}: {payload}")
-                        finished.add(k)
-                        for a in actors:
-                            a.stop.remote()
-                    else:
-                        finished.add(k)
-                        if k not in ready:
-                            ready.add(k)
+                    said.handle(kind, k, payload, node=where[k][0])
     finally:
         for a in actors:
             with contextlib.suppress(Exception):
@@ -212,5 +189,5 @@ async def run_ray_workers(
         for a in actors:
             with contextlib.suppress(Exception):
                 ray.kill(a)
-    if errors and not abort.is_set():
-        raise WorkerError("; ".join(errors))
+    if said.errors and not abort.is_set():
+        raise WorkerError("; ".join(said.errors))

@@ -253,6 +253,70 @@ class WorkerError(RuntimeError):
     """A worker process failed; carries its traceback."""
 
 
+class WorkerMessages:
+    """What the workers of one load say (``record``, ``lag``, ``ready``, ``error``,
+    ``done``), however they say it (worker processes here, Ray actors in
+    ``crossover.load.rayworkers``): records renumbered in arrival order (measured and
+    warm-up apart), lags pooled, ``go`` called once every worker is ready and ``stop``
+    on a worker's error."""
+
+    def __init__(
+        self,
+        workers: int,
+        on_record: Callable[[RequestRecord], None],
+        lags: list[float] | None,
+        on_measure_start: Callable[[], None] | None,
+        go: Callable[[], None],
+        stop: Callable[[], None],
+    ) -> None:
+        self.workers = workers
+        self.on_record = on_record
+        self.lags = lags
+        self.on_measure_start = on_measure_start
+        self.go = go
+        self.stop = stop
+        self.next_index = {False: 0, True: 0}
+        self.ready: set[int] = set()
+        self.finished: set[int] = set()
+        self.errors: list[str] = []
+
+    @property
+    def done(self) -> bool:
+        return len(self.finished) >= self.workers
+
+    def handle(self, kind: str, k: int, payload: Any, node: str | None = None) -> None:
+        """One message of worker ``k`` (``node``: the Ray node it runs on)."""
+        if kind == "record":
+            rec = RequestRecord.model_validate(orjson.loads(payload))
+            rec.index = self.next_index[rec.warmup]
+            self.next_index[rec.warmup] += 1
+            if node is not None:
+                rec.node = node
+            self.on_record(rec)
+        elif kind == "lag":
+            if self.lags is not None:
+                self.lags.extend(payload)
+        elif kind == "ready":
+            self.ready.add(k)
+            if len(self.ready) == self.workers:
+                if self.on_measure_start is not None:
+                    self.on_measure_start()
+                self.go()
+        elif kind == "error":
+            self.errors.append(f"worker {k}: {payload}")
+            self.finished.add(k)
+            self.stop()
+        else:
+            self.finished.add(k)
+            self.ready.add(k)
+
+    def lost(self, k: int, why: str) -> None:
+        """Worker ``k`` is gone without a word."""
+        if k not in self.finished:
+            self.errors.append(why)
+            self.finished.add(k)
+
+
 async def run_workers(
     config: RunConfig,
     prompts: list[Prompt],
@@ -297,10 +361,7 @@ async def run_workers(
     for p in procs:
         p.start()
     loop = asyncio.get_running_loop()
-    next_index = {False: 0, True: 0}
-    ready: set[int] = set()
-    finished: set[int] = set()
-    errors: list[str] = []
+    said = WorkerMessages(len(procs), on_record, lags, on_measure_start, go.set, stop.set)
 
     def get() -> tuple[str, int, Any] | None:
         try:
@@ -310,41 +371,20 @@ async def run_workers(
             return None
 
     try:
-        while len(finished) < len(procs):
+        while not said.done:
             if abort.is_set():
                 stop.set()
             item = await loop.run_in_executor(None, get)
             if item is None:
-                dead = [k for k, p in enumerate(procs) if not p.is_alive() and k not in finished]
+                dead = [
+                    k for k, p in enumerate(procs) if not p.is_alive() and k not in said.finished
+                ]
                 if dead and out.empty():
                     # a worker that died without a word (killed): give up on it
                     for k in dead:
-                        errors.append(f"worker {k} exited with status {procs[k].exitcode}")
-                        finished.add(k)
+                        said.lost(k, f"worker {k} exited with status {procs[k].exitcode}")
                 continue
-            kind, k, payload = item
-            if kind == "record":
-                rec = RequestRecord.model_validate(orjson.loads(payload))
-                rec.index = next_index[rec.warmup]
-                next_index[rec.warmup] += 1
-                on_record(rec)
-            elif kind == "lag":
-                if lags is not None:
-                    lags.extend(payload)
-            elif kind == "ready":
-                ready.add(k)
-                if len(ready) == len(procs):
-                    if on_measure_start is not None:
-                        on_measure_start()
-                    go.set()
-            elif kind == "error":
-                errors.append(f"worker {k}: {payload}")
-                finished.add(k)
-                stop.set()
-            else:
-                finished.add(k)
-                if len(ready) < len(procs) and k not in ready:
-                    ready.add(k)
+            said.handle(*item)
     except asyncio.CancelledError:
         stop.set()
         raise
@@ -356,5 +396,5 @@ async def run_workers(
             if p.is_alive():
                 p.terminate()
                 p.join(2.0)
-    if errors and not abort.is_set():
-        raise WorkerError("; ".join(errors))
+    if said.errors and not abort.is_set():
+        raise WorkerError("; ".join(said.errors))
