@@ -23,11 +23,13 @@ import re
 import threading
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crossover.load.workers import Share, _worker, plan_shares
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from crossover.config import RunConfig
@@ -43,6 +45,33 @@ def on_node(url: str, node_ip: str) -> str:
     return _LOOPBACK.sub(lambda m: m.group(1) + node_ip, url)
 
 
+def actor_loop(name: str) -> asyncio.AbstractEventLoop:
+    """A new event loop (uvloop's) running forever on a ``lifelong_thread``, for a Ray
+    actor whose plain methods hand it work: engines and loads started there die with the
+    actor's process."""
+    from crossover.engines.processes import lifelong_thread
+
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
+        loop = asyncio.new_event_loop()
+    lifelong_thread(loop.run_forever, name)
+    return loop
+
+
+def drain(outbox: queue.SimpleQueue[T], wait_s: float) -> list[T]:
+    """Everything queued in ``outbox``, waiting up to ``wait_s`` for the first item (not
+    at all when ``wait_s`` is 0)."""
+    items: list[T] = []
+    with contextlib.suppress(queue.Empty):
+        items.append(outbox.get(timeout=wait_s) if wait_s > 0 else outbox.get_nowait())
+        while True:
+            items.append(outbox.get_nowait())
+    return items
+
+
 class LoadWorker:
     """One share of a level's load on some node (made a Ray actor by ``run_ray_workers``);
     plain methods only, so Ray runs it as a threaded actor and ``take`` answers while the
@@ -51,20 +80,12 @@ class LoadWorker:
     def __init__(self) -> None:
         import ray
 
-        from crossover.engines.processes import lifelong_thread
-
         self.node_id: str = ray.get_runtime_context().get_node_id()
         self.node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self.outbox: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
         self.go_event = threading.Event()
         self.stop_event = threading.Event()
-        try:
-            import uvloop
-
-            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
-            self.loop = asyncio.new_event_loop()
-        lifelong_thread(self.loop.run_forever, "crossover-load-worker")
+        self.loop = actor_loop("crossover-load-worker")
 
     def where(self) -> tuple[str, str]:
         return self.node_id, self.node_ip
@@ -92,12 +113,7 @@ class LoadWorker:
         self.stop_event.set()
 
     def take(self, wait_s: float) -> list[tuple[str, int, Any]]:
-        items: list[tuple[str, int, Any]] = []
-        with contextlib.suppress(queue.Empty):
-            items.append(self.outbox.get(timeout=wait_s))
-            while True:
-                items.append(self.outbox.get_nowait())
-        return items
+        return drain(self.outbox, wait_s)
 
 
 async def _report(work: Any, worker: int, out: queue.SimpleQueue[tuple[str, int, Any]]) -> None:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from crossover.config import RunConfig
 from crossover.errors import CrossoverError
-from crossover.load.rayworkers import run_ray_workers
+from crossover.load.rayworkers import actor_loop, drain, run_ray_workers
 from crossover.records.model import RequestRecord
 from crossover.runner import Progress, build_prompts, choose_tokenizer
 from crossover.sweep.config import Level, SweepConfig
@@ -100,8 +100,6 @@ class TargetActor:
     def __init__(self, sweep_json: str, target: str, record_hold_s: float) -> None:
         import ray
 
-        from crossover.engines.processes import lifelong_thread
-
         self.sweep = SweepConfig.model_validate_json(sweep_json)
         cfg = next(t for t in self.sweep.targets if t.name == target)
         self.record_hold_s = record_hold_s
@@ -128,13 +126,7 @@ class TargetActor:
         self._task: asyncio.Task[Any] | None = None
         self._level_over = threading.Event()
         self._level_over.set()
-        try:
-            import uvloop
-
-            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-        except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
-            self.loop = asyncio.new_event_loop()
-        self._thread = lifelong_thread(self.loop.run_forever, "crossover-actor-loop")
+        self.loop = actor_loop("crossover-actor-loop")
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the actor's loop thread and wait for it."""
@@ -209,15 +201,7 @@ class TargetActor:
     def take(self, wait_s: float) -> list[Item]:
         """What the level wrote since the last call (waiting up to ``wait_s`` for the first
         item), then any new engine-log bytes."""
-        items: list[Item] = []
-        with contextlib.suppress(queue.Empty):
-            items.append(
-                self.outbox.get(timeout=wait_s) if wait_s > 0 else self.outbox.get_nowait()
-            )
-            while True:
-                items.append(self.outbox.get_nowait())
-        items += self._log_items()
-        return items
+        return drain(self.outbox, wait_s) + self._log_items()
 
     def _log_items(self) -> list[Item]:
         out: list[Item] = []
