@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from crossover.load.workers import Share, _worker, plan_shares
+from crossover.load.workers import Share, _worker, shares_of
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
 
@@ -142,16 +142,7 @@ async def run_ray_workers(
 
     from crossover.load.workers import WorkerError, WorkerMessages
 
-    shares = plan_shares(
-        workers=config.workers,
-        concurrency=config.concurrency,
-        rate_rps=config.rate_rps,
-        max_in_flight=config.max_in_flight,
-        requests=config.requests,
-        duration_s=config.duration_s,
-        warmup=config.warmup,
-        seed=config.seed,
-    )
+    shares = shares_of(config)
     here_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
     cls: Any = ray.remote(LoadWorker).options(
         num_cpus=1, scheduling_strategy="SPREAD", max_concurrency=4, max_restarts=0

@@ -249,6 +249,20 @@ async def _worker(
 # --- the parent ------------------------------------------------------------------------
 
 
+def shares_of(config: RunConfig) -> list[Share]:
+    """``plan_shares`` for a run's config (``config.workers`` of its load)."""
+    return plan_shares(
+        workers=config.workers,
+        concurrency=config.concurrency,
+        rate_rps=config.rate_rps,
+        max_in_flight=config.max_in_flight,
+        requests=config.requests,
+        duration_s=config.duration_s,
+        warmup=config.warmup,
+        seed=config.seed,
+    )
+
+
 class WorkerError(RuntimeError):
     """A worker process failed; carries its traceback."""
 
@@ -334,16 +348,7 @@ async def run_workers(
     records 0, 1, ... in the order they arrive here; ``record.worker`` says whose it was.
     ``lags`` gets every worker's event-loop lag readings (ms), pooled.
     """
-    shares = plan_shares(
-        workers=config.workers,
-        concurrency=config.concurrency,
-        rate_rps=config.rate_rps,
-        max_in_flight=config.max_in_flight,
-        requests=config.requests,
-        duration_s=config.duration_s,
-        warmup=config.warmup,
-        seed=config.seed,
-    )
+    shares = shares_of(config)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     go = ctx.Event()
