@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Detached part of job-start.sh: build + checkpoints; writes /tmp/xo/background.done.
+# Detached part of job-start.sh: build + checkpoints; writes /tmp/xo/checkpoints.done when
+# both checkpoints are written and /tmp/xo/background.done when the build has finished too.
+# The build runs at nice 19 on cores 4 and up, so a sweep of vLLM/transformers targets can start
+# while it finishes (job-sweep.sh with NEED_LLAMA=0) with the engines' threads ahead of it.
 set -uo pipefail
 W=/tmp/xo; export CROSSOVER_CACHE=$W/cache PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$W/src
 XO="python3 -m crossover"
 T0=$(date +%s)
+PIN=""; command -v taskset > /dev/null && [ "$(nproc)" -ge 8 ] && PIN="taskset -c 4-$(( $(nproc) - 1 ))"
 if [ "${LLAMA:-1}" = 1 ]; then
-( $XO engines install llamacpp --cuda --cuda-arch 90 -j 14 -q > $W/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - T0 ))s" >> $W/background.log ) &
+( nice -n 19 $PIN $XO engines install llamacpp --cuda --cuda-arch 90 -j 12 -q > $W/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - T0 ))s" >> $W/background.log ) &
 fi
 $XO models synth --arch llama-3-8b --format hf --dtype bf16 --out $W/mh -q > $W/synth-hf.log 2>&1
 echo "hf rc=$? $(( $(date +%s) - T0 ))s"
@@ -13,5 +17,6 @@ if [ "${LLAMA:-1}" = 1 ]; then
   $XO models synth --arch llama-3-8b --format gguf --dtype f16 --out $W/mg -q > $W/synth-gguf.log 2>&1
   echo "gguf rc=$? $(( $(date +%s) - T0 ))s"
 fi
+echo done > $W/checkpoints.done
 wait
 echo done > $W/background.done

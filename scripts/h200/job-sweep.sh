@@ -3,6 +3,8 @@
 # then run (or resume) one sweep until END seconds into this call, and bring back its
 # database and logs. Usage (from the repository root on the device):
 #   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
+# NEED_LLAMA=0 when no llama.cpp target runs: start as soon as the checkpoints exist, while
+# the CUDA build finishes at low priority (job-background.sh).
 # transformers targets need NEED_VLLM=1 (the default): transformers serve needs its serving
 # extra (fastapi, uvicorn, openai, ...), which the vLLM install brings.
 # carry: [".pack"] when .pack/NAME.tar.gz holds the sweep folder an earlier call brought
@@ -33,7 +35,9 @@ if [ "${NEED_VLLM:-1}" = 1 ] && ! python3 -c "import vllm" 2>/dev/null; then
   TIER=core bash /root/wheelhouse/install_vllm.sh > $W/install-vllm.log 2>&1
   grep -E "^vllm |smoke|sha256 OK|ABORT|installing" $W/install-vllm.log
 fi
-while [ ! -f $W/background.done ] && [ $(el) -lt 420 ]; do sleep 5; done
+# NEED_LLAMA=0 (no llama.cpp target in --only): wait for the checkpoints, not the build
+DONE=background.done; [ "${NEED_LLAMA:-1}" = 0 ] && DONE=checkpoints.done
+while [ ! -f $W/$DONE ] && [ $(el) -lt 420 ]; do sleep 5; done
 say "background: $(tr '\n' ';' < $W/background.log)"
 if [ ! -x $W/bin/llama-server ]; then
   S=$(python3 -c "from crossover.builds.llamacpp import find_llama_server as f; print(f(cuda=True) or '')")
