@@ -1,0 +1,84 @@
+"""TTFT of a closed-loop level split by wave, from a sweep's raw records.
+
+A closed-loop level at concurrency c sends its first c requests at once (wave 1) and each
+later one when an earlier one finishes (wave 2): how bunched wave 2 arrives depends on how
+evenly the engine finished wave 1. An engine that prefills one prompt after another
+finishes wave 1 spread out, so its wave 2 finds an idle server; one that prefills a batch
+together finishes together, and its wave 2 queues again. The level's TTFT p50 pools both
+waves, so two engines can swap places on it without either prefilling faster. This prints,
+per target and level, the TTFT p50 of each wave and how spread out wave 2's sends were.
+
+    python scripts/h200/waves.py SWEEP_DIR_OR_DB [TARGET,TARGET,...] [LEVEL,LEVEL,...]
+
+SWEEP_DIR_OR_DB: a sweep folder (its sweep.db, or sweep.db.xz unpacked to a temporary
+file) or a sweep.db. Only valid runs are read.
+"""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from crossover.records.store import Store
+
+
+def open_db(arg: str) -> Path:
+    path = Path(arg)
+    if path.is_dir():
+        if (path / "sweep.db").is_file():
+            return path / "sweep.db"
+        path = path / "sweep.db.xz"
+    if path.suffix == ".xz":
+        out = Path(tempfile.mkdtemp(prefix="waves-")) / "sweep.db"
+        with lzma.open(path) as src, out.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return out
+    return path
+
+
+def main(db: Path, targets: list[str] | None, levels: list[int] | None) -> None:
+    print("| target | c | repeat | wave 1 TTFT p50 ms | wave 2 TTFT p50 ms | wave 2 sent over s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    with Store(db) as store:
+        rows = []
+        for run in store.runs():
+            if run.status != "done" or not run.summary or not run.key:
+                continue
+            if run.summary.get("verdict") != "valid":
+                continue
+            name, c_part, r_part = run.key.split("|")
+            c = int(c_part[2:])
+            if (targets and name not in targets) or (levels and c not in levels):
+                continue
+            rows.append((targets.index(name) if targets else name, c, r_part, name, run.run_id))
+        for _, c, r_part, name, run_id in sorted(rows):
+            recs = sorted(store.records(run_id, include_warmup=False), key=lambda r: r.t_send_ns)
+            recs = [r for r in recs if r.t_first_ns is not None]
+            first, rest = recs[:c], recs[c:]
+            if not first or not rest:
+                continue
+
+            def ttft(rs: list) -> float:  # type: ignore[type-arg]
+                return statistics.median((r.t_first_ns - r.t_send_ns) / 1e6 for r in rs)
+
+            spread = (rest[-1].t_send_ns - rest[0].t_send_ns) / 1e9
+            cells = [name, str(c), r_part[2:], f"{ttft(first):,.0f}", f"{ttft(rest):,.0f}"]
+            print("| " + " | ".join(cells) + f" | {spread:.2f} |")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    only = args[1].split(",") if len(args) > 1 and args[1] else None
+    lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
+    db = open_db(args[0])
+    try:
+        main(db, only, lv)
+    finally:
+        if db.parent.name.startswith("waves-"):
+            shutil.rmtree(db.parent)
