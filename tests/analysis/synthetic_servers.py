@@ -20,13 +20,20 @@ def throughput(params: tuple[float, float], c: float) -> float:
 
 def summary(verdict: str = "valid", **values: Any) -> dict[str, Any]:
     """A complete ``crossover.run/1`` summary; ``values`` may set ``total`` (tokens/s),
-    ``ttft_ms``/``itl_ms``/``tpot_ms`` (p50 = p99), ``concurrency`` and ``problems``."""
+    ``ttft_ms``/``itl_ms``/``tpot_ms`` (p50 = p99), ``first_wave_ttft_ms``, ``concurrency`` and
+    ``problems``."""
 
     def stats(v: float | None) -> dict[str, Any]:
         return {"mean": v, "p50": v, "p90": v, "p95": v, "p99": v, "min": v, "max": v,
                 "count": 0 if v is None else 10}  # fmt: skip
 
+    waves = (
+        {"waves": {"first_ttft_ms": stats(values["first_wave_ttft_ms"])}}
+        if "first_wave_ttft_ms" in values
+        else {}
+    )
     return {
+        **waves,
         "schema": "crossover.run/1",
         "verdict": verdict,
         "problems": values.get("problems", []),

@@ -12,7 +12,7 @@ from crossover.analysis import (
     findings_to_schema,
     format_crossover,
 )
-from crossover.analysis.crossovers import metric_spec
+from crossover.analysis.crossovers import arrival_effects, metric_spec
 
 from .synthetic_servers import TRUE_CROSSOVER, summary, synthetic_runs
 
@@ -123,3 +123,37 @@ def test_three_targets_every_pair_and_null_values() -> None:
     findings = analyze_sweep(_sweep(runs), metrics=TOTAL)
     assert {(f.a, f.b) for f in findings} == {("A", "B"), ("A", "C"), ("B", "C")}
     assert all(f.kind == "none" and f.leader is None for f in findings)
+
+
+def test_first_wave_ttft_tells_an_arrival_effect_from_a_prefill_one() -> None:
+    # pooled TTFT p50: B ahead from 16 on; but on the first wave (sent together, the same
+    # arrivals for both) A is ahead everywhere: B's later requests arrived spread out
+    levels = ((1, 10, 20, 10, 20), (4, 40, 60, 40, 60), (16, 300, 200, 150, 300),
+              (64, 900, 500, 400, 800))  # fmt: skip
+    runs = []
+    for c, pooled_a, pooled_b, first_a, first_b in levels:
+        runs += [_run("A", c, ttft_ms=pooled_a, first_wave_ttft_ms=first_a),
+                 _run("B", c, ttft_ms=pooled_b, first_wave_ttft_ms=first_b)]  # fmt: skip
+    by = {f.metric: f for f in analyze_sweep(_sweep(runs))}
+    pooled, first = by["ttft_ms.p50"], by["first_wave_ttft_ms.p50"]
+    assert (pooled.kind, pooled.below, pooled.above) == ("crossover", "A", "B")
+    assert (first.kind, first.leader) == ("none", "A")
+    assert format_crossover(first).startswith("TTFT p50 (first wave): A leads over 1-64")
+    assert arrival_effects(list(by.values())) == [(pooled, first)]
+    # where the first wave crosses too, the crossing is prefill: nothing to note
+    for r in runs:
+        if r["target"] == "A" and r["concurrency"] >= 16:
+            r["summary"]["waves"]["first_ttft_ms"] = r["summary"]["ttft_ms"]
+    again = analyze_sweep(_sweep(runs))
+    assert any(f.metric == "first_wave_ttft_ms.p50" and f.kind == "crossover" for f in again)
+    assert arrival_effects(again) == []
+
+
+def test_first_wave_metric_is_silent_where_no_run_has_it() -> None:
+    # summaries without waves (open loop, or written before the metric existed): nothing
+    # about it, not a "no level with valid runs" line per pair
+    runs = []
+    for c in (1, 2, 4):
+        runs += [_run("A", c, ttft_ms=10.0 * c), _run("B", c, ttft_ms=20.0 * c)]
+    metrics = {f.metric for f in analyze_sweep(_sweep(runs))}
+    assert "ttft_ms.p50" in metrics and "first_wave_ttft_ms.p50" not in metrics

@@ -48,6 +48,12 @@ def test_far_below_names_cuda_graphs_from_settings() -> None:
     assert "far below" in check.describe()
     generic = check_roofline(facts, runs, {})
     assert "CUDA graphs off" in generic.causes
+    # graphs known to be on (transformers serve --cb-use-cuda-graph at 11% of roofline):
+    # not among the suspects; the host's per-step work is
+    graphs_on = check_roofline(facts, runs, {"cuda_graphs": True})
+    assert graphs_on.status == "far_below"
+    assert not any("graphs" in c.lower() for c in graphs_on.causes), graphs_on.causes
+    assert any(c.startswith("host work per decode step") for c in graphs_on.causes)
 
 
 def test_client_floor_problem_is_named() -> None:

@@ -4,6 +4,9 @@ vLLM, SGLang and TensorRT-LLM log lines quoted from the source that prints them.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from crossover.engines import (
@@ -13,7 +16,7 @@ from crossover.engines import (
     effective_settings,
     parse_expect,
 )
-from crossover.engines.effective import header_line, values_match
+from crossover.engines.effective import header_line, keep_earlier_log, values_match
 from crossover.errors import UsageError
 
 from .conftest import LOGS
@@ -370,3 +373,23 @@ def test_llamacpp_prompt_cache_size_is_the_requested_flag() -> None:
     text = record("llamacpp", argv) + real("llama-server-cuda-h200-graphs-on.log")
     fact = effective_settings(text).facts["prompt_cache_mib"]
     assert (fact.value, fact.basis, fact.verified) == (0, "launch-argv", False)
+
+
+def test_an_earlier_log_is_kept_under_its_start_time(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    assert keep_earlier_log(log) is None  # nothing there
+    log.write_text("")
+    assert keep_earlier_log(log) is None and log.exists()  # an empty file is not evidence
+    log.write_text(record("vllm", ["vllm", "serve", "m"]) + "INFO engine up\n")
+    kept = keep_earlier_log(log)
+    assert kept == tmp_path / "vllm.20261130T090000.log"
+    assert not log.exists() and "INFO engine up" in kept.read_text()
+    # the same start time again (two starts in one second): a suffix, nothing overwritten
+    log.write_text(record("vllm", ["vllm", "serve", "m"]) + "second\n")
+    again = keep_earlier_log(log)
+    assert again == tmp_path / "vllm.20261130T090000-2.log"
+    assert "INFO engine up" in kept.read_text() and "second" in again.read_text()
+    # no launch header (a log from elsewhere): named by its mtime
+    log.write_text("no header here\n")
+    os.utime(log, (1_796_000_000, 1_796_000_000))
+    assert keep_earlier_log(log) == tmp_path / "vllm.20261130T005320.log"

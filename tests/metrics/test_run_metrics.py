@@ -224,6 +224,28 @@ def test_records_of_two_nodes_are_timed_each_by_its_own_clock() -> None:
     )
     assert both.window.duration_s == pytest.approx(alone.window.duration_s)
     assert both.duration_s == pytest.approx(alone.duration_s)  # not 10^6 s
+    assert alone.waves is not None and both.waves is None  # which sends were first: unknowable
     # the same records on one clock would span the shift: what per-node timing avoids
     merged = summarize([r.model_copy(update={"node": None}) for r in a + b], ctx(concurrency=2))
     assert merged.duration_s > shift
+
+
+def test_waves_split_ttft_by_when_requests_were_sent() -> None:
+    # c=2: requests 0 and 1 sent together at 0 s (the first wave), 2 and 3 at 4 and 4.5 s
+    recs = [
+        good(0, 0, 1.0, 0.5),
+        good(1, 0, 2.0, 0.5),
+        good(2, 4, 4.2, 0.5),
+        good(3, 4.5, 4.8, 0.5),
+    ]
+    s = summarize(recs, ctx())
+    w = s.waves
+    assert w is not None
+    assert (w.first_requests, w.later_requests) == (2, 2)
+    assert w.first_ttft_ms.p50 == pytest.approx(1500)  # 1000 and 2000 ms
+    assert w.later_ttft_ms.p50 == pytest.approx(250)  # 200 and 300 ms
+    assert w.later_sent_over_s == pytest.approx(0.5)
+    assert s.ttft_ms.p50 == pytest.approx(650)  # pooled: 200, 300, 1000, 2000
+    # no later wave, or no waves at all (open loop): none
+    assert summarize(recs[:2], ctx()).waves is None
+    assert summarize(recs, ctx(mode="rate", concurrency=None, rate_rps=1.0)).waves is None

@@ -6,6 +6,7 @@ left behind. The engine is the calibration server behind llama-server's flags
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import time
@@ -112,6 +113,15 @@ def test_failed_level_is_redone_on_resume(tmp_path: Path) -> None:
         done = [r.key for r in store.runs() if r.status == "done"]
     assert sorted(done) == sorted(f"E|c={c}|r=0" for c in LEVELS)
     assert processes_mentioning(str(tmp_path)) == []
+    # every engine start kept its log: the first sweep's two (E.log, E.restart1.log after
+    # the death) and the resumed sweep's E.log, the earlier E.log set aside under its start
+    logs = sorted(p.name for p in (out / "engines").glob("E*.log"))
+    assert len(logs) == 3, logs
+    assert "E.log" in logs and "E.restart1.log" in logs
+    (kept,) = [n for n in logs if n not in ("E.log", "E.restart1.log")]
+    assert re.fullmatch(r"E\.\d{8}T\d{6}(-\d+)?\.log", kept), kept
+    heads = [(out / "engines" / n).read_text().splitlines()[0] for n in logs]
+    assert all(h.startswith("# crossover-launch: ") for h in heads)
 
 
 def test_killed_sweep_leaves_no_engine_behind(tmp_path: Path) -> None:

@@ -120,8 +120,13 @@ def probable_causes(settings: dict[str, Any], problems: Sequence[Problem]) -> tu
     if any(p.code == "client_floor" for p in problems):
         causes.append("the client's own overhead floor dominates (client_floor)")
     if not causes:
+        # nothing specific: the usual suspects, less those the settings rule out
+        graphs_on = any(
+            _truthy(keys.get(k)) for k in ("cuda_graphs", "cuda_graph", "use_cuda_graph")
+        )
         causes += [
-            "CUDA graphs off",
+            *([] if graphs_on else ["CUDA graphs off"]),
+            "host work per decode step (scheduler, Python)",
             "a slow kernel or quantization fallback",
             "CPU offload",
             "the client's floor",

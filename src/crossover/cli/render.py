@@ -79,6 +79,9 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
         )
 
     row("TTFT ms", s.ttft_ms)
+    if s.waves is not None:  # the pooled TTFT split: sent together, then as others finished
+        row("  1st wave", s.waves.first_ttft_ms)
+        row("  later", s.waves.later_ttft_ms)
     row("TPOT ms", s.tpot_ms)
     row("ITL ms", s.itl_ms)
     row("E2E ms", s.e2e_ms)

@@ -306,6 +306,7 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
     from rich.markup import escape
 
     from crossover.analysis import format_crossover
+    from crossover.analysis.crossovers import arrival_effects
 
     stdout = Console(width=120)
     stdout.print(
@@ -322,6 +323,12 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
             )
     if not xs:
         stdout.print("no crossover in the range measured")
+    for pooled, wave in arrival_effects(outcome.findings):
+        stdout.print(
+            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
+            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
+            'not prefill (docs/metrics.md, "TTFT by wave")'
+        )
     for line in outcome.failed_levels:
         stdout.print(f"[red]failed level[/] {escape(line)}")
     stdout.print(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")

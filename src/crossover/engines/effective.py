@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -73,6 +74,33 @@ def read_header(text: str) -> LaunchRecord | None:
             except ValidationError:
                 return None
     return None
+
+
+def keep_earlier_log(path: Path) -> Path | None:
+    """Move an earlier engine's log out of the way of a new one at ``path``.
+
+    A resumed sweep starts its engines again under the same log names; the earlier log is
+    the evidence for the runs already stored, so it is kept beside the new one under the
+    time its engine started (``NAME.log`` -> ``NAME.20261201T223412.log``, read from its
+    launch header; the file's mtime when it has none). Returns the new name, ``None`` when
+    there was nothing to keep.
+    """
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    with path.open("rb") as fh:
+        head = fh.read(8192).decode("utf-8", "replace")
+    record = read_header(head)
+    stamp = re.sub(r"[^0-9T]", "", record.started_at)[:15] if record else ""
+    if not stamp:
+        stamp = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y%m%dT%H%M%S")
+    base = path.name[: -len(".log")] if path.name.endswith(".log") else path.name
+    target = path.with_name(f"{base}.{stamp}.log")
+    for n in itertools.count(2):
+        if not target.exists():
+            break
+        target = path.with_name(f"{base}.{stamp}-{n}.log")
+    path.rename(target)
+    return target
 
 
 class Fact(BaseModel):

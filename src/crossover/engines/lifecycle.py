@@ -41,6 +41,7 @@ from crossover.engines.effective import (
     LaunchRecord,
     effective_settings,
     header_line,
+    keep_earlier_log,
     read_log,
 )
 from crossover.engines.processes import (
@@ -457,6 +458,7 @@ def start(config: EngineConfig, log_path: Path | str) -> RunningEngine:
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     _install_hooks()
+    keep_earlier_log(log_path)  # a resumed sweep's earlier engine: its log stays evidence
     with open(log_path, "wb") as log:
         log.write(header_line(record).encode())
         log.flush()

@@ -22,6 +22,7 @@ from crossover.metrics.summary import (
     RunSummary,
     Stats,
     Throughput,
+    Waves,
     Window,
     WorkloadInfo,
     add_problem,
@@ -142,6 +143,21 @@ def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
     )
 
 
+def _waves(records: list[RequestRecord], target: int | None) -> Waves | None:
+    """TTFT of the first ``target`` sends (sent together) and of the later ones, for a
+    closed-loop run with a later wave; ``records`` sorted by send time, one clock."""
+    if target is None or len(records) <= target:
+        return None
+    first, later = records[:target], records[target:]
+    return Waves(
+        first_ttft_ms=stats(rq.ttft_ms(r) for r in first if r.ok),
+        later_ttft_ms=stats(rq.ttft_ms(r) for r in later if r.ok),
+        first_requests=len(first),
+        later_requests=len(later),
+        later_sent_over_s=(later[-1].t_send_ns - later[0].t_send_ns) / 1e9,
+    )
+
+
 def summarize(
     all_records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None
 ) -> RunSummary:
@@ -187,6 +203,8 @@ def summarize(
     gaps = stats(v for r in ok for v in rq.chunk_gaps_ms(r))
     e2e = stats(rq.e2e_ms(r) for r in ok)
     queue = stats(rq.queue_ms(r) for r in records)
+
+    waves = _waves(records, target) if len(clocks) == 1 else None
 
     goodput = None
     if ctx.slo and window.duration_s:
@@ -263,6 +281,7 @@ def summarize(
         e2e_ms=e2e,
         queue_ms=queue,
         goodput=goodput,
+        waves=waves,
         client_floor=floor,
         prompt_tokens=stats(float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None),
         witnesses=witnesses(records, all_records, engine),

@@ -105,6 +105,25 @@ class Window(BaseModel):
     steady: bool = Field(False, description="False when the run never reached its target")
 
 
+class Waves(BaseModel):
+    """TTFT of a closed-loop level split by when requests were sent.
+
+    The first wave is the ``concurrency`` requests sent together at the level's start; the
+    later ones are sent as earlier ones finish, so how bunched they arrive depends on how
+    evenly the engine finished the first wave. The level's TTFT pools both: two engines can
+    swap places on it without either prefilling faster. The first wave meets every engine
+    with the same arrivals (docs/metrics.md, "TTFT by wave").
+    """
+
+    first_ttft_ms: Stats = Field(default_factory=Stats)
+    later_ttft_ms: Stats = Field(default_factory=Stats)
+    first_requests: int = 0
+    later_requests: int = 0
+    later_sent_over_s: float | None = Field(
+        None, description="from the first to the last send after the first wave"
+    )
+
+
 class Goodput(BaseModel):
     slo: dict[str, float]
     requests_per_s: float | None = None
@@ -212,6 +231,8 @@ class RunSummary(BaseModel):
     e2e_ms: Stats
     queue_ms: Stats
     goodput: Goodput | None = None
+    #: closed-loop runs on one clock with more requests than the concurrency
+    waves: Waves | None = None
     client_floor: ClientFloor | None = None
     #: measured during the run (absent in summaries recomputed from records alone)
     client_loop: LoopLag | None = None

@@ -26,6 +26,7 @@ from typing import Any
 
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
+from crossover.engines.effective import keep_earlier_log
 from crossover.errors import CrossoverError, EngineError, NodeLostError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.model import RequestRecord
@@ -216,6 +217,8 @@ class RayTarget:
             elif kind == "log":
                 _, name, offset, data = item
                 self.log_dir.mkdir(parents=True, exist_ok=True)
+                if not offset:  # a new engine's log: an earlier one of that name is kept
+                    keep_earlier_log(self.log_dir / name)
                 with (self.log_dir / name).open("r+b" if offset else "wb") as fh:
                     fh.seek(offset)
                     fh.write(data)
