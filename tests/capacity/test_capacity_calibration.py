@@ -89,7 +89,10 @@ def test_an_overloaded_level_is_stopped_early(tmp_path: Path) -> None:
     assert data["interval"] == [None, 60]
     (level,) = data["levels"]
     assert level["overloaded"] and not level["met"]
-    assert level["seconds"] < 10  # not the 20 s the level was given
+    # stopped well before the 20 s the level was given (a level run out would take 20 s and
+    # its drain); how soon depends on the machine: 5-7 s alone, 10.6 s once under a full
+    # `make test` on 2 cores
+    assert level["seconds"] < 15
     assert "overloaded" in {p["code"] for p in level["summary"]["problems"]}
 
 
