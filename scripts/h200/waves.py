@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import lzma
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from crossover.metrics.run import ttft_by_wave
 from crossover.records.store import Store
 
 
@@ -57,17 +57,15 @@ def main(db: Path, targets: list[str] | None, levels: list[int] | None) -> None:
             rows.append((targets.index(name) if targets else name, c, r_part, name, run.run_id))
         for _, c, r_part, name, run_id in sorted(rows):
             recs = sorted(store.records(run_id, include_warmup=False), key=lambda r: r.t_send_ns)
-            recs = [r for r in recs if r.t_first_ns is not None]
-            first, rest = recs[:c], recs[c:]
-            if not first or not rest:
+            w = ttft_by_wave(recs, c)  # what the run summaries carry as `waves`
+            if w is None or w.first_ttft_ms.p50 is None or w.later_ttft_ms.p50 is None:
                 continue
-
-            def ttft(rs: list) -> float:  # type: ignore[type-arg]
-                return statistics.median((r.t_first_ns - r.t_send_ns) / 1e6 for r in rs)
-
-            spread = (rest[-1].t_send_ns - rest[0].t_send_ns) / 1e9
-            cells = [name, str(c), r_part[2:], f"{ttft(first):,.0f}", f"{ttft(rest):,.0f}"]
-            print("| " + " | ".join(cells) + f" | {spread:.2f} |")
+            cells = [name, str(c), r_part[2:], f"{w.first_ttft_ms.p50:,.0f}"]
+            print(
+                "| "
+                + " | ".join(cells)
+                + f" | {w.later_ttft_ms.p50:,.0f} | {w.later_sent_over_s:.2f} |"
+            )
 
 
 if __name__ == "__main__":

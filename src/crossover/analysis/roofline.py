@@ -99,13 +99,17 @@ def _falsy(v: Any) -> bool:
     return v is False or (isinstance(v, str) and v.strip().lower() in ("0", "false", "off", "no"))
 
 
+#: the settings keys that say whether CUDA graphs are on
+_GRAPH_KEYS = ("cuda_graphs", "cuda_graph", "use_cuda_graph")
+
+
 def probable_causes(settings: dict[str, Any], problems: Sequence[Problem]) -> tuple[str, ...]:
     """Likely causes of a decode far below roofline, most specific first, from
     the target's effective settings and the runs' problems."""
     keys = {k.lower(): v for k, v in settings.items()}
     causes: list[str] = []
     if (
-        any(_falsy(keys.get(k)) for k in ("cuda_graphs", "cuda_graph", "use_cuda_graph"))
+        any(_falsy(keys.get(k)) for k in _GRAPH_KEYS)
         or _truthy(keys.get("enforce_eager"))
         or _truthy(keys.get("ggml_cuda_disable_graphs"))
     ):
@@ -121,9 +125,7 @@ def probable_causes(settings: dict[str, Any], problems: Sequence[Problem]) -> tu
         causes.append("the client's own overhead floor dominates (client_floor)")
     if not causes:
         # nothing specific: the usual suspects, less those the settings rule out
-        graphs_on = any(
-            _truthy(keys.get(k)) for k in ("cuda_graphs", "cuda_graph", "use_cuda_graph")
-        )
+        graphs_on = any(_truthy(keys.get(k)) for k in _GRAPH_KEYS)
         causes += [
             *([] if graphs_on else ["CUDA graphs off"]),
             "host work per decode step (scheduler, Python)",

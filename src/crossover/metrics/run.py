@@ -32,7 +32,7 @@ from crossover.metrics.window import WindowSpan, steady_window
 from crossover.metrics.witness import count_with_tokenizer, witnesses
 from crossover.records.model import RequestRecord
 
-__all__ = ["RunContext", "count_with_tokenizer", "stats", "summarize", "verify"]
+__all__ = ["RunContext", "count_with_tokenizer", "stats", "summarize", "ttft_by_wave", "verify"]
 
 
 def stats(values: Iterable[float | None]) -> Stats:
@@ -143,9 +143,10 @@ def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
     )
 
 
-def _waves(records: list[RequestRecord], target: int | None) -> Waves | None:
+def ttft_by_wave(records: list[RequestRecord], target: int | None) -> Waves | None:
     """TTFT of the first ``target`` sends (sent together) and of the later ones, for a
-    closed-loop run with a later wave; ``records`` sorted by send time, one clock."""
+    closed-loop run with a later wave; ``records``: the measured ones (no warm-up) sorted
+    by send time, on one clock."""
     if target is None or len(records) <= target:
         return None
     first, later = records[:target], records[target:]
@@ -204,7 +205,7 @@ def summarize(
     e2e = stats(rq.e2e_ms(r) for r in ok)
     queue = stats(rq.queue_ms(r) for r in records)
 
-    waves = _waves(records, target) if len(clocks) == 1 else None
+    waves = ttft_by_wave(records, target) if len(clocks) == 1 else None
 
     goodput = None
     if ctx.slo and window.duration_s:
