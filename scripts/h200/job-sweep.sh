@@ -24,16 +24,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 rm -rf $W/src && cp -r $ROOT/src $W/src
 XO="python3 -m crossover"
 # a detached install (job-chunk.sh with INSTALL=1): wait for it unless NEED_VLLM=0
-# (a llama.cpp-only call measures while it finishes; the README says which levels)
+# (a llama.cpp-only call measures while it finishes; the README says which levels);
+# NEED_SGLANG=1 waits for SGLang's too
 if [ -f $W/vllm.started ] && [ "${NEED_VLLM:-1}" = 1 ]; then
   while [ ! -f $W/vllm.done ] && [ $(el) -lt 300 ]; do sleep 3; done
   say "vLLM install: $(cat $W/vllm.done 2>/dev/null)"; grep -E "^vllm |smoke|ABORT" $W/install-vllm.log
 fi
-if [ "${NEED_VLLM:-1}" = 1 ] && ! python3 -c "import vllm" 2>/dev/null; then
-  bash scripts/h200/job-chunk.sh
-  say "installing vLLM"
-  TIER=core bash /root/wheelhouse/install_vllm.sh > $W/install-vllm.log 2>&1
-  grep -E "^vllm |smoke|sha256 OK|ABORT|installing" $W/install-vllm.log
+if [ -f $W/vllm.started ] && [ "${NEED_SGLANG:-0}" = 1 ]; then
+  while [ ! -f $W/sglang.done ] && [ $(el) -lt 300 ]; do sleep 3; done
+  say "SGLang install: $(cat $W/sglang.done 2>/dev/null)"; tail -2 $W/install-sglang.log
 fi
 # NEED_LLAMA=0 (no llama.cpp target in --only): wait for the checkpoints, not the build
 DONE=background.done; [ "${NEED_LLAMA:-1}" = 0 ] && DONE=checkpoints.done
@@ -66,7 +65,7 @@ done
 wait $SW; say "sweep rc=$?"
 tail -40 $W/$NAME/sweep-$T0.log
 python3 -c "import sqlite3,sys; d=sqlite3.connect('$W/$NAME/sweep.db'); d.execute('PRAGMA wal_checkpoint(TRUNCATE)'); d.close()"
-cp $W/install-vllm.log $W/background.log $W/build.log $W/synth-*.log $W/$NAME/ 2>/dev/null
+cp $W/install-vllm.log $W/install-sglang.log $W/install.log $W/background.log $W/build.log $W/synth-*.log $W/$NAME/ 2>/dev/null
 # the device tool brings back files of at most 16 MiB: split (cat the parts to unpack)
 tar czf - -C $W $NAME | split -b 15M - $OUT/$NAME.tgz.part-
 ls -la $OUT; say "done"
