@@ -13,7 +13,9 @@ if [ "${LLAMA:-1}" = 1 ]; then
 fi
 $XO models synth --arch llama-3-8b --format hf --dtype bf16 --out $W/mh -q > $W/synth-hf.log 2>&1
 echo "hf rc=$? $(( $(date +%s) - T0 ))s"
-if [ "${LLAMA:-1}" = 1 ]; then
+# DENSE_GGUF=0: build llama.cpp but write no dense GGUF (an MoE session writes its own,
+# scripts/h200/job-moe-synth.sh)
+if [ "${LLAMA:-1}" = 1 ] && [ "${DENSE_GGUF:-1}" = 1 ]; then
   $XO models synth --arch llama-3-8b --format gguf --dtype f16 --out $W/mg -q > $W/synth-gguf.log 2>&1
   echo "gguf rc=$? $(( $(date +%s) - T0 ))s"
 fi

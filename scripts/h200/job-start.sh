@@ -27,6 +27,6 @@ else
 fi
 echo llama-cpp-python-0.3.36 > $SRC/.crossover-complete
 [ -d .gguf-parts ] && bash scripts/h200/quality/job-part.sh
-LLAMA=${LLAMA:-1} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; df -h /tmp | tail -1; echo "background started"
