@@ -283,14 +283,40 @@ def tflops(gpu: GpuSpec, quant: str) -> float:
     return gpu.bf16_tflops
 
 
+def touched_experts(experts: int, experts_per_token: int, batch: int) -> float:
+    """Expected distinct experts one MoE layer runs for ``batch`` tokens, uniform routing.
+
+    Each token picks ``experts_per_token`` of ``experts``; an expert is idle for the batch
+    with probability (1 - k/E)^B, so E x (1 - (1 - k/E)^B) are touched: k at B=1, E as B
+    grows. Real routers are skewed and correlated across tokens, so fewer are touched at
+    small and middle B: this is the pessimistic (most bytes) case for the read."""
+    if experts <= 0 or experts_per_token <= 0 or batch <= 0:
+        return 0.0
+    k = min(experts_per_token, experts)
+    return experts * (1.0 - (1.0 - k / experts) ** batch)
+
+
+def expert_weight_bytes(model: ModelFacts, quant: str) -> float:
+    """Bytes of all routed experts (shared experts count as dense weights)."""
+    if not model.is_moe or not model.expert_params:
+        return 0.0
+    if quant.startswith("gguf-") and model.expert_bytes is not None:
+        return float(model.expert_bytes)
+    bpp = BYTES_PER_PARAM.get(quant)
+    if bpp is None or (quant.startswith("gguf-") and model.weight_bytes is not None):
+        return weight_bytes(model, quant) * model.expert_params / model.params
+    return model.expert_params * bpp
+
+
 def touched_weight_bytes(model: ModelFacts, quant: str, batch: int) -> float:
-    """Weights one decode step reads: all dense weights, the experts the batch routes to."""
+    """Weights one decode step reads: every dense weight (attention, router, shared
+    experts, embeddings and head), and of the routed experts those the batch touches."""
     total = weight_bytes(model, quant)
     if not model.is_moe or not model.experts or not model.experts_per_token:
         return total
-    expert_bytes = total * model.expert_params / model.params
-    frac = 1.0 - (1.0 - model.experts_per_token / model.experts) ** batch
-    return total - expert_bytes + expert_bytes * frac
+    experts = expert_weight_bytes(model, quant)
+    frac = touched_experts(model.experts, model.experts_per_token, batch) / model.experts
+    return total - experts + experts * frac
 
 
 def _stage_decode_ms(
