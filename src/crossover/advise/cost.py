@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from crossover.advise.hardware import GpuSpec, System, interconnect_costs
 from crossover.advise.model import ModelFacts
+from crossover.analysis.roofline import touched_experts as touched_experts
 from crossover.errors import UsageError
 
 # Achievable fraction of datasheet memory bandwidth: the H200 here copies at ~4.3 of
@@ -283,17 +284,8 @@ def tflops(gpu: GpuSpec, quant: str) -> float:
     return gpu.bf16_tflops
 
 
-def touched_experts(experts: int, experts_per_token: int, batch: int) -> float:
-    """Expected distinct experts one MoE layer runs for ``batch`` tokens, uniform routing.
-
-    Each token picks ``experts_per_token`` of ``experts``; an expert is idle for the batch
-    with probability (1 - k/E)^B, so E x (1 - (1 - k/E)^B) are touched: k at B=1, E as B
-    grows. Real routers are skewed and correlated across tokens, so fewer are touched at
-    small and middle B: this is the pessimistic (most bytes) case for the read."""
-    if experts <= 0 or experts_per_token <= 0 or batch <= 0:
-        return 0.0
-    k = min(experts_per_token, experts)
-    return experts * (1.0 - (1.0 - k / experts) ** batch)
+# touched_experts (imported above): the expected experts a batch touches under uniform
+# routing, one formula shared with the sweep's roofline check
 
 
 def expert_weight_bytes(model: ModelFacts, quant: str) -> float:
