@@ -217,3 +217,16 @@ def test_committed_prediction_records_its_command() -> None:
     assert "sglang: estimate: borrowed vllm profile" in doc["profiles"]
     command = doc["command"].removesuffix(" --json docs/results/h200/moe/prediction.json")
     assert command in (root / "prediction.md").read_text("utf-8")
+
+
+def test_roofline_entry_is_a_moe_roofline_fact(qwen: Any) -> None:
+    from crossover.analysis import RooflineFacts
+    from crossover.analysis.roofline import step_bound_ms
+
+    target = fc.parse_target("vllm=vllm:bf16", [1])
+    entry = fc.roofline_entry(target, qwen, 4300.0, 456, "H200")
+    facts = RooflineFacts.model_validate(entry)
+    assert (facts.experts, facts.experts_per_token) == (128, 8)
+    # c=1: the active weights (6.71 GB) plus one sequence's KV, at 4.3 TB/s
+    want = (qwen.active_params * 2 + 98304 * 456) / 4.3e12 * 1e3
+    assert step_bound_ms(facts, 1) == pytest.approx(want, rel=1e-3)

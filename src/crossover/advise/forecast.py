@@ -187,6 +187,32 @@ def forecast(
     return rows
 
 
+def roofline_entry(
+    target: ForecastTarget, model: ModelFacts, bandwidth_gb_s: float, context_tokens: int, gpu: str
+) -> dict[str, Any]:
+    """The sweep YAML ``roofline:`` item for a target (RooflineFacts keys), MoE-aware."""
+    facts, quant = checkpoint(model, target.quant)
+    entry: dict[str, Any] = {
+        "target": target.name,
+        "model_bytes": float(f"{cost.weight_bytes(facts, quant):.4g}"),
+        "bandwidth_gb_s": bandwidth_gb_s,
+        "kv_bytes_per_token": cost.kv_bytes_per_token_per_gpu(facts, Layout()),
+        "context_tokens": context_tokens,
+        "gpu": gpu,
+    }
+    if facts.is_moe and facts.experts and facts.experts_per_token:
+        entry |= {
+            "experts": facts.experts,
+            "experts_per_token": facts.experts_per_token,
+            "expert_bytes": float(f"{cost.expert_weight_bytes(facts, quant):.4g}"),
+        }
+    entry["source"] = (
+        f"python -m crossover.advise.forecast: {model.name} {target.quant}, "
+        f"{model.params / 1e9:.2f}e9 params ({model.expert_params / 1e9:.2f}e9 in experts)"
+    )
+    return entry
+
+
 def markdown(rows: list[ForecastRow]) -> str:
     lines = [
         "| target | engine | quant | c | experts touched /layer | GB read /step "
@@ -265,6 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the JSON here")
     parser.add_argument("--date", default=None, help="the date written (default: today)")
+    parser.add_argument(
+        "--roofline-yaml",
+        type=Path,
+        default=None,
+        help="write the sweep's roofline: entries for these targets here",
+    )
+    parser.add_argument(
+        "--bandwidth-gb-s",
+        type=float,
+        default=None,
+        help="bandwidth for the roofline entries (default: the datasheet figure)",
+    )
     args = parser.parse_args(argv)
     try:
         levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
@@ -284,6 +322,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     sys.stdout.write(markdown(rows))
+    if args.roofline_yaml is not None:
+        import yaml
+
+        bw = args.bandwidth_gb_s or system.gpu.memory_bandwidth_gbs
+        ctx = args.input_tokens + args.output_tokens
+        entries = [roofline_entry(t, model, bw, ctx, system.gpu.id) for t in targets]
+        args.roofline_yaml.parent.mkdir(parents=True, exist_ok=True)
+        args.roofline_yaml.write_text(
+            yaml.safe_dump({"roofline": entries}, sort_keys=False, width=200), "utf-8"
+        )
     if args.json is not None:
         command = "python -m crossover.advise.forecast " + shlex.join(
             a for a in (argv if argv is not None else sys.argv[1:])
