@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -90,3 +91,104 @@ def test_falls_back_to_output_tokens_and_flags_above_bound() -> None:
     check = check_roofline(facts, runs)
     assert check.measured_from == "output tokens/s"
     assert check.status == "above_bound"
+
+
+# --- mixture of experts: the step reads only the experts its batch touches ---
+
+_MOE = {
+    "target": "vllm",
+    "model_bytes": 61.06e9,  # Qwen3-30B-A3B shape, BF16
+    "expert_bytes": 57.98e9,
+    "experts": 128,
+    "experts_per_token": 8,
+    "bandwidth_gb_s": 4300.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("batch", "want"),
+    [(1, 8.0), (2, 128 * (1 - (120 / 128) ** 2)), (64, 125.94), (4096, 128.0)],
+)
+def test_touched_experts_from_k_to_all(batch: int, want: float) -> None:
+    from crossover.analysis.roofline import touched_experts
+
+    assert touched_experts(128, 8, batch) == pytest.approx(want, abs=0.01)
+
+
+def test_touched_experts_is_monotone_and_bounded() -> None:
+    from crossover.analysis.roofline import touched_experts
+
+    values = [touched_experts(8, 2, b) for b in range(1, 40)]
+    assert values[0] == pytest.approx(2.0)
+    assert all(a < b for a, b in itertools.pairwise(values))
+    assert values[-1] == pytest.approx(8.0, abs=1e-3)
+    assert touched_experts(8, 2, 0) == 0.0
+
+
+def test_moe_step_bound_grows_with_touched_experts() -> None:
+    from crossover.analysis.roofline import step_bound_ms, weight_bytes_per_step
+
+    facts = RooflineFacts.model_validate(_MOE)
+    dense_part = 61.06e9 - 57.98e9
+    assert weight_bytes_per_step(facts, 1) == pytest.approx(dense_part + 57.98e9 * 8 / 128)
+    assert weight_bytes_per_step(facts, 10_000) == pytest.approx(61.06e9)
+    # c=1: 6.70 GB at 4.3 TB/s
+    assert step_bound_ms(facts, 1) == pytest.approx(6.704e9 / 4.3e12 * 1e3, rel=1e-3)
+    assert step_bound_ms(facts, 16) < step_bound_ms(facts, 64) < step_bound_ms(facts, 256)
+
+
+def test_dense_facts_unchanged_by_batch() -> None:
+    from crossover.analysis.roofline import weight_bytes_per_step
+
+    facts = RooflineFacts(target="x", model_bytes=16e9, bandwidth_gb_s=4300.0)
+    assert weight_bytes_per_step(facts, 1) == weight_bytes_per_step(facts, 256) == 16e9
+
+
+def test_synthetic_moe_sweep_checked_per_level() -> None:
+    # measured ITLs of the shape of issue 27's probe: 4.14 ms at 1, 12.5 at 16, 18.0 at 64
+    runs = [_run("vllm", 4.14, 1), _run("vllm", 12.5, 16), _run("vllm", 18.0, 64)]
+    sweep = SweepFile.model_validate({"runs": runs, "roofline": [_MOE]})
+    (check,) = check_sweep(sweep)
+    # c=1 bound: dense part + 8 of 128 experts = 6.70 GB -> 1.56 ms; 4.14 ms is 38%
+    assert check.bound_ms_per_token == pytest.approx(1.559, abs=0.002)
+    assert check.status == "far_below"
+    assert [lv.concurrency for lv in check.levels] == [1, 16, 64]
+    assert check.levels[0].measured_tpot_ms == pytest.approx(4.14)
+    assert check.levels[2].bound_step_ms > check.levels[1].bound_step_ms
+    assert check.levels[2].fraction == pytest.approx(check.levels[2].bound_step_ms / 18.0)
+    assert "c=64" in check.describe_levels()
+
+
+def test_moe_read_as_dense_is_flagged_with_a_hint() -> None:
+    # the full 61 GB as if every expert were read: a 14.2 ms "bound" that 4.14 ms beats
+    facts = {"target": "vllm", "model_bytes": 61.06e9, "bandwidth_gb_s": 4300.0}
+    sweep = SweepFile.model_validate({"runs": [_run("vllm", 4.14)], "roofline": facts})
+    (check,) = check_sweep(sweep)
+    assert check.status == "above_bound"
+    assert "experts_per_token" in check.describe()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"experts": 128},  # incomplete
+        {"experts": 8, "experts_per_token": 9, "expert_bytes": 1e9},
+        {"experts": 8, "experts_per_token": 2, "expert_bytes": 2e9},  # > model_bytes
+    ],
+)
+def test_moe_facts_validated(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        RooflineFacts.model_validate(
+            {"target": "x", "model_bytes": 1e9, "bandwidth_gb_s": 1.0, **bad}
+        )
+
+
+def test_committed_sweeps_still_read() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for path in ("docs/results/h200/sweep/sweep.json", "docs/results/h200/vllm-a/sweep.json"):
+        sweep = SweepFile.model_validate_json((root / path).read_text("utf-8"))
+        checks = check_sweep(sweep)
+        assert checks and all(not c.moe for c in checks)
+        assert all(c.levels for c in checks if c.status != "no_data")

@@ -124,6 +124,9 @@ def advise(
         scored.sort(
             key=lambda s: (
                 s[0] < band,  # the tie band first, ordered by rule 1; the rest by figure
+                # MoE: in the band, an engine without a tuned fused-MoE kernel config for
+                # this GPU goes after those with one (its MoE layers run default tiles)
+                s[0] >= band and s[1].moe_config == "absent",
                 _prefers(s[1].candidate.engine, regime, model, s[1].candidate.tp)
                 if s[0] >= band
                 else 0,

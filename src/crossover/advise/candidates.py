@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from crossover.advise import memory
+from crossover.advise import memory, moe
 from crossover.advise.cost import Layout, MemoryFit
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
@@ -64,6 +64,8 @@ class Evaluated(BaseModel):
     fit: MemoryFit
     notes: list[str] = Field(default_factory=list)
     rules: list[str] = Field(default_factory=list)
+    # MoE: the engine's tuned fused-MoE kernel config for this GPU and shape
+    moe_config: Literal["present", "absent", "unknown"] | None = None
 
 
 def regimes_for(concurrency: list[int]) -> list[tuple[Regime, int]]:
@@ -180,7 +182,16 @@ def screen(
                 req.reserve_for(engine),
             )
             if not fit.fits:
-                rejected.append(_memory_reject(engine, cfg, fit, min_c, context, system.gpu.id))
+                row = _memory_reject(engine, cfg, fit, min_c, context, system.gpu.id)
+                if engine == "llamacpp":
+                    off = moe.cpu_offload(model, eng_quant, fit, tp * pp)
+                    if off is not None:
+                        row["moe_offload"] = {
+                            **off.model_dump(),
+                            "rule": "llamacpp-moe-cpu-offload",
+                        }
+                        row["reason"] += f"; {off.reason}"
+                rejected.append(row)
                 continue
             ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
             for note_rule in kc.notes:
@@ -207,5 +218,22 @@ def screen(
                 if not system.p2p:
                     ev.rules.extend(["seed-3-tp-over-pp", "consumer-no-p2p"])
                     ev.notes.append("no P2P: TP all-reduces go through host memory")
+            if model.is_moe:
+                _moe_notes(ev, req, eng_quant)
             kept.append(ev)
     return kept, rejected
+
+
+def _moe_notes(ev: Evaluated, req: AdviceRequest, quant: str) -> None:
+    """Memory counts every expert; the tuned-kernel check; expert parallelism on TP > 1."""
+    c, model = ev.candidate, req.model
+    ev.rules.append("moe-memory-all-experts")
+    tuned = moe.tuned_config(c.engine, req.system.gpu.id, model, quant, c.tp)
+    if tuned is not None:
+        ev.moe_config = tuned.status
+        ev.rules.append("moe-tuned-kernel-config")
+        ev.notes.append(tuned.reason)
+    ep = moe.expert_parallel_note(c.engine, model, c.tp)
+    if ep is not None:
+        ev.rules.append("moe-expert-parallel")
+        ev.notes.append(ep)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from crossover.advise.hardware import GpuSpec, System, interconnect_costs
 from crossover.advise.model import ModelFacts
+from crossover.analysis.roofline import touched_experts as touched_experts
 from crossover.errors import UsageError
 
 # Achievable fraction of datasheet memory bandwidth: the H200 here copies at ~4.3 of
@@ -283,14 +284,31 @@ def tflops(gpu: GpuSpec, quant: str) -> float:
     return gpu.bf16_tflops
 
 
+# touched_experts (imported above): the expected experts a batch touches under uniform
+# routing, one formula shared with the sweep's roofline check
+
+
+def expert_weight_bytes(model: ModelFacts, quant: str) -> float:
+    """Bytes of all routed experts (shared experts count as dense weights)."""
+    if not model.is_moe or not model.expert_params:
+        return 0.0
+    if quant.startswith("gguf-") and model.expert_bytes is not None:
+        return float(model.expert_bytes)
+    bpp = BYTES_PER_PARAM.get(quant)
+    if bpp is None or (quant.startswith("gguf-") and model.weight_bytes is not None):
+        return weight_bytes(model, quant) * model.expert_params / model.params
+    return model.expert_params * bpp
+
+
 def touched_weight_bytes(model: ModelFacts, quant: str, batch: int) -> float:
-    """Weights one decode step reads: all dense weights, the experts the batch routes to."""
+    """Weights one decode step reads: every dense weight (attention, router, shared
+    experts, embeddings and head), and of the routed experts those the batch touches."""
     total = weight_bytes(model, quant)
     if not model.is_moe or not model.experts or not model.experts_per_token:
         return total
-    expert_bytes = total * model.expert_params / model.params
-    frac = 1.0 - (1.0 - model.experts_per_token / model.experts) ** batch
-    return total - expert_bytes + expert_bytes * frac
+    experts = expert_weight_bytes(model, quant)
+    frac = touched_experts(model.experts, model.experts_per_token, batch) / model.experts
+    return total - experts + experts * frac
 
 
 def _stage_decode_ms(

@@ -48,6 +48,7 @@ class ModelFacts(BaseModel):
     expert_params: int = 0
     embedding_params: int = 0
     weight_bytes: int | None = None  # exact, from a GGUF; else computed from the quant
+    expert_bytes: int | None = None  # exact bytes of the routed experts, from a GGUF
     gguf_file_type: str | None = None
 
     @property
@@ -277,6 +278,7 @@ def from_gguf(path: Path) -> ModelFacts:
     if not vocab and embed is not None:
         vocab = int(max(int(x) for x in embed.shape))
     expert_params = sum(int(t.n_elements) for t in reader.tensors if "_exps." in t.name)
+    expert_nbytes = sum(int(t.n_bytes) for t in reader.tensors if "_exps." in t.name)
     experts = key("expert_count", 0)
     file_type = meta.get("general.file_type")
     ftype = None
@@ -307,5 +309,6 @@ def from_gguf(path: Path) -> ModelFacts:
         expert_params=expert_params,
         embedding_params=vocab * hidden * (1 if not has_output else 2),
         weight_bytes=nbytes,
+        expert_bytes=expert_nbytes if experts else None,
         gguf_file_type=ftype,
     )

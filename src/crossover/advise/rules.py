@@ -78,6 +78,26 @@ def all_rules() -> dict[str, Rule]:
     return {r["id"]: Rule.model_validate(r) for r in _data()["rules"]}
 
 
+class MoeDevice(BaseModel):
+    device_name: str
+    files: list[str] = []  # looked up and present
+    missing: list[str] = []  # looked up and absent
+    note: str | None = None
+
+
+class MoeConfigTable(BaseModel):
+    """An engine's shipped fused-MoE kernel configs, per GPU (``moe_configs`` in the data)."""
+
+    source: str
+    devices: dict[str, MoeDevice]
+
+
+@cache
+def moe_config_table() -> dict[str, MoeConfigTable]:
+    raw = _data().get("moe_configs") or {}
+    return {engine: MoeConfigTable.model_validate(t) for engine, t in raw.items()}
+
+
 def rule(rule_id: str) -> Rule:
     try:
         return all_rules()[rule_id]

@@ -12,6 +12,15 @@ reached 19% (docs/engines.md, advisor rules). Worked example, measured on the
 project's H200 (docs/results/h200/llamacpp-transformers-2026-11-30.md): 16.07 GB of
 weights at a 4.3 TB/s copy rate is a 3.74 ms bound; llama.cpp's 5.3 ms per token is
 ~70% of it.
+
+A mixture of experts reads only the experts its batch is routed to. With ``experts`` (E),
+``experts_per_token`` (k) and ``expert_bytes`` in the facts, a decode step of B tokens
+reads the non-expert weights plus ``expert_bytes`` x touched / E, where the expected
+number of distinct experts touched per layer under uniform routing is
+E x (1 - (1 - k/E)^B): k at B=1, E as B grows (``touched_experts``). Real routing is
+skewed and correlated, so fewer are touched at middle B: the bound is the most bytes.
+``RooflineCheck.levels`` holds that per-step bound beside the measured TPOT at every
+concurrency (B = concurrency, all streams resident).
 """
 
 from __future__ import annotations
@@ -36,9 +45,44 @@ def bytes_per_token(
     return model_bytes + kv
 
 
+def touched_experts(experts: int, experts_per_token: int, batch: int) -> float:
+    """Expected distinct experts one MoE layer runs for ``batch`` tokens, uniform routing:
+    E x (1 - (1 - k/E)^B); k at B=1, approaching E as B grows."""
+    if experts <= 0 or experts_per_token <= 0 or batch <= 0:
+        return 0.0
+    k = min(experts_per_token, experts)
+    return experts * (1.0 - (1.0 - k / experts) ** batch)
+
+
+def weight_bytes_per_step(facts: RooflineFacts, batch: int = 1) -> float:
+    """Weight bytes one decode step of ``batch`` tokens reads (all of them for a dense
+    model; for a mixture of experts the dense part and the experts the batch touches)."""
+    if facts.experts is None or facts.experts_per_token is None or facts.expert_bytes is None:
+        return facts.model_bytes
+    frac = touched_experts(facts.experts, facts.experts_per_token, batch) / facts.experts
+    return facts.model_bytes - facts.expert_bytes + facts.expert_bytes * frac
+
+
+def step_bound_ms(facts: RooflineFacts, batch: int = 1) -> float:
+    """Shortest decode step for ``batch`` sequences: touched weights + their KV, read once."""
+    kv = (facts.kv_bytes_per_token or 0.0) * (facts.context_tokens or 0) * max(batch, 1)
+    return (weight_bytes_per_step(facts, batch) + kv) / (facts.bandwidth_gb_s * 1e9) * 1e3
+
+
 def decode_bound_tokens_per_s(bandwidth_gb_s: float, bytes_read_per_token: float) -> float:
     """Upper bound on decode tokens/s for one sequence (bandwidth in 1e9 bytes/s)."""
     return bandwidth_gb_s * 1e9 / bytes_read_per_token
+
+
+@dataclass(frozen=True)
+class LevelBound:
+    """One concurrency level: the step bound and the measured TPOT p50 (median of
+    repeats); ``fraction`` = bound / measured (1.0 = at the roofline)."""
+
+    concurrency: int
+    bound_step_ms: float
+    measured_tpot_ms: float | None
+    fraction: float | None
 
 
 @dataclass(frozen=True)
@@ -59,6 +103,8 @@ class RooflineCheck:
     fraction: float | None
     status: Literal["ok", "far_below", "above_bound", "no_data"]
     causes: tuple[str, ...] = ()
+    levels: tuple[LevelBound, ...] = ()
+    moe: bool = False
 
     def describe(self) -> str:
         """One line for the terminal and the report."""
@@ -73,7 +119,25 @@ class RooflineCheck:
             line += "; far below, probable cause: " + "; ".join(self.causes)
         elif self.status == "above_bound":
             line += "; above the bound: check model_bytes and bandwidth (speculative decoding?)"
+            if not self.moe:
+                line += (
+                    "; a mixture of experts reads only its routed experts: give experts, "
+                    "experts_per_token and expert_bytes"
+                )
         return line
+
+    def describe_levels(self) -> str:
+        """The per-step bound and the measured TPOT at every measured concurrency."""
+        parts = [
+            f"c={lv.concurrency} {lv.bound_step_ms:.2f} ms bound"
+            + (
+                f" / {lv.measured_tpot_ms:.2f} ms measured ({lv.fraction:.0%})"
+                if lv.measured_tpot_ms is not None and lv.fraction is not None
+                else ""
+            )
+            for lv in self.levels
+        ]
+        return f"{self.target}: " + "; ".join(parts) if parts else f"{self.target}: no levels"
 
 
 def measured_decode_tokens_per_s(runs: Sequence[SweepRun]) -> tuple[float | None, str | None]:
@@ -145,11 +209,17 @@ def check_roofline(
 ) -> RooflineCheck:
     """Compare one target's concurrency-1 decode speed with its roofline."""
     own = [r for r in runs if r.target == facts.target]
-    bpt = bytes_per_token(facts.model_bytes, facts.kv_bytes_per_token, facts.context_tokens)
+    bpt = bytes_per_token(
+        weight_bytes_per_step(facts, 1), facts.kv_bytes_per_token, facts.context_tokens
+    )
     bound = decode_bound_tokens_per_s(facts.bandwidth_gb_s, bpt)
     measured, source = measured_decode_tokens_per_s(own)
+    levels = level_bounds(facts, own)
+    moe = facts.experts is not None
     if measured is None:
-        return RooflineCheck(facts.target, bound, 1000.0 / bound, None, None, None, "no_data")
+        return RooflineCheck(
+            facts.target, bound, 1000.0 / bound, None, None, None, "no_data", (), levels, moe
+        )
     fraction = measured / bound
     causes: tuple[str, ...] = ()
     status: Literal["ok", "far_below", "above_bound"] = "ok"
@@ -160,8 +230,33 @@ def check_roofline(
     elif fraction > ABOVE_BOUND:
         status = "above_bound"
     return RooflineCheck(
-        facts.target, bound, 1000.0 / bound, measured, source, fraction, status, causes
+        facts.target,
+        bound,
+        1000.0 / bound,
+        measured,
+        source,
+        fraction,
+        status,
+        causes,
+        levels,
+        moe,
     )
+
+
+def level_bounds(facts: RooflineFacts, runs: Sequence[SweepRun]) -> tuple[LevelBound, ...]:
+    """The step bound at every concurrency the target has valid runs for."""
+    out = []
+    for c in sorted({r.concurrency for r in runs if r.is_valid and r.concurrency is not None}):
+        ms = [
+            v
+            for r in runs
+            if r.is_valid and r.concurrency == c and (v := r.value("tpot_ms.p50")) is not None
+        ]
+        bound = step_bound_ms(facts, c)
+        tpot = statistics.median(ms) if ms else None
+        frac = bound / tpot if tpot else None
+        out.append(LevelBound(c, bound, tpot, frac))
+    return tuple(out)
 
 
 def check_sweep(sweep: SweepFile, *, far_below: float = FAR_BELOW) -> list[RooflineCheck]:

@@ -226,6 +226,36 @@ class RooflineFacts(BaseModel):
     )
     gpu: str | None = Field(default=None, description="the GPU's name, shown in the report")
     source: str | None = Field(default=None, description="where the figures come from")
+    experts: int | None = Field(
+        default=None,
+        ge=1,
+        description="mixture of experts: routed experts per MoE layer (with "
+        "experts_per_token and expert_bytes); a step reads only the experts its batch touches",
+    )
+    experts_per_token: int | None = Field(
+        default=None, ge=1, description="mixture of experts: experts each token is routed to"
+    )
+    expert_bytes: float | None = Field(
+        default=None,
+        ge=0,
+        description="mixture of experts: bytes of all routed experts of all layers "
+        "(part of model_bytes)",
+    )
+
+    @model_validator(mode="after")
+    def _moe_complete(self) -> RooflineFacts:
+        moe = (self.experts, self.experts_per_token, self.expert_bytes)
+        if any(v is not None for v in moe) and any(v is None for v in moe):
+            raise ValueError("experts, experts_per_token and expert_bytes go together")
+        if self.expert_bytes is not None and self.expert_bytes > self.model_bytes:
+            raise ValueError("expert_bytes is part of model_bytes: it cannot exceed it")
+        if (
+            self.experts is not None
+            and self.experts_per_token is not None
+            and self.experts_per_token > self.experts
+        ):
+            raise ValueError("experts_per_token cannot exceed experts")
+        return self
 
 
 class SweepFile(BaseModel):
