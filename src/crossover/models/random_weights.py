@@ -18,8 +18,8 @@ work per token does not change: the rows are there, multiplied like any other.
 ``--dtype q8_0`` (GGUF only) writes llama.cpp's Q8_0 blocks directly (per 32 weights
 an f16 scale and 32 int8) from one pool of random blocks drawn once and reused across
 tensors at shifting offsets (Q8Pool), so a 30 GB file is written at disk speed with
-a ~70 MB pool in memory. The int8 values are N(0, 42) clipped to +-127 with one scale,
-0.02/42, so the weights are N(0, 0.02) as in the 16-bit files.
+a ~70 MB pool in memory. The int8 values are uniform over -128..127 with one scale,
+0.02/73.9, so the weights have the 16-bit files' standard deviation, 0.02.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ class WeightSource:
         return np.zeros(shape, np.uint16)
 
 
-_Q8_SIGMA = 42.0  # int8 standard deviation: 3 sigma inside +-127
 _Q8_BLOCK, _Q8_BYTES = 32, 34
+_Q8_STD = 73.9  # standard deviation of int8 values uniform over -128..127
 
 
 @dataclass
@@ -132,12 +132,11 @@ class Q8Pool:
 
     def __post_init__(self) -> None:
         rng = np.random.default_rng(self.seed + 1)
-        q = rng.standard_normal(self.blocks * _Q8_BLOCK, dtype=np.float32) * _Q8_SIGMA
-        raw = np.empty((self.blocks, _Q8_BYTES), np.uint8)
-        scale = np.full(self.blocks, 0.02 / _Q8_SIGMA, np.float16)
+        # uniform random bytes are uniform int8 (drawn 20x faster than normals)
+        raw = np.frombuffer(rng.bytes(self.blocks * _Q8_BYTES), np.uint8).copy()
+        raw = raw.reshape(self.blocks, _Q8_BYTES)
+        scale = np.full(self.blocks, 0.02 / _Q8_STD, np.float16)
         raw[:, :2] = scale.view(np.uint8).reshape(self.blocks, 2)
-        ints = np.clip(np.rint(q), -127, 127).astype(np.int8)
-        raw[:, 2:] = ints.view(np.uint8).reshape(self.blocks, _Q8_BLOCK)
         self._raw = raw.reshape(-1)
 
     def chunks(self, nblocks: int) -> Iterator[memoryview]:
