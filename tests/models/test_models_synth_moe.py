@@ -222,6 +222,18 @@ def test_config_only_writes_no_weights(tmp_path: Path, capsys: pytest.CaptureFix
     assert "hf:" in capsys.readouterr().out
 
 
+def test_arch_with_another_tokenizer(tmp_path: Path) -> None:
+    """``--vocab`` with ``--arch``: Qwen3-MoE with Llama 3's tokenizer (128256 tokens), a
+    pairing known to serve on vLLM and SGLang; the name and source say so."""
+    argv = ["--arch", "qwen3-30b-a3b", "--vocab", "ggml-vocab-llama-bpe.gguf", "--config-only"]
+    assert _synth(tmp_path, *argv) == 0
+    cfg = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (cfg["vocab_size"], cfg["bos_token_id"]) == (128256, 128000)
+    assert "replaced by ggml-vocab-llama-bpe.gguf" in cfg["crossover_shape_source"]
+    info = json.loads((tmp_path / "shape.json").read_text())
+    assert info["name"] == "qwen3-30b-a3b-llama-bpe"
+
+
 def test_layer_cut_is_named_and_recorded(tmp_path: Path) -> None:
     argv = ["--arch", "tiny-qwen3-moe", "--layers", "1", "--dtype", "q8_0"]
     assert _synth(tmp_path, *argv) == 0
@@ -249,6 +261,7 @@ def test_layer_cut_is_named_and_recorded(tmp_path: Path) -> None:
         (["--config-only", "--format", "gguf,hf"], "--config-only"),
         (["--config-only", "--dtype", "q8_0"], "GGUF only"),
         (["--dtype", "q4_0"], "--dtype"),
+        (["--vocab", "ggml-vocab-nope.gguf"], "no vocab file"),
     ],
 )
 def test_moe_synth_user_mistakes(

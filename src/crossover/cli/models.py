@@ -35,7 +35,8 @@ def synth(
     vocab: Annotated[
         str | None,
         typer.Option(
-            help="vocab GGUF in llama.cpp's models/ (with --config; default by vocab size)"
+            help="vocab GGUF in llama.cpp's models/ (--config: default by vocab size; "
+            "--arch: replaces the tokenizer and vocab size, named <arch>-<vocab>)"
         ),
     ] = None,
     fmt: Annotated[
@@ -67,9 +68,15 @@ def synth(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
 ) -> None:
     """Write a RANDOM-WEIGHT checkpoint of a real shape (performance measurement only)."""
-    from crossover.models.shapes import get_shape, shape_from_hf_config, with_layers
+    from crossover.models.shapes import (
+        get_shape,
+        shape_from_hf_config,
+        with_layers,
+        with_vocab,
+    )
     from crossover.models.synth import check_options, parse_formats
     from crossover.models.synth import synth as run_synth
+    from crossover.models.synth_gguf import vocab_size
 
     if (arch is None) == (config is None):
         raise UsageError("give exactly one of --arch NAME or --config path/to/config.json")
@@ -80,6 +87,8 @@ def synth(
     check_options(formats, dtype, config_only)
     if arch is not None:
         shape = get_shape(arch)
+        if vocab is not None:
+            shape = with_vocab(shape, vocab, vocab_size(vocab))
     else:
         assert config is not None  # exactly one of the two, checked above
         shape = shape_from_hf_config(config, vocab)

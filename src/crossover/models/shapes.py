@@ -291,3 +291,19 @@ def with_layers(shape: ArchShape, layers: int) -> ArchShape:
         return shape
     full = shape.full_layers or shape.layers
     return replace(shape, name=f"{shape.name}-L{layers}", layers=layers, full_layers=full)
+
+
+def with_vocab(shape: ArchShape, vocab_file: str, n_tokens: int) -> ArchShape:
+    """The shape with another tokenizer (``vocab_file`` of ``n_tokens`` tokens; the
+    embedding and output take its size), named ``<name>-<vocab>`` and said in ``source``:
+    e.g. Qwen3-MoE with Llama 3's tokenizer, a pairing known to serve everywhere."""
+    if vocab_file == shape.vocab_file:
+        return shape
+    tag = vocab_file.removeprefix("ggml-vocab-").removesuffix(".gguf")
+    return replace(
+        shape,
+        name=f"{shape.name}-{tag}",
+        vocab_file=vocab_file,
+        vocab=n_tokens,
+        source=f"{shape.source}; tokenizer replaced by {vocab_file} (vocab {n_tokens})",
+    )

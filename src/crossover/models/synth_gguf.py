@@ -71,6 +71,17 @@ def tokenizer_kv(vocab_path: Path, n_vocab: int) -> dict[str, GGUFValue]:
     return kv
 
 
+def vocab_size(vocab_file: str) -> int:
+    """How many tokens the vocab-only GGUF ``vocab_file`` of llama.cpp's tree holds."""
+    from crossover.builds.llamacpp_source import vocab_gguf
+
+    path = vocab_gguf(vocab_file)
+    tokens = read_gguf_metadata(path, "tokenizer.ggml.tokens").get("tokenizer.ggml.tokens")
+    if tokens is None or tokens.vtype != ARRAY:
+        raise UsageError(f"{path} has no tokenizer.ggml.tokens")
+    return len(tokens.value)
+
+
 def _plain(value: Any) -> Any:
     return value.tolist() if isinstance(value, np.ndarray) else value
 
