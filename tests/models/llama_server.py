@@ -46,14 +46,14 @@ def stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def llama_server(gguf: Path, log: Path) -> Iterator[str]:
-    """The base URL of a llama-server (2 threads, one slot) serving ``gguf``; its
-    output goes to ``log``."""
+def llama_server(gguf: Path, log: Path, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """The base URL of a llama-server (2 threads, one slot, ``extra`` arguments)
+    serving ``gguf``; its output goes to ``log``."""
     binary = find_llama_server()
     assert binary is not None, "make test builds llama-server first"
     port = free_port()
     args = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
-    args += ["-c", "1024", "-np", "1", "-t", "2"]
+    args += ["-c", "1024", "-np", "1", "-t", "2", *extra]
     with log.open("w") as log_fh:
         proc = subprocess.Popen(
             args, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True
