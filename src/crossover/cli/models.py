@@ -35,35 +35,74 @@ def synth(
     vocab: Annotated[
         str | None,
         typer.Option(
-            help="vocab GGUF in llama.cpp's models/ (with --config; default by vocab size)"
+            help="vocab GGUF in llama.cpp's models/ (--config: default by vocab size; "
+            "--arch: replaces the tokenizer and vocab size, named <arch>-<vocab>)"
         ),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="comma list: gguf,hf")] = "gguf,hf",
-    dtype: Annotated[str, typer.Option("--dtype", help="f16 or bf16")] = "f16",
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="comma list: gguf,hf (default gguf,hf; gguf with --dtype q8_0; "
+            "hf with --config-only)",
+        ),
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="f16, bf16 or q8_0 (q8_0: GGUF only)")
+    ] = "f16",
+    layers: Annotated[
+        int | None,
+        typer.Option(
+            "--layers",
+            help="keep the first N layers (same per-layer shape); named <arch>-L<N>",
+        ),
+    ] = None,
+    config_only: Annotated[
+        bool,
+        typer.Option(
+            "--config-only",
+            help="HF folder without weights: config + tokenizer for --load-format dummy",
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option(help="seed of the random pool")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
 ) -> None:
     """Write a RANDOM-WEIGHT checkpoint of a real shape (performance measurement only)."""
-    from crossover.models.random_weights import DTYPES
-    from crossover.models.shapes import get_shape, shape_from_hf_config
-    from crossover.models.synth import parse_formats
+    from crossover.models.shapes import (
+        get_shape,
+        shape_from_hf_config,
+        with_layers,
+        with_vocab,
+    )
+    from crossover.models.synth import check_options, parse_formats
     from crossover.models.synth import synth as run_synth
+    from crossover.models.synth_gguf import vocab_size
 
     if (arch is None) == (config is None):
         raise UsageError("give exactly one of --arch NAME or --config path/to/config.json")
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
-    formats = parse_formats(fmt)
+    if fmt is not None:
+        formats = parse_formats(fmt)
+    else:
+        formats = ("hf",) if config_only else ("gguf",) if dtype == "q8_0" else ("gguf", "hf")
+    check_options(formats, dtype, config_only)
     if arch is not None:
         shape = get_shape(arch)
+        if vocab is not None:
+            shape = with_vocab(shape, vocab, vocab_size(vocab))
     else:
         assert config is not None  # exactly one of the two, checked above
         shape = shape_from_hf_config(config, vocab)
-    result = run_synth(shape, out, formats, dtype, progress=not quiet, seed=seed)
-    if result.gguf is not None:
-        typer.echo(f"gguf: {result.gguf}")
-    if result.hf_dir is not None:
-        typer.echo(f"hf:   {result.hf_dir}")
+    if layers is not None:
+        shape = with_layers(shape, layers)
+    result = run_synth(
+        shape, out, formats, dtype, progress=not quiet, seed=seed, config_only=config_only
+    )
+    for name, path in (("gguf", result.gguf), ("hf", result.hf_dir)):
+        if path is None:
+            continue
+        nbytes, seconds = result.written[name]
+        speed = f", {nbytes / 1e6 / seconds:,.0f} MB/s" if nbytes and seconds > 0 else ""
+        typer.echo(f"{name + ':':<5} {path}  ({nbytes / 1e9:.2f} GB in {seconds:.1f} s{speed})")
     typer.echo("RANDOM WEIGHTS: fit for performance measurement only", err=True)
 
 
@@ -74,9 +113,15 @@ def list_models() -> None:
 
     typer.echo("synthetic shapes (crossover models synth --arch NAME):")
     for s in KNOWN_SHAPES.values():
+        ffn = f"ffn={s.ffn}"
+        if s.is_moe:
+            ffn = (
+                f"experts={s.experts}x{s.expert_ffn} top-{s.experts_used} "
+                f"({s.n_active_params() / 1e9:.3f} B active)"
+            )
         typer.echo(
             f"  {s.name:<22} {s.n_params() / 1e9:7.3f} B  h={s.hidden} L={s.layers} "
-            f"heads={s.heads}/{s.kv_heads} ffn={s.ffn} vocab={s.vocab}  [{s.source}]"
+            f"heads={s.heads}/{s.kv_heads} {ffn} vocab={s.vocab}  [{s.source}]"
         )
     gemma = find_gemma3_270m()
     typer.echo("real models (crossover models fetch NAME):")

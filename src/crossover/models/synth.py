@@ -4,25 +4,29 @@
 
     out_dir/README.txt               the random-weights warning and provenance
     out_dir/shape.json               the shape used, with its source
-    out_dir/<name>-<dtype>.gguf      for llama.cpp
-    out_dir/hf/                      for transformers / vLLM (config, safetensors, tokenizer)
+    out_dir/<name>-<dtype>.gguf      for llama.cpp (f16, bf16 or q8_0)
+    out_dir/hf/                      for transformers / vLLM / SGLang (config, safetensors,
+                                     tokenizer; config and tokenizer only if config_only,
+                                     for ``--load-format dummy``)
 
 Both share the tokenizer of a vocab-only GGUF from the pinned llama.cpp tree, so
-every engine tokenizes a prompt into the same ids. Fit for performance only.
+every engine tokenizes a prompt into the same ids. A shape cut to fewer layers
+(shapes.with_layers) is named ``<name>-L<n>`` in every file. Fit for performance only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.builds.llamacpp_source import source_version, vocab_gguf
 from crossover.errors import UsageError
-from crossover.models.random_weights import DTYPES, RANDOM_WEIGHTS_NOTICE
+from crossover.models.random_weights import DTYPES, GGUF_ONLY_DTYPES, RANDOM_WEIGHTS_NOTICE
 from crossover.models.shapes import ArchShape, validate_shape
-from crossover.models.tensors import MATRIX_KINDS, tensor_specs
+from crossover.models.tensors import gguf_nbytes, tensor_specs
 
 FORMATS = ("gguf", "hf")
 # Part of ensure_synth's cache folder name: bump when the written files change.
@@ -36,6 +40,8 @@ class SynthResult:
     hf_dir: Path | None
     shape: ArchShape
     dtype: str
+    #: per format written: (bytes, seconds)
+    written: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -46,14 +52,20 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def _bytes(shape: ArchShape, dtype: str, fmt: str) -> int:
-    total = 0
-    for spec in tensor_specs(shape):
-        n = 1
-        for d in spec.shape:
-            n *= d
-        total += n * (2 if spec.kind in MATRIX_KINDS or fmt == "hf" else 4)
-    return total
+def check_options(formats: tuple[str, ...], dtype: str, config_only: bool) -> None:
+    """UsageError for a dtype or config-only that a format cannot hold."""
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    if dtype in GGUF_ONLY_DTYPES and "hf" in formats:
+        raise UsageError(f"--dtype {dtype} is GGUF only; use --format gguf (hf: f16 or bf16)")
+    if config_only and "gguf" in formats:
+        raise UsageError("--config-only writes an HF folder without weights; use --format hf")
+
+
+def _bytes(shape: ArchShape, dtype: str, fmt: str, config_only: bool) -> int:
+    if fmt == "hf":
+        return 0 if config_only else sum(2 * s.numel for s in tensor_specs(shape))
+    return sum(gguf_nbytes(s, dtype) for s in tensor_specs(shape))
 
 
 def _prepare_out(out_dir: Path) -> None:
@@ -65,24 +77,50 @@ def _prepare_out(out_dir: Path) -> None:
         raise UsageError(f"output directory {out_dir} is not writable")
 
 
-def _readme(shape: ArchShape, dtype: str, formats: tuple[str, ...], vocab_file: str) -> str:
-    return "\n".join(
-        [
-            "!!! " + RANDOM_WEIGHTS_NOTICE,
-            "",
-            f"architecture shape: {shape.name} ({shape.family}), "
-            f"{shape.n_params() / 1e9:.3f} B parameters",
-            f"shape source: {shape.source}",
-            f"hidden {shape.hidden}, layers {shape.layers}, heads {shape.heads}, kv heads "
-            f"{shape.kv_heads}, ffn {shape.ffn}, vocab {shape.vocab}, "
-            f"rope theta {shape.rope_theta}, context {shape.ctx}",
-            f"dtype: {dtype}; formats: {', '.join(formats)}",
-            f"tokenizer: {vocab_file} from the llama.cpp tree in {source_version()} "
-            "(a real tokenizer)",
-            "written by: crossover models synth",
-            "",
-        ]
-    )
+def _readme(
+    shape: ArchShape, dtype: str, formats: tuple[str, ...], config_only: bool = False
+) -> str:
+    lines = [
+        "!!! " + RANDOM_WEIGHTS_NOTICE,
+        "",
+        f"architecture shape: {shape.name} ({shape.family}), "
+        f"{shape.n_params() / 1e9:.3f} B parameters"
+        + (f", {shape.n_active_params() / 1e9:.3f} B active per token" if shape.is_moe else ""),
+        f"shape source: {shape.source}",
+        f"hidden {shape.hidden}, layers {shape.layers}, heads {shape.heads}, kv heads "
+        f"{shape.kv_heads}, head dim {shape.head_dim_}, ffn {shape.ffn}, vocab {shape.vocab}, "
+        f"rope theta {shape.rope_theta}, context {shape.ctx}",
+    ]
+    if shape.is_moe:
+        lines.append(
+            f"mixture of experts: {shape.experts} experts per layer, {shape.experts_used} "
+            f"per token, expert ffn {shape.expert_ffn}"
+        )
+    if shape.full_layers is not None:
+        lines.append(
+            f"LAYER CUT: {shape.layers} of the published {shape.full_layers} layers "
+            "(same per-layer shape); results measure this cut model, not the full one"
+        )
+    lines.append(f"dtype: {dtype}; formats: {', '.join(formats)}")
+    if dtype == "q8_0":
+        lines.append(
+            "q8_0: expert and attention matrices are Q8_0 blocks copied from one pool of "
+            "random blocks drawn once and reused across tensors at shifting offsets "
+            "(performance work only); embedding and output projection F16, norms and "
+            "routers F32"
+        )
+    if config_only:
+        lines.append(
+            "hf: config and tokenizer only, NO WEIGHTS (for engines started with "
+            "--load-format dummy, which make their own random weights)"
+        )
+    lines += [
+        f"tokenizer: {shape.vocab_file} from the llama.cpp tree in {source_version()} "
+        "(a real tokenizer)",
+        "written by: crossover models synth",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def synth(
@@ -92,6 +130,7 @@ def synth(
     dtype: str = "f16",
     progress: bool = True,
     seed: int = 0,
+    config_only: bool = False,
 ) -> SynthResult:
     """Write the checkpoint(s); see the module docstring for the layout."""
     from rich.console import Console
@@ -99,31 +138,40 @@ def synth(
     from crossover.models.synth_gguf import write_gguf
     from crossover.models.synth_hf import write_hf
 
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    check_options(formats, dtype, config_only)
     validate_shape(shape)
     _prepare_out(out_dir)
     vocab = vocab_gguf(shape.vocab_file)
     console = Console(stderr=True, highlight=False)
     if progress:
         console.print(f"[bold yellow]warning:[/] {RANDOM_WEIGHTS_NOTICE}")
-    (out_dir / "README.txt").write_text(_readme(shape, dtype, formats, shape.vocab_file))
-    (out_dir / "shape.json").write_text(json.dumps(shape.as_dict(), indent=2) + "\n")
+    readme = _readme(shape, dtype, formats, config_only)
+    (out_dir / "README.txt").write_text(readme)
+    info = shape.as_dict() | {"n_params": shape.n_params()}
+    if shape.is_moe:
+        info["n_active_params"] = shape.n_active_params()
+    info |= {"dtype": dtype, "config_only": config_only}
+    (out_dir / "shape.json").write_text(json.dumps(info, indent=2) + "\n")
 
     gguf_path: Path | None = None
     hf_dir: Path | None = None
+    written: dict[str, tuple[int, float]] = {}
     for fmt in formats:
-        total = _bytes(shape, dtype, fmt)
+        total = _bytes(shape, dtype, fmt, config_only)
         label = f"writing {shape.name} {fmt} ({total / 1e9:.2f} GB)"
+        started = time.perf_counter()
         with _progress(console, label, total, progress) as advance:
             if fmt == "gguf":
                 gguf_path = write_gguf(
                     shape, vocab, out_dir / f"{shape.name}-{dtype}.gguf", dtype, seed, advance
                 )
             else:
-                hf_dir = write_hf(shape, vocab, out_dir / "hf", dtype, seed, advance)
-                (hf_dir / "README.txt").write_text(_readme(shape, dtype, formats, shape.vocab_file))
-    return SynthResult(out_dir, gguf_path, hf_dir, shape, dtype)
+                hf_dir = write_hf(
+                    shape, vocab, out_dir / "hf", dtype, seed, advance, config_only=config_only
+                )
+                (hf_dir / "README.txt").write_text(readme)
+        written[fmt] = (total, time.perf_counter() - started)
+    return SynthResult(out_dir, gguf_path, hf_dir, shape, dtype, written)
 
 
 class _NoProgress:

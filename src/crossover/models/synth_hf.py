@@ -1,8 +1,11 @@
 """Write a random-weight HF folder (config.json, safetensors, tokenizer) of a real shape.
 
-Tensor names and config keys follow transformers' LlamaForCausalLM and
-Qwen2ForCausalLM, so transformers and vLLM load the folder as they would the real
-model. Weights are streamed into safetensors one tensor at a time.
+Tensor names and config keys follow transformers' LlamaForCausalLM,
+Qwen2ForCausalLM, Qwen3MoeForCausalLM and MixtralForCausalLM as published on the hub
+(one tensor per expert), so transformers, vLLM and SGLang load the folder as they
+would the real model. Weights are streamed into safetensors one tensor at a time.
+``config_only`` writes the config and tokenizer without weights, for engines that
+make their own (vLLM/SGLang ``--load-format dummy``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from crossover.models.safetensors_io import STensor, write_sharded
 from crossover.models.shapes import ArchShape
 from crossover.models.tensors import tensor_specs
 
-_ARCH = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2")}
+_ARCH = {
+    "llama": ("LlamaForCausalLM", "llama"),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+    "mixtral": ("MixtralForCausalLM", "mixtral"),
+}
 _TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16"}
 
 
@@ -58,8 +66,40 @@ def hf_config(
         if not shape.tie_embeddings
         else "all (tied embeddings)",
     }
+    if shape.full_layers is not None:
+        cfg["crossover_full_layers"] = shape.full_layers
     if shape.family == "llama":
         cfg.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
+    elif shape.family == "qwen3moe":
+        cfg.update(
+            {
+                "attention_bias": False,
+                "moe_intermediate_size": shape.expert_ffn,
+                "num_experts": shape.experts,
+                "num_experts_per_tok": shape.experts_used,
+                "norm_topk_prob": True,
+                "decoder_sparse_step": 1,
+                "mlp_only_layers": [],
+                "output_router_logits": False,
+                "router_aux_loss_coef": 0.001,
+                "use_sliding_window": False,
+                "sliding_window": None,
+                "max_window_layers": shape.layers,
+                "rope_scaling": None,
+            }
+        )
+    elif shape.family == "mixtral":
+        cfg.update(
+            {
+                "intermediate_size": shape.expert_ffn,
+                "num_local_experts": shape.experts,
+                "num_experts_per_tok": shape.experts_used,
+                "output_router_logits": False,
+                "router_aux_loss_coef": 0.02,
+                "router_jitter_noise": 0.0,
+                "sliding_window": None,
+            }
+        )
     else:
         cfg.update(
             {
@@ -79,6 +119,7 @@ def write_hf(
     seed: int = 0,
     on_tensor: Callable[[int], None] | None = None,
     max_shard_bytes: int = 5_000_000_000,
+    config_only: bool = False,
 ) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = read_gguf_metadata(vocab_path, "tokenizer.ggml.")
@@ -90,6 +131,9 @@ def write_hf(
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     gen = {"bos_token_id": bos_id, "eos_token_id": eos_id, "do_sample": False}
     (out_dir / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
+    build_hf_tokenizer(vocab_path, out_dir)
+    if config_only:
+        return out_dir
 
     source = WeightSource(dtype, seed)
     st_dtype = "BF16" if dtype == "bf16" else "F16"
@@ -98,11 +142,19 @@ def write_hf(
     tensors: list[STensor] = []
     for spec in tensor_specs(shape):
         make: Callable[[], Any]
+        if spec.kind == "experts":
+            one = spec.shape[1:]
+            tensors += [
+                STensor(spec.hf_name.format(e=e), st_dtype, one, partial(source.matrix, one))
+                for e in range(spec.shape[0])
+            ]
+            continue
         if spec.kind == "output":
             make = partial(source.output, spec.shape, keep)
+        elif spec.kind in ("embed", "matrix", "router"):
+            make = partial(source.matrix, spec.shape)
         else:
-            fill = {"matrix": source.matrix, "norm": source.ones}.get(spec.kind, source.zeros)
-            make = partial(fill, spec.shape)
+            make = partial(source.ones if spec.kind == "norm" else source.zeros, spec.shape)
         tensors.append(STensor(spec.hf_name, st_dtype, spec.shape, make))
     metadata = {
         "format": "pt",
@@ -110,5 +162,4 @@ def write_hf(
         "crossover_note": RANDOM_WEIGHTS_NOTICE,
     }
     write_sharded(out_dir, tensors, metadata, max_shard_bytes, on_tensor)
-    build_hf_tokenizer(vocab_path, out_dir)
     return out_dir
