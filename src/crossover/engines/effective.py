@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from crossover.engines import logpatterns as lp
 from crossover.engines.adapters import get_adapter
+from crossover.engines.logs_moe import llamacpp_moe_launch
 from crossover.errors import UsageError
 
 HEADER_PREFIX = "# crossover-launch: "
@@ -34,7 +35,12 @@ SETTINGS: tuple[str, ...] = (
     "device", "gpu_layers", "flash_attn", "threads", "continuous_batching", "world_size",
     "version", "model", "first_decode_ms_per_token", "gpu_memory_utilization",
     "max_batched_tokens", "torch_compile", "allreduce_backends", "multicast",
-    "prompt_cache_mib",
+    "prompt_cache_mib", "attention_backend", "cuda_graph_max_bs", "cuda_graph_batch_sizes",
+    "prefill_cuda_graphs", "prefill_graph_max_tokens", "kv_cache_dtype", "max_prefill_tokens",
+    "mixed_chunk", "tokenizer_workers", "schedule_policy", "stream_interval", "metrics",
+    "load_format", "ep", "moe_backend", "moe_kernel", "moe_config", "moe_tuned_config",
+    "n_expert", "n_expert_used", "moe_experts_on_cpu", "cpu_moe_layers",
+    "cpu_tensor_overrides",
 )  # fmt: skip
 ALIASES: dict[str, str] = {
     "graphs": "cuda_graphs",
@@ -49,6 +55,21 @@ ALIASES: dict[str, str] = {
     "pipeline_parallel_size": "pp",
     "max_num_batched_tokens": "max_batched_tokens",
     "compile": "torch_compile",
+    "mem_fraction_static": "gpu_memory_utilization",
+    "chunked_prefill_size": "max_batched_tokens",
+    "max_running_requests": "parallel_slots",
+    "context_length": "context_tokens",
+    "context_len": "context_tokens",
+    "max_total_num_tokens": "kv_cache_tokens",
+    "enable_mixed_chunk": "mixed_chunk",
+    "tokenizer_worker_num": "tokenizer_workers",
+    "attention": "attention_backend",
+    "graph_max_bs": "cuda_graph_max_bs",
+    "piecewise_cuda_graphs": "prefill_cuda_graphs",
+    "prefill_graphs": "prefill_cuda_graphs",
+    "ep_size": "ep",
+    "moe_tuned": "moe_tuned_config",
+    "cpu_moe": "moe_experts_on_cpu",
 }
 
 
@@ -114,10 +135,23 @@ class Fact(BaseModel):
     note: str | None = None
 
 
+class LogWarning(BaseModel):
+    """A log line the user must see, with where it was and how often it came."""
+
+    key: str
+    level: str  # "warning" or "note"
+    message: str
+    line: int | None = None
+    evidence: str | None = None
+    count: int = 1
+    origin: str | None = None
+
+
 class EffectiveSettings(BaseModel):
     engine: str
     facts: dict[str, Fact]
     launch: LaunchRecord | None = None
+    warnings: list[LogWarning] = []
 
     def value(self, setting: str) -> lp.Value | None:
         fact = self.facts.get(setting)
@@ -150,6 +184,52 @@ def detect_engine(text: str) -> str | None:
     return None
 
 
+def _evidence(line: str, at: int, width: int = 300) -> str:
+    """The line, or (a long one, like SGLang's ``ServerArgs(...)``) its part from the match."""
+    text = line.strip()
+    if len(text) <= width:
+        return text
+    start = max(0, at - (len(line) - len(line.lstrip())) - 40)
+    return ("..." if start else "") + text[start : start + width]
+
+
+def _match_evidence(pattern: lp.LogPattern, m: re.Match[str] | None) -> str | None:
+    if m is None:
+        return None
+    if pattern.evidence is not None:
+        return pattern.evidence(m)
+    return _evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start())
+
+
+def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
+    """The adapter's warning rules over the log: one entry per rule, at its first line."""
+    out: list[LogWarning] = []
+    for rule in get_adapter(engine).warning_rules:
+        first: tuple[int, re.Match[str]] | None = None
+        count = 0
+        for no, line in enumerate(lines, start=1):
+            m = rule.regex.search(line)
+            if m:
+                count += 1
+                first = first or (no, m)
+        if first is None:
+            continue
+        no, m = first
+        groups = [g or "" for g in m.groups()]
+        out.append(
+            LogWarning(
+                key=rule.key,
+                level=rule.level,
+                message=rule.message.format(*groups, count=count),
+                line=no,
+                evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
+                count=count,
+                origin=rule.origin,
+            )
+        )
+    return out
+
+
 def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
     adapter = get_adapter(engine)
@@ -158,13 +238,14 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
             continue  # an earlier (stronger) pattern already decided this setting
         for no, line in enumerate(lines, start=1):
             m = pattern.regex.search(line)
-            if m:
+            value = pattern.value(m) if m else None
+            if value is not None:
                 facts[pattern.setting] = Fact(
                     setting=pattern.setting,
-                    value=pattern.value(m),
+                    value=value,
                     basis="log",
                     verified=True,
-                    evidence=line.strip()[:300],
+                    evidence=_match_evidence(pattern, m),
                     line=no,
                     origin=pattern.origin,
                 )
@@ -242,6 +323,12 @@ def _launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:
                 setting="tp", value=1, basis="launch-argv", verified=True,
                 evidence="no --split-mode row at launch",
                 origin="llama.cpp common/arg.cpp (--split-mode none|layer|row)",
+            )  # fmt: skip
+        for setting, (value, evidence) in llamacpp_moe_launch(argv, launch.env).items():
+            facts[setting] = Fact(
+                setting=setting, value=value, basis="launch-argv", verified=False,
+                evidence=evidence, origin="llama.cpp common/arg.cpp (-cmoe, -ncmoe, -ot)",
+                note="requested at launch; at -lv 5 the log lists each tensor moved to CPU",
             )  # fmt: skip
     elif engine == "transformers":
         asked = "--cb-use-cuda-graph" in argv
@@ -323,12 +410,31 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
     get_adapter(name)  # validates the name
     lines = text.splitlines()
     facts = _from_log(name, lines)
+    _derive(name, facts)
     if launch is not None:
         for setting, fact in _launch_facts(name, launch).items():
             current = facts.get(setting)
             if current is None or (fact.verified and current.basis == "log-absence"):
                 facts[setting] = fact
-    return EffectiveSettings(engine=name, facts=facts, launch=launch)
+    return EffectiveSettings(
+        engine=name, facts=facts, launch=launch, warnings=log_warnings(name, lines)
+    )
+
+
+def _derive(engine: str, facts: dict[str, Fact]) -> None:
+    """Settings one line cannot give alone."""
+    kv = facts.get("kv_cache_dtype")
+    if engine == "sglang" and "dtype" not in facts and kv is not None:
+        # ServerArgs says dtype='auto'; a 16/32-bit KV cache has the model's dtype unless
+        # --kv-cache-dtype said otherwise (sglang model_runner: kv_cache_dtype='auto')
+        if kv.value in ("bfloat16", "float16", "float32"):
+            facts["dtype"] = kv.model_copy(
+                update={
+                    "setting": "dtype",
+                    "note": "dtype='auto': read from the KV cache's dtype, which follows "
+                    "the model's unless --kv-cache-dtype is given",
+                }
+            )
 
 
 class Check(BaseModel):
@@ -340,6 +446,7 @@ class Check(BaseModel):
     evidence: str | None = None
     line: int | None = None
     note: str | None = None
+    source: Literal["expect", "launch"] = "expect"  # the user's expectation, or the launch argv
 
 
 def canonical_setting(name: str) -> str | None:
@@ -398,12 +505,18 @@ def expectations_from_plan(path: Path) -> tuple[dict[str, lp.Value], str | None,
     return out, engine if isinstance(engine, str) else None, ignored
 
 
+#: dtype spellings the engines accept for one type (vLLM and SGLang ``--dtype``)
+_DTYPES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+           "fp32": "float32"}  # fmt: skip
+
+
 def _norm(value: str) -> str:
     s = value.strip().lower()
     for word, short in ((" - medium", "_m"), (" - small", "_s"), (" - large", "_l")):
         s = s.replace(word, short)
     s = s.replace("-", "_").replace(" ", "")
-    return s.removeprefix("gguf_").removeprefix("torch.")
+    s = s.removeprefix("gguf_").removeprefix("torch.")
+    return _DTYPES.get(s, s)
 
 
 def values_match(expected: lp.Value, effective: lp.Value) -> bool:
