@@ -140,7 +140,7 @@ def test_graphs_disabled_by_flag_read_from_the_log() -> None:
 def test_moe_down_config_note_and_no_default_warning() -> None:
     s = effective_settings(text(MOE))
     (w,) = s.warnings
-    assert (w.key, w.level, w.line) == ("moe_down_config_reused", "note", 42)
+    assert (w.key, w.level, w.line) == ("moe_down_config_reused", "note", 40)  # grep -n
     assert "E=128,N=768,device_name=NVIDIA_H200_down.json" in w.message
     assert effective_settings(text(DENSE)).warnings == []
 

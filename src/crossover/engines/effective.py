@@ -159,14 +159,16 @@ class EffectiveSettings(BaseModel):
 
 
 def read_log(path: Path) -> str:
-    """The log's text; a ``.gz`` log (as results folders keep big ones) is read unpacked."""
+    """The log's text; a ``.gz`` log (as results folders keep big ones) is read unpacked.
+    Line ends are kept as written (a progress bar's bare "\r" is no line end)."""
     try:
         if path.suffix == ".gz":
             import gzip
 
-            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="") as f:
                 return f.read()
-        return path.read_text(encoding="utf-8", errors="replace")
+        with path.open(encoding="utf-8", errors="replace", newline="") as f:
+            return f.read()
     except FileNotFoundError:
         raise UsageError(f"log file not found: {path}") from None
     except (OSError, EOFError) as exc:
@@ -408,7 +410,9 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
     if name is None:
         raise UsageError("cannot tell which engine wrote this log; pass --engine")
     get_adapter(name)  # validates the name
-    lines = text.splitlines()
+    # numbered as grep and editors number them: progress bars redraw with a bare "\r"
+    # (vLLM's and SGLang's CUDA-graph capture), which splitlines() would count as lines
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
     facts = _from_log(name, lines)
     _derive(name, facts)
     if launch is not None:
