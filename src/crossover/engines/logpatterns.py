@@ -6,10 +6,9 @@ are listed strongest first; the first pattern that matches anywhere in the log w
 ``AbsenceRule``s read a setting from a line that is *missing* once the server is ready
 (graph capture is logged before serving starts, so no capture line means no graphs).
 
-Canonical settings: cuda_graphs, tp, pp, quant, quant_kernel, dtype, parallel_slots,
-context_tokens, context_total_tokens, kv_cache_tokens, kv_cache_gib, kv_unified, device,
-gpu_layers, flash_attn, threads, continuous_batching, world_size, version,
-first_decode_ms_per_token (a timing hint, not a setting).
+Canonical settings: ``crossover.engines.effective.SETTINGS`` (first_decode_ms_per_token
+is a timing hint, not a setting). SGLang's patterns are in ``logs_sglang``, the MoE lines
+of vLLM and llama.cpp in ``logs_moe``; ``WarningRule``s pick out lines the user must see.
 """
 
 from __future__ import annotations
