@@ -206,3 +206,17 @@ def test_decode_batches_without_graphs_are_counted() -> None:
     (w,) = effective_settings("\n".join(slow)).warnings
     assert (w.key, w.count) == ("decode_without_graphs", 11)
     assert "first with 128 running requests" in w.message
+
+
+def test_graphs_below_the_admitted_batch_are_a_warning() -> None:
+    """On a GPU whose default decode-graph limit is below --max-running-requests (SGLang:
+    24 on a 4090), the larger decode batches run eagerly: said, not hidden."""
+    wide = text(DENSE).replace(
+        "max_running_requests=256, context_len=512", "max_running_requests=512, context_len=512"
+    )
+    s = effective_settings(wide)
+    assert (s.value("parallel_slots"), s.value("cuda_graph_max_bs")) == (512, 256)
+    (w,) = s.warnings
+    assert w.key == "graphs_below_parallel"
+    assert "captured up to batch 256 but the engine admits 512" in w.message
+    assert effective_settings(text(DENSE)).warnings == []  # 256 of 256: covered

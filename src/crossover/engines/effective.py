@@ -247,9 +247,36 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
             current = facts.get(setting)
             if current is None or (fact.verified and current.basis == "log-absence"):
                 facts[setting] = fact
-    return EffectiveSettings(
-        engine=name, facts=facts, launch=launch, warnings=log_warnings(name, lines)
+    warnings = log_warnings(name, lines) + _graph_coverage(facts)
+    return EffectiveSettings(engine=name, facts=facts, launch=launch, warnings=warnings)
+
+
+def _graph_coverage(facts: dict[str, Fact]) -> list[LogWarning]:
+    """Decode graphs captured only below the batch the engine admits: larger decode
+    batches run without them (SGLang's own limit is 8 to 512 by GPU memory)."""
+    graphs, top, slots = (
+        facts.get(k) for k in ("cuda_graphs", "cuda_graph_max_bs", "parallel_slots")
     )
+    if graphs is None or graphs.value is not True or top is None or slots is None:
+        return []
+    if (
+        not isinstance(top.value, int)
+        or not isinstance(slots.value, int)
+        or top.value >= slots.value
+    ):
+        return []
+    return [
+        LogWarning(
+            key="graphs_below_parallel",
+            level="warning",
+            message=f"decode CUDA graphs were captured up to batch {top.value} but the engine "
+            f"admits {slots.value} requests: decode batches above {top.value} run without "
+            "graphs (crossover's cuda_graphs: true asks SGLang for --cuda-graph-max-bs = parallel)",
+            line=top.line,
+            evidence=top.evidence,
+            origin=top.origin,
+        )
+    ]
 
 
 def _derive(engine: str, facts: dict[str, Fact]) -> None:
