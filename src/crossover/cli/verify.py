@@ -106,7 +106,8 @@ def verify_config(
         out.print(ctable)
     for w in settings.warnings:
         style = "bold yellow" if w.level == "warning" else "cyan"
-        where = f" (line {w.line}" + (f", {w.count} lines" if w.count > 1 else "") + ")"
+        lines = f", {w.count} lines" if w.count > 1 else ""
+        where = f" (line {w.line}{lines})" if w.line else ""
         out.print(f"[{style}]{w.level}[/]: {escape(w.message)}{where}")
     if ignored:
         out.print(f"plan keys not checked (not readable from logs): {', '.join(ignored)}")
