@@ -4,10 +4,16 @@ level until it has caught up."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+from pathlib import Path
 
 from aiohttp import web
 
 from crossover.engines.counters import GENERATION_COUNTERS, counter_after, counter_value
+
+SGLANG_METRICS = (
+    Path(__file__).parents[1] / "fixtures" / "sglang" / "sglang-0.5.17-metrics-h200.txt.gz"
+)
 
 VLLM = """# HELP vllm:generation_tokens_total Number of generation tokens processed.
 # TYPE vllm:generation_tokens_total counter
@@ -94,3 +100,23 @@ def test_counter_after_unreadable_is_none() -> None:
         )
 
     assert asyncio.run(go()) is None
+
+
+def test_sglang_counter_from_its_real_metrics() -> None:
+    """SGLang 0.5.17's /metrics after a sweep on the H200 (tests/fixtures/sglang): the
+    counter is summed over its label sets (one per is_streaming value)."""
+    text = gzip.decompress(SGLANG_METRICS.read_bytes()).decode()
+    assert counter_value(text) == ("sglang:generation_tokens_total", 8.0 + 179472.0)
+    assert "sglang:generation_tokens_total" in GENERATION_COUNTERS
+    # 701 streamed requests of 256 tokens and one of 16 (a smoke test)
+
+
+def test_sglang_counter_is_what_the_scraper_keeps() -> None:
+    from crossover.sweep.scrape import DEFAULT_METRICS, parse_prometheus
+
+    values = parse_prometheus(
+        gzip.decompress(SGLANG_METRICS.read_bytes()).decode(), DEFAULT_METRICS
+    )
+    assert values["sglang:generation_tokens_total"] == 179480.0
+    assert values["sglang:num_running_reqs"] == 0.0
+    assert "sglang:token_usage" in values

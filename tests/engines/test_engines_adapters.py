@@ -176,13 +176,12 @@ def test_vllm_refuses_a_second_compilation_flag(tmp_path: Path, flag: str) -> No
 @pytest.mark.parametrize(
     ("engine", "knob"),
     [("llamacpp", "gpu_memory_utilization"), ("transformers", "max_batched_tokens"),
-     ("sglang", "compilation_config"), ("vllm", "prompt_cache_mib"),
+     ("sglang", "compilation_config"), ("sglang", "flash_attn"), ("vllm", "prompt_cache_mib"),
      ("trtllm", "prompt_cache_mib")],
 )  # fmt: skip
 def test_knobs_an_engine_cannot_take_are_refused(tmp_path: Path, engine: str, knob: str) -> None:
-    value = {"gpu_memory_utilization": 0.5, "max_batched_tokens": 64, "prompt_cache_mib": 0}.get(
-        knob, {"a": 1}
-    )
+    value = {"gpu_memory_utilization": 0.5, "max_batched_tokens": 64, "prompt_cache_mib": 0,
+             "flash_attn": True}.get(knob, {"a": 1})  # fmt: skip
     with pytest.raises(UsageError, match=knob):
         launch_spec(cfg(engine=engine, model=str(tmp_path), **{knob: value}), 9000, tmp_path)
 

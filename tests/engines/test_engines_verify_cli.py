@@ -90,11 +90,15 @@ def test_plan_expectations_and_json(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["schema"] == "crossover.verify/1"
     assert doc["ok"] is False
-    (c,) = doc["checks"]
-    assert (c["setting"], c["expected"], c["effective"], c["status"]) == (
-        "cuda_graphs", True, False, "mismatch",
+    c, asked = doc["checks"]  # the plan's expectation, then what the launch asked
+    assert (c["setting"], c["expected"], c["effective"], c["status"], c["source"]) == (
+        "cuda_graphs", True, False, "mismatch", "expect",
     )  # fmt: skip
     assert c["basis"] == "launch-env"
+    assert (asked["setting"], asked["expected"], asked["status"], asked["source"]) == (
+        "parallel_slots", 64, "match", "launch",
+    )  # fmt: skip
+    assert doc["warnings"] == []
     assert doc["settings"]["parallel_slots"]["value"] == 64
     assert doc["ignored_plan_keys"] == ["tp", "x"]
     plan.write_text(json.dumps({"expect": {"cuda_graphs": False}}))

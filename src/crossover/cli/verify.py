@@ -1,5 +1,11 @@
 """``crossover verify-config LOG``: which settings took effect, per the engine's log.
 
+Expectations come from ``--expect``/``--plan`` and, where the log starts with crossover's
+launch record, from the flags crossover launched the engine with (SGLang, vLLM,
+llama-server: the flags whose values the engine reports back). Log lines the user must
+see (a fused-MoE config fallen back to defaults, a kernel compiled while serving) are
+printed as warnings; they do not change the exit status.
+
 Exit status: 0 when every expectation is confirmed, 3 when one is contradicted or cannot
 be confirmed from the log (``--allow-unverified`` accepts the latter), 2 for bad input.
 """
@@ -47,6 +53,7 @@ def verify_config(
     from rich.markup import escape
     from rich.table import Table
 
+    from crossover.engines.asked import asked_checks
     from crossover.engines.effective import (
         check,
         effective_settings,
@@ -67,7 +74,7 @@ def verify_config(
     if expect:
         expected.update(parse_expect(expect))
     settings = effective_settings(read_log(log), engine)
-    checks = check(settings, expected)
+    checks = check(settings, expected) + asked_checks(settings, skip=expected)
 
     out = Console(highlight=False)
     table = Table(title=f"{settings.engine}: effective settings from {log.name}")
@@ -97,6 +104,11 @@ def verify_config(
                 c.setting, _show(c.expected), _show(c.effective), status, escape(c.note or "")
             )
         out.print(ctable)
+    for w in settings.warnings:
+        style = "bold yellow" if w.level == "warning" else "cyan"
+        lines = f", {w.count} lines" if w.count > 1 else ""
+        where = f" (line {w.line}{lines})" if w.line else ""
+        out.print(f"[{style}]{w.level}[/]: {escape(w.message)}{where}")
     if ignored:
         out.print(f"plan keys not checked (not readable from logs): {', '.join(ignored)}")
 
@@ -112,6 +124,7 @@ def verify_config(
             "ok": not bad and (allow_unverified or not unconfirmed),
             "settings": {k: f.model_dump() for k, f in sorted(settings.facts.items())},
             "checks": [c.model_dump() for c in checks],
+            "warnings": [w.model_dump() for w in settings.warnings],
             "launch": settings.launch.model_dump() if settings.launch else None,
             "ignored_plan_keys": ignored,
         }

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crossover.engines import logpatterns as lp
+from crossover.engines import logs_moe, logs_sglang
 from crossover.engines.config import EngineConfig
 from crossover.errors import UsageError
 from crossover.multicast import MULTICAST_OFF
@@ -59,6 +60,7 @@ class EngineAdapter:
     detect: tuple[str, ...]  # regexes that identify this engine's log
     model_is_local: bool  # the model must exist on disk (no hub download)
     source: str  # where the flags were checked
+    warning_rules: tuple[lp.WarningRule, ...] = ()  # log lines the user must see
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)
@@ -240,8 +242,19 @@ def _vllm(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 
 # --- SGLang -------------------------------------------------------------------------------
 # Flags: python/sglang/srt/server_args.py (--model-path, --tp-size, --pp-size,
-# --max-running-requests, --context-length, --disable-cuda-graph, --cuda-graph-max-bs,
-# --enable-metrics, --load-format).
+# --max-running-requests, --context-length, --chunked-prefill-size, --mem-fraction-static,
+# --dtype, --quantization, --disable-cuda-graph, --cuda-graph-max-bs, --load-format,
+# --enable-metrics, --enforce-disable-flashinfer-allreduce-fusion); every flag this builder
+# and ``crossover plan`` emit is checked against SGLang 0.5.17's own ``--help``
+# (tests/fixtures/sglang). 0.5.17 keeps --disable-cuda-graph and --cuda-graph-max-bs as
+# deprecated aliases of --cuda-graph-backend-{decode,prefill}=disabled and
+# --cuda-graph-max-bs-decode; the aliases are what older releases take too.
+#: SGLang >= 0.5 auto-enables FlashInfer's fused all-reduce for several MoE architectures
+#: (Qwen3-MoE, DeepSeek-V3, GLM-4-MoE ...) when TP > 1; its "auto" backend is mnnvl (NVLink
+#: multicast) on Blackwell (sglang/srt/arg_groups/overrides.py, 0.5.17). Kept off, as for vLLM.
+SGLANG_NO_FUSED_ALLREDUCE = "--enforce-disable-flashinfer-allreduce-fusion"
+
+
 def _sglang(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     _refuse(
         config,
@@ -250,6 +263,7 @@ def _sglang(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         device="use CUDA_VISIBLE_DEVICES in env",
         compilation_config="vLLM only",
         prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        flash_attn="pick the kernel with extra_args --attention-backend (fa3, flashinfer, ...)",
     )
     argv = ["--model-path", config.model, "--host", config.host, "--port", str(port)]
     argv += ["--tp-size", str(config.tp), "--pp-size", str(config.pp)]
@@ -266,13 +280,20 @@ def _sglang(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     if config.quant:
         argv += ["--quantization", config.quant]
     if config.cuda_graphs is False:
-        argv.append("--disable-cuda-graph")
+        argv.append("--disable-cuda-graph")  # decode and prefill graphs both (0.5.x)
     elif config.cuda_graphs is True and config.parallel is not None:
+        # SGLang's own decode-graph limit depends on GPU memory (8 on a T4, 256 on an
+        # H200 with TP < 4, server_args.py); it clamps the captured sizes to
+        # --max-running-requests, so asking for `parallel` covers every batch it can run
         argv += ["--cuda-graph-max-bs", str(config.parallel)]
     if config.load_format:
         argv += ["--load-format", config.load_format]
+    if config.tp * config.pp > 1 and SGLANG_NO_FUSED_ALLREDUCE not in config.extra_args:
+        argv.append(SGLANG_NO_FUSED_ALLREDUCE)
+    # /metrics (sglang:generation_tokens_total, the engine-counter witness) needs it
     argv.append("--enable-metrics")
-    return LaunchSpec(argv=argv + list(config.extra_args))
+    # config.env is applied over these (launch_spec): a user may still decide otherwise
+    return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(MULTICAST_OFF))
 
 
 # --- TensorRT-LLM trtllm-serve -----------------------------------------------------------
@@ -391,8 +412,9 @@ ADAPTERS: dict[str, EngineAdapter] = {
             # common/build-info.cpp.in: "version: %s (build %d, commit %s)" on stderr
             VersionProbe("cmd", ("--version",), regex=r"version: (.+?)\s*$"),
         ),
-        log_patterns=lp.LLAMACPP,
+        log_patterns=lp.LLAMACPP + logs_moe.LLAMACPP_MOE,
         absence_rules=lp.LLAMACPP_ABSENT,
+        warning_rules=logs_moe.LLAMACPP_WARN,
         detect=lp.DETECT["llamacpp"],
         model_is_local=True,
         source="llama.cpp common/arg.cpp, tools/server/README.md",
@@ -435,8 +457,9 @@ ADAPTERS: dict[str, EngineAdapter] = {
             "vllm:inter_token_latency_seconds",
         ),
         version_probes=(VersionProbe("http", ("/version",), json_key="version"),),
-        log_patterns=lp.VLLM,
+        log_patterns=lp.VLLM + logs_moe.VLLM_MOE,
         absence_rules=lp.VLLM_ABSENT,
+        warning_rules=logs_moe.VLLM_WARN,
         detect=lp.DETECT["vllm"],
         model_is_local=False,
         source="vllm/engine/arg_utils.py; docs.vllm.ai/en/latest/cli/serve.html",
@@ -459,8 +482,9 @@ ADAPTERS: dict[str, EngineAdapter] = {
             VersionProbe("http", ("/get_server_info",), json_key="version"),
             VersionProbe("http", ("/version",), json_key="version"),
         ),
-        log_patterns=lp.SGLANG,
-        absence_rules=lp.SGLANG_ABSENT,
+        log_patterns=logs_sglang.SGLANG,
+        absence_rules=logs_sglang.SGLANG_ABSENT,
+        warning_rules=logs_sglang.SGLANG_WARN,
         detect=lp.DETECT["sglang"],
         model_is_local=False,
         source="sglang python/sglang/srt/server_args.py; docs.sglang.ai backend/server_arguments",

@@ -1,31 +1,44 @@
 """Which settings took effect: read from an engine's log, checked against expectations.
 
-Facts come, strongest first, from the engine's own log lines, from a line missing once
-the server was ready, or from the launch record that ``crossover.engines.lifecycle``
-writes as the log's first line (``# crossover-launch: {...}``): the argv and environment
-we started the engine with. A launch fact is *verified* only where the engine is known to
-obey it silently (llama.cpp reads ``GGML_CUDA_DISABLE_GRAPHS`` without logging it);
-otherwise it records what was requested, and a check against it is ``unverified``.
+Facts come, strongest first, from the engine's own log lines (``logpatterns``,
+``logs_sglang``, ``logs_moe``), from a line missing once the server was ready, or from
+the launch record the log starts with (``crossover.engines.launchrec``): the argv and
+environment we started the engine with. A launch fact is *verified* only where the engine
+is known to obey it silently; otherwise it records what was requested, and a check
+against it is ``unverified``. Lines the user must see come out as ``warnings``.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from crossover.engines import logpatterns as lp
 from crossover.engines.adapters import get_adapter
+from crossover.engines.launchrec import (
+    HEADER_PREFIX,
+    Basis,
+    Fact,
+    LaunchRecord,
+    header_line,
+    keep_earlier_log,
+    launch_facts,
+    read_header,
+)
 from crossover.errors import UsageError
 
-HEADER_PREFIX = "# crossover-launch: "
-Basis = Literal["log", "log-absence", "launch-env", "launch-argv"]
+__all__ = [
+    "ALIASES", "HEADER_PREFIX", "SETTINGS", "Basis", "Check", "EffectiveSettings", "Fact",
+    "LaunchRecord", "LogWarning", "Status", "canonical_setting", "check", "detect_engine",
+    "effective_settings", "expectations_from_plan", "header_line", "keep_earlier_log",
+    "log_warnings", "parse_expect", "read_header", "read_log", "values_match",
+]  # fmt: skip
+
 Status = Literal["match", "mismatch", "unverified", "unknown"]
 
 SETTINGS: tuple[str, ...] = (
@@ -34,7 +47,12 @@ SETTINGS: tuple[str, ...] = (
     "device", "gpu_layers", "flash_attn", "threads", "continuous_batching", "world_size",
     "version", "model", "first_decode_ms_per_token", "gpu_memory_utilization",
     "max_batched_tokens", "torch_compile", "allreduce_backends", "multicast",
-    "prompt_cache_mib",
+    "prompt_cache_mib", "attention_backend", "cuda_graph_max_bs", "cuda_graph_batch_sizes",
+    "prefill_cuda_graphs", "prefill_graph_max_tokens", "kv_cache_dtype", "max_prefill_tokens",
+    "mixed_chunk", "tokenizer_workers", "schedule_policy", "stream_interval", "metrics",
+    "load_format", "ep", "moe_backend", "moe_kernel", "moe_config", "moe_tuned_config",
+    "n_expert", "n_expert_used", "moe_experts_on_cpu", "cpu_moe_layers",
+    "cpu_tensor_overrides",
 )  # fmt: skip
 ALIASES: dict[str, str] = {
     "graphs": "cuda_graphs",
@@ -49,75 +67,41 @@ ALIASES: dict[str, str] = {
     "pipeline_parallel_size": "pp",
     "max_num_batched_tokens": "max_batched_tokens",
     "compile": "torch_compile",
+    "mem_fraction_static": "gpu_memory_utilization",
+    "chunked_prefill_size": "max_batched_tokens",
+    "max_running_requests": "parallel_slots",
+    "context_length": "context_tokens",
+    "context_len": "context_tokens",
+    "max_total_num_tokens": "kv_cache_tokens",
+    "enable_mixed_chunk": "mixed_chunk",
+    "tokenizer_worker_num": "tokenizer_workers",
+    "attention": "attention_backend",
+    "graph_max_bs": "cuda_graph_max_bs",
+    "piecewise_cuda_graphs": "prefill_cuda_graphs",
+    "prefill_graphs": "prefill_cuda_graphs",
+    "ep_size": "ep",
+    "moe_tuned": "moe_tuned_config",
+    "cpu_moe": "moe_experts_on_cpu",
 }
 
 
-class LaunchRecord(BaseModel):
-    """What the lifecycle started; written as the first line of the engine log."""
+class LogWarning(BaseModel):
+    """A log line the user must see, with where it was and how often it came."""
 
-    engine: str
-    argv: list[str]
-    env: dict[str, str | None]  # changes only: a value set, or None for removed
-    port: int
-    started_at: str
-
-
-def header_line(record: LaunchRecord) -> str:
-    return HEADER_PREFIX + record.model_dump_json() + "\n"
-
-
-def read_header(text: str) -> LaunchRecord | None:
-    for line in text.splitlines()[:3]:
-        if line.startswith(HEADER_PREFIX):
-            try:
-                return LaunchRecord.model_validate_json(line[len(HEADER_PREFIX) :])
-            except ValidationError:
-                return None
-    return None
-
-
-def keep_earlier_log(path: Path) -> Path | None:
-    """Move an earlier engine's log out of the way of a new one at ``path``.
-
-    A resumed sweep starts its engines again under the same log names; the earlier log is
-    the evidence for the runs already stored, so it is kept beside the new one under the
-    time its engine started (``NAME.log`` -> ``NAME.20261201T223412.log``, read from its
-    launch header; the file's mtime when it has none). Returns the new name, ``None`` when
-    there was nothing to keep.
-    """
-    if not path.is_file() or path.stat().st_size == 0:
-        return None
-    with path.open("rb") as fh:
-        head = fh.read(8192).decode("utf-8", "replace")
-    record = read_header(head)
-    stamp = re.sub(r"[^0-9T]", "", record.started_at)[:15] if record else ""
-    if not stamp:
-        stamp = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y%m%dT%H%M%S")
-    base = path.name[: -len(".log")] if path.name.endswith(".log") else path.name
-    target = path.with_name(f"{base}.{stamp}.log")
-    for n in itertools.count(2):
-        if not target.exists():
-            break
-        target = path.with_name(f"{base}.{stamp}-{n}.log")
-    path.rename(target)
-    return target
-
-
-class Fact(BaseModel):
-    setting: str
-    value: lp.Value | None
-    basis: Basis
-    verified: bool
-    evidence: str | None = None
+    key: str
+    level: str  # "warning" or "note"
+    message: str
     line: int | None = None
+    evidence: str | None = None
+    count: int = 1
     origin: str | None = None
-    note: str | None = None
 
 
 class EffectiveSettings(BaseModel):
     engine: str
     facts: dict[str, Fact]
     launch: LaunchRecord | None = None
+    warnings: list[LogWarning] = []
 
     def value(self, setting: str) -> lp.Value | None:
         fact = self.facts.get(setting)
@@ -125,14 +109,16 @@ class EffectiveSettings(BaseModel):
 
 
 def read_log(path: Path) -> str:
-    """The log's text; a ``.gz`` log (as results folders keep big ones) is read unpacked."""
+    """The log's text; a ``.gz`` log (as results folders keep big ones) is read unpacked.
+    Line ends are kept as written (a progress bar's bare "\r" is no line end)."""
     try:
         if path.suffix == ".gz":
             import gzip
 
-            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="") as f:
                 return f.read()
-        return path.read_text(encoding="utf-8", errors="replace")
+        with path.open(encoding="utf-8", errors="replace", newline="") as f:
+            return f.read()
     except FileNotFoundError:
         raise UsageError(f"log file not found: {path}") from None
     except (OSError, EOFError) as exc:
@@ -150,6 +136,52 @@ def detect_engine(text: str) -> str | None:
     return None
 
 
+def _evidence(line: str, at: int, width: int = 300) -> str:
+    """The line, or (a long one, like SGLang's ``ServerArgs(...)``) its part from the match."""
+    text = line.strip()
+    if len(text) <= width:
+        return text
+    start = max(0, at - (len(line) - len(line.lstrip())) - 40)
+    return ("..." if start else "") + text[start : start + width]
+
+
+def _match_evidence(pattern: lp.LogPattern, m: re.Match[str] | None) -> str | None:
+    if m is None:
+        return None
+    if pattern.evidence is not None:
+        return pattern.evidence(m)
+    return _evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start())
+
+
+def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
+    """The adapter's warning rules over the log: one entry per rule, at its first line."""
+    out: list[LogWarning] = []
+    for rule in get_adapter(engine).warning_rules:
+        first: tuple[int, re.Match[str]] | None = None
+        count = 0
+        for no, line in enumerate(lines, start=1):
+            m = rule.regex.search(line)
+            if m:
+                count += 1
+                first = first or (no, m)
+        if first is None:
+            continue
+        no, m = first
+        groups = [g or "" for g in m.groups()]
+        out.append(
+            LogWarning(
+                key=rule.key,
+                level=rule.level,
+                message=rule.message.format(*groups, count=count),
+                line=no,
+                evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
+                count=count,
+                origin=rule.origin,
+            )
+        )
+    return out
+
+
 def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
     adapter = get_adapter(engine)
@@ -158,13 +190,14 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
             continue  # an earlier (stronger) pattern already decided this setting
         for no, line in enumerate(lines, start=1):
             m = pattern.regex.search(line)
-            if m:
+            value = pattern.value(m) if m else None
+            if value is not None:
                 facts[pattern.setting] = Fact(
                     setting=pattern.setting,
-                    value=pattern.value(m),
+                    value=value,
                     basis="log",
                     verified=True,
-                    evidence=line.strip()[:300],
+                    evidence=_match_evidence(pattern, m),
                     line=no,
                     origin=pattern.origin,
                 )
@@ -186,123 +219,6 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
     return facts
 
 
-# Launch flags recorded as requested (unverified) values when the log is silent.
-_ARGV_FLAGS: dict[str, dict[str, str]] = {
-    "llamacpp": {
-        "-np": "parallel_slots", "--parallel": "parallel_slots", "-ngl": "gpu_layers",
-        "--cache-ram": "prompt_cache_mib", "-cram": "prompt_cache_mib",
-    },
-    "transformers": {"--device": "device", "--dtype": "dtype"},
-    "vllm": {
-        "--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
-        "--max-num-seqs": "parallel_slots", "--quantization": "quant", "--dtype": "dtype",
-        "--gpu-memory-utilization": "gpu_memory_utilization",
-        "--max-num-batched-tokens": "max_batched_tokens",
-    },
-    "sglang": {
-        "--tp-size": "tp", "--pp-size": "pp", "--max-running-requests": "parallel_slots",
-        "--quantization": "quant", "--dtype": "dtype",
-    },
-    "trtllm": {"--tp_size": "tp", "--pp_size": "pp", "--max_batch_size": "parallel_slots"},
-}  # fmt: skip
-
-
-def _typed(raw: str) -> lp.Value:
-    if raw.isdigit():
-        return int(raw)
-    try:
-        return float(raw)
-    except ValueError:
-        return raw
-
-
-def _launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:
-    facts: dict[str, Fact] = {}
-    argv = launch.argv
-    flags = _ARGV_FLAGS.get(engine, {})
-    for i, arg in enumerate(argv[:-1]):
-        if arg in flags:
-            setting = flags[arg]
-            facts.setdefault(
-                setting,
-                Fact(
-                    setting=setting,
-                    value=_typed(argv[i + 1]),
-                    basis="launch-argv",
-                    verified=False,
-                    evidence=f"{arg} {argv[i + 1]}",
-                    note="requested at launch; the engine log does not confirm it",
-                ),
-            )
-    if engine == "llamacpp":
-        facts["cuda_graphs"] = _llama_graphs(launch)
-        row = any(a in ("-sm", "--split-mode") and b == "row" for a, b in itertools.pairwise(argv))
-        if not row:  # llama.cpp splits tensors across GPUs only with --split-mode row
-            facts["tp"] = Fact(
-                setting="tp", value=1, basis="launch-argv", verified=True,
-                evidence="no --split-mode row at launch",
-                origin="llama.cpp common/arg.cpp (--split-mode none|layer|row)",
-            )  # fmt: skip
-    elif engine == "transformers":
-        asked = "--cb-use-cuda-graph" in argv
-        facts["cuda_graphs"] = Fact(
-            setting="cuda_graphs",
-            value=asked,
-            basis="launch-argv",
-            verified=False,
-            evidence="--cb-use-cuda-graph" if asked else "no --cb-use-cuda-graph",
-            origin="transformers src/transformers/cli/serve.py; logs seen here",
-            note=(
-                "transformers serve 5.17 does not log whether CUDA graphs are used "
-                "(5.20 logs it when continuous batching turns them off)"
-            ),
-        )
-    elif engine == "vllm" and "--enforce-eager" in argv:
-        facts["cuda_graphs"] = Fact(
-            setting="cuda_graphs", value=False, basis="launch-argv", verified=False,
-            evidence="--enforce-eager",
-        )  # fmt: skip
-    elif engine == "sglang" and "--disable-cuda-graph" in argv:
-        facts["cuda_graphs"] = Fact(
-            setting="cuda_graphs", value=False, basis="launch-argv", verified=False,
-            evidence="--disable-cuda-graph",
-        )  # fmt: skip
-    return facts
-
-
-def _llama_graphs(launch: LaunchRecord) -> Fact:
-    env_value = launch.env.get(lp.LLAMA_GRAPHS_ENV)
-    origin = "llama.cpp ggml/src/ggml-cuda/common.cuh: getenv(GGML_CUDA_DISABLE_GRAPHS) != nullptr"
-    if env_value is not None:
-        return Fact(
-            setting="cuda_graphs",
-            value=False,
-            basis="launch-env",
-            verified=True,  # any value, even "0", disables them, and nothing is logged
-            evidence=f"{lp.LLAMA_GRAPHS_ENV}={env_value} in the launch environment",
-            origin=origin,
-        )
-    argv = launch.argv
-    for i, arg in enumerate(argv[:-1]):
-        if arg in ("-sm", "--split-mode") and argv[i + 1] == "row":
-            return Fact(
-                setting="cuda_graphs", value=False, basis="launch-argv", verified=True,
-                evidence=f"{arg} row", origin="docs/engines.md: -sm row disables CUDA graphs",
-            )  # fmt: skip
-    return Fact(
-        setting="cuda_graphs",
-        value=True,
-        basis="launch-env",
-        verified=False,
-        evidence=f"{lp.LLAMA_GRAPHS_ENV} not set at launch",
-        origin=origin,
-        note=(
-            "on where the build and GPU allow (CUDA build, Volta or newer); llama.cpp does "
-            "not log it ('graphs reused' is ggml graph reuse): confirm by measurement"
-        ),
-    )
-
-
 def _unknown_note(engine: str, setting: str) -> str:
     if engine == "llamacpp" and setting == "cuda_graphs":
         return (
@@ -321,14 +237,62 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
     if name is None:
         raise UsageError("cannot tell which engine wrote this log; pass --engine")
     get_adapter(name)  # validates the name
-    lines = text.splitlines()
+    # numbered as grep and editors number them: progress bars redraw with a bare "\r"
+    # (vLLM's and SGLang's CUDA-graph capture), which splitlines() would count as lines
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
     facts = _from_log(name, lines)
+    _derive(name, facts)
     if launch is not None:
-        for setting, fact in _launch_facts(name, launch).items():
+        for setting, fact in launch_facts(name, launch).items():
             current = facts.get(setting)
             if current is None or (fact.verified and current.basis == "log-absence"):
                 facts[setting] = fact
-    return EffectiveSettings(engine=name, facts=facts, launch=launch)
+    warnings = log_warnings(name, lines) + _graph_coverage(facts)
+    return EffectiveSettings(engine=name, facts=facts, launch=launch, warnings=warnings)
+
+
+def _graph_coverage(facts: dict[str, Fact]) -> list[LogWarning]:
+    """Decode graphs captured only below the batch the engine admits: larger decode
+    batches run without them (SGLang's own limit is 8 to 512 by GPU memory)."""
+    graphs, top, slots = (
+        facts.get(k) for k in ("cuda_graphs", "cuda_graph_max_bs", "parallel_slots")
+    )
+    if graphs is None or graphs.value is not True or top is None or slots is None:
+        return []
+    if (
+        not isinstance(top.value, int)
+        or not isinstance(slots.value, int)
+        or top.value >= slots.value
+    ):
+        return []
+    return [
+        LogWarning(
+            key="graphs_below_parallel",
+            level="warning",
+            message=f"decode CUDA graphs were captured up to batch {top.value} but the engine "
+            f"admits {slots.value} requests: decode batches above {top.value} run without "
+            "graphs (crossover's cuda_graphs: true asks SGLang for --cuda-graph-max-bs = parallel)",
+            line=top.line,
+            evidence=top.evidence,
+            origin=top.origin,
+        )
+    ]
+
+
+def _derive(engine: str, facts: dict[str, Fact]) -> None:
+    """Settings one line cannot give alone."""
+    kv = facts.get("kv_cache_dtype")
+    if engine == "sglang" and "dtype" not in facts and kv is not None:
+        # ServerArgs says dtype='auto'; a 16/32-bit KV cache has the model's dtype unless
+        # --kv-cache-dtype said otherwise (sglang model_runner: kv_cache_dtype='auto')
+        if kv.value in ("bfloat16", "float16", "float32"):
+            facts["dtype"] = kv.model_copy(
+                update={
+                    "setting": "dtype",
+                    "note": "dtype='auto': read from the KV cache's dtype, which follows "
+                    "the model's unless --kv-cache-dtype is given",
+                }
+            )
 
 
 class Check(BaseModel):
@@ -340,6 +304,7 @@ class Check(BaseModel):
     evidence: str | None = None
     line: int | None = None
     note: str | None = None
+    source: Literal["expect", "launch"] = "expect"  # the user's expectation, or the launch argv
 
 
 def canonical_setting(name: str) -> str | None:
@@ -398,12 +363,18 @@ def expectations_from_plan(path: Path) -> tuple[dict[str, lp.Value], str | None,
     return out, engine if isinstance(engine, str) else None, ignored
 
 
+#: dtype spellings the engines accept for one type (vLLM and SGLang ``--dtype``)
+_DTYPES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+           "fp32": "float32"}  # fmt: skip
+
+
 def _norm(value: str) -> str:
     s = value.strip().lower()
     for word, short in ((" - medium", "_m"), (" - small", "_s"), (" - large", "_l")):
         s = s.replace(word, short)
     s = s.replace("-", "_").replace(" ", "")
-    return s.removeprefix("gguf_").removeprefix("torch.")
+    s = s.removeprefix("gguf_").removeprefix("torch.")
+    return _DTYPES.get(s, s)
 
 
 def values_match(expected: lp.Value, effective: lp.Value) -> bool:

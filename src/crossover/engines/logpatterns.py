@@ -6,10 +6,9 @@ are listed strongest first; the first pattern that matches anywhere in the log w
 ``AbsenceRule``s read a setting from a line that is *missing* once the server is ready
 (graph capture is logged before serving starts, so no capture line means no graphs).
 
-Canonical settings: cuda_graphs, tp, pp, quant, quant_kernel, dtype, parallel_slots,
-context_tokens, context_total_tokens, kv_cache_tokens, kv_cache_gib, kv_unified, device,
-gpu_layers, flash_attn, threads, continuous_batching, world_size, version,
-first_decode_ms_per_token (a timing hint, not a setting).
+Canonical settings: ``crossover.engines.effective.SETTINGS`` (first_decode_ms_per_token
+is a timing hint, not a setting). SGLang's patterns are in ``logs_sglang``, the MoE lines
+of vLLM and llama.cpp in ``logs_moe``; ``WarningRule``s pick out lines the user must see.
 """
 
 from __future__ import annotations
@@ -25,10 +24,14 @@ LLAMA_GRAPHS_ENV = "GGML_CUDA_DISABLE_GRAPHS"
 
 @dataclass(frozen=True)
 class LogPattern:
+    """``value`` reads the setting from a matching line; ``None`` means this line does not
+    settle it (a key missing from a repr, a phase not switched off), so the search goes on."""
+
     setting: str
     regex: re.Pattern[str]
-    value: Callable[[re.Match[str]], Value]
+    value: Callable[[re.Match[str]], Value | None]
     origin: str
+    evidence: Callable[[re.Match[str]], str] | None = None  # default: the line near the match
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,21 @@ class AbsenceRule:
     origin: str
 
 
+@dataclass(frozen=True)
+class WarningRule:
+    """A log line the user must see (a kernel config fallen back to defaults, a kernel
+    compiled while serving). ``message`` is formatted with the first match's groups and
+    ``count`` (how many lines matched)."""
+
+    key: str
+    level: str  # "warning" or "note"
+    regex: re.Pattern[str]
+    message: str
+    origin: str
+
+
 def _p(
-    setting: str, regex: str, value: Callable[[re.Match[str]], Value], origin: str
+    setting: str, regex: str, value: Callable[[re.Match[str]], Value | None], origin: str
 ) -> LogPattern:
     return LogPattern(setting, re.compile(regex), value, origin)
 
@@ -384,75 +400,6 @@ VLLM_ABSENT: tuple[AbsenceRule, ...] = (
         re.compile(MULTICAST_LINE),
         (re.compile(r"Starting vLLM (?:API )?server|Application startup complete"),),
         "all-reduce backends are chosen before the API server starts; seen here (0.26.0)",
-    ),
-)
-
-_SGL_ARGS = "sglang python/sglang/srt/entrypoints/engine.py logs server_args=ServerArgs(...)"
-SGLANG: tuple[LogPattern, ...] = (
-    _p(
-        "cuda_graphs",
-        r"Capture (?:cuda graph|target decode CUDA graph) end",
-        const(True),
-        "sglang python/sglang/srt/model_executor/model_runner.py init_device_graphs",
-    ),
-    _p(
-        "cuda_graphs",
-        r"server_args=ServerArgs\(.*?\bdisable_cuda_graph=(True|False)",
-        g1_py_false,
-        _SGL_ARGS,
-    ),
-    _p("tp", r"server_args=ServerArgs\(.*?\btp_size=(\d+)", g1_int, _SGL_ARGS),
-    _p("pp", r"server_args=ServerArgs\(.*?\bpp_size=(\d+)", g1_int, _SGL_ARGS),
-    _p(
-        "quant",
-        r"server_args=ServerArgs\(.*?\bquantization=('[^']*'|None)",
-        _none_or_lower,
-        _SGL_ARGS,
-    ),
-    _p(
-        "dtype",
-        r"Load weight end\..*?dtype=torch\.(\w+)",
-        g1_str,
-        "sglang python/sglang/srt/model_executor/model_runner.py load_model",
-    ),
-    _p(
-        "kv_cache_tokens",
-        r"KV Cache is allocated\. #tokens: (\d+)",
-        g1_int,
-        "sglang python/sglang/srt/mem_cache/memory_pool.py",
-    ),
-    _p(
-        "kv_cache_gib",
-        r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB, V size: ([\d.]+) GB",
-        _sum_gb,
-        "sglang python/sglang/srt/mem_cache/memory_pool.py",
-    ),
-    _p(
-        "kv_cache_gib",
-        r"KV Cache is allocated\. #tokens: \d+, KV size: ([\d.]+) GB",
-        g1_float,
-        "sglang python/sglang/srt/mem_cache/memory_pool.py (MLA pool)",
-    ),
-    _p(
-        "parallel_slots",
-        r"max_running_requests=(\d+)",
-        g1_int,
-        "sglang python/sglang/srt/managers/scheduler.py init_memory_pool_and_cache",
-    ),
-    _p(
-        "context_tokens",
-        r"max_total_num_tokens=\d+.*?context_len=(\d+)",
-        g1_int,
-        "sglang scheduler.py",
-    ),
-)
-SGLANG_ABSENT: tuple[AbsenceRule, ...] = (
-    AbsenceRule(
-        "cuda_graphs",
-        False,
-        re.compile(r"Capture (?:cuda graph|target decode CUDA graph) (?:begin|end)"),
-        (re.compile(r"The server is fired up and ready to roll"),),
-        "sglang model_runner.py: capture precedes 'The server is fired up and ready to roll'",
     ),
 )
 
