@@ -18,8 +18,8 @@ the same name (vLLM here) is the drift check: it is compared with itself across 
 sessions, level by level, and printed first. A cross-session lead is only worth what the
 drift check allows.
 
-`--detail` prints every level of every cross-session pair (A - B relative to B, the
-interval, significant or not), as the drift check does. With `--out DIR` the union is
+`--detail` prints every level of every pair (A - B relative to B, the interval,
+significant or not), as the drift check does. With `--out DIR` the union is
 written to DIR/sweep.json (findings included), for `crossover report DIR`.
 """
 
@@ -109,9 +109,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("targets_b")
     ap.add_argument("--metrics", default="", help="comma-separated metric keys (default: all)")
     ap.add_argument("--out", type=Path, default=None, help="write the union to OUT/sweep.json")
-    ap.add_argument(
-        "--detail", action="store_true", help="every level of every cross-session pair too"
-    )
+    ap.add_argument("--detail", action="store_true", help="every level of every pair too")
     args = ap.parse_args(argv)
 
     la, lb = session_name(args.sweep_a), session_name(args.sweep_b)
@@ -180,7 +178,7 @@ def main(argv: list[str]) -> None:
             if (session(fa) == session(fb)) != same or base(fa) == base(fb):
                 continue
             print(f"  [{label}] {metric_spec(metric).label}: {fa} vs {fb}: {verdict(fs)}")
-            if args.detail and not same and fs[0].per_level:
+            if args.detail and fs[0].per_level:
                 print("\n".join(drift_lines(fs[0])))
     if args.out:
         xs, inc = findings_to_schema(findings)
