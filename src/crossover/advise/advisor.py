@@ -14,7 +14,8 @@ measured run is compared with its prediction (the ``calibration`` block).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from crossover.advise import accuracy, cost
 from crossover.advise.candidates import (
@@ -26,10 +27,11 @@ from crossover.advise.candidates import (
     screen,
 )
 from crossover.advise.cost import AllReduceCurve, Prediction
-from crossover.advise.efficiency import Calibration, load_calibration
+from crossover.advise.efficiency import Basis, Calibration, load_calibration
 from crossover.advise.explain import (
     PREFERENCE,
     TIE_FRACTION,
+    Placement,
     dedupe,
     measured_figures,
     metric,
@@ -84,7 +86,7 @@ def advise(
     comparisons: list[dict[str, Any]] = []
     notes: list[str] = []
     for regime, conc in regimes:
-        scored: list[tuple[float, Evaluated, Prediction, dict[str, Any] | None]] = []
+        scored: list[Scored] = []
         for ev in kept:
             c = ev.candidate
             pred = predict_candidate(req, c, curve, conc, ev.fit.max_concurrency, cal)
@@ -100,54 +102,57 @@ def advise(
             value = metric(regime, pred)
             if measured is not None and measured.get(metric_key(regime)) is not None:
                 value = float(measured[metric_key(regime)])
-            scored.append((value, ev, pred, measured))
+            scored.append(Scored(value, ev, pred, measured, _basis(c, measured, results, cal)))
         if not scored:
             continue
         # Roofline predictions are upper bounds: where some candidates were measured, rank
         # the others with their predictions scaled by the median measured/predicted
         # ratio. Calibrated estimates are per engine already: no cross-engine scaling.
         ratios = sorted(
-            v / metric(regime, p)
-            for v, _, p, m in scored
-            if m is not None and metric(regime, p) > 0
+            s.value / metric(regime, s.pred)
+            for s in scored
+            if s.measured is not None and metric(regime, s.pred) > 0
         )
         scale = ratios[len(ratios) // 2] if ratios and cal is None else None
         if scale is not None:
-            scored = [(v if m is not None else v * scale, e, p, m) for v, e, p, m in scored]
+            scored = [
+                s if s.measured is not None else s._replace(value=s.value * scale) for s in scored
+            ]
             notes.append(
                 f"{regime} concurrency: {len(ratios)} measured candidate(s) reached "
                 f"{scale:.0%} of prediction; unmeasured candidates are ranked with "
                 "predictions scaled by that ratio"
             )
-        best = max(s[0] for s in scored)
-        band = best * (1 - TIE_FRACTION)
-        scored.sort(
-            key=lambda s: (
-                s[0] < band,  # the tie band first, ordered by rule 1; the rest by figure
-                # MoE: in the band, an engine without a tuned fused-MoE kernel config for
-                # this GPU goes after those with one (its MoE layers run default tiles)
-                s[0] >= band and s[1].moe_config == "absent",
-                _prefers(s[1].candidate.engine, regime, model, s[1].candidate.tp)
-                if s[0] >= band
-                else 0,
-                -s[0],
-                s[1].candidate.tp * s[1].candidate.pp,
+        ranked, placed = _measured_first(scored, regime, model, calibrated=cal is not None)
+        moved = sorted({key[0] for key, p in placed.items() if p.after is not None})
+        if moved:
+            notes.append(
+                f"{regime} concurrency: {', '.join(moved)} never measured: estimated on a "
+                "borrowed profile, ranked below the measured candidates it does not lead by "
+                f"more than {TIE_FRACTION:.0%}; the row says where it would rank "
+                "(measured-before-borrowed)"
             )
-        )
-        seen: set[tuple[str, int, int]] = set()
-        rank = 0
-        for value, ev, pred, measured in scored:
-            c = ev.candidate
-            key = (c.engine, c.tp, c.pp)
-            if key in seen:
-                continue
-            seen.add(key)
-            rank += 1
-            if rank > TOP_PER_REGIME and measured is None:
-                continue  # measured candidates are always listed
+        for rank, (s, best) in enumerate(ranked, start=1):
+            p = placed.get(s.key)
+            if rank > TOP_PER_REGIME and s.measured is None:
+                if p is None or p.rank_if_it_holds > TOP_PER_REGIME:
+                    continue  # measured candidates, and those moved down, are listed
             recommendations.append(
                 recommendation(
-                    req, regime, conc, rank, value, best, ev, pred, measured, curve, scale, cal
+                    req,
+                    regime,
+                    conc,
+                    rank,
+                    s.value,
+                    best,
+                    s.ev,
+                    s.pred,
+                    s.measured,
+                    curve,
+                    scale,
+                    cal,
+                    basis=s.basis,
+                    placement=p,
                 )
             )
         notes.extend(nvlink_wall(req, kept, conc, curve, cal))
@@ -208,6 +213,122 @@ def advise(
     return advice
 
 
+class Scored(NamedTuple):
+    """A candidate's figure in one regime, and what the figure rests on."""
+
+    value: float
+    ev: Evaluated
+    pred: Prediction
+    measured: dict[str, Any] | None
+    basis: Basis
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        c = self.ev.candidate
+        return (c.engine, c.tp, c.pp)
+
+
+def _basis(
+    c: Candidate,
+    measured: dict[str, Any] | None,
+    results: SweepResults | None,
+    cal: Calibration | None,
+) -> Basis:
+    if measured is not None and results is not None:
+        where = Path(results.path)
+        folder = where.parent.name if where.suffix == ".json" else where.name
+        return Basis(kind="measured", label=f"measured: {measured['target']} in {folder}")
+    if cal is not None:
+        return cal.basis(c.engine)
+    return Basis(kind="roofline", label="roofline: an upper bound, no profile")
+
+
+def _order(rows: list[Scored], regime: Regime, model: ModelFacts) -> list[tuple[Scored, float]]:
+    """Rule 1's order (and each row's best figure): the tie band first, ordered by engine
+    preference; the rest by figure. One row per (engine, TP, PP)."""
+    if not rows:
+        return []
+    best = max(s.value for s in rows)
+    band = best * (1 - TIE_FRACTION)
+    rows = sorted(
+        rows,
+        key=lambda s: (
+            s.value < band,  # the tie band first, ordered by rule 1; the rest by figure
+            # MoE: in the band, an engine without a tuned fused-MoE kernel config for
+            # this GPU goes after those with one (its MoE layers run default tiles)
+            s.value >= band and s.ev.moe_config == "absent",
+            _prefers(s.ev.candidate.engine, regime, model, s.ev.candidate.tp)
+            if s.value >= band
+            else 0,
+            -s.value,
+            s.ev.candidate.tp * s.ev.candidate.pp,
+        ),
+    )
+    out: list[tuple[Scored, float]] = []
+    seen: set[tuple[str, int, int]] = set()
+    for s in rows:
+        if s.key not in seen:
+            seen.add(s.key)
+            out.append((s, best))
+    return out
+
+
+def _measured_first(
+    scored: list[Scored], regime: Regime, model: ModelFacts, calibrated: bool
+) -> tuple[list[tuple[Scored, float]], dict[tuple[str, int, int], Placement]]:
+    """Issue 30: an estimate on a borrowed profile (an engine never measured) never ranks
+    above a measured candidate unless its row says why.
+
+    Calibrated advice ranks the candidates whose figures rest on their own measurements
+    by rule 1 and figures; each borrowed one goes below every measured candidate whose
+    figure is higher or within the tie band of its own (a borrowed figure wins no tie),
+    and its row says where it would rank if the borrowed profile held and by how much it
+    leads the measured candidates it still ranks above (measured-before-borrowed)."""
+    everything = _order(scored, regime, model)
+    if not calibrated:
+        return everything, {}
+    mine = _order([s for s in scored if s.basis.measured], regime, model)
+    lent = _order([s for s in scored if not s.basis.measured], regime, model)
+    best_all = max(s.value for s in scored)
+    final: list[tuple[Scored, float]] = list(mine)
+    last = -1
+    for s, _ in lent:
+        cut = max(
+            (
+                i + 1
+                for i, (b, _) in enumerate(final)
+                if b.basis.measured and b.value >= s.value * (1 - TIE_FRACTION)
+            ),
+            default=0,
+        )
+        last = max(cut, last + 1)
+        final.insert(last, (s, best_all))
+    where = {s.key: i for i, (s, _) in enumerate(final)}
+    placed: dict[tuple[str, int, int], Placement] = {}
+    for i, (s, _) in enumerate(everything):
+        if s.basis.measured:
+            continue
+        at = where[s.key]
+        after = next(
+            (b for b, _ in everything[i + 1 :] if b.basis.measured and where[b.key] < at), None
+        )
+        above = next((b for b, _ in final[at + 1 :] if b.basis.measured), None)
+        if after is None and above is None:
+            continue
+        placed[s.key] = Placement(
+            rank_if_it_holds=i + 1,
+            after=after.ev.candidate.engine if after else None,
+            after_pct=_pct(s.value, after.value) if after else None,
+            above=above.ev.candidate.engine if above else None,
+            lead_pct=_pct(s.value, above.value) if above else None,
+        )
+    return final, placed
+
+
+def _pct(a: float, b: float) -> float:
+    return (a / b - 1) * 100 if b > 0 else 0.0
+
+
 def _mode_predictor(
     req: AdviceRequest,
     c: Candidate,
@@ -261,8 +382,6 @@ def calibration_block(
 ) -> dict[str, Any]:
     """Every valid measured run against this advisor's prediction for it (the advice JSON's
     ``calibration`` block, docs/interfaces.md)."""
-    from pathlib import Path
-
     gpu = req.system.gpu.id
     if results.gpu is not None:
         try:

@@ -2,21 +2,26 @@
 
     python -m crossover.advise.calibrate \\
         --sweep docs/results/h200/vllm-a/sweep.json --sweep docs/results/h200/sweep/sweep.json \\
+        --sweep docs/results/h200/sglang-a/sweep.json --exclude sglang-incremental \\
         --model llama-3.1-8b --out src/crossover/advise/data/calibration.yaml
 
 One profile per engine and mode (CUDA graphs on, or off: ``vllm``, ``vllm-nographs``,
 ...). Its terms (``efficiency.py``) are fitted by least squares on log(predicted /
 measured) of output tokens/s and decode tokens/s per user over every valid level
-(repeats averaged). ``bandwidth_efficiency`` is not fitted: it is the copy rate the sweep
-measured on its GPU (``roofline.bandwidth_gb_s``) over the datasheet figure; the eager
-all-reduce floor of the ``-nographs`` profiles is commbench's (``--allreduce``). A profile
-with fewer than ``fit.FULL_FIT_LEVELS`` levels fits only its overheads (and, without a
-graphs-on sibling to inherit the rest from, its prefill rate).
+(repeats averaged; sessions pooled: a profile measured in several sweeps is fitted to all
+of them, and the held-out targets below say how well one session predicts another;
+``--exclude`` leaves out a target the advice does not model, named in the constants).
+``bandwidth_efficiency`` is not fitted: it is the copy rate the sweep measured on its GPU
+(``roofline.bandwidth_gb_s``) over the datasheet figure; the eager all-reduce floor of the
+``-nographs`` profiles is commbench's (``--allreduce``). A profile with fewer than
+``fit.FULL_FIT_LEVELS`` levels fits only its overheads (and, without a graphs-on sibling
+to inherit the rest from, its prefill rate).
 
 Then, honestly: every level of a profile predicted by a fit without that level
 (held-out levels); every target of a profile fitted to several predicted by a fit to the
-others (held-out targets: vLLM bf16 <-> FP8, llama.cpp across two sweeps); and the
-figures of ``data/references.yaml``, never fitted. The markdown tables go to stdout.
+others (held-out targets: vLLM bf16 <-> FP8 and across two sessions, llama.cpp across two
+sweeps); and the figures of ``data/references.yaml``, never fitted. The markdown tables go
+to stdout.
 """
 
 from __future__ import annotations
@@ -67,11 +72,28 @@ def _roofline_bandwidth(path: str, gpu: str) -> float:
     return sum(rates) / len(rates) / find_gpu(gpu).memory_bandwidth_gbs
 
 
-def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Point], list[Source]]:
+def _excluded(spec: str, path: Path, target: str) -> bool:
+    """``TARGET`` (in any sweep) or ``SWEEP:TARGET`` (SWEEP: the sweep's folder name)."""
+    where, sep, name = spec.rpartition(":")
+    if not sep:
+        return spec == target
+    folder = path.parent.name if path.suffix == ".json" else path.name
+    return name == target and where in (folder, str(path))
+
+
+def load_points(
+    paths: Sequence[Path], gpu: str | None = None, exclude: Sequence[str] = ()
+) -> tuple[list[Point], list[Source]]:
+    """Every valid measured level of the sweeps, but for the ``exclude``d targets."""
     points: list[Point] = []
     sources: list[Source] = []
+    unused = set(exclude)
     for path in paths:
         res = load_results(path)
+        left_out = sorted(
+            {m.target for m in res.measured if any(_excluded(e, path, m.target) for e in exclude)}
+        )
+        unused -= {e for e in exclude for t in left_out if _excluded(e, path, t)}
         where = gpu or res.gpu
         if where is None:
             raise UsageError(f"{res.path}: no GPU in its roofline entries; give --gpu")
@@ -80,6 +102,8 @@ def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Poi
         bw = _roofline_bandwidth(res.path, where)
         res = res.model_copy(update={"gpu": where})
         for m in res.measured:
+            if m.target in left_out:
+                continue
             if m.output_tok_s and m.decode_tok_s_per_user and m.engine:
                 name = efficiency.profile_name(m.engine, m.cuda_graphs)
                 points.append(Point(measured=m, results=res, profile=name, bandwidth_efficiency=bw))
@@ -87,11 +111,14 @@ def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Poi
             Source(
                 path=res.path,
                 gpu=where,
-                targets=sorted({m.target for m in res.measured}),
+                targets=sorted({m.target for m in res.measured} - set(left_out)),
+                excluded=left_out,
                 input_tokens=res.input_tokens,
                 output_tokens=res.output_tokens,
             )
         )
+    if unused:
+        raise UsageError(f"--exclude {', '.join(sorted(unused))}: no such target in the sweeps")
     if not points:
         raise UsageError("no valid runs with throughput and TPOT in the given sweeps")
     return points, sources
@@ -177,10 +204,12 @@ def calibrate(
     allreduce: Path | None = None,
     command: str | None = None,
     starts: int = 3,
+    exclude: Sequence[str] = (),
 ) -> Report:
-    """Fit every profile the sweeps measure, then the held-out and reference errors."""
+    """Fit every profile the sweeps measure (but the ``exclude``d targets), then the
+    held-out and reference errors."""
     model = load_model(model_name)
-    points, sources = load_points(paths, gpu)
+    points, sources = load_points(paths, gpu, exclude)
     floor = eager_allreduce_floor_us(allreduce)
     profiles = fit(points, model, floor, starts)
     in_sample = in_sample_rows(points, model, profiles)
@@ -191,13 +220,11 @@ def calibrate(
         schema_="crossover.calibration/1",
         gpu=",".join(gpus),
         model=model_name,
-        command=command
-        or "python -m crossover.advise.calibrate "
-        + " ".join(f"--sweep {shlex.quote(str(p))}" for p in paths)
-        + f" --model {model_name}",
+        command=command or command_line(paths, model_name, exclude=exclude),
         sources=sources,
         profiles=profiles,
-        borrow={k: v for k, v in BORROW.items() if v in profiles},
+        # only for what was not measured: a measured engine uses its own profile
+        borrow={k: v for k, v in BORROW.items() if v in profiles and k not in profiles},
         errors={
             "in_sample": summarize(in_sample),
             "heldout_levels": summarize(levels),
@@ -348,41 +375,73 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def command_line(
+    paths: Sequence[Path],
+    model_name: str,
+    gpu: str | None = None,
+    allreduce: Path | None = None,
+    exclude: Sequence[str] = (),
+) -> str:
+    """The command that refits these constants (without ``--out``)."""
+    parts = ["python -m crossover.advise.calibrate"]
+    parts += [f"--sweep {shlex.quote(str(p))}" for p in paths]
+    parts += [f"--exclude {shlex.quote(e)}" for e in exclude]
+    parts.append(f"--model {shlex.quote(model_name)}")
+    if gpu:
+        parts.append(f"--gpu {shlex.quote(gpu)}")
+    if allreduce:
+        parts.append(f"--allreduce {shlex.quote(str(allreduce))}")
+    return " ".join(parts)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
         prog="python -m crossover.advise.calibrate",
         description="Fit engine efficiency profiles to sweeps; print the error tables.",
     )
-    parser.add_argument(
+    p.add_argument(
         "--sweep",
         type=Path,
         action="append",
         required=True,
         help="sweep.json or its folder (repeatable)",
     )
-    parser.add_argument("--model", default="llama-3.1-8b", help="the swept model's shape")
-    parser.add_argument("--gpu", default=None, help="GPU (default: from each sweep's roofline)")
-    parser.add_argument(
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="[SWEEP:]TARGET",
+        help="leave a measured target out of the fit (SWEEP: its folder name; repeatable)",
+    )
+    p.add_argument("--model", default="llama-3.1-8b", help="the swept model's shape")
+    p.add_argument("--gpu", default=None, help="GPU (default: from each sweep's roofline)")
+    p.add_argument(
         "--allreduce",
         type=Path,
         default=None,
         help="commbench table with eager_points (default: the 2x H200 one)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")
-    args = parser.parse_args(argv)
-    command = (
-        "python -m crossover.advise.calibrate "
-        + " ".join(f"--sweep {shlex.quote(str(p))}" for p in args.sweep)
-        + f" --model {shlex.quote(args.model)}"
+    p.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")
+    return p
+
+
+def run(args: argparse.Namespace) -> Report:
+    """``calibrate`` for parsed arguments, recording the command that refits them."""
+    command = command_line(args.sweep, args.model, args.gpu, args.allreduce, args.exclude)
+    return calibrate(
+        args.sweep,
+        args.model,
+        args.gpu,
+        args.allreduce,
+        command + " --out PATH",
+        exclude=args.exclude,
     )
-    if args.gpu:
-        command += f" --gpu {shlex.quote(args.gpu)}"
-    if args.allreduce:
-        command += f" --allreduce {shlex.quote(str(args.allreduce))}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        report = calibrate(
-            args.sweep, args.model, args.gpu, args.allreduce, command + " --out PATH"
-        )
+        report = run(args)
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(dump(report.calibration), "utf-8")
