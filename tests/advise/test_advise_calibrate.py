@@ -22,7 +22,15 @@ from crossover.advise import (
 )
 from crossover.advise import efficiency as eff
 from crossover.advise.accuracy import Row, regime, summarize, worst
-from crossover.advise.calibrate import at_bound, calibrate, main, markdown, parser, run
+from crossover.advise.calibrate import (
+    at_bound,
+    calibrate,
+    load_points,
+    main,
+    markdown,
+    parser,
+    run,
+)
 from crossover.advise.efficiency import EngineProfile, load_calibration, parse_calibration
 from crossover.cli.app import main as cli_main
 from crossover.errors import UsageError
@@ -252,6 +260,41 @@ def test_calibrate_command_writes_constants_and_rejects_bad_input(
     assert cal.profiles["vllm"].decode_compute_efficiency == pytest.approx(0.45, rel=0.05)
     assert main(["--sweep", str(tmp_path / "nowhere.json")]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_exclude_leaves_a_measured_target_out_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = synthetic_sweep(tmp_path / "s")
+    data = json.loads(sweep.read_text())
+    # a second target of the same engine and mode, 30% slower: it would join the profile
+    data["targets"].append({**data["targets"][0], "name": "vllm-streaming"})
+    for one in list(data["runs"]):
+        slow = json.loads(json.dumps(one))
+        slow["target"] = "vllm-streaming"
+        slow["summary"]["throughput"]["output_tokens_per_s"] *= 0.7
+        slow["summary"]["tpot_ms"]["p50"] /= 0.7
+        data["runs"].append(slow)
+    sweep.write_text(json.dumps(data))
+    pooled = calibrate([sweep], "llama-3.1-8b", starts=1)
+    assert pooled.calibration.profiles["vllm"].points == 2 * len(LEVELS)
+    report = calibrate([sweep], "llama-3.1-8b", exclude=["vllm-streaming"])
+    got = report.calibration.profiles["vllm"]
+    assert got.points == len(LEVELS)
+    assert got.decode_compute_efficiency == pytest.approx(0.45, rel=0.05)
+    assert report.calibration.sources[0].excluded == ["vllm-streaming"]
+    assert "vllm-streaming" not in report.calibration.sources[0].targets
+    assert "--exclude vllm-streaming" in report.calibration.command
+    # SWEEP:TARGET names the sweep by its folder
+    points, sources = load_points([sweep], exclude=["s:vllm-streaming"])
+    assert {p.measured.target for p in points} == {"vllm"}
+    assert sources[0].excluded == ["vllm-streaming"]
+    # a name that matches nothing (here: another sweep's target) is a user's mistake
+    with pytest.raises(UsageError, match="other:vllm-streaming"):
+        calibrate([sweep], "llama-3.1-8b", exclude=["other:vllm-streaming"])
+    out = tmp_path / "cal.yaml"
+    assert main(["--sweep", str(sweep), "--exclude", "nosuch", "--out", str(out)]) == 2
+    assert "--exclude nosuch" in capsys.readouterr().err and not out.exists()
 
 
 # --- the committed constants against the published H200 sweeps ---------------------------
