@@ -20,8 +20,8 @@ to inherit the rest from, its prefill rate).
 Then, honestly: every level of a profile predicted by a fit without that level
 (held-out levels); every target of a profile fitted to several predicted by a fit to the
 others (held-out targets: vLLM bf16 <-> FP8 and across two sessions, llama.cpp across two
-sweeps); and the figures of ``data/references.yaml``, never fitted. The markdown tables go
-to stdout.
+sweeps); and the figures of ``data/references.yaml``, never fitted. The markdown tables
+(``fit_report.py``) go to stdout.
 """
 
 from __future__ import annotations
@@ -36,17 +36,32 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
 
 from crossover.advise import cost, efficiency
-from crossover.advise.accuracy import REGIMES, Row, regime, summarize, worst
+from crossover.advise.accuracy import Row, regime, summarize, worst
 from crossover.advise.cost import AllReduceCurve, Layout
-from crossover.advise.efficiency import FIT_TERMS, Calibration, EngineProfile, Source
-from crossover.advise.fit import BOUNDS, Point, fit, heldout, in_sample_rows
+from crossover.advise.efficiency import Calibration, Source
+from crossover.advise.fit import Point, fit, heldout, in_sample_rows
+from crossover.advise.fit_report import Report, at_bound, markdown
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
-from crossover.advise.results import STALL_TTFT_RATIO, load_results
+from crossover.advise.results import load_results
 from crossover.errors import UsageError
+
+__all__ = [
+    "Report",
+    "at_bound",
+    "calibrate",
+    "command_line",
+    "dump",
+    "eager_allreduce_floor_us",
+    "load_points",
+    "main",
+    "markdown",
+    "parser",
+    "reference_rows",
+    "run",
+]
 
 # Engines never measured borrow a measured engine's profile (said in the advice).
 BORROW: dict[str, str] = {
@@ -188,15 +203,6 @@ def reference_rows(calibration: Calibration) -> list[Row]:
     return out
 
 
-class Report(BaseModel):
-    calibration: Calibration
-    in_sample: list[Row]
-    heldout_levels: list[Row]
-    heldout_targets: list[Row]
-    references: list[Row]
-    stalled: list[str] = []  # "target c=N: k of n repeats" left out as stalls
-
-
 def calibrate(
     paths: Sequence[Path],
     model_name: str,
@@ -247,110 +253,6 @@ def calibrate(
         references=refs,
         stalled=stalled,
     )
-
-
-def at_bound(profile: EngineProfile) -> list[str]:
-    """Fitted terms that ended on a bound: the data do not pin them down."""
-    out = []
-    for t in profile.fitted:
-        lo, hi = BOUNDS[t]
-        v = float(getattr(profile, t))
-        if v <= lo * 1.01 or v >= hi * 0.99:
-            out.append(t)
-    return out
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}%"
-
-
-def markdown(report: Report) -> str:
-    cal = report.calibration
-    lines = ["## Fitted profiles", ""]
-    lines.append(
-        "| profile | points | bandwidth eff. | decode compute eff. | step us/layer | us/sequence "
-        "| prefill compute eff. | prefill overhead ms | all-reduce floor us | fitted (at a bound) |"
-    )
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for p in cal.profiles.values():
-        bound = at_bound(p)
-        fitted = ", ".join(f"{t}*" if t in bound else t for t in p.fitted)
-        if p.inherited_from:
-            fitted += f"; rest from {p.inherited_from}"
-        elif set(p.fitted) != set(FIT_TERMS):
-            fitted += "; rest: roofline defaults"
-        lines.append(
-            f"| {p.name} | {p.points} | {p.bandwidth_efficiency:.3f} "
-            f"| {p.decode_compute_efficiency:.3f} | {p.step_us_per_layer:.1f} | {p.seq_us:.1f} "
-            f"| {p.prefill_compute_efficiency:.3f} | {p.prefill_overhead_ms:.1f} "
-            f"| {p.allreduce_floor_us:.1f} | {fitted} |"
-        )
-    borrowed = ", ".join(f"{k} uses {v}" for k, v in cal.borrow.items())
-    lines += [
-        "",
-        f"Not measured, borrowed: {borrowed or 'none'}. `*`: the term ended on its bound.",
-        "",
-    ]
-    if report.stalled:
-        lines += [
-            "Left out as stalls (TTFT p50 at least "
-            f"{STALL_TTFT_RATIO:g}x the level's fastest repeat): "
-            + "; ".join(report.stalled)
-            + ".",
-            "",
-        ]
-    schemes = [
-        ("in-sample (fitted to these rows)", "in_sample"),
-        ("held-out levels (each level refitted without it)", "heldout_levels"),
-        ("held-out targets (each target refitted without it)", "heldout_targets"),
-        ("references.yaml (never fitted)", "references"),
-    ]
-    names = sorted({k for s in cal.errors.values() for k in s.per_engine})
-    lines.append("## Mean absolute error (output tok/s and decode tok/s per user)")
-    lines.append("")
-    lines.append("| rows | n | all | " + " | ".join(names) + " | " + " | ".join(REGIMES) + " |")
-    lines.append("|---|---:|---:|" + "---:|" * (len(names) + len(REGIMES)))
-    for label, key in schemes:
-        s = cal.errors.get(key)
-        if s is None:
-            continue
-        lines.append(
-            f"| {label} | {s.n} | {_pct(s.mean_abs_error_pct)} | "
-            + " | ".join(_pct(s.per_engine.get(n)) for n in names)
-            + " | "
-            + " | ".join(_pct(s.per_regime.get(r)) for r in REGIMES)
-            + " |"
-        )
-    if cal.worst is not None:
-        w = cal.worst
-        lines += [
-            "",
-            f"Worst regime (held-out levels): **{w.profile} at {w.regime}**, "
-            f"mean |error| {w.mean_abs_error_pct:.1f}% over {w.n} rows.",
-        ]
-    for title, rows in (
-        ("Held-out levels", report.heldout_levels),
-        ("Held-out targets", report.heldout_targets),
-        ("References (never fitted)", report.references),
-    ):
-        lines += ["", f"## {title}", "", _row_table(rows)]
-    return "\n".join(lines) + "\n"
-
-
-def _row_table(rows: list[Row]) -> str:
-    lines = [
-        "| profile | target | sweep | c | metric | measured | predicted | error |",
-        "|---|---|---|---:|---|---:|---:|---:|",
-    ]
-    for r in sorted(
-        rows, key=lambda r: (r.profile or "", r.sweep or "", r.target, r.concurrency, r.metric)
-    ):
-        sweep = Path(r.sweep).parent.name if r.sweep and r.sweep.endswith(".json") else r.sweep
-        lines.append(
-            f"| {r.profile} | {r.target} | {sweep} | {r.concurrency} | {r.metric} "
-            f"| {r.measured:.1f} | {r.predicted:.1f} | {r.error_pct:+.1f}% |"
-        )
-    return "\n".join(lines)
 
 
 HEADER = (
