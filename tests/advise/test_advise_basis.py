@@ -203,3 +203,27 @@ def test_sglang_a_runs_load_as_sglang_targets() -> None:
     assert by[("sglang-nographs", 1)].cuda_graphs is False
     # the streaming variant reads as graphs on: without --exclude it would join the fit
     assert by[("sglang-incremental", 64)].cuda_graphs is True
+
+
+def test_an_engine_without_any_profile_ranks_below_every_measured_one() -> None:
+    """A calibration file without llama.cpp: its roofline (an upper bound, 30-40% above
+    the measured engines' estimates here) must not lead them."""
+    cal = load_calibration()
+    mine = {k: v for k, v in cal.profiles.items() if not k.startswith("llamacpp")}
+    req = AdviceRequest(
+        system=system_from_flags("H200"),
+        model=load_model("llama-3.1-8b"),
+        input_tokens=200,
+        output_tokens=256,
+        concurrency=[1, 64],
+    )
+    advice = advise(req, calibration=cal.model_copy(update={"profiles": mine}))
+    for regime in ("low", "high"):
+        recs = [r for r in advice["recommendations"] if r["regime"] == regime]
+        llamacpp = next(r for r in recs if r["engine"] == "llamacpp")
+        assert llamacpp["basis"]["kind"] == "roofline"
+        assert llamacpp["rank"] > max(
+            r["rank"] for r in recs if r["basis"]["kind"] in ("measured", "calibrated")
+        )
+        assert llamacpp["borrowed_rank"]["rank_if_it_holds"] == 1
+        assert "an upper bound, ranked below every measured candidate" in llamacpp["reasons"][0]

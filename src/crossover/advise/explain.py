@@ -43,13 +43,18 @@ class Placement(BaseModel):
     lead_pct: float | None = None  # its figure over that one's (more than the tie band)
 
     def reason(self, basis: Basis, engine: str) -> str:
+        if basis.profile is None:  # no profile at all: an upper bound, below every estimate
+            return (
+                f"{basis.label}: an upper bound, ranked below every measured candidate; it "
+                f"would rank #{self.rank_if_it_holds} if the bound were reached"
+            )
         holds = f"if the {basis.profile} profile holds for {engine}"
         parts = [basis.label]
         if self.after is not None and self.after_pct is not None:
             parts.append(
-                f"ranked below {self.after} (measured; {self.after_pct:+.0f}% on its figure, "
-                f"within {TIE_FRACTION:.0%}: a borrowed figure does not win a tie against a "
-                f"measured one); it would rank #{self.rank_if_it_holds} {holds}"
+                f"ranked below {self.after} (measured; {self.after_pct:+.0f}% on its figure: "
+                f"a borrowed figure wins no tie, {TIE_FRACTION:.0%}, against a measured "
+                f"one); it would rank #{self.rank_if_it_holds} {holds}"
             )
         if self.above is not None and self.lead_pct is not None:
             parts.append(
@@ -290,8 +295,8 @@ def profile_reason(calibration: Calibration, engine: str) -> str:
     if basis.kind == "borrowed":
         return (
             f"{engine} was never measured: estimated with the borrowed {basis.profile} "
-            f"profile (measured: {', '.join([*basis.sweeps, calibration.gpu])}; held-out "
-            f"mean |error| {err} for the measured engines)"
+            f"profile ({basis.profile} measured in {', '.join(basis.sweeps)} on "
+            f"{calibration.gpu}; held-out mean |error| {err} for the measured engines)"
         )
     profile = calibration.profile(engine)
     per = held.per_engine.get(engine) if held else None

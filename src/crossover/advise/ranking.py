@@ -98,12 +98,14 @@ def measured_first(
     by rule 1 and figures; each borrowed one goes below every measured candidate whose
     figure is higher or within the tie band of its own (a borrowed figure wins no tie),
     and its row says where it would rank if the borrowed profile held and by how much it
-    leads the measured candidates it still ranks above (measured-before-borrowed)."""
+    leads the measured candidates it still ranks above (measured-before-borrowed). A
+    candidate with no profile at all (its roofline) goes below every measured one."""
     everything = order(scored, regime, model)
     if not calibrated:
         return everything, {}
     mine = order([s for s in scored if s.basis.measured], regime, model)
-    lent = order([s for s in scored if not s.basis.measured], regime, model)
+    lent = order([s for s in scored if s.basis.kind == "borrowed"], regime, model)
+    lent += order([s for s in scored if s.basis.kind == "roofline"], regime, model)
     best_all = max(s.value for s in scored)
     final: list[tuple[Scored, float]] = list(mine)
     last = -1
@@ -112,7 +114,10 @@ def measured_first(
             (
                 i + 1
                 for i, (b, _) in enumerate(final)
-                if b.basis.measured and b.value >= s.value * (1 - TIE_FRACTION)
+                if b.basis.measured
+                # a roofline (no profile at all) is an upper bound, not an estimate: after
+                # every measured candidate
+                and (s.basis.kind == "roofline" or b.value >= s.value * (1 - TIE_FRACTION))
             ),
             default=0,
         )
