@@ -5,6 +5,7 @@ the ``calibration`` block of ``advise --results``."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,25 @@ from crossover.advise import (
 )
 from crossover.advise import efficiency as eff
 from crossover.advise.accuracy import Row, regime, summarize, worst
-from crossover.advise.calibrate import at_bound, calibrate, main, markdown
+from crossover.advise.calibrate import (
+    at_bound,
+    calibrate,
+    load_points,
+    main,
+    markdown,
+    parser,
+    run,
+)
 from crossover.advise.efficiency import EngineProfile, load_calibration, parse_calibration
 from crossover.cli.app import main as cli_main
 from crossover.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
-SWEEPS = ["docs/results/h200/vllm-a/sweep.json", "docs/results/h200/sweep/sweep.json"]
+SWEEPS = [
+    "docs/results/h200/vllm-a/sweep.json",
+    "docs/results/h200/sweep/sweep.json",
+    "docs/results/h200/sglang-a/sweep.json",
+]
 DOC = ROOT / "docs/results/h200/calibration.md"
 LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -106,10 +119,19 @@ def test_packaged_constants_load_with_their_sources() -> None:
     for p in cal.profiles.values():
         assert p.targets and p.points > 0 and p.fitted
         assert 0 < p.bandwidth_efficiency <= 1
-    # modes and borrowing: TensorRT-LLM and SGLang were never measured
+    # modes and borrowing: TensorRT-LLM was never measured; SGLang was (sglang-a), in both
+    # modes, and uses its own profiles
     assert cal.profile("vllm", cuda_graphs=False) is cal.profiles["vllm-nographs"]
     assert cal.profile("trtllm") is cal.profiles["vllm"]
     assert cal.borrowed("trtllm") == "vllm" and cal.borrowed("vllm") is None
+    assert cal.profile("sglang") is cal.profiles["sglang"]
+    assert cal.profile("sglang", cuda_graphs=False) is cal.profiles["sglang-nographs"]
+    assert cal.borrowed("sglang") is None and "sglang" not in cal.borrow
+    assert cal.profiles["sglang"].targets == ["docs/results/h200/sglang-a/sweep.json:sglang"]
+    # the streaming variant is measured but left out of the fit, and says so
+    sglang_a = cal.sources[SWEEPS.index("docs/results/h200/sglang-a/sweep.json")]
+    assert sglang_a.excluded == ["sglang-incremental"]
+    assert "--exclude sglang-incremental" in cal.command
     assert cal.profile("nosuchengine") is None
     # the eager all-reduce floor is commbench's (2x H200, eager_points up to 64 KiB)
     assert cal.profiles["vllm-nographs"].allreduce_floor_us == pytest.approx(43.2, abs=0.5)
@@ -240,15 +262,64 @@ def test_calibrate_command_writes_constants_and_rejects_bad_input(
     assert "error:" in capsys.readouterr().err
 
 
+def test_exclude_leaves_a_measured_target_out_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = synthetic_sweep(tmp_path / "s")
+    data = json.loads(sweep.read_text())
+    # a second target of the same engine and mode, 30% slower: it would join the profile
+    data["targets"].append({**data["targets"][0], "name": "vllm-streaming"})
+    for one in list(data["runs"]):
+        slow = json.loads(json.dumps(one))
+        slow["target"] = "vllm-streaming"
+        slow["summary"]["throughput"]["output_tokens_per_s"] *= 0.7
+        slow["summary"]["tpot_ms"]["p50"] /= 0.7
+        data["runs"].append(slow)
+    sweep.write_text(json.dumps(data))
+    pooled = calibrate([sweep], "llama-3.1-8b", starts=1)
+    assert pooled.calibration.profiles["vllm"].points == 2 * len(LEVELS)
+    report = calibrate([sweep], "llama-3.1-8b", exclude=["vllm-streaming"])
+    got = report.calibration.profiles["vllm"]
+    assert got.points == len(LEVELS)
+    assert got.decode_compute_efficiency == pytest.approx(0.45, rel=0.05)
+    assert report.calibration.sources[0].excluded == ["vllm-streaming"]
+    assert "vllm-streaming" not in report.calibration.sources[0].targets
+    assert "--exclude vllm-streaming" in report.calibration.command
+    # SWEEP:TARGET names the sweep by its folder
+    points, sources = load_points([sweep], exclude=["s:vllm-streaming"])
+    assert {p.measured.target for p in points} == {"vllm"}
+    assert sources[0].excluded == ["vllm-streaming"]
+    # a name that matches nothing (here: another sweep's target) is a user's mistake
+    with pytest.raises(UsageError, match="other:vllm-streaming"):
+        calibrate([sweep], "llama-3.1-8b", exclude=["other:vllm-streaming"])
+    out = tmp_path / "cal.yaml"
+    assert main(["--sweep", str(sweep), "--exclude", "nosuch", "--out", str(out)]) == 2
+    assert "--exclude nosuch" in capsys.readouterr().err and not out.exists()
+
+
 # --- the committed constants against the published H200 sweeps ---------------------------
+
+
+def _committed_command() -> list[str]:
+    """The arguments of the command written into the committed constants."""
+    words = shlex.split(load_calibration().command)
+    assert words[:3] == ["python", "-m", "crossover.advise.calibrate"]
+    assert words[-2:] == ["--out", "PATH"]
+    return words[3:-2]
 
 
 def test_committed_constants_are_a_refit_of_the_h200_sweeps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(ROOT)
-    report = calibrate([Path(p) for p in SWEEPS], "llama-3.1-8b")
+    # the very command the constants (and the doc) carry, covering every committed sweep
+    args = parser().parse_args(_committed_command())
+    assert [str(p) for p in args.sweep] == SWEEPS
+    report = run(args)
     committed = load_calibration()
+    assert committed.command == report.calibration.command
+    assert set(report.calibration.profiles) == set(committed.profiles)
+    assert report.calibration.borrow == committed.borrow
     for name, p in committed.profiles.items():
         fresh = report.calibration.profiles[name]
         for term in eff.FIT_TERMS:
@@ -262,9 +333,16 @@ def test_committed_constants_are_a_refit_of_the_h200_sweeps(
     assert held.mean_abs_error_pct is not None and held.mean_abs_error_pct <= 25
     assert held.per_engine["vllm"] <= 10
     assert committed.worst is not None
-    # the doc carries this very output
-    assert markdown(report) in DOC.read_text("utf-8")
+    # the doc carries this very output, and the command that wrote it
+    doc = DOC.read_text("utf-8")
+    assert markdown(report) in doc
+    words = [*_committed_command(), "--out", "src/crossover/advise/data/calibration.yaml"]
+    flags = [f"{flag} {value}" for flag, value in zip(words[::2], words[1::2], strict=True)]
+    assert " \\\n    ".join(["python -m crossover.advise.calibrate", *flags]) in doc
     assert not at_bound(committed.profiles["vllm"])
+    # SGLang's own held-out error is reported (issue 28 item 6)
+    sglang = held.per_engine["sglang"]
+    assert 0 < sglang <= 25
 
 
 def test_advise_results_on_the_published_h200_sweep_reports_its_calibration(tmp_path: Path) -> None:

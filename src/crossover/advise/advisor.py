@@ -6,7 +6,9 @@ one's), or with ``predictions="roofline"`` the engine-agnostic upper bounds of
 ``cost.py``. The engine order among candidates whose figures are within
 ``TIE_FRACTION`` of the best follows rule ``seed-1-engine-choice`` (TensorRT-LLM with
 CUDA graphs at low/mid concurrency, vLLM at high concurrency and for MoE tensor
-parallelism, llama.cpp by default; docs/engines.md, advisor rules). Measurements from
+parallelism, llama.cpp by default; docs/engines.md, advisor rules); a borrowed estimate
+wins no tie against a measured one and every row says what its figure rests on
+(``ranking.py``, rule ``measured-before-borrowed``). Measurements from
 ``--results`` replace predictions where a measured target matches a candidate, and every
 measured run is compared with its prediction (the ``calibration`` block).
 """
@@ -14,21 +16,19 @@ measured run is compared with its prediction (the ``calibration`` block).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from crossover.advise import accuracy, cost
 from crossover.advise.candidates import (
     AdviceRequest,
     Candidate,
-    Evaluated,
-    Regime,
     regimes_for,
     screen,
 )
 from crossover.advise.cost import AllReduceCurve, Prediction
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.explain import (
-    PREFERENCE,
     TIE_FRACTION,
     dedupe,
     measured_figures,
@@ -41,6 +41,7 @@ from crossover.advise.explain import (
 from crossover.advise.hardware import find_gpu
 from crossover.advise.model import ModelFacts, quant_from_config
 from crossover.advise.nearmiss import near_misses
+from crossover.advise.ranking import Scored, basis_of, measured_first
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import normalize_quant
 from crossover.errors import UsageError
@@ -49,13 +50,6 @@ __all__ = ["SCHEMA", "AdviceRequest", "advise", "regimes_for"]
 
 SCHEMA = "crossover.advice/1"
 TOP_PER_REGIME = 5
-
-
-def _prefers(engine: str, regime: Regime, model: ModelFacts, tp: int) -> int:
-    order = PREFERENCE[regime]
-    if model.is_moe and tp > 1 and engine == "vllm":
-        return -1  # rule 1: vLLM for MoE tensor parallelism
-    return order.index(engine)
 
 
 def advise(
@@ -84,7 +78,7 @@ def advise(
     comparisons: list[dict[str, Any]] = []
     notes: list[str] = []
     for regime, conc in regimes:
-        scored: list[tuple[float, Evaluated, Prediction, dict[str, Any] | None]] = []
+        scored: list[Scored] = []
         for ev in kept:
             c = ev.candidate
             pred = predict_candidate(req, c, curve, conc, ev.fit.max_concurrency, cal)
@@ -100,54 +94,57 @@ def advise(
             value = metric(regime, pred)
             if measured is not None and measured.get(metric_key(regime)) is not None:
                 value = float(measured[metric_key(regime)])
-            scored.append((value, ev, pred, measured))
+            scored.append(Scored(value, ev, pred, measured, basis_of(c, measured, results, cal)))
         if not scored:
             continue
         # Roofline predictions are upper bounds: where some candidates were measured, rank
         # the others with their predictions scaled by the median measured/predicted
         # ratio. Calibrated estimates are per engine already: no cross-engine scaling.
         ratios = sorted(
-            v / metric(regime, p)
-            for v, _, p, m in scored
-            if m is not None and metric(regime, p) > 0
+            s.value / metric(regime, s.pred)
+            for s in scored
+            if s.measured is not None and metric(regime, s.pred) > 0
         )
         scale = ratios[len(ratios) // 2] if ratios and cal is None else None
         if scale is not None:
-            scored = [(v if m is not None else v * scale, e, p, m) for v, e, p, m in scored]
+            scored = [
+                s if s.measured is not None else s._replace(value=s.value * scale) for s in scored
+            ]
             notes.append(
                 f"{regime} concurrency: {len(ratios)} measured candidate(s) reached "
                 f"{scale:.0%} of prediction; unmeasured candidates are ranked with "
                 "predictions scaled by that ratio"
             )
-        best = max(s[0] for s in scored)
-        band = best * (1 - TIE_FRACTION)
-        scored.sort(
-            key=lambda s: (
-                s[0] < band,  # the tie band first, ordered by rule 1; the rest by figure
-                # MoE: in the band, an engine without a tuned fused-MoE kernel config for
-                # this GPU goes after those with one (its MoE layers run default tiles)
-                s[0] >= band and s[1].moe_config == "absent",
-                _prefers(s[1].candidate.engine, regime, model, s[1].candidate.tp)
-                if s[0] >= band
-                else 0,
-                -s[0],
-                s[1].candidate.tp * s[1].candidate.pp,
+        ranked, placed = measured_first(scored, regime, model, calibrated=cal is not None)
+        moved = sorted({key[0] for key, p in placed.items() if p.after is not None})
+        if moved:
+            notes.append(
+                f"{regime} concurrency: {', '.join(moved)} never measured: estimated on a "
+                "borrowed profile, ranked below the measured candidates it does not lead by "
+                f"more than {TIE_FRACTION:.0%}; the row says where it would rank "
+                "(measured-before-borrowed)"
             )
-        )
-        seen: set[tuple[str, int, int]] = set()
-        rank = 0
-        for value, ev, pred, measured in scored:
-            c = ev.candidate
-            key = (c.engine, c.tp, c.pp)
-            if key in seen:
-                continue
-            seen.add(key)
-            rank += 1
-            if rank > TOP_PER_REGIME and measured is None:
-                continue  # measured candidates are always listed
+        for rank, (s, best) in enumerate(ranked, start=1):
+            p = placed.get(s.key)
+            if rank > TOP_PER_REGIME and s.measured is None:
+                if p is None or p.rank_if_it_holds > TOP_PER_REGIME:
+                    continue  # measured candidates, and those moved down, are listed
             recommendations.append(
                 recommendation(
-                    req, regime, conc, rank, value, best, ev, pred, measured, curve, scale, cal
+                    req,
+                    regime,
+                    conc,
+                    rank,
+                    s.value,
+                    best,
+                    s.ev,
+                    s.pred,
+                    s.measured,
+                    curve,
+                    scale,
+                    cal,
+                    basis=s.basis,
+                    placement=p,
                 )
             )
         notes.extend(nvlink_wall(req, kept, conc, curve, cal))
@@ -261,8 +258,6 @@ def calibration_block(
 ) -> dict[str, Any]:
     """Every valid measured run against this advisor's prediction for it (the advice JSON's
     ``calibration`` block, docs/interfaces.md)."""
-    from pathlib import Path
-
     gpu = req.system.gpu.id
     if results.gpu is not None:
         try:

@@ -2,21 +2,26 @@
 
     python -m crossover.advise.calibrate \\
         --sweep docs/results/h200/vllm-a/sweep.json --sweep docs/results/h200/sweep/sweep.json \\
+        --sweep docs/results/h200/sglang-a/sweep.json --exclude sglang-incremental \\
         --model llama-3.1-8b --out src/crossover/advise/data/calibration.yaml
 
 One profile per engine and mode (CUDA graphs on, or off: ``vllm``, ``vllm-nographs``,
 ...). Its terms (``efficiency.py``) are fitted by least squares on log(predicted /
 measured) of output tokens/s and decode tokens/s per user over every valid level
-(repeats averaged). ``bandwidth_efficiency`` is not fitted: it is the copy rate the sweep
-measured on its GPU (``roofline.bandwidth_gb_s``) over the datasheet figure; the eager
-all-reduce floor of the ``-nographs`` profiles is commbench's (``--allreduce``). A profile
-with fewer than ``fit.FULL_FIT_LEVELS`` levels fits only its overheads (and, without a
-graphs-on sibling to inherit the rest from, its prefill rate).
+(repeats averaged; sessions pooled: a profile measured in several sweeps is fitted to all
+of them, and the held-out targets below say how well one session predicts another;
+``--exclude`` leaves out a target the advice does not model, named in the constants).
+``bandwidth_efficiency`` is not fitted: it is the copy rate the sweep measured on its GPU
+(``roofline.bandwidth_gb_s``) over the datasheet figure; the eager all-reduce floor of the
+``-nographs`` profiles is commbench's (``--allreduce``). A profile with fewer than
+``fit.FULL_FIT_LEVELS`` levels fits only its overheads (and, without a graphs-on sibling
+to inherit the rest from, its prefill rate).
 
 Then, honestly: every level of a profile predicted by a fit without that level
 (held-out levels); every target of a profile fitted to several predicted by a fit to the
-others (held-out targets: vLLM bf16 <-> FP8, llama.cpp across two sweeps); and the
-figures of ``data/references.yaml``, never fitted. The markdown tables go to stdout.
+others (held-out targets: vLLM bf16 <-> FP8 and across two sessions, llama.cpp across two
+sweeps); and the figures of ``data/references.yaml``, never fitted. The markdown tables
+(``fit_report.py``) go to stdout.
 """
 
 from __future__ import annotations
@@ -31,17 +36,32 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
 
 from crossover.advise import cost, efficiency
-from crossover.advise.accuracy import REGIMES, Row, regime, summarize, worst
+from crossover.advise.accuracy import Row, regime, summarize, worst
 from crossover.advise.cost import AllReduceCurve, Layout
-from crossover.advise.efficiency import FIT_TERMS, Calibration, EngineProfile, Source
-from crossover.advise.fit import BOUNDS, Point, fit, heldout, in_sample_rows
+from crossover.advise.efficiency import Calibration, Source
+from crossover.advise.fit import Point, fit, heldout, in_sample_rows
+from crossover.advise.fit_report import Report, at_bound, markdown
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
-from crossover.advise.results import STALL_TTFT_RATIO, load_results
+from crossover.advise.results import load_results
 from crossover.errors import UsageError
+
+__all__ = [
+    "Report",
+    "at_bound",
+    "calibrate",
+    "command_line",
+    "dump",
+    "eager_allreduce_floor_us",
+    "load_points",
+    "main",
+    "markdown",
+    "parser",
+    "reference_rows",
+    "run",
+]
 
 # Engines never measured borrow a measured engine's profile (said in the advice).
 BORROW: dict[str, str] = {
@@ -67,11 +87,28 @@ def _roofline_bandwidth(path: str, gpu: str) -> float:
     return sum(rates) / len(rates) / find_gpu(gpu).memory_bandwidth_gbs
 
 
-def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Point], list[Source]]:
+def _excluded(spec: str, path: Path, target: str) -> bool:
+    """``TARGET`` (in any sweep) or ``SWEEP:TARGET`` (SWEEP: the sweep's folder name)."""
+    where, sep, name = spec.rpartition(":")
+    if not sep:
+        return spec == target
+    folder = path.parent.name if path.suffix == ".json" else path.name
+    return name == target and where in (folder, str(path))
+
+
+def load_points(
+    paths: Sequence[Path], gpu: str | None = None, exclude: Sequence[str] = ()
+) -> tuple[list[Point], list[Source]]:
+    """Every valid measured level of the sweeps, but for the ``exclude``d targets."""
     points: list[Point] = []
     sources: list[Source] = []
+    unused = set(exclude)
     for path in paths:
         res = load_results(path)
+        left_out = sorted(
+            {m.target for m in res.measured if any(_excluded(e, path, m.target) for e in exclude)}
+        )
+        unused -= {e for e in exclude for t in left_out if _excluded(e, path, t)}
         where = gpu or res.gpu
         if where is None:
             raise UsageError(f"{res.path}: no GPU in its roofline entries; give --gpu")
@@ -80,6 +117,8 @@ def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Poi
         bw = _roofline_bandwidth(res.path, where)
         res = res.model_copy(update={"gpu": where})
         for m in res.measured:
+            if m.target in left_out:
+                continue
             if m.output_tok_s and m.decode_tok_s_per_user and m.engine:
                 name = efficiency.profile_name(m.engine, m.cuda_graphs)
                 points.append(Point(measured=m, results=res, profile=name, bandwidth_efficiency=bw))
@@ -87,11 +126,14 @@ def load_points(paths: Sequence[Path], gpu: str | None = None) -> tuple[list[Poi
             Source(
                 path=res.path,
                 gpu=where,
-                targets=sorted({m.target for m in res.measured}),
+                targets=sorted({m.target for m in res.measured} - set(left_out)),
+                excluded=left_out,
                 input_tokens=res.input_tokens,
                 output_tokens=res.output_tokens,
             )
         )
+    if unused:
+        raise UsageError(f"--exclude {', '.join(sorted(unused))}: no such target in the sweeps")
     if not points:
         raise UsageError("no valid runs with throughput and TPOT in the given sweeps")
     return points, sources
@@ -161,15 +203,6 @@ def reference_rows(calibration: Calibration) -> list[Row]:
     return out
 
 
-class Report(BaseModel):
-    calibration: Calibration
-    in_sample: list[Row]
-    heldout_levels: list[Row]
-    heldout_targets: list[Row]
-    references: list[Row]
-    stalled: list[str] = []  # "target c=N: k of n repeats" left out as stalls
-
-
 def calibrate(
     paths: Sequence[Path],
     model_name: str,
@@ -177,10 +210,12 @@ def calibrate(
     allreduce: Path | None = None,
     command: str | None = None,
     starts: int = 3,
+    exclude: Sequence[str] = (),
 ) -> Report:
-    """Fit every profile the sweeps measure, then the held-out and reference errors."""
+    """Fit every profile the sweeps measure (but the ``exclude``d targets), then the
+    held-out and reference errors."""
     model = load_model(model_name)
-    points, sources = load_points(paths, gpu)
+    points, sources = load_points(paths, gpu, exclude)
     floor = eager_allreduce_floor_us(allreduce)
     profiles = fit(points, model, floor, starts)
     in_sample = in_sample_rows(points, model, profiles)
@@ -191,13 +226,11 @@ def calibrate(
         schema_="crossover.calibration/1",
         gpu=",".join(gpus),
         model=model_name,
-        command=command
-        or "python -m crossover.advise.calibrate "
-        + " ".join(f"--sweep {shlex.quote(str(p))}" for p in paths)
-        + f" --model {model_name}",
+        command=command or command_line(paths, model_name, exclude=exclude),
         sources=sources,
         profiles=profiles,
-        borrow={k: v for k, v in BORROW.items() if v in profiles},
+        # only for what was not measured: a measured engine uses its own profile
+        borrow={k: v for k, v in BORROW.items() if v in profiles and k not in profiles},
         errors={
             "in_sample": summarize(in_sample),
             "heldout_levels": summarize(levels),
@@ -222,110 +255,6 @@ def calibrate(
     )
 
 
-def at_bound(profile: EngineProfile) -> list[str]:
-    """Fitted terms that ended on a bound: the data do not pin them down."""
-    out = []
-    for t in profile.fitted:
-        lo, hi = BOUNDS[t]
-        v = float(getattr(profile, t))
-        if v <= lo * 1.01 or v >= hi * 0.99:
-            out.append(t)
-    return out
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}%"
-
-
-def markdown(report: Report) -> str:
-    cal = report.calibration
-    lines = ["## Fitted profiles", ""]
-    lines.append(
-        "| profile | points | bandwidth eff. | decode compute eff. | step us/layer | us/sequence "
-        "| prefill compute eff. | prefill overhead ms | all-reduce floor us | fitted (at a bound) |"
-    )
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for p in cal.profiles.values():
-        bound = at_bound(p)
-        fitted = ", ".join(f"{t}*" if t in bound else t for t in p.fitted)
-        if p.inherited_from:
-            fitted += f"; rest from {p.inherited_from}"
-        elif set(p.fitted) != set(FIT_TERMS):
-            fitted += "; rest: roofline defaults"
-        lines.append(
-            f"| {p.name} | {p.points} | {p.bandwidth_efficiency:.3f} "
-            f"| {p.decode_compute_efficiency:.3f} | {p.step_us_per_layer:.1f} | {p.seq_us:.1f} "
-            f"| {p.prefill_compute_efficiency:.3f} | {p.prefill_overhead_ms:.1f} "
-            f"| {p.allreduce_floor_us:.1f} | {fitted} |"
-        )
-    borrowed = ", ".join(f"{k} uses {v}" for k, v in cal.borrow.items())
-    lines += [
-        "",
-        f"Not measured, borrowed: {borrowed or 'none'}. `*`: the term ended on its bound.",
-        "",
-    ]
-    if report.stalled:
-        lines += [
-            "Left out as stalls (TTFT p50 at least "
-            f"{STALL_TTFT_RATIO:g}x the level's fastest repeat): "
-            + "; ".join(report.stalled)
-            + ".",
-            "",
-        ]
-    schemes = [
-        ("in-sample (fitted to these rows)", "in_sample"),
-        ("held-out levels (each level refitted without it)", "heldout_levels"),
-        ("held-out targets (each target refitted without it)", "heldout_targets"),
-        ("references.yaml (never fitted)", "references"),
-    ]
-    names = sorted({k for s in cal.errors.values() for k in s.per_engine})
-    lines.append("## Mean absolute error (output tok/s and decode tok/s per user)")
-    lines.append("")
-    lines.append("| rows | n | all | " + " | ".join(names) + " | " + " | ".join(REGIMES) + " |")
-    lines.append("|---|---:|---:|" + "---:|" * (len(names) + len(REGIMES)))
-    for label, key in schemes:
-        s = cal.errors.get(key)
-        if s is None:
-            continue
-        lines.append(
-            f"| {label} | {s.n} | {_pct(s.mean_abs_error_pct)} | "
-            + " | ".join(_pct(s.per_engine.get(n)) for n in names)
-            + " | "
-            + " | ".join(_pct(s.per_regime.get(r)) for r in REGIMES)
-            + " |"
-        )
-    if cal.worst is not None:
-        w = cal.worst
-        lines += [
-            "",
-            f"Worst regime (held-out levels): **{w.profile} at {w.regime}**, "
-            f"mean |error| {w.mean_abs_error_pct:.1f}% over {w.n} rows.",
-        ]
-    for title, rows in (
-        ("Held-out levels", report.heldout_levels),
-        ("Held-out targets", report.heldout_targets),
-        ("References (never fitted)", report.references),
-    ):
-        lines += ["", f"## {title}", "", _row_table(rows)]
-    return "\n".join(lines) + "\n"
-
-
-def _row_table(rows: list[Row]) -> str:
-    lines = [
-        "| profile | target | sweep | c | metric | measured | predicted | error |",
-        "|---|---|---|---:|---|---:|---:|---:|",
-    ]
-    for r in sorted(
-        rows, key=lambda r: (r.profile or "", r.sweep or "", r.target, r.concurrency, r.metric)
-    ):
-        sweep = Path(r.sweep).parent.name if r.sweep and r.sweep.endswith(".json") else r.sweep
-        lines.append(
-            f"| {r.profile} | {r.target} | {sweep} | {r.concurrency} | {r.metric} "
-            f"| {r.measured:.1f} | {r.predicted:.1f} | {r.error_pct:+.1f}% |"
-        )
-    return "\n".join(lines)
-
-
 HEADER = (
     "# Engine efficiency profiles fitted to measured sweeps (crossover.advise.calibrate).\n"
     "# Written by the command below; refit with it rather than editing by hand.\n"
@@ -348,41 +277,73 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def command_line(
+    paths: Sequence[Path],
+    model_name: str,
+    gpu: str | None = None,
+    allreduce: Path | None = None,
+    exclude: Sequence[str] = (),
+) -> str:
+    """The command that refits these constants (without ``--out``)."""
+    parts = ["python -m crossover.advise.calibrate"]
+    parts += [f"--sweep {shlex.quote(str(p))}" for p in paths]
+    parts += [f"--exclude {shlex.quote(e)}" for e in exclude]
+    parts.append(f"--model {shlex.quote(model_name)}")
+    if gpu:
+        parts.append(f"--gpu {shlex.quote(gpu)}")
+    if allreduce:
+        parts.append(f"--allreduce {shlex.quote(str(allreduce))}")
+    return " ".join(parts)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
         prog="python -m crossover.advise.calibrate",
         description="Fit engine efficiency profiles to sweeps; print the error tables.",
     )
-    parser.add_argument(
+    p.add_argument(
         "--sweep",
         type=Path,
         action="append",
         required=True,
         help="sweep.json or its folder (repeatable)",
     )
-    parser.add_argument("--model", default="llama-3.1-8b", help="the swept model's shape")
-    parser.add_argument("--gpu", default=None, help="GPU (default: from each sweep's roofline)")
-    parser.add_argument(
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="[SWEEP:]TARGET",
+        help="leave a measured target out of the fit (SWEEP: its folder name; repeatable)",
+    )
+    p.add_argument("--model", default="llama-3.1-8b", help="the swept model's shape")
+    p.add_argument("--gpu", default=None, help="GPU (default: from each sweep's roofline)")
+    p.add_argument(
         "--allreduce",
         type=Path,
         default=None,
         help="commbench table with eager_points (default: the 2x H200 one)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")
-    args = parser.parse_args(argv)
-    command = (
-        "python -m crossover.advise.calibrate "
-        + " ".join(f"--sweep {shlex.quote(str(p))}" for p in args.sweep)
-        + f" --model {shlex.quote(args.model)}"
+    p.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")
+    return p
+
+
+def run(args: argparse.Namespace) -> Report:
+    """``calibrate`` for parsed arguments, recording the command that refits them."""
+    command = command_line(args.sweep, args.model, args.gpu, args.allreduce, args.exclude)
+    return calibrate(
+        args.sweep,
+        args.model,
+        args.gpu,
+        args.allreduce,
+        command + " --out PATH",
+        exclude=args.exclude,
     )
-    if args.gpu:
-        command += f" --gpu {shlex.quote(args.gpu)}"
-    if args.allreduce:
-        command += f" --allreduce {shlex.quote(str(args.allreduce))}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        report = calibrate(
-            args.sweep, args.model, args.gpu, args.allreduce, command + " --out PATH"
-        )
+        report = run(args)
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(dump(report.calibration), "utf-8")

@@ -86,8 +86,38 @@ class Source(BaseModel):
     path: str
     gpu: str
     targets: list[str]
+    excluded: list[str] = Field(default_factory=list)  # measured, left out of the fit
     input_tokens: int
     output_tokens: int
+
+
+BasisKind = Literal["measured", "calibrated", "borrowed", "roofline"]
+# figures backed by this engine's own measurements: ranked before borrowed ones
+MEASURED_BASES: frozenset[str] = frozenset({"measured", "calibrated"})
+
+
+class Basis(BaseModel):
+    """What an advice row's figure rests on, and the words that say so.
+
+    ``measured``: the run itself (``--results``); ``calibrated``: the engine's own profile,
+    fitted to its measured sweeps; ``borrowed``: another engine's profile (this one was
+    never measured); ``roofline``: no profile, the upper bound."""
+
+    kind: BasisKind
+    profile: str | None = None  # the profile used (another engine's when borrowed)
+    sweeps: list[str] = Field(default_factory=list)  # folder names of the profile's sweeps
+    gpu: str | None = None
+    label: str
+
+    @property
+    def measured(self) -> bool:
+        return self.kind in MEASURED_BASES
+
+
+def _sweep_name(target: str) -> str:
+    """``docs/results/h200/sglang-a/sweep.json:sglang`` -> ``sglang-a``."""
+    path = Path(target.rpartition(":")[0] or target)
+    return path.parent.name if path.suffix == ".json" else path.name
 
 
 class Calibration(BaseModel):
@@ -120,6 +150,34 @@ class Calibration(BaseModel):
 
     def source_paths(self) -> list[str]:
         return [s.path for s in self.sources]
+
+    def basis(self, engine: str, cuda_graphs: bool = True) -> Basis:
+        """Whether an engine's estimate is its own measurements' or borrowed, in words:
+        "measured: sglang-a, H200", "borrowed: vllm profile, trtllm never measured"."""
+        name = profile_name(engine, cuda_graphs)
+        profile = self.profile(engine, cuda_graphs)
+        if profile is None:
+            return Basis(kind="roofline", label=f"roofline: no profile for {name}")
+        fitted = {_sweep_name(t) for t in profile.targets}
+        order = [_sweep_name(src.path) for src in self.sources]  # the command's order
+        sweeps = [n for n in dict.fromkeys(order) if n in fitted]
+        sweeps += sorted(fitted - set(sweeps))
+        where = ", ".join([*sweeps, self.gpu])
+        if self.borrowed(engine, cuda_graphs) is not None:
+            return Basis(
+                kind="borrowed",
+                profile=profile.name,
+                sweeps=sweeps,
+                gpu=self.gpu,
+                label=f"borrowed: {profile.name} profile, {name} never measured",
+            )
+        return Basis(
+            kind="calibrated",
+            profile=profile.name,
+            sweeps=sweeps,
+            gpu=self.gpu,
+            label=f"measured: {where}",
+        )
 
 
 def profile_name(engine: str, cuda_graphs: bool | None) -> str:

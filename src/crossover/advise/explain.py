@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel
+
 from crossover.advise import cost, efficiency
 from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated, Regime
 from crossover.advise.cost import AllReduceCurve, Layout, Prediction
-from crossover.advise.efficiency import Calibration
+from crossover.advise.efficiency import Basis, Calibration
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
 
@@ -28,6 +30,38 @@ PREFERENCE: dict[str, tuple[str, ...]] = {
     "mid": ("trtllm", "vllm", "llamacpp", "sglang", "transformers"),
     "high": ("vllm", "sglang", "trtllm", "llamacpp", "transformers"),
 }
+
+
+class Placement(BaseModel):
+    """Where an estimate on a borrowed profile (an engine never measured) ranks among the
+    measured candidates, and why (issue 30; rule measured-before-borrowed)."""
+
+    rank_if_it_holds: int  # its rank by figures and rule 1 alone, as if measured
+    after: str | None = None  # the first measured candidate it was moved below
+    after_pct: float | None = None  # its figure over that one's (within the tie band)
+    above: str | None = None  # the first measured candidate it still ranks above
+    lead_pct: float | None = None  # its figure over that one's (more than the tie band)
+
+    def reason(self, basis: Basis, engine: str) -> str:
+        if basis.profile is None:  # no profile at all: an upper bound, below every estimate
+            return (
+                f"{basis.label}: an upper bound, ranked below every measured candidate; it "
+                f"would rank #{self.rank_if_it_holds} if the bound were reached"
+            )
+        holds = f"if the {basis.profile} profile holds for {engine}"
+        parts = [basis.label]
+        if self.after is not None and self.after_pct is not None:
+            parts.append(
+                f"ranked below {self.after} (measured; {self.after_pct:+.0f}% on its figure: "
+                f"a borrowed figure wins no tie, {TIE_FRACTION:.0%}, against a measured "
+                f"one); it would rank #{self.rank_if_it_holds} {holds}"
+            )
+        if self.above is not None and self.lead_pct is not None:
+            parts.append(
+                f"ranked above {self.above} (measured): it would lead it by "
+                f"{self.lead_pct:.0f}% {holds}"
+            )
+        return "; ".join(parts)
 
 
 def predict_candidate(
@@ -153,8 +187,16 @@ def recommendation(
     curve: AllReduceCurve,
     scale: float | None = None,
     calibration: Calibration | None = None,
+    basis: Basis | None = None,
+    placement: Placement | None = None,
 ) -> dict[str, Any]:
     c, fit = ev.candidate, ev.fit
+    if basis is None:
+        basis = (
+            calibration.basis(c.engine)
+            if calibration is not None
+            else Basis(kind="roofline", label="roofline: an upper bound, no profile")
+        )
     rules = list(ev.rules)
     headroom = (
         fit.usable_gib_per_gpu - fit.weights_gib_per_gpu - fit.kv_gib_per_seq_per_gpu * pred.batch
@@ -192,6 +234,10 @@ def recommendation(
             f"{'layer split' if c.engine == 'llamacpp' else 'PP'}={c.pp}: "
             "stages run in sequence per token"
         )
+    if placement is not None:
+        reasons.insert(0, placement.reason(basis, c.engine))
+    if basis.kind == "borrowed" or (calibration is not None and basis.kind == "roofline"):
+        rules.append("measured-before-borrowed")
     if value >= best * (1 - TIE_FRACTION):
         pref = (
             "vLLM for MoE tensor parallelism"
@@ -224,6 +270,12 @@ def recommendation(
         "regime": regime,
         "concurrency": conc,
         "figures_from": "measured" if measured else "predicted",
+        # what the figure rests on: the run (measured), the engine's own profile
+        # (calibrated), another engine's (borrowed) or none (roofline); "label" says it
+        "basis": basis.model_dump(),
+        # a borrowed estimate's place among the measured candidates, and its rank as if
+        # the borrowed profile held (None: not borrowed, or below every measured one)
+        "borrowed_rank": placement.model_dump() if placement is not None else None,
         # what the ranking used: the measured figure, the prediction, or the prediction
         # scaled by the measured/predicted ratio of the measured candidates
         "ranked_by": {"metric": metric_key(regime), "value": value, "scale": scale},
@@ -237,20 +289,20 @@ def recommendation(
 
 def profile_reason(calibration: Calibration, engine: str) -> str:
     """Where a candidate's estimate comes from, and how far off that source was."""
-    lent = calibration.borrowed(engine)
+    basis = calibration.basis(engine)
     held = calibration.errors.get("heldout_levels")
     err = f"{held.mean_abs_error_pct:.0f}%" if held and held.mean_abs_error_pct else "-"
-    gpu = calibration.gpu
-    if lent is not None:
+    if basis.kind == "borrowed":
         return (
-            f"{engine} was never measured: estimated with {lent}'s profile (fitted on {gpu}; "
-            f"held-out mean |error| {err} for the measured engines)"
+            f"{engine} was never measured: estimated with the borrowed {basis.profile} "
+            f"profile ({basis.profile} measured in {', '.join(basis.sweeps)} on "
+            f"{calibration.gpu}; held-out mean |error| {err} for the measured engines)"
         )
     profile = calibration.profile(engine)
     per = held.per_engine.get(engine) if held else None
     return (
-        f"estimate from the {engine} profile fitted to {profile.points if profile else 0} "
-        f"measured levels on {gpu} (held-out mean |error| "
+        f"estimate from the {engine} profile, {basis.label} "
+        f"({profile.points if profile else 0} levels; held-out mean |error| "
         + (f"{per:.0f}%" if per is not None else err)
         + ")"
     )

@@ -59,10 +59,20 @@ def _extra_args(engine: str, config: dict[str, Any]) -> list[str]:
 def emit_sweep(
     advice: dict[str, Any], model_path: str, *, max_targets: int = 4, repeats: int = 3
 ) -> SweepConfig:
-    """Top recommendation of each regime first, then runners-up, up to ``max_targets``."""
+    """Top recommendation of each regime first, then runners-up, up to ``max_targets``.
+
+    A candidate ranked below measured ones only because its figure is borrowed (an engine
+    never measured) is placed where it would rank if the borrowed profile held: a sweep
+    is how it gets measured (seed-6-rerun-sweep)."""
     workload = advice["workload"]
     levels: list[int] = list(workload["concurrency"])
-    recs = sorted(advice["recommendations"], key=lambda r: (r["rank"], r["concurrency"]))
+
+    def order(rec: dict[str, Any]) -> tuple[int, int, int]:
+        lent = rec.get("borrowed_rank")
+        rank = min(int(rec["rank"]), int(lent["rank_if_it_holds"])) if lent else int(rec["rank"])
+        return (rank, 0 if lent else 1, int(rec["concurrency"]))
+
+    recs = sorted(advice["recommendations"], key=order)
     targets: list[SweepTarget] = []
     seen: set[str] = set()
     for rec in recs:

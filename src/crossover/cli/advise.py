@@ -86,6 +86,18 @@ def _figures(rec: dict[str, Any]) -> str:
     if rec["ranked_by"]["scale"] is not None:
         return text + f"(roofline; ranked at {rec['ranked_by']['value']:.0f})"
     profile = rec["predicted"].get("profile")
+    basis = rec.get("basis") or {}
+    if basis.get("kind") == "borrowed":
+        lent = rec.get("borrowed_rank") or {}
+        bits = []
+        if lent.get("after"):
+            bits.append(f"would rank #{lent['rank_if_it_holds']}")
+        if lent.get("above"):
+            bits.append(f"would lead {lent['above']} by {lent['lead_pct']:.0f}%")
+        holds = f"; {' and '.join(bits)} if it holds" if bits else ""
+        return text + f"(estimate: {basis['label']}{holds})"
+    if basis.get("kind") == "calibrated":
+        return text + f"(estimate: {profile} profile, {basis['label']})"
     return text + (f"(estimate: {profile} profile)" if profile else "(roofline)")
 
 
