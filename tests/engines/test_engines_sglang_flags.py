@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from crossover.engines import EngineConfig
-from crossover.engines.adapters import SGLANG_NO_FUSED_ALLREDUCE, launch_spec
+from crossover.engines.adapters import launch_spec
+from crossover.engines.specs.sglang import NO_FUSED_ALLREDUCE as SGLANG_NO_FUSED_ALLREDUCE
 from crossover.multicast import MULTICAST_OFF
 from crossover.plan.commands import LaunchSpec, engine_argv
 

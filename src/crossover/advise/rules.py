@@ -6,7 +6,6 @@ rejected candidate always says which rule rejected it and where that rule comes 
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 from pydantic import BaseModel
 
 from crossover.errors import UsageError
+from crossover.versions import version_key as version_key
 
 ENGINES: tuple[str, ...] = ("llamacpp", "vllm", "sglang", "trtllm", "transformers")
 
@@ -145,19 +145,6 @@ def normalize_quant(quant: str | None) -> str:
             f"unknown quant {quant!r}; known: {', '.join(QUANTS)}, gguf-<{'|'.join(GGUF_QUANTS)}>"
         )
     return q
-
-
-_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?(a|b|rc|dev|post)\.?(\d+))?")
-
-
-def version_key(version: str) -> tuple[int, int, int, int, int]:
-    """Order versions like PEP 440 for the forms engines use (1.2.1, 1.3.0rc20, 0.20.0)."""
-    m = _VERSION.match(version.strip().lstrip("v"))
-    if not m:
-        raise UsageError(f"bad version {version!r}")
-    major, minor, patch = (int(x) if x else 0 for x in m.group(1, 2, 3))
-    stage = {"dev": 0, "a": 1, "b": 2, "rc": 3, None: 4, "post": 5}[m.group(4)]
-    return (major, minor, patch, stage, int(m.group(5) or 0))
 
 
 def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -> KernelCheck:

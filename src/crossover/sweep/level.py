@@ -83,10 +83,10 @@ class TargetSession:
         t = self.cfg
         if t.launch is None:
             return t.base_urls, t.engine or "openai", t.model or ""
-        from crossover.engines.adapters import get_adapter
+        from crossover.engines import registry
 
         ecfg = launch_config(t)
-        adapter = get_adapter(ecfg.engine)
+        adapter = registry.get(ecfg.engine)
         if not self.engines or not all(e.alive() for e in self.engines):
             if self.engines:
                 await self.stop()
