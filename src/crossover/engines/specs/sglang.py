@@ -46,7 +46,9 @@ FLAGS = FlagTable(
             requested=True,
             echoed=True,
         ),
-        Flag("context_tokens", ("--context-length",), "context_tokens", requested=True, echoed=True),
+        Flag(
+            "context_tokens", ("--context-length",), "context_tokens", requested=True, echoed=True
+        ),
         Flag(
             "max_batched_tokens",
             ("--chunked-prefill-size",),
