@@ -19,14 +19,15 @@ if [ "${LLAMA:-1}" = 1 ]; then
   tar xzf build/xo-builds-device/llama-src.tar.gz -C $SRC --strip-components=1
   # a source subset without the vocab files (build/xo-builds-device, made here with the
   # models/*.gguf left out) takes Llama 3's from .pack/vocab
-  [ -f $SRC/models/ggml-vocab-llama-bpe.gguf ] || cp .pack/vocab/ggml-vocab-llama-bpe.gguf $SRC/models/ || { echo "no vocab: carry .pack/vocab"; exit 1; }
+  # (Llama 3's for the dense shapes, Qwen2's for qwen3-30b-a3b, Llama 2's for mixtral)
+  [ -f $SRC/models/ggml-vocab-llama-bpe.gguf ] || cp .pack/vocab/*.gguf $SRC/models/ || { echo "no vocab: carry .pack/vocab"; exit 1; }
 else
   # the checkpoints take Llama 3's tokenizer from the pinned source's vocab file: carry
   # .pack/vocab (cp ~/.cache/crossover/src/llama.cpp-0.3.36/models/ggml-vocab-llama-bpe.gguf)
-  cp .pack/vocab/ggml-vocab-llama-bpe.gguf $SRC/models/ || { echo "LLAMA=0 needs .pack/vocab"; exit 1; }
+  cp .pack/vocab/*.gguf $SRC/models/ || { echo "LLAMA=0 needs .pack/vocab"; exit 1; }
 fi
 echo llama-cpp-python-0.3.36 > $SRC/.crossover-complete
 [ -d .gguf-parts ] && bash scripts/h200/quality/job-part.sh
-LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} MOE=${MOE:-0} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; df -h /tmp | tail -1; echo "background started"
