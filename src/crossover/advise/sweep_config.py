@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from crossover import defaults
 from crossover.engines import registry
 
 
@@ -95,7 +96,7 @@ def emit_sweep(
     return SweepConfig(
         name=f"advise-{advice['model']['name']}-{advice['hardware']['gpu']}".replace("/", "_"),
         concurrency=levels,
-        requests_per_level=max(16, 4 * max(levels)),
+        requests_per_level=defaults.level_requests(max(levels)),
         output_tokens=int(workload["output_tokens"]),
         input_tokens=int(workload["input_tokens"]),
         repeats=repeats,

@@ -15,11 +15,19 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from crossover.engines.spec import EngineSpec
-from crossover.engines.specs import llamacpp, sglang, transformers, triton, trtllm, vllm
+from crossover.engines.specs import (
+    llamacpp,
+    lmdeploy,
+    sglang,
+    transformers,
+    triton,
+    trtllm,
+    vllm,
+)
 from crossover.errors import UsageError, unknown_choice
 
 # The order is the order engines are listed in (the advisor's candidates among them).
-_MODULES: tuple[ModuleType, ...] = (llamacpp, vllm, sglang, trtllm, transformers, triton)
+_MODULES: tuple[ModuleType, ...] = (llamacpp, vllm, sglang, trtllm, transformers, triton, lmdeploy)
 
 
 class UnknownEngine(UsageError):
