@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from crossover import defaults
 from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
@@ -112,8 +113,7 @@ class RunConfig(BaseModel):
         if (self.concurrency is None) == (self.rate_rps is None):
             raise ValueError("give exactly one of --concurrency or --rate")
         if self.requests is None and self.duration_s is None:
-            c = self.concurrency or 1
-            self.requests = max(32, 4 * c)
+            self.requests = defaults.run_requests(self.concurrency)
         if self.requests is not None and self.duration_s is not None:
             raise ValueError("give --requests or --duration-s, not both")
         if self.engine == "triton" and self.endpoint == "chat":
@@ -139,7 +139,7 @@ class RunConfig(BaseModel):
     def warmup(self) -> int:
         if self.warmup_requests is not None:
             return self.warmup_requests
-        return min(self.concurrency or 4, 16)
+        return defaults.run_warmup(self.concurrency)
 
 
 def parse_named_url(text: str, flag: str) -> tuple[str, str, dict[str, str]]:

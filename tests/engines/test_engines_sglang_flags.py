@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from crossover.engines import EngineConfig
-from crossover.engines.adapters import SGLANG_NO_FUSED_ALLREDUCE, launch_spec
+from crossover.engines.adapters import launch_spec
+from crossover.engines.specs.sglang import NO_FUSED_ALLREDUCE as SGLANG_NO_FUSED_ALLREDUCE
 from crossover.multicast import MULTICAST_OFF
-from crossover.plan.commands import LaunchSpec, engine_argv
+from crossover.plan.commands import PlanLaunch, engine_argv
 
 HELP = Path(__file__).parents[1] / "fixtures" / "sglang" / "sglang-0.5.17-launch-server-help.txt.gz"
 PREFIX = ["python3", "-m", "sglang.launch_server"]
@@ -79,12 +80,12 @@ def test_adapter_flags_exist(knobs: dict[str, object], tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "plan",
     [
-        LaunchSpec(model="/m"),
-        LaunchSpec(model="/m", tp=2, moe=True, cuda_graphs=False),
-        LaunchSpec(model="/m", tp=4, pp=2, quant="fp8", online_quant=True, moe=True),
+        PlanLaunch(model="/m"),
+        PlanLaunch(model="/m", tp=2, moe=True, cuda_graphs=False),
+        PlanLaunch(model="/m", tp=4, pp=2, quant="fp8", online_quant=True, moe=True),
     ],
 )
-def test_plan_flags_exist(plan: LaunchSpec) -> None:
+def test_plan_flags_exist(plan: PlanLaunch) -> None:
     argv, env, unset = engine_argv("sglang", plan)
     assert argv[:3] == PREFIX
     assert_known(argv[3:])

@@ -12,7 +12,7 @@ import yaml
 
 from crossover.errors import UsageError
 from crossover.plan import PlanRequest, make_plan, write_plan
-from crossover.plan.commands import LaunchSpec, graph_batch_sizes
+from crossover.plan.commands import PlanLaunch, graph_batch_sizes
 from crossover.plan.trtllm import extra_llm_api_options, graphs_enabled
 
 ENGINES = ["trtllm", "triton", "vllm", "sglang", "llamacpp", "transformers"]
@@ -84,7 +84,7 @@ def test_model_path_with_spaces_is_quoted(tmp_path: Path) -> None:
     ],
 )
 def test_trtllm_cuda_graph_nesting_per_version(version: str, key: str) -> None:
-    opts = extra_llm_api_options(LaunchSpec(model="m", max_concurrency=64), version)
+    opts = extra_llm_api_options(PlanLaunch(model="m", max_concurrency=64), version)
     other = {"cuda_graph_config", "pytorch_backend_config"} - {key}
     assert key in opts
     assert not other & set(opts)
@@ -97,7 +97,7 @@ def test_trtllm_cuda_graph_nesting_per_version(version: str, key: str) -> None:
     else:
         assert block["use_cuda_graph"] is True
         assert block["cuda_graph_batch_sizes"][-1] == 64
-    off = extra_llm_api_options(LaunchSpec(model="m", cuda_graphs=False), version)
+    off = extra_llm_api_options(PlanLaunch(model="m", cuda_graphs=False), version)
     assert not graphs_enabled(off)
 
 

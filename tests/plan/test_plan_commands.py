@@ -6,7 +6,7 @@ from pathlib import Path
 
 from crossover.engines.adapters import launch_spec
 from crossover.engines.config import engine_config
-from crossover.plan.commands import LaunchSpec, engine_argv
+from crossover.plan.commands import PlanLaunch, engine_argv
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -14,7 +14,7 @@ def _flag(argv: list[str], name: str) -> str:
 
 
 def test_vllm_plan_carries_the_budget_and_memory_share_as_adapter_settings() -> None:
-    s = LaunchSpec(model="/m", tp=2, max_concurrency=128, max_seq_len=2048, max_num_tokens=4096)
+    s = PlanLaunch(model="/m", tp=2, max_concurrency=128, max_seq_len=2048, max_num_tokens=4096)
     argv, env, _ = engine_argv("vllm", s)
     assert _flag(argv, "--max-num-batched-tokens") == "4096"
     assert _flag(argv, "--gpu-memory-utilization") == "0.9"

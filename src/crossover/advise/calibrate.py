@@ -46,6 +46,7 @@ from crossover.advise.fit_report import Report, at_bound, markdown
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
 from crossover.advise.results import load_results
+from crossover.engines import registry
 from crossover.errors import UsageError
 
 __all__ = [
@@ -64,12 +65,13 @@ __all__ = [
 ]
 
 # Engines never measured borrow a measured engine's profile (said in the advice).
-BORROW: dict[str, str] = {
-    "sglang": "vllm",
-    "trtllm": "vllm",
-    "sglang-nographs": "vllm-nographs",
-    "trtllm-nographs": "vllm-nographs",
-}
+def _borrow() -> dict[str, str]:
+    pairs = [(s.name, t.borrows_profile) for s in registry.specs() if (t := s.advise)]
+    lent = [(name, other) for name, other in pairs if other is not None]
+    return dict(lent + [(f"{n}-nographs", f"{o}-nographs") for n, o in lent])
+
+
+BORROW: dict[str, str] = _borrow()
 ALLREDUCE_TABLE = "data/allreduce/h200x2-nvlink.json"
 SMALL_MESSAGE_BYTES = 64 * 1024
 

@@ -18,18 +18,26 @@ from crossover.advise.cost import AllReduceCurve, Layout, Prediction
 from crossover.advise.efficiency import Basis, Calibration
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
+from crossover.engines import registry
 
 # Above this share of a closed-loop cycle spent in prefill, the advice says the estimate
 # rests on the least-measured term (one prompt length, one GPU).
 PREFILL_SHARE_WARNING = 0.3
 # Candidates within this fraction of the best figure count as tied; rule 1 orders them.
 TIE_FRACTION = 0.10
-# Rule 1 (seed-1-engine-choice, docs/engines.md): engine order per regime among tied candidates.
-PREFERENCE: dict[str, tuple[str, ...]] = {
-    "low": ("trtllm", "llamacpp", "vllm", "sglang", "transformers"),
-    "mid": ("trtllm", "vllm", "llamacpp", "sglang", "transformers"),
-    "high": ("vllm", "sglang", "trtllm", "llamacpp", "transformers"),
-}
+
+
+def _preference() -> dict[str, tuple[str, ...]]:
+    """Rule 1 (seed-1-engine-choice, docs/engines.md): engine order per regime among tied
+    candidates, from each engine spec's ``advise.preference``."""
+    out: dict[str, tuple[str, ...]] = {}
+    for i, regime in enumerate(("low", "mid", "high")):
+        ranked = [(t.preference[i], s.name) for s in registry.specs() if (t := s.advise)]
+        out[regime] = tuple(name for _, name in sorted(ranked))
+    return out
+
+
+PREFERENCE: dict[str, tuple[str, ...]] = _preference()
 
 
 class Placement(BaseModel):
@@ -246,7 +254,8 @@ def recommendation(
         )
         reasons.append(f"within {TIE_FRACTION:.0%} of the best figure; {pref}")
         rules.append("seed-1-engine-choice")
-    if c.engine in ("trtllm", "vllm", "sglang", "llamacpp") and regime != "high":
+    traits = registry.get(c.engine).advise
+    if traits is not None and traits.graphs_matter and regime != "high":
         reasons.append("CUDA graphs on: confirm from the startup log")
         rules.append("seed-5-cuda-graphs-verify")
     if measured is not None:

@@ -23,6 +23,7 @@ from crossover.advise import cost
 from crossover.advise.cost import MemoryFit
 from crossover.advise.model import ModelFacts
 from crossover.advise.rules import moe_config_table
+from crossover.engines import registry
 
 GIB = 1024**3
 
@@ -107,12 +108,10 @@ def tuned_config(
     )
 
 
-EP_FLAGS = {"vllm": "--enable-expert-parallel", "sglang": "--ep-size {n}"}
-
-
 def expert_parallel_note(engine: str, model: ModelFacts, tp: int) -> str | None:
-    """On TP > 1, the expert-parallel alternative for engines that have one."""
-    flag = EP_FLAGS.get(engine)
+    """On TP > 1, the expert-parallel alternative for engines that have one (the spec's
+    ``ep_flag``)."""
+    flag = registry.get(engine).ep_flag
     if flag is None or tp <= 1 or not model.is_moe or not model.experts:
         return None
     if model.experts % tp:

@@ -6,7 +6,6 @@ rejected candidate always says which rule rejected it and where that rule comes 
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -14,9 +13,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from crossover.engines import registry
 from crossover.errors import UsageError
+from crossover.versions import version_key as version_key
 
-ENGINES: tuple[str, ...] = ("llamacpp", "vllm", "sglang", "trtllm", "transformers")
+#: the engines the advisor weighs: those whose spec has advisor traits
+ENGINES: tuple[str, ...] = registry.with_trait("advise")
 
 QUANTS: tuple[str, ...] = (
     "bf16",
@@ -147,19 +149,6 @@ def normalize_quant(quant: str | None) -> str:
     return q
 
 
-_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.?(a|b|rc|dev|post)\.?(\d+))?")
-
-
-def version_key(version: str) -> tuple[int, int, int, int, int]:
-    """Order versions like PEP 440 for the forms engines use (1.2.1, 1.3.0rc20, 0.20.0)."""
-    m = _VERSION.match(version.strip().lstrip("v"))
-    if not m:
-        raise UsageError(f"bad version {version!r}")
-    major, minor, patch = (int(x) if x else 0 for x in m.group(1, 2, 3))
-    stage = {"dev": 0, "a": 1, "b": 2, "rc": 3, None: 4, "post": 5}[m.group(4)]
-    return (major, minor, patch, stage, int(m.group(5) or 0))
-
-
 def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -> KernelCheck:
     """Is there a kernel for ``quant`` on this architecture in this engine version?"""
     table = _data()["kernels"].get(engine)
@@ -217,11 +206,20 @@ def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -
 
 
 def check_tp_heads(engine: str, tp: int, heads: int, kv_heads: int) -> Verdict | None:
-    if tp <= 1 or engine in ("llamacpp", "transformers"):
+    """TP against the heads, for engines that split heads (the spec's ``tp_heads_rule``)."""
+    rule = registry.get(engine).tp_heads_rule
+    if rule is None:
+        return None
+    return tp_heads_verdict(rule, tp, heads, kv_heads)
+
+
+def tp_heads_verdict(rule: str, tp: int, heads: int, kv_heads: int) -> Verdict | None:
+    """``rule`` when TP does not divide the attention heads; tp-kv-heads when it neither
+    divides nor is a multiple of the KV heads."""
+    if tp <= 1:
         return None
     if heads % tp:
-        rid = "seed-4-vllm-tp-heads" if engine == "vllm" else "tp-divides-heads"
-        return Verdict(rule=rid, reason=f"TP={tp} does not divide {heads} attention heads")
+        return Verdict(rule=rule, reason=f"TP={tp} does not divide {heads} attention heads")
     if kv_heads % tp and tp % kv_heads:
         return Verdict(
             rule="tp-kv-heads",

@@ -10,6 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from crossover import defaults
+from crossover.engines import registry
+
 
 class Launch(BaseModel):
     model: str
@@ -46,14 +49,16 @@ def target_name(engine: str, config: dict[str, Any]) -> str:
 
 def _extra_args(engine: str, config: dict[str, Any]) -> list[str]:
     pp = int(config.get("pp", 1))
-    if engine == "llamacpp":
+    spec = registry.get(engine)
+    if spec.plan is not None and spec.plan.formats == "gguf":  # one process, split modes
         return ["--split-mode", str(config.get("split_mode") or "none")]
     if pp <= 1:
         return []
-    flag = {"vllm": "--pipeline-parallel-size", "sglang": "--pp-size", "trtllm": "--pp_size"}.get(
-        engine
-    )
-    return [flag, str(pp)] if flag else []
+    try:
+        flag = spec.flags.by_knob("pp").names[0]
+    except KeyError:
+        return []
+    return [flag, str(pp)]
 
 
 def emit_sweep(
@@ -101,7 +106,7 @@ def emit_sweep(
     return SweepConfig(
         name=f"advise-{advice['model']['name']}-{advice['hardware']['gpu']}".replace("/", "_"),
         concurrency=levels,
-        requests_per_level=max(16, 4 * max(levels)),
+        requests_per_level=defaults.level_requests(max(levels)),
         output_tokens=int(workload["output_tokens"]),
         input_tokens=int(workload["input_tokens"]),
         repeats=repeats,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from crossover import defaults
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
@@ -47,7 +48,7 @@ class CapacityConfig(BaseModel):
     min_rps: float | None = Field(None, gt=0)
     duration_s_per_level: float = Field(10.0, gt=0)
     #: closed-loop warm-up before the first level only
-    warmup_requests: int = Field(4, ge=0)
+    warmup_requests: int = Field(defaults.CAPACITY_WARMUP, ge=0)
     seed: int = 0
     tokenizer: str | None = None
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)

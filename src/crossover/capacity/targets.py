@@ -55,12 +55,12 @@ async def capacity_per_target(
 async def _launched(
     t: TargetConfig, base: dict[str, Any], folder: Path, events: CapacityEvents
 ) -> CapacityFile:
-    from crossover.engines.adapters import get_adapter
+    from crossover.engines import registry
     from crossover.engines.lifecycle import start
     from crossover.sweep.config import launch_config
 
     ecfg = launch_config(t)
-    adapter = get_adapter(ecfg.engine)
+    adapter = registry.get(ecfg.engine)
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     # started from the main thread, as the sweep does, so the engine dies with us
     engine = start(ecfg, folder / "engine.log")

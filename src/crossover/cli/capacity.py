@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from crossover import defaults
 from crossover.errors import UsageError
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ def capacity(
         float | None, typer.Option(help="Give up below (default start rate / 64)")
     ] = None,
     duration_s_per_level: Annotated[float, typer.Option(help="Seconds each rate is held")] = 10.0,
-    warmup: Annotated[int, typer.Option(help="Warm-up requests before the first level")] = 4,
+    warmup: Annotated[
+        int, typer.Option(help="Warm-up requests before the first level")
+    ] = defaults.CAPACITY_WARMUP,
     early_stop: Annotated[
         bool, typer.Option(help="Stop a level early once its queue keeps growing")
     ] = True,

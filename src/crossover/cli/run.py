@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from crossover import defaults
 from crossover.errors import InvalidRunError, UsageError
 
 EXAMPLE = (
@@ -49,11 +50,14 @@ def run(
         typer.Option(help="Open loop: cap on requests in flight (the wait counts in queue_ms)"),
     ] = None,
     requests: Annotated[
-        int | None, typer.Option(help="Measured requests (default 4x concurrency, at least 32)")
+        int | None, typer.Option(help=f"Measured requests (default {defaults.RUN_REQUESTS_HELP})")
     ] = None,
     duration_s: Annotated[float | None, typer.Option(help="Measure for this long instead")] = None,
     warmup: Annotated[
-        int | None, typer.Option(help="Warm-up requests outside the measurement")
+        int | None,
+        typer.Option(
+            help=f"Warm-up requests outside the measurement (default {defaults.RUN_WARMUP_HELP})"
+        ),
     ] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = 200,
     prompts: Annotated[

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from crossover import defaults
 from crossover.config import parse_named_url
 from crossover.errors import InvalidRunError, UsageError
 
@@ -67,11 +68,13 @@ def sweep(
         typer.Option(help="Or open-loop levels: Poisson arrivals at these requests/s, e.g. 2,4,8"),
     ] = None,
     requests_per_level: Annotated[
-        int | None, typer.Option(help="Measured requests per level [default: max(16, 4 x level)]")
+        int | None,
+        typer.Option(help=f"Measured requests per level [default: {defaults.LEVEL_REQUESTS_HELP}]"),
     ] = None,
     duration_s_per_level: Annotated[float | None, typer.Option(help="Or seconds per level")] = None,
     warmup: Annotated[
-        int | None, typer.Option(help="Warm-up requests per level [default: min(level, 8)]")
+        int | None,
+        typer.Option(help=f"Warm-up requests per level [default: {defaults.LEVEL_WARMUP_HELP}]"),
     ] = None,
     output_tokens: Annotated[
         int | None, typer.Option(help="Exactly this many tokens per request")

@@ -14,14 +14,18 @@ from crossover.dialects.openai import (
 from crossover.dialects.triton import TritonDialect
 from crossover.errors import UsageError, unknown_choice
 
+#: every dialect by its own name (an engine's spec names the one it speaks)
 DIALECTS: dict[str, Dialect] = {
-    "openai": OpenAIDialect(),
-    "vllm": VLLMDialect(),
-    "sglang": SGLangDialect(),
-    "trtllm": TRTLLMDialect(),
-    "triton": TritonDialect(),
-    "llamacpp": LlamaCppDialect(),
-    "transformers": TransformersDialect(),
+    d.name: d
+    for d in (
+        OpenAIDialect(),
+        VLLMDialect(),
+        SGLangDialect(),
+        TRTLLMDialect(),
+        TritonDialect(),
+        LlamaCppDialect(),
+        TransformersDialect(),
+    )
 }
 
 

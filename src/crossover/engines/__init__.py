@@ -1,19 +1,13 @@
-"""Engine adapters (launch command, health, version, metrics, log facts) and lifecycle.
+"""Engines: one spec per engine (``specs``, listed by ``registry``), launch and lifecycle,
+the effective settings read back from their logs.
 
 Heavy work happens only when called: importing this package starts nothing.
 """
 
 from __future__ import annotations
 
-from crossover.engines.adapters import (
-    ADAPTERS,
-    EngineAdapter,
-    LaunchSpec,
-    VersionProbe,
-    get_adapter,
-    launch_spec,
-)
-from crossover.engines.config import ENGINE_NAMES, EngineConfig, engine_config
+from crossover.engines.adapters import launch_spec
+from crossover.engines.config import EngineConfig, engine_config
 from crossover.engines.effective import (
     Check,
     EffectiveSettings,
@@ -26,18 +20,20 @@ from crossover.engines.effective import (
     parse_expect,
 )
 from crossover.engines.lifecycle import RunningEngine, alaunch, launch, start
+from crossover.engines.registry import ENGINES, UnknownEngine
+from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe
 
 __all__ = [
-    "ADAPTERS",
-    "ENGINE_NAMES",
+    "ENGINES",
     "Check",
     "EffectiveSettings",
-    "EngineAdapter",
     "EngineConfig",
+    "EngineSpec",
     "Fact",
     "LaunchRecord",
     "LaunchSpec",
     "RunningEngine",
+    "UnknownEngine",
     "VersionProbe",
     "alaunch",
     "check",
@@ -45,7 +41,6 @@ __all__ = [
     "effective_settings",
     "engine_config",
     "expectations_from_plan",
-    "get_adapter",
     "launch",
     "launch_spec",
     "parse_expect",

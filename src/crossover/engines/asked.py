@@ -14,71 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from crossover.engines import logpatterns as lp
+from crossover.engines import registry
 from crossover.engines.effective import Check, EffectiveSettings, values_match
-
-#: launch flags whose value the engine's log reports back one to one: flag -> setting
-ASKED_VALUES: dict[str, dict[str, str]] = {
-    "sglang": {
-        "--tp-size": "tp", "--tensor-parallel-size": "tp", "--pp-size": "pp",
-        "--pipeline-parallel-size": "pp", "--ep-size": "ep",
-        "--max-running-requests": "parallel_slots", "--context-length": "context_tokens",
-        "--chunked-prefill-size": "max_batched_tokens",
-        "--mem-fraction-static": "gpu_memory_utilization", "--dtype": "dtype",
-        "--quantization": "quant", "--cuda-graph-max-bs": "cuda_graph_max_bs",
-        "--cuda-graph-max-bs-decode": "cuda_graph_max_bs", "--load-format": "load_format",
-        "--schedule-policy": "schedule_policy", "--tokenizer-worker-num": "tokenizer_workers",
-        "--stream-interval": "stream_interval", "--attention-backend": "attention_backend",
-    },
-    "vllm": {
-        "--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp",
-        "-pp": "pp", "--max-model-len": "context_tokens",
-        "--max-num-batched-tokens": "max_batched_tokens",
-        "--gpu-memory-utilization": "gpu_memory_utilization", "--quantization": "quant",
-        "-q": "quant", "--dtype": "dtype",
-    },
-    "llamacpp": {"-np": "parallel_slots", "--parallel": "parallel_slots"},
-}  # fmt: skip
-#: switches (no value) and the setting value they ask for
-ASKED_SWITCHES: dict[str, dict[str, tuple[str, lp.Value]]] = {
-    "sglang": {
-        "--disable-cuda-graph": ("cuda_graphs", False),
-        "--enable-metrics": ("metrics", True),
-        "--enable-mixed-chunk": ("mixed_chunk", True),
-        "--enable-torch-compile": ("torch_compile", True),
-    },
-    "vllm": {"--enforce-eager": ("cuda_graphs", False)},
-}
-#: values that leave the choice to the engine: nothing to check them against
-_ENGINE_CHOOSES = {"auto", "-1"}
-
-
-def _typed(raw: str) -> lp.Value:
-    try:
-        return int(raw)
-    except ValueError:
-        pass
-    try:
-        return float(raw)
-    except ValueError:
-        return raw
 
 
 def asked(engine: str, argv: list[str]) -> dict[str, tuple[lp.Value, str]]:
-    """``setting -> (asked value, the flag as given)`` from a launch argv (last one wins,
-    as argparse does)."""
-    values = ASKED_VALUES.get(engine, {})
-    switches = ASKED_SWITCHES.get(engine, {})
-    out: dict[str, tuple[lp.Value, str]] = {}
-    for i, arg in enumerate(argv):
-        flag, eq, inline = arg.partition("=")
-        if flag in values:
-            raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-            if raw is not None and raw.strip().lower() not in _ENGINE_CHOOSES:
-                out[values[flag]] = (_typed(raw), f"{flag} {raw}")
-        elif arg in switches:
-            setting, value = switches[arg]
-            out[setting] = (value, arg)
-    return out
+    """``setting -> (asked value, the flag as given)`` from a launch argv, through the
+    engine's flag table (last one wins, as argparse does)."""
+    return registry.get(engine).flags.asked(argv)
 
 
 def asked_checks(settings: EffectiveSettings, skip: Iterable[str] = ()) -> list[Check]:

@@ -12,9 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crossover.errors import UsageError, unknown_choice, validation_line
-
-ENGINE_NAMES: tuple[str, ...] = ("llamacpp", "transformers", "vllm", "sglang", "trtllm", "triton")
+from crossover.errors import UsageError, validation_line
 
 
 class EngineConfig(BaseModel):
@@ -22,7 +20,7 @@ class EngineConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: str = Field(description="llamacpp, transformers, vllm, sglang, trtllm or triton")
+    engine: str = Field(description="the engine to launch (`crossover engines list` names them)")
     model: str = Field(
         description="model file or folder (GGUF, HF folder, Triton repository), or a hub name"
     )
@@ -89,8 +87,13 @@ class EngineConfig(BaseModel):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        if value not in ENGINE_NAMES:
-            raise ValueError(unknown_choice("engine", value, ENGINE_NAMES))
+        # looked up here, not imported above: the registry's specs import this module
+        from crossover.engines import registry
+
+        try:
+            registry.get(value)
+        except registry.UnknownEngine as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("host", "model")

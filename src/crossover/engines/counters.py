@@ -12,22 +12,13 @@ import math
 
 import aiohttp
 
-#: generated-token counters that are current when a response ends, first found wins.
-#: SGLang's (with ``--enable-metrics``, which its adapter always passes) is added per
-#: finished request, in the tokenizer manager's output loop that also hands the request
-#: its last chunk (``TokenizerManager.collect_metrics`` ->
-#: ``observe_one_finished_request``, sglang 0.5.17 ``srt/managers/tokenizer_manager.py``,
-#: ``srt/observability/metrics_collector.py``): the request's ``completion_tokens``, the
-#: number usage reports, labelled ``is_streaming`` and ``model_name``; requests with
-#: ``log_metrics=False`` (its own health checks) are not counted.
-#: Not llama.cpp's ``llamacpp:tokens_predicted_total``: llama-server adds a request's
-#: tokens when its slot is reused (``callback_on_reset``, tools/server/server-context.cpp),
-#: so after a level it trails by the last request of every slot.
-GENERATION_COUNTERS = (
-    "vllm:generation_tokens_total",
-    "sglang:generation_tokens_total",
-    "calibration:generation_tokens_total",
-)
+from crossover.engines import registry
+
+#: generated-token counters that are current when a response ends, first found wins: each
+#: engine's own (``EngineSpec.counter``, where its source says why it is current; not
+#: llama.cpp's, see ``specs.llamacpp``), then the calibration server's.
+CALIBRATION_COUNTER = "calibration:generation_tokens_total"
+GENERATION_COUNTERS = (*registry.counters(), CALIBRATION_COUNTER)
 #: after a level, read again while the counter still trails the claimed total (an engine
 #: may count a request after its response left), for at most this long
 SETTLE_S = 2.0

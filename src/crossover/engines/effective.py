@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from crossover.engines import logpatterns as lp
-from crossover.engines.adapters import get_adapter
+from crossover.engines import registry
 from crossover.engines.launchrec import (
     HEADER_PREFIX,
     Basis,
@@ -27,7 +27,6 @@ from crossover.engines.launchrec import (
     LaunchRecord,
     header_line,
     keep_earlier_log,
-    launch_facts,
     read_header,
 )
 from crossover.errors import UsageError
@@ -130,9 +129,9 @@ def detect_engine(text: str) -> str | None:
     header = read_header(text)
     if header is not None:
         return header.engine
-    for engine, regexes in lp.DETECT.items():
-        if any(re.search(rx, text, re.MULTILINE) for rx in regexes):
-            return engine
+    for spec in registry.detect_order():
+        if any(re.search(rx, text, re.MULTILINE) for rx in spec.detect):
+            return spec.name
     return None
 
 
@@ -156,7 +155,7 @@ def _match_evidence(pattern: lp.LogPattern, m: re.Match[str] | None) -> str | No
 def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
     """The adapter's warning rules over the log: one entry per rule, at its first line."""
     out: list[LogWarning] = []
-    for rule in get_adapter(engine).warning_rules:
+    for rule in registry.get(engine).warning_rules:
         first: tuple[int, re.Match[str]] | None = None
         count = 0
         for no, line in enumerate(lines, start=1):
@@ -184,7 +183,7 @@ def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
 
 def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
-    adapter = get_adapter(engine)
+    adapter = registry.get(engine)
     for pattern in adapter.log_patterns:
         if pattern.setting in facts:
             continue  # an earlier (stronger) pattern already decided this setting
@@ -220,14 +219,31 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
 
 
 def _unknown_note(engine: str, setting: str) -> str:
-    if engine == "llamacpp" and setting == "cuda_graphs":
-        return (
-            "unknown from log: llama.cpp does not log the CUDA-graph setting "
-            "('graphs reused' counts ggml compute-graph reuse, present either way)"
+    return registry.get(engine).unknown_notes.get(setting, "unknown from log")
+
+
+def launch_facts(engine: str, launch: LaunchRecord) -> dict[str, Fact]:
+    """Facts from the launch record alone (the log's own lines are stronger): the flags the
+    engine's table records as requested, its switches, then its own launch facts."""
+    spec = registry.get(engine)
+    facts: dict[str, Fact] = {}
+    for setting, (value, evidence) in spec.flags.requested(launch.argv).items():
+        facts[setting] = Fact(
+            setting=setting,
+            value=value,
+            basis="launch-argv",
+            verified=False,
+            evidence=evidence,
+            note="requested at launch; the engine log does not confirm it",
         )
-    if engine == "transformers" and setting == "cuda_graphs":
-        return "unknown from log: this transformers serve does not log it (5.17 does not)"
-    return "unknown from log"
+    for switch in spec.flags.requested_switches(launch.argv):
+        facts[switch.setting] = Fact(
+            setting=switch.setting, value=switch.value, basis="launch-argv", verified=False,
+            evidence=switch.name,
+        )  # fmt: skip
+    if spec.launch_facts is not None:
+        facts.update(spec.launch_facts(launch))
+    return facts
 
 
 def effective_settings(text: str, engine: str | None = None) -> EffectiveSettings:
@@ -236,7 +252,7 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
     name = engine or detect_engine(text)
     if name is None:
         raise UsageError("cannot tell which engine wrote this log; pass --engine")
-    get_adapter(name)  # validates the name
+    registry.get(name)  # validates the name
     # numbered as grep and editors number them: progress bars redraw with a bare "\r"
     # (vLLM's and SGLang's CUDA-graph capture), which splitlines() would count as lines
     lines = [ln.removesuffix("\r") for ln in text.split("\n")]
@@ -280,19 +296,10 @@ def _graph_coverage(facts: dict[str, Fact]) -> list[LogWarning]:
 
 
 def _derive(engine: str, facts: dict[str, Fact]) -> None:
-    """Settings one line cannot give alone."""
-    kv = facts.get("kv_cache_dtype")
-    if engine == "sglang" and "dtype" not in facts and kv is not None:
-        # ServerArgs says dtype='auto'; a 16/32-bit KV cache has the model's dtype unless
-        # --kv-cache-dtype said otherwise (sglang model_runner: kv_cache_dtype='auto')
-        if kv.value in ("bfloat16", "float16", "float32"):
-            facts["dtype"] = kv.model_copy(
-                update={
-                    "setting": "dtype",
-                    "note": "dtype='auto': read from the KV cache's dtype, which follows "
-                    "the model's unless --kv-cache-dtype is given",
-                }
-            )
+    """Settings one line cannot give alone (the engine's own rule, if it has one)."""
+    derive = registry.get(engine).derive
+    if derive is not None:
+        derive(facts)
 
 
 class Check(BaseModel):

@@ -34,7 +34,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from crossover.engines import logpatterns as lp
-from crossover.engines.adapters import EngineAdapter, LaunchSpec, get_adapter, launch_spec
+from crossover.engines import registry
+from crossover.engines.adapters import launch_spec
 from crossover.engines.config import EngineConfig
 from crossover.engines.effective import (
     EffectiveSettings,
@@ -52,6 +53,7 @@ from crossover.engines.processes import (
     pdeathsig_preexec,
     signal_group,
 )
+from crossover.engines.spec import EngineSpec, LaunchSpec
 from crossover.errors import EngineError, UsageError
 
 LOG_TAIL_LINES = 20
@@ -72,7 +74,7 @@ _LIVE_LOCK = threading.Lock()
 _HOOKS = {"atexit": False, "signals": False}
 
 
-def _resolve_executable(program: str, adapter: EngineAdapter) -> str:
+def _resolve_executable(program: str, adapter: EngineSpec) -> str:
     if os.sep in program:
         path = Path(program).expanduser()
         if path.is_file() and os.access(path, os.X_OK):
@@ -99,7 +101,7 @@ def _default_llama_server() -> list[str] | None:
 
 
 def _preflight(config: EngineConfig) -> EngineConfig:
-    adapter = get_adapter(config.engine)
+    adapter = registry.get(config.engine)
     if config.engine == "llamacpp" and config.executable is None:
         built = _default_llama_server()
         if built:
@@ -150,7 +152,7 @@ class RunningEngine:
     def __init__(
         self,
         config: EngineConfig,
-        adapter: EngineAdapter,
+        adapter: EngineSpec,
         spec: LaunchSpec,
         proc: subprocess.Popen[bytes],
         port: int,
@@ -441,7 +443,7 @@ class RunningEngine:
 def start(config: EngineConfig, log_path: Path | str) -> RunningEngine:
     """Start the engine without waiting for health (``launch`` and ``alaunch`` wait)."""
     config = _preflight(config)
-    adapter = get_adapter(config.engine)
+    adapter = registry.get(config.engine)
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     port = config.port or free_port(config.host)

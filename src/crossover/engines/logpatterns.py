@@ -481,24 +481,3 @@ TRITON: tuple[LogPattern, ...] = (
         "TensorRT-LLM cpp/tensorrt_llm/common/mpiUtils.cpp",
     ),
 )
-
-
-# Lines that identify an engine's log; checked in this order (Triton before trtllm:
-# Triton's tensorrt_llm backend prints TensorRT-LLM lines too).
-DETECT: dict[str, tuple[str, ...]] = {
-    "triton": (r"Started HTTPService at", r"model_lifecycle\.cc", r"\|\s*server_version\s*\|"),
-    "llamacpp": (
-        r"llama_server: ",
-        r"srv +load_model:",
-        r"llama_model_loader:",
-        r"slot print_timing:",
-    ),
-    "vllm": (
-        r"Initializing a V1 LLM engine",
-        r"\[gpu_model_runner\.py",
-        r"Starting vLLM API server",
-    ),
-    "sglang": (r"server_args=ServerArgs\(", r"The server is fired up and ready to roll"),
-    "trtllm": (r"\[TRT-LLM\]", r"\[TensorRT-LLM\]"),
-    "transformers": (r"^\[transformers\] ", r"ContinuousBatchingLogger", r"CB: (True|False)$"),
-}

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from crossover.advise.model import ModelFacts, load_model, quant_from_config
-from crossover.advise.rules import check_tp_heads, cite, normalize_quant, version_key
+from crossover.advise.rules import cite, normalize_quant, tp_heads_verdict, version_key
+from crossover.engines import registry
+from crossover.engines.spec import EngineSpec, PlanTraits
 from crossover.errors import UsageError
 from crossover.plan import commands
-from crossover.plan.commands import LaunchSpec
-from crossover.plan.nvidia import plan_triton, plan_trtllm
+from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
 from crossover.plan.script import command_line, quote, script, var
 
 PLAN_SCHEMA = "crossover.plan/1"
-PLAN_ENGINES: tuple[str, ...] = ("trtllm", "triton", "vllm", "sglang", "llamacpp", "transformers")
+Writer = Callable[[PlanRequest, PlanLaunch, ModelFacts | None, Plan, list[str], list[str]], Built]
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -52,11 +55,23 @@ def _known_aliases(name: str) -> list[str]:
     return aliases
 
 
+def plan_engines() -> tuple[str, ...]:
+    """The engines ``crossover plan`` writes deployments for (their spec has ``plan``)."""
+    return registry.with_trait("plan")
+
+
+def _traits(engine: str) -> tuple[EngineSpec, PlanTraits]:
+    spec = registry.ENGINES.get(engine)
+    if spec is None or spec.plan is None:
+        raise UsageError(f"--engine must be one of {', '.join(plan_engines())}")
+    return spec, spec.plan
+
+
 def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]:
-    engine = req.engine
+    engine, traits = _traits(req.engine)
     rules: list[str] = []
     is_gguf = quant.startswith("gguf-")
-    if engine == "llamacpp":
+    if traits.formats == "gguf":
         if not is_gguf and quant not in ("bf16", "fp16"):
             raise UsageError(
                 f"llama.cpp does not run {quant} checkpoints: pick a GGUF quant "
@@ -66,23 +81,32 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
         return rules
     if is_gguf:
         raise UsageError(f"{quant} runs on llama.cpp only (rule format-engine)")
-    if engine == "transformers" and quant not in ("bf16", "fp16"):
-        raise UsageError("transformers serve plans cover bf16/fp16 only")
+    if traits.formats == "16-bit" and quant not in ("bf16", "fp16"):
+        raise UsageError(f"{engine.display_name} plans cover bf16/fp16 only")
     if facts is not None:
-        bad = check_tp_heads(
-            "vllm" if engine == "vllm" else "trtllm", req.tp, facts.attention_heads, facts.kv_heads
+        bad = tp_heads_verdict(
+            engine.tp_heads_rule or "tp-divides-heads",
+            req.tp,
+            facts.attention_heads,
+            facts.kv_heads,
         )
         if bad is not None:
             raise UsageError(f"{bad.reason} of {facts.name} (rule {bad.rule})")
         rules.append("tp-divides-heads")
-    if engine == "vllm" and req.tp > 1 and req.tp not in (2, 4, 6, 8):
+    tps = engine.custom_allreduce_tps
+    if tps is not None and req.tp > 1 and req.tp not in tps:
         rules.append("vllm-custom-allreduce")
     return rules
 
 
+def _writer(traits: PlanTraits) -> Writer:
+    module, _, attr = traits.writer.partition(":")
+    writer: Writer = getattr(importlib.import_module(module), attr)
+    return writer
+
+
 def make_plan(req: PlanRequest) -> Plan:
-    if req.engine not in PLAN_ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(PLAN_ENGINES)}")
+    _, traits = _traits(req.engine)
     if req.tp < 1 or req.pp < 1 or req.max_concurrency < 1 or req.max_seq_len < 16:
         raise UsageError("--tp, --pp and --max-concurrency must be >= 1, --max-seq-len >= 16")
     version_key(req.trtllm_version)
@@ -91,11 +115,11 @@ def make_plan(req: PlanRequest) -> Plan:
     quant = normalize_quant(req.quant or ckpt_quant or "bf16")
     rules = _checks(req, facts, quant)
     online = bool(facts is not None and ckpt_quant is None and quant not in ("bf16", "fp16"))
-    if online and req.engine in ("vllm", "sglang") and quant != "fp8":
+    if online and traits.online_quants is not None and quant not in traits.online_quants:
         raise UsageError(
             f"{req.engine} quantizes online to fp8 only: {quant} needs a pre-quantized checkpoint"
         )
-    spec = LaunchSpec(
+    spec = PlanLaunch(
         model=model_ref,
         tp=req.tp,
         pp=req.pp,
@@ -109,15 +133,7 @@ def make_plan(req: PlanRequest) -> Plan:
         moe=bool(facts is not None and facts.is_moe),
     )
     plan = Plan()
-    builder = {
-        "trtllm": plan_trtllm,
-        "triton": plan_triton,
-        "vllm": _simple,
-        "sglang": _simple,
-        "llamacpp": _llamacpp,
-        "transformers": _simple,
-    }[req.engine]
-    graphs, build, serve, env = builder(req, spec, facts, plan, notes, rules)
+    graphs, build, serve, env = _writer(traits)(req, spec, facts, plan, notes, rules)
     rules += ["seed-5-cuda-graphs-verify", "seed-6-rerun-sweep"]
     plan.plan = {
         "schema": PLAN_SCHEMA,
@@ -137,9 +153,7 @@ def make_plan(req: PlanRequest) -> Plan:
             "max_concurrency": req.max_concurrency,
             "max_seq_len": req.max_seq_len,
             "port": req.port,
-            **(
-                {"trtllm_version": req.trtllm_version} if req.engine in ("trtllm", "triton") else {}
-            ),
+            **({"trtllm_version": req.trtllm_version} if traits.versioned else {}),
         },
         "expect": {
             "cuda_graphs": graphs,
@@ -156,7 +170,7 @@ def make_plan(req: PlanRequest) -> Plan:
 
 
 def _engine_script(
-    req: PlanRequest, spec: LaunchSpec, plan: Plan, variables: dict[str, str], model_ref: str
+    req: PlanRequest, spec: PlanLaunch, plan: Plan, variables: dict[str, str], model_ref: str
 ) -> tuple[list[str], dict[str, str]]:
     argv, env, unset = commands.engine_argv(
         req.engine, spec.model_copy(update={"model": model_ref})
@@ -169,9 +183,9 @@ def _engine_script(
     return resolve_vars(argv, variables), env
 
 
-def _simple(
+def serve_script(
     req: PlanRequest,
-    spec: LaunchSpec,
+    spec: PlanLaunch,
     facts: ModelFacts | None,
     plan: Plan,
     notes: list[str],
@@ -187,9 +201,9 @@ def _simple(
     return spec.cuda_graphs, [], argv, env
 
 
-def _llamacpp(
+def gguf_script(
     req: PlanRequest,
-    spec: LaunchSpec,
+    spec: PlanLaunch,
     facts: ModelFacts | None,
     plan: Plan,
     notes: list[str],

@@ -1,9 +1,9 @@
 """Launch argument lists for the plan's serve scripts.
 
 vLLM, SGLang, llama-server and transformers serve come from ``crossover.engines``'
-adapters (``launch_spec``), so a plan and a sweep start an engine the same way (the
-batched-token budget and the memory share are the adapters' settings too); only the
-plan-specific extras (llama.cpp's split mode, expert parallelism) are added here.
+launch builders (``launch_spec``), so a plan and a sweep start an engine the same way;
+the plan-specific settings (llama.cpp's split mode, expert parallelism, vLLM's batched-token
+budget) are each engine spec's ``plan.fields``.
 ``trtllm-serve`` is built here because the plan writes its own versioned extra-options
 YAML (``plan.trtllm``) next to the script.
 """
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from crossover.errors import UsageError
 
 
-class LaunchSpec(BaseModel):
+class PlanLaunch(BaseModel):
     """What a launch line needs: one validated object, built once by ``plan``."""
 
     model: str
@@ -42,55 +42,37 @@ def graph_batch_sizes(max_batch: int) -> list[int]:
     return sorted(set(sizes))
 
 
-def engine_argv(engine: str, s: LaunchSpec) -> tuple[list[str], dict[str, str], list[str]]:
+def engine_argv(engine: str, s: PlanLaunch) -> tuple[list[str], dict[str, str], list[str]]:
     """(argv, env to set, env to unset) from ``crossover.engines``' launch adapters, so a
     plan starts an engine exactly as ``crossover sweep`` would."""
+    from crossover.engines import registry
     from crossover.engines.adapters import launch_spec
     from crossover.engines.config import engine_config
 
+    traits = registry.get(engine).plan
+    if traits is None or traits.fields is None:
+        raise UsageError(f"{engine} has no serve-script launch line")
+    own, extra, env = traits.fields(s)
     fields: dict[str, object] = {
         "engine": engine,
         "model": s.model,
         "host": s.host,
         "port": s.port,
         "cuda_graphs": s.cuda_graphs,
+        **own,
+        "extra_args": extra,
+        "env": env,
     }
-    extra: list[str] = []
-    env: dict[str, str] = {}
-    if engine == "llamacpp":
-        gpus = s.tp * s.pp
-        if s.tp > 1 and s.pp > 1:
-            raise UsageError("llama.cpp splits by layer (--pp) or by row (--tp), not both")
-        mode = "none" if gpus == 1 else ("row" if s.tp > 1 else "layer")
-        fields.update(parallel=s.max_concurrency, context_tokens=s.max_seq_len, flash_attn=True)
-        extra += ["--split-mode", mode]
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
-    elif engine == "transformers":
-        if s.tp * s.pp > 1:
-            raise UsageError("transformers serve runs on one device: use --tp 1 --pp 1")
-    else:  # vllm, sglang
-        fields.update(tp=s.tp, pp=s.pp, parallel=s.max_concurrency, context_tokens=s.max_seq_len)
-        if s.online_quant and s.quant == "fp8":
-            fields["quant"] = "fp8"
-        if engine == "vllm":
-            # the adapters' own settings (one flag table: the launch a sweep would make)
-            fields.update(max_batched_tokens=s.max_num_tokens, gpu_memory_utilization=0.90)
-            if s.moe and s.tp > 1:
-                extra.append("--enable-expert-parallel")
-        elif s.moe and s.tp > 1:
-            extra += ["--ep-size", str(s.tp)]
-    fields["extra_args"] = extra
-    fields["env"] = env
     spec = launch_spec(engine_config(**fields), s.port, Path("."))
     return list(spec.argv), dict(spec.env_set), list(spec.env_unset)
 
 
-def llamacpp_graphs_on(s: LaunchSpec) -> bool:
+def llamacpp_graphs_on(s: PlanLaunch) -> bool:
     """``-sm row`` disables CUDA graphs in llama.cpp (docs/engines.md)."""
     return s.cuda_graphs and s.tp == 1
 
 
-def trtllm_serve_args(s: LaunchSpec, extra_options: str) -> list[str]:
+def trtllm_serve_args(s: PlanLaunch, extra_options: str) -> list[str]:
     return [
         "trtllm-serve",
         s.model,

@@ -16,12 +16,12 @@ from crossover.advise.model import ModelFacts
 from crossover.advise.rules import version_key
 from crossover.errors import UsageError
 from crossover.plan import commands, triton, trtllm
-from crossover.plan.commands import LaunchSpec
+from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
 from crossover.plan.script import command_line, script, var
 
 
-def _trtllm_vars(spec: LaunchSpec, engine_dir: str) -> dict[str, str]:
+def _trtllm_vars(spec: PlanLaunch, engine_dir: str) -> dict[str, str]:
     return {
         "MODEL_DIR": spec.model,
         "TRTLLM_DIR": "/app/tensorrt_llm",
@@ -32,7 +32,7 @@ def _trtllm_vars(spec: LaunchSpec, engine_dir: str) -> dict[str, str]:
 
 def plan_trtllm(
     req: PlanRequest,
-    spec: LaunchSpec,
+    spec: PlanLaunch,
     facts: ModelFacts | None,
     plan: Plan,
     notes: list[str],
@@ -93,7 +93,7 @@ def plan_trtllm(
 
 def _engine_build_script(
     plan: Plan,
-    spec: LaunchSpec,
+    spec: PlanLaunch,
     facts: ModelFacts | None,
     req: PlanRequest,
     name: str,
@@ -114,7 +114,7 @@ def _engine_build_script(
 
 def plan_triton(
     req: PlanRequest,
-    spec: LaunchSpec,
+    spec: PlanLaunch,
     facts: ModelFacts | None,
     plan: Plan,
     notes: list[str],

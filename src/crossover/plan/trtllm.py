@@ -12,13 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from crossover.advise.rules import version_key
+from crossover.engines.specs.trtllm import FIRST_CUDA_GRAPH_CONFIG, legacy_graph_keys
 from crossover.errors import UsageError
-from crossover.plan.commands import LaunchSpec, graph_batch_sizes
+from crossover.plan.commands import PlanLaunch, graph_batch_sizes
 from crossover.plan.script import var
 
 DEFAULT_VERSION = "1.2.1"
-# cuda_graph_config replaced pytorch_backend_config.use_cuda_graph after 0.20.
-FIRST_CUDA_GRAPH_CONFIG = "0.21.0rc0"
 
 # quantize.py --qformat names (TensorRT-LLM examples/quantization/quantize.py)
 QFORMAT: dict[str, str] = {
@@ -38,7 +37,7 @@ CONVERT_DIR: dict[str, str] = {
 
 def version_note(version: str) -> str | None:
     """Versions whose CUDA-graph key nesting was not checked against their source."""
-    if version_key("0.21.0rc0") <= version_key(version) < version_key("1.0.0rc0"):
+    if version_key(FIRST_CUDA_GRAPH_CONFIG) <= version_key(version) < version_key("1.0.0rc0"):
         return (
             f"TensorRT-LLM {version}: CUDA-graph key nesting between 0.20 and 1.0 is not "
             "verified here; confirm graphs from the startup log"
@@ -46,11 +45,7 @@ def version_note(version: str) -> str | None:
     return None
 
 
-def legacy_graph_keys(version: str) -> bool:
-    return version_key(version) < version_key(FIRST_CUDA_GRAPH_CONFIG)
-
-
-def extra_llm_api_options(spec: LaunchSpec, version: str) -> dict[str, Any]:
+def extra_llm_api_options(spec: PlanLaunch, version: str) -> dict[str, Any]:
     """The ``--extra_llm_api_options`` YAML body for ``trtllm-serve`` of ``version``."""
     sizes = graph_batch_sizes(spec.max_concurrency)
     options: dict[str, Any] = {}
@@ -93,7 +88,7 @@ def convert_dir(architecture: str | None) -> str:
     )
 
 
-def hf_quantize_command(spec: LaunchSpec, version: str) -> list[str]:
+def hf_quantize_command(spec: PlanLaunch, version: str) -> list[str]:
     """Quantize a 16-bit HF checkpoint to an HF-format quantized one for trtllm-serve.
 
     ``examples/quantization/quantize.py --export_format hf`` (1.x); before 1.0 the same
@@ -135,7 +130,7 @@ def hf_quantize_command(spec: LaunchSpec, version: str) -> list[str]:
     return argv
 
 
-def build_commands(spec: LaunchSpec, architecture: str | None, version: str) -> list[list[str]]:
+def build_commands(spec: PlanLaunch, architecture: str | None, version: str) -> list[list[str]]:
     """Checkpoint conversion (or quantization) then ``trtllm-build`` for a TRT engine."""
     quant = spec.quant or "bf16"
     ckpt, engine = var("CKPT_DIR"), var("ENGINE_DIR")

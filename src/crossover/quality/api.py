@@ -24,10 +24,13 @@ import aiohttp
 import orjson
 
 from crossover.config import parse_named_url
+from crossover.engines import registry
+from crossover.engines.spec import QualityAPI
 from crossover.errors import UsageError
 from crossover.quality.score import Position
 
-ENGINES = ("llamacpp", "vllm", "sglang", "openai")
+#: engines whose spec gives the quality API's fields, and a plain OpenAI server
+ENGINES = (*registry.with_trait("quality"), "openai")
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,14 @@ async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) 
         raise ApiError(f"{url}: the answer is not JSON") from None
 
 
+def _api(engine: str) -> QualityAPI:
+    """The engine's quality fields; a plain OpenAI server gets vLLM's serving API shape."""
+    spec = registry.ENGINES.get(engine)
+    return spec.quality if spec is not None and spec.quality is not None else QualityAPI()
+
+
 async def tokenize(session: aiohttp.ClientSession, ep: Endpoint, text: str) -> list[int]:
-    if ep.engine == "llamacpp":
+    if _api(ep.engine).tokenize_text_key == "content":  # llama-server's own fields
         body: dict[str, Any] = {"content": text, "add_special": True}
     else:
         body = {"prompt": text, "add_special_tokens": True}
@@ -100,10 +109,7 @@ async def complete(
     }
     if ep.model:
         body["model"] = ep.model
-    if ep.engine in ("llamacpp", "vllm", "sglang"):
-        body["ignore_eos"] = True
-    if ep.engine == "vllm":
-        body["return_tokens_as_token_ids"] = True
+    body.update(_api(ep.engine).completion_fields)
     obj = await _post(session, ep.url + "/v1/completions", body)
     try:
         lp = obj["choices"][0]["logprobs"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts, level_label
 from crossover.config import TimeoutsConfig, base_url
 from crossover.dialects import DIALECTS
@@ -199,7 +200,9 @@ class SweepConfig(BaseModel):
         description="open-loop levels: Poisson arrivals at these rates, requests/s",
     )
     requests_per_level: int | None = Field(
-        None, ge=1, description="measured requests per level (default: max(16, 4 x level))"
+        None,
+        ge=1,
+        description=f"measured requests per level (default: {defaults.LEVEL_REQUESTS_HELP})",
     )
     requests_per_concurrency: float | None = Field(
         None,
@@ -213,7 +216,9 @@ class SweepConfig(BaseModel):
         None, gt=0, description="or measure each level for this many seconds"
     )
     warmup_requests: int | None = Field(
-        None, ge=0, description="warm-up requests per level (default: min(level, 8))"
+        None,
+        ge=0,
+        description=f"warm-up requests per level (default: {defaults.LEVEL_WARMUP_HELP})",
     )
     warmup_every_level: bool = Field(
         True,
@@ -331,14 +336,14 @@ class SweepConfig(BaseModel):
             return self.requests_for(level.concurrency)
         if self.duration_s_per_level is not None:
             return None
-        return self.requests_per_level or max(16, math.ceil(4 * level.value))
+        return self.requests_per_level or defaults.level_requests(level.value)
 
     def requests_for(self, c: int) -> int | None:
         if self.duration_s_per_level is not None:
             return None
         if self.requests_per_concurrency is not None:
             return max(self.min_requests_per_level, math.ceil(self.requests_per_concurrency * c))
-        return self.requests_per_level or max(16, 4 * c)
+        return self.requests_per_level or defaults.level_requests(c)
 
     def check_only(self, only: set[str] | None) -> None:
         """Refuse a name in ``--only`` that no target has (one line, closest name)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
 from crossover.errors import EngineError
@@ -83,10 +84,10 @@ class TargetSession:
         t = self.cfg
         if t.launch is None:
             return t.base_urls, t.engine or "openai", t.model or ""
-        from crossover.engines.adapters import get_adapter
+        from crossover.engines import registry
 
         ecfg = launch_config(t)
-        adapter = get_adapter(ecfg.engine)
+        adapter = registry.get(ecfg.engine)
         if not self.engines or not all(e.alive() for e in self.engines):
             if self.engines:
                 await self.stop()
@@ -191,7 +192,7 @@ class TargetSession:
         cfg = self.sweep
         if cfg.warmup_requests is not None:
             return cfg.warmup_requests
-        return min(level.concurrency, 8) if level.concurrency is not None else 4
+        return defaults.level_warmup(level.concurrency)
 
     def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
         cfg = self.sweep

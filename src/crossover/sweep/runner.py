@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from crossover import defaults
 from crossover.analysis import (
     SweepFile,
     SweepRun,
@@ -210,7 +211,7 @@ class SweepRunner:
         cfg = self.config
         if cfg.warmup_requests is not None:
             return cfg.warmup_requests
-        return min(level.concurrency, 8) if level.concurrency is not None else 4
+        return defaults.level_warmup(level.concurrency)
 
     def _slice_length(self, level: Level) -> int:
         cfg = self.config

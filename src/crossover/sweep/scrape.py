@@ -11,24 +11,16 @@ from typing import Any
 
 import aiohttp
 
-#: gauges worth keeping (docs/engines.md); others are dropped to keep the store small
-DEFAULT_METRICS = (
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "llamacpp:requests_processing",
-    "llamacpp:requests_deferred",
-    "llamacpp:kv_cache_usage_ratio",
-    "llamacpp:n_busy_slots_per_decode",
-    "llamacpp:tokens_predicted_total",
-    "sglang:token_usage",
-    "sglang:num_running_reqs",
-    "sglang:num_queue_reqs",
-    "sglang:generation_tokens_total",
+from crossover.engines import registry
+
+#: series worth keeping (each engine's ``EngineSpec.metric_names``, docs/engines.md, and the
+#: calibration server's); others are dropped to keep the store small
+CALIBRATION_METRICS = (
     "calibration:num_requests_running",
     "calibration:num_requests_waiting",
     "calibration:generation_tokens_total",
 )
+DEFAULT_METRICS = (*registry.metric_names(), *CALIBRATION_METRICS)
 
 
 def parse_prometheus(text: str, wanted: Iterable[str]) -> dict[str, float | None]:

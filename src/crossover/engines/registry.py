@@ -1,0 +1,84 @@
+"""The engine registry: the only list of engine names.
+
+Each engine is one module under ``crossover.engines.specs`` exporting ``SPEC`` (an
+``EngineSpec``); adding an engine is adding its module to ``_MODULES`` (docs/architecture.md,
+"Adding an engine"). The registry is looked up where a name is used (``get``), never
+imported by the modules the specs import (``engines.config`` checks a name through it
+only when validating), so there is no import cycle. An unknown name is one
+``UnknownEngine`` error naming the known ones: no caller has an ``else`` branch for the
+engines it forgot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+
+from crossover.engines.spec import EngineSpec
+from crossover.engines.specs import (
+    llamacpp,
+    lmdeploy,
+    sglang,
+    transformers,
+    triton,
+    trtllm,
+    vllm,
+)
+from crossover.errors import UsageError, unknown_choice
+
+# The order is the order engines are listed in (the advisor's candidates among them).
+_MODULES: tuple[ModuleType, ...] = (llamacpp, vllm, sglang, trtllm, transformers, triton, lmdeploy)
+
+
+class UnknownEngine(UsageError):
+    """An engine name the registry does not hold."""
+
+
+def _collect() -> dict[str, EngineSpec]:
+    out: dict[str, EngineSpec] = {}
+    for module in _MODULES:
+        spec: EngineSpec = module.SPEC
+        if spec.name in out:
+            raise RuntimeError(f"engine {spec.name!r} is registered twice")
+        out[spec.name] = spec
+    return out
+
+
+ENGINES: dict[str, EngineSpec] = _collect()
+
+
+def names() -> tuple[str, ...]:
+    """Every engine crossover can launch, in listing order."""
+    return tuple(ENGINES)
+
+
+def get(name: str, what: str = "engine") -> EngineSpec:
+    """The spec of ``name``; ``UnknownEngine`` (a usage error) naming the known ones."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise UnknownEngine(unknown_choice(what, name, ENGINES)) from None
+
+
+def specs() -> Iterator[EngineSpec]:
+    return iter(ENGINES.values())
+
+
+def with_trait(trait: str) -> tuple[str, ...]:
+    """Names of the engines whose spec has ``trait`` (``plan``, ``advise``, ``quality``)."""
+    return tuple(s.name for s in ENGINES.values() if getattr(s, trait) is not None)
+
+
+def detect_order() -> list[EngineSpec]:
+    """Specs in the order their log patterns are tried (``detect_first`` ones first)."""
+    return sorted(ENGINES.values(), key=lambda s: not s.detect_first)
+
+
+def counters() -> tuple[str, ...]:
+    """The engines' generated-token counters (the witness), in listing order."""
+    return tuple(s.counter for s in ENGINES.values() if s.counter is not None)
+
+
+def metric_names() -> tuple[str, ...]:
+    """Every Prometheus series a sweep keeps, over all engines."""
+    return tuple(n for s in ENGINES.values() for n in s.metric_names)

@@ -1,0 +1,172 @@
+"""What crossover knows about one engine, in one record: ``EngineSpec``.
+
+Each engine is one module under ``crossover.engines.specs`` exporting ``SPEC``; the
+registry (``crossover.engines.registry``) is the only list of engine names. A spec holds
+the engine's request dialect, launch builder and its one settings<->flags table (read
+back by ``verify-config``), health/metrics/version endpoints, log patterns, the metrics
+the sweep keeps and the generated-token counter, the quality API's fields, the plan
+writer and the advisor's traits. Everything here is data or a pure function: importing a
+spec starts nothing, and a spec imports no layer above ``engines`` (the plan writer is
+named by its import path, resolved by ``crossover.plan``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from crossover.engines import logpatterns as lp
+from crossover.engines.config import EngineConfig
+from crossover.engines.flags import FlagTable
+from crossover.engines.launchrec import Fact, LaunchRecord
+from crossover.errors import UsageError
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What the lifecycle starts: argv, environment changes, and files to write first."""
+
+    argv: list[str]
+    env_set: dict[str, str] = field(default_factory=dict)
+    env_unset: tuple[str, ...] = ()
+    files: dict[Path, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VersionProbe:
+    """One way to read an engine's version: an HTTP GET or a command; first hit wins."""
+
+    kind: str  # "http" (path on the server), "cmd" (args after the executable), "python"
+    target: tuple[str, ...]
+    json_key: str | None = None  # for "http": the key holding the version
+    regex: str | None = None  # applied to the body / command output; group 1 is the version
+
+
+Builder = Callable[[EngineConfig, int, Path], LaunchSpec]
+LaunchFacts = Callable[[LaunchRecord], dict[str, Fact]]
+
+
+class PlanLaunch(Protocol):
+    """The plan's launch settings (``crossover.plan.commands.PlanLaunch``) as a spec reads
+    them; a Protocol so that an engine module needs nothing from ``plan``."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def quant(self) -> str | None: ...
+    @property
+    def online_quant(self) -> bool: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def max_seq_len(self) -> int: ...
+    @property
+    def max_num_tokens(self) -> int: ...
+    @property
+    def cuda_graphs(self) -> bool: ...
+    @property
+    def moe(self) -> bool: ...
+
+
+#: (EngineConfig fields, extra_args, env) the plan's serve script adds for this engine
+PlanFields = tuple[dict[str, object], list[str], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class PlanTraits:
+    """How ``crossover plan`` writes this engine's deployment."""
+
+    #: ``module:function`` of the plan writer, resolved by ``crossover.plan.builder``
+    writer: str = "crossover.plan.builder:serve_script"
+    #: the EngineConfig fields the serve script's launch line takes (None: none extra)
+    fields: Callable[[PlanLaunch], PlanFields] | None = None
+    #: quantizations the engine makes from a 16-bit checkpoint at load time
+    online_quants: tuple[str, ...] | None = None
+    #: plan.json's config carries trtllm_version
+    versioned: bool = False
+    #: checkpoints it serves: "gguf" (GGUF, or a 16-bit checkpoint converted first),
+    #: "16-bit" (bf16/fp16 only) or "any" (no GGUF)
+    formats: str = "any"
+
+
+@dataclass(frozen=True)
+class AdvisorTraits:
+    """What the advisor (``crossover advise``) and its calibration know of the engine."""
+
+    #: rule 1 (seed-1-engine-choice): place in the engine order for low, mid, high concurrency
+    preference: tuple[int, int, int]
+    #: calibration profile borrowed while the engine has none of its own
+    borrows_profile: str | None = None
+    #: CUDA graphs matter below high concurrency (rule seed-5-cuda-graphs-verify)
+    graphs_matter: bool = True
+
+
+@dataclass(frozen=True)
+class QualityAPI:
+    """The fields ``crossover quality`` sends (docs: quality/api)."""
+
+    #: POST /tokenize body: "content" (llama-server) or "prompt" (vLLM's serving API)
+    tokenize_text_key: str = "prompt"
+    #: extra fields of the greedy /v1/completions request
+    completion_fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    display_name: str  # used in messages: "llama-server exited with status 1 ..."
+    dialect: str  # request dialect name (crossover.dialects; docs/interfaces.md)
+    default_executable: tuple[str, ...]
+    build: Builder
+    flags: FlagTable  # settings <-> flags, for launching and for reading argv back
+    health_path: str
+    metrics_path: str | None
+    metric_names: tuple[str, ...]  # Prometheus series the sweep keeps while a level runs
+    version_probes: tuple[VersionProbe, ...]
+    log_patterns: tuple[lp.LogPattern, ...]
+    absence_rules: tuple[lp.AbsenceRule, ...]  # settings read from a line that never came
+    detect: tuple[str, ...]  # regexes that identify this engine's log
+    model_is_local: bool  # the model must exist on disk (no hub download)
+    source: str  # where the flags were checked
+    warning_rules: tuple[lp.WarningRule, ...] = ()  # log lines the user must see
+    #: checked before the others when a log names no engine (Triton prints TRT-LLM lines)
+    detect_first: bool = False
+    #: the engine's generated-token counter, current when a response ends (the witness)
+    counter: str | None = None
+    #: facts the launch record gives beyond the flag table (environment, split modes)
+    launch_facts: LaunchFacts | None = None
+    #: the note for a setting the log never settles, where it is known why
+    unknown_notes: Mapping[str, str] = field(default_factory=dict)
+    #: rule id when TP does not divide the attention heads; None: the engine does not
+    #: split heads (layer or row splits)
+    tp_heads_rule: str | None = "tp-divides-heads"
+    #: TP sizes the engine's custom all-reduce supports (rule vllm-custom-allreduce)
+    custom_allreduce_tps: tuple[int, ...] | None = None
+    #: expert parallelism as the engine asks for it ({n}: the GPUs); None: it has none
+    ep_flag: str | None = None
+    quality: QualityAPI | None = None
+    plan: PlanTraits | None = None
+    advise: AdvisorTraits | None = None
+    #: settings one log line cannot give alone, derived from the others in place
+    derive: Callable[[dict[str, Fact]], None] | None = None
+
+    def executable(self, config: EngineConfig) -> list[str]:
+        return list(config.executable) if config.executable else list(self.default_executable)
+
+
+def refuse(config: EngineConfig, engine: str, **knobs: str) -> None:
+    """Refuse knobs the engine cannot take, naming the alternative."""
+    for knob, why in knobs.items():
+        value = getattr(config, knob)
+        if value is not None and value is not False and not (knob in ("tp", "pp") and value == 1):
+            raise UsageError(f"{engine} does not take {knob}={value}: {why}")
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"

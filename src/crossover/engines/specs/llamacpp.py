@@ -1,0 +1,194 @@
+"""llama.cpp's llama-server.
+
+Flags: common/arg.cpp (-np/--parallel, -c, -ngl, -fa [on|off|auto], --metrics);
+GGML_CUDA_DISABLE_GRAPHS is read in ggml/src/ggml-cuda/common.cuh (llama.cpp vendored in
+llama-cpp-python 0.3.36). -c is the total context, split across the slots.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from crossover.engines import logpatterns as lp
+from crossover.engines import logs_moe
+from crossover.engines.config import EngineConfig
+from crossover.engines.flags import Flag, FlagTable
+from crossover.engines.launchrec import Fact, LaunchRecord
+from crossover.engines.logs_moe import llamacpp_moe_launch
+from crossover.engines.spec import (
+    AdvisorTraits,
+    EngineSpec,
+    LaunchSpec,
+    PlanFields,
+    PlanLaunch,
+    PlanTraits,
+    QualityAPI,
+    VersionProbe,
+    on_off,
+    refuse,
+)
+from crossover.errors import UsageError
+
+FLAGS = FlagTable(
+    flags=(
+        Flag("parallel_slots", ("-np", "--parallel"), "parallel", requested=True, echoed=True),
+        Flag("gpu_layers", ("-ngl",), "gpu_layers", requested=True),
+        Flag("flash_attn", ("-fa",), "flash_attn", render=on_off),
+        # --cache-ram (server: host-memory prompt caching, llama.cpp PR #16391; 8192 MiB by
+        # default, 0 disables it). With many slots its default stalls the server: each new
+        # task first saves the idle slots into the full cache, one eviction each
+        # (docs/engines.md, "llama.cpp's host prompt cache").
+        Flag("prompt_cache_mib", ("--cache-ram", "-cram"), "prompt_cache_mib", requested=True),
+    )
+)
+
+
+def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
+    refuse(
+        config,
+        "llama-server",
+        quant="the quantization is the GGUF file's; pick another file",
+        dtype="the weight type is the GGUF file's",
+        tp="split over GPUs with extra_args --split-mode/-ts instead",
+        pp="split over GPUs with extra_args --split-mode layer instead",
+        load_format="not a llama-server option",
+        device="use -ngl/--main-gpu or CUDA_VISIBLE_DEVICES in env",
+        gpu_memory_utilization="llama.cpp allocates what -c and the slots need",
+        max_batched_tokens="use extra_args -b/--batch-size and -ub/--ubatch-size",
+        compilation_config="vLLM only",
+    )
+    argv = ["-m", str(config.model_path()), "--host", config.host, "--port", str(port)]
+    argv += FLAGS.args(config, "parallel")
+    if config.context_tokens is not None:
+        argv += ["-c", str(config.context_tokens * (config.parallel or 1))]
+    layers = config.gpu_layers if config.gpu_layers is not None else 999
+    argv += [FLAGS.by_knob("gpu_layers").names[0], str(layers)]
+    argv += FLAGS.args(config, "flash_attn", "prompt_cache_mib")
+    argv += ["--metrics", *config.extra_args]
+    env_set: dict[str, str] = {}
+    env_unset: tuple[str, ...] = ()
+    if config.cuda_graphs is False:
+        env_set[lp.LLAMA_GRAPHS_ENV] = "1"
+    elif config.cuda_graphs is True:
+        env_unset = (lp.LLAMA_GRAPHS_ENV,)  # an inherited value would turn them off
+    return LaunchSpec(argv=argv, env_set=env_set, env_unset=env_unset)
+
+
+def launch_facts(launch: LaunchRecord) -> dict[str, Fact]:
+    """CUDA graphs (an environment switch llama.cpp obeys silently), the split mode, and
+    the MoE offload flags."""
+    argv = launch.argv
+    facts = {"cuda_graphs": _graphs(launch)}
+    row = any(a in ("-sm", "--split-mode") and b == "row" for a, b in itertools.pairwise(argv))
+    if not row:  # llama.cpp splits tensors across GPUs only with --split-mode row
+        facts["tp"] = Fact(
+            setting="tp", value=1, basis="launch-argv", verified=True,
+            evidence="no --split-mode row at launch",
+            origin="llama.cpp common/arg.cpp (--split-mode none|layer|row)",
+        )  # fmt: skip
+    for setting, (value, evidence) in llamacpp_moe_launch(argv, launch.env).items():
+        facts[setting] = Fact(
+            setting=setting, value=value, basis="launch-argv", verified=False,
+            evidence=evidence, origin="llama.cpp common/arg.cpp (-cmoe, -ncmoe, -ot)",
+            note="requested at launch; at -lv 5 the log lists each tensor moved to CPU",
+        )  # fmt: skip
+    return facts
+
+
+def _graphs(launch: LaunchRecord) -> Fact:
+    env_value = launch.env.get(lp.LLAMA_GRAPHS_ENV)
+    origin = "llama.cpp ggml/src/ggml-cuda/common.cuh: getenv(GGML_CUDA_DISABLE_GRAPHS) != nullptr"
+    if env_value is not None:
+        return Fact(
+            setting="cuda_graphs",
+            value=False,
+            basis="launch-env",
+            verified=True,  # any value, even "0", disables them, and nothing is logged
+            evidence=f"{lp.LLAMA_GRAPHS_ENV}={env_value} in the launch environment",
+            origin=origin,
+        )
+    argv = launch.argv
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("-sm", "--split-mode") and argv[i + 1] == "row":
+            return Fact(
+                setting="cuda_graphs", value=False, basis="launch-argv", verified=True,
+                evidence=f"{arg} row", origin="docs/engines.md: -sm row disables CUDA graphs",
+            )  # fmt: skip
+    return Fact(
+        setting="cuda_graphs",
+        value=True,
+        basis="launch-env",
+        verified=False,
+        evidence=f"{lp.LLAMA_GRAPHS_ENV} not set at launch",
+        origin=origin,
+        note=(
+            "on where the build and GPU allow (CUDA build, Volta or newer); llama.cpp does "
+            "not log it ('graphs reused' is ggml graph reuse): confirm by measurement"
+        ),
+    )
+
+
+def plan_fields(s: PlanLaunch) -> PlanFields:
+    """One process over the GPUs: split by layer (--pp) or by row (--tp)."""
+    gpus = s.tp * s.pp
+    if s.tp > 1 and s.pp > 1:
+        raise UsageError("llama.cpp splits by layer (--pp) or by row (--tp), not both")
+    mode = "none" if gpus == 1 else ("row" if s.tp > 1 else "layer")
+    fields: dict[str, object] = {
+        "parallel": s.max_concurrency,
+        "context_tokens": s.max_seq_len,
+        "flash_attn": True,
+    }
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))}
+    return fields, ["--split-mode", mode], env
+
+
+SPEC = EngineSpec(
+    name="llamacpp",
+    display_name="llama-server",
+    dialect="llamacpp",
+    default_executable=("llama-server",),
+    build=build,
+    flags=FLAGS,
+    health_path="/health",  # 503 while loading, 200 when ready (tools/server/README.md)
+    metrics_path="/metrics",
+    # tools/server/server-task.cpp (0.3.36 vendor); kv_cache_usage_ratio is in older builds.
+    # Not its counter: llama-server adds a request's tokens to tokens_predicted_total when
+    # its slot is reused (callback_on_reset, tools/server/server-context.cpp), so after a
+    # level it trails by the last request of every slot.
+    metric_names=(
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
+        "llamacpp:kv_cache_usage_ratio",
+        "llamacpp:n_busy_slots_per_decode",
+        "llamacpp:tokens_predicted_total",
+    ),
+    version_probes=(
+        VersionProbe("http", ("/props",), json_key="build_info"),
+        # common/build-info.cpp.in: "version: %s (build %d, commit %s)" on stderr
+        VersionProbe("cmd", ("--version",), regex=r"version: (.+?)\s*$"),
+    ),
+    log_patterns=lp.LLAMACPP + logs_moe.LLAMACPP_MOE,
+    absence_rules=lp.LLAMACPP_ABSENT,
+    warning_rules=logs_moe.LLAMACPP_WARN,
+    detect=(
+        r"llama_server: ",
+        r"srv +load_model:",
+        r"llama_model_loader:",
+        r"slot print_timing:",
+    ),
+    model_is_local=True,
+    source="llama.cpp common/arg.cpp, tools/server/README.md",
+    launch_facts=launch_facts,
+    unknown_notes={
+        "cuda_graphs": "unknown from log: llama.cpp does not log the CUDA-graph setting "
+        "('graphs reused' counts ggml compute-graph reuse, present either way)"
+    },
+    tp_heads_rule=None,
+    quality=QualityAPI(tokenize_text_key="content", completion_fields={"ignore_eos": True}),
+    plan=PlanTraits(
+        writer="crossover.plan.builder:gguf_script", fields=plan_fields, formats="gguf"
+    ),
+    advise=AdvisorTraits(preference=(1, 2, 3)),
+)

@@ -1,0 +1,197 @@
+"""SGLang (``python -m sglang.launch_server``).
+
+Flags: python/sglang/srt/server_args.py (--model-path, --tp-size, --pp-size,
+--max-running-requests, --context-length, --chunked-prefill-size, --mem-fraction-static,
+--dtype, --quantization, --disable-cuda-graph, --cuda-graph-max-bs, --load-format,
+--enable-metrics, --enforce-disable-flashinfer-allreduce-fusion); every flag this builder
+and ``crossover plan`` emit is checked against SGLang 0.5.17's own ``--help``
+(tests/fixtures/sglang). 0.5.17 keeps --disable-cuda-graph and --cuda-graph-max-bs as
+deprecated aliases of --cuda-graph-backend-{decode,prefill}=disabled and
+--cuda-graph-max-bs-decode; the aliases are what older releases take too. Its log
+patterns are in ``crossover.engines.logs_sglang``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crossover.engines import logs_sglang
+from crossover.engines.config import EngineConfig
+from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
+from crossover.engines.launchrec import Fact
+from crossover.engines.spec import (
+    AdvisorTraits,
+    EngineSpec,
+    LaunchSpec,
+    PlanFields,
+    PlanLaunch,
+    PlanTraits,
+    QualityAPI,
+    VersionProbe,
+    refuse,
+)
+from crossover.multicast import MULTICAST_OFF
+
+NAME = "sglang"
+
+FLAGS = FlagTable(
+    flags=(
+        Flag("tp", ("--tp-size", "--tensor-parallel-size"), "tp", requested=True, echoed=True),
+        Flag("pp", ("--pp-size", "--pipeline-parallel-size"), "pp", requested=True, echoed=True),
+        Flag("ep", ("--ep-size",), requested=True, echoed=True),
+        Flag(
+            "parallel_slots",
+            ("--max-running-requests",),
+            "parallel",
+            requested=True,
+            echoed=True,
+        ),
+        Flag(
+            "context_tokens", ("--context-length",), "context_tokens", requested=True, echoed=True
+        ),
+        Flag(
+            "max_batched_tokens",
+            ("--chunked-prefill-size",),
+            "max_batched_tokens",
+            requested=True,
+            echoed=True,
+        ),
+        Flag(
+            "gpu_memory_utilization",
+            ("--mem-fraction-static",),
+            "gpu_memory_utilization",
+            requested=True,
+            echoed=True,
+            render=fmt_g,
+        ),
+        Flag("dtype", ("--dtype",), "dtype", requested=True, echoed=True),
+        Flag("quant", ("--quantization",), "quant", requested=True, echoed=True),
+        Flag(
+            "cuda_graph_max_bs",
+            ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),
+            requested=True,
+            echoed=True,
+        ),
+        Flag("load_format", ("--load-format",), "load_format", echoed=True),
+        Flag("schedule_policy", ("--schedule-policy",), echoed=True),
+        Flag("tokenizer_workers", ("--tokenizer-worker-num",), echoed=True),
+        Flag("stream_interval", ("--stream-interval",), echoed=True),
+        Flag("attention_backend", ("--attention-backend",), echoed=True),
+    ),
+    switches=(
+        Switch("--disable-cuda-graph", "cuda_graphs", False, requested=True, echoed=True),
+        Switch("--enable-metrics", "metrics", True, echoed=True),
+        Switch("--enable-mixed-chunk", "mixed_chunk", True, echoed=True),
+        Switch("--enable-torch-compile", "torch_compile", True, echoed=True),
+    ),
+)  # fmt: skip
+
+#: SGLang >= 0.5 auto-enables FlashInfer's fused all-reduce for several MoE architectures
+#: (Qwen3-MoE, DeepSeek-V3, GLM-4-MoE ...) when TP > 1; its "auto" backend is mnnvl (NVLink
+#: multicast) on Blackwell (sglang/srt/arg_groups/overrides.py, 0.5.17). Kept off, as for vLLM.
+NO_FUSED_ALLREDUCE = "--enforce-disable-flashinfer-allreduce-fusion"
+
+
+def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
+    refuse(
+        config,
+        "SGLang",
+        gpu_layers="llama.cpp only",
+        device="use CUDA_VISIBLE_DEVICES in env",
+        compilation_config="vLLM only",
+        prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        flash_attn="pick the kernel with extra_args --attention-backend (fa3, flashinfer, ...)",
+    )
+    argv = ["--model-path", config.model, "--host", config.host, "--port", str(port)]
+    argv += FLAGS.args(
+        config,
+        "tp",
+        "pp",
+        "parallel",
+        "context_tokens",
+        "max_batched_tokens",
+        "gpu_memory_utilization",
+        "dtype",
+        "quant",
+    )
+    if config.cuda_graphs is False:
+        argv.append("--disable-cuda-graph")  # decode and prefill graphs both (0.5.x)
+    elif config.cuda_graphs is True and config.parallel is not None:
+        # SGLang's own decode-graph limit depends on GPU memory (8 on a T4, 256 on an
+        # H200 with TP < 4, server_args.py); it clamps the captured sizes to
+        # --max-running-requests, so asking for `parallel` covers every batch it can run
+        argv += ["--cuda-graph-max-bs", str(config.parallel)]
+    argv += FLAGS.args(config, "load_format")
+    if config.tp * config.pp > 1 and NO_FUSED_ALLREDUCE not in config.extra_args:
+        argv.append(NO_FUSED_ALLREDUCE)
+    # /metrics (sglang:generation_tokens_total, the engine-counter witness) needs it
+    argv.append("--enable-metrics")
+    # config.env is applied over these (launch_spec): a user may still decide otherwise
+    return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(MULTICAST_OFF))
+
+
+def derive(facts: dict[str, Fact]) -> None:
+    """ServerArgs says dtype='auto'; a 16/32-bit KV cache has the model's dtype unless
+    --kv-cache-dtype said otherwise (sglang model_runner: kv_cache_dtype='auto')."""
+    kv = facts.get("kv_cache_dtype")
+    if "dtype" not in facts and kv is not None and kv.value in ("bfloat16", "float16", "float32"):
+        facts["dtype"] = kv.model_copy(
+            update={
+                "setting": "dtype",
+                "note": "dtype='auto': read from the KV cache's dtype, which follows "
+                "the model's unless --kv-cache-dtype is given",
+            }
+        )
+
+
+def plan_fields(s: PlanLaunch) -> PlanFields:
+    fields: dict[str, object] = {
+        "tp": s.tp,
+        "pp": s.pp,
+        "parallel": s.max_concurrency,
+        "context_tokens": s.max_seq_len,
+    }
+    if s.online_quant and s.quant == "fp8":
+        fields["quant"] = "fp8"
+    extra = SPEC.ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and SPEC.ep_flag else []
+    return fields, extra, {}
+
+
+SPEC = EngineSpec(
+    name=NAME,
+    display_name="SGLang",
+    dialect=NAME,
+    default_executable=("python3", "-m", "sglang.launch_server"),
+    build=build,
+    flags=FLAGS,
+    health_path="/health",
+    metrics_path="/metrics",  # only with --enable-metrics
+    metric_names=(
+        "sglang:token_usage",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:generation_tokens_total",
+    ),
+    # added per finished request, in the tokenizer manager's output loop that also hands
+    # the request its last chunk (TokenizerManager.collect_metrics ->
+    # observe_one_finished_request, sglang 0.5.17 srt/managers/tokenizer_manager.py,
+    # srt/observability/metrics_collector.py): the request's completion_tokens, the
+    # number usage reports, labelled is_streaming and model_name; requests with
+    # log_metrics=False (its own health checks) are not counted
+    counter="sglang:generation_tokens_total",
+    version_probes=(
+        VersionProbe("http", ("/get_server_info",), json_key="version"),
+        VersionProbe("http", ("/version",), json_key="version"),
+    ),
+    log_patterns=logs_sglang.SGLANG,
+    absence_rules=logs_sglang.SGLANG_ABSENT,
+    warning_rules=logs_sglang.SGLANG_WARN,
+    detect=(logs_sglang.SERVER_ARGS, logs_sglang.READY),
+    model_is_local=False,
+    source="sglang python/sglang/srt/server_args.py; docs.sglang.ai backend/server_arguments",
+    derive=derive,
+    ep_flag="--ep-size {n}",
+    quality=QualityAPI(completion_fields={"ignore_eos": True}),
+    plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
+    advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm"),
+)

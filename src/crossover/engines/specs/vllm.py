@@ -1,0 +1,190 @@
+"""vLLM (``vllm serve``).
+
+Flags: vllm/engine/arg_utils.py (--tensor-parallel-size, --pipeline-parallel-size,
+--max-num-seqs, --max-model-len, --dtype, --quantization, --enforce-eager,
+--compilation-config, --load-format dummy, --gpu-memory-utilization,
+--max-num-batched-tokens); docs.vllm.ai serving/openai_compatible_server.
+vLLM parses --compilation-config once: a second flag replaces the first, so every key
+(CUDA-graph mode, the multicast-free all-reduce pass) goes into one merged mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crossover.engines import logpatterns as lp
+from crossover.engines import logs_moe
+from crossover.engines.config import EngineConfig
+from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
+from crossover.engines.spec import (
+    AdvisorTraits,
+    EngineSpec,
+    LaunchSpec,
+    PlanFields,
+    PlanLaunch,
+    PlanTraits,
+    QualityAPI,
+    VersionProbe,
+    refuse,
+)
+from crossover.errors import UsageError
+from crossover.multicast import MULTICAST_OFF
+
+FLAGS = FlagTable(
+    flags=(
+        Flag("tp", ("--tensor-parallel-size", "-tp"), "tp", requested=True, echoed=True),
+        Flag("pp", ("--pipeline-parallel-size", "-pp"), "pp", requested=True, echoed=True),
+        Flag("parallel_slots", ("--max-num-seqs",), "parallel", requested=True),
+        Flag("context_tokens", ("--max-model-len",), "context_tokens", echoed=True),
+        Flag(
+            "max_batched_tokens",
+            ("--max-num-batched-tokens",),
+            "max_batched_tokens",
+            requested=True,
+            echoed=True,
+        ),
+        Flag(
+            "gpu_memory_utilization",
+            ("--gpu-memory-utilization",),
+            "gpu_memory_utilization",
+            requested=True,
+            echoed=True,
+            render=fmt_g,
+        ),
+        Flag("dtype", ("--dtype",), "dtype", requested=True, echoed=True),
+        Flag("quant", ("--quantization", "-q"), "quant", requested=True, echoed=True),
+        Flag("load_format", ("--load-format",), "load_format"),
+    ),
+    switches=(Switch("--enforce-eager", "cuda_graphs", False, requested=True, echoed=True),),
+)
+COMPILATION_FLAGS = ("--compilation-config", "-cc", "-O")
+
+#: NVLink multicast off for every vLLM start (docs/engines.md, "Several GPUs"): vLLM 0.26
+#: picks FlashInfer's ``mnnvl`` all-reduce (multicast objects) by itself for TP>1 even with
+#: the NCCL/torch switches set; the backend choice and the fused all-reduce pass are forced
+#: too. Names from vllm/envs.py and vllm/config/compilation.py (0.26.0).
+NO_MULTICAST_ENV: dict[str, str] = {
+    **MULTICAST_OFF,
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+}
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def compilation_config(config: EngineConfig) -> dict[str, Any] | None:
+    """The one ``--compilation-config`` mapping: the user's, plus what the knobs need."""
+    merged: dict[str, Any] = dict(config.compilation_config or {})
+    if config.cuda_graphs is True:
+        mode = merged.get("cudagraph_mode")
+        if mode is not None and str(mode).upper() == "NONE":
+            raise UsageError("vLLM: cuda_graphs=true contradicts compilation_config.cudagraph_mode")
+        merged.setdefault("cudagraph_mode", "FULL_AND_PIECEWISE")
+    if config.tp * config.pp > 1:
+        fused = (merged.get("pass_config") or {}).get("fuse_allreduce_rms")
+        if fused:
+            raise UsageError(
+                "vLLM: compilation_config.pass_config.fuse_allreduce_rms=true needs NVLink "
+                "multicast (FlashInfer mnnvl), which crossover keeps off"
+            )
+        merged = _merge(merged, {"pass_config": {"fuse_allreduce_rms": False}})
+    return merged or None
+
+
+def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
+    refuse(
+        config,
+        "vLLM",
+        gpu_layers="llama.cpp only",
+        device="use CUDA_VISIBLE_DEVICES in env",
+        prompt_cache_mib="llama.cpp only (vLLM's prefix cache lives in GPU KV blocks)",
+    )
+    clash = [a for a in config.extra_args if a.split("=")[0] in COMPILATION_FLAGS]
+    if clash:
+        raise UsageError(
+            f"vLLM: {clash[0].split('=')[0]} in extra_args would replace crossover's "
+            "--compilation-config; put its keys in compilation_config instead"
+        )
+    argv = ["serve", config.model, "--host", config.host, "--port", str(port)]
+    argv += FLAGS.args(
+        config,
+        "tp",
+        "pp",
+        "parallel",
+        "context_tokens",
+        "max_batched_tokens",
+        "gpu_memory_utilization",
+        "dtype",
+        "quant",
+    )
+    if config.cuda_graphs is False:
+        argv.append("--enforce-eager")
+    compilation = compilation_config(config)
+    if compilation:
+        argv += ["--compilation-config", json.dumps(compilation, sort_keys=True)]
+    argv += FLAGS.args(config, "load_format")
+    # config.env is applied over these (launch_spec): a user may still decide otherwise
+    return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(NO_MULTICAST_ENV))
+
+
+def plan_fields(s: PlanLaunch) -> PlanFields:
+    fields: dict[str, object] = {
+        "tp": s.tp,
+        "pp": s.pp,
+        "parallel": s.max_concurrency,
+        "context_tokens": s.max_seq_len,
+        # the adapters' own settings (one flag table: the launch a sweep would make)
+        "max_batched_tokens": s.max_num_tokens,
+        "gpu_memory_utilization": 0.90,
+    }
+    if s.online_quant and s.quant == "fp8":
+        fields["quant"] = "fp8"
+    extra = SPEC.ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and SPEC.ep_flag else []
+    return fields, extra, {}
+
+
+SPEC = EngineSpec(
+    name="vllm",
+    display_name="vLLM",
+    dialect="vllm",
+    default_executable=("vllm",),
+    build=build,
+    flags=FLAGS,
+    health_path="/health",
+    metrics_path="/metrics",
+    # also vllm:time_to_first_token_seconds and vllm:inter_token_latency_seconds
+    # (histograms, left out: crossover measures both per request)
+    metric_names=(
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    ),
+    counter="vllm:generation_tokens_total",
+    version_probes=(VersionProbe("http", ("/version",), json_key="version"),),
+    log_patterns=lp.VLLM + logs_moe.VLLM_MOE,
+    absence_rules=lp.VLLM_ABSENT,
+    warning_rules=logs_moe.VLLM_WARN,
+    detect=(
+        r"Initializing a V1 LLM engine",
+        r"\[gpu_model_runner\.py",
+        r"Starting vLLM API server",
+    ),
+    model_is_local=False,
+    source="vllm/engine/arg_utils.py; docs.vllm.ai/en/latest/cli/serve.html",
+    tp_heads_rule="seed-4-vllm-tp-heads",
+    custom_allreduce_tps=(2, 4, 6, 8),
+    ep_flag="--enable-expert-parallel",
+    quality=QualityAPI(completion_fields={"ignore_eos": True, "return_tokens_as_token_ids": True}),
+    plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
+    advise=AdvisorTraits(preference=(2, 1, 0)),
+)
