@@ -14,15 +14,11 @@ from crossover.calibration.tokenizer import WordTokenizer
 from crossover.config import RunConfig
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute, resummarize
-from tests.integration.conftest import calib, run_against
+from tests.integration.conftest import calib, codes, problems, run_against
 
 N = 16  # output tokens per request (run_against's default)
 REQUESTS = 16
 ENDPOINTS = ("completions", "chat")
-
-
-def codes(outcome: RunOutcome) -> dict[str, str]:
-    return {p.code: p.severity for p in outcome.summary.problems}
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
@@ -77,7 +73,7 @@ def test_a_fraction_of_inflated_requests_is_counted(tmp_path: Path) -> None:
     out, _ = run_against(calib("usage_inflated:0.25"), tmp_path, engine_metrics=False)
     (p,) = [p for p in out.summary.problems if p.code == "text_tokens_mismatch"]
     assert p.count == 4
-    assert "usage 16, text 8 tokens in 8 chunks" in p.message
+    assert "usage 16, text 8 tokens (8 chunk by chunk) in 8 chunks" in p.message
     assert out.summary.requests.matched == 12
 
 
@@ -98,11 +94,20 @@ def test_fewer_prompt_tokens_than_the_prompt_had_is_invalid(tmp_path: Path, endp
 def test_honest_server_witnesses_all_agree(tmp_path: Path) -> None:
     out, _ = run_against(calib(), tmp_path)
     s = out.summary
-    assert s.verdict == "valid" and s.problems == []
+    assert s.verdict == "valid" and problems(out) == []
     w = s.witnesses
     assert w.output_tokens.usage == w.output_tokens.stream_chunks == REQUESTS * N
-    # one token per chunk: the chunks agree, the text is not asked (no round trips)
-    assert (w.output_tokens.stream_text, w.output_tokens.stream_text_requests) == (None, 0)
+    # every witness asked every time: the text too, where the chunks already agree
+    assert w.output_tokens.stream_text == REQUESTS * N
+    assert w.output_tokens.stream_text_requests == REQUESTS
+    checks = {(c.count, c.witness): (c.asked, c.agreed, c.disagreed) for c in w.checks}
+    assert checks == {
+        ("output_tokens", "stream_chunks"): (REQUESTS, REQUESTS, 0),
+        ("output_tokens", "stream_text"): (REQUESTS, REQUESTS, 0),
+        ("output_tokens", "engine_counter"): (1, 1, 0),
+        ("prompt_tokens", "prompts"): (REQUESTS, REQUESTS, 0),
+        ("total_tokens", "prompt_plus_completion"): (REQUESTS, REQUESTS, 0),
+    }
     assert w.prompt_tokens.usage == w.prompt_tokens.prompts == REQUESTS * 20
     assert w.engine is not None and w.engine.generated == w.engine.claimed == REQUESTS * N
 

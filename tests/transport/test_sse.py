@@ -29,7 +29,18 @@ CASES = [
     (b"data: a\ndata: b\n\n", [b"a\nb"]),
     (b"data\n\n", [b""]),  # a field with no colon has an empty value
     (b"event: x\ndata: a\n\ndata: b\n\n", [b"a", b"b"]),
-    (b"data: a\n", []),  # not terminated by a blank line: not dispatched
+    # the stream ended without the blank line: dispatched at its end (a server that ends
+    # on "data: [DONE]" with nothing after it)
+    (b"data: a\n", [b"a"]),
+    (b"data: a", [b"a"]),
+    (b"data: a\r", [b"a"]),
+    (b"Data: a\n\n", []),  # field names are case-sensitive: an unknown field
+    (b'data: {"a":\ndata: 1}\n\n', [b'{"a":\n1}']),  # multi-line data joins with LF
+    (b"data: a\rdata: b\r\r", [b"a\nb"]),  # CR alone ends lines
+    (b"data: a\r\n\r\ndata: b\r\r", [b"a", b"b"]),  # mixed line ends
+    (b"id: 1\nevent: x\nretry: 5\ndata: a\n\n", [b"a"]),
+    (b"data: a\n\ndata: [DONE]", [b"a", b"[DONE]"]),
+    (b": only a comment\n", []),
     (b"data: a\n\ndata: [DONE]\n\n", [b"a", b"[DONE]"]),
     (b"\xef\xbb\xbfdata: a\n\n", [b"a"]),  # BOM
     (b"id: 1\nretry: 10\nfoo: bar\ndata: a\n\n", [b"a"]),

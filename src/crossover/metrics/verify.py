@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from crossover.metrics.context import RunContext
+from crossover.metrics.prompts import check_prompts, check_usage_total, total_disagrees
 from crossover.metrics.summary import (
     EngineCounter,
     Problem,
@@ -21,9 +22,8 @@ from crossover.metrics.summary import (
 from crossover.metrics.witness import (
     check_engine,
     check_output,
-    check_prompts,
     engine_agrees,
-    text_disagrees,
+    output_disagrees,
 )
 from crossover.records.model import ErrorKind, RequestRecord
 
@@ -107,10 +107,21 @@ def verify(
             f"{len(no_usage)} requests had no usage from the server; tokens {how}",
         )
     engine_ok = engine_agrees(every, engine)
-    check_output(problems, ok, engine_ok, n)
+    check_output(problems, ok, engine, engine_ok)
     if engine is not None:
         check_engine(problems, every, engine)
     check_prompts(problems, ok, ctx)
+    check_usage_total(problems, ok)
+    extra = [r for r in ok if r.other_choice_events]
+    add_problem(
+        problems,
+        "extra_choices",
+        "error",
+        len(extra),
+        f"{len(extra)} responses streamed choices that were never asked for (an index other "
+        f"than 0, in {sum(r.other_choice_events for r in extra)} events): the server did "
+        "other work beside the one completion asked for, and its usage may count it",
+    )
     late = [r for r in ok if r.after_done_events]
     add_problem(
         problems,
@@ -135,7 +146,9 @@ def verify(
         for r in ok
         if r.completion_tokens == n
         and (r.finish_reason == "length" or not ctx.expects_finish_reason)
-        and not text_disagrees(r)
+        and not output_disagrees(r)
+        and not total_disagrees(r)
+        and not r.other_choice_events
         and not r.after_done_events
     )
     return problems, matched

@@ -114,6 +114,27 @@ class ServerTokenizer:
             raise ValueError("/tokenize answered without a token list")
         return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
 
+    def chat_template_tokens(self, text: str) -> int | None:
+        """Tokens the server's chat template adds around one user message of ``text``
+        (vLLM's and the calibration server's ``/tokenize`` take ``messages``); None where
+        the server cannot say."""
+        try:
+            out = self._post(
+                "/tokenize",
+                {
+                    "messages": [{"role": "user", "content": text}],
+                    "model": self.model,
+                    "add_generation_prompt": True,
+                },
+            )
+            tokens = out.get("tokens")
+            if not isinstance(tokens, list):
+                return None
+            extra = len(tokens) - len(self.encode(text))
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            return None
+        return extra if extra >= 0 else None
+
     def decode(self, ids: list[int]) -> str:
         out = self._post("/detokenize", {"tokens": ids, "model": self.model})
         text = out.get("content", out.get("prompt"))
