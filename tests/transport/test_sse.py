@@ -169,3 +169,24 @@ def test_the_default_cap_is_one_mebibyte() -> None:
     assert len(SSEParser().feed(big)[0].data) == MAX_EVENT_BYTES
     with pytest.raises(EventTooLarge):
         SSEParser().feed(b"data: " + b"y" * (MAX_EVENT_BYTES + 1) + b"\n\n")
+
+
+def test_an_event_ending_in_cr_is_dispatched_by_the_read_that_ends_it() -> None:
+    """Its arrival is the read that brought its last CR, not the next read (an event
+    dispatched one read late is stamped one event late)."""
+    p = SSEParser()
+    assert [e.data for e in p.feed(b"data: a\r\r")] == [b"a"]
+    # an LF first in the next read is the rest of a CRLF: not a second blank line
+    assert [e.data for e in p.feed(b"\ndata: b\r\r")] == [b"b"]
+    p2 = SSEParser()
+    assert p2.feed(b"data: a\r\n\r") == [SSEEvent(b"a")]
+    assert p2.feed(b"\ndata: b\r\n\r\n") == [SSEEvent(b"b")]  # the LF closing the CRLF
+
+
+def test_the_last_event_without_its_blank_line_is_dispatched_at_the_end() -> None:
+    p = SSEParser()
+    assert [e.data for e in p.feed(b"data: x\n\ndata: [DONE]")] == [b"x"]
+    assert [e.data for e in p.close()] == [b"[DONE]"]
+    q = SSEParser()
+    q.feed(b"data: a\ndata: b")
+    assert [e.data for e in q.close()] == [b"a\nb"]
