@@ -29,6 +29,7 @@ from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
 from crossover.load.looplag import probe_interval_s
+from crossover.load.probe import prompt_probe
 from crossover.load.send import open_replica_connections, send_prompt
 from crossover.load.strategies import closed_loop, measured_load
 from crossover.metrics.loop import loop_lag
@@ -270,6 +271,14 @@ async def execute(
     if len(config.replica_urls) > 1:
         metrics_url = None  # one replica's token counter cannot witness the load of all
     counter = await read_counter(metrics_url) if metrics_url else None
+    own = prompts[0].tokens if prompts else None
+    if config.endpoint == "chat" and tokenizer is not None and template is None and own:
+        # the template's tokens are uncounted: one prompt of another length shows whether
+        # the server's count grows one for one with the prompt (crossover.load.probe)
+        probe = await prompt_probe(config, tokenizer, own, headers, timeouts)
+        if probe is not None:
+            records.append(probe)
+            store.add_record(run_id, probe)
     lags: list[float] = []
 
     halt, relay = _either(abort, stop)

@@ -8,7 +8,6 @@ by principle, over completions and chat, and the honest forms also all at once.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -49,15 +48,16 @@ def _honest(out: RunOutcome, store: Store) -> None:
     assert s.requests.matched == REQUESTS
     assert s.witnesses.output_tokens.stream_chunks == REQUESTS * N
     assert s.witnesses.output_tokens.stream_text == REQUESTS * N
-    # the server stamps each chunk as it writes it (same clock): its own TPOT and gaps
-    truth_tpot, truth_gaps = [], []
-    for r in store.records(out.run_id):
+    # the server stamps each chunk as it writes it (same clock): its own time per token
+    truth = []
+    for r in store.records(out.run_id, include_warmup=False):
         e = r.chunk_emitted_ns
         assert e is not None and len(e) == N
-        truth_tpot.append((e[-1] - e[0]) / (N - 1) / 1e6)
-        truth_gaps += [(b - a) / 1e6 for a, b in itertools.pairwise(e)]
-    assert s.tpot_ms.p50 == pytest.approx(statistics.median(truth_tpot), rel=0.1)
-    assert s.itl_ms.p50 == pytest.approx(statistics.median(truth_gaps), rel=0.25)
+        truth.append((e[-1] - e[0]) / (N - 1) / 1e6)
+    # (loose: the server shares this loop, on a shared 2-core machine; ITL's mean is the
+    # delivery time per token, the server's time per token)
+    assert s.tpot_ms.p50 == pytest.approx(statistics.median(truth), rel=0.25)
+    assert s.itl_ms.mean == pytest.approx(statistics.mean(truth), rel=0.25)
     assert s.ttft_ms.p50 is not None and s.ttft_ms.p50 >= 5.0
 
 
@@ -120,9 +120,8 @@ def test_whitespace_chunks_are_caught_by_the_text(tmp_path: Path, endpoint: str)
     checks = {c.witness: (c.asked, c.agreed, c.disagreed) for c in s.witnesses.checks}
     assert checks["stream_chunks"] == (REQUESTS, REQUESTS, 0)
     assert checks["stream_text"] == (REQUESTS, 0, REQUESTS)
-    assert {(r.stream_tokens, r.chunk_text_tokens) for r in store.records(out.run_id)} == {
-        (N // 2, N // 2)
-    }
+    measured = store.records(out.run_id, include_warmup=False)
+    assert {(r.stream_tokens, r.chunk_text_tokens) for r in measured} == {(N // 2, N // 2)}
 
 
 def test_whitespace_chunks_are_caught_by_the_engine_counter_too(tmp_path: Path) -> None:
@@ -157,10 +156,36 @@ def test_doubled_prompt_tokens_are_caught(tmp_path: Path, endpoint: str) -> None
     assert "over-reported" in p.message
 
 
+def test_doubled_prompt_tokens_on_chat_with_a_tokenizer_that_cannot_count_the_template(
+    tmp_path: Path,
+) -> None:
+    """The word tokenizer counts no template: the offset is constant over prompts of one
+    length whether it is a template's or a doubled count. The prompt probe (half the
+    length, once, before the level) shows the count growing with the prompt."""
+    out, store = run_against(calib("prompt_tokens_inflated"), tmp_path, endpoint="chat")
+    s = out.summary
+    assert s.verdict == "invalid"
+    assert codes(out) == {"prompt_tokens_inflated": "error"}
+    (p,) = [p for p in s.problems if p.code == "prompt_tokens_inflated"]
+    assert "a prompt of 10 tokens was counted 40, one of 20 counted 60" in p.message
+    (probe,) = [r for r in store.records(out.run_id) if r.index == -1]
+    assert probe.warmup and probe.expected_prompt_tokens == 10
+    assert s.requests.warmup == 0  # the probe is outside the measurement, and no warm-up
+
+
+def test_a_chat_template_the_probe_shows_constant_is_information(tmp_path: Path) -> None:
+    out, _ = run_against(calib(), tmp_path, endpoint="chat")  # a 10-token template
+    s = out.summary
+    assert s.verdict == "valid", s.problems
+    assert codes(out) == {"prompt_tokens_mismatch": "info"}
+    (p,) = [p for p in s.problems if p.code == "prompt_tokens_mismatch"]
+    assert "10 more prompt tokens" in p.message and "another length" in p.message
+
+
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_honest_prompt_counts_with_the_servers_tokenizer(tmp_path: Path, endpoint: str) -> None:
     """The chat template's 10 tokens are counted (the server's /tokenize applies it)."""
-    out, _ = run_against(calib(), tmp_path, endpoint=endpoint, text="server")
+    out, _ = run_against(calib(itl_ms=4.0), tmp_path, endpoint=endpoint, text="server")
     assert out.summary.verdict == "valid", out.summary.problems
     assert problems(out) == []
     checks = {c.witness: (c.asked, c.agreed) for c in out.summary.witnesses.checks}

@@ -4,7 +4,6 @@ bursts, heartbeats between tokens, and percentiles the client's own event loop m
 from __future__ import annotations
 
 import asyncio
-import itertools
 import statistics
 import time
 from pathlib import Path
@@ -29,7 +28,8 @@ def test_burst_delivery_is_flagged_and_itl_is_the_engines_pace(tmp_path: Path) -
     out, _ = run_against(calib("burst_delivery", itl_ms=4.0, burst_tokens=8), tmp_path)
     s = out.summary
     assert s.verdict == "valid", s.problems  # the work was done: a warning, not invalid
-    assert codes(out) == {"grouped_delivery": "warning"}
+    found = {p.code: p.severity for p in s.problems if p.code != "client_made_percentiles"}
+    assert found == {"grouped_delivery": "warning"}
     (p,) = [p for p in s.problems if p.code == "grouped_delivery"]
     assert "bursts" in p.message
     assert s.delivery.grouped_fraction is not None and s.delivery.grouped_fraction > 0.8
@@ -40,7 +40,7 @@ def test_burst_delivery_is_flagged_and_itl_is_the_engines_pace(tmp_path: Path) -
 
 def test_an_honest_stream_is_not_grouped(tmp_path: Path) -> None:
     out, _ = run_against(calib(itl_ms=4.0), tmp_path)
-    assert "grouped_delivery" not in codes(out)
+    assert "grouped_delivery" not in {p.code for p in out.summary.problems}
     assert out.summary.delivery.grouped_fraction is not None
     assert out.summary.delivery.grouped_fraction < 0.2
 
@@ -108,10 +108,10 @@ def test_percentiles_the_client_made_are_flagged(tmp_path: Path) -> None:
     (p,) = [p for p in s.problems if p.code == "client_made_percentiles"]
     assert p.severity == "warning"
     assert "itl_ms" in p.message and "--workers" in p.message
-    # the flag is right: the server's own stamps give a smaller ITL p99 than the client's
-    truth = []
-    for r in store.records(out.run_id):
+    # the flag is right: against the server's own stamps (its own process, the same
+    # clock), the client stamped chunks late by the lag it measured
+    late = []
+    for r in store.records(out.run_id, include_warmup=False):
         assert r.chunk_emitted_ns is not None
-        truth += [(b - a) / 1e6 for a, b in itertools.pairwise(r.chunk_emitted_ns)]
-    true_p99 = statistics.quantiles(truth, n=100)[98]
-    assert s.itl_ms.p99 is not None and s.itl_ms.p99 > 1.1 * true_p99
+        late += [(a - e) / 1e6 for a, e in zip(r.chunk_arrival_ns, r.chunk_emitted_ns, strict=True)]
+    assert statistics.quantiles(late, n=100)[98] > 5.0

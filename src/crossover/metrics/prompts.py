@@ -51,11 +51,35 @@ def prompt_agrees(r: RequestRecord, template: int | None) -> bool:
     return template is None or offset - template <= PROMPT_MORE_TOKENS
 
 
-def check_prompts(problems: list[Problem], ok: list[RequestRecord], ctx: RunContext) -> None:
+def _grows(pairs: list[tuple[int, int]]) -> bool:
+    """The offset grows with the prompt's length: the server counts more than one token
+    per prompt token (a count that scales, not a template's constant)."""
+    n = len(pairs)
+    mean_e = sum(e for e, _ in pairs) / n
+    mean_o = sum(o for _, o in pairs) / n
+    return sum((e - mean_e) * (o - mean_o) for e, o in pairs) > 0
+
+
+def check_prompts(
+    problems: list[Problem],
+    ok: list[RequestRecord],
+    ctx: RunContext,
+    warm: list[RequestRecord] | None = None,
+) -> None:
+    """The measured requests' prompt counts against their own, with the warm-up's
+    (``warm``: the prompt probe's among them, a prompt of another length) in the
+    comparison of offsets: the offset must be the same whatever the prompt."""
     offsets = _offsets(ok)
+    every = ok + [r for r in warm or [] if r.ok]
+    pairs = [
+        (r.expected_prompt_tokens, r.prompt_tokens - r.expected_prompt_tokens)
+        for r in every
+        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None
+    ]
     template = template_tokens(ctx)
     if offsets:
-        spread = max(offsets) - min(offsets)
+        all_offsets = [o for _, o in pairs]
+        spread = max(all_offsets) - min(all_offsets)
         med = sorted(offsets)[len(offsets) // 2]
         fewer = [o for o in offsets if o < -PROMPT_FEWER_TOKENS]
         if fewer:
@@ -68,14 +92,26 @@ def check_prompts(problems: list[Problem], ok: list[RequestRecord], ctx: RunCont
                 f"(by {-max(fewer)} to {-min(fewer)}): the server truncated the prompts or "
                 "under-counts them, and prompt throughput is under-stated",
             )
+        elif spread > 1 and len({e for e, _ in pairs}) > 1 and _grows(pairs):
+            (e1, o1), (e2, o2) = min(pairs), max(pairs)
+            add_problem(
+                problems,
+                "prompt_tokens_inflated",
+                "error",
+                len(offsets),
+                f"the server's prompt count grows faster than the prompts: a prompt of {e1} "
+                f"tokens was counted {e1 + o1}, one of {e2} counted {e2 + o2} (a template "
+                "adds the same to every prompt): prompt tokens are over-reported, and total "
+                "tok/s is over-stated",
+            )
         elif spread > 1:
             add_problem(
                 problems,
                 "prompt_tokens_mismatch",
                 "error",
                 len(offsets),
-                f"reported prompt tokens differ from the prompts' counts by {min(offsets)} "
-                f"to {max(offsets)}: prompt lengths are not matched",
+                f"reported prompt tokens differ from the prompts' counts by {min(all_offsets)}"
+                f" to {max(all_offsets)}: prompt lengths are not matched",
             )
         elif template is not None and med - template > PROMPT_MORE_TOKENS:
             sent = sum(r.expected_prompt_tokens or 0 for r in ok) / len(ok) + template
@@ -95,14 +131,19 @@ def check_prompts(problems: list[Problem], ok: list[RequestRecord], ctx: RunCont
                 "tok/s is over-stated",
             )
         elif template is None and med > PROMPT_MORE_TOKENS:
+            probed = len({e for e, _ in pairs}) > 1
+            why = (
+                "the same for a prompt of another length, so a template's"
+                if probed
+                else "a chat template, whose tokens the tokenizer cannot count here"
+            )
             add_problem(
                 problems,
                 "prompt_tokens_mismatch",
-                "warning",
+                "info" if probed else "warning",
                 len(offsets),
                 f"the server counts {med} more prompt tokens than each prompt has on the chat "
-                "endpoint (a chat template, whose tokens the tokenizer cannot count here): "
-                "compare engines on the same endpoint",
+                f"endpoint ({why}): compare engines on the same endpoint",
             )
     else:
         pts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]

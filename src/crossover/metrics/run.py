@@ -32,7 +32,7 @@ from crossover.metrics.summary import (
     add_problem,
 )
 from crossover.metrics.timing import check_client_made, check_grouped, client_made, delivery
-from crossover.metrics.verify import verdict, verify
+from crossover.metrics.verify import is_warmup, verdict, verify
 from crossover.metrics.window import WindowSpan, steady_window
 from crossover.metrics.witness import (
     count_with_tokenizer,
@@ -304,8 +304,8 @@ def summarize(
             succeeded=len(ok),
             failed=len(records) - len(ok),
             matched=matched,
-            warmup=len(all_records) - len(records),
-            warmup_failed=sum(1 for r in all_records if r.warmup and not r.ok),
+            warmup=sum(1 for r in all_records if is_warmup(r)),
+            warmup_failed=sum(1 for r in all_records if is_warmup(r) and not r.ok),
         ),
         load=Load(
             mode="rate" if ctx.mode == "rate" else "concurrency",

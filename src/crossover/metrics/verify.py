@@ -110,7 +110,7 @@ def verify(
     check_output(problems, ok, engine, engine_ok)
     if engine is not None:
         check_engine(problems, every, engine)
-    check_prompts(problems, ok, ctx)
+    check_prompts(problems, ok, ctx, [r for r in every if r.warmup])
     check_usage_total(problems, ok)
     extra = [r for r in ok if r.other_choice_events]
     add_problem(
@@ -154,8 +154,14 @@ def verify(
     return problems, matched
 
 
+def is_warmup(r: RequestRecord) -> bool:
+    """A warm-up request the user asked for (the prompt probe, index < 0, is not one: it
+    failing only means there is no probe)."""
+    return r.warmup and r.index >= 0
+
+
 def _verify_warmup(problems: list[Problem], all_records: list[RequestRecord]) -> None:
-    warm = [r for r in all_records if r.warmup]
+    warm = [r for r in all_records if is_warmup(r)]
     failed = [r for r in warm if not r.ok]
     if not failed:
         return
