@@ -29,8 +29,10 @@ def _delta_text(delta: dict[str, Any]) -> str:
     reasoning under both of its names (``reasoning_content`` and ``reasoning``) sends it
     once."""
     content = delta.get("content")
-    text = content if isinstance(content, str) else ""
+    text = content if type(content) is str else ""
     r1, r2 = delta.get("reasoning_content"), delta.get("reasoning")
+    if r1 is None and r2 is None:
+        return text  # the common case: no reasoning
     if isinstance(r1, str):
         text += r1
     if isinstance(r2, str) and r2 != r1:
@@ -89,28 +91,34 @@ class OpenAIDialect:
         others = 0
         choices = event.get("choices")
         if isinstance(choices, list):
+            chat = endpoint == "chat"
             for pos, choice in enumerate(choices):
-                if not isinstance(choice, dict):
+                if type(choice) is not dict:
                     continue
-                if endpoint == "chat":
+                idx = choice.get("index")
+                if idx is None:
+                    idx = pos
+                elif idx != 0 or idx is False:
+                    idx = as_int(idx)
+                if chat:
                     delta = choice.get("delta") or choice.get("message") or {}
-                    piece = _delta_text(delta) if isinstance(delta, dict) else ""
+                    piece = _delta_text(delta) if type(delta) is dict else ""
                 else:
                     t = choice.get("text")
-                    piece = t if isinstance(t, str) else ""
+                    piece = t if type(t) is str else ""
                 fr = choice.get("finish_reason")
-                idx = choice.get("index")
-                index = pos if idx is None else as_int(idx)
-                if index != 0:
-                    if piece or isinstance(fr, str):
+                if idx != 0:
+                    if piece or type(fr) is str:
                         others += 1
                     continue
                 text += piece
-                if isinstance(fr, str):
+                if type(fr) is str:
                     finish = fr
-                lp = _logprob_count(choice.get("logprobs"))
+                lp = choice.get("logprobs")
                 if lp is not None:
-                    n_tokens = lp if n_tokens is None else n_tokens + lp
+                    count = _logprob_count(lp)
+                    if count is not None:
+                        n_tokens = count if n_tokens is None else n_tokens + count
         prompt_tokens = completion_tokens = total_tokens = None
         usage = event.get("usage")
         if isinstance(usage, dict):
