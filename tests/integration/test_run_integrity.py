@@ -192,6 +192,14 @@ def test_honest_prompt_counts_with_the_servers_tokenizer(tmp_path: Path, endpoin
     assert checks["prompts"] == (REQUESTS, REQUESTS)
 
 
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_tokens_after_the_finish_reason(tmp_path: Path, endpoint: str) -> None:
+    out, _ = run_against(plant("data_after_finish"), tmp_path, endpoint=endpoint)
+    assert out.summary.verdict == "invalid"
+    assert codes(out) == {"data_after_finish": "error"}
+    assert out.summary.requests.matched == 0
+
+
 def test_usage_total_that_does_not_add_up(tmp_path: Path) -> None:
     out, _ = run_against(plant("usage_total_mismatch"), tmp_path, endpoint="chat")
     assert out.summary.verdict == "invalid"

@@ -315,3 +315,15 @@ def test_heartbeats_do_not_re_arm_the_gap_limit() -> None:
                    Timeouts(first_token_s=5, gap_s=0.5, total_s=10))  # fmt: skip
     assert r.error_kind == "timeout"
     assert r.error == "no next token within 0.5 s"
+
+
+def test_tokens_after_the_finish_reason_are_counted() -> None:
+    r = fetch(sse(chunk(" a", "length"), chunk(" b"), USAGE, DONE))
+    assert r.ok and r.after_finish_chunks == 1 and r.finish_reason == "length"
+
+
+def test_an_empty_data_event_is_no_event() -> None:
+    """ "data:" alone (a heartbeat) dispatches nothing, by the SSE spec: not malformed."""
+    r = fetch(sse(chunk(" a"), b"data:\n\n", b"data: \n\n", chunk(" b", "length"), USAGE, DONE))
+    assert r.ok, r.error
+    assert r.text == " a b"

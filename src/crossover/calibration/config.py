@@ -54,6 +54,7 @@ FaultName = Literal[
     "choices_per_event",
     "prompt_tokens_inflated",
     "usage_total_mismatch",
+    "data_after_finish",
     "logprobs",
     # when it is delivered
     "burst_delivery",

@@ -241,9 +241,12 @@ class Handlers:
             last = sent + size == plan.tokens
             # whitespace_chunks: every second chunk carries a space where its words were
             blank = plan.whitespace and rec.chunks_sent % 2 == 1
+            # data_after_finish: the finish reason halfway, the rest of the tokens after it
+            early = "data_after_finish" in faults
+            finish_now = sent + size == max(1, plan.tokens // 2) if early else last
             data = out.chunk(
                 " " if blank else cfg.token_text * size,
-                plan.finish_reason if last else None,
+                plan.finish_reason if finish_now else None,
                 req.chat and sent == 0 and not role_first,
                 now,
                 cfg.oversized_event_bytes if plan.oversized and sent == plan.break_after else 0,

@@ -45,6 +45,7 @@ ProblemCode = Literal[
     "usage_total_mismatch",
     "logprobs_mismatch",
     "extra_choices",
+    "data_after_finish",
     # timing that is not the engine's (docs/metrics.md, "Timing")
     "grouped_delivery",
     "client_made_percentiles",

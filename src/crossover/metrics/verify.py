@@ -92,6 +92,15 @@ def verify(
             f"{len(bad)} requests ended with finish_reason {', '.join(reasons)} "
             "instead of 'length'",
         )
+    no_prompt = [r for r in ok if r.count_source == "usage" and r.prompt_tokens is None]
+    add_problem(
+        problems,
+        "usage_missing",
+        "warning",
+        len(no_prompt),
+        f"{len(no_prompt)} requests' usage has no prompt_tokens: total tok/s counts no "
+        "prompt tokens for them, and the prompt count has no witness",
+    )
     no_usage = [r for r in ok if r.count_source != "usage"]
     if no_usage:
         how = (
@@ -122,6 +131,16 @@ def verify(
         f"than 0, in {sum(r.other_choice_events for r in extra)} events): the server did "
         "other work beside the one completion asked for, and its usage may count it",
     )
+    finished = [r for r in ok if r.after_finish_chunks]
+    add_problem(
+        problems,
+        "data_after_finish",
+        "error",
+        len(finished),
+        f"{len(finished)} responses streamed tokens after their choice's finish reason "
+        f"({sum(r.after_finish_chunks for r in finished)} chunks): the completion had ended "
+        "where the server said it did, and went on",
+    )
     late = [r for r in ok if r.after_done_events]
     add_problem(
         problems,
@@ -149,6 +168,7 @@ def verify(
         and not output_disagrees(r)
         and not total_disagrees(r)
         and not r.other_choice_events
+        and not r.after_finish_chunks
         and not r.after_done_events
     )
     return problems, matched

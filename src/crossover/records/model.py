@@ -69,6 +69,8 @@ class RequestRecord(BaseModel):
     total_tokens: int | None = None
     #: events that carried a choice never asked for (an index other than 0)
     other_choice_events: int = 0
+    #: token-carrying chunks that came after the choice's finish reason
+    after_finish_chunks: int = 0
     #: tokens the server's logprobs account for (it sent them unasked), when every
     #: token-carrying chunk had them; else None
     logprob_tokens: int | None = None

@@ -240,6 +240,7 @@ async def _attempt(
     t_last: int | None = None
     t_end: int | None = None  # arrival of [DONE]: where the response ended
     after_done = 0
+    after_finish = 0
     text_chars = 0
     gap_s = timeouts.gap_s
     gap_armed = gap_s * (1.0 + GAP_SLACK)
@@ -352,6 +353,8 @@ async def _attempt(
                             if t_first is None:
                                 t_first = record.t_first_ns = t
                                 phase = "next token"
+                            elif record.finish_reason is not None:
+                                after_finish += 1  # the choice had ended
                             t_last = t
                             tokens_here = True
                             arrivals.append(t)
@@ -436,6 +439,7 @@ async def _attempt(
     record.other_choice_events = others
     record.chunk_emitted_ns = emitted
     record.after_done_events = after_done
+    record.after_finish_chunks = after_finish
     if pieces is not None:
         record.text = "".join(pieces)
     if (

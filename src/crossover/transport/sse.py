@@ -2,7 +2,8 @@
 
 Events may be split anywhere across reads; lines end in CRLF, LF or CR; lines
 starting with ``:`` are comments; several ``data:`` lines join with ``\\n``; an
-event is dispatched on a blank line and only if it carried data.
+event is dispatched on a blank line and only if its data is not empty (``data:`` alone,
+a heartbeat some servers send, dispatches nothing).
 
 A line ends the moment its end arrives: a CR that ends a read ends its line there (an
 LF starting the next read is the rest of that CRLF and is skipped), so an event whose
@@ -149,7 +150,8 @@ class SSEParser:
                 joined = data[0] if len(data) == 1 else b"\n".join(data)
                 if len(joined) > self._max and self._over is None:
                     self._over = (len(joined), len(events))
-                events.append(SSEEvent(joined, self._event, self._id))
+                if joined:  # the spec dispatches no event whose data is empty ("data:")
+                    events.append(SSEEvent(joined, self._event, self._id))
                 self._data = []
             self._event = None
             return
