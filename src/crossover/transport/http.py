@@ -325,7 +325,7 @@ async def _attempt(
                         except orjson.JSONDecodeError:
                             if named is not None and named not in ("message", "error"):
                                 continue  # an event type nobody listens to (a ping)
-                            if ended and named is None:
+                            if ended and named != "error":
                                 break  # cut inside the last event: the checks below say so
                             if named == "error":
                                 _fail(record, "error_event", f"error event: {raw[:200]!r}", t)
