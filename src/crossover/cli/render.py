@@ -128,6 +128,13 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             f"event-loop lag p50 {_f(lag.p50_ms, '.2f')} / p99 {_f(lag.p99_ms, '.2f')} / "
             f"max {_f(lag.max_ms, '.1f')} ms"
         )
+    checks = s.witnesses.checks
+    if checks:
+        said = []
+        for c in checks:
+            against = f" ({c.disagreed} against)" if c.disagreed else ""
+            said.append(f"{c.witness} {c.agreed}/{c.asked}{against}")
+        lines.append(Text("witnesses asked (agreed/asked): " + ", ".join(said), style="dim"))
     if client:
         lines.append(Text("client: " + "   ".join(client), style="dim"))
     if s.client_made:
