@@ -29,6 +29,7 @@ from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter
 from crossover.errors import UsageError
 from crossover.load.looplag import probe_interval_s
+from crossover.load.probe import prompt_probe
 from crossover.load.send import open_replica_connections, send_prompt
 from crossover.load.strategies import closed_loop, measured_load
 from crossover.metrics.loop import loop_lag
@@ -180,6 +181,7 @@ def make_context(
     tokenizer: Tokenizer | None,
     version: str | None,
     client_floor: ClientFloor | None = None,
+    chat_template_tokens: int | None = None,
 ) -> RunContext:
     return RunContext(
         mode=config.mode,
@@ -198,6 +200,7 @@ def make_context(
         slo=config.slo,
         client_floor=client_floor,
         workers=config.workers,
+        chat_template_tokens=chat_template_tokens,
     )
 
 
@@ -230,8 +233,9 @@ async def execute(
     the requests cut short recorded as failed.
 
     Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
-    streamed text of each request whose chunks fall short of usage is re-tokenized once,
-    after the level; with a ``metrics_url``, the engine's generated-token counter is read
+    streamed text of every request is re-tokenized once, after the level (and on the
+    chat endpoint the template's tokens counted once, before it, where the tokenizer
+    can); with a ``metrics_url``, the engine's generated-token counter is read
     before and after it (not for replicas: one replica's counter cannot witness them all).
 
     ``record_hold_s``: how long finished records may wait before they are handed to
@@ -248,7 +252,11 @@ async def execute(
     n_measured = config.requests or max(64, 16 * (config.concurrency or 4))
     if prompts is None:
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
-    ctx = make_context(config, tokenizer, version, client_floor)
+    template = None
+    count_template = getattr(tokenizer, "chat_template_tokens", None)
+    if config.endpoint == "chat" and prompts and callable(count_template):
+        template = await asyncio.to_thread(count_template, prompts[0].text)
+    ctx = make_context(config, tokenizer, version, client_floor, template)
     run_id = run_id or new_run_id()
     context: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
@@ -263,6 +271,14 @@ async def execute(
     if len(config.replica_urls) > 1:
         metrics_url = None  # one replica's token counter cannot witness the load of all
     counter = await read_counter(metrics_url) if metrics_url else None
+    own = prompts[0].tokens if prompts else None
+    if config.endpoint == "chat" and tokenizer is not None and template is None and own:
+        # the template's tokens are uncounted: one prompt of another length shows whether
+        # the server's count grows one for one with the prompt (crossover.load.probe)
+        probe = await prompt_probe(config, tokenizer, own, headers, timeouts)
+        if probe is not None:
+            records.append(probe)
+            store.add_record(run_id, probe)
     lags: list[float] = []
 
     halt, relay = _either(abort, stop)
@@ -297,8 +313,7 @@ async def execute(
         changed = await asyncio.to_thread(_count_and_retokenize, records, tokenizer)
         for r in changed:  # keep the stored records the source of truth
             store.add_record(run_id, r)
-    summary = summarize(records, ctx, engine)
-    summary.client_loop = client_loop
+    summary = summarize(records, ctx, engine, client_loop)
     if status == "failed":
         reason = (abort_reason() if abort_reason else None) or "the run was aborted"
         summary.problems.append(
@@ -499,6 +514,4 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
             engine = EngineCounter.model_validate(data)
         elif source == LOOP_SAMPLE:
             loop = LoopLag.model_validate(data)
-    summary = summarize(store.records(run_id), ctx, engine)
-    summary.client_loop = loop
-    return summary
+    return summarize(store.records(run_id), ctx, engine, loop)

@@ -362,3 +362,83 @@ def test_word_tokenizer_counts_what_the_server_counts() -> None:
     assert ids == token_ids(" tok tok  tok") and len(ids) == 3
     assert tok.decode(ids[:2]) == "tok tok"
     assert tok.decode([1, 2]) == ""  # template ids
+
+
+# --- wire forms, parts of the response, delivery -------------------------------------------
+
+
+def test_whitespace_chunks_keep_the_chunk_count_and_halve_the_words(body: Body) -> None:
+    s = _one("whitespace_chunks", body(N))
+    _good(s)
+    texts = [t for _, t in s.token_events]
+    assert len(texts) == N and texts.count(" ") == N // 2
+    assert s.tokens == N // 2
+    assert s.usage is not None and s.usage["completion_tokens"] == N
+
+
+@pytest.mark.parametrize("fault", ["extra_choice", "choices_per_event"])
+def test_choices_never_asked_for_go_out_beside_index_0(body: Body, fault: str) -> None:
+    s = _one(fault, body(N, chat=True))
+    _good(s)
+    indices = [c["index"] for ch in s.chunks for c in ch["choices"]]
+    assert indices.count(0) == N and indices.count(1) == N
+    together = max(len(ch["choices"]) for ch in s.chunks)
+    assert together == (2 if fault == "choices_per_event" else 1)
+
+
+def test_prompt_tokens_inflated_and_usage_total(body: Body) -> None:
+    s = _one("prompt_tokens_inflated", body(N))
+    assert s.usage is not None and s.usage["prompt_tokens"] == 8  # a 4-word prompt, doubled
+    t = _one("usage_total_mismatch", body(N), usage_total_extra=7)
+    assert t.usage is not None
+    assert t.usage["total_tokens"] == t.usage["prompt_tokens"] + N + 7
+
+
+def test_logprobs_one_entry_per_token(body: Body) -> None:
+    s = _one("logprobs", body(N, chat=True), tokens_per_chunk=2)
+    entries = [
+        len(c["logprobs"]["content"]) for ch in s.chunks for c in ch["choices"] if c["logprobs"]
+    ]
+    assert sum(entries) == N and max(entries) == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "raw"),
+    [
+        ("cr_lines", b"\r\r"),
+        ("crlf_lines", b"\r\n\r\n"),
+        ("sse_variety", b"retry: 3000\ndata:{"),
+        ("null_fields", b'"error":null'),
+        ("float_ints", b'"completion_tokens":8.0'),
+        ("unknown_fields", b'"x_vendor"'),
+        ("heartbeats", b": keep-alive\n\n"),
+    ],
+)
+def test_honest_forms_on_the_wire(body: Body, fault: str, raw: bytes) -> None:
+    s = _one(fault, body(N))
+    assert s.status == 200 and s.error is None
+    assert raw in s.raw
+
+
+def test_done_repeated_missing_or_without_its_blank_line(body: Body) -> None:
+    assert _one("repeated_done", body(N)).raw.endswith(b"data: [DONE]\n\ndata: [DONE]\n\n")
+    assert b"[DONE]" not in _one("no_done", body(N)).raw
+    assert _one("no_final_blank_line", body(N)).raw.endswith(b"}\n\ndata: [DONE]")
+    assert _one("sse_variety", body(N)).raw.startswith(b"\xef\xbb\xbf: variety\n")
+
+
+def test_burst_delivery_writes_tokens_together(body: Body) -> None:
+    s = _one("burst_delivery", body(N), burst_tokens=4)
+    _good(s)
+    arrivals = sorted({e.arrival_ns for e, _ in s.token_events})
+    assert len(arrivals) <= N // 4 + 1  # four tokens a write (the first write may split)
+
+
+def test_heartbeat_stall_sends_only_comments(body: Body) -> None:
+    s = _one("heartbeat_stall", body(N), stall_s=0.3, heartbeat_ms=50.0)
+    _good(s)
+    assert s.raw.count(b": keep-alive") >= 4
+    gaps = [
+        (b.arrival_ns - a.arrival_ns) / 1e6 for (a, _), (b, _) in itertools.pairwise(s.token_events)
+    ]
+    assert max(gaps) >= 300

@@ -43,8 +43,10 @@ def test_inflated_usage_is_caught_without_being_told_how(
     w = s["witnesses"]
     assert w["output_tokens"] == {  # type: ignore[index]
         "usage": 16 * 12, "stream_chunks": 16 * 6, "stream_text": 16 * 6,
-        "stream_text_requests": 16,
+        "stream_text_requests": 16, "logprobs": None, "logprobs_requests": 0,
     }  # fmt: skip
+    asked = {c["witness"]: (c["asked"], c["agreed"]) for c in w["checks"]}  # type: ignore[index]
+    assert asked["stream_text"] == (16, 0) and asked["engine_counter"] == (1, 0)
     assert w["prompt_tokens"] == {"usage": 16 * 20, "prompts": 16 * 20}  # type: ignore[index]
     out = capsys.readouterr().out
     assert "text_tokens_mismatch" in out and "engine_tokens_mismatch" in out

@@ -119,3 +119,53 @@ def test_calibration_stamp_is_read() -> None:
 def test_unknown_dialect_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown engine dialect"):
         get_dialect("nope")
+
+
+def test_parse_reads_json_as_json() -> None:
+    """Integers written as floats are integers; null is absent; a fraction is no count."""
+    d = get_dialect("vllm")
+    usage = {"prompt_tokens": 5.0, "completion_tokens": 64.0, "total_tokens": 69.0}
+    info = d.parse({"choices": [], "usage": usage}, "completions")
+    assert (info.prompt_tokens, info.completion_tokens, info.total_tokens) == (5, 64, 69)
+    odd = d.parse({"usage": {"completion_tokens": 64.5, "prompt_tokens": None}}, "completions")
+    assert (odd.completion_tokens, odd.prompt_tokens) == (None, None)
+    assert d.parse({"choices": [{"index": 0.0, "text": "a"}]}, "completions").text == "a"
+    nulls = {"index": 0, "delta": {"content": "a", "role": None, "tool_calls": None}}
+    assert d.parse({"choices": [nulls], "usage": None, "error": None}, "chat").text == "a"
+    assert d.parse({"choices": [{"delta": None, "finish_reason": None}]}, "chat").text == ""
+
+
+def test_parse_reads_every_choice() -> None:
+    """Index 0 is the response (every entry of it); any other index is counted, not read."""
+    d = get_dialect("openai")
+    ev = {
+        "choices": [
+            {"index": 0, "text": "a"},
+            {"index": 1, "text": "z", "finish_reason": "length"},
+            {"index": 0, "text": "b", "finish_reason": "length"},
+        ]
+    }
+    info = d.parse(ev, "completions")
+    assert (info.text, info.finish_reason, info.other_choices) == ("ab", "length", 1)
+    # no index: by position
+    info2 = d.parse({"choices": [{"text": "a"}, {"text": "z"}]}, "completions")
+    assert (info2.text, info2.other_choices) == ("a", 1)
+    # another choice that carries nothing is nothing
+    assert d.parse({"choices": [{"index": 1, "delta": {}}]}, "chat").other_choices == 0
+
+
+def test_reasoning_sent_under_both_names_counts_once() -> None:
+    d = get_dialect("vllm")
+    both = {"choices": [{"delta": {"reasoning_content": "x", "reasoning": "x"}}]}
+    assert d.parse(both, "chat").text == "x"
+    two = {"choices": [{"delta": {"content": "a", "reasoning": "r"}}]}
+    assert d.parse(two, "chat").text == "ar"
+
+
+def test_logprobs_state_the_chunks_tokens() -> None:
+    d = get_dialect("vllm")
+    chat = {"choices": [{"delta": {"content": "ab"}, "logprobs": {"content": [{}, {}]}}]}
+    assert d.parse(chat, "chat").n_tokens == 2
+    comp = {"choices": [{"text": "ab", "logprobs": {"tokens": ["a", "b"]}}]}
+    assert d.parse(comp, "completions").n_tokens == 2
+    assert d.parse({"choices": [{"text": "a", "logprobs": None}]}, "completions").n_tokens is None

@@ -7,16 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from crossover.runner import RunOutcome
-from tests.integration.conftest import calib, run_against
+from tests.integration.conftest import calib, codes, run_against
 
 N = 16
 HALF = N // 2
 ENDPOINTS = ("completions", "chat")
-
-
-def codes(outcome: RunOutcome) -> dict[str, str]:
-    return {p.code: p.severity for p in outcome.summary.problems}
 
 
 # fault -> (problem code, token-carrying chunks the record keeps, message fragment)
@@ -43,7 +38,7 @@ def test_broken_response_has_its_own_code_and_stops_at_the_break(
     (p,) = s.problems
     assert fragment in p.message
     assert s.requests.failed == s.requests.sent == 16
-    records = store.records(out.run_id)
+    records = store.records(out.run_id, include_warmup=False)
     assert len(records) == 16
     for r in records:
         assert r.error_kind is not None
@@ -73,7 +68,7 @@ def test_protocol_failures_within_the_allowed_budget(tmp_path: Path) -> None:
 def test_a_larger_event_cap_accepts_the_large_event(tmp_path: Path) -> None:
     out, store = run_against(calib("oversized_event"), tmp_path, max_event_bytes=4 * 1024 * 1024)
     assert out.summary.verdict == "valid", out.summary.problems
-    assert {len(r.chunk_arrival_ns) for r in store.records(out.run_id)} == {N}
+    assert {len(r.chunk_arrival_ns) for r in store.records(out.run_id, include_warmup=False)} == {N}
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
@@ -83,8 +78,9 @@ def test_data_after_done_is_not_read_and_is_named(tmp_path: Path, endpoint: str)
     assert s.verdict == "invalid"
     assert codes(out)["data_after_done"] == "error"
     assert s.requests.failed == 0 and s.requests.matched == 0
-    for r in store.records(out.run_id):
-        assert r.saw_done and r.after_done_events == 2  # a token chunk and a second [DONE]
+    for r in store.records(out.run_id, include_warmup=False):
+        # a token chunk; the second [DONE] only repeats the first and is not counted
+        assert r.saw_done and r.after_done_events == 1
         assert len(r.chunk_arrival_ns) == N  # the chunk after [DONE] is not a token
         assert r.completion_tokens == N
         assert r.t_done_ns is not None and r.t_done_ns >= r.chunk_arrival_ns[-1]

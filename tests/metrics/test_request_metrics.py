@@ -82,3 +82,41 @@ def test_missing_values_are_none_not_zero() -> None:
 def test_tpot_needs_two_tokens() -> None:
     r = rec(t_first_ns=1, t_last_ns=1, chunk_arrival_ns=[1], chunk_chars=[1], completion_tokens=1)
     assert rq.tpot_ms(r) is None
+
+
+def test_events_that_arrive_together_are_one_delivery() -> None:
+    """A server that buffers 4 tokens at a time: 8 one-token events in two reads. ITL is
+    each delivery's gap spread over its tokens (10 ms, the pace they were made at), not
+    zero inside a delivery; TPOT counts the tokens after the first delivery."""
+    a = [40 * MS] * 4 + [80 * MS] * 4
+    r = rec(
+        expected_output_tokens=8,
+        t_first_ns=a[0],
+        t_last_ns=a[-1],
+        t_done_ns=a[-1] + 1,
+        chunk_arrival_ns=a,
+        chunk_chars=[1] * 8,
+        completion_tokens=8,
+        count_source="usage",
+    )
+    assert rq.deliveries(r) == [(40 * MS, 4), (80 * MS, 4)]
+    assert rq.grouped_events(r) == 6
+    assert rq.itl_ms(r) == [10.0] * 4
+    assert rq.tpot_ms(r) == pytest.approx(40 / 4)  # (N - k) = 8 - 4, not N - 1
+    assert rq.chunk_gaps_ms(r) == [0, 0, 0, 40, 0, 0, 0]  # the raw gaps stay visible
+
+
+def test_events_within_a_tenth_of_a_millisecond_are_one_delivery() -> None:
+    a = [0, 50_000, 10 * MS, 10 * MS + 90_000, 20 * MS]
+    r = rec(chunk_arrival_ns=a, chunk_chars=[1] * 5, completion_tokens=5, count_source="usage")
+    assert [k for _, k in rq.deliveries(r)] == [2, 2, 1]
+    assert rq.itl_ms(r) == pytest.approx([(10 - 0.05 + 0.09) / 2] * 2 + [10 - 0.09])
+
+
+def test_all_tokens_in_one_delivery_have_no_tpot() -> None:
+    a = [5 * MS] * 3
+    r = rec(
+        t_first_ns=a[0], t_last_ns=a[-1], t_done_ns=a[-1] + 1, chunk_arrival_ns=a,
+        chunk_chars=[1] * 3, completion_tokens=3, count_source="usage",
+    )  # fmt: skip
+    assert rq.tpot_ms(r) is None and rq.itl_ms(r) == []

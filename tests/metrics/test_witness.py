@@ -83,14 +83,32 @@ def test_text_tolerance_where_the_chunks_fall_short(text_tokens: int, disagrees:
 
 
 @pytest.mark.parametrize("chunks", [100, 89])
-def test_chunks_within_the_tolerance_need_no_text(chunks: int) -> None:
-    """One token per chunk already agrees with usage; re-encoding a real model's text is
-    not exact (a run of single newlines re-encodes as one token), so it is not asked."""
+def test_the_text_is_asked_where_the_chunks_already_agree(chunks: int) -> None:
+    """One token per chunk is no proof: chunks that carry whitespace alone match usage in
+    number while the text carries fewer tokens. Every count is checked against the text."""
     r = rec(chunks=chunks, stream_tokens=40)
     assert not chunks_fall_short(r)
+    assert text_disagrees(r)
+    s = summarize([r], ctx(concurrency=1))
+    assert s.verdict == "invalid"
+    assert codes(s.problems)["text_tokens_mismatch"] == "error"
+
+
+def test_text_merged_across_chunk_boundaries_is_rescued_chunk_by_chunk() -> None:
+    """A run of newline tokens re-encodes as one token; each chunk on its own does not."""
+    r = rec(chunks=100, stream_tokens=40, chunk_text_tokens=100)
     assert not text_disagrees(r)
     s = summarize([r], ctx(concurrency=1))
     assert s.verdict == "valid", s.problems
+    text = {c.witness: c for c in s.witnesses.checks}["stream_text"]
+    assert (text.asked, text.agreed, text.disagreed) == (1, 1, 0)
+
+
+def test_replacement_characters_allow_more_text_tokens() -> None:
+    """A token holding part of a UTF-8 character decodes to U+FFFD, which re-encodes to
+    more tokens: 2 more allowed per U+FFFD, beyond 2 + 25%."""
+    assert text_disagrees(rec(n=16, chunks=16, stream_tokens=25, text="x"))  # 9 > 2 + 4
+    assert not text_disagrees(rec(n=16, chunks=16, stream_tokens=25, text="\ufffd" * 2))
 
 
 def test_small_counts_keep_a_token_of_slack() -> None:
@@ -103,24 +121,38 @@ def test_text_is_no_witness_of_a_count_it_made() -> None:
     assert not text_disagrees(r)
 
 
-def test_retokenize_only_where_the_chunks_fall_short_and_once() -> None:
-    short = rec(0, n=3, chunks=1, text=" a b c")
-    agreed = rec(1, n=3, chunks=3, text=" a b c")  # the chunks already agree
-    estimated = rec(2, n=3, chunks=1, text=" a b c", count_source="tokenizer")
-    failed = rec(3, n=3, chunks=1, text=" a", error_kind="timeout")
+def test_retokenize_every_usage_count_once_and_chunk_by_chunk_where_short() -> None:
+    short = rec(0, n=3, chunks=1, text=" a b c", chunk_chars=[6])
+    agreed = rec(1, n=3, chunks=3, text=" a b c", chunk_chars=[2, 2, 2])
+    merged = rec(2, n=3, chunks=3, text="\n\n\n", chunk_chars=[1, 1, 1])
+    estimated = rec(3, n=3, chunks=1, text=" a b c", count_source="tokenizer")
+    failed = rec(4, n=3, chunks=1, text=" a", error_kind="timeout")
     calls: list[str] = []
 
-    def encode(text: str) -> list[int]:
+    def encode(text: str) -> list[int]:  # a run of newlines is one token, as in a BPE
         calls.append(text)
-        return list(range(len(text.split())))
+        return list(range(len(text.split()) or (1 if text else 0)))
 
     done: list[int] = []
-    recs = [short, agreed, estimated, failed]
+    recs = [short, agreed, merged, estimated, failed]
     retokenize(recs, encode, done)
     retokenize(recs, encode, done)
-    assert done == [0] and calls == [" a b c"]
-    assert short.stream_tokens == 3
-    assert agreed.stream_tokens is None and estimated.stream_tokens is None
+    assert done == [0, 1, 2]
+    assert calls == [" a b c", " a b c", "\n\n\n", "\n", "\n", "\n"]
+    assert (short.stream_tokens, agreed.stream_tokens, merged.stream_tokens) == (3, 3, 1)
+    assert (short.chunk_text_tokens, agreed.chunk_text_tokens) == (None, None)
+    assert merged.chunk_text_tokens == 3 and not text_disagrees(merged)
+    assert estimated.stream_tokens is None and failed.stream_tokens is None
+
+
+def test_whitespace_chunks_are_no_tokens_chunk_by_chunk_either() -> None:
+    """As many chunks as usage claims, half of them whitespace: the word tokenizer counts
+    no token in a space, as a whole and chunk by chunk."""
+    r = rec(0, n=4, chunks=4, text=" a  b ", chunk_chars=[2, 1, 2, 1])
+    done: list[int] = []
+    retokenize([r], lambda t: t.split(), done)  # type: ignore[arg-type,return-value]
+    assert (r.stream_tokens, r.chunk_text_tokens) == (2, 2)
+    assert text_disagrees(r)
 
 
 def test_count_with_tokenizer_fills_only_missing_counts() -> None:
@@ -231,16 +263,85 @@ def test_a_counter_that_went_back_is_no_witness() -> None:
 
 @pytest.mark.parametrize(
     ("reported", "code"),
-    [(10, None), (9, None), (8, "error"), (5, "error"), (11, None), (15, "warning")],
-)
+    [(10, None), (9, None), (8, "error"), (5, "error"), (11, None), (13, None), (14, "inflated"),
+     (20, "inflated")],
+)  # fmt: skip
 def test_prompt_tokens_against_the_prompts_own_count(reported: int, code: str | None) -> None:
+    """Completions: no template, so at most 3 special tokens more and 1 fewer."""
     recs = [rec(i, prompt_tokens=reported) for i in range(3)]  # each prompt has 10
     s = summarize(recs, ctx(output_tokens=N))
-    got = codes(s.problems).get("prompt_tokens_mismatch")
-    assert got == code
-    if code == "error":
+    got = codes(s.problems)
+    if code is None:
+        assert got == {}
+    elif code == "inflated":
+        assert got == {"prompt_tokens_inflated": "error"} and s.verdict == "invalid"
+        (p,) = s.problems
+        assert f"{reported - 10} more prompt tokens" in p.message
+        assert "over-reported" in p.message
+    else:
+        assert got == {"prompt_tokens_mismatch": "error"}
         (p,) = s.problems
         assert "fewer prompt tokens than their prompts have" in p.message
+
+
+@pytest.mark.parametrize(
+    ("template", "reported", "expected"),
+    [(10, 21, {}), (10, 23, {}), (10, 24, {"prompt_tokens_inflated": "error"}),
+     (None, 21, {"prompt_tokens_mismatch": "warning"}), (None, 12, {})],
+)  # fmt: skip
+def test_chat_prompt_tokens_against_the_counted_template(
+    template: int | None, reported: int, expected: dict[str, str]
+) -> None:
+    """Chat: the template's tokens, where the tokenizer counted them, are expected; where
+    it could not, a constant offset is only a warning."""
+    recs = [rec(i, prompt_tokens=reported) for i in range(3)]
+    s = summarize(recs, ctx(output_tokens=N, endpoint="chat", chat_template_tokens=template))
+    assert codes(s.problems) == expected
+
+
+def test_usage_total_must_add_up() -> None:
+    good_total = rec(0, total_tokens=111)  # 11 prompt + 100 completion
+    bad_total = rec(1, total_tokens=211)
+    s = summarize([good_total, bad_total], ctx(output_tokens=N))
+    assert codes(s.problems) == {"usage_total_mismatch": "error"}
+    assert s.requests.matched == 1
+    (p,) = s.problems
+    assert "211 against 11 + 100" in p.message
+
+
+def test_logprobs_are_a_witness_when_sent() -> None:
+    agree = rec(0, n=100, chunks=50, logprob_tokens=100)
+    s = summarize([agree], ctx(output_tokens=N, concurrency=1))
+    assert s.verdict == "valid"
+    (p,) = s.problems
+    assert (p.code, p.severity) == ("multi_token_chunks", "info")
+    assert "the logprobs agree for 1" in p.message
+    lie = rec(1, n=100, chunks=100, logprob_tokens=50)
+    s2 = summarize([agree, lie], ctx(output_tokens=N))
+    assert codes(s2.problems)["logprobs_mismatch"] == "error"
+    assert s2.requests.matched == 1
+    assert s2.witnesses.output_tokens.logprobs == 150
+
+
+def test_choices_never_asked_for_are_an_error() -> None:
+    s = summarize([rec(0), rec(1, other_choice_events=3)], ctx(output_tokens=N))
+    assert codes(s.problems) == {"extra_choices": "error"}
+    assert s.requests.matched == 1
+
+
+def test_a_message_names_the_witness_that_agreed() -> None:
+    """Within the chunk tolerance with nothing else asked, the message says so: no
+    'second witness agrees' where none was asked (seen on real SGLang runs)."""
+    s = summarize([rec(n=256, chunks=254)], ctx(output_tokens=256, concurrency=1))
+    (p,) = s.problems
+    assert "within the chunk count's tolerance" in p.message
+    assert "no other witness was asked" in p.message
+    s2 = summarize(
+        [rec(n=256, chunks=254, stream_tokens=256)], ctx(output_tokens=256, concurrency=1)
+    )
+    (p2,) = s2.problems
+    assert "the re-tokenized text agrees for 1" in p2.message
+    assert "no other witness was asked" not in p2.message
 
 
 # --- protocol and warm-up -------------------------------------------------------------

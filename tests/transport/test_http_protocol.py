@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -49,6 +50,12 @@ def sse(
 
 
 def fetch(handler: Handler, max_event_bytes: int = 1024 * 1024) -> RequestRecord:
+    return fetch_with(handler, Timeouts(first_token_s=5, gap_s=5, total_s=10), max_event_bytes)
+
+
+def fetch_with(
+    handler: Handler, timeouts: Timeouts, max_event_bytes: int = 1024 * 1024
+) -> RequestRecord:
     async def go() -> RequestRecord:
         app = web.Application()
         app.router.add_post("/v1/completions", handler)
@@ -68,7 +75,7 @@ def fetch(handler: Handler, max_event_bytes: int = 1024 * 1024) -> RequestRecord
                     dialect,
                     "completions",
                     rec,
-                    Timeouts(first_token_s=5, gap_s=5, total_s=10),
+                    timeouts,
                     keep_text=True,
                     max_event_bytes=max_event_bytes,
                 )
@@ -178,7 +185,7 @@ def test_a_line_that_never_ends_is_cut_off_at_the_cap() -> None:
 def test_the_response_ends_at_done() -> None:
     r = fetch(sse(GOOD, chunk(" late"), USAGE.replace(b"2}", b"9}"), DONE, pause_s=0.05))
     assert r.ok
-    assert r.after_done_events == 3
+    assert r.after_done_events == 2  # the chunk and the usage; the second [DONE] is a repeat
     assert r.text == " a b" and len(r.chunk_arrival_ns) == 2
     assert r.completion_tokens == 2  # the usage after [DONE] was not read
     # t_done is the arrival of [DONE], not the end of the HTTP response 100 ms later
@@ -202,3 +209,121 @@ def test_a_404_names_the_path_and_the_base_url_fix() -> None:
     assert r.error is not None
     assert "HTTP 404" in r.error
     assert "/v1/completions" in r.error and "base URL" in r.error
+
+
+# --- JSON and SSE as their specifications allow them -------------------------------------
+
+
+def test_fields_present_with_null_are_absent() -> None:
+    """An "error": null (and "usage": null on every chunk) is no error (it failed every
+    request of a real server once)."""
+    nul = b'"error": null, "usage": null, "system_fingerprint": null'
+    c1 = (
+        b'data: {"choices": [{"index": 0, "text": " a", "logprobs": null, "finish_reason": null}], '
+    )
+    c2 = b'data: {"choices": [{"index": 0, "text": " b", "finish_reason": "length"}], '
+    usage = b'data: {"choices": [], "error": null, "usage": {"prompt_tokens": 3, "completion_tokens": 2}}\n\n'
+    r = fetch(sse(c1 + nul + b"}\n\n", c2 + nul + b"}\n\n", usage, DONE))
+    assert r.ok, r.error
+    assert (r.completion_tokens, r.prompt_tokens, r.text) == (2, 3, " a b")
+
+
+def test_integers_written_as_floats_are_integers() -> None:
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2.0, "total_tokens": 5.0}}\n\n'
+    r = fetch(sse(chunk(" a"), chunk(" b", "length"), usage, DONE))
+    assert r.ok and (r.completion_tokens, r.prompt_tokens, r.total_tokens) == (2, 3, 5)
+    assert r.count_source == "usage"
+
+
+def test_a_repeated_done_is_no_data_after_done() -> None:
+    r = fetch(sse(GOOD, DONE, DONE))
+    assert r.ok and r.saw_done and r.after_done_events == 0
+
+
+def test_no_done_after_a_finish_reason_and_usage_is_complete() -> None:
+    r = fetch(sse(chunk(" a"), chunk(" b", "length"), USAGE))
+    assert r.ok and not r.saw_done and r.completion_tokens == 2
+
+
+def test_a_last_event_without_its_blank_line_is_read() -> None:
+    r = fetch(sse(chunk(" a"), chunk(" b", "length"), USAGE, b"data: [DONE]"))
+    assert r.ok and r.saw_done
+
+
+def test_a_last_event_cut_short_is_a_truncated_stream_not_malformed() -> None:
+    r = fetch(sse(chunk(" a"), b'data: {"choices": [{"index": 0, "te'))
+    assert r.error_kind == "stream_truncated"
+    assert len(r.chunk_arrival_ns) == 1
+
+
+def test_events_of_a_type_nobody_listens_to_are_skipped() -> None:
+    ping = b"event: ping\ndata: keep-alive\n\n"
+    r = fetch(sse(chunk(" a"), ping, b"id: 3\nretry: 10\n" + chunk(" b", "length"), USAGE, DONE))
+    assert r.ok, r.error
+    assert r.text == " a b"
+
+
+def test_an_error_event_type_is_an_error_whatever_its_data() -> None:
+    r = fetch(sse(chunk(" a"), b"event: error\ndata: out of memory\n\n", USAGE, DONE))
+    assert r.error_kind == "error_event"
+    assert r.error is not None and "out of memory" in r.error
+
+
+def test_choices_never_asked_for_are_counted_not_read() -> None:
+    other = b'data: {"choices": [{"index": 1, "text": " z", "finish_reason": null}]}\n\n'
+    both = (
+        b'data: {"choices": [{"index": 0, "text": " b", "finish_reason": "length"}, '
+        b'{"index": 1, "text": " y", "finish_reason": "length"}]}\n\n'
+    )
+    r = fetch(sse(chunk(" a"), other, both, USAGE, DONE))
+    assert r.ok
+    assert r.text == " a b" and len(r.chunk_arrival_ns) == 2
+    assert r.other_choice_events == 2
+
+
+def test_logprobs_state_the_tokens_of_each_chunk() -> None:
+    def lp(text: str, n: int, finish: str | None = None) -> bytes:
+        logprobs = {"tokens": ["t"] * n, "token_logprobs": [-1.0] * n}
+        obj = {
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}]
+        }
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}\n\n'
+    r = fetch(sse(lp(" a", 1), lp(" b c", 2, "length"), usage, DONE))
+    assert r.ok
+    assert r.chunk_tokens == [1, 2] and r.logprob_tokens == 3
+    partial = fetch(sse(lp(" a", 1), chunk(" b", "length"), USAGE, DONE))
+    assert partial.chunk_tokens is None and partial.logprob_tokens is None
+
+
+def test_a_connection_held_open_after_done_is_not_waited_for() -> None:
+    """The response ended at [DONE]; a server that keeps the body open after it costs the
+    client at most AFTER_DONE_S, and the request is complete."""
+    from crossover.transport.http import AFTER_DONE_S
+
+    t0 = time.perf_counter()
+    r = fetch(sse(GOOD, b": still here\n\n", pause_s=3.0))
+    assert time.perf_counter() - t0 < 3.0 + AFTER_DONE_S  # not the 6 s the server holds
+    assert r.ok and r.saw_done, r.error
+    assert r.t_done_ns is not None and r.t_done_ns - r.chunk_arrival_ns[-1] < 50_000_000
+
+
+def test_heartbeats_do_not_re_arm_the_gap_limit() -> None:
+    beats = [b": ping\n\n"] * 12  # every 0.1 s: 1.2 s of comments, no token
+    r = fetch_with(sse(chunk(" a"), *beats, chunk(" b", "length"), USAGE, DONE, pause_s=0.1),
+                   Timeouts(first_token_s=5, gap_s=0.5, total_s=10))  # fmt: skip
+    assert r.error_kind == "timeout"
+    assert r.error == "no next token within 0.5 s"
+
+
+def test_tokens_after_the_finish_reason_are_counted() -> None:
+    r = fetch(sse(chunk(" a", "length"), chunk(" b"), USAGE, DONE))
+    assert r.ok and r.after_finish_chunks == 1 and r.finish_reason == "length"
+
+
+def test_an_empty_data_event_is_no_event() -> None:
+    """ "data:" alone (a heartbeat) dispatches nothing, by the SSE spec: not malformed."""
+    r = fetch(sse(chunk(" a"), b"data:\n\n", b"data: \n\n", chunk(" b", "length"), USAGE, DONE))
+    assert r.ok, r.error
+    assert r.text == " a b"

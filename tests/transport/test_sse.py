@@ -27,9 +27,24 @@ CASES = [
     (b": comment\ndata: a\n\n", [b"a"]),
     (b": ping\n\n", []),  # a comment alone dispatches nothing
     (b"data: a\ndata: b\n\n", [b"a\nb"]),
-    (b"data\n\n", [b""]),  # a field with no colon has an empty value
+    # a field with no colon has an empty value; an event whose data is empty is not
+    # dispatched (the spec's dispatch step), nor is "data:" alone, a heartbeat
+    (b"data\n\n", []),
+    (b"data:\n\ndata: \r\n\r\n", []),
+    (b"data\ndata\n\n", [b"\n"]),
     (b"event: x\ndata: a\n\ndata: b\n\n", [b"a", b"b"]),
-    (b"data: a\n", []),  # not terminated by a blank line: not dispatched
+    # the stream ended without the blank line: dispatched at its end (a server that ends
+    # on "data: [DONE]" with nothing after it)
+    (b"data: a\n", [b"a"]),
+    (b"data: a", [b"a"]),
+    (b"data: a\r", [b"a"]),
+    (b"Data: a\n\n", []),  # field names are case-sensitive: an unknown field
+    (b'data: {"a":\ndata: 1}\n\n', [b'{"a":\n1}']),  # multi-line data joins with LF
+    (b"data: a\rdata: b\r\r", [b"a\nb"]),  # CR alone ends lines
+    (b"data: a\r\n\r\ndata: b\r\r", [b"a", b"b"]),  # mixed line ends
+    (b"id: 1\nevent: x\nretry: 5\ndata: a\n\n", [b"a"]),
+    (b"data: a\n\ndata: [DONE]", [b"a", b"[DONE]"]),
+    (b": only a comment\n", []),
     (b"data: a\n\ndata: [DONE]\n\n", [b"a", b"[DONE]"]),
     (b"\xef\xbb\xbfdata: a\n\n", [b"a"]),  # BOM
     (b"id: 1\nretry: 10\nfoo: bar\ndata: a\n\n", [b"a"]),
@@ -90,7 +105,7 @@ def test_roundtrip_any_payload_any_split(
         chunks.append(raw[pos : pos + c])
         pos += c
     chunks.append(raw[pos:])
-    assert [e.data for e in parse_all(*chunks)] == payloads
+    assert [e.data for e in parse_all(*chunks)] == [p for p in payloads if p]
 
 
 @given(st.binary(max_size=300))
@@ -158,3 +173,24 @@ def test_the_default_cap_is_one_mebibyte() -> None:
     assert len(SSEParser().feed(big)[0].data) == MAX_EVENT_BYTES
     with pytest.raises(EventTooLarge):
         SSEParser().feed(b"data: " + b"y" * (MAX_EVENT_BYTES + 1) + b"\n\n")
+
+
+def test_an_event_ending_in_cr_is_dispatched_by_the_read_that_ends_it() -> None:
+    """Its arrival is the read that brought its last CR, not the next read (an event
+    dispatched one read late is stamped one event late)."""
+    p = SSEParser()
+    assert [e.data for e in p.feed(b"data: a\r\r")] == [b"a"]
+    # an LF first in the next read is the rest of a CRLF: not a second blank line
+    assert [e.data for e in p.feed(b"\ndata: b\r\r")] == [b"b"]
+    p2 = SSEParser()
+    assert p2.feed(b"data: a\r\n\r") == [SSEEvent(b"a")]
+    assert p2.feed(b"\ndata: b\r\n\r\n") == [SSEEvent(b"b")]  # the LF closing the CRLF
+
+
+def test_the_last_event_without_its_blank_line_is_dispatched_at_the_end() -> None:
+    p = SSEParser()
+    assert [e.data for e in p.feed(b"data: x\n\ndata: [DONE]")] == [b"x"]
+    assert [e.data for e in p.close()] == [b"[DONE]"]
+    q = SSEParser()
+    q.feed(b"data: a\ndata: b")
+    assert [e.data for e in q.close()] == [b"a\nb"]

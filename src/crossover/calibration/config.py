@@ -48,6 +48,28 @@ FaultName = Literal[
     "undecodable",
     "oversized_event",
     "data_after_done",
+    # what the stream says, against usage: no witness may be left unread
+    "whitespace_chunks",
+    "extra_choice",
+    "choices_per_event",
+    "prompt_tokens_inflated",
+    "usage_total_mismatch",
+    "data_after_finish",
+    "logprobs",
+    # when it is delivered
+    "burst_delivery",
+    "heartbeats",
+    "heartbeat_stall",
+    # honest forms of the same stream (the SSE and JSON specifications allow each)
+    "cr_lines",
+    "crlf_lines",
+    "sse_variety",
+    "no_final_blank_line",
+    "null_fields",
+    "float_ints",
+    "unknown_fields",
+    "repeated_done",
+    "no_done",
 ]
 FAULT_NAMES: tuple[str, ...] = get_args(FaultName)
 
@@ -105,6 +127,9 @@ class CalibrationConfig(BaseModel):
     usage_mismatch_delta: int = Field(default=1)
     prompt_tokens_extra: int = Field(default=3, ge=1)
     split_event_bytes: int = Field(default=7, ge=1)
+    burst_tokens: int = Field(default=8, ge=1)
+    heartbeat_ms: float = Field(default=50.0, gt=0.0)
+    usage_total_extra: int = Field(default=100)
     oversized_event_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
     # ground truth kept for GET /calibration/truth
     truth_max_requests: int = Field(default=100_000, ge=0)

@@ -22,6 +22,7 @@ from crossover.calibration.plan import BadRequest, GenerationRequest, Plan, make
 from crossover.calibration.plan import parse_request as parse_generation
 from crossover.calibration.state import RequestTruth, ServerState
 from crossover.calibration.tokenizer import chat_token_ids
+from crossover.calibration.wire import Emitter
 
 CONFIG_KEY: web.AppKey[CalibrationConfig] = web.AppKey("calibration_config", CalibrationConfig)
 STATE_KEY: web.AppKey[ServerState] = web.AppKey("calibration_state", ServerState)
@@ -30,7 +31,7 @@ CLOSING_KEY: web.AppKey[asyncio.Event] = web.AppKey("calibration_closing", async
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 #: the content_type fault: an SSE body labelled as plain text
 _PLAIN_HEADERS = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-cache"}
-_DONE = b"data: [DONE]\n\n"
+_DONE = b"data: [DONE]\n\n"  # after [DONE] (data_after_done): the default framing
 _MALFORMED = b'data: {"id": "calibration", "choices": [{"text": "unterminated\n\n'
 _ERROR_EVENT = (
     b'data: {"error": {"message": "calibration fault error_event", '
@@ -66,70 +67,6 @@ def _abort_with_reset(request: web.Request) -> None:
         except OSError:
             pass
     transport.abort()
-
-
-class _Emitter:
-    """Builds and writes one response's SSE events (plain, or split into tiny CRLF pieces)."""
-
-    def __init__(
-        self, resp: web.StreamResponse, req: GenerationRequest, rec: RequestTruth, split: int
-    ) -> None:
-        self.resp = resp
-        self.chat = req.chat
-        self.split = split  # 0: write whole events
-        self.base: dict[str, Any] = {
-            "id": rec.id,
-            "object": "chat.completion.chunk" if req.chat else "text_completion",
-            "created": int(time.time()),
-            "model": req.model,
-        }
-
-    def chunk(
-        self, text: str | None, finish: str | None, role: bool, emit_ns: int, pad: int = 0
-    ) -> bytes:
-        """One chunk; ``pad`` > 0 adds a ``padding`` field so its data is ``pad`` bytes long."""
-        if self.chat:
-            delta: dict[str, str] = {"role": "assistant"} if role else {}
-            if text is not None:
-                delta["content"] = text
-            choice: dict[str, Any] = {"index": 0, "delta": delta}
-        else:
-            choice = {"index": 0, "text": text or ""}
-        choice["logprobs"] = None
-        choice["finish_reason"] = finish
-        obj = {**self.base, "choices": [choice], "crossover_emit_ns": emit_ns}
-        if pad:  # the event's data is exactly ``pad`` bytes (or as small as it can be)
-            obj["padding"] = ""
-            obj["padding"] = "x" * max(0, pad - len(orjson.dumps(obj)))
-        return self.event(obj)
-
-    def usage(self, prompt: int | None, completion: int | None) -> bytes:
-        usage: dict[str, int | None] = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": (prompt or 0) + (completion or 0),
-        }
-        return self.event(
-            {
-                **self.base,
-                "choices": [],
-                "usage": usage,
-                "crossover_emit_ns": time.perf_counter_ns(),
-            }
-        )
-
-    @staticmethod
-    def event(obj: dict[str, Any]) -> bytes:
-        return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-    async def write(self, data: bytes) -> None:
-        if not self.split:
-            await self.resp.write(data)
-            return
-        data = b": ping\r\n\r\n" + data.replace(b"\n", b"\r\n")
-        for i in range(0, len(data), self.split):
-            await self.resp.write(data[i : i + self.split])
-            await asyncio.sleep(0)
 
 
 class Handlers:
@@ -276,7 +213,7 @@ class Handlers:
         )
         if "connection_close" in faults:
             resp.force_close()
-        out = _Emitter(resp, req, rec, cfg.split_event_bytes if "split_events" in faults else 0)
+        out = Emitter(resp, req, rec, faults, cfg.split_event_bytes, cfg.burst_tokens)
         due = rec.arrival_ns + self._ttft_ns(req)
         if "slow_headers" in faults:
             await asyncio.sleep(cfg.slow_headers_s)
@@ -291,32 +228,31 @@ class Handlers:
         while sent < plan.tokens:
             if sent == plan.break_after and not broke:
                 broke = True
-                if plan.stall:
-                    stall_ns = int(cfg.stall_s * 1e9)
-                    await asyncio.sleep(cfg.stall_s)
-                    due += stall_ns
-                if plan.malformed:
-                    await out.write(_MALFORMED)
-                if plan.error_event:
-                    await out.write(_ERROR_EVENT)
-                if plan.undecodable:
-                    await out.write(_UNDECODABLE)
+                due += await self._break(out, plan)
             size = 1 if sent == 0 else min(k, plan.tokens - sent)
             if sent < plan.break_after and plan.breaks:
                 size = min(size, plan.break_after - sent)
             if sent:
                 due += self._gap_ns() * size
+                if "heartbeats" in faults:
+                    await out.write(out.heartbeat())
             await _sleep_until(due)
             now = time.perf_counter_ns()
             last = sent + size == plan.tokens
+            # whitespace_chunks: every second chunk carries a space where its words were
+            blank = plan.whitespace and rec.chunks_sent % 2 == 1
+            # data_after_finish: the finish reason halfway, the rest of the tokens after it
+            early = "data_after_finish" in faults
+            finish_now = sent + size == max(1, plan.tokens // 2) if early else last
             data = out.chunk(
-                cfg.token_text * size,
-                plan.finish_reason if last else None,
+                " " if blank else cfg.token_text * size,
+                plan.finish_reason if finish_now else None,
                 req.chat and sent == 0 and not role_first,
                 now,
                 cfg.oversized_event_bytes if plan.oversized and sent == plan.break_after else 0,
+                size,
             )
-            await out.write(data)
+            await out.write(data, size)
             lag = now - due
             state.add_lag(lag, sent == 0)
             rec.max_lag_ns = max(rec.max_lag_ns, lag)
@@ -326,7 +262,8 @@ class Handlers:
             sent += size
             rec.tokens_sent = sent
             rec.chunks_sent += 1
-            state.generation_tokens_total += size
+            state.generation_tokens_total += 0 if blank else size
+        await out.flush()
         if plan.reset:
             _abort_with_reset(request)
             return resp
@@ -335,14 +272,40 @@ class Handlers:
             if plan.usage_completion_tokens is not None and (
                 req.include_usage or cfg.stream_usage_always
             ):
-                await out.write(out.usage(plan.usage_prompt_tokens, plan.usage_completion_tokens))
-            await out.write(_DONE)
+                await out.write(
+                    out.usage(
+                        plan.usage_prompt_tokens, plan.usage_completion_tokens, plan.total_extra
+                    )
+                )
+            await out.write(out.done())
             if plan.after_done:
                 # the response is over; a broken server (or proxy) sends more anyway
                 await out.write(out.chunk(cfg.token_text, None, False, time.perf_counter_ns()))
                 await out.write(_DONE)
         await resp.write_eof()
         return resp
+
+    async def _break(self, out: Emitter, plan: Plan) -> int:
+        """What happens after half the tokens; returns how much later the rest is due."""
+        cfg = self.config
+        delay_ns = 0
+        if plan.stall:
+            delay_ns = int(cfg.stall_s * 1e9)
+            await asyncio.sleep(cfg.stall_s)
+        if plan.heartbeat_stall:
+            # no token for stall_s, only comments: bytes, not progress
+            delay_ns = int(cfg.stall_s * 1e9)
+            end = time.perf_counter_ns() + delay_ns
+            while time.perf_counter_ns() < end:
+                await out.write(out.heartbeat())
+                await asyncio.sleep(cfg.heartbeat_ms / 1e3)
+        if plan.malformed:
+            await out.write(_MALFORMED)
+        if plan.error_event:
+            await out.write(_ERROR_EVENT)
+        if plan.undecodable:
+            await out.write(_UNDECODABLE)
+        return delay_ns
 
     async def _whole(
         self,

@@ -50,12 +50,20 @@ class Plan:
     undecodable: bool = False  # a chunk that is not UTF-8 at the break, then the rest
     oversized: bool = False  # the chunk at the break padded to oversized_event_bytes
     after_done: bool = False  # another token chunk and [DONE] after [DONE]
+    heartbeat_stall: bool = False  # after break_after, only heartbeat comments for stall_s
+    whitespace: bool = False  # every second chunk carries a space, no word
+    total_extra: int = 0  # added to usage's total_tokens
 
     @property
     def breaks(self) -> bool:
         """Something happens after ``break_after`` tokens: chunks must meet that point."""
         return (
-            self.stall or self.malformed or self.error_event or self.undecodable or (self.oversized)
+            self.stall
+            or self.malformed
+            or self.error_event
+            or self.undecodable
+            or self.oversized
+            or self.heartbeat_stall
         )
 
 
@@ -159,6 +167,8 @@ def make_plan(req: GenerationRequest, faults: frozenset[str], config: Calibratio
         usage_prompt = req.prompt_tokens + config.prompt_tokens_extra
     if "prompt_tokens_short" in faults:
         usage_prompt = max(1, req.prompt_tokens // 2)
+    if "prompt_tokens_inflated" in faults:
+        usage_prompt = 2 * req.prompt_tokens
     if "usage_missing" in faults or cut or reset:
         usage_completion = usage_prompt = None
     k = config.tokens_per_chunk
@@ -179,4 +189,7 @@ def make_plan(req: GenerationRequest, faults: frozenset[str], config: Calibratio
         undecodable="undecodable" in faults,
         oversized="oversized_event" in faults,
         after_done="data_after_done" in faults,
+        heartbeat_stall="heartbeat_stall" in faults,
+        whitespace="whitespace_chunks" in faults,
+        total_extra=config.usage_total_extra if "usage_total_mismatch" in faults else 0,
     )

@@ -17,6 +17,15 @@ def _f(x: float | None, fmt: str = ".1f") -> str:
     return "—" if x is None else format(x, fmt)
 
 
+#: marks a percentile the client's own event-loop lag could have made
+CLIENT_MARK = "*"
+
+
+def client_mark(s: object, path: str) -> str:
+    """``*`` where ``path`` (``itl_ms.p50``) is among the summary's ``client_made``."""
+    return CLIENT_MARK if path in (getattr(s, "client_made", None) or ()) else ""
+
+
 def progress_line(p: Progress) -> Text:
     total = f"/{p.total}" if p.total else ""
     warm = ""
@@ -66,25 +75,29 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
     for col in ("", "mean", "p50", "p90", "p99", "min", "max", "n"):
         t.add_column(col, justify="right" if col else "left")
 
-    def row(name: str, st: Stats) -> None:
+    def row(name: str, st: Stats, key: str | None = None) -> None:
+        def pct(p: str) -> str:
+            mark = client_mark(s, f"{key}.{p}") if key else ""
+            return _f(getattr(st, p), ".2f") + mark
+
         t.add_row(
             name,
             _f(st.mean, ".2f"),
-            _f(st.p50, ".2f"),
-            _f(st.p90, ".2f"),
-            _f(st.p99, ".2f"),
+            pct("p50"),
+            pct("p90"),
+            pct("p99"),
             _f(st.min, ".2f"),
             _f(st.max, ".2f"),
             str(st.count),
         )
 
-    row("TTFT ms", s.ttft_ms)
+    row("TTFT ms", s.ttft_ms, "ttft_ms")
     if s.waves is not None:  # the pooled TTFT split: sent together, then as others finished
         row("  1st wave", s.waves.first_ttft_ms)
         row("  later", s.waves.later_ttft_ms)
-    row("TPOT ms", s.tpot_ms)
-    row("ITL ms", s.itl_ms)
-    row("E2E ms", s.e2e_ms)
+    row("TPOT ms", s.tpot_ms, "tpot_ms")
+    row("ITL ms", s.itl_ms, "itl_ms")
+    row("E2E ms", s.e2e_ms, "e2e_ms")
     if s.queue_ms.count:
         row("queue ms", s.queue_ms)
     lines: list[Text | Table] = [
@@ -115,8 +128,23 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             f"event-loop lag p50 {_f(lag.p50_ms, '.2f')} / p99 {_f(lag.p99_ms, '.2f')} / "
             f"max {_f(lag.max_ms, '.1f')} ms"
         )
+    checks = s.witnesses.checks
+    if checks:
+        said = []
+        for c in checks:
+            against = f" ({c.disagreed} against)" if c.disagreed else ""
+            said.append(f"{c.witness} {c.agreed}/{c.asked}{against}")
+        lines.append(Text("witnesses asked (agreed/asked): " + ", ".join(said), style="dim"))
     if client:
         lines.append(Text("client: " + "   ".join(client), style="dim"))
+    if s.client_made:
+        lines.append(
+            Text(
+                f"{CLIENT_MARK} within reach of the client's own event-loop lag: could be the "
+                "client's, not the engine's (client_made_percentiles; try --workers N)",
+                style="yellow",
+            )
+        )
     for p in s.problems:
         style = {"error": "red", "warning": "yellow", "info": "dim"}[p.severity]
         lines.append(Text.assemble((f"{p.severity} {p.code}", style), f": {p.message}"))

@@ -251,14 +251,18 @@ def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str
     """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
     from rich.markup import escape
 
-    from crossover.cli.render import _f
+    from crossover.cli.render import _f, client_mark
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
+    ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
+    tails = [m for m in getattr(s, "client_made", None) or () if m.endswith(("p90", "p99"))]
     return (
         f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
         f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
         f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
-        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')} ms  ITL p50 {_f(s.itl_ms.p50, '.2f')} ms"
+        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')}{ttft_mark} ms"
+        f"  ITL p50 {_f(s.itl_ms.p50, '.2f')}{itl_mark} ms"
+        + (f"  [yellow]client-made: {', '.join(tails)}[/]" if tails else "")
         + ("" if status == "done" else f"  [red]({status})[/]")
     )
 
@@ -275,7 +279,10 @@ def comparison_table(sweep: SweepFile) -> Table:
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
     t = Table(
-        title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)", header_style="bold"
+        title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)",
+        caption="* within reach of the client's own event-loop lag in a repeat "
+        "(client_made_percentiles): could be the client's; try --workers N",
+        header_style="bold",
     )
     t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
     for n in names:
@@ -295,9 +302,13 @@ def comparison_table(sweep: SweepFile) -> Table:
                     vals = [v for v in (r.value(path) for r in ok) if v is not None]
                     return _f(sum(vals) / len(vals) if vals else None, fmt)
 
+                def mark(path: str, ok: list[SweepRun] = ok) -> str:
+                    return "*" if any(path in r.summary.client_made for r in ok) else ""
+
                 row.append(
                     f"{mean('throughput.total_tokens_per_s', ',.0f')} | "
-                    f"{mean('ttft_ms.p50', '.0f')} | {mean('itl_ms.p50', '.1f')}"
+                    f"{mean('ttft_ms.p50', '.0f')}{mark('ttft_ms.p50')} | "
+                    f"{mean('itl_ms.p50', '.1f')}{mark('itl_ms.p50')}"
                 )
         t.add_row(*row)
     return t

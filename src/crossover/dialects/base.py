@@ -22,8 +22,11 @@ class RequestSpec:
 class ChunkInfo:
     """What one parsed stream event says.
 
-    ``text`` is generated text (content or reasoning); ``n_tokens`` is the number of
-    tokens in this chunk when the server states it, else ``None``.
+    ``text`` is generated text (content or reasoning) of the one choice asked for (index
+    0, every entry of it in the event); ``n_tokens`` is the number of tokens in this event
+    when the server states it (its logprobs entries), else ``None``. ``total_tokens`` is
+    usage's own total, as reported. ``other_choices`` counts the entries of choices that
+    were never asked for (an index other than 0) that carried text or a finish reason.
     """
 
     text: str = ""
@@ -32,6 +35,8 @@ class ChunkInfo:
     completion_tokens: int | None = None
     n_tokens: int | None = None
     emitted_ns: int | None = None
+    total_tokens: int | None = None
+    other_choices: int = 0
 
 
 class Dialect(Protocol):

@@ -13,8 +13,44 @@ from typing import Any
 from crossover.dialects.base import ChunkInfo, Endpoint, RequestSpec
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def as_int(value: object) -> int | None:
+    """A JSON number that is a whole number: ``256``, or ``256.0`` (JSON has one number
+    type; a server may write an integer as a float). ``None`` for anything else (null, a
+    fraction, a string, a boolean)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _delta_text(delta: dict[str, Any]) -> str:
+    """Generated text of a chat delta: content and reasoning. A server that sends the
+    reasoning under both of its names (``reasoning_content`` and ``reasoning``) sends it
+    once."""
+    content = delta.get("content")
+    text = content if type(content) is str else ""
+    r1, r2 = delta.get("reasoning_content"), delta.get("reasoning")
+    if r1 is None and r2 is None:
+        return text  # the common case: no reasoning
+    if isinstance(r1, str):
+        text += r1
+    if isinstance(r2, str) and r2 != r1:
+        text += r2
+    return text
+
+
+def _logprob_count(logprobs: object) -> int | None:
+    """Tokens a choice's logprobs account for: chat ``{"content": [...]}``, completions
+    ``{"tokens": [...]}``; ``None`` when absent or null (they are never asked for, but a
+    server may send them, and then they are a witness)."""
+    if not isinstance(logprobs, dict):
+        return None
+    for key in ("content", "tokens", "token_logprobs"):
+        entries = logprobs.get(key)
+        if isinstance(entries, list):
+            return len(entries)
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,35 +81,59 @@ class OpenAIDialect:
         return body
 
     def parse(self, event: dict[str, Any], endpoint: Endpoint) -> ChunkInfo:
+        """Every entry of ``choices``: index 0 (the one asked for; an entry without an
+        index is taken by its position) gives the text, the finish reason and the stated
+        token count, summed over its entries; any other index is counted in
+        ``other_choices``. Fields that are null count as absent."""
         text = ""
         finish: str | None = None
+        n_tokens: int | None = None
+        others = 0
         choices = event.get("choices")
-        if isinstance(choices, list) and choices:
-            choice = choices[0]
-            if isinstance(choice, dict):
-                if endpoint == "chat":
+        if isinstance(choices, list):
+            chat = endpoint == "chat"
+            for pos, choice in enumerate(choices):
+                if type(choice) is not dict:
+                    continue
+                idx = choice.get("index")
+                if idx is None:
+                    idx = pos
+                elif idx != 0 or idx is False:
+                    idx = as_int(idx)
+                if chat:
                     delta = choice.get("delta") or choice.get("message") or {}
-                    if isinstance(delta, dict):
-                        parts = [
-                            delta.get(k) for k in ("content", "reasoning_content", "reasoning")
-                        ]
-                        text = "".join(p for p in parts if isinstance(p, str))
+                    piece = _delta_text(delta) if type(delta) is dict else ""
                 else:
                     t = choice.get("text")
-                    text = t if isinstance(t, str) else ""
+                    piece = t if type(t) is str else ""
                 fr = choice.get("finish_reason")
-                finish = fr if isinstance(fr, str) else None
-        prompt_tokens = completion_tokens = None
+                if idx != 0:
+                    if piece or type(fr) is str:
+                        others += 1
+                    continue
+                text += piece
+                if type(fr) is str:
+                    finish = fr
+                lp = choice.get("logprobs")
+                if lp is not None:
+                    count = _logprob_count(lp)
+                    if count is not None:
+                        n_tokens = count if n_tokens is None else n_tokens + count
+        prompt_tokens = completion_tokens = total_tokens = None
         usage = event.get("usage")
         if isinstance(usage, dict):
-            prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-            completion_tokens = _int_or_none(usage.get("completion_tokens"))
+            prompt_tokens = as_int(usage.get("prompt_tokens"))
+            completion_tokens = as_int(usage.get("completion_tokens"))
+            total_tokens = as_int(usage.get("total_tokens"))
         return ChunkInfo(
             text=text,
             finish_reason=finish,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            emitted_ns=_int_or_none(event.get("crossover_emit_ns")),
+            n_tokens=n_tokens,
+            emitted_ns=as_int(event.get("crossover_emit_ns")),
+            total_tokens=total_tokens,
+            other_choices=others,
         )
 
 

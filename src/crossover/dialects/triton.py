@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crossover.dialects.base import ChunkInfo, Endpoint, RequestSpec
+from crossover.dialects.openai import as_int
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,8 @@ class TritonDialect:
 
     def parse(self, event: dict[str, Any], endpoint: Endpoint) -> ChunkInfo:
         text = event.get("text_output")
-        out = event.get("num_output_tokens")
-        inp = event.get("num_input_tokens")
         return ChunkInfo(
             text=text if isinstance(text, str) else "",
-            completion_tokens=out if isinstance(out, int) else None,
-            prompt_tokens=inp if isinstance(inp, int) else None,
+            completion_tokens=as_int(event.get("num_output_tokens")),
+            prompt_tokens=as_int(event.get("num_input_tokens")),
         )

@@ -31,3 +31,6 @@ class RunContext(BaseModel):
     #: flag latency percentiles within this multiple of the client floor
     floor_multiple: float = 3.0
     workers: int = 1
+    #: tokens the chat template adds around a prompt, counted with the tokenizer (chat
+    #: endpoint only; None where the tokenizer cannot apply the template)
+    chat_template_tokens: int | None = None

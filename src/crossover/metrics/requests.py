@@ -1,6 +1,13 @@
 """Per-request metrics from one raw record (docs/metrics.md, "Per request").
 
 All results are milliseconds; a metric with no value is ``None``, never 0.
+
+Timing is by **delivery**: token-carrying events that arrived together (in one read,
+or within ``DELIVERY_GAP_NS`` of the one before) are one delivery, because the client
+saw them at one moment and cannot tell when each was generated. ITL spreads each
+delivery's gap over the tokens it brought (as for one chunk carrying several tokens),
+and TPOT divides the time after the first delivery by the tokens that came after it.
+``chunk_gap_ms`` keeps the raw gaps between events, zeros included.
 """
 
 from __future__ import annotations
@@ -8,6 +15,10 @@ from __future__ import annotations
 from crossover.records.model import RequestRecord
 
 NS_PER_MS = 1_000_000.0
+#: events of one stream this close arrived as one delivery: no engine streams tokens of
+#: one request 10,000 a second, and a read loop that wakes within a burst splits it at
+#: random (a buffering proxy's burst read in two reads is still one burst)
+DELIVERY_GAP_NS = 100_000
 
 
 def ttft_ms(r: RequestRecord) -> float | None:
@@ -29,11 +40,23 @@ def e2e_ms(r: RequestRecord) -> float | None:
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
-    """``(t_last - t_first) / (N - 1)`` with N the counted completion tokens."""
+    """``(t_last - t_first) / (N - k)``: N the counted completion tokens, k the tokens of
+    the first delivery (1 when the first token came alone, as it does from an engine
+    that streams; more when a buffering server or proxy held it back with the next).
+    Where the tokens per event are an estimate (spread by text), k counts the first
+    delivery's events, one token each."""
     n = r.completion_tokens
     if n is None or n < 2 or r.t_first_ns is None or r.t_last_ns is None or not r.ok:
         return None
-    return (r.t_last_ns - r.t_first_ns) / (n - 1) / NS_PER_MS
+    a = r.chunk_arrival_ns
+    first = 1
+    while first < len(a) and a[first] - a[first - 1] < DELIVERY_GAP_NS:
+        first += 1
+    exact = r.chunk_tokens is not None and len(r.chunk_tokens) == len(a)
+    k = sum((r.chunk_tokens or [])[:first]) if exact else first
+    if n - k < 1:
+        return None  # every token came in the first delivery: no time per token to see
+    return (r.t_last_ns - r.t_first_ns) / (n - k) / NS_PER_MS
 
 
 def tokens_per_chunk(r: RequestRecord) -> list[int] | None:
@@ -75,20 +98,40 @@ def chunk_gaps_ms(r: RequestRecord) -> list[float]:
     return [(a[i] - a[i - 1]) / NS_PER_MS for i in range(1, len(a))]
 
 
-def itl_ms(r: RequestRecord) -> list[float]:
-    """Per-token gaps: each chunk gap after the first, divided over its tokens,
-    once per token (so pooled ITL weights every token equally)."""
-    if not r.ok:
-        return []
-    counts = tokens_per_chunk(r)
-    if counts is None:
-        return []
+def deliveries(r: RequestRecord) -> list[tuple[int, int]]:
+    """``(arrival, tokens)`` of each delivery: the token-carrying events that arrived
+    together (within ``DELIVERY_GAP_NS`` of the one before) taken as one, stamped with
+    the last one's arrival. One token per event where the count is unknown."""
     a = r.chunk_arrival_ns
-    out: list[float] = []
+    if not a:
+        return []
+    counts = tokens_per_chunk(r) or [1] * len(a)
+    out = [(a[0], counts[0])]
     for i in range(1, len(a)):
-        k = counts[i]
+        if a[i] - a[i - 1] < DELIVERY_GAP_NS:
+            out[-1] = (a[i], out[-1][1] + counts[i])
+        else:
+            out.append((a[i], counts[i]))
+    return out
+
+
+def grouped_events(r: RequestRecord) -> int:
+    """Token-carrying events that arrived in the same delivery as the one before."""
+    a = r.chunk_arrival_ns
+    return sum(1 for i in range(1, len(a)) if a[i] - a[i - 1] < DELIVERY_GAP_NS)
+
+
+def itl_ms(r: RequestRecord) -> list[float]:
+    """Per-token gaps: each delivery's gap after the first, spread over the tokens it
+    brought, once per token (so pooled ITL weights every token equally)."""
+    if not r.ok or tokens_per_chunk(r) is None:
+        return []
+    groups = deliveries(r)
+    out: list[float] = []
+    for i in range(1, len(groups)):
+        k = groups[i][1]
         if k <= 0:
             continue
-        per = (a[i] - a[i - 1]) / k / NS_PER_MS
+        per = (groups[i][0] - groups[i - 1][0]) / k / NS_PER_MS
         out.extend([per] * k)
     return out

@@ -14,22 +14,32 @@ import numpy as np
 
 from crossover.metrics import requests as rq
 from crossover.metrics.context import RunContext
+from crossover.metrics.prompts import prompt_checks, prompt_witnesses
 from crossover.metrics.summary import (
     EngineCounter,
+    EngineWitness,
     Goodput,
     Load,
+    LoopLag,
     RequestCounts,
     RunSummary,
     Stats,
     Throughput,
     Waves,
     Window,
+    Witnesses,
     WorkloadInfo,
     add_problem,
 )
-from crossover.metrics.verify import verdict, verify
+from crossover.metrics.timing import check_client_made, check_grouped, client_made, delivery
+from crossover.metrics.verify import is_warmup, verdict, verify
 from crossover.metrics.window import WindowSpan, steady_window
-from crossover.metrics.witness import count_with_tokenizer, witnesses
+from crossover.metrics.witness import (
+    count_with_tokenizer,
+    engine_claimed,
+    output_checks,
+    output_witnesses,
+)
 from crossover.records.model import RequestRecord
 
 __all__ = ["RunContext", "count_with_tokenizer", "stats", "summarize", "ttft_by_wave", "verify"]
@@ -159,10 +169,36 @@ def ttft_by_wave(records: list[RequestRecord], target: int | None) -> Waves | No
     )
 
 
+def witnesses(
+    records: list[RequestRecord],
+    all_records: list[RequestRecord],
+    engine: EngineCounter | None,
+    ctx: RunContext,
+) -> Witnesses:
+    """Per-witness totals of the succeeded measured requests (and the engine's counter),
+    and every witness asked with what it said."""
+    ok = [r for r in records if r.ok]
+    eng = None
+    if engine is not None:
+        eng = EngineWitness(
+            counter=engine.name, generated=engine.generated, claimed=engine_claimed(all_records)
+        )
+    return Witnesses(
+        output_tokens=output_witnesses(ok),
+        prompt_tokens=prompt_witnesses(ok),
+        engine=eng,
+        checks=output_checks(ok, all_records, engine) + prompt_checks(ok, ctx),
+    )
+
+
 def summarize(
-    all_records: list[RequestRecord], ctx: RunContext, engine: EngineCounter | None = None
+    all_records: list[RequestRecord],
+    ctx: RunContext,
+    engine: EngineCounter | None = None,
+    loop: LoopLag | None = None,
 ) -> RunSummary:
-    """The run summary; ``engine`` is the engine's token counter around the level, if read."""
+    """The run summary; ``engine`` is the engine's token counter around the level, if
+    read; ``loop`` the client event loop's lag during it, if measured."""
     records = sorted((r for r in all_records if not r.warmup), key=lambda r: r.t_send_ns)
     ok = [r for r in records if r.ok]
     problems, matched = verify(records, ctx, engine, all_records)
@@ -254,6 +290,12 @@ def summarize(
                 f"delivery delay ({floor.delivery_p50_ms:.3f} ms): not the engine's figure",
             )
 
+    delivered = delivery(ok)
+    check_grouped(problems, delivered, loop, itl)
+    figures = {"ttft_ms": ttft, "itl_ms": itl, "tpot_ms": tpot, "e2e_ms": e2e, "chunk_gap_ms": gaps}
+    made = client_made(figures, loop, ctx.output_tokens)
+    check_client_made(problems, made, loop, ctx.workers)
+
     return RunSummary(
         verdict=verdict(problems, len(ok)),
         problems=problems,
@@ -262,8 +304,8 @@ def summarize(
             succeeded=len(ok),
             failed=len(records) - len(ok),
             matched=matched,
-            warmup=len(all_records) - len(records),
-            warmup_failed=sum(1 for r in all_records if r.warmup and not r.ok),
+            warmup=sum(1 for r in all_records if is_warmup(r)),
+            warmup_failed=sum(1 for r in all_records if is_warmup(r) and not r.ok),
         ),
         load=Load(
             mode="rate" if ctx.mode == "rate" else "concurrency",
@@ -285,7 +327,10 @@ def summarize(
         waves=waves,
         client_floor=floor,
         prompt_tokens=stats(float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None),
-        witnesses=witnesses(records, all_records, engine),
+        witnesses=witnesses(records, all_records, engine, ctx),
+        client_loop=loop,
+        client_made=made,
+        delivery=delivered,
         engine=ctx.engine,
         workload=WorkloadInfo(
             input_tokens=ctx.input_tokens,

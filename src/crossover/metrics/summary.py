@@ -40,6 +40,15 @@ ProblemCode = Literal[
     "event_too_large",
     "data_after_done",
     "warmup_failed",
+    # parts of the response checked against each other (docs/metrics.md, "Witnesses")
+    "prompt_tokens_inflated",
+    "usage_total_mismatch",
+    "logprobs_mismatch",
+    "extra_choices",
+    "data_after_finish",
+    # timing that is not the engine's (docs/metrics.md, "Timing")
+    "grouped_delivery",
+    "client_made_percentiles",
     # capacity searches: an open-loop level whose backlog kept growing
     "overloaded",
 ]
@@ -169,13 +178,29 @@ class EngineCounter(BaseModel):
 
 class OutputWitnesses(BaseModel):
     """Output tokens of the succeeded measured requests, summed per witness; ``None``
-    where some request lacks that witness. The text is re-tokenized only where the chunks
-    fall short of usage: ``stream_text`` sums those ``stream_text_requests`` requests."""
+    where some request lacks that witness. ``stream_text`` sums the
+    ``stream_text_requests`` requests whose text was re-tokenized (every one with usage
+    when a tokenizer is at hand), ``logprobs`` the ``logprobs_requests`` whose every
+    token-carrying chunk had logprobs."""
 
     usage: int | None = None
     stream_chunks: int | None = None
     stream_text: int | None = None
     stream_text_requests: int = 0
+    logprobs: int | None = None
+    logprobs_requests: int = 0
+
+
+class WitnessCheck(BaseModel):
+    """One witness asked about one count: over how many requests (a level-wide witness,
+    the engine's counter, counts once), how many agreed and how many contradicted it
+    (the rest neither: a lower bound that the count is above, beyond its tolerance)."""
+
+    count: Literal["output_tokens", "prompt_tokens", "total_tokens"]
+    witness: str
+    asked: int
+    agreed: int
+    disagreed: int = 0
 
 
 class PromptWitnesses(BaseModel):
@@ -197,6 +222,18 @@ class Witnesses(BaseModel):
     output_tokens: OutputWitnesses = Field(default_factory=OutputWitnesses)
     prompt_tokens: PromptWitnesses = Field(default_factory=PromptWitnesses)
     engine: EngineWitness | None = None
+    #: every witness asked, and what it said
+    checks: list[WitnessCheck] = Field(default_factory=list)
+
+
+class Delivery(BaseModel):
+    """How the token-carrying events of the succeeded requests arrived: ``grouped`` is how
+    many came in the same delivery as the event before them (the same read, or within
+    ``DELIVERY_GAP_MS`` of it), of the ``events`` after each request's first."""
+
+    events: int = 0
+    grouped: int = 0
+    grouped_fraction: float | None = None
 
 
 class LoopLag(BaseModel):
@@ -208,6 +245,8 @@ class LoopLag(BaseModel):
     samples: int = 0
     mean_ms: float | None = None
     p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
     p99_ms: float | None = None
     max_ms: float | None = None
     #: wake-ups more than 1 ms late
@@ -236,6 +275,9 @@ class RunSummary(BaseModel):
     client_floor: ClientFloor | None = None
     #: measured during the run (absent in summaries recomputed from records alone)
     client_loop: LoopLag | None = None
+    #: percentiles the client's own loop lag could have made (``itl_ms.p99``, ...)
+    client_made: list[str] = Field(default_factory=list)
+    delivery: Delivery = Field(default_factory=Delivery)
     prompt_tokens: Stats = Field(default_factory=Stats)
     witnesses: Witnesses = Field(default_factory=Witnesses)
     engine: EngineInfo

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from crossover.metrics.context import RunContext
+from crossover.metrics.prompts import check_prompts, check_usage_total, total_disagrees
 from crossover.metrics.summary import (
     EngineCounter,
     Problem,
@@ -21,9 +22,8 @@ from crossover.metrics.summary import (
 from crossover.metrics.witness import (
     check_engine,
     check_output,
-    check_prompts,
     engine_agrees,
-    text_disagrees,
+    output_disagrees,
 )
 from crossover.records.model import ErrorKind, RequestRecord
 
@@ -92,6 +92,15 @@ def verify(
             f"{len(bad)} requests ended with finish_reason {', '.join(reasons)} "
             "instead of 'length'",
         )
+    no_prompt = [r for r in ok if r.count_source == "usage" and r.prompt_tokens is None]
+    add_problem(
+        problems,
+        "usage_missing",
+        "warning",
+        len(no_prompt),
+        f"{len(no_prompt)} requests' usage has no prompt_tokens: total tok/s counts no "
+        "prompt tokens for them, and the prompt count has no witness",
+    )
     no_usage = [r for r in ok if r.count_source != "usage"]
     if no_usage:
         how = (
@@ -107,10 +116,31 @@ def verify(
             f"{len(no_usage)} requests had no usage from the server; tokens {how}",
         )
     engine_ok = engine_agrees(every, engine)
-    check_output(problems, ok, engine_ok, n)
+    check_output(problems, ok, engine, engine_ok)
     if engine is not None:
         check_engine(problems, every, engine)
-    check_prompts(problems, ok, ctx)
+    check_prompts(problems, ok, ctx, [r for r in every if r.warmup])
+    check_usage_total(problems, ok)
+    extra = [r for r in ok if r.other_choice_events]
+    add_problem(
+        problems,
+        "extra_choices",
+        "error",
+        len(extra),
+        f"{len(extra)} responses streamed choices that were never asked for (an index other "
+        f"than 0, in {sum(r.other_choice_events for r in extra)} events): the server did "
+        "other work beside the one completion asked for, and its usage may count it",
+    )
+    finished = [r for r in ok if r.after_finish_chunks]
+    add_problem(
+        problems,
+        "data_after_finish",
+        "error",
+        len(finished),
+        f"{len(finished)} responses streamed tokens after their choice's finish reason "
+        f"({sum(r.after_finish_chunks for r in finished)} chunks): the completion had ended "
+        "where the server said it did, and went on",
+    )
     late = [r for r in ok if r.after_done_events]
     add_problem(
         problems,
@@ -135,14 +165,23 @@ def verify(
         for r in ok
         if r.completion_tokens == n
         and (r.finish_reason == "length" or not ctx.expects_finish_reason)
-        and not text_disagrees(r)
+        and not output_disagrees(r)
+        and not total_disagrees(r)
+        and not r.other_choice_events
+        and not r.after_finish_chunks
         and not r.after_done_events
     )
     return problems, matched
 
 
+def is_warmup(r: RequestRecord) -> bool:
+    """A warm-up request the user asked for (the prompt probe, index < 0, is not one: it
+    failing only means there is no probe)."""
+    return r.warmup and r.index >= 0
+
+
 def _verify_warmup(problems: list[Problem], all_records: list[RequestRecord]) -> None:
-    warm = [r for r in all_records if r.warmup]
+    warm = [r for r in all_records if is_warmup(r)]
     failed = [r for r in warm if not r.ok]
     if not failed:
         return

@@ -1,12 +1,15 @@
-"""Second witnesses: every count against another account of the same work.
+"""Second witnesses of the output count: every count against every other account of the
+same work that the run has.
 
-Output tokens have up to four witnesses: the server's ``usage``, the token-carrying
+Output tokens have up to five witnesses: the server's ``usage``, the token-carrying
 chunks of the stream (a lower bound: a chunk carries one token or more), the streamed
-text re-tokenized (when a tokenizer is at hand), and the engine's own generated-token
-counter (when its metrics are read). Prompt tokens have two: ``usage`` and the tool's
-own count of the prompt it built. A disagreement beyond the tolerances below is a
-problem with its own code; docs/metrics.md ("Witnesses") says why each is an error
-(``invalid``) or a warning that leaves the run ``unverified``.
+text re-tokenized (whenever a tokenizer is at hand: every request, every time), the
+logprobs the server sent (when it sent them: never asked for), and the engine's own
+generated-token counter (when its metrics are read). A disagreement beyond the
+tolerances below is a problem with its own code; docs/metrics.md ("Witnesses") says why
+each is an error (``invalid``) or a warning that leaves the run ``unverified``, and
+every message names the witness that agreed or disagreed. Prompt tokens and usage's
+own total are in ``crossover.metrics.prompts``.
 
 Pure functions of the records (and the engine's counter readings).
 """
@@ -15,33 +18,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crossover.metrics.context import RunContext
 from crossover.metrics.summary import (
     EngineCounter,
-    EngineWitness,
     OutputWitnesses,
     Problem,
-    PromptWitnesses,
-    Witnesses,
+    WitnessCheck,
     add_problem,
 )
 from crossover.records.model import RequestRecord
 
-#: a stream witness (the token-carrying chunks, the re-tokenized text) may fall short of
-#: usage by at most 1 token + 10%: a server holds back a token that ends inside a UTF-8
-#: character and sends it with the next (254 chunks for 256 tokens, seen on llama.cpp),
-#: re-encoding merges tokens across their boundaries (a run of single-newline tokens
-#: re-encodes as one), and special tokens are left out of the text
+#: a stream witness (the token-carrying chunks, the re-tokenized text, logprobs) may fall
+#: short of usage by at most 1 token + 10%: a server holds back a token that ends inside
+#: a UTF-8 character and sends it with the next (254 chunks for 256 tokens, seen on
+#: llama.cpp), and special tokens are left out of the text
 STREAM_FEWER_TOKENS = 1
 STREAM_FEWER_FRACTION = 0.10
-#: the text may re-tokenize to more than usage by at most 2 tokens + 25%: a token holding
-#: part of a UTF-8 character decodes to U+FFFD, which re-encodes to more tokens (+6% at
-#: most on random-weight Llama-3 8B at 256 tokens; uniform random ids +31% at 16)
+#: the text may re-tokenize to more than usage by at most 2 tokens + 25%, and 2 more per
+#: U+FFFD in it: a token holding part of a UTF-8 character decodes to U+FFFD, which
+#: re-encodes to more tokens (+6% at most on random-weight Llama-3 8B at 256 tokens;
+#: uniform random ids +31% at 16)
 TEXT_MORE_TOKENS = 2
 TEXT_MORE_FRACTION = 0.25
-#: a server may count at most this many prompt tokens fewer than the prompt has
-#: (tokenizers can differ at the first word's boundary); it may count more (BOS, template)
-PROMPT_FEWER_TOKENS = 1
+TEXT_MORE_PER_REPLACEMENT = 2
+#: where the whole text re-tokenizes short (re-encoding merges tokens across chunk
+#: boundaries: a run of single-newline tokens re-encodes as one), each chunk's text is
+#: re-tokenized on its own, for at most this many chunks per level (a server's
+#: ``/tokenize`` costs a round trip per chunk); beyond it the shortfall stands
+CHUNK_ENCODES = 20_000
 #: the engine's counter may differ from the claimed total by one token per request
 #: (engines differ on counting the token sampled at prefill) plus this fraction
 ENGINE_FRACTION = 0.01
@@ -55,17 +58,38 @@ def count_with_tokenizer(records: list[RequestRecord], encode: Callable[[str], l
             r.count_source = "tokenizer"
 
 
+def chunk_texts(r: RequestRecord) -> list[str]:
+    """The text of each token-carrying chunk, cut from the kept text by their lengths."""
+    text = r.text or ""
+    out: list[str] = []
+    pos = 0
+    for n in r.chunk_chars:
+        out.append(text[pos : pos + n])
+        pos += n
+    return out
+
+
 def retokenize(
-    records: list[RequestRecord], encode: Callable[[str], list[int]], done: list[int]
+    records: list[RequestRecord],
+    encode: Callable[[str], list[int]],
+    done: list[int],
+    chunk_budget: int = CHUNK_ENCODES,
 ) -> None:
-    """Re-tokenize the streamed text where it is a witness: the succeeded requests whose
-    chunks fall short of usage (once per request, after the level; elsewhere the chunks
-    already agree, and a server's ``/tokenize`` costs a round trip per request). Appends
-    to ``done`` the indices it set, so a caller knows them when ``encode`` raises."""
+    """Re-tokenize the streamed text of every succeeded request whose count came from
+    usage (once per request, after the level), and where the whole text falls short of
+    usage, each chunk's text on its own. Appends to ``done`` the indices it set, so a
+    caller knows them when ``encode`` raises."""
     for i, r in enumerate(records):
-        if r.ok and r.text is not None and r.stream_tokens is None and chunks_fall_short(r):
-            r.stream_tokens = len(encode(r.text))
-            done.append(i)
+        n = r.completion_tokens
+        if not r.ok or r.text is None or r.stream_tokens is not None:
+            continue
+        if n is None or r.count_source != "usage":
+            continue
+        r.stream_tokens = len(encode(r.text))
+        done.append(i)
+        if _short(n, r.stream_tokens) and len(r.chunk_chars) <= chunk_budget:
+            chunk_budget -= len(r.chunk_chars)
+            r.chunk_text_tokens = sum(len(encode(t)) for t in chunk_texts(r) if t)
 
 
 def _short(claimed: int, witness: int) -> bool:
@@ -73,21 +97,62 @@ def _short(claimed: int, witness: int) -> bool:
     return claimed - witness > STREAM_FEWER_TOKENS + STREAM_FEWER_FRACTION * claimed
 
 
+def _claimed(r: RequestRecord) -> int | None:
+    """The count usage claims (None: no usage, nothing for a witness to check)."""
+    return r.completion_tokens if r.count_source == "usage" else None
+
+
 def chunks_fall_short(r: RequestRecord) -> bool:
     """Usage claims more tokens than the chunks carry at one each, beyond the tolerance:
-    only another witness can tell several tokens per chunk from usage over-reporting.
-    (A chunk count within the tolerance of usage already agrees with it.)"""
-    n = r.completion_tokens
-    return n is not None and r.count_source == "usage" and _short(n, len(r.chunk_arrival_ns))
+    the chunks alone cannot tell several tokens per chunk from usage over-reporting."""
+    n = _claimed(r)
+    return n is not None and _short(n, len(r.chunk_arrival_ns))
+
+
+def chunks_agree(r: RequestRecord) -> bool:
+    """One token per chunk matches usage within the tolerance (never above it)."""
+    n = _claimed(r)
+    c = len(r.chunk_arrival_ns)
+    return n is not None and c <= n and not _short(n, c)
+
+
+def text_over(r: RequestRecord) -> bool:
+    """The re-tokenized text carries more tokens than usage claims, beyond what
+    re-encoding adds (U+FFFD)."""
+    n, m = _claimed(r), r.stream_tokens
+    if n is None or m is None:
+        return False
+    slack = TEXT_MORE_TOKENS + TEXT_MORE_FRACTION * n
+    slack += TEXT_MORE_PER_REPLACEMENT * (r.text or "").count("\ufffd")
+    return m - n > slack
+
+
+def text_short(r: RequestRecord) -> bool:
+    """The re-tokenized text carries fewer tokens than usage claims, as a whole and chunk
+    by chunk (where the chunks were re-tokenized one by one)."""
+    n, m = _claimed(r), r.stream_tokens
+    if n is None or m is None or not _short(n, m):
+        return False
+    return r.chunk_text_tokens is None or _short(n, r.chunk_text_tokens)
 
 
 def text_disagrees(r: RequestRecord) -> bool:
-    """Where the chunks fall short of usage, the re-tokenized text does not make up the
-    difference (or overshoots it) beyond the tolerance."""
-    n, m = r.completion_tokens, r.stream_tokens
-    if n is None or m is None or not chunks_fall_short(r):
-        return False
-    return _short(n, m) or m - n > TEXT_MORE_TOKENS + TEXT_MORE_FRACTION * n
+    """The re-tokenized text contradicts usage, beyond the tolerance either way."""
+    return text_short(r) or text_over(r)
+
+
+def text_agrees(r: RequestRecord) -> bool:
+    return r.stream_tokens is not None and _claimed(r) is not None and not text_disagrees(r)
+
+
+def logprobs_disagree(r: RequestRecord) -> bool:
+    """The logprobs the server sent account for a count usage does not match."""
+    n, lp = _claimed(r), r.logprob_tokens
+    return n is not None and lp is not None and (lp > n or _short(n, lp))
+
+
+def logprobs_agree(r: RequestRecord) -> bool:
+    return r.logprob_tokens is not None and _claimed(r) is not None and not logprobs_disagree(r)
 
 
 def engine_claimed(all_records: list[RequestRecord]) -> int:
@@ -139,66 +204,16 @@ def check_engine(
         )
 
 
-def check_prompts(problems: list[Problem], ok: list[RequestRecord], ctx: RunContext) -> None:
-    offsets = [
-        r.prompt_tokens - r.expected_prompt_tokens
-        for r in ok
-        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None
-    ]
-    if offsets:
-        spread = max(offsets) - min(offsets)
-        med = sorted(offsets)[len(offsets) // 2]
-        fewer = [o for o in offsets if o < -PROMPT_FEWER_TOKENS]
-        if fewer:
-            add_problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "error",
-                len(fewer),
-                f"{len(fewer)} requests report fewer prompt tokens than their prompts have "
-                f"(by {-max(fewer)} to {-min(fewer)}): the server truncated the prompts or "
-                "under-counts them, and prompt throughput is under-stated",
-            )
-        elif spread > 1:
-            add_problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "error",
-                len(offsets),
-                f"reported prompt tokens differ from the prompts' counts by {min(offsets)} "
-                f"to {max(offsets)}: prompt lengths are not matched",
-            )
-        elif med > 3:
-            add_problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "warning",
-                len(offsets),
-                f"the server counts {med} more prompt tokens than each prompt has "
-                "(a chat template or special tokens): compare engines on the same endpoint",
-            )
-    else:
-        pts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-        if pts and ctx.input_tokens is not None and max(pts) - min(pts) > 2:
-            add_problem(
-                problems,
-                "prompt_tokens_mismatch",
-                "warning",
-                len(pts),
-                f"reported prompt tokens range from {min(pts)} to {max(pts)}: "
-                "give --tokenizer for exact prompt lengths",
-            )
+def output_disagrees(r: RequestRecord) -> bool:
+    """A witness of this request's output count contradicts its usage."""
+    return text_disagrees(r) or logprobs_disagree(r)
 
 
-def check_output(problems: list[Problem], ok: list[RequestRecord], engine_ok: bool, n: int) -> None:
-    """Output counts against the chunks and the re-tokenized text."""
-    lying = [
-        r
-        for r in ok
-        if r.completion_tokens is not None
-        and r.count_source == "usage"
-        and r.completion_tokens < len(r.chunk_arrival_ns)
-    ]
+def check_output(
+    problems: list[Problem], ok: list[RequestRecord], engine: EngineCounter | None, engine_ok: bool
+) -> None:
+    """Output counts against the chunks, the re-tokenized text and the logprobs."""
+    lying = [r for r in ok if (n := _claimed(r)) is not None and n < len(r.chunk_arrival_ns)]
     add_problem(
         problems,
         "usage_mismatch",
@@ -210,37 +225,70 @@ def check_output(problems: list[Problem], ok: list[RequestRecord], engine_ok: bo
     contradicted = [r for r in ok if text_disagrees(r)]
     if contradicted:
         r0 = contradicted[0]
+        by_chunk = (
+            f" ({r0.chunk_text_tokens} chunk by chunk)" if r0.chunk_text_tokens is not None else ""
+        )
         add_problem(
             problems,
             "text_tokens_mismatch",
             "error",
             len(contradicted),
             f"{len(contradicted)} requests' streamed text re-tokenizes to a count usage does "
-            f"not match (first: usage {r0.completion_tokens}, text {r0.stream_tokens} tokens "
-            f"in {len(r0.chunk_arrival_ns)} chunks): the stream did not carry the work "
-            "usage claims",
+            f"not match (first: usage {r0.completion_tokens}, text {r0.stream_tokens} tokens"
+            f"{by_chunk} in {len(r0.chunk_arrival_ns)} chunks): the stream did not carry "
+            "the work usage claims",
+        )
+    lp_bad = [r for r in ok if logprobs_disagree(r)]
+    if lp_bad:
+        r0 = lp_bad[0]
+        add_problem(
+            problems,
+            "logprobs_mismatch",
+            "error",
+            len(lp_bad),
+            f"{len(lp_bad)} requests' logprobs account for a count usage does not match "
+            f"(first: usage {r0.completion_tokens}, logprobs {r0.logprob_tokens} tokens): "
+            "the server's own per-token record contradicts its usage",
         )
     multi = [
         r
         for r in ok
-        if r.completion_tokens is not None
-        and r.completion_tokens > len(r.chunk_arrival_ns)
-        and not text_disagrees(r)
+        if (n := _claimed(r)) is not None
+        and n > len(r.chunk_arrival_ns)
+        and not output_disagrees(r)
     ]
     if not multi:
         return
+    by_text = sum(1 for r in multi if text_agrees(r))
+    by_lp = sum(1 for r in multi if logprobs_agree(r))
+    within = sum(1 for r in multi if not chunks_fall_short(r))
     unconfirmed = [
-        r for r in multi if chunks_fall_short(r) and r.stream_tokens is None and not engine_ok
+        r
+        for r in multi
+        if chunks_fall_short(r) and not text_agrees(r) and not logprobs_agree(r) and not engine_ok
     ]
+    named = []
+    if by_text:
+        named.append(f"the re-tokenized text agrees for {by_text}")
+    if by_lp:
+        named.append(f"the logprobs agree for {by_lp}")
+    if engine_ok and engine is not None:
+        named.append(f"the engine's counter ({engine.name}) agrees with the level's total")
+    if within:
+        alone = "" if by_text or by_lp or engine_ok else ", and no other witness was asked"
+        named.append(
+            f"{within} are within the chunk count's tolerance (1 token + 10% more than "
+            f"chunks){alone}"
+        )
     if not unconfirmed:
         add_problem(
             problems,
             "multi_token_chunks",
             "info",
             len(multi),
-            f"{len(multi)} requests streamed several tokens per chunk (a second witness "
-            "agrees); ITL divides each chunk gap over its tokens and chunk_gap_ms shows the "
-            "raw gaps",
+            f"{len(multi)} requests report more tokens than token-carrying chunks: "
+            f"{'; '.join(named)}. ITL spreads each delivery gap over its tokens and "
+            "chunk_gap_ms shows the raw gaps",
         )
     else:
         add_problem(
@@ -248,17 +296,15 @@ def check_output(problems: list[Problem], ok: list[RequestRecord], engine_ok: bo
             "multi_token_chunks",
             "warning",
             len(multi),
-            f"{len(multi)} requests report more tokens than chunks, {len(unconfirmed)} with "
-            "no second witness (no streamed text re-tokenized, no engine counter): several "
-            "tokens per chunk cannot be told from usage over-reporting; give --tokenizer",
+            f"{len(multi)} requests report more tokens than chunks, {len(unconfirmed)} beyond "
+            "the chunk count's tolerance with no second witness (no streamed text "
+            "re-tokenized, no logprobs, no engine counter): several tokens per chunk cannot "
+            "be told from usage over-reporting; give --tokenizer",
         )
 
 
-def witnesses(
-    records: list[RequestRecord], all_records: list[RequestRecord], engine: EngineCounter | None
-) -> Witnesses:
-    """Per-witness totals of the succeeded measured requests (and the engine's counter)."""
-    ok = [r for r in records if r.ok]
+def output_witnesses(ok: list[RequestRecord]) -> OutputWitnesses:
+    """Output tokens of the succeeded measured requests, summed per witness."""
 
     def total(values: list[int | None]) -> int | None:
         if not values or any(v is None for v in values):
@@ -266,20 +312,64 @@ def witnesses(
         return sum(v for v in values if v is not None)
 
     asked = [r.stream_tokens for r in ok if r.stream_tokens is not None]
-    usage = total([r.completion_tokens if r.count_source == "usage" else None for r in ok])
-    out = OutputWitnesses(
-        usage=usage,
+    lps = [r.logprob_tokens for r in ok if r.logprob_tokens is not None]
+    return OutputWitnesses(
+        usage=total([_claimed(r) for r in ok]),
         stream_chunks=sum(len(r.chunk_arrival_ns) for r in ok) if ok else None,
         stream_text=sum(asked) if asked else None,
         stream_text_requests=len(asked),
+        logprobs=sum(lps) if lps else None,
+        logprobs_requests=len(lps),
     )
-    prompts = PromptWitnesses(
-        usage=total([r.prompt_tokens for r in ok]),
-        prompts=total([r.expected_prompt_tokens for r in ok]),
-    )
-    eng = None
-    if engine is not None:
-        eng = EngineWitness(
-            counter=engine.name, generated=engine.generated, claimed=engine_claimed(all_records)
+
+
+def output_checks(
+    ok: list[RequestRecord], all_records: list[RequestRecord], engine: EngineCounter | None
+) -> list[WitnessCheck]:
+    """Which witnesses of the output count were asked, and how many agreed with usage."""
+    claimed = [r for r in ok if _claimed(r) is not None]
+    checks = [
+        WitnessCheck(
+            count="output_tokens",
+            witness="stream_chunks",
+            asked=len(claimed),
+            agreed=sum(1 for r in claimed if chunks_agree(r)),
+            disagreed=sum(
+                1 for r in claimed if (r.completion_tokens or 0) < len(r.chunk_arrival_ns)
+            ),
         )
-    return Witnesses(output_tokens=out, prompt_tokens=prompts, engine=eng)
+    ]
+    text = [r for r in claimed if r.stream_tokens is not None]
+    if text:
+        checks.append(
+            WitnessCheck(
+                count="output_tokens",
+                witness="stream_text",
+                asked=len(text),
+                agreed=sum(1 for r in text if not text_disagrees(r)),
+                disagreed=sum(1 for r in text if text_disagrees(r)),
+            )
+        )
+    lps = [r for r in claimed if r.logprob_tokens is not None]
+    if lps:
+        checks.append(
+            WitnessCheck(
+                count="output_tokens",
+                witness="logprobs",
+                asked=len(lps),
+                agreed=sum(1 for r in lps if not logprobs_disagree(r)),
+                disagreed=sum(1 for r in lps if logprobs_disagree(r)),
+            )
+        )
+    if engine is not None and engine.generated >= 0:
+        agreed = engine_agrees(all_records, engine)
+        checks.append(
+            WitnessCheck(
+                count="output_tokens",
+                witness="engine_counter",
+                asked=1,
+                agreed=int(agreed),
+                disagreed=int(not agreed),
+            )
+        )
+    return checks

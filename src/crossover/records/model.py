@@ -65,6 +65,15 @@ class RequestRecord(BaseModel):
     after_done_events: int = 0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: usage's own ``total_tokens``, as reported (checked: prompt + completion)
+    total_tokens: int | None = None
+    #: events that carried a choice never asked for (an index other than 0)
+    other_choice_events: int = 0
+    #: token-carrying chunks that came after the choice's finish reason
+    after_finish_chunks: int = 0
+    #: tokens the server's logprobs account for (it sent them unasked), when every
+    #: token-carrying chunk had them; else None
+    logprob_tokens: int | None = None
     # "usage" when the server reported it, "tokenizer" when counted client-side
     count_source: Literal["usage", "tokenizer"] | None = None
     text_chars: int = 0
@@ -72,6 +81,9 @@ class RequestRecord(BaseModel):
     text: str | None = None
     #: ``text`` re-tokenized after the level: the stream's witness of the token count
     stream_tokens: int | None = None
+    #: each chunk's text re-tokenized on its own and summed, where the whole text fell
+    #: short of usage (re-encoding merges tokens across chunk boundaries; a chunk never)
+    chunk_text_tokens: int | None = None
 
     def to_json(self) -> bytes:
         """The record as JSON, the same as ``orjson.dumps(self.model_dump())`` at half the

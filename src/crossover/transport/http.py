@@ -8,7 +8,9 @@ byte, so a chunk waiting while the loop ran other streams' work (many streams en
 once) keeps its true arrival. A session without the handler falls back to a stamp taken
 when the read returns. Timeouts are separate: connect,
 first token, gap between token-carrying chunks, and total; a single
-``asyncio.timeout`` is rescheduled as the phase changes (no task per read).
+``asyncio.timeout`` is rescheduled as the phase changes (no task per read). Only a
+token re-arms the gap limit: a comment, a heartbeat, an empty or role-only event is not
+progress between tokens.
 
 The read loop is the client's hot path (one pass per chunk, tens of thousands per
 second at high concurrency), profiled against the calibration server: the gap timeout
@@ -17,11 +19,16 @@ cost ~7% of the client's CPU), and per-chunk counters live in locals, written to
 record (a pydantic model, whose ``__setattr__`` is slow) once at the end.
 
 The record stops where the protocol says the response ended: at ``[DONE]`` (events
-after it are counted in ``after_done_events``, never parsed), and at the first event
+after it are counted in ``after_done_events``, never parsed; a repeated ``[DONE]`` says
+the same again and is not counted; a connection held open after it is dropped after
+``AFTER_DONE_S``), and at the first event
 that breaks the response (an error object, bytes that are not UTF-8, JSON that does
 not parse, an event over the size cap), after which the connection is dropped. A 200
 that is not ``text/event-stream`` is not read as a stream at all: one JSON body is
-``not_streamed``, anything else ``content_type``.
+``not_streamed``, anything else ``content_type``. JSON is read as JSON: a field present
+with ``null`` is absent (``"error": null`` is no error), unknown fields are ignored,
+events of a type nobody listens to (``event: ping``) are skipped, and ``event: error``
+is an error whatever its data.
 """
 
 from __future__ import annotations
@@ -58,8 +65,11 @@ STALE_RETRIES = 4
 #: waits before each retry of a stale pooled connection (not counted in TTFT: t_send_ns
 #: is taken again for the attempt that is served)
 STALE_BACKOFF_S = (0.0, 0.002, 0.02, 0.1)
-#: the gap timeout fires between gap_s and gap_s * (1 + GAP_SLACK) after the last chunk
+#: the gap timeout fires between gap_s and gap_s * (1 + GAP_SLACK) after the last token
 GAP_SLACK = 0.01
+#: after [DONE], how long the body may take to end (data after it is counted); a server
+#: that holds the connection open longer is not waited for: the response was complete
+AFTER_DONE_S = 1.0
 
 
 def clean_server_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -220,13 +230,17 @@ async def _attempt(
     parser = SSEParser(max_event_bytes)
     arrivals = record.chunk_arrival_ns
     chars = record.chunk_chars
-    counts: list[int] | None = None
+    counts: list[int] | None = None  # tokens per chunk, as stated (logprobs)
+    stated = 0  # tokens the logprobs of every event account for
+    unstated = 0  # token-carrying chunks without logprobs
+    others = 0  # events carrying a choice never asked for
     emitted: list[int] | None = None
     pieces: list[str] | None = [] if keep_text else None
     t_first: int | None = None
     t_last: int | None = None
     t_end: int | None = None  # arrival of [DONE]: where the response ended
     after_done = 0
+    after_finish = 0
     text_chars = 0
     gap_s = timeouts.gap_s
     gap_armed = gap_s * (1.0 + GAP_SLACK)
@@ -262,88 +276,119 @@ async def _attempt(
                 content = resp.content
                 rx = _arrivals_of(resp)
                 consumed = 0
-                broken = False
+                broken = ended = False
                 too_large: EventTooLarge | None = None
-                while not broken:
+                t = perf()
+                while not (broken or ended):
                     if rx is None:
                         data = await content.readany()
-                        t = perf()
+                        if data:
+                            t = perf()
                     else:
                         data, _ = await content.readchunk()
-                        if not data:
-                            if content.at_eof():
-                                break
+                        if data:
+                            # the data_received that brought this chunk's last byte
+                            consumed += len(data)
+                            while len(rx) > 1 and rx[0][1] < consumed:
+                                rx.popleft()
+                            t = rx[0][0] if rx and rx[0][1] >= consumed else perf()
+                        elif not content.at_eof():
                             continue  # an HTTP chunk boundary with nothing new
-                        # the data_received that brought this chunk's last byte
-                        consumed += len(data)
-                        while len(rx) > 1 and rx[0][1] < consumed:
-                            rx.popleft()
-                        t = rx[0][0] if rx and rx[0][1] >= consumed else perf()
-                    if not data:
-                        break
-                    if head is None:
-                        head = data[:64]
                     try:
-                        events = parser.feed(data)
+                        if data:
+                            if head is None:
+                                head = data[:64]
+                            events = parser.feed(data)
+                        else:  # the end of the body: a last event without its blank line
+                            ended = True
+                            events = parser.close()
                     except EventTooLarge as exc:
                         events, too_large, broken = exc.events, exc, True
+                    tokens_here = False
                     for ev in events:
                         raw = ev.data
+                        if raw[:6] == b"[DONE]":
+                            if t_end is None:
+                                record.saw_done = True
+                                t_end = t
+                                # the response is over: wait a little for more (data after
+                                # it is counted), not for a server that holds the connection
+                                phase = "after done"
+                                cm.reschedule(min(total_deadline, now() + min(gap_s, AFTER_DONE_S)))
+                            continue  # a repeated [DONE] says again what the first said
                         if t_end is not None:
                             after_done += 1  # the response ended at [DONE]: not read
                             continue
-                        if raw == b"[DONE]":
-                            record.saw_done = True
-                            t_end = t
-                            continue
+                        named = ev.event
                         try:
                             obj = loads(raw)
                         except orjson.JSONDecodeError:
-                            _fail(record, *bad_event(raw), t)
+                            if named is not None and named not in ("message", "error"):
+                                continue  # an event type nobody listens to (a ping)
+                            if ended and named != "error":
+                                break  # cut inside the last event: the checks below say so
+                            if named == "error":
+                                _fail(record, "error_event", f"error event: {raw[:200]!r}", t)
+                            else:
+                                _fail(record, *bad_event(raw), t)
                             broken = True
                             break
                         if not isinstance(obj, dict):
+                            if named is not None and named not in ("message", "error"):
+                                continue
                             _fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
                             broken = True
                             break
-                        if "error" in obj and not obj.get("choices"):
-                            _fail(record, "error_event", f"error event: {obj['error']}", t)
+                        err = obj.get("error")  # present and null is no error
+                        if named == "error" or (err and not obj.get("choices")):
+                            _fail(record, "error_event", f"error event: {err or obj}", t)
                             broken = True
                             break
                         info = parse(obj, endpoint)
                         text = info.text
+                        n_stated = info.n_tokens
+                        if n_stated is not None:
+                            stated += n_stated
                         if text:
                             if t_first is None:
                                 t_first = record.t_first_ns = t
                                 phase = "next token"
+                            elif record.finish_reason is not None:
+                                after_finish += 1  # the choice had ended
                             t_last = t
+                            tokens_here = True
                             arrivals.append(t)
                             n_chars = len(text)
                             chars.append(n_chars)
                             text_chars += n_chars
                             if pieces is not None:
                                 pieces.append(text)
-                            if info.n_tokens is not None:
+                            if n_stated is None:
+                                unstated += 1
+                            else:
                                 if counts is None:
-                                    counts = [1] * (len(arrivals) - 1)
-                                counts.append(info.n_tokens)
-                            elif counts is not None:
-                                counts.append(1)
+                                    counts = []
+                                counts.append(n_stated)
                             if info.emitted_ns is not None:
                                 if emitted is None:
                                     emitted = []
                                 emitted.append(info.emitted_ns)
+                        if info.other_choices:
+                            others += 1
                         if info.finish_reason is not None:
                             record.finish_reason = info.finish_reason
                         if info.prompt_tokens is not None:
                             record.prompt_tokens = info.prompt_tokens
                         if info.completion_tokens is not None:
                             record.completion_tokens = info.completion_tokens
+                            record.total_tokens = info.total_tokens
                             record.count_source = "usage"
-                    if t_first is not None:
+                    if tokens_here and t_end is None:
+                        # only a token re-arms the gap limit: comments, heartbeats, empty
+                        # or role-only events are bytes, not progress
                         at = now()
                         if at - armed_at >= rearm_every:
-                            # armed_at <= last chunk < armed_at + rearm_every, so the
+                            # armed_at <= last token < armed_at + rearm_every, so the
                             # timer fires gap_s to gap_s * (1 + GAP_SLACK) after it
                             armed_at = at
                             cm.reschedule(min(total_deadline, at + gap_armed))
@@ -352,40 +397,49 @@ async def _attempt(
                 if broken:
                     resp.close()  # the rest of a broken response is never read
                 else:
-                    parser.close()
                     record.t_done_ns = t_end if t_end is not None else perf()
             finally:
+                if t_end is not None and not content.at_eof():
+                    resp.close()  # ended at [DONE]; the server held the connection open
                 await resp_cm.__aexit__(None, None, None)
     except aiohttp.ServerTimeoutError:
         # aiohttp's own timeouts: only the connect limits are set on the session
         return _fail(record, "timeout", f"no connection within {timeouts.connect_s:g} s")
     except TimeoutError:
-        _keep(record, t_last, text_chars)
-        limit = {
-            "response headers": timeouts.first_token_s,
-            "first token": timeouts.first_token_s,
-            "next token": timeouts.gap_s,
-        }[phase]
-        if now() >= total_deadline - 0.001:
-            return _fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
-        return _fail(record, "timeout", f"no {phase} within {limit:g} s")
+        if t_end is None:
+            _keep(record, t_last, text_chars)
+            limit = {
+                "response headers": timeouts.first_token_s,
+                "first token": timeouts.first_token_s,
+                "next token": timeouts.gap_s,
+            }[phase]
+            if now() >= total_deadline - 0.001:
+                return _fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
+            return _fail(record, "timeout", f"no {phase} within {limit:g} s")
+        record.t_done_ns = t_end  # the response was over at [DONE]
     except _Stale:
         raise
     except aiohttp.ClientConnectorError as exc:
         return _fail(record, "connection_error", f"cannot connect: {exc.os_error}")
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-        _keep(record, t_last, text_chars)
-        if is_decoding_error(exc):
-            return _fail(record, "undecodable", f"the body cannot be decoded: {exc}")
-        kind: ErrorKind = "stream_truncated" if head is not None else "connection_error"
-        return _fail(record, kind, f"connection lost: {type(exc).__name__}")
+        if t_end is not None and record.error_kind is None:
+            record.t_done_ns = t_end  # dropped after [DONE]: the response was complete
+        else:
+            _keep(record, t_last, text_chars)
+            if is_decoding_error(exc):
+                return _fail(record, "undecodable", f"the body cannot be decoded: {exc}")
+            kind: ErrorKind = "stream_truncated" if head is not None else "connection_error"
+            return _fail(record, kind, f"connection lost: {type(exc).__name__}")
     except (aiohttp.ClientError, OSError) as exc:
         _keep(record, t_last, text_chars)
         return _fail(record, "connection_error", f"{type(exc).__name__}: {exc}")
     _keep(record, t_last, text_chars)
-    record.chunk_tokens = counts
+    record.chunk_tokens = counts if counts is not None and not unstated else None
+    record.logprob_tokens = stated if counts is not None and not unstated else None
+    record.other_choice_events = others
     record.chunk_emitted_ns = emitted
     record.after_done_events = after_done
+    record.after_finish_chunks = after_finish
     if pieces is not None:
         record.text = "".join(pieces)
     if (
@@ -402,9 +456,10 @@ async def _attempt(
         and dialect.has_done_sentinel
         and not record.saw_done
         and record.finish_reason is None
+        and record.completion_tokens is None
     ):
-        # a clean end with a finish reason but no [DONE] is complete (transformers serve
-        # sends no [DONE], seen on the H200); no finish reason and no [DONE] is a cut
+        # a clean end with a finish reason or usage but no [DONE] is complete
+        # (transformers serve sends no [DONE], seen on the H200); neither is a cut
         _fail(record, "stream_truncated", "stream ended without [DONE] or a finish reason")
     return record
 

@@ -2,7 +2,16 @@
 
 Events may be split anywhere across reads; lines end in CRLF, LF or CR; lines
 starting with ``:`` are comments; several ``data:`` lines join with ``\\n``; an
-event is dispatched on a blank line and only if it carried data.
+event is dispatched on a blank line and only if its data is not empty (``data:`` alone,
+a heartbeat some servers send, dispatches nothing).
+
+A line ends the moment its end arrives: a CR that ends a read ends its line there (an
+LF starting the next read is the rest of that CRLF and is skipped), so an event whose
+last line ends in a bare CR is dispatched with the read that brought it, never with
+the next one (its arrival stamp would be one event late). At the end of the stream, an
+event still waiting for its blank line is dispatched (servers end on ``data: [DONE]``
+with no blank line after it); the spec drops it, a benchmark would then lose the
+response's last event.
 
 The spec sets no size limit; this parser does: an event whose data, or a line still
 waiting for its end, grows past ``max_event_bytes`` (default ``MAX_EVENT_BYTES``,
@@ -46,7 +55,7 @@ class EventTooLarge(Exception):
 class SSEParser:
     """Feed it bytes as they arrive; it returns the events completed by them."""
 
-    __slots__ = ("_buf", "_data", "_event", "_id", "_bom_checked", "_max", "_over")
+    __slots__ = ("_buf", "_data", "_event", "_id", "_bom_checked", "_max", "_over", "_skip_lf")
 
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = b""
@@ -57,6 +66,8 @@ class SSEParser:
         self._max = max_event_bytes
         #: (size, events dispatched before it) once an event passed the cap
         self._over: tuple[int, int] | None = None
+        #: the last read ended in a CR: an LF first in the next read belongs to it
+        self._skip_lf = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk``; ``EventTooLarge`` once the cap is passed."""
@@ -70,6 +81,10 @@ class SSEParser:
                 self._buf = buf
                 return []
             self._bom_checked = True
+        if self._skip_lf and buf:
+            self._skip_lf = False
+            if buf[:1] == b"\n":
+                buf = buf[1:]
         events: list[SSEEvent] = []
         if b"\r" not in buf:
             # the common case (LF only): one split instead of a regex search per line
@@ -86,11 +101,11 @@ class SSEParser:
                 m = search(buf, pos)
                 if m is None:
                     break
-                # A CR at the very end may be the first half of a CRLF: wait for more.
-                if m.group() == b"\r" and m.end() == n:
-                    break
                 self._line(buf[pos : m.start()], events)
                 pos = m.end()
+                if pos == n and m.group() == b"\r":
+                    # the line ended here; an LF first in the next read is its CRLF's rest
+                    self._skip_lf = True
             self._buf = buf[pos:]
         if self._over is None and len(self._buf) <= self._max and not self._data:
             return events  # the common case: nothing pending, nothing over the cap
@@ -107,13 +122,17 @@ class SSEParser:
         raise EventTooLarge(size, self._max, events[:before])
 
     def close(self) -> list[SSEEvent]:
-        """End of stream: a trailing CR ends its line; an unterminated event is dropped."""
-        events: list[SSEEvent] = []
-        if self._over is None and self._buf.endswith(b"\r"):
-            self._line(self._buf[:-1], events)
-            self._buf = b""
+        """End of stream: a last line without its end is a line, and an event still
+        waiting for its blank line is dispatched (``EventTooLarge`` past the cap)."""
         if self._over is not None:
-            return events[: self._over[1]]
+            return []
+        events: list[SSEEvent] = []
+        if self._buf:
+            self._line(self._buf, events)
+            self._buf = b""
+        self._line(b"", events)  # the blank line the stream ended without
+        if self._over is not None:
+            raise EventTooLarge(self._over[0], self._max, events[: self._over[1]])
         return events
 
     @property
@@ -131,7 +150,8 @@ class SSEParser:
                 joined = data[0] if len(data) == 1 else b"\n".join(data)
                 if len(joined) > self._max and self._over is None:
                     self._over = (len(joined), len(events))
-                events.append(SSEEvent(joined, self._event, self._id))
+                if joined:  # the spec dispatches no event whose data is empty ("data:")
+                    events.append(SSEEvent(joined, self._event, self._id))
                 self._data = []
             self._event = None
             return

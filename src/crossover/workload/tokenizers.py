@@ -8,8 +8,11 @@ may exceed them by a constant, which verification allows for.
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,18 +88,52 @@ class ServerTokenizer:
         self.model = model
         self.timeout_s = timeout_s
         self.name = f"server:{self.base_url}/tokenize"
+        #: one keep-alive connection, reused: every request's text is re-tokenized after a
+        #: level, and a new connection per call cost more than the call (a sweep's other
+        #: target may be measuring on the same machine meanwhile)
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(  # noqa: S310 - URL scheme checked by the caller
-            self.base_url + path,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310
-            out = json.loads(resp.read())
+        payload = json.dumps(body).encode()
+        with self._lock:
+            for attempt in range(2):  # a kept connection the server closed: once more
+                conn = self._connection()
+                try:
+                    conn.request(
+                        "POST", self._prefix + path, payload, {"Content-Type": "application/json"}
+                    )
+                    resp = conn.getresponse()
+                    data = resp.read()
+                except (http.client.HTTPException, OSError) as exc:
+                    conn.close()
+                    self._conn = None
+                    if attempt:
+                        raise OSError(f"{path}: {exc}") from exc
+                    continue
+                if resp.will_close:
+                    conn.close()
+                    self._conn = None
+                if resp.status != 200:
+                    raise ValueError(f"{path} answered HTTP {resp.status}")
+                break
+        out = json.loads(data)
         if not isinstance(out, dict):
             raise ValueError(f"{path} returned {type(out).__name__}")
         return out
+
+    @property
+    def _prefix(self) -> str:
+        return urllib.parse.urlsplit(self.base_url).path
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            url = urllib.parse.urlsplit(self.base_url)
+            cls = (
+                http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+            )
+            self._conn = cls(url.netloc, timeout=self.timeout_s)
+        return self._conn
 
     def encode(self, text: str) -> list[int]:
         out = self._post(
@@ -113,6 +150,27 @@ class ServerTokenizer:
         if not isinstance(tokens, list):
             raise ValueError("/tokenize answered without a token list")
         return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
+
+    def chat_template_tokens(self, text: str) -> int | None:
+        """Tokens the server's chat template adds around one user message of ``text``
+        (vLLM's and the calibration server's ``/tokenize`` take ``messages``); None where
+        the server cannot say."""
+        try:
+            out = self._post(
+                "/tokenize",
+                {
+                    "messages": [{"role": "user", "content": text}],
+                    "model": self.model,
+                    "add_generation_prompt": True,
+                },
+            )
+            tokens = out.get("tokens")
+            if not isinstance(tokens, list):
+                return None
+            extra = len(tokens) - len(self.encode(text))
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            return None
+        return extra if extra >= 0 else None
 
     def decode(self, ids: list[int]) -> str:
         out = self._post("/detokenize", {"tokens": ids, "model": self.model})
