@@ -64,6 +64,7 @@ __all__ = [
     "run",
 ]
 
+
 # Engines never measured borrow a measured engine's profile (said in the advice).
 def _borrow() -> dict[str, str]:
     pairs = [(s.name, t.borrows_profile) for s in registry.specs() if (t := s.advise)]
