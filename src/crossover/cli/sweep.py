@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
     from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.metrics.summary import RunSummary
     from crossover.runner import Progress
+    from crossover.sweep.check import CheckReport
     from crossover.sweep.cluster import RayCluster
     from crossover.sweep.config import SweepConfig
     from crossover.sweep.runner import SweepOutcome
@@ -28,6 +29,8 @@ EXAMPLE = (
     "      --target a=http://127.0.0.1:8001 --target b=http://127.0.0.1:8002 \\\n"
     "      --concurrency 1,4,16,32\n"
     "  crossover sweep --out sweep2 --config sweep.yaml   # keys: docs/sweep-yaml.md\n"
+    "  crossover sweep --config sweep.yaml --check   # check it whole, measure nothing\n"
+    "  crossover sweep --config gpu.yaml --check --remote   # paths are another machine's\n"
     "  crossover sweep --out sweep3 --config sweep.yaml --ray auto   # on a Ray cluster\n"
 )
 
@@ -50,7 +53,10 @@ def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, 
 
 
 def sweep(
-    out: Annotated[Path, typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs (not with --check)"),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="Sweep YAML (targets may launch engines)")
     ] = None,
@@ -110,6 +116,22 @@ def sweep(
             "cluster's nodes [default: 1]"
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Check the whole config (knobs per engine, model paths, executables, ports, "
+            "URLs, tokenizer, workload) and measure nothing: exit 0, or 2 with every problem",
+        ),
+    ] = False,
+    remote: Annotated[
+        bool,
+        typer.Option(
+            "--remote",
+            help="With --check: the config is for another machine (a GPU host, a Ray "
+            "cluster); model paths, executables, ports, URLs and files are not looked up here",
+        ),
+    ] = False,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -163,6 +185,19 @@ def sweep(
         cfg = build_sweep_config(data)
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
+    from crossover.sweep.check import check_config, raise_if_errors
+
+    source = str(config) if config is not None else "sweep"
+    if remote and not check:
+        raise UsageError("--remote goes with --check (a sweep with --ray skips local lookups)")
+    if check:
+        report_check(check_config(cfg, local=not remote and ray is None, only=chosen), source)
+        return
+    if out is None:
+        raise UsageError("--out DIR is required (or --check to check the config only)")
+    # the whole config, every target, before the output folder exists; with --ray the
+    # paths are the nodes', so only what does not depend on this machine is checked here
+    raise_if_errors(check_config(cfg, local=ray is None, only=chosen), source)
     cluster = None
     if ray is not None:  # Ray is imported only here, only with --ray
         from crossover.sweep.cluster import RayCluster
@@ -184,6 +219,26 @@ def sweep(
             f"{len(invalid)} of {len(outcome.sweep.runs)} runs are not valid "
             "(shown, never used as points); --allow-invalid to exit 0"
         )
+
+
+def report_check(report: CheckReport, source: str) -> None:
+    """``--check``: one line per target (what it would run), each problem under its
+    target; exit 0 when there is none, 2 (a usage error) otherwise."""
+    for t in report.targets:
+        bad = [f for f in t.findings if f.severity == "error"]
+        typer.echo(f"{'error' if bad else 'ok':<5} {t.name}: {t.what}")
+        for f in t.findings:
+            typer.echo(f"      {f.severity}: {f.message}")
+    for f in report.findings:
+        typer.echo(f"{f.severity:<5} {f.where}: {f.message}")
+    if not report.local:
+        from crossover.sweep.check import REMOTE_SKIPS
+
+        typer.echo(f"not looked up on this machine (--remote): {REMOTE_SKIPS}")
+    errors = report.errors
+    if errors:
+        raise UsageError(f"{source}: {len(errors)} problem(s) listed above; nothing measured")
+    typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
 
 
 async def run_live(
