@@ -18,7 +18,10 @@ A level is a significant lead for A or B when its interval excludes zero
 
 Invalid and unverified runs never become points here. A rate sweep's runs are
 compared the same way along the rate axis (requests/s); runs on different axes are
-never compared with each other.
+never compared with each other. An overloaded rate level (more arrived than the server
+served: ``crossover.analysis.overload``) stays a point: its throughput is the server's
+capacity, and its latencies, which grow with the level's length, still say who fell
+behind; the sweep's output and report flag it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class MetricSpec:
     #: only some runs have it (summaries that predate it, open-loop runs): a sweep where no
     #: run has it says nothing about it rather than "no level with valid runs" per pair
     optional: bool = False
+    #: the axes it is compared along
+    axes: tuple[Axis, ...] = ("concurrency", "rate")
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -55,6 +60,17 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "output_tokens_per_s", "output tokens/s", "throughput.output_tokens_per_s", True, "tok/s"
+    ),
+    # requests/s meeting every SLO term: only runs measured with --slo have it
+    MetricSpec("goodput_rps", "goodput", "goodput.requests_per_s", True, "req/s", optional=True),
+    # an open loop: requests completed per second, against the rate they arrived at
+    MetricSpec(
+        "requests_per_s",
+        "requests/s done",
+        "throughput.requests_per_s",
+        True,
+        "req/s",
+        axes=("rate",),
     ),
     MetricSpec("ttft_ms.p50", "TTFT p50", "ttft_ms.p50", False, "ms"),
     MetricSpec("ttft_ms.p99", "TTFT p99", "ttft_ms.p99", False, "ms"),
@@ -360,6 +376,8 @@ def analyze_sweep(
     out: list[Finding] = []
     for axis in axes or ["concurrency"]:
         for spec in metrics:
+            if axis not in spec.axes:
+                continue
             values = {n: level_values(sweep.runs, n, spec.path, axis) for n in names}
             if spec.optional and not any(values.values()):
                 continue
@@ -393,6 +411,38 @@ def arrival_effects(findings: Sequence[Finding]) -> list[tuple[Finding, Finding]
         if w is not None and w.kind != "crossover":
             out.append((f, w))
     return out
+
+
+def overloaded_levels(sweep: SweepFile) -> dict[str, list[float]]:
+    """Per target, the rate levels where a valid run was overloaded (in increasing order)."""
+    out: dict[str, list[float]] = {}
+    for run in sweep.runs:
+        if run.axis == "rate" and run.is_valid and run.overloaded:
+            levels = out.setdefault(run.target, [])
+            if run.level not in levels:
+                levels.append(run.level)
+    return {t: sorted(v) for t, v in out.items()}
+
+
+def format_overloads(sweep: SweepFile) -> list[str]:
+    """One line per target with overloaded rate levels, with how far behind it fell."""
+    from crossover.analysis.overload import open_loop_load
+
+    lines = []
+    for target, levels in overloaded_levels(sweep).items():
+        worst = [
+            found
+            for r in sweep.runs
+            if r.target == target and r.rate == levels[-1] and r.is_valid
+            if (found := open_loop_load(r.summary)) is not None
+        ]
+        at = ", ".join(_fmt_l(lv) for lv in levels)
+        how = f"; at {_fmt_l(levels[-1])} it {worst[0].describe()}" if worst else ""
+        lines.append(
+            f"{target} is overloaded at {at} requests/s{how}: its queue grew through the "
+            "level, so its latencies there measure how long the level lasted"
+        )
+    return lines
 
 
 def findings_to_schema(findings: Sequence[Finding]) -> tuple[list[Crossover], list[Inconclusive]]:

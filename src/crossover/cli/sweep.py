@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
     from rich.console import Console
     from rich.table import Table
 
+    from crossover.analysis.crossovers import Finding
     from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.metrics.summary import RunSummary
     from crossover.runner import Progress
@@ -94,6 +95,13 @@ def sweep(
     refine_budget: Annotated[
         int | None, typer.Option(help="Extra levels --refine may add [default: 8]")
     ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            help="Goodput SLO, as capacity takes it: ttft_ms.p99=500,tpot_ms.p50=50 (a request "
+            "counts when it meets each limit)"
+        ),
+    ] = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
     seed: Annotated[int | None, typer.Option(help="Prompt seed [default: 0]")] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
@@ -160,6 +168,7 @@ def sweep(
         "seed": seed,
         "refine_budget": refine_budget,
         "workers": workers,
+        "slo": slo,
     }
     if refine:
         flags["refine"] = True
@@ -300,24 +309,66 @@ async def run_live(
 
 
 def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str:
-    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
+    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0.
+    An open-loop level says how many requests/s it served of those arriving, and when
+    that fell behind, that it was overloaded."""
     from rich.markup import escape
 
+    from crossover.analysis.overload import open_loop_load
     from crossover.cli.render import _f
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
+    head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
+    tail = "" if status == "done" else f"  [red]({status})[/]"
+    load = open_loop_load(s)
+    if s.load.mode == "rate":
+        flag = "[bold red]OVERLOADED[/]  " if load is not None and load.overloaded else ""
+        served = (
+            f"served {load.served_rps:.3g} of {load.arriving_rps:.3g} req/s  "
+            if load is not None
+            else ""
+        )
+        good = (
+            f"goodput {_f(s.goodput.requests_per_s, '.3g')} req/s  "
+            if s.goodput is not None
+            else ""
+        )
+        return (
+            head
+            + flag
+            + f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s  "
+            + served
+            + good
+            + f"TTFT p50 {_f(s.ttft_ms.p50, ',.1f')} ms  E2E p50 {_f(s.e2e_ms.p50, ',.0f')} ms"
+            + tail
+        )
     return (
-        f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
-        f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
+        head + f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
         f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
-        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')} ms  ITL p50 {_f(s.itl_ms.p50, '.2f')} ms"
-        + ("" if status == "done" else f"  [red]({status})[/]")
+        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')} ms  ITL p50 {_f(s.itl_ms.p50, '.2f')} ms" + tail
     )
 
 
+def table_caption(sweep: SweepFile) -> str:
+    """What each cell of the comparison table holds."""
+    if sweep.axis() == "rate":
+        second = "goodput req/s" if _has_goodput(sweep) else "done req/s"
+        return (
+            f"output tok/s | {second} | TTFT p50 ms (mean of valid repeats); "
+            "OVERLOADED: fewer served than arrived"
+        )
+    return "total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)"
+
+
+def _has_goodput(sweep: SweepFile) -> bool:
+    return any(r.summary.goodput is not None for r in sweep.runs)
+
+
 def comparison_table(sweep: SweepFile) -> Table:
-    """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
-    valid repeats); invalid runs shown as such, never averaged in."""
+    """Rows: levels; per target the headline figures (means over valid repeats): total
+    tok/s, TTFT p50, ITL p50 along concurrency; output tok/s, goodput (or requests/s
+    done) and TTFT p50 along the rate axis, an overloaded level marked. Invalid runs are
+    shown as such, never averaged in."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -326,12 +377,23 @@ def comparison_table(sweep: SweepFile) -> Table:
     names = sweep.target_names()
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
-    t = Table(
-        title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)", header_style="bold"
-    )
+    t = Table(header_style="bold")
     t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
     for n in names:
         t.add_column(escape(n), justify="right")
+    if axis == "rate":
+        second = "goodput.requests_per_s" if _has_goodput(sweep) else "throughput.requests_per_s"
+        paths = (
+            ("throughput.output_tokens_per_s", ",.0f"),
+            (second, ".3g"),
+            ("ttft_ms.p50", ",.0f"),
+        )
+    else:
+        paths = (
+            ("throughput.total_tokens_per_s", ",.0f"),
+            ("ttft_ms.p50", ".0f"),
+            ("itl_ms.p50", ".1f"),
+        )
     for c in levels:
         row = [f"{c:g}"]
         for n in names:
@@ -347,12 +409,36 @@ def comparison_table(sweep: SweepFile) -> Table:
                     vals = [v for v in (r.value(path) for r in ok) if v is not None]
                     return _f(sum(vals) / len(vals) if vals else None, fmt)
 
-                row.append(
-                    f"{mean('throughput.total_tokens_per_s', ',.0f')} | "
-                    f"{mean('ttft_ms.p50', '.0f')} | {mean('itl_ms.p50', '.1f')}"
-                )
+                cell = " | ".join(mean(p, f) for p, f in paths)
+                if any(r.overloaded for r in ok):
+                    cell = f"[bold red]OVERLOADED[/] {cell}"
+                row.append(cell)
         t.add_row(*row)
     return t
+
+
+#: the findings printed after the table, in this order, besides every crossover
+HEADLINE = {
+    "concurrency": ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50"),
+    "rate": ("output_tokens_per_s", "goodput_rps", "requests_per_s", "ttft_ms.p50"),
+}
+
+
+def ordered_findings(findings: list[Finding]) -> list[Finding]:
+    """Crossovers and headline findings, the headline metrics of each axis first (a rate
+    sweep leads with output tokens/s and goodput: total tokens/s counts prompts that
+    arrived, not work the server kept up with)."""
+    out: list[Finding] = []
+    for f in findings:
+        head = HEADLINE[f.axis]
+        if f.kind == "crossover" or f.metric in head:
+            out.append(f)
+
+    def rank(f: Finding) -> tuple[str, int]:
+        head = HEADLINE[f.axis]
+        return (f.axis, head.index(f.metric) if f.metric in head else len(head))
+
+    return sorted(out, key=rank)
 
 
 def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
@@ -361,21 +447,21 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
     from rich.markup import escape
 
     from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects
+    from crossover.analysis.crossovers import arrival_effects, format_overloads
 
     stdout = Console(width=120)
     stdout.print(
         f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
     )
+    stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))
+    for line in format_overloads(outcome.sweep):
+        stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
     xs = [f for f in outcome.findings if f.kind == "crossover"]
-    headline = ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50")
-    for f in outcome.findings:
-        if f.kind == "crossover" or f.metric in headline:
-            stdout.print(
-                ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ")
-                + escape(format_crossover(f))
-            )
+    for f in ordered_findings(outcome.findings):
+        stdout.print(
+            ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ") + escape(format_crossover(f))
+        )
     if not xs:
         stdout.print("no crossover in the range measured")
     for pooled, wave in arrival_effects(outcome.findings):

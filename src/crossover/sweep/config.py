@@ -256,6 +256,12 @@ class SweepConfig(BaseModel):
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
     )
+    slo: str | dict[str, float] | None = Field(
+        None,
+        description="SLO terms for goodput, as capacity --slo takes them: "
+        "'ttft_ms.p99=500,tpot_ms.p50=50' or {ttft_ms.p99: 500}; a request counts as "
+        "goodput when it meets each term's limit",
+    )
     client_floor: str = Field(
         "auto",
         description="the client's own delay to compare latencies with: auto (cached by "
@@ -282,6 +288,34 @@ class SweepConfig(BaseModel):
         if any(not r > 0 or math.isinf(r) for r in v):
             raise ValueError("rates must be positive requests/s")
         return sorted(set(v))
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: str | dict[str, float] | None) -> str | None:
+        if v is None:
+            return None
+        from crossover.capacity.slo import parse_slo
+
+        text = v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items())
+        try:
+            return ",".join(f"{t.path}={t.limit:g}" for t in parse_slo(text))
+        except UsageError as exc:
+            raise ValueError(str(exc).removeprefix("--slo: ")) from None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        if v not in ("completions", "chat"):
+            raise ValueError(f"endpoint {v!r}: completions or chat")
+        return v
+
+    def per_request_slo(self) -> dict[str, float]:
+        """What one request must meet to count as goodput (``RunConfig.slo``)."""
+        if self.slo is None:
+            return {}
+        from crossover.capacity.slo import parse_slo, per_request_limits
+
+        return per_request_limits(parse_slo(str(self.slo)))
 
     @field_validator("targets")
     @classmethod
