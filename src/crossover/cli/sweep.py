@@ -457,13 +457,19 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
     stdout.print(comparison_table(outcome.sweep))
     for line in format_overloads(outcome.sweep):
         stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
-    xs = [f for f in outcome.findings if f.kind == "crossover"]
-    for f in ordered_findings(outcome.findings):
-        stdout.print(
-            ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ") + escape(format_crossover(f))
-        )
-    if not xs:
+    shown = ordered_findings(outcome.findings)
+    xs = [f for f in shown if f.kind == "crossover"]
+    others = [f for f in shown if f.kind != "crossover"]
+    if xs:
+        stdout.print("[bold]crossovers[/] (who leads below and above the point; its interval):")
+    else:
         stdout.print("no crossover in the range measured")
+    for f in xs:
+        stdout.print("  " + escape(format_crossover(f)))
+    if xs and others:
+        stdout.print("without a crossover:")
+    for f in others:
+        stdout.print("  " + escape(format_crossover(f)))
     for pooled, wave in arrival_effects(outcome.findings):
         stdout.print(
             f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "

@@ -7,13 +7,14 @@ grey crosses ("not used") so that they are seen but never read as results.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crossover.analysis.crossovers import Finding, metric_spec
+from crossover.analysis.crossovers import Finding, fmt_interval, fmt_point, metric_spec
 from crossover.analysis.schema import Axis, SweepFile, SweepRun, level_label
 
 if TYPE_CHECKING:
@@ -136,9 +137,36 @@ def spans_decades(values: Sequence[float], ratio: float = 30.0) -> bool:
 
 
 def crossover_label(f: Finding) -> str:
-    """``TTFT p50: A → B at 6.9``: the metric as people name it, not its key."""
+    """``TTFT p50: A → B at 6.9``: the metric as people name it, not its key; the point
+    rounded as every other list of crossovers rounds it (``fmt_point``)."""
     assert f.concurrency is not None
-    return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {f.concurrency:.1f}"
+    return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {fmt_point(f.concurrency)}"
+
+
+#: points drawn between two measured levels, so a curve bends as the analysis interpolates
+CURVE_STEPS = 32
+
+
+def curve(levels: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The line through measured points as the crossover analysis interpolates it: log of
+    the value linear in log2 of the level (straight on log-log axes), so two targets' lines
+    cross exactly where the analysis puts their crossover; linear where a value is not
+    positive."""
+    xs: list[float] = []
+    ys: list[float] = []
+    pts = list(zip(levels, values, strict=True))
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        for k in range(CURVE_STEPS):
+            t = k / CURVE_STEPS
+            xs.append(2.0 ** ((1 - t) * math.log2(x0) + t * math.log2(x1)))
+            if y0 > 0 and y1 > 0:
+                ys.append(math.exp((1 - t) * math.log(y0) + t * math.log(y1)))
+            else:
+                ys.append((1 - t) * y0 + t * y1)
+    if pts:
+        xs.append(pts[-1][0])
+        ys.append(pts[-1][1])
+    return xs, ys
 
 
 def targets_apart(all_series: Sequence[Series], ratio: float = 5.0) -> bool:
@@ -193,7 +221,7 @@ def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -
         ax.text(
             0.0,
             _CAPTION_TOP - _CAPTION_STEP * (i - 1),
-            _txt(f"{i}  {crossover_label(f)} (interval {lo:.1f}-{hi:.1f})"),
+            _txt(f"{i}  {crossover_label(f)} (interval {fmt_interval(lo, hi)})"),
             transform=ax.transAxes,
             fontsize=8,
             ha="left",
@@ -241,8 +269,10 @@ def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any,
             ]
             color = COLORS[i % len(COLORS)]
             ax.errorbar(
-                s.levels, s.mean, yerr=err, marker="o", capsize=3, color=color, label=_txt(name)
-            )
+                s.levels, s.mean, yerr=err, marker="o", capsize=3, color=color, ls="none",
+                label=_txt(name),
+            )  # fmt: skip
+            ax.plot(*curve(s.levels, s.mean), color=color)
         own = [r for r in sweep.runs if r.target == name]
         _mark_not_used(ax, own, path, labelled)
     if targets_apart(drawn):
@@ -267,12 +297,14 @@ def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, t
         p90 = series(sweep.runs, name, f"{section}.p90")
         p99 = series(sweep.runs, name, f"{section}.p99")
         if p50.levels:
-            ax.plot(p50.levels, p50.mean, marker="o", color=color, label=_txt(f"{name} p50"))
+            ax.plot(p50.levels, p50.mean, marker="o", ls="none", color=color)
+            ax.plot(*curve(p50.levels, p50.mean), color=color, label=_txt(f"{name} p50"))
         if p90.levels and p90.levels == p99.levels:
+            band_x, low = curve(p90.levels, p90.mean)
             ax.fill_between(
-                p90.levels,
-                p90.mean,
-                p99.mean,
+                band_x,
+                low,
+                curve(p99.levels, p99.mean)[1],
                 color=color,
                 alpha=0.18,
                 lw=0,
