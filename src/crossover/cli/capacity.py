@@ -94,7 +94,7 @@ def capacity(
         )
         cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked before any work
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     console = Console(stderr=True)
@@ -107,6 +107,15 @@ def capacity(
     print_result(result)
     if json_path is not None:
         Console().print(f"results: {json_path}")
+
+
+#: CapacityConfig fields whose flag is not ``--`` + the field's name
+CAPACITY_FLAGS = {
+    "start_rps": "--start-rate",
+    "max_rps": "--max-rate",
+    "min_rps": "--min-rate",
+    "warmup_requests": "--warmup",
+}
 
 
 def _capacity_of_targets(
@@ -145,7 +154,7 @@ def _capacity_of_targets(
     try:  # everything but the target, checked before any engine starts
         CapacityConfig.model_validate({**base, "url": "http://check", "model": "m"})
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     console = Console(stderr=True)

@@ -37,11 +37,13 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main())
 
 
-def validated(schema: type[T], **values: Any) -> T:
+def validated(schema: type[T], names: dict[str, str] | None = None, **values: Any) -> T:
+    """``schema(**values)`` from command-line flags; a mistake is one line naming the flag
+    (``names``: fields whose flag is not ``--`` + the field's name, ``rate_rps`` -> ``--rate``)."""
     try:
         return schema(**values)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=names)) from None
 
 
 def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> list[Any]:

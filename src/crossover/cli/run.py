@@ -100,7 +100,12 @@ def run(
         int, typer.Option(help="Failed requests tolerated in a valid run")
     ] = 0,
     slo: Annotated[
-        str | None, typer.Option(help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50")
+        str | None,
+        typer.Option(
+            help="SLO terms, as capacity takes them: ttft_ms.p99=500,tpot_ms.p50=50; each is "
+            "judged against the run, and a request meeting every limit counts as goodput "
+            "(ttft_ms=500 is short for ttft_ms.max=500)"
+        ),
     ] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="Environment variable holding the API key")
@@ -140,15 +145,13 @@ def run(
     from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, base_url, parse_kv
+    from crossover.capacity.slo import parse_slo, per_request_limits
+    from crossover.config import RunConfig, TimeoutsConfig, base_url
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
 
-    try:
-        slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
-    except ValueError as exc:
-        raise UsageError(f"--slo: {exc}") from None
+    terms = parse_slo(slo) if slo is not None else []
     for more in url[1:]:  # the first is checked with the rest of the config, as always
         try:
             base_url(more)
@@ -156,6 +159,7 @@ def run(
             raise UsageError(f"--url: {exc}") from None
     config = validated(
         RunConfig,
+        names=RUN_FLAGS,
         url=url[0],
         urls=url if len(url) > 1 else [],
         engine=engine,
@@ -173,12 +177,13 @@ def run(
         tokenizer=tokenizer,
         seed=seed,
         allowed_failures=allowed_failures,
-        slo=slo_map,
+        slo=per_request_limits(terms),
         api_key_env=api_key_env,
         workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
         timeouts=validated(
             TimeoutsConfig,
+            names=TIMEOUT_FLAGS,
             connect_s=connect_timeout_s,
             first_token_s=first_token_timeout_s,
             gap_s=gap_timeout_s,
@@ -229,6 +234,10 @@ def run(
     if len(config.replica_urls) > 1:
         where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
     print_summary(Console(), summary, f"{config.engine} @ {where}")
+    for t in terms:  # each term against the run, as capacity judges a level
+        v = t.measured(summary)
+        met = "meets" if v is not None and v <= t.limit else "misses"
+        typer.echo(f"SLO {t}: {met} ({'-' if v is None else f'{v:,.1f}'})")
     if json_path is not None:
         import orjson
 
@@ -238,6 +247,23 @@ def run(
         raise InvalidRunError(
             f"verdict {summary.verdict}: see the problems above (--allow-invalid to exit 0)"
         )
+
+
+#: RunConfig fields whose flag is not ``--`` + the field's name
+RUN_FLAGS = {
+    "rate_rps": "--rate",
+    "warmup_requests": "--warmup",
+    "prompts_file": "--prompts",
+    "urls": "--url",
+    "slo": "--slo",
+}
+#: TimeoutsConfig fields and the flags that set them
+TIMEOUT_FLAGS = {
+    "connect_s": "--connect-timeout-s",
+    "first_token_s": "--first-token-timeout-s",
+    "gap_s": "--gap-timeout-s",
+    "total_s": "--timeout-s",
+}
 
 
 def _metrics_url(text: str, url: str) -> str | None:

@@ -286,7 +286,7 @@ class SweepConfig(BaseModel):
         if v is None:
             return None
         if any(not r > 0 or math.isinf(r) for r in v):
-            raise ValueError("rates must be positive requests/s")
+            raise ValueError("each rate must be a positive number of requests/s")
         return sorted(set(v))
 
     @field_validator("slo")
@@ -405,21 +405,49 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
         raise UsageError(f"{path}: not UTF-8 text") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return _validated(data, str(path))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    data.update(given)
+    return _validated(data, str(path), {k: v for k, v in FLAG_NAMES.items() if k in given})
 
 
-def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
-    return _validated(data, "sweep")
+#: the flags of ``crossover sweep`` that set a key of the config
+FLAG_NAMES: dict[str, str] = {
+    "concurrency": "--concurrency",
+    "rates": "--rates",
+    "requests_per_level": "--requests-per-level",
+    "duration_s_per_level": "--duration-s-per-level",
+    "warmup_requests": "--warmup",
+    "output_tokens": "--output-tokens",
+    "input_tokens": "--input-tokens",
+    "repeats": "--repeats",
+    "tokenizer": "--tokenizer",
+    "seed": "--seed",
+    "refine_budget": "--refine-budget",
+    "workers": "--workers",
+    "slo": "--slo",
+}
 
 
-def _validated(data: dict[str, Any], where: str) -> SweepConfig:
+def build_sweep_config(data: dict[str, Any], flags: set[str] | None = None) -> SweepConfig:
+    """The config from ``crossover sweep``'s flags: a mistake names the flag (``flags``:
+    the keys that came from one, default all)."""
+    names = {k: v for k, v in FLAG_NAMES.items() if flags is None or k in flags}
+    return _validated(data, "sweep", names)
+
+
+def _validated(
+    data: dict[str, Any], where: str, names: dict[str, str] | None = None
+) -> SweepConfig:
     """The whole config, each target's launch block included, or one ``UsageError`` line:
-    nothing is measured or written for a config that would fail later."""
+    nothing is measured or written for a config that would fail later. ``names``: keys
+    that came from flags, named as the flags in a message (``where`` then says nothing)."""
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, where, model=SweepConfig)) from None
+        loc = str(exc.errors()[0]["loc"][0]) if exc.errors() and exc.errors()[0]["loc"] else ""
+        if names and loc in names:
+            raise UsageError(validation_line(exc, names=names)) from None
+        raise UsageError(validation_line(exc, where, model=SweepConfig, names=names)) from None
     for i, target in enumerate(cfg.targets):
         if target.launch is not None:
             launch_config(target, where, f"targets.{i}.launch")
