@@ -136,8 +136,9 @@ def list_models() -> None:
         )
     gemma = find_gemma3_270m()
     typer.echo("real models (crossover models fetch NAME):")
-    also = ", ".join(other_names("gemma3-270m"))
-    typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}  (also: {also})")
+    gemma_also = ", ".join(other_names("gemma3-270m"))
+    where = gemma if gemma else "(not fetched)"
+    typer.echo(f"  gemma3-270m            {where}  (also: {gemma_also})")
     typer.echo(
         "advise --model and plan --model take each of these names too (but the tiny-* test "
         "shapes: give them the synthesized folder)"

@@ -143,9 +143,9 @@ def run(
     from rich.live import Live
 
     from crossover.calibration.floor import resolve_client_floor
+    from crossover.capacity.slo import parse_slo, per_request_limits
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.capacity.slo import parse_slo, per_request_limits
     from crossover.config import RunConfig, TimeoutsConfig, base_url
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
