@@ -13,8 +13,17 @@ if TYPE_CHECKING:
     from crossover.capacity import CapacityFile, CapacityLevel
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover capacity --url http://127.0.0.1:8000 --engine vllm --model M \\\n"
+    "      --output-tokens 256 --slo ttft_ms.p99=500,tpot_ms.p50=50 --json capacity.json\n"
+    "  crossover capacity --config sweep.yaml --slo ttft_ms.p99=250 --json capacity.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("capacity")(capacity)
+    app.command("capacity", epilog=EXAMPLE)(capacity)
 
 
 def capacity(

