@@ -67,10 +67,10 @@ def capacity(
     import tempfile
 
     from pydantic import ValidationError
-    from rich.console import Console
 
     from crossover.capacity import parse_slo
     from crossover.capacity.runner import CapacityConfig
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
@@ -106,7 +106,7 @@ def capacity(
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
@@ -115,7 +115,7 @@ def capacity(
         result.write(json_path)
     print_result(result)
     if json_path is not None:
-        Console().print(f"results: {json_path}")
+        make_console().print(f"results: {json_path}")
 
 
 #: CapacityConfig fields whose flag is not ``--`` + the field's name
@@ -134,10 +134,10 @@ def _capacity_of_targets(
     import tempfile
 
     from pydantic import ValidationError
-    from rich.console import Console
 
     from crossover.capacity.runner import CapacityConfig, CapacityEvents
     from crossover.capacity.targets import capacity_per_target
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
@@ -166,7 +166,7 @@ def _capacity_of_targets(
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
         lambda level: console.print(level_line(level)),
@@ -182,16 +182,17 @@ def _capacity_of_targets(
     if json_path is not None:
         result.write(json_path)
     for one in result.targets:
-        Console().print(f"\n[bold]{one.target.get('name')}[/]")
+        make_console().print(f"\n[bold]{one.target.get('name')}[/]")
         print_result(one)
     print_side_by_side(result.targets)
     if json_path is not None:
-        Console().print(f"results: {json_path}")
+        make_console().print(f"results: {json_path}")
 
 
 def print_side_by_side(results: list[CapacityFile]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from crossover.cli.common import console as make_console
 
     table = Table(title="capacity per target", header_style="bold")
     for col in ("target", "capacity/s", "bracket/s", "goodput/s", "levels", "s"):
@@ -206,7 +207,7 @@ def print_side_by_side(results: list[CapacityFile]) -> None:
             str(len(r.levels)),
             f"{r.seconds:.0f}",
         )
-    Console(width=120).print(table)
+    make_console().print(table)
 
 
 async def _run(cfg: Any, folder: Path, console: Any) -> CapacityFile:
@@ -235,10 +236,11 @@ def level_line(level: CapacityLevel) -> str:
 
 
 def print_result(result: CapacityFile) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    stdout = Console(width=120)
+    from crossover.cli.common import console as make_console
+
+    stdout = make_console()
     table = Table(title="levels in the order tried", header_style="bold")
     table.add_column("rate/s", justify="right")
     for t in result.slo:

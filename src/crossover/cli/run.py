@@ -147,11 +147,11 @@ def run(
     ] = "1",
 ) -> None:
     """Drive one endpoint at one load level with matched work, verify it, report."""
-    from rich.console import Console
     from rich.live import Live
 
     from crossover.calibration.floor import resolve_client_floor
     from crossover.capacity.slo import parse_slo, per_request_limits
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.config import RunConfig, TimeoutsConfig, base_url
@@ -202,7 +202,7 @@ def run(
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
     for base in config.replica_urls:
@@ -241,7 +241,7 @@ def run(
     where = config.url
     if len(config.replica_urls) > 1:
         where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
-    print_summary(Console(), summary, f"{config.engine} @ {where}")
+    print_summary(make_console(), summary, f"{config.engine} @ {where}")
     for t in terms:  # each term against the run, as capacity judges a level
         v = t.measured(summary)
         met = "meets" if v is not None and v <= t.limit else "misses"
@@ -304,6 +304,15 @@ def _workers(text: str, concurrency: int | None) -> int:
     return n
 
 
+def run_title(key: str | None, s: Any) -> tuple[str | None, str]:
+    """(target, heading) of a stored run: a sweep's ``NAME|c=4|r=0`` names its target,
+    level and repeat; a ``crossover run``'s names the engine and URL it measured."""
+    if key and key.count("|") == 2:
+        name, level, rep = key.split("|")
+        return name, f"{name} {level} {rep}"
+    return None, f"{s.engine.name} @ {s.engine.url}"
+
+
 def summarize_cmd(
     db: Annotated[Path, typer.Argument(help="A crossover results database")],
     run_id: Annotated[str | None, typer.Option(help="One run (default: every run)")] = None,
@@ -311,21 +320,25 @@ def summarize_cmd(
 ) -> None:
     """Recompute run summaries from the raw per-request records."""
     import orjson
-    from rich.console import Console
 
+    from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
     from crossover.records.store import Store
     from crossover.runner import resummarize
 
     if not db.is_file():
         raise UsageError(f"{db}: no such database")
-    console = Console()
+    console = make_console()
     out = []
     with Store(db) as store:
-        ids = [run_id] if run_id else [r.run_id for r in store.runs()]
+        keys = {r.run_id: r.key for r in store.runs()}
+        if run_id is not None and run_id not in keys:
+            raise UsageError(f"{db}: no run {run_id!r}")
+        ids = [run_id] if run_id else list(keys)
         for rid in ids:
             s = resummarize(store, rid)
-            print_summary(console, s, rid)
-            out.append({"run_id": rid, "summary": s.to_json_dict()})
+            target, title = run_title(keys.get(rid), s)
+            print_summary(console, s, f"{title}  (run {rid})")
+            out.append({"run_id": rid, "target": target, "summary": s.to_json_dict()})
     if json_path is not None:
         json_path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))

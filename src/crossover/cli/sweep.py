@@ -151,8 +151,7 @@ def sweep(
     ] = None,
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
-    from rich.console import Console
-
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, run_async
     from crossover.records.store import check_writable
     from crossover.sweep.config import build_sweep_config, load_sweep_config
@@ -212,12 +211,19 @@ def sweep(
         from crossover.sweep.cluster import RayCluster
 
         cluster = RayCluster.connect(ray)
+    fresh = not out.exists()
+    had_db = (out / "sweep.db").exists()
     try:
         if cluster is not None:
             cluster.check(cfg, chosen)
         check_writable(out)
-        console = Console(stderr=True)
+        console = make_console(stderr=True)
         outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid, cluster))
+    except UsageError:
+        # refused once running (a prompt file no tokenizer can fit, a server gone since
+        # the check): what this command created and left without a run goes again
+        forget_empty_sweep(out, fresh=fresh, had_db=had_db)
+        raise
     finally:
         if cluster is not None:
             cluster.close()
@@ -228,6 +234,33 @@ def sweep(
             f"{len(invalid)} of {len(outcome.sweep.runs)} runs are not valid "
             "(shown, never used as points); --allow-invalid to exit 0"
         )
+
+
+def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
+    """Remove the sweep.db (and sweep.json) this command created when no run reached it,
+    and the folder itself when this command created it and nothing else is in it."""
+    import contextlib
+    import shutil
+
+    from crossover.records.store import Store
+
+    db = out / "sweep.db"
+    if had_db or not db.exists():
+        return
+    try:
+        with Store(db) as store:
+            if store.runs():
+                return
+    except Exception:  # unreadable: leave it for the user to see
+        return
+    for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
+        (out / name).unlink(missing_ok=True)
+    engines = out / "engines"
+    if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
+        shutil.rmtree(engines, ignore_errors=True)
+    if fresh:
+        with contextlib.suppress(OSError):
+            out.rmdir()  # only when empty
 
 
 def report_check(report: CheckReport, source: str) -> None:
@@ -443,13 +476,13 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
 
 def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
     """The comparison table, the crossovers one per line, where the results are."""
-    from rich.console import Console
     from rich.markup import escape
 
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, format_overloads
+    from crossover.cli.common import console as make_console
 
-    stdout = Console(width=120)
+    stdout = make_console()
     stdout.print(
         f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
     )
