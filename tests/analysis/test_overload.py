@@ -36,8 +36,8 @@ STABLE = {"rate": 20.0, "sent": 80, "window_s": 4.0, "duration_s": 4.3, "e2e_min
 def test_served_against_arriving() -> None:
     hot = open_loop_load(RunSummary.model_validate(rate_summary(**OVERLOADED)))
     assert hot is not None and hot.overloaded
-    assert round(hot.arriving_rps, 1) == 79.8 and round(hot.served_rps, 1) == 40.0
-    assert hot.describe() == "served 40 of the 79.8 requests/s that arrived (50%)"
+    assert round(hot.arriving_rps, 1) == 79.8 and round(hot.served_rps, 1) == 39.9
+    assert hot.describe() == "served 39.9 of the 79.8 requests/s that arrived (50%)"
     calm = open_loop_load(RunSummary.model_validate(rate_summary(**STABLE)))
     assert calm is not None and not calm.overloaded
     # requests that take longer than the level, at a rate the server keeps up with:
@@ -73,7 +73,7 @@ def test_sweep_runs_carry_the_flag_and_the_file_keeps_it() -> None:
     again = SweepFile.model_validate_json(text)
     assert [r.overloaded for r in again.runs] == [r.overloaded for r in sweep.runs]
     (line,) = format_overloads(sweep)
-    assert line.startswith("fast is overloaded at 80 requests/s; at 80 it served 40 of the 79.8")
+    assert line.startswith("fast is overloaded at 80 requests/s; at 80 it served 39.9 of the 79.8")
 
 
 def test_the_terminal_leads_a_rate_sweep_with_output_and_flags_overload() -> None:
