@@ -101,7 +101,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     out = TargetCheck(t.name, adapter.display_name)
     try:  # the adapter refuses a knob its engine does not take; nothing is written
         spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))
-        out.what = shlex.join(spec.argv)
+        out.what = shlex.join(_free_port_shown(spec.argv, ecfg.port))
     except UsageError as exc:
         out.findings.append(Finding(where, str(exc)))
     context = ecfg.context_tokens
@@ -125,6 +125,19 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
                 f"{_model_kind(ecfg.engine)}",
             )
         )
+    return out
+
+
+def _free_port_shown(argv: list[str], port: int) -> list[str]:
+    """The launch command as shown: ``PORT`` where the sweep picks a free port (0)."""
+    if port:
+        return argv
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg in ("--port", "--http-port") and i + 1 < len(out) and out[i + 1] == "8000":
+            out[i + 1] = "PORT"
+        elif arg == "--http-port=8000":
+            out[i] = "--http-port=PORT"
     return out
 
 
