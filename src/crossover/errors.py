@@ -118,6 +118,7 @@ def validation_line(
     model: type[BaseModel] | None = None,
     loc_prefix: str = "",
     limit: int | None = None,
+    names: dict[str, str] | None = None,
 ) -> str:
     """pydantic's errors as one line: ``where: field: message; ...``.
 
@@ -126,6 +127,8 @@ def validation_line(
     With ``model``, an unknown key is named with the closest valid one; ``loc_prefix``
     places the model inside a bigger file (``targets.0.launch``); ``limit`` keeps the
     first errors of a long list (a malformed results file) and counts the rest.
+    ``names`` maps a field (its dotted place) to what the user typed for it, where that
+    is not the field's name (``rate_rps`` is ``--rate``); it wins over ``flags``.
     """
     parts = []
     errors = exc.errors()
@@ -143,7 +146,9 @@ def validation_line(
             near = closest(str(err["loc"][-1]), holder.model_fields) if holder else None
             if near is not None:
                 msg += f"; did you mean {near!r}?"
-        if flags and loc:
+        if names and loc in names:
+            loc = names[loc]
+        elif flags and loc:
             loc = "--" + loc.replace("_", "-")
         parts.append(f"{loc}: {msg}" if loc else msg)
     if limit is not None and len(errors) > limit:

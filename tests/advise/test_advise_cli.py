@@ -38,6 +38,8 @@ def test_advise_writes_json_and_sweep(tmp_path: Path, capsys: pytest.CaptureFixt
             str(out),
             "--emit-sweep",
             str(sweep),
+            "--model-path",
+            "/models/llama-3.1-8b-fp8",
         ]
     )
     assert rc == 0

@@ -65,10 +65,21 @@ def test_slo_terms_parse_and_give_the_per_request_limits() -> None:
     assert per_request_limits(terms) == {"ttft_ms": 200.0, "tpot_ms": 50.0}
 
 
+def test_one_slo_syntax_for_run_sweep_and_capacity() -> None:
+    """``METRIC=LIMIT`` (run's old form) is ``METRIC.max=LIMIT``: every request within it;
+    its per-request limit is what run's goodput always used."""
+    (term,) = parse_slo("ttft_ms=500")
+    assert str(term) == "ttft_ms.max<=500"
+    assert per_request_limits(parse_slo("ttft_ms=500,tpot_ms=50")) == {
+        "ttft_ms": 500.0,
+        "tpot_ms": 50.0,
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("ttft_ms=500", "expected METRIC.STAT=LIMIT"),
+        ("ttft_ms", "expected METRIC.STAT=LIMIT"),
         ("ttfb_ms.p99=500", "unknown metric 'ttfb_ms'"),
         ("ttft_ms.p42=500", "unknown statistic 'p42'"),
         ("ttft_ms.p99=fast", "not a number"),

@@ -76,3 +76,20 @@ def test_timeouts_say_what_they_cover(
     assert "until the first chunk carrying generated text" in text
     assert "the TCP (and TLS) connect" in text
     assert "--max-event-bytes" in text and "--metrics-url" in text
+
+
+def test_run_takes_the_slo_syntax_capacity_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One SLO syntax: run judges each METRIC.STAT=LIMIT term against the run and counts a
+    request as goodput when it meets each per-request limit (today: refused as 'unknown
+    SLO')."""
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0)) as url:
+        rc, s = run_cli(url, tmp_path, "--slo", "ttft_ms.p99=5000,e2e_ms.p50=0.001")
+    assert rc == 0
+    goodput = s["goodput"]
+    assert goodput["slo"] == {"ttft_ms": 5000.0, "e2e_ms": 0.001}  # type: ignore[index]
+    assert goodput["fraction"] == 0.0  # type: ignore[index]  # nothing ends in 1 us
+    out = capsys.readouterr().out
+    assert "SLO ttft_ms.p99<=5000: meets" in out
+    assert "SLO e2e_ms.p50<=0.001: misses" in out

@@ -10,6 +10,7 @@ from crossover.cli.sweep import level_line
 def _summary(**values: float | None) -> SimpleNamespace:
     return SimpleNamespace(
         verdict="invalid",
+        load=SimpleNamespace(mode="concurrency"),
         throughput=SimpleNamespace(
             total_tokens_per_s=values.get("tp"), output_tokens_per_s=values.get("out")
         ),

@@ -162,7 +162,7 @@ def test_throughput_goes_log_when_targets_lie_far_apart_and_crossovers_are_numbe
     captions = [t.get_text() for t in ax.texts if "→" in t.get_text()]
     # only this chart's metric, each with its interval, numbered in order
     assert captions == [
-        "1  total tokens/s: A → B at 2.0 (interval 1.8-2.2)",
+        "1  total tokens/s: A → B at 2 (interval 1.8-2.2)",  # as the terminal writes it
         "2  total tokens/s: A → B at 2.1 (interval 1.9-2.3)",
     ]
     # two points 5% apart: the second number is placed lower, not on top of the first

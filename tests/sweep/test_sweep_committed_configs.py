@@ -1,19 +1,33 @@
-"""Every sweep config the GPU jobs run (scripts/*/) loads and builds each target's launch
-command here, so a renamed setting fails on this machine, not after a GPU machine starts."""
+"""Every sweep config the GPU jobs run (scripts/*/), every one kept beside its results
+(docs/**) and every example in the README and docs/*.md loads and builds each target's
+launch command here, and passes ``crossover sweep --check --remote`` (their paths are the
+GPU machine's), so a renamed setting fails on this machine, not after a GPU machine starts."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from crossover.cli.app import main
 from crossover.engines import launch_spec
 from crossover.sweep.config import launch_config, load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(
-    p for p in (ROOT / "scripts").rglob("*.yaml") if "targets:" in p.read_text(encoding="utf-8")
+    p
+    for folder in ("scripts", "docs")
+    for p in (ROOT / folder).rglob("*.yaml")
+    if re.search(r"^targets:", p.read_text(encoding="utf-8"), re.M)
 )
+#: ```yaml blocks of the README and docs/*.md that are sweep configs
+EXAMPLES = [
+    (path, block)
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for block in re.findall(r"^```yaml\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
+    if re.search(r"^targets:", block, re.M)
+]
 
 
 def test_the_gpu_job_configs_are_found() -> None:
@@ -30,6 +44,31 @@ def test_committed_sweep_config_builds_every_launch(path: Path, tmp_path: Path) 
             continue  # an already-running server (url:)
         spec = launch_spec(launch_config(target), 8000, tmp_path)
         assert spec.argv and "127.0.0.1" in spec.argv  # bound to loopback unless told
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_committed_sweep_config_passes_check_remote(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", "--config", str(path), "--check", "--remote"]) == 0, capsys.readouterr()
+
+
+def test_the_doc_examples_are_found() -> None:
+    assert {p.name for p, _ in EXAMPLES} >= {"README.md", "sweep-yaml.md"}
+
+
+@pytest.mark.parametrize(
+    ("path", "block"), EXAMPLES, ids=[f"{p.name}-{i}" for i, (p, _) in enumerate(EXAMPLES)]
+)
+def test_doc_example_passes_check_remote(
+    path: Path, block: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "example.yaml"
+    config.write_text(block, encoding="utf-8")
+    assert main(["sweep", "--config", str(config), "--check", "--remote"]) == 0, (
+        path,
+        capsys.readouterr(),
+    )
 
 
 def test_nocache_llamacpp_targets_turn_the_prompt_cache_off(tmp_path: Path) -> None:

@@ -1,24 +1,39 @@
 """``--emit-sweep``: a sweep config that measures the advice's top candidates.
 
 The shape is the one the sweep runner reads (``name``, ``concurrency``, ``targets`` with a
-``launch`` block per target); the measurements come back through ``--results``.
+``launch`` block per target) and only with what each engine's adapter takes, so the file
+passes ``crossover sweep --check``: a model path per engine family (a GGUF file for
+llama.cpp, an HF folder or hub id for vLLM, SGLang, TensorRT-LLM and transformers), no
+``quant`` where the quantization is the file's (llama.cpp, TensorRT-LLM) or the
+checkpoint's config (vLLM and SGLang read a pre-quantized checkpoint's own; only FP8 is
+asked for, since both quantize a 16-bit checkpoint to it at load), no batch or parallel
+knobs an engine sizes itself. A candidate whose files were not given is left out, with
+what to give; the measurements come back through ``--results``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Field
 
 from crossover import defaults
-from crossover.engines import registry
+
+#: engines whose model is one GGUF file; the others read an HF folder (or a hub id)
+GGUF_ENGINES = ("llamacpp",)
+#: quantizations vLLM and SGLang apply themselves to a 16-bit checkpoint at load time
+ONLINE_QUANTS = {"vllm": ("fp8",), "sglang": ("fp8",)}
+#: 16-bit weights: nothing to ask for
+UNQUANTIZED = ("bf16", "fp16", "gguf-bf16", "gguf-f16")
 
 
 class Launch(BaseModel):
     model: str
-    tp: int = 1
-    parallel: int = 1
-    cuda_graphs: bool = True
+    tp: int | None = None
+    pp: int | None = None
+    parallel: int | None = None
+    cuda_graphs: bool | None = None
     quant: str | None = None
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -38,6 +53,28 @@ class SweepConfig(BaseModel):
     input_tokens: int
     repeats: int = 3
     targets: list[SweepTarget]
+    #: candidates not in ``targets`` and why (their files were not given, ...)
+    left_out: list[str] = Field(default_factory=list, exclude=True)
+    #: what the file assumes (a pre-quantized checkpoint, the GGUF's own type)
+    notes: list[str] = Field(default_factory=list, exclude=True)
+
+    def to_yaml(self, command: str | None = None) -> str:
+        """The sweep YAML, with comments saying where it came from and what it assumes;
+        a launch block carries only the keys that are set."""
+        lines = ["# Measures the top candidates of crossover advise."]
+        if command:
+            lines.append(f"# Written by: {command}")
+        lines += [
+            "# Check it: crossover sweep --config THIS.yaml --check  (--remote for another",
+            "# machine's paths); run it: crossover sweep --config THIS.yaml --out DIR; then",
+            "# crossover advise ... --results DIR compares the estimates with the measurements.",
+        ]
+        lines += [f"# note: {n}" for n in self.notes]
+        lines += [f"# left out: {n}" for n in self.left_out]
+        data = self.model_dump()
+        for target, model in zip(data["targets"], self.targets, strict=True):
+            target["launch"] = model.launch.model_dump(exclude_defaults=True)
+        return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
 
 
 def target_name(engine: str, config: dict[str, Any]) -> str:
@@ -47,31 +84,82 @@ def target_name(engine: str, config: dict[str, Any]) -> str:
     return f"{name}-{config['quant']}"
 
 
-def _extra_args(engine: str, config: dict[str, Any]) -> list[str]:
-    pp = int(config.get("pp", 1))
-    spec = registry.get(engine)
-    if spec.plan is not None and spec.plan.formats == "gguf":  # one process, split modes
-        return ["--split-mode", str(config.get("split_mode") or "none")]
-    if pp <= 1:
-        return []
-    try:
-        flag = spec.flags.by_knob("pp").names[0]
-    except KeyError:
-        return []
-    return [flag, str(pp)]
+def model_files(paths: list[str]) -> tuple[str | None, str | None]:
+    """(HF folder or hub id, GGUF file) from the paths given: a ``.gguf`` file is
+    llama.cpp's, anything else the other engines'."""
+    hf = next((p for p in paths if not p.lower().endswith(".gguf")), None)
+    gguf = next((p for p in paths if p.lower().endswith(".gguf")), None)
+    return hf, gguf
+
+
+def _launch(
+    engine: str, cfg: dict[str, Any], model: str, parallel: int, checkpoint_quant: str | None
+) -> tuple[Launch, str | None]:
+    """The launch block of one candidate with only the knobs its engine takes, and a note
+    on what the model file must already be."""
+    quant = cfg.get("quant")
+    tp, pp = int(cfg.get("tp", 1)), int(cfg.get("pp", 1))
+    graphs = bool(cfg.get("cuda_graphs", True))
+    note = None
+    if engine == "llamacpp":
+        # the quantization is the GGUF file's; GPUs are split with --split-mode
+        split = str(cfg.get("split_mode") or ("layer" if pp > 1 else "none"))
+        launch = Launch(
+            model=model, parallel=parallel, cuda_graphs=graphs, extra_args=["--split-mode", split]
+        )
+        if quant and quant not in UNQUANTIZED and not quant.startswith("gguf-"):
+            note = f"{model} must be a GGUF of the {quant} weights"
+        elif (
+            quant
+            and quant.startswith("gguf-")
+            and quant.removeprefix("gguf-") not in (model.lower())
+        ):
+            note = f"llama.cpp serves the GGUF's own type; the advice assumed {quant}"
+        return launch, note
+    if engine == "transformers":
+        # continuous batching sizes itself; one device
+        return Launch(model=model, cuda_graphs=graphs), None
+    ask = None
+    if quant and quant not in UNQUANTIZED:
+        if quant in ONLINE_QUANTS.get(engine, ()):
+            ask = quant
+        elif quant != checkpoint_quant or engine == "trtllm":
+            note = f"{model} must be a {quant} checkpoint ({engine} reads it from its config)"
+    return (
+        Launch(
+            model=model,
+            tp=tp,
+            pp=pp if pp > 1 else None,
+            parallel=parallel,
+            cuda_graphs=graphs,
+            quant=ask,
+        ),
+        note,
+    )
 
 
 def emit_sweep(
-    advice: dict[str, Any], model_path: str, *, max_targets: int = 4, repeats: int = 3
+    advice: dict[str, Any],
+    model: str | None = None,
+    *,
+    gguf: str | None = None,
+    max_targets: int = 4,
+    repeats: int = 3,
 ) -> SweepConfig:
     """Top recommendation of each regime first, then runners-up, up to ``max_targets``.
 
-    A candidate ranked below measured ones only because its figure is borrowed (an engine
-    never measured) is placed where it would rank if the borrowed profile held: a sweep
-    is how it gets measured (seed-6-rerun-sweep)."""
+    ``model``: the HF folder or hub id vLLM, SGLang, TensorRT-LLM and transformers load;
+    ``gguf``: the GGUF file llama.cpp loads (a ``model`` ending in ``.gguf`` counts as
+    it). A candidate whose engine has no file here is left out (``left_out``)."""
+    if model is not None and gguf is None and model.lower().endswith(".gguf"):
+        model, gguf = None, model
     workload = advice["workload"]
     levels: list[int] = list(workload["concurrency"])
+    checkpoint_quant = (advice.get("model") or {}).get("quant")
 
+    # a candidate ranked below measured ones only because its figure is borrowed (an engine
+    # never measured) goes where it would rank if the borrowed profile held: a sweep is how
+    # it gets measured (seed-6-rerun-sweep)
     def order(rec: dict[str, Any]) -> tuple[int, int, int]:
         lent = rec.get("borrowed_rank")
         rank = min(int(rec["rank"]), int(lent["rank_if_it_holds"])) if lent else int(rec["rank"])
@@ -79,28 +167,24 @@ def emit_sweep(
 
     recs = sorted(advice["recommendations"], key=order)
     targets: list[SweepTarget] = []
+    left_out: list[str] = []
+    notes: list[str] = []
     seen: set[str] = set()
     for rec in recs:
-        name = target_name(rec["engine"], rec["config"])
+        engine = rec["engine"]
+        name = target_name(engine, rec["config"])
         if name in seen:
             continue
         seen.add(name)
-        cfg = rec["config"]
-        quant = cfg.get("quant")
-        targets.append(
-            SweepTarget(
-                name=name,
-                engine=rec["engine"],
-                launch=Launch(
-                    model=model_path,
-                    tp=int(cfg["tp"]),
-                    parallel=max(levels),
-                    cuda_graphs=bool(cfg.get("cuda_graphs", True)),
-                    quant=None if quant in ("bf16", "fp16") else quant,
-                    extra_args=_extra_args(rec["engine"], cfg),
-                ),
-            )
-        )
+        path = gguf if engine in GGUF_ENGINES else model
+        if path is None:
+            want = "a GGUF file" if engine in GGUF_ENGINES else "an HF folder or hub id"
+            left_out.append(f"{name}: give --model-path with {want} for {engine}")
+            continue
+        launch, note = _launch(engine, rec["config"], path, max(levels), checkpoint_quant)
+        if note:
+            notes.append(f"{name}: {note}")
+        targets.append(SweepTarget(name=name, engine=engine, launch=launch))
         if len(targets) >= max_targets:
             break
     return SweepConfig(
@@ -111,4 +195,6 @@ def emit_sweep(
         input_tokens=int(workload["input_tokens"]),
         repeats=repeats,
         targets=targets,
+        left_out=left_out,
+        notes=notes,
     )

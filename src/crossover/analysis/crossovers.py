@@ -7,18 +7,22 @@ A level is a significant lead for A or B when its interval excludes zero
 (oriented by the metric's direction: more throughput, less latency).
 
 * **crossover**: two consecutive significant levels with opposite leaders
-  (only non-significant levels between them). Located where the interpolated
-  difference crosses zero, interpolating linearly in log2(concurrency); the
-  interval is where the interpolated confidence band contains zero (from
-  where one bound crosses zero to where the other does), clipped to the
-  bracketing levels.
+  (only non-significant levels between them). Located where the two curves cross
+  when each is interpolated linearly in log(value) against log2(concurrency) between
+  measured levels (where log(A / B) is zero): the report draws its curves with the same
+  interpolation, so they cross at the dashed line. The interval is where the
+  interpolated confidence band of the relative difference contains zero (from where one
+  bound crosses zero to where the other does), clipped to the bracketing levels.
 * **inconclusive**: the point estimate changes sign but the leads around it
   are not significant (or not opposite); no crossover is claimed.
 * **none**: no sign change over the levels measured.
 
 Invalid and unverified runs never become points here. A rate sweep's runs are
 compared the same way along the rate axis (requests/s); runs on different axes are
-never compared with each other.
+never compared with each other. An overloaded rate level (more arrived than the server
+served: ``crossover.analysis.overload``) stays a point: its throughput is the server's
+capacity, and its latencies, which grow with the level's length, still say who fell
+behind; the sweep's output and report flag it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Literal
 
 import numpy as np
@@ -47,6 +52,8 @@ class MetricSpec:
     #: only some runs have it (summaries that predate it, open-loop runs): a sweep where no
     #: run has it says nothing about it rather than "no level with valid runs" per pair
     optional: bool = False
+    #: the axes it is compared along
+    axes: tuple[Axis, ...] = ("concurrency", "rate")
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -55,6 +62,17 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec(
         "output_tokens_per_s", "output tokens/s", "throughput.output_tokens_per_s", True, "tok/s"
+    ),
+    # requests/s meeting every SLO term: only runs measured with --slo have it
+    MetricSpec("goodput_rps", "goodput", "goodput.requests_per_s", True, "req/s", optional=True),
+    # an open loop: requests completed per second, against the rate they arrived at
+    MetricSpec(
+        "requests_per_s",
+        "requests/s done",
+        "throughput.requests_per_s",
+        True,
+        "req/s",
+        axes=("rate",),
     ),
     MetricSpec("ttft_ms.p50", "TTFT p50", "ttft_ms.p50", False, "ms"),
     MetricSpec("ttft_ms.p99", "TTFT p99", "ttft_ms.p99", False, "ms"),
@@ -223,7 +241,14 @@ def _locate(levels: Sequence[LevelDiff], i: int, j: int, sign: float) -> tuple[f
     # relative to the level's magnitude: throughput grows with concurrency, so the
     # absolute difference bends in log space where the relative one stays near linear
     scale = [sign / (0.5 * (abs(lv.mean_a) + abs(lv.mean_b)) or 1.0) for lv in levels]
-    mean = [s * lv.diff.mean for s, lv in zip(scale, levels, strict=True)]
+    # the point: log(A / B), the gap between the curves as the report draws them
+    # (log value against log2 level); the relative difference where a mean is not positive
+    mean = [
+        sign * math.log(lv.mean_a / lv.mean_b)
+        if lv.mean_a > 0 and lv.mean_b > 0
+        else s * lv.diff.mean
+        for s, lv in zip(scale, levels, strict=True)
+    ]
     # after orienting, the lower bound is the first to reach zero, the upper the last
     lower = [min(s * lv.diff.lo, s * lv.diff.hi) for s, lv in zip(scale, levels, strict=True)]
     upper = [max(s * lv.diff.lo, s * lv.diff.hi) for s, lv in zip(scale, levels, strict=True)]
@@ -360,6 +385,8 @@ def analyze_sweep(
     out: list[Finding] = []
     for axis in axes or ["concurrency"]:
         for spec in metrics:
+            if axis not in spec.axes:
+                continue
             values = {n: level_values(sweep.runs, n, spec.path, axis) for n in names}
             if spec.optional and not any(values.values()):
                 continue
@@ -395,6 +422,38 @@ def arrival_effects(findings: Sequence[Finding]) -> list[tuple[Finding, Finding]
     return out
 
 
+def overloaded_levels(sweep: SweepFile) -> dict[str, list[float]]:
+    """Per target, the rate levels where a valid run was overloaded (in increasing order)."""
+    out: dict[str, list[float]] = {}
+    for run in sweep.runs:
+        if run.axis == "rate" and run.is_valid and run.overloaded:
+            levels = out.setdefault(run.target, [])
+            if run.level not in levels:
+                levels.append(run.level)
+    return {t: sorted(v) for t, v in out.items()}
+
+
+def format_overloads(sweep: SweepFile) -> list[str]:
+    """One line per target with overloaded rate levels, with how far behind it fell."""
+    from crossover.analysis.overload import open_loop_load
+
+    lines = []
+    for target, levels in overloaded_levels(sweep).items():
+        worst = [
+            found
+            for r in sweep.runs
+            if r.target == target and r.rate == levels[-1] and r.is_valid
+            if (found := open_loop_load(r.summary)) is not None
+        ]
+        at = ", ".join(_fmt_l(lv) for lv in levels)
+        how = f"; at {_fmt_l(levels[-1])} it {worst[0].describe()}" if worst else ""
+        lines.append(
+            f"{target} is overloaded at {at} requests/s{how}: its queue grew through the "
+            "level, so its latencies there measure how long the level lasted"
+        )
+    return lines
+
+
 def findings_to_schema(findings: Sequence[Finding]) -> tuple[list[Crossover], list[Inconclusive]]:
     """What the sweep file records: ``crossovers`` and ``inconclusive``."""
     xs: list[Crossover] = []
@@ -408,8 +467,23 @@ def findings_to_schema(findings: Sequence[Finding]) -> tuple[list[Crossover], li
     return xs, inc
 
 
-def _fmt_c(c: float) -> str:
-    return f"{c:.0f}" if c >= 10 else f"{c:.1f}".rstrip("0").rstrip(".")
+def _decimal(x: float, places: str) -> Decimal:
+    """``x`` as stored in sweep.json (3 decimals), then rounded half up to ``places``: the
+    same digits from a finding and from the file it was written to."""
+    return Decimal(repr(round(x, 3))).quantize(Decimal(places), rounding=ROUND_HALF_UP)
+
+
+def fmt_point(c: float) -> str:
+    """A crossover's point, in text and on charts: ``12`` from 10 on, ``6.3`` below."""
+    if round(c, 3) >= 10:
+        return str(_decimal(c, "1"))
+    text = str(_decimal(c, "0.1"))
+    return text.removesuffix(".0")
+
+
+def fmt_interval(lo: float, hi: float) -> str:
+    """A crossover's interval, one decimal, rounded as :func:`fmt_point` rounds."""
+    return f"{_decimal(lo, '0.1')}-{_decimal(hi, '0.1')}"
 
 
 def _fmt_l(level: float) -> str:
@@ -431,9 +505,9 @@ def format_crossover(x: Finding | Crossover) -> str:
         assert where is not None
         lo, hi = x.interval
         return (
-            f"{label}: {x.below} leads below {_fmt_c(where)} "
+            f"{label}: {x.below} leads below {fmt_point(where)} "
             f"{axis_unit('concurrency' if x.concurrency is not None else 'rate')} "
-            f"({lo:.1f}-{hi:.1f}), {x.above} above"
+            f"({fmt_interval(lo, hi)}), {x.above} above"
         )
     unit = axis_unit(x.axis)
     if x.kind == "crossover":
@@ -441,8 +515,8 @@ def format_crossover(x: Finding | Crossover) -> str:
         assert x.concurrency is not None
         lo, hi = x.interval
         return (
-            f"{label}: {x.below} leads below {_fmt_c(x.concurrency)} {unit} "
-            f"({lo:.1f}-{hi:.1f}), {x.above} above"
+            f"{label}: {x.below} leads below {fmt_point(x.concurrency)} {unit} "
+            f"({fmt_interval(lo, hi)}), {x.above} above"
         )
     span = f"{_fmt_l(x.levels[0])}-{_fmt_l(x.levels[-1])}" if x.levels else "none"
     if x.kind == "inconclusive":

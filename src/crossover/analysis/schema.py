@@ -128,6 +128,10 @@ class SweepRun(BaseModel):
     gpu: list[GpuSample] | None = None
     #: where it ran; files written before placement was recorded read as local
     placement: Placement = Field(default_factory=Placement)
+    #: an open-loop level that served less than arrived, its queue growing through the
+    #: level (``crossover.analysis.overload``); ``None`` for a closed-loop level. Worked
+    #: out from the summary when a file does not say
+    overloaded: bool | None = None
 
     @field_serializer("placement")
     def _placement(self, p: Placement) -> dict[str, Any]:
@@ -137,6 +141,10 @@ class SweepRun(BaseModel):
     def _one_level(self) -> SweepRun:
         if (self.concurrency is None) == (self.rate is None):
             raise ValueError("a run has either concurrency or rate")
+        if self.rate is not None and self.overloaded is None:
+            from crossover.analysis.overload import is_overloaded
+
+            self.overloaded = is_overloaded(self.summary)
         return self
 
     @property

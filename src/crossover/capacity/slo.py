@@ -1,4 +1,10 @@
-"""SLO terms such as ``ttft_ms.p99=500``: a run summary statistic and its upper limit."""
+"""SLO terms such as ``ttft_ms.p99=500``: a run summary statistic and its upper limit.
+
+One syntax for every command that takes ``--slo`` (``run``, ``sweep``, ``capacity``):
+``METRIC.STAT=LIMIT`` terms separated by commas. ``METRIC=LIMIT`` (how ``run --slo``
+was written before) is short for ``METRIC.max=LIMIT``: every request within the limit.
+A request counts as goodput when it meets each per-request metric's tightest limit.
+"""
 
 from __future__ import annotations
 
@@ -42,8 +48,10 @@ def parse_slo(text: str) -> list[SloTerm]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         metric, dot, stat = key.strip().partition(".")
-        if not sep or not dot:
+        if not sep:
             raise UsageError(f"--slo: expected METRIC.STAT=LIMIT (ttft_ms.p99=500), got {part!r}")
+        if not dot:
+            stat = "max"  # METRIC=LIMIT: every request within the limit
         if metric not in get_args(SloMetric):
             raise UsageError(
                 f"--slo: unknown metric {metric!r}; use {', '.join(get_args(SloMetric))}"

@@ -224,18 +224,24 @@ def advise_command(
     ),
     json_path: Path | None = typer.Option(None, "--json", help="write the advice JSON here"),
     emit_sweep_path: Path | None = typer.Option(
-        None, "--emit-sweep", help="write a sweep config for the top candidates"
+        None,
+        "--emit-sweep",
+        help="write a sweep config for the top candidates (it passes crossover sweep --check; "
+        "needs the model's files: --model as a path, or --model-path)",
+    ),
+    model_path: list[str] | None = typer.Option(
+        None,
+        "--model-path",
+        help="with --emit-sweep: the files each engine loads, a GGUF file (llama.cpp) and/or "
+        "an HF folder or hub id ORG/NAME (vLLM, SGLang, TensorRT-LLM, transformers); repeat",
     ),
 ) -> None:
     """Rank engines and TP/PP layouts per load regime, with reasons and cited rules."""
     import json
 
-    import yaml
-
     from crossover.advise import (
         AdviceRequest,
         advise,
-        emit_sweep,
         load_calibration,
         load_curve,
         load_model,
@@ -275,12 +281,51 @@ def advise_command(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(advice, indent=2) + "\n", "utf-8")
     if emit_sweep_path is not None:
-        config = emit_sweep(advice, model)
-        emit_sweep_path.parent.mkdir(parents=True, exist_ok=True)
-        emit_sweep_path.write_text(yaml.safe_dump(config.model_dump(), sort_keys=False), "utf-8")
+        _emit(advice, model, model_path or [], emit_sweep_path)
+    elif model_path:
+        raise UsageError("--model-path goes with --emit-sweep")
 
 
-EXAMPLE = "\b\nExample:\n  crossover advise --model gemma-3-270m --gpu H200\n"
+def _emit(advice: dict[str, Any], model: str, paths: list[str], out: Path) -> None:
+    """Write the sweep config; each engine gets the model file it loads. A known model
+    name is not a file: without --model-path the candidates that need one are left out,
+    and with none left this is a usage error saying what to give."""
+    import shlex
+    import sys
+
+    from crossover.advise import emit_sweep
+    from crossover.advise.sweep_config import model_files
+
+    if not advice["recommendations"]:
+        raise UsageError("--emit-sweep: no candidate fits (rejected above); nothing to measure")
+    given = list(paths)
+    if Path(model).expanduser().exists():
+        given.append(model)
+    hf, gguf = model_files(given)
+    config = emit_sweep(advice, hf, gguf=gguf)
+    if not config.targets:
+        raise UsageError(
+            f"--emit-sweep: {model!r} names a model, not its files; give --model-path FILE.gguf "
+            "(llama.cpp) and/or --model-path HF_FOLDER_OR_ORG/NAME (vLLM, SGLang, TensorRT-LLM, "
+            "transformers) so the sweep can launch them"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = "crossover " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
+    out.write_text(config.to_yaml(command), "utf-8")
+    typer.echo(f"sweep config: {out} ({len(config.targets)} targets)")
+    for line in config.left_out:
+        typer.echo(f"  left out {line}")
+    for line in config.notes:
+        typer.echo(f"  note: {line}")
+
+
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover advise --model gemma-3-270m --gpu H200\n"
+    "  crossover advise --model llama-3.1-8b --gpu H200 --emit-sweep sweep.yaml \\\n"
+    "      --model-path /models/llama-3.1-8b --model-path /models/llama-3.1-8b-f16.gguf\n"
+)
 
 
 def register(app: typer.Typer) -> None:

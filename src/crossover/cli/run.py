@@ -19,9 +19,17 @@ EXAMPLE = (
 )
 
 
+SUMMARIZE_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover summarize crossover-results/results.db\n"
+    "  crossover summarize sweep1/sweep.db --json summaries.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("run", epilog=EXAMPLE)(run)
-    app.command("summarize")(summarize_cmd)
+    app.command("summarize", epilog=SUMMARIZE_EXAMPLE)(summarize_cmd)
 
 
 def run(
@@ -104,7 +112,12 @@ def run(
         int, typer.Option(help="Failed requests tolerated in a valid run")
     ] = 0,
     slo: Annotated[
-        str | None, typer.Option(help="Goodput SLOs, e.g. ttft_ms=500,tpot_ms=50")
+        str | None,
+        typer.Option(
+            help="SLO terms, as capacity takes them: ttft_ms.p99=500,tpot_ms.p50=50; each is "
+            "judged against the run, and a request meeting every limit counts as goodput "
+            "(ttft_ms=500 is short for ttft_ms.max=500)"
+        ),
     ] = None,
     api_key_env: Annotated[
         str | None, typer.Option(help="Environment variable holding the API key")
@@ -138,21 +151,19 @@ def run(
     ] = "1",
 ) -> None:
     """Drive one endpoint at one load level with matched work, verify it, report."""
-    from rich.console import Console
     from rich.live import Live
 
     from crossover.calibration.floor import resolve_client_floor
+    from crossover.capacity.slo import parse_slo, per_request_limits
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, base_url, parse_kv
+    from crossover.config import RunConfig, TimeoutsConfig, base_url
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
 
-    try:
-        slo_map = {k: float(v) for k, v in parse_kv(slo or "", "--slo").items()}
-    except ValueError as exc:
-        raise UsageError(f"--slo: {exc}") from None
+    terms = parse_slo(slo) if slo is not None else []
     for more in url[1:]:  # the first is checked with the rest of the config, as always
         try:
             base_url(more)
@@ -160,6 +171,7 @@ def run(
             raise UsageError(f"--url: {exc}") from None
     config = validated(
         RunConfig,
+        names=RUN_FLAGS,
         url=url[0],
         urls=url if len(url) > 1 else [],
         engine=engine,
@@ -177,12 +189,13 @@ def run(
         tokenizer=tokenizer,
         seed=seed,
         allowed_failures=allowed_failures,
-        slo=slo_map,
+        slo=per_request_limits(terms),
         api_key_env=api_key_env,
         workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
         timeouts=validated(
             TimeoutsConfig,
+            names=TIMEOUT_FLAGS,
             connect_s=connect_timeout_s,
             first_token_s=first_token_timeout_s,
             gap_s=gap_timeout_s,
@@ -193,7 +206,7 @@ def run(
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
     for base in config.replica_urls:
@@ -232,7 +245,11 @@ def run(
     where = config.url
     if len(config.replica_urls) > 1:
         where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
-    print_summary(Console(), summary, f"{config.engine} @ {where}")
+    print_summary(make_console(), summary, f"{config.engine} @ {where}")
+    for t in terms:  # each term against the run, as capacity judges a level
+        v = t.measured(summary)
+        met = "meets" if v is not None and v <= t.limit else "misses"
+        typer.echo(f"SLO {t}: {met} ({'-' if v is None else f'{v:,.1f}'})")
     if json_path is not None:
         import orjson
 
@@ -242,6 +259,23 @@ def run(
         raise InvalidRunError(
             f"verdict {summary.verdict}: see the problems above (--allow-invalid to exit 0)"
         )
+
+
+#: RunConfig fields whose flag is not ``--`` + the field's name
+RUN_FLAGS = {
+    "rate_rps": "--rate",
+    "warmup_requests": "--warmup",
+    "prompts_file": "--prompts",
+    "urls": "--url",
+    "slo": "--slo",
+}
+#: TimeoutsConfig fields and the flags that set them
+TIMEOUT_FLAGS = {
+    "connect_s": "--connect-timeout-s",
+    "first_token_s": "--first-token-timeout-s",
+    "gap_s": "--gap-timeout-s",
+    "total_s": "--timeout-s",
+}
 
 
 def _metrics_url(text: str, url: str) -> str | None:
@@ -274,6 +308,15 @@ def _workers(text: str, concurrency: int | None) -> int:
     return n
 
 
+def run_title(key: str | None, s: Any) -> tuple[str | None, str]:
+    """(target, heading) of a stored run: a sweep's ``NAME|c=4|r=0`` names its target,
+    level and repeat; a ``crossover run``'s names the engine and URL it measured."""
+    if key and key.count("|") == 2:
+        name, level, rep = key.split("|")
+        return name, f"{name} {level} {rep}"
+    return None, f"{s.engine.name} @ {s.engine.url}"
+
+
 def summarize_cmd(
     db: Annotated[Path, typer.Argument(help="A crossover results database")],
     run_id: Annotated[str | None, typer.Option(help="One run (default: every run)")] = None,
@@ -281,21 +324,25 @@ def summarize_cmd(
 ) -> None:
     """Recompute run summaries from the raw per-request records."""
     import orjson
-    from rich.console import Console
 
+    from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
     from crossover.records.store import Store
     from crossover.runner import resummarize
 
     if not db.is_file():
         raise UsageError(f"{db}: no such database")
-    console = Console()
+    console = make_console()
     out = []
     with Store(db) as store:
-        ids = [run_id] if run_id else [r.run_id for r in store.runs()]
+        keys = {r.run_id: r.key for r in store.runs()}
+        if run_id is not None and run_id not in keys:
+            raise UsageError(f"{db}: no run {run_id!r}")
+        ids = [run_id] if run_id else list(keys)
         for rid in ids:
             s = resummarize(store, rid)
-            print_summary(console, s, rid)
-            out.append({"run_id": rid, "summary": s.to_json_dict()})
+            target, title = run_title(keys.get(rid), s)
+            print_summary(console, s, f"{title}  (run {rid})")
+            out.append({"run_id": rid, "target": target, "summary": s.to_json_dict()})
     if json_path is not None:
         json_path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))

@@ -15,9 +15,11 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
     from rich.console import Console
     from rich.table import Table
 
+    from crossover.analysis.crossovers import Finding
     from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.metrics.summary import RunSummary
     from crossover.runner import Progress
+    from crossover.sweep.check import CheckReport
     from crossover.sweep.cluster import RayCluster
     from crossover.sweep.config import SweepConfig
     from crossover.sweep.runner import SweepOutcome
@@ -29,6 +31,8 @@ EXAMPLE = (
     "      --target a=http://127.0.0.1:8001 --target b=http://127.0.0.1:8002 \\\n"
     "      --concurrency 1,4,16,32\n"
     "  crossover sweep --out sweep2 --config sweep.yaml   # keys: docs/sweep-yaml.md\n"
+    "  crossover sweep --config sweep.yaml --check   # check it whole, measure nothing\n"
+    "  crossover sweep --config gpu.yaml --check --remote   # paths are another machine's\n"
     "  crossover sweep --out sweep3 --config sweep.yaml --ray auto   # on a Ray cluster\n"
 )
 
@@ -51,7 +55,10 @@ def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, 
 
 
 def sweep(
-    out: Annotated[Path, typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs (not with --check)"),
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="Sweep YAML (targets may launch engines)")
     ] = None,
@@ -91,6 +98,13 @@ def sweep(
     refine_budget: Annotated[
         int | None, typer.Option(help="Extra levels --refine may add [default: 8]")
     ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            help="Goodput SLO, as capacity takes it: ttft_ms.p99=500,tpot_ms.p50=50 (a request "
+            "counts when it meets each limit)"
+        ),
+    ] = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
     seed: Annotated[int | None, typer.Option(help="Prompt seed [default: 0]")] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
@@ -113,6 +127,22 @@ def sweep(
             "cluster's nodes [default: 1]"
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Check the whole config (knobs per engine, model paths, executables, ports, "
+            "URLs, tokenizer, workload) and measure nothing: exit 0, or 2 with every problem",
+        ),
+    ] = False,
+    remote: Annotated[
+        bool,
+        typer.Option(
+            "--remote",
+            help="With --check: the config is for another machine (a GPU host, a Ray "
+            "cluster); model paths, executables, ports, URLs and files are not looked up here",
+        ),
+    ] = False,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -124,8 +154,7 @@ def sweep(
     ] = None,
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
-    from rich.console import Console
-
+    from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, run_async
     from crossover.records.store import check_writable
     from crossover.sweep.config import build_sweep_config, load_sweep_config
@@ -141,6 +170,7 @@ def sweep(
         "seed": seed,
         "refine_budget": refine_budget,
         "workers": workers,
+        "slo": slo,
     }
     if refine:
         flags["refine"] = True
@@ -166,17 +196,37 @@ def sweep(
         cfg = build_sweep_config(data)
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
+    from crossover.sweep.check import check_config, raise_if_errors
+
+    source = str(config) if config is not None else "sweep"
+    if remote and not check:
+        raise UsageError("--remote goes with --check (a sweep with --ray skips local lookups)")
+    if check:
+        report_check(check_config(cfg, local=not remote and ray is None, only=chosen), source)
+        return
+    if out is None:
+        raise UsageError("--out DIR is required (or --check to check the config only)")
+    # the whole config, every target, before the output folder exists; with --ray the
+    # paths are the nodes', so only what does not depend on this machine is checked here
+    raise_if_errors(check_config(cfg, local=ray is None, only=chosen), source)
     cluster = None
     if ray is not None:  # Ray is imported only here, only with --ray
         from crossover.sweep.cluster import RayCluster
 
         cluster = RayCluster.connect(ray)
+    fresh = not out.exists()
+    had_db = (out / "sweep.db").exists()
     try:
         if cluster is not None:
             cluster.check(cfg, chosen)
         check_writable(out)
-        console = Console(stderr=True)
+        console = make_console(stderr=True)
         outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid, cluster))
+    except UsageError:
+        # refused once running (a prompt file no tokenizer can fit, a server gone since
+        # the check): what this command created and left without a run goes again
+        forget_empty_sweep(out, fresh=fresh, had_db=had_db)
+        raise
     finally:
         if cluster is not None:
             cluster.close()
@@ -187,6 +237,53 @@ def sweep(
             f"{len(invalid)} of {len(outcome.sweep.runs)} runs are not valid "
             "(shown, never used as points); --allow-invalid to exit 0"
         )
+
+
+def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
+    """Remove the sweep.db (and sweep.json) this command created when no run reached it,
+    and the folder itself when this command created it and nothing else is in it."""
+    import contextlib
+    import shutil
+
+    from crossover.records.store import Store
+
+    db = out / "sweep.db"
+    if had_db or not db.exists():
+        return
+    try:
+        with Store(db) as store:
+            if store.runs():
+                return
+    except Exception:  # unreadable: leave it for the user to see
+        return
+    for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
+        (out / name).unlink(missing_ok=True)
+    engines = out / "engines"
+    if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
+        shutil.rmtree(engines, ignore_errors=True)
+    if fresh:
+        with contextlib.suppress(OSError):
+            out.rmdir()  # only when empty
+
+
+def report_check(report: CheckReport, source: str) -> None:
+    """``--check``: one line per target (what it would run), each problem under its
+    target; exit 0 when there is none, 2 (a usage error) otherwise."""
+    for t in report.targets:
+        bad = [f for f in t.findings if f.severity == "error"]
+        typer.echo(f"{'error' if bad else 'ok':<5} {t.name}: {t.what}")
+        for f in t.findings:
+            typer.echo(f"      {f.severity}: {f.message}")
+    for f in report.findings:
+        typer.echo(f"{f.severity:<5} {f.where}: {f.message}")
+    if not report.local:
+        from crossover.sweep.check import REMOTE_SKIPS
+
+        typer.echo(f"not looked up on this machine (--remote): {REMOTE_SKIPS}")
+    errors = report.errors
+    if errors:
+        raise UsageError(f"{source}: {len(errors)} problem(s) listed above; nothing measured")
+    typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
 
 
 async def run_live(
@@ -248,28 +345,71 @@ async def run_live(
 
 
 def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str:
-    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0."""
+    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0.
+    An open-loop level says how many requests/s it served of those arriving, and when
+    that fell behind, that it was overloaded."""
     from rich.markup import escape
 
+    from crossover.analysis.overload import open_loop_load
     from crossover.cli.render import _f, client_mark
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
     ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
     tails = [m for m in getattr(s, "client_made", None) or () if m.endswith(("p90", "p99"))]
+    head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
+    tail = "" if status == "done" else f"  [red]({status})[/]"
+    load = open_loop_load(s)
+    if s.load.mode == "rate":
+        flag = "[bold red]OVERLOADED[/]  " if load is not None and load.overloaded else ""
+        served = (
+            f"served {load.served_rps:.3g} of {load.arriving_rps:.3g} req/s  "
+            if load is not None
+            else ""
+        )
+        good = (
+            f"goodput {_f(s.goodput.requests_per_s, '.3g')} req/s  "
+            if s.goodput is not None
+            else ""
+        )
+        return (
+            head
+            + flag
+            + f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s  "
+            + served
+            + good
+            + f"TTFT p50 {_f(s.ttft_ms.p50, ',.1f')} ms  E2E p50 {_f(s.e2e_ms.p50, ',.0f')} ms"
+            + tail
+        )
     return (
-        f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
-        f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
+        head + f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
         f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
         f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')}{ttft_mark} ms"
         f"  ITL p50 {_f(s.itl_ms.p50, '.2f')}{itl_mark} ms"
         + (f"  [yellow]client-made: {', '.join(tails)}[/]" if tails else "")
-        + ("" if status == "done" else f"  [red]({status})[/]")
+        + tail
     )
 
 
+def table_caption(sweep: SweepFile) -> str:
+    """What each cell of the comparison table holds."""
+    if sweep.axis() == "rate":
+        second = "goodput req/s" if _has_goodput(sweep) else "done req/s"
+        return (
+            f"output tok/s | {second} | TTFT p50 ms (mean of valid repeats); "
+            "OVERLOADED: fewer served than arrived"
+        )
+    return "total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)"
+
+
+def _has_goodput(sweep: SweepFile) -> bool:
+    return any(r.summary.goodput is not None for r in sweep.runs)
+
+
 def comparison_table(sweep: SweepFile) -> Table:
-    """Rows: concurrency levels; per target: total tok/s, TTFT p50, ITL p50 (means over
-    valid repeats); invalid runs shown as such, never averaged in."""
+    """Rows: levels; per target the headline figures (means over valid repeats): total
+    tok/s, TTFT p50, ITL p50 along concurrency; output tok/s, goodput (or requests/s
+    done) and TTFT p50 along the rate axis, an overloaded level marked. Invalid runs are
+    shown as such, never averaged in."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -279,7 +419,6 @@ def comparison_table(sweep: SweepFile) -> Table:
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
     t = Table(
-        title="total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)",
         caption="* within reach of the client's own event-loop lag in a repeat "
         "(client_made_percentiles): could be the client's; try --workers N",
         header_style="bold",
@@ -287,6 +426,19 @@ def comparison_table(sweep: SweepFile) -> Table:
     t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
     for n in names:
         t.add_column(escape(n), justify="right")
+    if axis == "rate":
+        second = "goodput.requests_per_s" if _has_goodput(sweep) else "throughput.requests_per_s"
+        paths = (
+            ("throughput.output_tokens_per_s", ",.0f"),
+            (second, ".3g"),
+            ("ttft_ms.p50", ",.0f"),
+        )
+    else:
+        paths = (
+            ("throughput.total_tokens_per_s", ",.0f"),
+            ("ttft_ms.p50", ".0f"),
+            ("itl_ms.p50", ".1f"),
+        )
     for c in levels:
         row = [f"{c:g}"]
         for n in names:
@@ -305,38 +457,67 @@ def comparison_table(sweep: SweepFile) -> Table:
                 def mark(path: str, ok: list[SweepRun] = ok) -> str:
                     return "*" if any(path in r.summary.client_made for r in ok) else ""
 
-                row.append(
-                    f"{mean('throughput.total_tokens_per_s', ',.0f')} | "
-                    f"{mean('ttft_ms.p50', '.0f')}{mark('ttft_ms.p50')} | "
-                    f"{mean('itl_ms.p50', '.1f')}{mark('itl_ms.p50')}"
-                )
+                cell = " | ".join(mean(p, f) + mark(p) for p, f in paths)
+                if any(r.overloaded for r in ok):
+                    cell = f"[bold red]OVERLOADED[/] {cell}"
+                row.append(cell)
         t.add_row(*row)
     return t
 
 
+#: the findings printed after the table, in this order, besides every crossover
+HEADLINE = {
+    "concurrency": ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50"),
+    "rate": ("output_tokens_per_s", "goodput_rps", "requests_per_s", "ttft_ms.p50"),
+}
+
+
+def ordered_findings(findings: list[Finding]) -> list[Finding]:
+    """Crossovers and headline findings, the headline metrics of each axis first (a rate
+    sweep leads with output tokens/s and goodput: total tokens/s counts prompts that
+    arrived, not work the server kept up with)."""
+    out: list[Finding] = []
+    for f in findings:
+        head = HEADLINE[f.axis]
+        if f.kind == "crossover" or f.metric in head:
+            out.append(f)
+
+    def rank(f: Finding) -> tuple[str, int]:
+        head = HEADLINE[f.axis]
+        return (f.axis, head.index(f.metric) if f.metric in head else len(head))
+
+    return sorted(out, key=rank)
+
+
 def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
     """The comparison table, the crossovers one per line, where the results are."""
-    from rich.console import Console
     from rich.markup import escape
 
     from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects
+    from crossover.analysis.crossovers import arrival_effects, format_overloads
+    from crossover.cli.common import console as make_console
 
-    stdout = Console(width=120)
+    stdout = make_console()
     stdout.print(
         f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
     )
+    stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))
-    xs = [f for f in outcome.findings if f.kind == "crossover"]
-    headline = ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50")
-    for f in outcome.findings:
-        if f.kind == "crossover" or f.metric in headline:
-            stdout.print(
-                ("[bold magenta]✕[/] " if f.kind == "crossover" else "  ")
-                + escape(format_crossover(f))
-            )
-    if not xs:
+    for line in format_overloads(outcome.sweep):
+        stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
+    shown = ordered_findings(outcome.findings)
+    xs = [f for f in shown if f.kind == "crossover"]
+    others = [f for f in shown if f.kind != "crossover"]
+    if xs:
+        stdout.print("[bold]crossovers[/] (who leads below and above the point; its interval):")
+    else:
         stdout.print("no crossover in the range measured")
+    for f in xs:
+        stdout.print("  " + escape(format_crossover(f)))
+    if xs and others:
+        stdout.print("without a crossover:")
+    for f in others:
+        stdout.print("  " + escape(format_crossover(f)))
     for pooled, wave in arrival_effects(outcome.findings):
         stdout.print(
             f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "

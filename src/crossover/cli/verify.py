@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,6 +28,25 @@ def _show(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def evidence(fact: Any, shown: dict[int, str]) -> str:
+    """What the table shows as a setting's evidence: the log line once (later settings
+    read from the same line point to it), and for a setting read from a line that never
+    came, what that means rather than the pattern searched for (the JSON keeps it)."""
+    if fact.basis == "log-absence":
+        why = f" ({fact.origin})" if fact.origin else ""
+        return f"the log never shows it, though it would by then{why}"
+    text = _PREFIX.sub("", fact.evidence or "")
+    if len(text) > 90:
+        text = text[:87] + "..."
+    if not fact.line:
+        return text
+    first = shown.get(fact.line)
+    if first is not None:
+        return f"line {fact.line} (as for {first})"
+    shown[fact.line] = fact.setting
+    return f"line {fact.line}: {text}"
 
 
 def verify_config(
@@ -49,10 +68,10 @@ def verify_config(
     ] = False,
 ) -> None:
     """Print the settings an engine actually used, read from its startup log."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from crossover.cli.common import console as make_console
     from crossover.engines.asked import asked_checks
     from crossover.engines.effective import (
         check,
@@ -76,17 +95,14 @@ def verify_config(
     settings = effective_settings(read_log(log), engine)
     checks = check(settings, expected) + asked_checks(settings, skip=expected)
 
-    out = Console(highlight=False)
+    out = make_console(highlight=False)
     table = Table(title=f"{settings.engine}: effective settings from {log.name}")
     for column in ("setting", "value", "basis", "evidence"):
         table.add_column(column)
+    shown_lines: dict[int, str] = {}
     for fact in sorted(settings.facts.values(), key=lambda f: f.setting):
-        where = f"line {fact.line}: " if fact.line else ""
         basis = fact.basis + ("" if fact.verified else " (requested)")
-        evidence = where + _PREFIX.sub("", fact.evidence or "")
-        if len(evidence) > 90:
-            evidence = evidence[:87] + "..."
-        table.add_row(fact.setting, _show(fact.value), basis, escape(evidence))
+        table.add_row(fact.setting, _show(fact.value), basis, escape(evidence(fact, shown_lines)))
     out.print(table)
     if checks:
         styles = {
@@ -142,5 +158,13 @@ def verify_config(
         )
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover verify-config sweep1/engines/vllm.log --expect cuda_graphs=on,tp=2\n"
+    "  crossover verify-config engine.log --plan plan/plan.json --json verify.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("verify-config")(verify_config)
+    app.command("verify-config", epilog=EXAMPLE)(verify_config)

@@ -16,7 +16,7 @@ from crossover.errors import UsageError
 from crossover.plan import commands
 from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
-from crossover.plan.script import command_line, quote, script, var
+from crossover.plan.script import command_line, exports, script, var
 
 PLAN_SCHEMA = "crossover.plan/1"
 Writer = Callable[[PlanRequest, PlanLaunch, ModelFacts | None, Plan, list[str], list[str]], Built]
@@ -175,8 +175,7 @@ def _engine_script(
     argv, env, unset = commands.engine_argv(
         req.engine, spec.model_copy(update={"model": model_ref})
     )
-    lines = [f"unset {name}" for name in unset]
-    lines += [f"export {k}={quote(v)}" for k, v in env.items()]
+    lines = exports(env, unset)
     lines.append("exec " + command_line(argv))
     plan.files["serve.sh"] = script(f"serve {req.model} with {req.engine}", variables, lines)
     plan.executable.append("serve.sh")

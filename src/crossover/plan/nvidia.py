@@ -18,7 +18,7 @@ from crossover.errors import UsageError
 from crossover.plan import commands, triton, trtllm
 from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
-from crossover.plan.script import command_line, script, var
+from crossover.plan.script import command_line, explain, script, var
 
 
 def _trtllm_vars(spec: PlanLaunch, engine_dir: str) -> dict[str, str]:
@@ -77,7 +77,11 @@ def plan_trtllm(
     plan.files["serve.sh"] = script(
         f"serve {req.model} with trtllm-serve {req.trtllm_version}",
         variables,
-        ['PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"', "exec " + command_line(argv)],
+        [
+            explain("PLAN_DIR"),
+            'PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+            "exec " + command_line(argv),
+        ],
     )
     plan.executable.append("serve.sh")
     notes.append(
@@ -132,7 +136,7 @@ def plan_triton(
         f'"${{PLAN_DIR}}/triton_model_repo/{m}/1/"'
         for m in pythons
     ]
-    extra = ['PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"', *copy]
+    extra = [explain("PLAN_DIR"), 'PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"', *copy]
     build = _engine_build_script(plan, spec, facts, req, "build.sh", extra)
     pre, post = triton.instance_counts(req.max_concurrency)
     rules += ["plan-triton-instance-count", "plan-triton-cuda-graph-mode"]
@@ -148,7 +152,11 @@ def plan_triton(
     plan.files["serve.sh"] = script(
         f"serve {req.model} with Triton + tensorrt_llm {req.trtllm_version}",
         {},
-        ['PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"', "exec " + command_line(argv)],
+        [
+            explain("PLAN_DIR"),
+            'PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+            "exec " + command_line(argv),
+        ],
     )
     plan.executable.append("serve.sh")
     try:

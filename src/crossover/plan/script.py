@@ -44,10 +44,55 @@ def command_line(argv: Sequence[str], env: dict[str, str] | None = None) -> str:
     return " \\\n".join(out)
 
 
+#: what each variable a plan's scripts define or export is for (a comment above it)
+EXPLAIN: dict[str, str] = {
+    # overridable paths
+    "MODEL": "the model to serve: an HF folder, a hub id (ORG/NAME) or a GGUF file",
+    "MODEL_DIR": "the HF checkpoint folder (or hub id) the conversion reads",
+    "GGUF_DIR": "where the GGUF made by build.sh is written and served from",
+    "LLAMA_CPP_DIR": "a llama.cpp source tree (its convert_hf_to_gguf.py and llama-quantize)",
+    "TRTLLM_DIR": "the TensorRT-LLM source tree (its examples/ conversion scripts)",
+    "MODELOPT_DIR": "TensorRT Model Optimizer's source tree (quantization, TRT-LLM < 1.0)",
+    "QUANT_DIR": "where the quantized checkpoint is written and served from",
+    "CKPT_DIR": "where the converted TensorRT-LLM checkpoint is written",
+    "ENGINE_DIR": "where the built TensorRT engine is written (and Triton reads it)",
+    "PLAN_DIR": "this plan's folder (the YAML and model repository it wrote are in it)",
+    # exported to the engine
+    "NCCL_NVLS_ENABLE": "NCCL: no NVLink SHARP (multicast) all-reduce; docs/engines.md, "
+    '"NVLink multicast stays off"',
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "PyTorch symmetric memory: no NVLink multicast",
+    "NVSHMEM_DISABLE_NVLS": "NVSHMEM: no NVLink SHARP (multicast)",
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": "vLLM: no symmetric-memory all-reduce (it uses multicast)",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "vLLM: FlashInfer's trtllm all-reduce, not its "
+    "multicast mnnvl one",
+    "CUDA_VISIBLE_DEVICES": "the GPUs the engine may use",
+    "GGML_CUDA_DISABLE_GRAPHS": "llama.cpp: 1 turns CUDA graphs off (unset: on, the default)",
+}
+
+
+def explain(name: str) -> str:
+    """The comment line for a variable: what it is for (its name alone when unknown)."""
+    return f"# {name}: {EXPLAIN.get(name, 'set for the engine (see plan.json)')}"
+
+
+def exports(env: dict[str, str], unset: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """``unset``/``export`` lines for an engine's environment, each with what it does."""
+    lines: list[str] = []
+    for name in unset:
+        lines += [explain(name), f"unset {name}"]
+    for name, value in env.items():
+        lines += [explain(name), f"export {name}={quote(value)}"]
+    return lines
+
+
 def script(header: str, variables: dict[str, str], commands: list[str]) -> str:
-    """A bash script: header comment, overridable variables, then the commands."""
+    """A bash script: header comment, overridable variables (each with what it is for),
+    then the commands."""
     lines = ["#!/usr/bin/env bash", f"# {header}", "set -euo pipefail", ""]
+    if variables:
+        lines.append("# set any of these in the environment to override the default")
     for name, default in variables.items():
+        lines.append(explain(name))
         lines.append(f'{name}="${{{name}:-{_dq(default)}}}"')
     if variables:
         lines.append("")

@@ -7,13 +7,14 @@ grey crosses ("not used") so that they are seen but never read as results.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crossover.analysis.crossovers import Finding, metric_spec
+from crossover.analysis.crossovers import Finding, fmt_interval, fmt_point, metric_spec
 from crossover.analysis.schema import Axis, SweepFile, SweepRun, level_label
 
 if TYPE_CHECKING:
@@ -90,10 +91,43 @@ def _new_axes(
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.set_xlabel(
-            "arrival rate (requests/s)" if axis == "rate" else "concurrency (requests in flight)"
+            "requests/s (arrival rate offered, Poisson)"
+            if axis == "rate"
+            else "concurrency (requests in flight)"
         )
     ax.grid(True, alpha=0.3)
     return fig, ax
+
+
+#: at most this many measured levels get a tick each; more fall back to powers of 2
+MAX_LEVEL_TICKS = 14
+
+
+def level_ticks(ax: Axes, sweep: SweepFile) -> None:
+    """Ticks at the levels measured (a rate sweep's 5, 10, 50, 200 requests/s are not
+    powers of 2), unless there are too many to read."""
+    from matplotlib.ticker import NullLocator
+
+    levels = sorted({r.level for r in sweep.runs if r.axis == sweep.axis()})
+    if 0 < len(levels) <= MAX_LEVEL_TICKS:
+        ax.set_xticks(levels)
+        ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _mark_overloaded(ax: Axes, sweep: SweepFile, path: str, labelled: list[bool]) -> None:
+    """A red ring on each overloaded rate level's point (the mean over its repeats)."""
+    for name in sweep.target_names():
+        s = series(sweep.runs, name, path)
+        hot = {r.level for r in sweep.runs if r.target == name and r.is_valid and r.overloaded}
+        pts = [(lv, m) for lv, m in zip(s.levels, s.mean, strict=True) if lv in hot]
+        if not pts:
+            continue
+        label = None if labelled[0] else "overloaded (fewer served than arrived)"
+        labelled[0] = True
+        ax.scatter(
+            [p[0] for p in pts], [p[1] for p in pts], s=160, facecolors="none",
+            edgecolors="red", lw=1.5, label=label, zorder=5,
+        )  # fmt: skip
 
 
 def spans_decades(values: Sequence[float], ratio: float = 30.0) -> bool:
@@ -103,9 +137,36 @@ def spans_decades(values: Sequence[float], ratio: float = 30.0) -> bool:
 
 
 def crossover_label(f: Finding) -> str:
-    """``TTFT p50: A → B at 6.9``: the metric as people name it, not its key."""
+    """``TTFT p50: A → B at 6.9``: the metric as people name it, not its key; the point
+    rounded as every other list of crossovers rounds it (``fmt_point``)."""
     assert f.concurrency is not None
-    return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {f.concurrency:.1f}"
+    return f"{metric_spec(f.metric).label}: {f.below} → {f.above} at {fmt_point(f.concurrency)}"
+
+
+#: points drawn between two measured levels, so a curve bends as the analysis interpolates
+CURVE_STEPS = 32
+
+
+def curve(levels: Sequence[float], values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The line through measured points as the crossover analysis interpolates it: log of
+    the value linear in log2 of the level (straight on log-log axes), so two targets' lines
+    cross exactly where the analysis puts their crossover; linear where a value is not
+    positive."""
+    xs: list[float] = []
+    ys: list[float] = []
+    pts = list(zip(levels, values, strict=True))
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        for k in range(CURVE_STEPS):
+            t = k / CURVE_STEPS
+            xs.append(2.0 ** ((1 - t) * math.log2(x0) + t * math.log2(x1)))
+            if y0 > 0 and y1 > 0:
+                ys.append(math.exp((1 - t) * math.log(y0) + t * math.log(y1)))
+            else:
+                ys.append((1 - t) * y0 + t * y1)
+    if pts:
+        xs.append(pts[-1][0])
+        ys.append(pts[-1][1])
+    return xs, ys
 
 
 def targets_apart(all_series: Sequence[Series], ratio: float = 5.0) -> bool:
@@ -160,7 +221,7 @@ def _mark_crossovers(ax: Axes, findings: Sequence[Finding], metrics: set[str]) -
         ax.text(
             0.0,
             _CAPTION_TOP - _CAPTION_STEP * (i - 1),
-            _txt(f"{i}  {crossover_label(f)} (interval {lo:.1f}-{hi:.1f})"),
+            _txt(f"{i}  {crossover_label(f)} (interval {fmt_interval(lo, hi)})"),
             transform=ax.transAxes,
             fontsize=8,
             ha="left",
@@ -177,18 +238,29 @@ def _mark_not_used(ax: Axes, runs: Sequence[SweepRun], path: str, labelled: list
 
 
 def throughput_chart(sweep: SweepFile, findings: Sequence[Finding]) -> bytes:
-    """Total tokens/s against concurrency; error bars span the repeats."""
+    """Total tokens/s against concurrency (output tokens/s against the arrival rate);
+    error bars span the repeats."""
     return _png(throughput_axes(sweep, findings)[0])
+
+
+def throughput_metric(sweep: SweepFile) -> tuple[str, str, str]:
+    """(metric key, summary path, label) the throughput chart draws: total tokens/s along
+    concurrency; output tokens/s along the rate axis, where total tokens/s counts the
+    prompts of requests that arrived whether or not the server kept up."""
+    if sweep.axis() == "rate":
+        return "output_tokens_per_s", "throughput.output_tokens_per_s", "output tokens/s"
+    return "total_tokens_per_s", "throughput.total_tokens_per_s", "total tokens/s"
 
 
 def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any, Axes]:
     """The throughput chart's figure and axes: log y when the targets lie far apart, the
-    crossovers of total tokens/s marked (output tokens/s ones are listed in the page)."""
-    fig, ax = _new_axes("Throughput", "total tokens/s", axis=sweep.axis())
+    crossovers of its metric marked (the other throughput's are listed in the page)."""
+    key, path, label = throughput_metric(sweep)
+    fig, ax = _new_axes("Throughput", label, axis=sweep.axis())
     labelled = [False]
     drawn: list[Series] = []
     for i, name in enumerate(sweep.target_names()):
-        s = series(sweep.runs, name, "throughput.total_tokens_per_s")
+        s = series(sweep.runs, name, path)
         drawn.append(s)
         if s.levels:
             err = [
@@ -197,14 +269,18 @@ def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any,
             ]
             color = COLORS[i % len(COLORS)]
             ax.errorbar(
-                s.levels, s.mean, yerr=err, marker="o", capsize=3, color=color, label=_txt(name)
-            )
+                s.levels, s.mean, yerr=err, marker="o", capsize=3, color=color, ls="none",
+                label=_txt(name),
+            )  # fmt: skip
+            ax.plot(*curve(s.levels, s.mean), color=color)
         own = [r for r in sweep.runs if r.target == name]
-        _mark_not_used(ax, own, "throughput.total_tokens_per_s", labelled)
+        _mark_not_used(ax, own, path, labelled)
     if targets_apart(drawn):
         ax.set_yscale("log")
-        ax.set_ylabel("total tokens/s (log scale)")
-    _mark_crossovers(ax, findings, {"total_tokens_per_s"})
+        ax.set_ylabel(f"{label} (log scale)")
+    _mark_overloaded(ax, sweep, path, [False])
+    level_ticks(ax, sweep)
+    _mark_crossovers(ax, findings, {key})
     _legend(ax)
     return fig, ax
 
@@ -221,12 +297,14 @@ def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, t
         p90 = series(sweep.runs, name, f"{section}.p90")
         p99 = series(sweep.runs, name, f"{section}.p99")
         if p50.levels:
-            ax.plot(p50.levels, p50.mean, marker="o", color=color, label=_txt(f"{name} p50"))
+            ax.plot(p50.levels, p50.mean, marker="o", ls="none", color=color)
+            ax.plot(*curve(p50.levels, p50.mean), color=color, label=_txt(f"{name} p50"))
         if p90.levels and p90.levels == p99.levels:
+            band_x, low = curve(p90.levels, p90.mean)
             ax.fill_between(
-                p90.levels,
-                p90.mean,
-                p99.mean,
+                band_x,
+                low,
+                curve(p99.levels, p99.mean)[1],
                 color=color,
                 alpha=0.18,
                 lw=0,
@@ -236,6 +314,8 @@ def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, t
         _mark_not_used(ax, own, f"{section}.p50", labelled)
     if spans_decades([v for s in p50_all for v in s]):  # TTFT under a queue
         ax.set_yscale("log")
+    _mark_overloaded(ax, sweep, f"{section}.p50", [False])
+    level_ticks(ax, sweep)
     _mark_crossovers(ax, findings, {m for m in (f.metric for f in findings) if section in m})
     _legend(ax)
     return _png(fig)

@@ -2,8 +2,15 @@
 
 A and B are two run summaries (``crossover run --json``) or two sweeps
 (directories or ``sweep.json`` files). Sweeps are compared per target and
-concurrency level, over valid runs only (mean over repeats); targets are
-paired by name, or, when each sweep has a single target, with each other.
+level, over valid runs only (mean over repeats); targets are paired by name, or,
+when each sweep has a single target, with each other. Two sweeps along different
+axes (concurrency levels against arrival rates) are not comparable.
+
+A change is called better or worse only when the 95% interval of the difference
+excludes zero, as a crossover is claimed (``crossover.analysis.stats``): Welch's
+interval over the repeats when both sides have two or more, else the assumed 3%
+run-to-run noise (one run has no spread of its own; the notes say which). Otherwise
+the row says ``no significant change``.
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ import datetime as dt
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from crossover.analysis.schema import SweepFile, summary_value
+from crossover.analysis.schema import SweepFile, level_label, summary_value
+from crossover.analysis.stats import DiffInterval, difference_interval
 from crossover.errors import UsageError
 from crossover.metrics.summary import RunSummary
 from crossover.report.load import is_sweep, load_run, load_sweep
@@ -42,17 +50,33 @@ HEADLINES: tuple[Headline, ...] = (
 SWEEP_HEADLINES = tuple(
     h for h in HEADLINES if h.key in ("total_tokens_per_s", "ttft_p50", "itl_p50")
 )
-SAME_WITHIN = 0.02  # |ratio - 1| under this reads as "same"
+#: a rate sweep leads with the output the server kept up with (as ``crossover sweep`` does)
+RATE_HEADLINES = tuple(
+    h for h in HEADLINES if h.key in ("output_tokens_per_s", "requests_per_s", "ttft_p50")
+)
+#: one run has no spread of its own: the run-to-run noise assumed for it, as the
+#: crossover analysis assumes for a single repeat (``difference_interval``)
+NOISE_FLOOR = 0.03
+NO_CHANGE: Final = "no significant change"
 
 
 @dataclass(frozen=True)
 class CompareRow:
-    """One metric of one group (``run``, or ``TARGET c=N`` for sweeps)."""
+    """One metric of one group (``run``, or ``TARGET c=N`` / ``TARGET rate=R`` for
+    sweeps), with the values of every repeat behind each mean."""
 
     group: str
     metric: Headline
-    before: float | None
-    after: float | None
+    before_values: tuple[float, ...]
+    after_values: tuple[float, ...]
+
+    @property
+    def before(self) -> float | None:
+        return statistics.fmean(self.before_values) if self.before_values else None
+
+    @property
+    def after(self) -> float | None:
+        return statistics.fmean(self.after_values) if self.after_values else None
 
     @property
     def ratio(self) -> float | None:
@@ -62,27 +86,44 @@ class CompareRow:
         return self.after / self.before
 
     @property
-    def change(self) -> Literal["better", "worse", "same", ""]:
-        r = self.ratio
-        if r is None:
-            return ""
-        if abs(r - 1.0) < SAME_WITHIN:
-            return "same"
-        return "better" if (r > 1.0) == self.metric.higher_is_better else "worse"
+    def diff(self) -> DiffInterval | None:
+        """after - before with its 95% interval (Welch over repeats, else the noise floor)."""
+        if not self.before_values or not self.after_values:
+            return None
+        return difference_interval(
+            self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR
+        )
 
-    def cells(self) -> tuple[str, str, str, str, str, str]:
+    @property
+    def ratio_interval(self) -> tuple[float, float] | None:
+        d, b = self.diff, self.before
+        if d is None or b is None or b == 0:
+            return None
+        return ((b + d.lo) / b, (b + d.hi) / b)
+
+    @property
+    def change(self) -> Literal["better", "worse", "no significant change", ""]:
+        d = self.diff
+        if d is None or self.ratio is None:
+            return ""
+        if not d.significant:
+            return NO_CHANGE
+        return "better" if (d.mean > 0) == self.metric.higher_is_better else "worse"
+
+    def cells(self) -> tuple[str, str, str, str, str, str, str]:
         d = self.metric.digits
 
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:,.{d}f}"
 
-        r = self.ratio
+        r, iv = self.ratio, self.ratio_interval
         return (
             self.group,
             self.metric.label,
             fmt(self.before),
             fmt(self.after),
             "-" if r is None else f"{r:.3f}x",
+            "-" if iv is None else f"{iv[0]:.3f}-{iv[1]:.3f}x",
             self.change,
         )
 
@@ -108,11 +149,26 @@ def _text(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _one(v: float | None) -> tuple[float, ...]:
+    return () if v is None else (v,)
+
+
 def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "B") -> Comparison:
     """Headline metrics of two run summaries."""
     cmp = Comparison(before, after)
     for h in HEADLINES:
-        cmp.rows.append(CompareRow("run", h, summary_value(a, h.path), summary_value(b, h.path)))
+        cmp.rows.append(
+            CompareRow("run", h, _one(summary_value(a, h.path)), _one(summary_value(b, h.path)))
+        )
+    cmp.notes.append(
+        f"one run each: no spread of their own; a change within the assumed "
+        f"{NOISE_FLOOR:.0%} run-to-run noise is no significant change (repeat sweeps "
+        "and compare them to measure the noise)"
+    )
+    if a.load.mode != b.load.mode:
+        cmp.unmatched_work.append(
+            f"a {a.load.mode} run vs a {b.load.mode} run (closed loop vs open loop)"
+        )
     for label, s in ((before, a), (after, b)):
         if s.verdict != "valid":
             cmp.notes.append(f"{label}: verdict {s.verdict}; not a valid result")
@@ -130,12 +186,26 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
     return cmp
 
 
-def _level_means(sweep: SweepFile, target: str, path: str) -> dict[float, float]:
+def _level_values(sweep: SweepFile, target: str, path: str) -> dict[float, tuple[float, ...]]:
     vals: dict[float, list[float]] = {}
     for r in sweep.runs:
         if r.target == target and r.is_valid and (v := r.value(path)) is not None:
             vals.setdefault(r.level, []).append(v)
-    return {c: statistics.fmean(v) for c, v in vals.items()}
+    return {c: tuple(v) for c, v in vals.items()}
+
+
+def _repeats_note(label: str, s: SweepFile) -> str:
+    counts: dict[tuple[str, float], int] = {}
+    for r in s.runs:
+        if r.is_valid:
+            counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
+    most = max(counts.values(), default=0)
+    if most >= 2:
+        return f"{label}: up to {most} repeats per level: intervals from their spread (Welch)"
+    return (
+        f"{label}: one repeat per level: no spread of its own; the assumed "
+        f"{NOISE_FLOOR:.0%} run-to-run noise stands in (--repeats 2 or more measures it)"
+    )
 
 
 def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "B") -> Comparison:
@@ -147,20 +217,28 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
         pairs = [(na[0], nb[0])]
     if not pairs:
         raise UsageError(f"no target in common: {', '.join(na)} vs {', '.join(nb)}")
+    axis_a, axis_b = a.axis(), b.axis()
+    if axis_a != axis_b:
+        cmp.unmatched_work.append(
+            f"a {axis_a} sweep vs a {axis_b} sweep (closed-loop levels vs arrival rates)"
+        )
+    headlines = RATE_HEADLINES if axis_a == "rate" else SWEEP_HEADLINES
     for ta, tb in pairs:
         name = ta if ta == tb else f"{ta}->{tb}"
-        means = {
-            h.key: (_level_means(a, ta, h.path), _level_means(b, tb, h.path))
-            for h in SWEEP_HEADLINES
+        values = {
+            h.key: (_level_values(a, ta, h.path), _level_values(b, tb, h.path)) for h in headlines
         }
         levels = sorted(
-            {c for ma, mb in means.values() for c in ma}
-            | {c for ma, mb in means.values() for c in mb}
+            {c for va, vb in values.values() for c in va}
+            | {c for va, vb in values.values() for c in vb}
         )
         for c in levels:
-            for h in SWEEP_HEADLINES:
-                ma, mb = means[h.key]
-                cmp.rows.append(CompareRow(f"{name} c={c}", h, ma.get(c), mb.get(c)))
+            for h in headlines:
+                va, vb = values[h.key]
+                group = f"{name} {level_label(axis_a, c)}"
+                cmp.rows.append(CompareRow(group, h, va.get(c, ()), vb.get(c, ())))
+    for label, s in ((before, a), (after, b)):
+        cmp.notes.append(_repeats_note(label, s))
     for label, s in ((before, a), (after, b)):
         bad = sum(1 for r in s.runs if not r.is_valid)
         if bad:
@@ -190,10 +268,10 @@ def compare_paths(a: Path, b: Path) -> Comparison:
 
 def format_table(cmp: Comparison) -> str:
     """The comparison as aligned plain text for the terminal."""
-    head = ("", "metric", "before", "after", "ratio", "")
+    head = ("", "metric", "before", "after", "ratio", "95% interval", "")
     rows = [head] + [r.cells() for r in cmp.rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    right = {2, 3, 4}
+    right = {2, 3, 4, 5}
     lines = [f"before: {cmp.before}", f"after:  {cmp.after}"]
     for r in rows:
         cells = [

@@ -17,7 +17,12 @@ from typing import Any
 
 import jinja2
 
-from crossover.analysis.crossovers import Finding, analyze_sweep, format_crossover
+from crossover.analysis.crossovers import (
+    Finding,
+    analyze_sweep,
+    format_crossover,
+    format_overloads,
+)
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
 
@@ -79,6 +84,7 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "ttft": _fmt(run.value("ttft_ms.p50")) + _made(run, "ttft_ms.p50"),
         "itl": _fmt(run.value("itl_ms.p50"), 2) + _made(run, "itl_ms.p50"),
         "problems": problems or "-",
+        "overloaded": bool(run.overloaded),
     }
 
 
@@ -173,10 +179,17 @@ def render_html(
 ) -> str:
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
     folder holds one, the ``crossover quality`` result beside the speed results)."""
+    rate = sweep.axis() == "rate"
+    titles = dict(CHART_TITLES)
+    if rate:
+        titles["throughput"] = (
+            "Output tokens/s vs arrival rate, requests/s (error bars: spread over repeats; "
+            "red rings: overloaded levels)"
+        )
     chart_list = [
         Chart(
             name,
-            CHART_TITLES.get(name, name),
+            titles.get(name, name),
             "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
             f"{chart_dir}/{name}.png",
         )
@@ -188,6 +201,7 @@ def render_html(
         "started_at": sweep.started_at,
         "workload": [(k, _text(v)) for k, v in sorted((sweep.workload or {}).items())],
         "charts": chart_list,
+        "overloads": format_overloads(sweep),
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
         "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
         "no_crossover": [format_crossover(f) for f in findings if f.kind == "none"],

@@ -261,6 +261,12 @@ class SweepConfig(BaseModel):
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
     )
+    slo: str | dict[str, float] | None = Field(
+        None,
+        description="SLO terms for goodput, as capacity --slo takes them: "
+        "'ttft_ms.p99=500,tpot_ms.p50=50' or {ttft_ms.p99: 500}; a request counts as "
+        "goodput when it meets each term's limit",
+    )
     client_floor: str = Field(
         "auto",
         description="the client's own delay to compare latencies with: auto (cached by "
@@ -285,8 +291,36 @@ class SweepConfig(BaseModel):
         if v is None:
             return None
         if any(not r > 0 or math.isinf(r) for r in v):
-            raise ValueError("rates must be positive requests/s")
+            raise ValueError("each rate must be a positive number of requests/s")
         return sorted(set(v))
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: str | dict[str, float] | None) -> str | None:
+        if v is None:
+            return None
+        from crossover.capacity.slo import parse_slo
+
+        text = v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items())
+        try:
+            return ",".join(f"{t.path}={t.limit:g}" for t in parse_slo(text))
+        except UsageError as exc:
+            raise ValueError(str(exc).removeprefix("--slo: ")) from None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        if v not in ("completions", "chat"):
+            raise ValueError(f"endpoint {v!r}: completions or chat")
+        return v
+
+    def per_request_slo(self) -> dict[str, float]:
+        """What one request must meet to count as goodput (``RunConfig.slo``)."""
+        if self.slo is None:
+            return {}
+        from crossover.capacity.slo import parse_slo, per_request_limits
+
+        return per_request_limits(parse_slo(str(self.slo)))
 
     @field_validator("targets")
     @classmethod
@@ -376,21 +410,49 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
         raise UsageError(f"{path}: not UTF-8 text") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return _validated(data, str(path))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    data.update(given)
+    return _validated(data, str(path), {k: v for k, v in FLAG_NAMES.items() if k in given})
 
 
-def build_sweep_config(data: dict[str, Any]) -> SweepConfig:
-    return _validated(data, "sweep")
+#: the flags of ``crossover sweep`` that set a key of the config
+FLAG_NAMES: dict[str, str] = {
+    "concurrency": "--concurrency",
+    "rates": "--rates",
+    "requests_per_level": "--requests-per-level",
+    "duration_s_per_level": "--duration-s-per-level",
+    "warmup_requests": "--warmup",
+    "output_tokens": "--output-tokens",
+    "input_tokens": "--input-tokens",
+    "repeats": "--repeats",
+    "tokenizer": "--tokenizer",
+    "seed": "--seed",
+    "refine_budget": "--refine-budget",
+    "workers": "--workers",
+    "slo": "--slo",
+}
 
 
-def _validated(data: dict[str, Any], where: str) -> SweepConfig:
+def build_sweep_config(data: dict[str, Any], flags: set[str] | None = None) -> SweepConfig:
+    """The config from ``crossover sweep``'s flags: a mistake names the flag (``flags``:
+    the keys that came from one, default all)."""
+    names = {k: v for k, v in FLAG_NAMES.items() if flags is None or k in flags}
+    return _validated(data, "sweep", names)
+
+
+def _validated(
+    data: dict[str, Any], where: str, names: dict[str, str] | None = None
+) -> SweepConfig:
     """The whole config, each target's launch block included, or one ``UsageError`` line:
-    nothing is measured or written for a config that would fail later."""
+    nothing is measured or written for a config that would fail later. ``names``: keys
+    that came from flags, named as the flags in a message (``where`` then says nothing)."""
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(validation_line(exc, where, model=SweepConfig)) from None
+        loc = str(exc.errors()[0]["loc"][0]) if exc.errors() and exc.errors()[0]["loc"] else ""
+        if names and loc in names:
+            raise UsageError(validation_line(exc, names=names)) from None
+        raise UsageError(validation_line(exc, where, model=SweepConfig, names=names)) from None
     for i, target in enumerate(cfg.targets):
         if target.launch is not None:
             launch_config(target, where, f"targets.{i}.launch")

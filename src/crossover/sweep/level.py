@@ -218,6 +218,7 @@ class TargetSession:
             timeouts=cfg.timeouts,
             allowed_failures=cfg.allowed_failures,
             workers=cfg.workers,
+            slo=cfg.per_request_slo(),
         )
 
     async def prepare(self, level: Level) -> RunConfig:

@@ -43,6 +43,17 @@ Generated from the config models by `python -m crossover.sweep.reference --write
 do not edit by hand. `crossover sweep --config FILE` reads these keys; an unknown key
 is refused with the closest valid one. Flags given with `--config` override the file.
 
+`crossover sweep --config FILE --check` checks the whole file and measures nothing: each
+target's knobs against its engine (the launch command is built and shown), model paths,
+executables, fixed ports, URLs, the tokenizer and prompt files, prompt + output tokens
+against a launched engine's `context_tokens`, roofline entries naming real targets; exit 0,
+or 2 with every problem listed. A sweep that runs does the same before its first level, so
+a mistake in the last target never waits for the first ones to be measured. For a config
+written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
+everything but what only that machine can answer (model paths, executables, ports, URLs,
+tokenizer and prompt files); a sweep run with `--ray` skips those too (the paths are the
+nodes').
+
 ```yaml
 name: slots
 concurrency: [1, 2, 4, 8]

@@ -1,0 +1,69 @@
+"""An open-loop level past the server's capacity, told from its run summary.
+
+Under a rate the server sustains, requests finish as fast as they arrive: the completions
+follow the arrivals, shifted by about one request time. Past its capacity they come at the
+server's own pace, slower than the arrivals, and the requests in flight keep growing for as
+long as the level lasts (the rule ``crossover capacity`` applies while a level runs,
+``crossover.capacity.overload``). After the level the summary tells the same: the requests
+that arrived over the sending window (first to last send) against those served, counted
+from the first possible completion (the level's start plus the fastest request) to the
+last one. A level is overloaded when it served less than ``SERVED_SHARE`` of the arrival
+rate. Its throughput is then the server's capacity and its latencies grow with the level's
+length: a sweep flags such a level wherever it shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crossover.metrics.summary import RunSummary
+
+#: served / arriving below this: the queue grew through the level
+SERVED_SHARE = 0.8
+#: fewer sent requests than this say too little to judge
+MIN_REQUESTS = 8
+
+
+@dataclass(frozen=True)
+class Overload:
+    """Arrivals against completions of one open-loop level."""
+
+    arriving_rps: float
+    served_rps: float
+
+    @property
+    def share(self) -> float:
+        return self.served_rps / self.arriving_rps if self.arriving_rps > 0 else 1.0
+
+    @property
+    def overloaded(self) -> bool:
+        return self.share < SERVED_SHARE
+
+    def describe(self) -> str:
+        return (
+            f"served {self.served_rps:.3g} of the {self.arriving_rps:.3g} requests/s that "
+            f"arrived ({self.share:.0%})"
+        )
+
+
+def open_loop_load(summary: RunSummary) -> Overload | None:
+    """Arrival and service rates of an open-loop run; ``None`` for a closed loop or a run
+    too small or too broken to judge."""
+    if summary.load.mode != "rate":
+        return None
+    sent = summary.requests.sent
+    window = summary.window.duration_s
+    if sent < MIN_REQUESTS or not window or window <= 0:
+        return None
+    arriving = (sent - 1) / window  # first to last send: sent - 1 gaps
+    fastest_s = (summary.e2e_ms.min or 0.0) / 1000.0
+    serving_s = (summary.duration_s or 0.0) - fastest_s
+    ok = summary.requests.succeeded
+    # ok - 1 gaps between the first completion and the last, as sends count theirs
+    served = max(ok - 1, 0) / serving_s if serving_s > 0 else 0.0
+    return Overload(arriving_rps=arriving, served_rps=served)
+
+
+def is_overloaded(summary: RunSummary) -> bool:
+    found = open_loop_load(summary)
+    return found is not None and found.overloaded

@@ -1,0 +1,345 @@
+"""A sweep config checked whole before anything is measured (``crossover sweep --check``).
+
+Loading the YAML already refuses unknown keys and bad values (``crossover.sweep.config``).
+This module finds what a sweep would otherwise meet only when a target's turn comes,
+after the earlier targets were measured: a knob the engine does not take (the engine
+adapter builds its command line), a launched engine whose prompt and output do not fit
+its context, a dialect without the endpoint asked for, a roofline entry for no target, and,
+on the machine that will run the sweep, a model path, executable, tokenizer, prompt
+file or client-floor file that is not there, a fixed port in use, a URL that does not
+answer.
+
+``local=False`` (``crossover sweep --check --remote``, and every sweep run with ``--ray``,
+whose paths are the nodes') checks everything except what only the machine that runs
+the engines can answer: files, executables, ports and URLs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import ValidationError
+
+from crossover.errors import UsageError, validation_line
+
+if TYPE_CHECKING:
+    from crossover.engines.spec import EngineSpec
+    from crossover.engines.config import EngineConfig
+    from crossover.sweep.config import SweepConfig, TargetConfig
+
+#: what ``local=False`` leaves to the machine that runs the sweep
+REMOTE_SKIPS = "model paths, executables, ports, URLs, tokenizer and prompt files"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the check: an ``error`` (the sweep would fail) or a ``note``."""
+
+    where: str
+    message: str
+    severity: Literal["error", "note"] = "error"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class TargetCheck:
+    """One target: what it would launch or measure, and what is wrong with it."""
+
+    name: str
+    what: str  # the launch command, or the URLs measured
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    targets: list[TargetCheck]
+    findings: list[Finding]  # the sweep's own (tokenizer, workload, roofline)
+    local: bool
+
+    @property
+    def errors(self) -> list[Finding]:
+        every = self.findings + [f for t in self.targets for f in t.findings]
+        return [f for f in every if f.severity == "error"]
+
+    @property
+    def notes(self) -> list[Finding]:
+        every = self.findings + [f for t in self.targets for f in t.findings]
+        return [f for f in every if f.severity == "note"]
+
+
+def check_config(
+    cfg: SweepConfig, *, local: bool = True, only: set[str] | None = None
+) -> CheckReport:
+    """Every target (those in ``only``, when given) and the sweep's workload; nothing is
+    started, written or measured. ``local``: this machine runs the sweep, so files,
+    executables, ports and URLs are looked up here too."""
+    targets = [_check_target(cfg, t, local) for t in cfg.targets if only is None or t.name in only]
+    return CheckReport(targets, _check_sweep(cfg, local), local)
+
+
+# --- one target ------------------------------------------------------------------------
+def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
+    if t.launch is None:
+        return _check_url_target(cfg, t, local)
+    from crossover.engines import registry
+    from crossover.engines.adapters import launch_spec
+    from crossover.sweep.config import launch_config, replicas_config
+
+    where = f"target {t.name}"
+    ecfg = launch_config(t)  # validated with the file: cannot fail here
+    reps = replicas_config(t)
+    adapter = registry.get(ecfg.engine)
+    out = TargetCheck(t.name, adapter.display_name)
+    try:  # the adapter refuses a knob its engine does not take; nothing is written
+        spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))
+        out.what = shlex.join(_free_port_shown(spec.argv, ecfg.port))
+    except UsageError as exc:
+        out.findings.append(Finding(where, str(exc)))
+    context = ecfg.context_tokens
+    need = (cfg.input_tokens or 0) + cfg.output_tokens
+    if context is not None and cfg.prompts_file is None and need > context:
+        out.findings.append(
+            Finding(
+                where,
+                f"a request needs {need} tokens of context ({cfg.input_tokens} prompt + "
+                f"{cfg.output_tokens} output) but launch.context_tokens is {context}",
+            )
+        )
+    out.findings += _endpoint(cfg, where, adapter.dialect)
+    if local:
+        out.findings += _local_launch(ecfg, adapter, where, reps.replicas)
+    elif not _looks_like_path(ecfg.model) and adapter.model_is_local:
+        out.findings.append(
+            Finding(
+                where,
+                f"model {ecfg.model!r} is a name, not a path: {adapter.display_name} reads "
+                f"{_model_kind(ecfg.engine)}",
+            )
+        )
+    return out
+
+
+def _free_port_shown(argv: list[str], port: int) -> list[str]:
+    """The launch command as shown: ``PORT`` where the sweep picks a free port (0)."""
+    if port:
+        return argv
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg in ("--port", "--http-port") and i + 1 < len(out) and out[i + 1] == "8000":
+            out[i + 1] = "PORT"
+        elif arg == "--http-port=8000":
+            out[i] = "--http-port=PORT"
+    return out
+
+
+def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
+    from crossover.runner import probe
+
+    where = f"target {t.name}"
+    urls = t.base_urls
+    out = TargetCheck(t.name, ", ".join(urls) + f" ({t.engine or 'openai'} dialect)")
+    out.findings += _endpoint(cfg, where, t.engine or "openai")
+    if local:
+        for u in urls:
+            try:
+                probe(u, {}, timeout_s=5.0)
+            except UsageError as exc:
+                out.findings.append(Finding(where, str(exc)))
+    return out
+
+
+def _endpoint(cfg: SweepConfig, where: str, dialect: str) -> list[Finding]:
+    """The run config every level of this target gets, validated as ``crossover run``
+    validates its flags (the endpoint, the dialect's support of it)."""
+    from crossover.config import RunConfig
+
+    try:
+        RunConfig(
+            url="http://127.0.0.1:8000",
+            engine=dialect,
+            model="m",
+            endpoint=cfg.endpoint,  # checked here
+            concurrency=1,
+            output_tokens=cfg.output_tokens,
+            input_tokens=cfg.input_tokens,
+        )
+    except ValidationError as exc:
+        return [Finding(where, validation_line(exc))]
+    return []
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or model.endswith((".gguf", ".json"))
+
+
+def _model_kind(engine: str) -> str:
+    return {
+        "llamacpp": "one GGUF file",
+        "triton": "a Triton model repository folder",
+        "transformers": "an HF model folder",
+    }.get(engine, "an HF model folder or a hub id (ORG/NAME)")
+
+
+def _local_launch(
+    ecfg: EngineConfig, adapter: EngineSpec, where: str, replicas: int
+) -> list[Finding]:
+    """What only this machine can answer: the executable, the model's files, the ports."""
+    from crossover.engines.processes import check_port_free
+
+    out: list[Finding] = []
+    problem = _executable_problem(ecfg, adapter)
+    if problem:
+        out.append(Finding(where, problem))
+    path = ecfg.model_path()
+    if adapter.model_is_local or _looks_like_path(ecfg.model):
+        if not path.exists():
+            out.append(
+                Finding(
+                    where,
+                    f"model path not found: {ecfg.model} ({adapter.display_name} reads "
+                    f"{_model_kind(ecfg.engine)})",
+                )
+            )
+        elif ecfg.engine == "llamacpp" and path.is_dir():
+            out.append(
+                Finding(where, f"model {ecfg.model} is a folder: llama-server reads one GGUF file")
+            )
+    else:
+        out.append(
+            Finding(
+                where,
+                f"model {ecfg.model!r} is not a path here: {adapter.display_name} will look it "
+                "up on the Hugging Face Hub (not checked)",
+                "note",
+            )
+        )
+    if ecfg.port:
+        for k in range(replicas):
+            try:
+                check_port_free(ecfg.host, ecfg.port + k)
+            except UsageError as exc:
+                out.append(Finding(where, str(exc)))
+    return out
+
+
+def _executable_problem(ecfg: EngineConfig, adapter: EngineSpec) -> str | None:
+    """Why the engine's program would not start here, or None. llama.cpp without an
+    ``executable`` uses a built llama-server (``crossover engines install llamacpp``) as
+    the sweep does; ``python -m MODULE`` programs need MODULE importable by that python."""
+    argv = adapter.executable(ecfg)
+    if ecfg.engine == "llamacpp" and ecfg.executable is None and not shutil.which(argv[0]):
+        from crossover.builds.llamacpp import find_llama_server
+
+        if find_llama_server() is None:
+            return (
+                "no llama-server here: `crossover engines install llamacpp` builds one, or "
+                "set launch.executable"
+            )
+        return None
+    program = argv[0]
+    if os.sep in program:
+        path = Path(program).expanduser()
+        found: str | None = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(program)
+    if found is None:
+        return (
+            f"executable {program!r} not found (install {adapter.display_name}, or set "
+            "launch.executable)"
+        )
+    module = _python_module(argv)
+    if module is not None and not _importable(found, module, ecfg.env):
+        return f"{program} cannot import {module} (install {adapter.display_name} for it)"
+    return None
+
+
+def _python_module(argv: list[str]) -> str | None:
+    """The top-level package a ``python -m pkg.mod`` or ``python -c "from pkg... import"``
+    program needs."""
+    if len(argv) >= 3 and argv[1] == "-m":
+        return argv[2].split(".")[0]
+    if len(argv) >= 3 and argv[1] == "-c":
+        m = re.match(r"\s*(?:from|import)\s+([A-Za-z_]\w*)", argv[2])
+        return m.group(1) if m else None
+    return None
+
+
+def _importable(python: str, module: str, env: dict[str, str]) -> bool:
+    """``module`` found by ``python`` with the launch's environment (its PYTHONPATH);
+    only located, never imported."""
+    code = "import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    try:
+        done = subprocess.run(  # the config's own program, no shell
+            [python, "-c", code, module],
+            env={**os.environ, **env},
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+# --- the sweep as a whole ------------------------------------------------------------------
+def _check_sweep(cfg: SweepConfig, local: bool) -> list[Finding]:
+    out: list[Finding] = []
+    names = {t.name for t in cfg.targets}
+    for r in cfg.roofline:
+        if r.target not in names:
+            from crossover.errors import closest
+
+            near = closest(r.target, names)
+            hint = f"; did you mean {near!r}?" if near else ""
+            out.append(Finding("roofline", f"target {r.target!r} is not a target{hint}"))
+    if not local:
+        return out
+    if cfg.tokenizer is not None:
+        from crossover.workload import load_tokenizer
+
+        try:
+            tok = load_tokenizer(cfg.tokenizer)
+            tok.encode("crossover checks the tokenizer")
+        except UsageError as exc:
+            out.append(Finding("tokenizer", str(exc)))
+        except Exception as exc:  # a file that exists but does not load
+            out.append(Finding("tokenizer", f"{cfg.tokenizer} does not load: {exc}"))
+    if cfg.prompts_file is not None:
+        from crossover.workload.datasets import read_texts
+
+        try:
+            read_texts(cfg.prompts_file)
+        except UsageError as exc:
+            out.append(Finding("prompts_file", str(exc)))
+    if cfg.client_floor not in ("auto", "off"):
+        from crossover.calibration.floor import resolve_client_floor
+
+        try:
+            resolve_client_floor(cfg.client_floor, None)
+        except UsageError as exc:
+            out.append(Finding("client_floor", str(exc)))
+    return out
+
+
+def raise_if_errors(report: CheckReport, source: str) -> None:
+    """For a sweep about to run: one error is one ``UsageError`` line; several are one
+    line that counts them (``crossover sweep --check`` lists each)."""
+    errors = report.errors
+    if len(errors) == 1:
+        raise UsageError(f"{source}: {errors[0]}")
+    if errors:
+        first = "; ".join(str(e) for e in errors[:2])
+        raise UsageError(
+            f"{source}: {len(errors)} problems, e.g. {first} (`crossover sweep --check` "
+            "lists them all); nothing was measured or written"
+        )

@@ -1,0 +1,163 @@
+"""``crossover sweep --check``: the whole config checked, nothing measured or written; and a
+sweep that is run finds every such problem before its first level, not at the target's
+turn (docs/interfaces.md: a config is checked whole before any folder or database exists)."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.app import main
+
+HEAD = "concurrency: [1, 2]\noutput_tokens: 8\ninput_tokens: 16\n"
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> Path:
+    """An executable that stands for an engine (never started by a check)."""
+    path = tmp_path / "fake-llama-server"
+    path.write_text("#!/bin/sh\nexit 1\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    path = tmp_path / "m.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return path
+
+
+def _launch(name: str, program: Path, model: Path | str, extra: str = "") -> str:
+    return (
+        f"  - name: {name}\n    engine: llamacpp\n"
+        f"    launch: {{model: {model}, executable: [{program}], parallel: 2{extra}}}\n"
+    )
+
+
+def test_check_passes_a_sound_config_and_writes_nothing(
+    tmp_path: Path, program: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, HEAD + "targets:\n" + _launch("a", program, model))
+    assert main(["sweep", "--config", str(path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert f"ok    a: {program} -m {model}" in out  # what it would run
+    assert "OK, 1 target(s) checked; nothing measured" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [program.name, model.name, path.name]
+    )
+
+
+def test_check_lists_every_problem_of_every_target(
+    tmp_path: Path,
+    program: Path,
+    model: Path,
+    busy_port: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = HEAD + "tokenizer: /nonexistent/tokenizer.json\n" + "targets:\n"
+    text += _launch("ok", program, model)
+    text += _launch("knob", program, model, ", quant: fp8")  # llama-server takes no quant
+    text += _launch("nomodel", program, tmp_path / "missing.gguf")
+    text += _launch("noexe", tmp_path / "no-such-program", model)
+    text += _launch("port", program, model, f", port: {busy_port}")
+    text += _launch("small", program, model, ", context_tokens: 20")  # 16 + 8 > 20
+    text += "roofline:\n  - {target: knobb, model_bytes: 1, bandwidth_gb_s: 1}\n"
+    path = _write(tmp_path, text)
+    assert main(["sweep", "--config", str(path), "--check"]) == 2
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "ok    ok:" in out
+    assert "llama-server does not take quant=fp8" in out
+    assert "model path not found" in out and "missing.gguf" in out
+    assert "executable" in out and "no-such-program" in out and "not found" in out
+    assert f"port {busy_port} on 127.0.0.1 is not free" in out
+    assert "needs 24 tokens of context (16 prompt + 8 output)" in out
+    assert "roofline: target 'knobb' is not a target; did you mean 'knob'?" in out
+    assert "tokenizer: --tokenizer /nonexistent/tokenizer.json: no such file" in out
+    assert "7 problem(s) listed above; nothing measured" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_remote_checks_all_but_this_machines_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config for the GPU machine: its paths are not here; --remote checks the rest."""
+    text = HEAD + "tokenizer: /tmp/xo-not-here/hf\ntargets:\n"
+    text += "  - {name: v, engine: vllm, launch: {model: /tmp/xo-not-here/hf, tp: 2}}\n"
+    text += "  - {name: l, engine: llamacpp, launch: {model: /tmp/xo-not-here/m.gguf}}\n"
+    path = _write(tmp_path, text)
+    assert main(["sweep", "--config", str(path), "--check"]) == 2
+    assert main(["sweep", "--config", str(path), "--check", "--remote"]) == 0
+    out = capsys.readouterr().out
+    assert "not looked up on this machine (--remote)" in out
+    # a knob the engine does not take is found without the machine
+    bad = _write(tmp_path, text.replace("tp: 2", "tp: 2, gpu_layers: 10"))
+    assert main(["sweep", "--config", str(bad), "--check", "--remote"]) == 2
+    assert "vLLM does not take gpu_layers=10: llama.cpp only" in capsys.readouterr().out
+
+
+def test_remote_refuses_a_model_name_where_the_engine_reads_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path, HEAD + "targets:\n  - {name: l, engine: llamacpp, launch: {model: llama-3-8b}}\n"
+    )
+    assert main(["sweep", "--config", str(path), "--check", "--remote"]) == 2
+    assert "model 'llama-3-8b' is a name, not a path: llama-server reads one GGUF file" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_sweep_finds_a_late_targets_mistake_before_measuring(
+    tmp_path: Path, program: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Today's mistake: the second target's bad launch block surfaced only at its turn,
+    after the first target was measured, leaving a sweep.db behind."""
+    text = HEAD + "targets:\n  - {name: a, url: 'http://127.0.0.1:9', model: m}\n"
+    text += _launch("b", program, model, ", quant: q4")
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(_write(tmp_path, text)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "2 problems" in err and "llama-server does not take quant=q4" in err
+    assert "cannot reach http://127.0.0.1:9" in err
+    assert not out.exists()  # no folder, no sweep.db
+
+
+def test_one_problem_is_one_line(
+    tmp_path: Path, program: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = HEAD + "targets:\n" + _launch("a", program, tmp_path / "gone.gguf")
+    out = tmp_path / "out"
+    assert main(["sweep", "--config", str(_write(tmp_path, text)), "--out", str(out)]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "target a: model path not found" in lines[0]
+    assert not out.exists()
+
+
+def test_check_needs_no_out_and_remote_needs_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, HEAD + "targets:\n  - {name: a, url: 'http://127.0.0.1:9', model: m}\n")
+    assert main(["sweep", "--config", str(path)]) == 2
+    assert "--out DIR is required (or --check" in capsys.readouterr().err
+    assert main(["sweep", "--config", str(path), "--remote", "--out", str(tmp_path / "o")]) == 2
+    assert "--remote goes with --check" in capsys.readouterr().err
