@@ -31,8 +31,8 @@ from pydantic import ValidationError
 from crossover.errors import UsageError, validation_line
 
 if TYPE_CHECKING:
-    from crossover.engines.spec import EngineSpec
     from crossover.engines.config import EngineConfig
+    from crossover.engines.spec import EngineSpec
     from crossover.sweep.config import SweepConfig, TargetConfig
 
 #: what ``local=False`` leaves to the machine that runs the sweep
