@@ -23,9 +23,9 @@ while IFS=$'\t' read -r whl n; do
 done < PARTS.tsv
 awk -F'\t' '{print $2"  "$1}' MANIFEST.tsv | sha256sum -c --quiet || { echo "ABORT: sha256"; exit 3; }
 echo "sha256 OK: $(wc -l < MANIFEST.tsv) wheels"
-# vLLM (its installer reads lock.tsv; split wheels are joined already)
-cp "$ROOT/scripts/h200/vllm-stage/lock.tsv" "$WH/lock.tsv"
-( TIER=core bash "$ROOT/scripts/h200/vllm-stage/install_vllm.sh" > $W/install-vllm.log 2>&1
+# vLLM: its lock.tsv and installer come from stage_plan.sh (split wheels are joined already)
+STAGE="$WH" bash "$ROOT/scripts/h200/vllm-stage/stage_plan.sh" remote-scripts || exit 1
+( TIER=core bash "$WH/install_vllm.sh" > $W/install-vllm.log 2>&1
   echo "rc=$?" > $W/vllm.done ) &
 # SGLang: its core + added tiers, less what vLLM's core tier installs into the machine's Python
 awk -F'\t' '$3 ~ /sglang-(core|added)/ && $3 !~ /vllm-core/ {print $1}' MANIFEST.tsv > sglang.todo

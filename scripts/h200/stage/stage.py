@@ -11,7 +11,7 @@ The two engines share 118 MiB of identical wheels (the CUTLASS DSL, nvdisasm, ..
 file travels once. ``--max-mib`` is what one call may carry beside the repository's own
 files (64 MiB in all). Wheels larger than a chunk are cut into ``NAME.part-aa``, ... and
 joined again by scripts/h200/stage/install.sh on the device. Every file is checked against
-the sha256 of the lock files: scripts/h200/vllm-stage/lock.tsv (vLLM, tiers core and
+the sha256 of the lock files: the one in scripts/h200/vllm-stage/stage_plan.sh (vLLM, tiers core and
 fallback) and scripts/h200/sglang-stage/wheels.tsv (SGLang, tiers core, added, overlay).
 """
 
@@ -23,10 +23,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VLLM_LOCK = HERE.parent / "vllm-stage" / "lock.tsv"
+STAGE_PLAN = HERE.parent / "vllm-stage" / "stage_plan.sh"
 SGLANG_LOCK = HERE.parent / "sglang-stage" / "wheels.tsv"
 VLLM_TIERS = ("core", "fallback")
 SGLANG_TIERS = ("core", "added", "overlay")
@@ -38,9 +39,14 @@ for _n in range(5, 40):
 
 
 def vllm_rows() -> list[tuple[str, str, int, str]]:
-    """(role, file, bytes, sha256) of the vLLM wheels that travel."""
+    """(role, file, bytes, sha256) of the vLLM wheels that travel (the lock is the one
+    in stage_plan.sh)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "STAGE": tmp}
+        subprocess.run(["bash", str(STAGE_PLAN), "remote-scripts"], check=True, env=env)
+        lock = (Path(tmp) / "lock.tsv").read_text()
     rows = []
-    for line in VLLM_LOCK.read_text().splitlines():
+    for line in lock.splitlines():
         tier, _name, _ver, size, sha, fn = line.split("\t")
         if tier in VLLM_TIERS:
             rows.append((f"vllm-{tier}", fn, int(size), sha))
