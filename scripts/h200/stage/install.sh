@@ -3,7 +3,7 @@
 # (scripts/h200/job-chunk.sh copies them): join the split wheels, check every sha256
 # against MANIFEST.tsv, then install both engines side by side without touching the
 # machine's torch, triton, numpy or transformers:
-#   vLLM 0.26.0  -> the machine's Python (scripts/h200/vllm-stage/install_vllm.sh: only
+#   vLLM 0.26.0  -> the machine's Python (install_vllm.sh written by stage_plan.sh: only
 #                   projects not installed yet, --no-deps)
 #   SGLang 0.5.17 -> /root/sgl (pip --target), its transformers 5.12.1 + tokenizers 0.22.2
 #                   -> /root/ovl; SGLang runs with PYTHONPATH=/root/ovl:/root/sgl (the
