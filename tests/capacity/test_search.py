@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from crossover.analysis.slo import per_request_limits
 from crossover.capacity import OverloadDetector, parse_slo, search_capacity
 from crossover.capacity.search import SearchResult, grid_levels
-from crossover.capacity.slo import per_request_limits
 from crossover.errors import UsageError
 
 

@@ -3,10 +3,10 @@ term, found by bracketing and bisection on measured open-loop levels."""
 
 from __future__ import annotations
 
+from crossover.analysis.slo import SloTerm, parse_slo
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import LevelOutcome, SearchResult, search_capacity
-from crossover.capacity.slo import SloTerm, parse_slo
 
 __all__ = [
     "CapacityFile",

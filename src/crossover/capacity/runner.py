@@ -19,10 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from crossover import defaults
+from crossover.analysis.slo import SloTerm, per_request_limits
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
-from crossover.capacity.slo import SloTerm, per_request_limits
 from crossover.config import RunConfig, TimeoutsConfig
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store

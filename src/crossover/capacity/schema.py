@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from crossover.analysis.slo import SloTerm
 from crossover.capacity.search import Verdict
-from crossover.capacity.slo import SloTerm
 from crossover.metrics.summary import RunSummary
 
 CAPACITY_SCHEMA = "crossover.capacity/1"

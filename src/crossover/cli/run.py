@@ -153,8 +153,8 @@ def run(
     """Drive one endpoint at one load level with matched work, verify it, report."""
     from rich.live import Live
 
+    from crossover.analysis.slo import parse_slo, per_request_limits
     from crossover.calibration.floor import resolve_client_floor
-    from crossover.capacity.slo import parse_slo, per_request_limits
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async, validated
     from crossover.cli.render import print_summary, progress_line

@@ -299,7 +299,7 @@ class SweepConfig(BaseModel):
     def _slo(cls, v: str | dict[str, float] | None) -> str | None:
         if v is None:
             return None
-        from crossover.capacity.slo import parse_slo
+        from crossover.analysis.slo import parse_slo
 
         text = v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items())
         try:
@@ -318,7 +318,7 @@ class SweepConfig(BaseModel):
         """What one request must meet to count as goodput (``RunConfig.slo``)."""
         if self.slo is None:
             return {}
-        from crossover.capacity.slo import parse_slo, per_request_limits
+        from crossover.analysis.slo import parse_slo, per_request_limits
 
         return per_request_limits(parse_slo(str(self.slo)))
 
