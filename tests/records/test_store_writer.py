@@ -65,8 +65,10 @@ def test_writer_batches_what_queued_up_while_it_was_busy(tmp_path: Path) -> None
     store.flush()
     stats = store.writer_stats
     assert stats["rows"] == 301  # create_run + 300 records
+    # one row at a time would be ~300 transactions; the first batch may take what was
+    # queued before the writer reached the lock (236 rows were left on a busy 2-core CI)
     assert stats["batches"] <= 4
-    assert stats["largest_batch"] >= 250
+    assert stats["largest_batch"] >= 150
     assert [r.index for r in store.records("run")] == list(range(300))
     store.close()
 
