@@ -50,6 +50,9 @@ import numpy as np
 
 from crossover.records.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from waves import valid_runs
+
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Prefill|Decode) batch, (.*)$")
 FIELD = re.compile(r"(#?[a-z][a-z -]*?(?: \(token/s\))?): ([-0-9.a-zA-Z]+)")
 
@@ -167,19 +170,7 @@ def main(folder: Path, targets: list[str] | None, levels: list[int] | None) -> N
     print("|---|---:|---:|---|---:|---:|---|---|---:|---:|")
     try:
         with Store(db) as store:
-            rows = []
-            for run in store.runs():
-                if run.status != "done" or not run.summary or not run.key:
-                    continue
-                if run.summary.get("verdict") != "valid":
-                    continue
-                name, c_part, r_part = run.key.split("|")
-                c = int(c_part[2:])
-                if (targets and name not in targets) or (levels and c not in levels):
-                    continue
-                order = targets.index(name) if targets else 0
-                rows.append((order, name, c, int(r_part[2:]), run))
-            for _, name, c, rep, run in sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3])):
+            for name, c, rep, run in valid_runs(store, targets, levels):
                 s = run.summary
                 assert s is not None
                 recs = sorted(

@@ -21,9 +21,11 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from crossover.metrics.run import ttft_by_wave
 from crossover.records.store import Store
+from crossover.sweep.runner import parse_run_key
 
 
 def open_db(arg: str) -> Path:
@@ -40,27 +42,36 @@ def open_db(arg: str) -> Path:
     return path
 
 
+def valid_runs(
+    store: Store, targets: list[str] | None, levels: list[int] | None
+) -> list[tuple[str, int, int, Any]]:
+    """(target, c, repeat, run) of the finished valid runs asked for, in the order the
+    targets were named (by name otherwise), then level and repeat."""
+    rows = []
+    for run in store.runs():
+        if run.status != "done" or not run.summary or not run.key:
+            continue
+        if run.summary.get("verdict") != "valid":
+            continue
+        name, level, rep = parse_run_key(run.key)
+        c = int(level.value)
+        if (targets and name not in targets) or (levels and c not in levels):
+            continue
+        rows.append((targets.index(name) if targets else 0, name, c, rep, run))
+    return [(name, c, rep, run) for _, name, c, rep, run in sorted(rows, key=lambda r: r[:4])]
+
+
 def main(db: Path, targets: list[str] | None, levels: list[int] | None) -> None:
     print("| target | c | repeat | wave 1 TTFT p50 ms | wave 2 TTFT p50 ms | wave 2 sent over s |")
     print("|---|---:|---:|---:|---:|---:|")
     with Store(db) as store:
-        rows = []
-        for run in store.runs():
-            if run.status != "done" or not run.summary or not run.key:
-                continue
-            if run.summary.get("verdict") != "valid":
-                continue
-            name, c_part, r_part = run.key.split("|")
-            c = int(c_part[2:])
-            if (targets and name not in targets) or (levels and c not in levels):
-                continue
-            rows.append((targets.index(name) if targets else name, c, r_part, name, run.run_id))
-        for _, c, r_part, name, run_id in sorted(rows):
+        for name, c, rep, run in valid_runs(store, targets, levels):
+            run_id = run.run_id
             recs = sorted(store.records(run_id, include_warmup=False), key=lambda r: r.t_send_ns)
             w = ttft_by_wave(recs, c)  # what the run summaries carry as `waves`
             if w is None or w.first_ttft_ms.p50 is None or w.later_ttft_ms.p50 is None:
                 continue
-            cells = [name, str(c), r_part[2:], f"{w.first_ttft_ms.p50:,.0f}"]
+            cells = [name, str(c), str(rep), f"{w.first_ttft_ms.p50:,.0f}"]
             print(
                 "| "
                 + " | ".join(cells)
