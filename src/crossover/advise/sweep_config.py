@@ -19,11 +19,21 @@ import yaml
 from pydantic import BaseModel, Field
 
 from crossover import defaults
+from crossover.engines import registry
 
-#: engines whose model is one GGUF file; the others read an HF folder (or a hub id)
-GGUF_ENGINES = ("llamacpp",)
-#: quantizations vLLM and SGLang apply themselves to a 16-bit checkpoint at load time
-ONLINE_QUANTS = {"vllm": ("fp8",), "sglang": ("fp8",)}
+
+def _reads_gguf(engine: str) -> bool:
+    """The engine's model is one GGUF file; the others read an HF folder (or a hub id)."""
+    plan = registry.get(engine).plan
+    return plan is not None and plan.formats == "gguf"
+
+
+def _online_quants(engine: str) -> tuple[str, ...]:
+    """Quantizations the engine applies itself to a 16-bit checkpoint at load time."""
+    plan = registry.get(engine).plan
+    return (plan.online_quants or ()) if plan is not None else ()
+
+
 #: 16-bit weights: nothing to ask for
 UNQUANTIZED = ("bf16", "fp16", "gguf-bf16", "gguf-f16")
 
@@ -121,7 +131,7 @@ def _launch(
         return Launch(model=model, cuda_graphs=graphs), None
     ask = None
     if quant and quant not in UNQUANTIZED:
-        if quant in ONLINE_QUANTS.get(engine, ()):
+        if quant in _online_quants(engine):
             ask = quant
         elif quant != checkpoint_quant or engine == "trtllm":
             note = f"{model} must be a {quant} checkpoint ({engine} reads it from its config)"
@@ -176,9 +186,9 @@ def emit_sweep(
         if name in seen:
             continue
         seen.add(name)
-        path = gguf if engine in GGUF_ENGINES else model
+        path = gguf if _reads_gguf(engine) else model
         if path is None:
-            want = "a GGUF file" if engine in GGUF_ENGINES else "an HF folder or hub id"
+            want = "a GGUF file" if _reads_gguf(engine) else "an HF folder or hub id"
             left_out.append(f"{name}: give --model-path with {want} for {engine}")
             continue
         launch, note = _launch(engine, rec["config"], path, max(levels), checkpoint_quant)
