@@ -60,14 +60,22 @@ def test_verify_config_shows_a_shared_line_once_and_no_regex(
     assert "the log never shows it, though it would by then" in multicast
 
 
-def test_ctrl_c_on_run_promises_no_resume(tmp_path: Path) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("parent", ["terminal", "script-background"])
+def test_ctrl_c_on_run_promises_no_resume(tmp_path: Path, parent: str) -> None:
+    """``script-background``: started as `crossover run ... &` from a shell script, which
+    leaves SIGINT ignored; `kill -INT` must still stop it the same way."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    pre = _ignore_sigint if parent == "script-background" else None
     with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=20.0)) as url:
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossover", "run", "--url", url, "--model", "calibration",
              "--concurrency", "2", "--requests", "400", "--output-tokens", "64", "--quiet",
              "--out", str(tmp_path / "r")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=pre,
         )  # fmt: skip
         try:
             db = tmp_path / "r" / "results.db"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import signal
 import sys
 from typing import Annotated
 
@@ -140,4 +141,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
+    # A shell script's background job (`crossover sweep ... &`) starts with SIGINT ignored,
+    # and Python then never raises KeyboardInterrupt: `kill -INT` would be lost and a sweep
+    # would run on. crossover promises that SIGINT stops it like Ctrl-C (exit 130, results
+    # kept, resumable), so restore Python's handler whatever the parent left.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main())
