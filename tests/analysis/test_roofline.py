@@ -151,12 +151,43 @@ def test_synthetic_moe_sweep_checked_per_level() -> None:
     (check,) = check_sweep(sweep)
     # c=1 bound: dense part + 8 of 128 experts = 6.70 GB -> 1.56 ms; 4.14 ms is 38%
     assert check.bound_ms_per_token == pytest.approx(1.559, abs=0.002)
-    assert check.status == "far_below"
+    # 38% at batch 1 is what every engine measured on the H200: not a fault for MoE
+    assert check.status == "ok"
+    assert "latency-bound kernel chain" in check.describe()
     assert [lv.concurrency for lv in check.levels] == [1, 16, 64]
     assert check.levels[0].measured_tpot_ms == pytest.approx(4.14)
     assert check.levels[2].bound_step_ms > check.levels[1].bound_step_ms
     assert check.levels[2].fraction == pytest.approx(check.levels[2].bound_step_ms / 18.0)
     assert "c=64" in check.describe_levels()
+
+
+def test_moe_far_below_its_own_threshold_names_the_tuned_config_first() -> None:
+    # 12 ms/token at c=1 is 13% of the 1.56 ms bound: the consumer-card case (no tuned
+    # fused-MoE config) comes first among the causes
+    sweep = SweepFile.model_validate({"runs": [_run("vllm", 12.0)], "roofline": [_MOE]})
+    (check,) = check_sweep(sweep)
+    assert check.status == "far_below"
+    assert "moe_tuned_config" in check.causes[0]
+    # the same figures read as dense facts keep the 40% threshold
+    (dense,) = check_sweep(sweep, far_below=0.40)
+    assert dense.status == "far_below"
+    (lenient,) = check_sweep(sweep, far_below=0.10)
+    assert lenient.status == "ok"
+
+
+def test_committed_moe_sweep_checks_ok_with_the_batch1_note() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "docs/results/h200/moe/sweep.json"
+    checks = {c.target: c for c in check_sweep(SweepFile.read(path))}
+    for target in ("vllm", "sglang", "llamacpp-q8"):
+        c = checks[target]
+        assert c.moe and c.status == "ok", c.describe()
+        assert c.fraction is not None and 0.2 < c.fraction < 0.4
+        assert "latency-bound kernel chain" in c.describe()
+        assert len(c.levels) >= 8
+    assert checks["vllm-fp8"].status == "no_data"
 
 
 def test_moe_read_as_dense_is_flagged_with_a_hint() -> None:
