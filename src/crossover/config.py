@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -12,6 +12,7 @@ from crossover import defaults
 from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
+from crossover.workload.shape import LengthDist, SharedPrefix, parse_length, parse_shared_prefix
 
 
 def base_url(v: str) -> str:
@@ -50,6 +51,36 @@ class TimeoutsConfig(BaseModel):
     total_s: float = Field(1800.0, gt=0, description="from send to the end of the stream")
 
 
+def normalize_shape(data: Any) -> Any:
+    """Lengths and prefixes in their compact forms (``crossover.workload.shape``), for
+    ``RunConfig`` and the sweep's YAML: ``output_tokens: uniform:64-512`` means
+    ``output_lengths``, and ``output_tokens`` becomes that distribution's nominal length
+    (its mean); the same for ``input_tokens``."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for n_key, d_key in (("output_tokens", "output_lengths"), ("input_tokens", "input_lengths")):
+        v = data.get(n_key)
+        if isinstance(v, str) and v.strip().isdigit():
+            data[n_key] = int(v)
+        elif isinstance(v, str | dict):
+            if data.get(d_key) is not None:
+                raise ValueError(f"give {n_key} as a distribution or {d_key}, not both")
+            data[d_key], data[n_key] = v, None
+    for key in ("input_lengths", "output_lengths"):
+        if data.get(key) is not None:
+            data[key] = parse_length(data[key])
+    if data.get("shared_prefix") is not None:
+        data["shared_prefix"] = parse_shared_prefix(data["shared_prefix"])
+    out = data.get("output_lengths")
+    if data.get("output_tokens") is None and isinstance(out, LengthDist):
+        data["output_tokens"] = out.nominal()
+    inp = data.get("input_lengths")
+    if isinstance(inp, LengthDist):
+        data["input_tokens"] = inp.nominal()
+    return data
+
+
 class RunConfig(BaseModel):
     """One load level against one endpoint (``crossover run``)."""
 
@@ -70,6 +101,11 @@ class RunConfig(BaseModel):
     warmup_requests: int | None = Field(None, ge=0)
     output_tokens: int = Field(..., ge=1, le=1_000_000)
     input_tokens: int | None = Field(200, ge=1, le=10_000_000)
+    #: per-request lengths drawn from a distribution (``crossover.workload.shape``); each
+    #: request is still forced to, and verified against, its own output length
+    input_lengths: LengthDist | None = None
+    output_lengths: LengthDist | None = None
+    shared_prefix: SharedPrefix | None = None
     prompts_file: Path | None = None
     tokenizer: str | None = None
     seed: int = 0
@@ -80,6 +116,11 @@ class RunConfig(BaseModel):
     workers: int = Field(1, ge=1, le=256)
     #: one SSE event (or a line still waiting for its end) may hold at most this much
     max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1024, le=1024**3)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        return normalize_shape(data)
 
     @field_validator("url")
     @classmethod
@@ -120,7 +161,21 @@ class RunConfig(BaseModel):
             raise ValueError("the triton dialect has no chat endpoint")
         if self.urls and self.urls[0] != self.url:
             raise ValueError("url must be the first of urls")
+        if self.prompts_file is not None and (self.input_lengths or self.shared_prefix):
+            raise ValueError(
+                "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
+            )
         return self
+
+    def workload_shape(self) -> dict[str, str]:
+        """The per-request shape in compact form (recorded with each run; {} when the
+        lengths are fixed and no prefix is shared)."""
+        out = {}
+        for key in ("input_lengths", "output_lengths", "shared_prefix"):
+            v = getattr(self, key)
+            if v is not None:
+                out[key] = v.spec()
+        return out
 
     @property
     def replica_urls(self) -> list[str]:

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,11 +157,24 @@ def build_prompts(
 ) -> list[Prompt]:
     """Prompts ``first`` .. ``first + count - 1`` of the run's deterministic sequence."""
     if config.prompts_file is not None:
-        return dataset_prompts(
+        prompts = dataset_prompts(
             config.prompts_file, count, config.input_tokens, tokenizer, config.seed, first
         )
+        out = config.output_lengths
+        if out is None:
+            return prompts
+        return [replace(p, output_tokens=out.draw(config.seed, "output", p.id)) for p in prompts]
     assert config.input_tokens is not None
-    return synthetic_prompts(count, config.input_tokens, config.seed, tokenizer, first)
+    return synthetic_prompts(
+        count,
+        config.input_tokens,
+        config.seed,
+        tokenizer,
+        first,
+        input_lengths=config.input_lengths,
+        output_lengths=config.output_lengths,
+        shared_prefix=config.shared_prefix,
+    )
 
 
 @dataclass
@@ -201,6 +214,7 @@ def make_context(
         client_floor=client_floor,
         workers=config.workers,
         chat_template_tokens=chat_template_tokens,
+        shape=config.workload_shape(),
     )
 
 

@@ -33,7 +33,7 @@ def good(
     arrivals = [int((first_s + i * gap_s) * S) for i in range(n)]
     base: dict[str, object] = {
         "index": index,
-        "expected_output_tokens": n,
+        "expected_output_tokens": 3,  # what ctx() asked for; n is what came
         "expected_prompt_tokens": 10,
         "t_send_ns": int(send_s * S),
         "t_first_ns": arrivals[0],

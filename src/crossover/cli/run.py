@@ -41,7 +41,14 @@ def run(
         ),
     ],
     model: Annotated[str, typer.Option(help="Model name sent in each request")],
-    output_tokens: Annotated[int, typer.Option(help="Exactly this many tokens per request")],
+    output_tokens: Annotated[
+        str,
+        typer.Option(
+            help="Exactly this many tokens per request, or a distribution each request draws "
+            "its own exact N from: uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
+            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE"
+        ),
+    ],
     engine: Annotated[
         str,
         typer.Option(
@@ -67,7 +74,17 @@ def run(
             help=f"Warm-up requests outside the measurement (default {defaults.RUN_WARMUP_HELP})"
         ),
     ] = None,
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = 200,
+    input_tokens: Annotated[
+        str | None,
+        typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
+    ] = "200",
+    shared_prefix: Annotated[
+        str | None,
+        typer.Option(
+            help="PxL[:random]: P shared prefixes of L tokens before each prompt's own "
+            "--input-tokens (prefix caches matter); round robin unless :random"
+        ),
+    ] = None,
     prompts: Annotated[
         Path | None, typer.Option(help="Prompts from a JSONL or ShareGPT file")
     ] = None,
@@ -185,6 +202,7 @@ def run(
         warmup_requests=warmup,
         output_tokens=output_tokens,
         input_tokens=input_tokens,
+        shared_prefix=shared_prefix,
         prompts_file=prompts,
         tokenizer=tokenizer,
         seed=seed,
@@ -266,6 +284,8 @@ RUN_FLAGS = {
     "rate_rps": "--rate",
     "warmup_requests": "--warmup",
     "prompts_file": "--prompts",
+    "output_lengths": "--output-tokens",
+    "input_lengths": "--input-tokens",
     "urls": "--url",
     "slo": "--slo",
 }

@@ -84,10 +84,16 @@ def sweep(
         typer.Option(help=f"Warm-up requests per level [default: {defaults.LEVEL_WARMUP_HELP}]"),
     ] = None,
     output_tokens: Annotated[
-        int | None, typer.Option(help="Exactly this many tokens per request")
+        str | None,
+        typer.Option(
+            help="Exactly this many tokens per request, or a distribution each request draws "
+            "its own exact N from (uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
+            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE)"
+        ),
     ] = None,
     input_tokens: Annotated[
-        int | None, typer.Option(help="Prompt length in tokens [default: 200]")
+        str | None,
+        typer.Option(help="Prompt length in tokens, or a distribution [default: 200]"),
     ] = None,
     repeats: Annotated[
         int | None, typer.Option(help="Runs per level (intervals need >= 2) [default: 1]")

@@ -37,6 +37,9 @@ class ChunkInfo:
     emitted_ns: int | None = None
     total_tokens: int | None = None
     other_choices: int = 0
+    #: prompt tokens the engine served from its prefix cache, when it says
+    #: (``usage.prompt_tokens_details.cached_tokens``; llama.cpp's ``timings.cache_n``)
+    cached_tokens: int | None = None
 
 
 class Dialect(Protocol):

@@ -119,12 +119,18 @@ class OpenAIDialect:
                     count = _logprob_count(lp)
                     if count is not None:
                         n_tokens = count if n_tokens is None else n_tokens + count
-        prompt_tokens = completion_tokens = total_tokens = None
+        prompt_tokens = completion_tokens = total_tokens = cached = None
         usage = event.get("usage")
         if isinstance(usage, dict):
             prompt_tokens = as_int(usage.get("prompt_tokens"))
             completion_tokens = as_int(usage.get("completion_tokens"))
             total_tokens = as_int(usage.get("total_tokens"))
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                cached = as_int(details.get("cached_tokens"))
+        timings = event.get("timings")  # llama-server: cache_n prompt tokens reused
+        if cached is None and isinstance(timings, dict):
+            cached = as_int(timings.get("cache_n"))
         return ChunkInfo(
             text=text,
             finish_reason=finish,
@@ -134,6 +140,7 @@ class OpenAIDialect:
             emitted_ns=as_int(event.get("crossover_emit_ns")),
             total_tokens=total_tokens,
             other_choices=others,
+            cached_tokens=cached,
         )
 
 

@@ -41,14 +41,15 @@ async def send_prompt(
     requests sent always equal requests recorded. ``replica`` (``config.replica_for``)
     picks the base URL among ``config.urls``; ``None``: ``config.url``.
     """
-    spec = RequestSpec(config.model, prompt.text, config.output_tokens, config.endpoint)
+    n_out = prompt.output_tokens or config.output_tokens  # its own N when the shape draws one
+    spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint)
     rec = RequestRecord(
         index=index,
         worker=worker,
         warmup=warmup,
         prompt_id=prompt.id,
         expected_prompt_tokens=prompt.tokens,
-        expected_output_tokens=config.output_tokens,
+        expected_output_tokens=n_out,
         t_scheduled_ns=t_scheduled_ns,
         t_send_ns=0,
         replica=replica,

@@ -34,3 +34,6 @@ class RunContext(BaseModel):
     #: tokens the chat template adds around a prompt, counted with the tokenizer (chat
     #: endpoint only; None where the tokenizer cannot apply the template)
     chat_template_tokens: int | None = None
+    #: the per-request shape (``RunConfig.workload_shape``): input_lengths,
+    #: output_lengths, shared_prefix in compact form; empty when lengths are fixed
+    shape: dict[str, str] = Field(default_factory=dict)

@@ -7,7 +7,7 @@ Everything here is a pure function of the raw records and the run's context, so
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +21,7 @@ from crossover.metrics.summary import (
     Goodput,
     Load,
     LoopLag,
+    PrefixCache,
     RequestCounts,
     RunSummary,
     Stats,
@@ -327,6 +328,8 @@ def summarize(
         waves=waves,
         client_floor=floor,
         prompt_tokens=stats(float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None),
+        expected_output_tokens=stats(float(r.expected_output_tokens) for r in records),
+        prefix_cache=prefix_cache(ok),
         witnesses=witnesses(records, all_records, engine, ctx),
         client_loop=loop,
         client_made=made,
@@ -339,7 +342,24 @@ def summarize(
             prompts=ctx.prompts,
             seed=ctx.seed,
             tokenizer=ctx.tokenizer,
+            shape=ctx.shape,
         ),
         started_at=ctx.started_at,
         duration_s=duration,
+    )
+
+
+def prefix_cache(ok: Sequence[RequestRecord]) -> PrefixCache | None:
+    """What the engine said about its prefix cache; None when no request said anything."""
+    said = [r for r in ok if r.cached_prompt_tokens is not None]
+    if not said:
+        return None
+    both = [r for r in said if r.prompt_tokens]
+    cached = sum(r.cached_prompt_tokens or 0 for r in both)
+    prompt = sum(r.prompt_tokens or 0 for r in both)
+    return PrefixCache(
+        requests_reporting=len(said),
+        cached_tokens=sum(r.cached_prompt_tokens or 0 for r in said),
+        prompt_tokens=prompt,
+        hit_fraction=cached / prompt if prompt else None,
     )

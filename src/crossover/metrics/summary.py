@@ -153,6 +153,22 @@ class WorkloadInfo(BaseModel):
     prompts: str = "synthetic"
     seed: int = 0
     tokenizer: str | None = None
+    #: per-request lengths and shared prefixes in compact form (``input_lengths``,
+    #: ``output_lengths``, ``shared_prefix``); empty: every request the same lengths.
+    #: ``input_tokens`` / ``output_tokens`` are then the distributions' nominal lengths
+    shape: dict[str, str] = Field(default_factory=dict)
+
+
+class PrefixCache(BaseModel):
+    """Prompt tokens the engine says it served from its prefix cache, over the measured
+    requests that said (``usage.prompt_tokens_details.cached_tokens``, or llama.cpp's
+    ``timings.cache_n``)."""
+
+    requests_reporting: int = 0
+    cached_tokens: int = 0
+    prompt_tokens: int = 0
+    #: cached / prompt tokens of the requests that reported both
+    hit_fraction: float | None = None
 
 
 class ClientFloor(BaseModel):
@@ -279,6 +295,9 @@ class RunSummary(BaseModel):
     client_made: list[str] = Field(default_factory=list)
     delivery: Delivery = Field(default_factory=Delivery)
     prompt_tokens: Stats = Field(default_factory=Stats)
+    #: output lengths asked for, over the measured requests (they vary with a shape)
+    expected_output_tokens: Stats = Field(default_factory=Stats)
+    prefix_cache: PrefixCache | None = None
     witnesses: Witnesses = Field(default_factory=Witnesses)
     engine: EngineInfo
     workload: WorkloadInfo

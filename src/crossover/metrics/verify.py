@@ -57,29 +57,38 @@ def verify(
 ) -> tuple[list[Problem], int]:  # fmt: skip
     """Matched-work checks of the measured ``records``; ``all_records`` adds the warm-up
     (the engine's counter covers it). Returns the problems and the matched count."""
-    n = ctx.output_tokens
+    # each request against its own N (a workload shape draws one per request; else all
+    # equal ctx.output_tokens)
     every = all_records if all_records is not None else records
     ok = [r for r in records if r.ok]
     problems: list[Problem] = []
-    short = [r for r in ok if r.completion_tokens is not None and r.completion_tokens < n]
-    long_ = [r for r in ok if r.completion_tokens is not None and r.completion_tokens > n]
+    counted = [r for r in ok if r.completion_tokens is not None]
+    short = [r for r in counted if (r.completion_tokens or 0) < r.expected_output_tokens]
+    long_ = [r for r in counted if (r.completion_tokens or 0) > r.expected_output_tokens]
+    ns = {r.expected_output_tokens for r in records} or {ctx.output_tokens}
+    what = f"{next(iter(ns))} tokens" if len(ns) == 1 else "their own output length"
     if short:
         got = sorted(r.completion_tokens or 0 for r in short)
+        gap = sorted(r.expected_output_tokens - (r.completion_tokens or 0) for r in short)
+        detail = (
+            f"(min {got[0]}, median {got[len(got) // 2]})"
+            if len(ns) == 1
+            else f"(short by {gap[0]} to {gap[-1]} tokens)"
+        )
         add_problem(
             problems,
             "short_completion",
             "error",
             len(short),
-            f"{len(short)} requests generated fewer than {n} tokens "
-            f"(min {got[0]}, median {got[len(got) // 2]}): the engine ignored the "
-            "matched-work fields or stopped at EOS",
+            f"{len(short)} requests generated fewer than {what} {detail}: the engine "
+            "ignored the matched-work fields or stopped at EOS",
         )
     add_problem(
         problems,
         "long_completion",
         "error",
         len(long_),
-        f"{len(long_)} requests generated more than {n} tokens",
+        f"{len(long_)} requests generated more than {what}",
     )
     if ctx.expects_finish_reason:
         bad = [r for r in ok if r.finish_reason != "length"]
@@ -163,7 +172,7 @@ def verify(
     matched = sum(
         1
         for r in ok
-        if r.completion_tokens == n
+        if r.completion_tokens == r.expected_output_tokens
         and (r.finish_reason == "length" or not ctx.expects_finish_reason)
         and not output_disagrees(r)
         and not total_disagrees(r)

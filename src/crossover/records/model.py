@@ -64,6 +64,8 @@ class RequestRecord(BaseModel):
     #: events the server sent after ``[DONE]`` (the end of the response): never parsed
     after_done_events: int = 0
     prompt_tokens: int | None = None
+    #: prompt tokens the engine says it served from its prefix cache (None: not said)
+    cached_prompt_tokens: int | None = None
     completion_tokens: int | None = None
     #: usage's own ``total_tokens``, as reported (checked: prompt + completion)
     total_tokens: int | None = None

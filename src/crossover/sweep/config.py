@@ -18,9 +18,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts, level_label
-from crossover.config import TimeoutsConfig, base_url
+from crossover.config import TimeoutsConfig, base_url, normalize_shape
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.workload.shape import LengthDist, SharedPrefix
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
@@ -225,8 +226,24 @@ class SweepConfig(BaseModel):
         description="false: warm up only the first level after each engine start (slow engines)",
     )
     repeats: int = Field(1, ge=1, le=100, description="runs per level; intervals need 2 or more")
-    output_tokens: int = Field(..., ge=1, description="exactly this many tokens per request")
-    input_tokens: int | None = Field(200, ge=1, description="prompt length in tokens")
+    output_tokens: int = Field(
+        ...,
+        ge=1,
+        description="exactly this many tokens per request, or a distribution each request "
+        "draws its own exact N from (uniform:64-512, lognormal:256,128,16-1024, ...)",
+    )
+    input_tokens: int | None = Field(
+        200, ge=1, description="prompt length in tokens, or a distribution"
+    )
+    input_lengths: LengthDist | None = Field(
+        None, description="per-request prompt lengths (or give input_tokens a distribution)"
+    )
+    output_lengths: LengthDist | None = Field(
+        None, description="per-request output lengths (or give output_tokens a distribution)"
+    )
+    shared_prefix: SharedPrefix | None = Field(
+        None, description="PxL[:random]: P shared prefixes of L tokens before each prompt"
+    )
     endpoint: str = Field("completions", description="completions or chat")
     seed: int = Field(0, description="seed of the prompts")
     prompts_file: Path | None = Field(
@@ -331,6 +348,11 @@ class SweepConfig(BaseModel):
             raise ValueError(f"target names must be unique: {', '.join(sorted(dup))}")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        return normalize_shape(data)
+
     @model_validator(mode="after")
     def _budget(self) -> SweepConfig:
         budgets = [
@@ -394,7 +416,18 @@ class SweepConfig(BaseModel):
             "endpoint": self.endpoint,
             "seed": self.seed,
             "prompts_file": str(self.prompts_file) if self.prompts_file else None,
+            # only when set: a fixed-length sweep keeps the identity it always had
+            **self.shape(),
         }
+
+    def shape(self) -> dict[str, str]:
+        """The per-request shape in compact form ({} for fixed lengths, no prefix)."""
+        out = {}
+        for key in ("input_lengths", "output_lengths", "shared_prefix"):
+            v = getattr(self, key)
+            if v is not None:
+                out[key] = v.spec()
+        return out
 
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:

@@ -187,7 +187,7 @@ class SweepRunner:
         ident = self.config.identity()
         previous = self.store.get_meta("identity")
         if previous is not None and previous != ident:
-            diff = ", ".join(k for k in ident if ident[k] != previous.get(k))
+            diff = ", ".join(k for k in {**previous, **ident} if ident.get(k) != previous.get(k))
             raise UsageError(
                 f"{self.out} holds a sweep with a different workload ({diff}); "
                 "use another --out or the same settings to resume"

@@ -379,6 +379,8 @@ async def _attempt(
                             record.finish_reason = info.finish_reason
                         if info.prompt_tokens is not None:
                             record.prompt_tokens = info.prompt_tokens
+                        if info.cached_tokens is not None:
+                            record.cached_prompt_tokens = info.cached_tokens
                         if info.completion_tokens is not None:
                             record.completion_tokens = info.completion_tokens
                             record.total_tokens = info.total_tokens

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 
 from crossover.errors import UsageError
+from crossover.workload.shape import LengthDist, SharedPrefix
 from crossover.workload.tokenizers import Tokenizer
 
 _WORDS = (
@@ -33,6 +34,11 @@ class Prompt:
     text: str
     #: token count by the tokenizer (without special tokens); None when uncounted
     tokens: int | None
+    #: this request's exact output length when the workload draws one per request
+    #: (``WorkloadShape``); None: the run's ``output_tokens``
+    output_tokens: int | None = None
+    #: the shared prefix it starts with (``SharedPrefix``); None: none
+    prefix_id: int | None = None
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -70,23 +76,54 @@ def synthetic_prompts(
     seed: int = 0,
     tokenizer: Tokenizer | None = None,
     first: int = 0,
+    *,
+    input_lengths: LengthDist | None = None,
+    output_lengths: LengthDist | None = None,
+    shared_prefix: SharedPrefix | None = None,
 ) -> list[Prompt]:
     """``count`` distinct prompts of ``input_tokens`` tokens each, ids ``first`` onwards
     (prompt ``i`` is the same whatever ``first`` and ``count`` were asked).
+
+    ``input_lengths`` / ``output_lengths`` draw each prompt's own lengths instead
+    (``crossover.workload.shape``); ``shared_prefix`` starts each prompt with one of P shared
+    prefixes of L tokens, the drawn input length then being the part after it.
 
     Without a tokenizer the length is approximate (one common word ~ one token)
     and ``Prompt.tokens`` is None: verification then relies on the server's usage.
     """
     if input_tokens < 1:
         raise UsageError("--input-tokens must be at least 1")
+    prefixes: dict[int, str] = {}
+
+    def prefix_text(j: int) -> str:
+        assert shared_prefix is not None
+        if j not in prefixes:
+            rng = random.Random(f"crossover-prefix-text:{seed}:{j}")
+            text = _words(rng, shared_prefix.tokens)
+            if tokenizer is not None:
+                text = fit_to_tokens(text, shared_prefix.tokens, tokenizer, rng)
+            prefixes[j] = text
+        return prefixes[j]
+
     prompts = []
     for i in range(first, first + count):
         rng = random.Random(f"crossover:{seed}:{i}")
-        text = _words(rng, input_tokens)
+        n_in = input_lengths.draw(seed, "input", i) if input_lengths else input_tokens
+        n_out = output_lengths.draw(seed, "output", i) if output_lengths else None
+        head, pid = "", None
+        if shared_prefix is not None:
+            pid = shared_prefix.prefix_of(seed, i)
+            head = prefix_text(pid) + " "
+        text = head + _words(rng, n_in)
+        total = n_in + (shared_prefix.tokens if shared_prefix else 0)
         if tokenizer is None:
-            prompts.append(Prompt(i, text, None))
-        else:
-            prompts.append(
-                Prompt(i, fit_to_tokens(text, input_tokens, tokenizer, rng), input_tokens)
+            prompts.append(Prompt(i, text, None, n_out, pid))
+            continue
+        fitted = fit_to_tokens(text, total, tokenizer, rng)
+        if head and not fitted.startswith(head.rstrip()):
+            raise UsageError(
+                f"prompt {i}: fitting it to {total} tokens changed its shared prefix "
+                f"({tokenizer.name} does not round-trip the prefix text)"
             )
+        prompts.append(Prompt(i, fitted, total, n_out, pid))
     return prompts

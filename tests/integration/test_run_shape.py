@@ -1,0 +1,62 @@
+"""Workload shapes against the calibration server: per-request lengths drawn from a
+distribution are each forced and verified, the same for every run of the same seed, and a
+request short of its own N is caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.conftest import calib, codes, run_against
+
+
+def _records(store, outcome):  # type: ignore[no-untyped-def]
+    return store.records(outcome.run_id, include_warmup=False)
+
+
+def test_each_request_gets_and_is_checked_against_its_own_length(tmp_path: Path) -> None:
+    shape = {
+        "output_tokens": "uniform:4-24",
+        "input_tokens": "lognormal:30,20,5-120",
+        "shared_prefix": "3x16",
+        "requests": 24,
+    }
+    out, store = run_against(calib(), tmp_path, **shape)
+    assert out.summary.verdict == "valid", out.summary.problems
+    assert out.summary.requests.matched == 24
+    recs = _records(store, out)
+    assert len({r.expected_output_tokens for r in recs}) > 8
+    assert all(r.completion_tokens == r.expected_output_tokens for r in recs)
+    assert all(4 <= r.expected_output_tokens <= 24 for r in recs)
+    # the prompt is the shared prefix plus the drawn unique part, counted by the server
+    assert len({r.expected_prompt_tokens for r in recs}) > 8
+    assert all(r.prompt_tokens == r.expected_prompt_tokens for r in recs)
+    assert min(r.expected_prompt_tokens or 0 for r in recs) >= 16 + 5
+    s = out.summary
+    assert s.workload.shape == {
+        "input_lengths": "lognormal:30,20,5-120",
+        "output_lengths": "uniform:4-24",
+        "shared_prefix": "3x16",
+    }
+    assert s.workload.output_tokens == 14  # the nominal (mean) length
+    assert s.expected_output_tokens.min is not None and s.expected_output_tokens.min >= 4
+    assert s.expected_output_tokens.max is not None and s.expected_output_tokens.max <= 24
+    # the calibration server keeps no prefix cache and says nothing of one (the real
+    # llama-server's evidence: tests/reliability/test_gemma_real.py)
+    assert s.prefix_cache is None
+
+    # the same seed draws the same work, whatever the concurrency: matched across engines
+    (tmp_path / "again").mkdir()
+    again, store2 = run_against(calib(), tmp_path / "again", concurrency=2, **shape)
+    key = lambda r: (r.index, r.expected_output_tokens, r.expected_prompt_tokens)  # noqa: E731
+    assert sorted(map(key, _records(store2, again))) == sorted(map(key, recs))
+
+
+def test_a_request_short_of_its_own_length_is_caught(tmp_path: Path) -> None:
+    out, _ = run_against(
+        calib("short_completion"), tmp_path, output_tokens="uniform:6-30", requests=12
+    )
+    assert out.summary.verdict == "invalid"
+    assert codes(out)["short_completion"] == "error"
+    (p,) = [p for p in out.summary.problems if p.code == "short_completion"]
+    assert "their own output length" in p.message
+    assert out.summary.requests.matched == 0
