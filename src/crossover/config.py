@@ -81,6 +81,26 @@ def normalize_shape(data: Any) -> Any:
     return data
 
 
+def _trace_defaults(data: Any) -> Any:
+    """With ``trace``: the open loop's mean rate, the request count and the nominal
+    lengths come from the trace; a rate or concurrency given as well is refused."""
+    if not isinstance(data, dict) or data.get("trace") is None:
+        return data
+    from crossover.workload.trace import read_trace
+
+    if data.get("concurrency") is not None or data.get("rate_rps") is not None:
+        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
+    trace = read_trace(Path(data["trace"]))
+    speed = float(data.get("trace_speed") or 1.0)
+    data = {**data, "rate_rps": trace.mean_rate(speed)}
+    if data.get("requests") is None and data.get("duration_s") is None:
+        data["requests"] = len(trace.requests)
+    if data.get("output_tokens") is None:
+        data["output_tokens"] = trace.mean_output()
+    data["input_tokens"] = trace.mean_input()
+    return data
+
+
 class RunConfig(BaseModel):
     """One load level against one endpoint (``crossover run``)."""
 
@@ -106,6 +126,11 @@ class RunConfig(BaseModel):
     input_lengths: LengthDist | None = None
     output_lengths: LengthDist | None = None
     shared_prefix: SharedPrefix | None = None
+    #: replay this trace (``crossover.workload.trace``): its arrival times (scaled by
+    #: ``trace_speed``), lengths and shared blocks; an open loop at its own pace
+    trace: Path | None = None
+    trace_speed: float = Field(1.0, gt=0, le=1e6)
+    trace_block_tokens: int = Field(512, ge=1, le=1_000_000)
     prompts_file: Path | None = None
     tokenizer: str | None = None
     seed: int = 0
@@ -120,7 +145,7 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shape(cls, data: Any) -> Any:
-        return normalize_shape(data)
+        return _trace_defaults(normalize_shape(data))
 
     @field_validator("url")
     @classmethod
@@ -161,6 +186,15 @@ class RunConfig(BaseModel):
             raise ValueError("the triton dialect has no chat endpoint")
         if self.urls and self.urls[0] != self.url:
             raise ValueError("url must be the first of urls")
+        if self.trace is not None and (
+            self.prompts_file or self.input_lengths or self.output_lengths or self.shared_prefix
+        ):
+            raise ValueError(
+                "a trace sets every request's lengths and prefix blocks: not with a prompt "
+                "file, input_lengths, output_lengths or shared_prefix"
+            )
+        if self.trace is not None and self.workers > 1:
+            raise ValueError("a trace replays from one process: --workers 1")
         if self.prompts_file is not None and (self.input_lengths or self.shared_prefix):
             raise ValueError(
                 "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
@@ -175,7 +209,18 @@ class RunConfig(BaseModel):
             v = getattr(self, key)
             if v is not None:
                 out[key] = v.spec()
+        if self.trace is not None:
+            out["trace"] = f"{self.trace} x{self.trace_speed:g}"
+            out["trace_block_tokens"] = str(self.trace_block_tokens)
         return out
+
+    def trace_offsets_ns(self) -> list[int] | None:
+        """The trace's send offsets at ``trace_speed`` (None without a trace)."""
+        if self.trace is None:
+            return None
+        from crossover.workload.trace import read_trace
+
+        return read_trace(self.trace).offsets_ns(self.trace_speed)
 
     @property
     def replica_urls(self) -> list[str]:

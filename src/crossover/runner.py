@@ -156,6 +156,17 @@ def build_prompts(
     config: RunConfig, tokenizer: Tokenizer | None, count: int, first: int = 0
 ) -> list[Prompt]:
     """Prompts ``first`` .. ``first + count - 1`` of the run's deterministic sequence."""
+    if config.trace is not None:
+        from crossover.workload.trace import read_trace, trace_prompts
+
+        return trace_prompts(
+            read_trace(config.trace),
+            count,
+            config.seed,
+            tokenizer,
+            config.trace_block_tokens,
+            first,
+        )
     if config.prompts_file is not None:
         prompts = dataset_prompts(
             config.prompts_file, count, config.input_tokens, tokenizer, config.seed, first
@@ -205,7 +216,13 @@ def make_context(
         concurrency=config.concurrency,
         rate_rps=config.rate_rps,
         input_tokens=config.input_tokens,
-        prompts=str(config.prompts_file) if config.prompts_file else "synthetic",
+        prompts=(
+            f"trace:{config.trace}"
+            if config.trace
+            else str(config.prompts_file)
+            if config.prompts_file
+            else "synthetic"
+        ),
         seed=config.seed,
         tokenizer=tokenizer.name if tokenizer else None,
         expects_finish_reason=get_dialect(config.engine).has_done_sentinel,
@@ -458,6 +475,7 @@ async def _execute_here(
                 seed=config.seed,
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
+                offsets_ns=config.trace_offsets_ns(),
             )
         except asyncio.CancelledError:
             sink.flush()  # every record received is written before the run is marked

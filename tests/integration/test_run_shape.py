@@ -60,3 +60,32 @@ def test_a_request_short_of_its_own_length_is_caught(tmp_path: Path) -> None:
     (p,) = [p for p in out.summary.problems if p.code == "short_completion"]
     assert "their own output length" in p.message
     assert out.summary.requests.matched == 0
+
+
+def test_a_trace_replay_keeps_its_arrivals_and_lengths(tmp_path: Path) -> None:
+    from crossover.workload.trace import read_trace
+
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "trace-sample.jsonl"
+    tr = read_trace(sample)
+    out, store = run_against(
+        calib(), tmp_path, trace=sample, trace_speed=8.0, requests=20,
+        concurrency=None, output_tokens=None, input_tokens=None,
+    )  # fmt: skip
+    assert out.summary.verdict == "valid", out.summary.problems
+    recs = sorted(_records(store, out), key=lambda r: r.index)
+    assert len(recs) == 20
+    for r, t in zip(recs, tr.requests, strict=False):
+        assert (r.expected_prompt_tokens, r.expected_output_tokens) == (
+            t.input_length,
+            t.output_length,
+        )
+        assert r.completion_tokens == t.output_length
+    # the schedule is the trace's, 8x faster, and the sends kept to it
+    sched = [r.t_scheduled_ns for r in recs]
+    assert all(s is not None for s in sched)
+    t0 = sched[0] or 0
+    want = tr.offsets_ns(8.0)[:20]
+    assert [(s or 0) - t0 for s in sched] == want
+    late_ms = [(r.t_send_ns - (r.t_scheduled_ns or 0)) / 1e6 for r in recs]
+    assert max(late_ms) < 50.0
+    assert out.summary.workload.prompts.startswith("trace:")

@@ -42,13 +42,13 @@ def run(
     ],
     model: Annotated[str, typer.Option(help="Model name sent in each request")],
     output_tokens: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Exactly this many tokens per request, or a distribution each request draws "
             "its own exact N from: uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
-            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE"
+            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE (required unless --trace)"
         ),
-    ],
+    ] = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -78,6 +78,19 @@ def run(
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
     ] = "200",
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, "
+            "output_length, hash_ids): its arrivals, lengths and shared blocks"
+        ),
+    ] = None,
+    trace_speed: Annotated[
+        float, typer.Option(help="Replay the trace this many times faster")
+    ] = 1.0,
+    trace_block_tokens: Annotated[
+        int, typer.Option(help="Tokens per hash_ids block of the trace (Mooncake: 512)")
+    ] = 512,
     shared_prefix: Annotated[
         str | None,
         typer.Option(
@@ -179,6 +192,7 @@ def run(
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
+    from crossover.workload.shape import parse_length, parse_shared_prefix
 
     terms = parse_slo(slo) if slo is not None else []
     for more in url[1:]:  # the first is checked with the rest of the config, as always
@@ -186,6 +200,22 @@ def run(
             base_url(more)
         except ValueError as exc:
             raise UsageError(f"--url: {exc}") from None
+    if output_tokens is None and trace is None:
+        raise UsageError(
+            "--output-tokens is required (a number or a distribution), unless --trace gives "
+            "each request's length"
+        )
+    for flag, value in (("--output-tokens", output_tokens), ("--input-tokens", input_tokens)):
+        if value is not None and not value.strip().isdigit():
+            try:
+                parse_length(value)
+            except ValueError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+    if shared_prefix is not None:
+        try:
+            parse_shared_prefix(shared_prefix)
+        except ValueError as exc:
+            raise UsageError(f"--shared-prefix: {exc}") from None
     config = validated(
         RunConfig,
         names=RUN_FLAGS,
@@ -203,6 +233,9 @@ def run(
         output_tokens=output_tokens,
         input_tokens=input_tokens,
         shared_prefix=shared_prefix,
+        trace=trace,
+        trace_speed=trace_speed,
+        trace_block_tokens=trace_block_tokens,
         prompts_file=prompts,
         tokenizer=tokenizer,
         seed=seed,

@@ -84,10 +84,20 @@ async def open_loop(
     seed: int,
     max_in_flight: int | None = None,
     first_index: int = 0,
+    offsets_ns: Sequence[int] | None = None,
 ) -> None:
+    """``offsets_ns``: send times after the start (a replayed trace) instead of Poisson
+    arrivals; past the last one the offsets repeat, shifted by the trace's span."""
     count = requests if requests is not None else int(rate_rps * (duration_s or 0) * 1.5) + 16
     start = time.perf_counter_ns() + 5_000_000
-    schedule = poisson_schedule(rate_rps, count, seed, start)
+    if offsets_ns:
+        span = offsets_ns[-1] + (offsets_ns[-1] // max(len(offsets_ns) - 1, 1))
+        schedule = [
+            start + (k // len(offsets_ns)) * span + offsets_ns[k % len(offsets_ns)]
+            for k in range(count)
+        ]
+    else:
+        schedule = poisson_schedule(rate_rps, count, seed, start)
     if duration_s is not None:
         end = start + int(duration_s * 1e9)
         schedule = [t for t in schedule if t < end] if requests is None else schedule
@@ -145,6 +155,7 @@ async def measured_load(
     seed: int,
     max_in_flight: int | None,
     probe_interval_s: float,
+    offsets_ns: Sequence[int] | None = None,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
@@ -160,5 +171,8 @@ async def measured_load(
                 await closed_loop(send, concurrency, requests, duration_s, abort)
             else:
                 assert rate_rps is not None
-                await open_loop(send, rate_rps, requests, duration_s, abort, seed, max_in_flight)
+                await open_loop(
+                    send, rate_rps, requests, duration_s, abort, seed, max_in_flight,
+                    offsets_ns=offsets_ns,
+                )  # fmt: skip
         return await probe.stop()
