@@ -1,0 +1,52 @@
+"""A sweep with per-request lengths and shared prefixes: every target gets the same drawn
+work at a level and repeat, the shape is recorded, and a resume with another shape is
+refused instead of mixing two workloads in one database."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from crossover.cli.app import main
+from crossover.records.store import Store
+
+from .conftest import Linear, read_sweep, servers
+
+
+def test_drawn_lengths_matched_across_targets_and_resume_refuses_another_shape(
+    tmp_path: Path, capsys: object
+) -> None:
+    out = tmp_path / "sweep"
+    config = tmp_path / "sweep.yaml"
+    with servers(Linear(1.0, 0.1), Linear(2.0, 0.0)) as (ua, ub):
+        config.write_text(
+            "concurrency: [1, 2]\nrequests_per_level: 6\nrepeats: 1\nwarmup_requests: 0\n"
+            "output_tokens: uniform:2-9\ninput_tokens: normal:12,4,4-30\nshared_prefix: 2x8\n"
+            f"targets:\n  - {{name: A, url: '{ua}', engine: vllm, model: calibration}}\n"
+            f"  - {{name: B, url: '{ub}', engine: vllm, model: calibration}}\n"
+        )
+        args = ["sweep", "--config", str(config), "--out", str(out), "--no-report"]
+        assert main(args) == 0
+        sweep = read_sweep(out)
+        assert sweep["workload"]["output_lengths"] == "uniform:2-9"
+        assert sweep["workload"]["shared_prefix"] == "2x8"
+        assert all(r["summary"]["verdict"] == "valid" for r in sweep["runs"])
+        work: dict[tuple[str, str], list[tuple[int, int, int | None]]] = defaultdict(list)
+        with Store(out / "sweep.db") as store:
+            for row in store.runs():
+                assert row.key is not None
+                name, level, rep = row.key.split("|")
+                for rec in store.records(row.run_id, include_warmup=False):
+                    assert rec.completion_tokens == rec.expected_output_tokens
+                    work[(name, level + rep)].append(
+                        (rec.index, rec.expected_output_tokens, rec.expected_prompt_tokens)
+                    )
+        for key in {k for _, k in work}:
+            assert sorted(work[("A", key)]) == sorted(work[("B", key)]), key
+        assert len({n for v in work.values() for _, n, _ in v}) > 3
+
+        # the same folder with another output shape: refused, nothing written
+        config.write_text(config.read_text().replace("uniform:2-9", "uniform:2-12"))
+        assert main(args) == 2
+        err = capsys.readouterr().err  # type: ignore[attr-defined]
+        assert "different workload (output_tokens, output_lengths)" in err
