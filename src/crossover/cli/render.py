@@ -129,6 +129,30 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             f"event-loop lag p50 {_f(lag.p50_ms, '.2f')} / p99 {_f(lag.p99_ms, '.2f')} / "
             f"max {_f(lag.max_ms, '.1f')} ms"
         )
+    shape = s.workload.shape
+    if shape:
+        parts = []
+        if "output_lengths" in shape:
+            e = s.expected_output_tokens
+            got = f" ({_f(e.min, '.0f')}-{_f(e.max, '.0f')} asked)" if e.count else ""
+            parts.append(f"output {shape['output_lengths']}{got}")
+        if "input_lengths" in shape:
+            parts.append(f"input {shape['input_lengths']}")
+        if "shared_prefix" in shape:
+            parts.append(f"shared prefix {shape['shared_prefix']}")
+        if "trace" in shape:
+            parts.append(f"trace {shape['trace']}")
+        lines.append(Text("workload: " + ", ".join(parts), style="dim"))
+    cache = s.prefix_cache
+    if cache is not None and cache.hit_fraction is not None:
+        lines.append(
+            Text(
+                f"prefix cache: {cache.hit_fraction:.0%} of prompt tokens served from the "
+                f"engine's cache ({cache.cached_tokens:,} of {cache.prompt_tokens:,}, its own "
+                f"count, {cache.requests_reporting} requests)",
+                style="dim",
+            )
+        )
     checks = s.witnesses.checks
     if checks:
         said = []
