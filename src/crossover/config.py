@@ -12,6 +12,7 @@ from crossover import defaults
 from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
+from crossover.workload.sessions import Sessions
 from crossover.workload.shape import LengthDist, SharedPrefix, parse_length, parse_shared_prefix
 
 
@@ -128,6 +129,8 @@ class RunConfig(BaseModel):
     shared_prefix: SharedPrefix | None = None
     #: replay this trace (``crossover.workload.trace``): its arrival times (scaled by
     #: ``trace_speed``), lengths and shared blocks; an open loop at its own pace
+    #: multi-turn sessions (``crossover.workload.sessions``): each turn carries the history
+    sessions: Sessions | None = None
     trace: Path | None = None
     trace_speed: float = Field(1.0, gt=0, le=1e6)
     trace_block_tokens: int = Field(512, ge=1, le=1_000_000)
@@ -195,6 +198,16 @@ class RunConfig(BaseModel):
             )
         if self.trace is not None and self.workers > 1:
             raise ValueError("a trace replays from one process: --workers 1")
+        if self.sessions is not None:
+            if self.trace or self.prompts_file or self.shared_prefix:
+                raise ValueError(
+                    "sessions build their prompts from their own history: not with a trace, "
+                    "a prompt file or shared_prefix"
+                )
+            if self.workers > 1:
+                raise ValueError("sessions run from one process: --workers 1")
+            if self.duration_s is not None:
+                raise ValueError("sessions count requests: --requests, not --duration-s")
         if self.prompts_file is not None and (self.input_lengths or self.shared_prefix):
             raise ValueError(
                 "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
@@ -209,6 +222,8 @@ class RunConfig(BaseModel):
             v = getattr(self, key)
             if v is not None:
                 out[key] = v.spec()
+        if self.sessions is not None:
+            out["sessions"] = self.sessions.spec()
         if self.trace is not None:
             out["trace"] = f"{self.trace} x{self.trace_speed:g}"
             out["trace_block_tokens"] = str(self.trace_block_tokens)

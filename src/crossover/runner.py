@@ -156,6 +156,21 @@ def build_prompts(
     config: RunConfig, tokenizer: Tokenizer | None, count: int, first: int = 0
 ) -> list[Prompt]:
     """Prompts ``first`` .. ``first + count - 1`` of the run's deterministic sequence."""
+    if config.sessions is not None:
+        from crossover.workload.sessions import session_prompts
+
+        assert config.input_tokens is not None
+        return session_prompts(
+            config.sessions,
+            count,
+            config.input_tokens,
+            config.output_tokens,
+            config.seed,
+            tokenizer,
+            first,
+            input_lengths=config.input_lengths,
+            output_lengths=config.output_lengths,
+        )
     if config.trace is not None:
         from crossover.workload.trace import read_trace, trace_prompts
 
@@ -232,6 +247,7 @@ def make_context(
         workers=config.workers,
         chat_template_tokens=chat_template_tokens,
         shape=config.workload_shape(),
+        turns=config.sessions.turns if config.sessions else None,
     )
 
 
@@ -476,6 +492,9 @@ async def _execute_here(
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
                 offsets_ns=config.trace_offsets_ns(),
+                sessions=(
+                    (config.sessions.turns, config.sessions.think_s) if config.sessions else None
+                ),
             )
         except asyncio.CancelledError:
             sink.flush()  # every record received is written before the run is marked

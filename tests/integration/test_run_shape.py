@@ -4,6 +4,7 @@ request short of its own N is caught."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from tests.integration.conftest import calib, codes, run_against
@@ -89,3 +90,39 @@ def test_a_trace_replay_keeps_its_arrivals_and_lengths(tmp_path: Path) -> None:
     late_ms = [(r.t_send_ns - (r.t_scheduled_ns or 0)) / 1e6 for r in recs]
     assert max(late_ms) < 50.0
     assert out.summary.workload.prompts.startswith("trace:")
+
+
+def test_sessions_carry_their_history_and_wait_for_each_reply(tmp_path: Path) -> None:
+    out, store = run_against(
+        calib(), tmp_path, sessions={"turns": 3, "think_s": 0.05}, requests=12,
+        concurrency=2, output_tokens=6, input_tokens=10,
+    )  # fmt: skip
+    assert out.summary.verdict == "valid", out.summary.problems
+    recs = {r.index: r for r in _records(store, out)}
+    assert sorted(recs) == list(range(12))
+    for s in range(4):
+        turns = [recs[s * 3 + t] for t in range(3)]
+        # turn t's prompt: t earlier user texts and replies (10 + 6 each) + its own 10
+        assert [r.expected_prompt_tokens for r in turns] == [10, 26, 42]
+        assert [r.prompt_tokens for r in turns] == [10, 26, 42]
+        for a, b in itertools.pairwise(turns):
+            assert a.t_done_ns is not None and b.t_scheduled_ns is not None
+            # the next turn was planned think_s after the reply and sent no earlier
+            assert b.t_scheduled_ns - a.t_done_ns >= 50_000_000
+            assert b.t_send_ns >= b.t_scheduled_ns
+    turns = out.summary.turns
+    assert [t.turn for t in turns] == [1, 2, 3]
+    assert [t.prompt_tokens.mean for t in turns] == [10, 26, 42]
+    assert all(t.ttft_ms.count == 4 for t in turns)
+    assert out.summary.workload.shape["sessions"] == "3 turns, think 0.05 s"
+
+
+def test_session_prompts_repeat_the_history_verbatim() -> None:
+    from crossover.calibration.tokenizer import WordTokenizer
+    from crossover.workload.sessions import Sessions, session_prompts
+
+    ps = session_prompts(Sessions(turns=3), 6, 5, 4, seed=1, tokenizer=WordTokenizer())
+    for s in (0, 1):
+        t0, t1, t2 = (ps[s * 3 + t].text for t in range(3))
+        assert t1.startswith(t0) and t2.startswith(t1)
+    assert ps[0].text != ps[3].text  # sessions differ

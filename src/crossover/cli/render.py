@@ -142,7 +142,15 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             parts.append(f"shared prefix {shape['shared_prefix']}")
         if "trace" in shape:
             parts.append(f"trace {shape['trace']}")
+        if "sessions" in shape:
+            parts.append(f"sessions of {shape['sessions']}")
         lines.append(Text("workload: " + ", ".join(parts), style="dim"))
+    if s.turns:
+        per = [
+            f"{t.turn}: {_f(t.ttft_ms.p50, '.1f')} ms ({_f(t.prompt_tokens.mean, '.0f')} tok)"
+            for t in s.turns
+        ]
+        lines.append(Text("TTFT p50 by turn (prompt): " + ", ".join(per), style="dim"))
     cache = s.prefix_cache
     if cache is not None and cache.hit_fraction is not None:
         lines.append(

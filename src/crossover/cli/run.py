@@ -78,6 +78,17 @@ def run(
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
     ] = "200",
+    turns: Annotated[
+        int,
+        typer.Option(
+            help="Multi-turn sessions of this many turns: each turn's prompt carries the "
+            "session's history (earlier prompts and stand-ins of their replies' lengths); "
+            "--concurrency/--rate count sessions"
+        ),
+    ] = 1,
+    think_s: Annotated[
+        float, typer.Option(help="Seconds between a turn's reply and the session's next turn")
+    ] = 0.0,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -233,6 +244,7 @@ def run(
         output_tokens=output_tokens,
         input_tokens=input_tokens,
         shared_prefix=shared_prefix,
+        sessions={"turns": turns, "think_s": think_s} if turns > 1 else None,
         trace=trace,
         trace_speed=trace_speed,
         trace_block_tokens=trace_block_tokens,

@@ -125,6 +125,72 @@ async def open_loop(
         await _gather_or_abort(list(tasks), abort)
 
 
+async def session_loop(
+    send: SendFn,
+    turns: int,
+    think_s: float,
+    *,
+    concurrency: int | None,
+    rate_rps: float | None,
+    requests: int,
+    abort: asyncio.Event,
+    seed: int,
+    first_index: int = 0,
+) -> None:
+    """Multi-turn sessions (``crossover.workload.sessions``): request ``i`` is turn ``i mod
+    turns`` of session ``i div turns``. Turns of a session go one after another, each sent
+    ``think_s`` after the previous one ended (that time is its ``t_scheduled``, so a late
+    send shows in ``queue_ms``); a failed turn ends its session (its history is broken).
+    Sessions start ``concurrency`` at a time (closed loop over sessions) or on a Poisson
+    schedule of ``rate_rps`` sessions per second."""
+    last = first_index + requests
+    n_sessions = -(-requests // turns)
+
+    async def run_session(s: int, t_sched: int | None) -> None:
+        for t in range(turns):
+            i = first_index + s * turns + t
+            if i >= last or abort.is_set():
+                return
+            if t_sched is not None:
+                delay = (t_sched - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            rec = await send(i, t_sched, False)
+            if not rec.ok:
+                return
+            t_sched = time.perf_counter_ns() + int(think_s * 1e9)
+
+    loop = asyncio.get_running_loop()
+    if concurrency is not None:
+        counter = itertools.count()
+
+        async def worker() -> None:
+            while not abort.is_set():
+                s = next(counter)
+                if s >= n_sessions:
+                    return
+                await run_session(s, None)
+
+        started = []
+        for _ in range(min(concurrency, n_sessions)):
+            started.append(loop.create_task(worker()))
+            await asyncio.sleep(0)
+        await _gather_or_abort(started, abort)
+        return
+    assert rate_rps is not None
+    start = time.perf_counter_ns() + 5_000_000
+    schedule = poisson_schedule(rate_rps, n_sessions, seed, start)
+    tasks: list[asyncio.Task[None]] = []
+    for s, t0 in enumerate(schedule):
+        if abort.is_set():
+            break
+        delay = (t0 - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(loop.create_task(run_session(s, t0)))
+    await _gather_or_abort(tasks, abort)
+
+
 async def _gather_or_abort(aws: Sequence[Awaitable[None]], abort: asyncio.Event) -> None:
     """Wait for all; if ``abort`` is set first (engine died, Ctrl-C), cancel the rest."""
     tasks = [asyncio.ensure_future(a) for a in aws]
@@ -156,6 +222,7 @@ async def measured_load(
     max_in_flight: int | None,
     probe_interval_s: float,
     offsets_ns: Sequence[int] | None = None,
+    sessions: tuple[int, float] | None = None,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
@@ -166,7 +233,13 @@ async def measured_load(
     probe = LoopLagProbe(probe_interval_s)
     with frozen_heap():
         probe.start()
-        if not abort.is_set():
+        if not abort.is_set() and sessions is not None:
+            assert requests is not None
+            await session_loop(
+                send, sessions[0], sessions[1], concurrency=concurrency, rate_rps=rate_rps,
+                requests=requests, abort=abort, seed=seed,
+            )  # fmt: skip
+        elif not abort.is_set():
             if concurrency is not None:
                 await closed_loop(send, concurrency, requests, duration_s, abort)
             else:

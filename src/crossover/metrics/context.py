@@ -37,3 +37,5 @@ class RunContext(BaseModel):
     #: the per-request shape (``RunConfig.workload_shape``): input_lengths,
     #: output_lengths, shared_prefix in compact form; empty when lengths are fixed
     shape: dict[str, str] = Field(default_factory=dict)
+    #: turns per session (request i is turn i mod turns); None: no sessions
+    turns: int | None = None

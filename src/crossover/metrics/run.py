@@ -26,6 +26,7 @@ from crossover.metrics.summary import (
     RunSummary,
     Stats,
     Throughput,
+    TurnStats,
     Waves,
     Window,
     Witnesses,
@@ -330,6 +331,7 @@ def summarize(
         prompt_tokens=stats(float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None),
         expected_output_tokens=stats(float(r.expected_output_tokens) for r in records),
         prefix_cache=prefix_cache(ok),
+        turns=turn_stats(ok, ctx.turns),
         witnesses=witnesses(records, all_records, engine, ctx),
         client_loop=loop,
         client_made=made,
@@ -363,3 +365,22 @@ def prefix_cache(ok: Sequence[RequestRecord]) -> PrefixCache | None:
         prompt_tokens=prompt,
         hit_fraction=cached / prompt if prompt else None,
     )
+
+
+def turn_stats(ok: Sequence[RequestRecord], turns: int | None) -> list[TurnStats]:
+    """TTFT and prompt length per turn of multi-turn sessions (request i: turn i mod T)."""
+    if not turns or turns < 2:
+        return []
+    out = []
+    for t in range(turns):
+        mine = [r for r in ok if r.index % turns == t]
+        out.append(
+            TurnStats(
+                turn=t + 1,
+                ttft_ms=stats(rq.ttft_ms(r) for r in mine),
+                prompt_tokens=stats(
+                    float(r.expected_prompt_tokens or r.prompt_tokens or 0) for r in mine
+                ),
+            )
+        )
+    return out

@@ -159,6 +159,14 @@ class WorkloadInfo(BaseModel):
     shape: dict[str, str] = Field(default_factory=dict)
 
 
+class TurnStats(BaseModel):
+    """One turn of multi-turn sessions: its TTFT and prompt length (growing with history)."""
+
+    turn: int
+    ttft_ms: Stats = Field(default_factory=Stats)
+    prompt_tokens: Stats = Field(default_factory=Stats)
+
+
 class PrefixCache(BaseModel):
     """Prompt tokens the engine says it served from its prefix cache, over the measured
     requests that said (``usage.prompt_tokens_details.cached_tokens``, or llama.cpp's
@@ -298,6 +306,8 @@ class RunSummary(BaseModel):
     #: output lengths asked for, over the measured requests (they vary with a shape)
     expected_output_tokens: Stats = Field(default_factory=Stats)
     prefix_cache: PrefixCache | None = None
+    #: per turn of multi-turn sessions (empty without sessions)
+    turns: list[TurnStats] = Field(default_factory=list)
     witnesses: Witnesses = Field(default_factory=Witnesses)
     engine: EngineInfo
     workload: WorkloadInfo
