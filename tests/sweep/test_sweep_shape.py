@@ -50,3 +50,22 @@ def test_drawn_lengths_matched_across_targets_and_resume_refuses_another_shape(
         assert main(args) == 2
         err = capsys.readouterr().err  # type: ignore[attr-defined]
         assert "different workload (output_tokens, output_lengths)" in err
+
+
+def test_a_sweep_of_sessions_counts_sessions_per_level(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    config = tmp_path / "sweep.yaml"
+    with servers(Linear(1.0, 0.1)) as (ua,):
+        config.write_text(
+            "concurrency: [1, 2]\nrequests_per_level: 6\nwarmup_requests: 0\n"
+            "output_tokens: 4\ninput_tokens: 6\nsessions: {turns: 3, think_s: 0.01}\n"
+            f"targets:\n  - {{name: A, url: '{ua}', engine: vllm, model: calibration}}\n"
+        )
+        args = ["sweep", "--config", str(config), "--out", str(out), "--no-report"]
+        assert main(args) == 0
+    sweep = read_sweep(out)
+    assert sweep["workload"]["sessions"] == "3 turns, think 0.01 s"
+    for run in sweep["runs"]:
+        s = run["summary"]
+        assert s["verdict"] == "valid"
+        assert [t["prompt_tokens"]["mean"] for t in s["turns"]] == [6, 16, 26]

@@ -21,6 +21,7 @@ from crossover.analysis.schema import Axis, RooflineFacts, level_label
 from crossover.config import TimeoutsConfig, base_url, normalize_shape
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.workload.sessions import Sessions
 from crossover.workload.shape import LengthDist, SharedPrefix
 
 if TYPE_CHECKING:
@@ -244,6 +245,11 @@ class SweepConfig(BaseModel):
     shared_prefix: SharedPrefix | None = Field(
         None, description="PxL[:random]: P shared prefixes of L tokens before each prompt"
     )
+    sessions: Sessions | None = Field(
+        None,
+        description="multi-turn sessions {turns: T, think_s: S}: each turn carries its "
+        "session's history; concurrency and rates then count sessions",
+    )
     endpoint: str = Field("completions", description="completions or chat")
     seed: int = Field(0, description="seed of the prompts")
     prompts_file: Path | None = Field(
@@ -423,7 +429,7 @@ class SweepConfig(BaseModel):
     def shape(self) -> dict[str, str]:
         """The per-request shape in compact form ({} for fixed lengths, no prefix)."""
         out = {}
-        for key in ("input_lengths", "output_lengths", "shared_prefix"):
+        for key in ("input_lengths", "output_lengths", "shared_prefix", "sessions"):
             v = getattr(self, key)
             if v is not None:
                 out[key] = v.spec()

@@ -215,6 +215,7 @@ class TargetSession:
             input_lengths=cfg.input_lengths,
             output_lengths=cfg.output_lengths,
             shared_prefix=cfg.shared_prefix,
+            sessions=cfg.sessions,
             prompts_file=cfg.prompts_file,
             tokenizer=cfg.tokenizer,
             seed=cfg.seed,
