@@ -23,11 +23,12 @@ from crossover.analysis.slo import SloTerm, per_request_limits
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
-from crossover.config import RunConfig, TimeoutsConfig
+from crossover.config import RunConfig, TimeoutsConfig, normalize_shape
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.workload import Tokenizer
+from crossover.workload.shape import LengthDist, SharedPrefix
 
 
 class CapacityConfig(BaseModel):
@@ -41,6 +42,10 @@ class CapacityConfig(BaseModel):
     endpoint: Literal["completions", "chat"] = "completions"
     output_tokens: int = Field(ge=1)
     input_tokens: int = Field(200, ge=1)
+    #: per-request lengths and shared prefixes (``crossover.workload.shape``)
+    input_lengths: LengthDist | None = None
+    output_lengths: LengthDist | None = None
+    shared_prefix: SharedPrefix | None = None
     slo: list[SloTerm] = Field(min_length=1)
     precision: float = Field(0.1, gt=0, le=4)
     start_rps: float = Field(1.0, gt=0)
@@ -55,6 +60,11 @@ class CapacityConfig(BaseModel):
     #: stop a level whose requests in flight keep growing
     early_stop: bool = True
     sample_interval_s: float = Field(0.2, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        return normalize_shape(data)
 
     @model_validator(mode="after")
     def _range(self) -> CapacityConfig:
@@ -73,6 +83,9 @@ class CapacityConfig(BaseModel):
             warmup_requests=warmup,
             output_tokens=self.output_tokens,
             input_tokens=self.input_tokens,
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
             tokenizer=self.tokenizer,
             seed=self.seed,
             timeouts=self.timeouts,
@@ -226,6 +239,11 @@ class CapacityRunner:
             "seed": cfg.seed,
             "duration_s_per_level": cfg.duration_s_per_level,
             "arrivals": "poisson",
+            **{
+                k: v.spec()
+                for k in ("input_lengths", "output_lengths", "shared_prefix")
+                if (v := getattr(cfg, k)) is not None
+            },
         }
 
     def close(self) -> None:

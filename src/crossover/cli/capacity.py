@@ -150,6 +150,10 @@ def _capacity_of_targets(
     base = {
         "output_tokens": flags["output_tokens"] or sweep.output_tokens,
         "input_tokens": flags["input_tokens"] or sweep.input_tokens or 200,
+        # a flag's fixed length replaces the YAML's distribution for that length
+        "input_lengths": None if flags["input_tokens"] else sweep.input_lengths,
+        "output_lengths": None if flags["output_tokens"] else sweep.output_lengths,
+        "shared_prefix": sweep.shared_prefix,
         "endpoint": sweep.endpoint,
         "seed": sweep.seed,
         "tokenizer": sweep.tokenizer,
