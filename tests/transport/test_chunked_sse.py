@@ -161,6 +161,15 @@ def test_fast_path_events_then_a_comment_hand_over_to_the_general_parser(
     assert as_sse_events(got + p.close(0)) == reference(body)
 
 
+@pytest.mark.parametrize("line", [b"A", b"a", b"00a", b"A ; name=value", b"a;x"])
+def test_hex_sizes_in_either_case_with_zeros_and_extensions(line: bytes) -> None:
+    wire = line + b"\r\ndata: xy\n\n\r\n0\r\n\r\n"
+    for cut in range(len(wire) + 1):
+        got, p = run([wire[:cut], wire[cut:]])
+        assert [e[0] for e in got] == [b"xy"]
+        assert p.done
+
+
 def test_chunk_extensions_and_trailers_are_skipped() -> None:
     body, datas = openai_body(3)
     wire, _ = chunked(body, [40], ext=True)
@@ -204,6 +213,10 @@ def test_empty_data_dispatches_nothing() -> None:
         b"\r\n",
         b"-1\r\n",
         b"0x5\r\nhello\r\n",
+        b"0X5\r\nhello\r\n",
+        b"1_0\r\n",
+        b"+5\r\nhello\r\n",
+        b"\xd9\xa5\r\nhello\r\n",
         b"11111111111111111\r\n",
         b"2\r\nabXY",
         b"1\r\na\n0\r\n\r\n",

@@ -174,7 +174,36 @@ class ChunkedSSEParser:
             self._line = b""
         while pos < n:
             state = self._state
-            if state == _DATA:
+            if state == _SIZE:
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    if n - pos > MAX_SIZE_LINE:
+                        raise self._bad("a chunk-size line without its end", pieces)
+                    self._line = data[pos:]
+                    break
+                line = data[pos:eol]
+                # the common line, bare hex digits: int() alone (isalnum excludes signs,
+                # spaces, "_" and ";"; a second character x or X would be int's 0x prefix)
+                if 0 < len(line) <= 16 and line.isalnum() and line[1:2] not in (b"x", b"X"):
+                    try:
+                        size = int(line, 16)
+                    except ValueError:
+                        size = self._size(line, pieces)
+                else:
+                    size = self._size(line, pieces)
+                pos = eol + 2
+                if not size:
+                    self._state = _TRAILERS
+                    continue
+                end = pos + size
+                if end + 2 <= n and data[end : end + 2] == b"\r\n":
+                    # the whole chunk and its CRLF are here: one step
+                    pieces.append(data[pos:end])
+                    pos = end + 2
+                    continue
+                self._left = size
+                self._state = _DATA
+            elif state == _DATA:
                 left = self._left
                 end = pos + left
                 if end >= n:
@@ -201,20 +230,6 @@ class ChunkedSSEParser:
                     raise self._bad("a chunk not followed by CRLF", pieces)
                 pos += 2
                 self._state = _SIZE
-            elif state == _SIZE:
-                eol = data.find(b"\r\n", pos)
-                if eol < 0:
-                    if n - pos > MAX_SIZE_LINE:
-                        raise self._bad("a chunk-size line without its end", pieces)
-                    self._line = data[pos:]
-                    break
-                size = self._size(data[pos:eol], pieces)
-                pos = eol + 2
-                if size:
-                    self._left = size
-                    self._state = _DATA
-                else:
-                    self._state = _TRAILERS
             elif state == _TRAILERS:
                 eol = data.find(b"\r\n", pos)
                 if eol < 0:
@@ -252,7 +267,7 @@ class ChunkedSSEParser:
             return self._slow_feed(body, t_ns)
         buf = self._sse_buf + body if self._sse_buf else body
         if not self._started:
-            if len(buf) < 6 and b"data: ".startswith(buf):
+            if len(buf) < 6 and b"data: ".startswith(buf) and len(buf) <= self._max:
                 self._sse_buf = buf  # too short to tell yet
                 return []
             self._started = True
@@ -266,12 +281,13 @@ class ChunkedSSEParser:
         pos = 0
         limit = self._max + 6
         find = buf.find
+        starts = buf.startswith
         while True:
             sep = find(b"\n\n", pos)
             if sep < 0:
                 break
             # one "data: " line and its blank line, nothing else: the event is the slice
-            if buf[pos : pos + 6] != b"data: " or sep - pos > limit or find(b"\n", pos, sep) >= 0:
+            if not starts(b"data: ", pos) or sep - pos > limit or find(b"\n", pos, sep) >= 0:
                 self._sse_buf = b""
                 return self._handoff(buf[pos:], t_ns, out, prime=True)
             if sep - pos > 6:  # "data: " alone dispatches nothing
