@@ -31,7 +31,9 @@ the load (``process_time``) per token received:
 * ``aiohttp``: the same read loop without the record: ``make_session``, ``readchunk``,
   stamps from ``StampingHandler``, ``SSEParser``, ``orjson`` and the dialect per event;
 * ``lean``: ``crossover.transport.lean`` (``asyncio.Protocol`` + ``ChunkedSSEParser``),
-  the same per-event work.
+  the same per-event work, the request's task woken per read (as aiohttp's is);
+* ``lean-sink``: the same, the per-event work done inside ``data_received`` (a sink),
+  the task woken only at the end of the response.
 
     python bench/transport_parsers.py --json /tmp/parsers.json
     python bench/transport_parsers.py --e2e --concurrency 256 --tokens 256 --json /tmp/e2e.json
@@ -454,6 +456,7 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
     parse = dialect.parse
     counts: list[int] = []
     stamped: list[bool] = []
+    late: list[int] = []  # arrival stamp - the server's emission stamp, per token
 
     async def per_event(events: list[tuple[bytes, int]], arrivals: list[int]) -> None:
         for raw, t in events:
@@ -462,8 +465,10 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
             info = parse(loads(raw), "completions")
             if info.text:
                 arrivals.append(t)
+                if info.emitted_ns is not None:
+                    late.append(t - info.emitted_ns)
 
-    if kind == "lean":
+    if kind in ("lean", "lean-sink"):
         parts = urlsplit(url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 80
         pool = LeanPool(host, port)
@@ -472,25 +477,44 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
 
         async def one() -> None:
             conn = await pool.acquire()
-            conn.send(request)
-            head = await conn.wait_head()
-            assert head.status == 200, head
-            assert head.event_stream, head
             arrivals: list[int] = []
-            while True:
-                evs = await conn.next_events()
-                if not evs:
-                    break
-                await per_event([(e[0], e[3]) for e in evs], arrivals)
+            if kind == "lean-sink":  # the per-event work inside data_received
+
+                def sink(evs: list[StampedEvent]) -> None:
+                    for raw, _event, _id, t in evs:
+                        if raw[:6] == b"[DONE]":
+                            continue
+                        info = parse(loads(raw), "completions")
+                        if info.text:
+                            arrivals.append(t)
+                            if info.emitted_ns is not None:
+                                late.append(t - info.emitted_ns)
+
+                conn.send(request, sink)
+                head = await conn.wait_head()
+                assert head.status == 200, head
+                await conn.wait_end()
+            else:
+                conn.send(request)
+                head = await conn.wait_head()
+                assert head.status == 200, head
+                assert head.event_stream, head
+                while True:
+                    evs = await conn.next_events()
+                    if not evs:
+                        break
+                    await per_event([(e[0], e[3]) for e in evs], arrivals)
             counts.append(len(arrivals))
             stamped.append(all(arrivals))
             pool.release(conn)
 
+        times0 = os.times()
         cpu0 = time.process_time()
         t0 = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(c)))
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
+        times1 = os.times()
         pool.close()
     else:
         async with make_session(None, timeouts) as session:
@@ -502,6 +526,8 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
                                      timeouts)  # fmt: skip
                 assert rec.error_kind is None, rec.error
                 counts.append(len(rec.chunk_arrival_ns))
+                late.extend(a - e for a, e in zip(rec.chunk_arrival_ns, rec.chunk_emitted_ns or [],
+                                                  strict=True))  # fmt: skip
                 stamped.append(all(rec.chunk_arrival_ns))
 
             async def one_aio() -> None:
@@ -529,17 +555,22 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
                 stamped.append(all(arrivals))
 
             fn = one_xo if kind == "crossover" else one_aio
+            times0 = os.times()
             cpu0 = time.process_time()
             t0 = time.perf_counter()
             await asyncio.gather(*(fn() for _ in range(c)))
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
+            times1 = os.times()
     tokens_got = sum(counts)
     return {
         "client": kind, "concurrency": c, "tokens_requested": tokens * c,
         "tokens_received": tokens_got, "every_token_stamped": all(stamped),
+        "late_mean_ms": statistics.fmean(late) / 1e6 if late else None,
+        "late_p99_ms": sorted(late)[int(0.99 * (len(late) - 1))] / 1e6 if late else None,
         "complete_streams": sum(1 for n in counts if n == tokens), "wall_s": wall,
-        "cpu_s": cpu, "cpu_us_per_token": cpu / max(tokens_got, 1) * 1e6,
+        "cpu_s": cpu, "user_s": times1.user - times0.user,
+        "sys_s": times1.system - times0.system, "cpu_us_per_token": cpu / max(tokens_got, 1) * 1e6,
         "tokens_per_cpu_s": tokens_got / cpu if cpu else None,
     }  # fmt: skip
 
@@ -579,8 +610,8 @@ def e2e_table(res: dict[str, Any]) -> str:
     base = statistics.median(r["cpu_us_per_token"] for r in by.get("aiohttp", res["runs"]))
     lines = [
         "| client | streams | tokens received | all stamped | CPU µs/token (median, min–max) "
-        "| tokens per CPU-s | × aiohttp loop |",
-        "|---|---:|---:|---|---:|---:|---:|",
+        "| tokens per CPU-s | × aiohttp loop | sys share | token late mean / p99 ms |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for kind, rs in by.items():
         us = [r["cpu_us_per_token"] for r in rs]
@@ -588,7 +619,10 @@ def e2e_table(res: dict[str, Any]) -> str:
         lines.append(
             f"| {kind} | {res['concurrency']} | {rs[0]['tokens_received']:,} of "
             f"{rs[0]['tokens_requested']:,} | {all(r['every_token_stamped'] for r in rs)} | "
-            f"{med:.2f} ({min(us):.2f}–{max(us):.2f}) | {1e6 / med:,.0f} | {base / med:.2f} |"
+            f"{med:.2f} ({min(us):.2f}–{max(us):.2f}) | {1e6 / med:,.0f} | {base / med:.2f} | "
+            f"{sum(r['sys_s'] for r in rs) / sum(r['cpu_s'] for r in rs):.0%} | "
+            f"{statistics.median(r['late_mean_ms'] for r in rs):.2f} / "
+            f"{statistics.median(r['late_p99_ms'] for r in rs):.2f} |"
         )
     return "\n".join(lines)
 
@@ -603,7 +637,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--clients", default="crossover,aiohttp,lean")
+    ap.add_argument("--clients", default="crossover,aiohttp,lean,lean-sink")
     ap.add_argument("--client", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="write the results here")

@@ -6,7 +6,8 @@ Not wired into the runner (issue 33, a later step); ``bench/transport_parsers.py
 Each ``data_received`` is stamped with ``perf_counter_ns`` and its bytes go straight
 into ``ChunkedSSEParser``: the events it completes are queued with that stamp and the
 waiting request task is woken once per read (as aiohttp's ``StreamReader`` wakes its
-reader). One request at a time per connection, keep-alive, pooled by ``LeanPool``.
+reader), or, with a sink, handed to it right there, no task woken until the end. One
+request at a time per connection, keep-alive, pooled by ``LeanPool``.
 
 What the prototype does not do yet, where the aiohttp transport does: a body other than
 a 200 event stream is not read (the response reports its status and head, the connection
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -29,6 +31,9 @@ from crossover.transport.chunked_sse import (
     StampedEvent,
 )
 from crossover.transport.sse import MAX_EVENT_BYTES
+
+#: called from ``data_received`` with the events each read completed
+Sink = Callable[[list[StampedEvent]], None]
 
 #: a response head longer than this is an error
 MAX_HEAD_BYTES = 64 * 1024
@@ -106,6 +111,7 @@ class LeanConnection(asyncio.Protocol):
         self._error: BaseException | None = None
         self._ended = False  # the body ended (framing) or the connection closed
         self._waiter: asyncio.Future[None] | None = None
+        self._sink: Sink | None = None
         self.closed = False
 
     # --- asyncio.Protocol ------------------------------------------------------------
@@ -148,15 +154,26 @@ class LeanConnection(asyncio.Protocol):
         try:
             events = parser.feed(data, t)
         except BodyError as exc:
-            self._events.extend(exc.events)
+            self._deliver(exc.events)
             self._fail(exc)
             return
         if events:
-            self._events.extend(events)
+            self._deliver(events)
         if parser.done:
             self._ended = True
-        if events or self._ended:
+        if self._ended or (events and self._sink is None):
             self._wake()
+
+    def _deliver(self, events: list[StampedEvent]) -> None:
+        sink = self._sink
+        if sink is None:
+            self._events.extend(events)
+            return
+        try:
+            sink(events)
+        except Exception as exc:  # the consumer broke: the response is over for it
+            if self._error is None:
+                self._fail(exc)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
@@ -164,10 +181,10 @@ class LeanConnection(asyncio.Protocol):
         parser = self._parser
         if parser is not None and not self._ended and self._error is None:
             try:
-                self._events.extend(parser.close(t))
+                self._deliver(parser.close(t))
             except BodyError as err:
-                self._events.extend(err.events)
-                self._error = err
+                self._deliver(err.events)
+                self._error = self._error or err
         elif self._parser is None and self._error is None and not self._ended:
             self._error = exc or ConnectionResetError("connection closed before a response")
         self._ended = True
@@ -187,9 +204,15 @@ class LeanConnection(asyncio.Protocol):
         if w is not None and not w.done():
             w.set_result(None)
 
-    def send(self, request: bytes) -> None:
-        """Write one request; the connection must be idle."""
+    def send(self, request: bytes, sink: Sink | None = None) -> None:
+        """Write one request; the connection must be idle.
+
+        With ``sink``, the events go to it from ``data_received`` itself, in the read
+        that completed them, and the request's task sleeps until ``wait_end``: no task
+        wakes per read. Without, ``next_events`` takes them.
+        """
         assert self.transport is not None
+        self._sink = sink
         self.head = None
         self.t_head_ns = None
         self._parser = None
@@ -219,6 +242,13 @@ class LeanConnection(asyncio.Protocol):
         out = list(self._events)
         self._events.clear()
         return out
+
+    async def wait_end(self) -> None:
+        """The end of the response (raises its error, if any, or the sink's)."""
+        while not self._ended:
+            await self._wait()
+        if self._error is not None:
+            raise self._error
 
     async def _wait(self) -> None:
         self._waiter = asyncio.get_running_loop().create_future()
