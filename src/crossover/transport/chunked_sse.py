@@ -150,14 +150,15 @@ class ChunkedSSEParser:
 
     def close(self, t_ns: int) -> list[StampedEvent]:
         """The connection ended at ``t_ns``: an event still waiting for its blank line is
-        dispatched (as ``SSEParser.close`` does), or ``TruncatedBody`` if the body's
-        framing had not ended."""
+        dispatched (as ``SSEParser.close`` does); ``TruncatedBody`` (no event) if the
+        body's framing had not ended."""
         if self._error is not None:
             raise type(self._error)(str(self._error))
         if self._state != _DONE and (self._chunked or self._left >= 0):
+            # an event cut by the close is not dispatched (the aiohttp transport never
+            # sees it either: its payload error comes first)
             what = "the last chunk" if self._chunked else f"{self._left} more body bytes"
-            events = self._finish(t_ns)
-            self._error = TruncatedBody(f"the connection closed before {what}", events)
+            self._error = TruncatedBody(f"the connection closed before {what}")
             raise self._error
         return self._finish(t_ns)
 

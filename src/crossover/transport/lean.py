@@ -64,6 +64,15 @@ class ResponseHead:
             raise HeadError(f"a malformed Content-Length {value[:40]!r}")
         return int(value)
 
+    def check_codings(self) -> None:
+        """``HeadError`` for a body coded other than chunked (the prototype decodes none)."""
+        te = self.headers.get("transfer-encoding")
+        if te is not None and te.strip().lower() != "chunked":
+            raise HeadError(f"Transfer-Encoding {te[:40]!r}: only chunked is read")
+        ce = self.headers.get("content-encoding")
+        if ce is not None and ce.strip().lower() != "identity":
+            raise HeadError(f"Content-Encoding {ce[:40]!r}: the prototype decodes none")
+
     @property
     def keep_alive(self) -> bool:
         return "close" not in self.headers.get("connection", "").lower()
@@ -142,6 +151,7 @@ class LeanConnection(asyncio.Protocol):
                 self._wake()
                 return
             try:
+                head.check_codings()
                 parser = self._parser = ChunkedSSEParser(
                     head.chunked, head.content_length, self._max
                 )
