@@ -333,3 +333,45 @@ def test_the_cap_stops_where_sse_parser_fed_the_same_reads_stops(
         got += exc.events
         raised = True
     assert ([e[0] for e in got], raised) == (want, ref_raised)
+
+
+def test_an_empty_content_length_body_is_done_at_once() -> None:
+    p = ChunkedSSEParser(chunked=False, content_length=0)
+    assert p.done
+    assert p.close(1) == []
+
+
+def test_bytes_past_the_content_length_are_an_error_the_events_before_kept() -> None:
+    p = ChunkedSSEParser(chunked=False, content_length=9)
+    with pytest.raises(MalformedChunk, match="after the end") as info:
+        p.feed(b"data: a\n\nHTTP/1.1", 3)
+    assert info.value.events == [(b"a", None, None, 3)]
+    assert p.body_bytes == 0  # the breaking read's body is not counted
+
+
+def test_body_bytes_count_the_body_without_framing() -> None:
+    _, p = run([b"3\r\nabc\r\n", b"2\r\nde\r\n0\r\n\r\n"])
+    assert p.body_bytes == 5
+
+
+@pytest.mark.parametrize("whole_line", [True, False])
+def test_trailers_over_the_cap_are_an_error(whole_line: bool) -> None:
+    p = ChunkedSSEParser()
+    line = b"X-T: " + b"t" * 70_000 + (b"\r\n" if whole_line else b"")
+    with pytest.raises(MalformedChunk, match="trailers over the cap"):
+        p.feed(b"0\r\n" + line, 0)
+
+
+def test_close_after_an_error_raises_it_again() -> None:
+    p = ChunkedSSEParser()
+    with pytest.raises(MalformedChunk):
+        p.feed(b"zz\r\n", 0)
+    with pytest.raises(MalformedChunk):
+        p.close(1)
+
+
+def test_an_event_over_the_cap_only_once_joined_at_close() -> None:
+    p = ChunkedSSEParser(chunked=False, max_event_bytes=10)
+    assert p.feed(b"data: aaaaaaaaa\ndata: b", 0) == []
+    with pytest.raises(OversizeEvent):
+        p.close(1)

@@ -56,6 +56,11 @@ async def events_of(conn: LeanConnection) -> list[StampedEvent]:
     return out
 
 
+async def head_then_events(conn: LeanConnection) -> list[StampedEvent]:
+    await conn.wait_head()
+    return await events_of(conn)
+
+
 def request(pool: LeanPool) -> bytes:
     return post_request(pool.host, pool.port, "/v1/completions", b'{"stream": true}')
 
@@ -259,5 +264,27 @@ def test_a_connection_closed_before_the_response_is_an_error() -> None:
         conn.send(request(pool))
         with pytest.raises(ConnectionError):
             await conn.wait_head()
+
+    serve(script, test)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"NOT HTTP\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+     b"Content-Encoding: gzip\r\n\r\n"],
+)  # fmt: skip
+def test_a_head_the_client_cannot_read_is_an_error(head: bytes) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(head)
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    async def test(pool: LeanPool) -> None:
+        conn = await pool.acquire()
+        conn.send(request(pool))
+        with pytest.raises(HeadError):
+            await head_then_events(conn)
+        assert not conn.reusable
 
     serve(script, test)
