@@ -81,13 +81,13 @@ def test_sweep_help_shows_the_config_defaults(capsys: pytest.CaptureFixture[str]
 
     text = " ".join(_help("sweep", capsys).split())
     fields = SweepConfig.model_fields
-    for flag, field in [
-        ("--input-tokens", "input_tokens"),
-        ("--repeats", "repeats"),
-        ("--refine-budget", "refine_budget"),
-        ("--seed", "seed"),
+    for flag, field, metavar in [
+        ("--input-tokens", "input_tokens", "TEXT"),  # a number or a distribution
+        ("--repeats", "repeats", "INTEGER"),
+        ("--refine-budget", "refine_budget", "INTEGER"),
+        ("--seed", "seed", "INTEGER"),
     ]:
-        after = text.split(f"{flag} INTEGER", 1)[1][:70]
+        after = text.split(f"{flag} {metavar}", 1)[1][:70]
         assert f"[default: {fields[field].default}]" in after, (flag, after)
     assert "[default: max(16, 4 x level)]" in text
     assert SweepConfig(
