@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from crossover.engines import logpatterns as lp
 
 HEADER_PREFIX = "# crossover-launch: "
-Basis = Literal["log", "log-absence", "launch-env", "launch-argv"]
+Basis = Literal["log", "log-absence", "launch-env", "launch-argv", "model-file"]
 
 
 class LaunchRecord(BaseModel):

@@ -93,7 +93,40 @@ def launch_facts(launch: LaunchRecord) -> dict[str, Fact]:
             evidence=evidence, origin="llama.cpp common/arg.cpp (-cmoe, -ncmoe, -ot)",
             note="requested at launch; at -lv 5 the log lists each tensor moved to CPU",
         )  # fmt: skip
+    facts.update(_model_file_facts(argv))
     return facts
+
+
+def _model_file_facts(argv: list[str]) -> dict[str, Fact]:
+    """Expert counts from the GGUF the server was started with, when that file is on this
+    machine: llama-server's default log level (3) prints no ``print_info`` lines, so a log
+    alone does not say whether the model is a mixture of experts (seen on the H200,
+    docs/results/h200/moe/)."""
+    model = next((b for a, b in itertools.pairwise(argv) if a in ("-m", "--model")), None)
+    if model is None or not Path(model).is_file():
+        return {}
+    try:
+        from gguf import GGUFReader
+
+        fields = GGUFReader(model, "r").fields
+        arch = fields["general.architecture"].contents()
+        count = fields.get(f"{arch}.expert_count")
+        used = fields.get(f"{arch}.expert_used_count")
+        values = {
+            "n_expert": count.contents() if count is not None else None,
+            "n_expert_used": used.contents() if used is not None else None,
+        }
+    except Exception:  # an unreadable file says nothing; the log still counts
+        return {}
+    out = {}
+    for (name, v), key in zip(values.items(), ("expert_count", "expert_used_count"), strict=True):
+        if isinstance(v, int) and v > 0:
+            out[name] = Fact(
+                setting=name, value=v, basis="model-file", verified=True,
+                evidence=f"{Path(model).name}: {arch}.{key}",
+                origin="the GGUF header (gguf package)",
+            )  # fmt: skip
+    return out
 
 
 def _graphs(launch: LaunchRecord) -> Fact:
