@@ -101,6 +101,53 @@ def test_shared_prefix_and_drawn_lengths_on_the_real_server(gemma: str, tmp_path
     assert cache["requests_reporting"] == 6 and cache["hit_fraction"] > 0.15
 
 
+def test_sessions_on_the_real_server(gemma: str, tmp_path: Path) -> None:
+    """Three-turn sessions: each turn's prompt carries the history (the server's own prompt
+    count grows by the earlier turns' prompts and reply lengths), every turn its exact N."""
+    out = tmp_path / "summary.json"
+    rc = main(["run", "--url", gemma, "--engine", "llamacpp", "--model", "gemma",
+               "--concurrency", "1", "--requests", "6", "--warmup", "0", "--turns", "3",
+               "--think-s", "0.05", "--output-tokens", "4", "--input-tokens", "8", "--quiet",
+               "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    s = json.loads(out.read_text())
+    assert s["verdict"] == "valid", s["problems"]
+    assert [t["prompt_tokens"]["mean"] for t in s["turns"]] == [8, 20, 32]
+    with Store(tmp_path / "results.db") as store:
+        (run,) = store.runs()
+        recs = sorted(store.records(run.run_id, include_warmup=False), key=lambda r: r.index)
+    assert [r.expected_prompt_tokens for r in recs] == [8, 20, 32] * 2
+    # the server counts them too (plus Gemma's BOS at most)
+    assert all(r.prompt_tokens - r.expected_prompt_tokens in (0, 1) for r in recs)  # type: ignore[operator]
+    assert all(r.completion_tokens == 4 for r in recs)
+
+
+def test_trace_replay_on_the_real_server(gemma: str, tmp_path: Path) -> None:
+    """A small trace (16-token blocks): arrivals on the trace's clock at 2x, each request
+    its own input and output length, counted by the server."""
+    trace = tmp_path / "trace.jsonl"
+    rows = [(0, 40, 3, [1, 2]), (150, 24, 5, [1]), (300, 36, 4, [3, 4]), (420, 20, 6, [])]
+    trace.write_text("".join(
+        json.dumps({"timestamp": t, "input_length": i, "output_length": o, "hash_ids": h}) + "\n"
+        for t, i, o, h in rows
+    ))  # fmt: skip
+    out = tmp_path / "summary.json"
+    rc = main(["run", "--url", gemma, "--engine", "llamacpp", "--model", "gemma",
+               "--trace", str(trace), "--trace-speed", "2", "--trace-block-tokens", "16",
+               "--warmup", "0", "--quiet", "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    s = json.loads(out.read_text())
+    assert s["verdict"] == "valid", s["problems"]
+    with Store(tmp_path / "results.db") as store:
+        (run,) = store.runs()
+        recs = sorted(store.records(run.run_id, include_warmup=False), key=lambda r: r.index)
+    assert [(r.expected_prompt_tokens, r.completion_tokens) for r in recs] == [
+        (i, o) for _, i, o, _ in rows
+    ]
+    t0 = recs[0].t_scheduled_ns or 0
+    assert [(r.t_scheduled_ns or 0) - t0 for r in recs] == [t * 1_000_000 // 2 for t, *_ in rows]
+
+
 @pytest.fixture
 def eager_gemma(tmp_path: Path) -> Iterator[str]:
     """Gemma that wants to stop at once: the server's default sampling biases EOS (id 1)
