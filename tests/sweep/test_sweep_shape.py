@@ -69,3 +69,32 @@ def test_a_sweep_of_sessions_counts_sessions_per_level(tmp_path: Path) -> None:
         s = run["summary"]
         assert s["verdict"] == "valid"
         assert [t["prompt_tokens"]["mean"] for t in s["turns"]] == [6, 16, 26]
+
+
+def test_a_trace_sweep_scales_the_trace_to_each_rate(tmp_path: Path) -> None:
+    from crossover.workload.trace import read_trace
+
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "trace-sample.jsonl"
+    mean = read_trace(sample).mean_rate(1.0)
+    out = tmp_path / "sweep"
+    config = tmp_path / "sweep.yaml"
+    with servers(Linear(1.0, 0.0)) as (ua,):
+        config.write_text(
+            f"rates: [{4 * mean:.4f}, {8 * mean:.4f}]\nrequests_per_level: 10\n"
+            f"warmup_requests: 0\ntrace: {sample}\ntrace_block_tokens: 16\n"
+            f"targets:\n  - {{name: A, url: '{ua}', engine: vllm, model: calibration}}\n"
+        )
+        args = ["sweep", "--config", str(config), "--out", str(out), "--no-report"]
+        assert main(args) == 0
+    sweep = read_sweep(out)
+    assert sweep["workload"]["trace"] == str(sample)
+    speeds = []
+    with Store(out / "sweep.db") as store:
+        for row in sorted(store.runs(), key=lambda r: r.key or ""):
+            recs = sorted(store.records(row.run_id, include_warmup=False), key=lambda r: r.index)
+            assert len(recs) == 10
+            t0 = recs[0].t_scheduled_ns or 0
+            offsets = [(r.t_scheduled_ns or 0) - t0 for r in recs]
+            speeds.append(read_trace(sample).offsets_ns(1.0)[9] / offsets[9])
+    assert sorted(round(x, 2) for x in speeds) == [4.0, 8.0]
+    assert all(r["summary"]["verdict"] == "valid" for r in sweep["runs"])

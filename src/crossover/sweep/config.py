@@ -245,6 +245,14 @@ class SweepConfig(BaseModel):
     shared_prefix: SharedPrefix | None = Field(
         None, description="PxL[:random]: P shared prefixes of L tokens before each prompt"
     )
+    trace: Path | None = Field(
+        None,
+        description="replay this Mooncake-style JSONL trace at every level: with rates, "
+        "each rate is the trace's mean arrival rate scaled to it (its speed factor)",
+    )
+    trace_block_tokens: int = Field(
+        512, ge=1, description="tokens per hash_ids block of the trace (Mooncake: 512)"
+    )
     sessions: Sessions | None = Field(
         None,
         description="multi-turn sessions {turns: T, think_s: S}: each turn carries its "
@@ -357,7 +365,16 @@ class SweepConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shape(cls, data: Any) -> Any:
-        return normalize_shape(data)
+        data = normalize_shape(data)
+        if isinstance(data, dict) and data.get("trace") is not None:
+            # the trace's mean lengths stand for it where one number is shown
+            from crossover.workload.trace import read_trace
+
+            trace = read_trace(Path(data["trace"]))
+            data = {**data, "input_tokens": trace.mean_input()}
+            if data.get("output_tokens") is None:
+                data["output_tokens"] = trace.mean_output()
+        return data
 
     @model_validator(mode="after")
     def _budget(self) -> SweepConfig:
@@ -380,7 +397,24 @@ class SweepConfig(BaseModel):
             own = [t.name for t in self.targets if t.concurrency is not None]
             if own:
                 raise ValueError(f"target {own[0]}: own concurrency levels in a rate sweep")
+        if self.trace is not None:
+            if self.rates is None:
+                raise ValueError("a trace sets its own arrivals: give rates (its scaled mean rate)")
+            if self.input_lengths or self.output_lengths or self.shared_prefix or self.sessions:
+                raise ValueError(
+                    "a trace sets every request's lengths and blocks: not with input/output "
+                    "distributions, shared_prefix or sessions"
+                )
+            if self.prompts_file is not None:
+                raise ValueError("a trace builds its own prompts: not with prompts_file")
         return self
+
+    def trace_speed(self, rate: float) -> float:
+        """The speed factor that makes the trace's mean arrival rate ``rate``."""
+        from crossover.workload.trace import read_trace
+
+        assert self.trace is not None
+        return rate / read_trace(self.trace).mean_rate(1.0)
 
     @property
     def axis(self) -> Axis:
@@ -433,6 +467,9 @@ class SweepConfig(BaseModel):
             v = getattr(self, key)
             if v is not None:
                 out[key] = v.spec()
+        if self.trace is not None:
+            out["trace"] = str(self.trace)
+            out["trace_block_tokens"] = str(self.trace_block_tokens)
         return out
 
 

@@ -206,7 +206,11 @@ class TargetSession:
             model=model,
             endpoint=cfg.endpoint,
             concurrency=level.concurrency,
-            rate_rps=level.rate,
+            # a trace sets its own arrivals: the level's rate is its scaled mean rate
+            rate_rps=None if cfg.trace is not None else level.rate,
+            trace=cfg.trace,
+            trace_speed=cfg.trace_speed(level.rate) if cfg.trace and level.rate else 1.0,
+            trace_block_tokens=cfg.trace_block_tokens,
             requests=cfg.requests_for_level(level),
             duration_s=cfg.duration_s_per_level,
             warmup_requests=warmup,
