@@ -126,3 +126,24 @@ def test_session_prompts_repeat_the_history_verbatim() -> None:
         t0, t1, t2 = (ps[s * 3 + t].text for t in range(3))
         assert t1.startswith(t0) and t2.startswith(t1)
     assert ps[0].text != ps[3].text  # sessions differ
+
+
+def test_the_calibration_servers_prefix_cache_is_read_and_cuts_ttft(tmp_path: Path) -> None:
+    """A server with a known cache (16-token blocks): 2 prefixes of 64 tokens, 12 requests
+    one at a time. The first use of each prefix finds nothing; every later one finds its
+    64 tokens, and only the uncached prompt tokens cost prefill time."""
+    server = calib(ttft_ms=2.0, ttft_per_prompt_token_ms=0.5, prefix_cache_block_tokens=16)
+    out, store = run_against(
+        server, tmp_path, shared_prefix="2x64", input_tokens=16, output_tokens=4,
+        requests=12, concurrency=1,
+    )  # fmt: skip
+    assert out.summary.verdict == "valid", out.summary.problems
+    recs = sorted(_records(store, out), key=lambda r: r.index)
+    assert [r.cached_prompt_tokens for r in recs] == [0, 0] + [64] * 10
+    cache = out.summary.prefix_cache
+    assert cache is not None and cache.requests_reporting == 12
+    assert cache.hit_fraction == (64 * 10) / (80 * 12)
+    ttft = [r.t_first_ns - r.t_send_ns for r in recs if r.t_first_ns is not None]
+    cold, warm = min(ttft[:2]), max(ttft[2:])
+    # cold: 2 + 80 x 0.5 = 42 ms; warm: 2 + 16 x 0.5 = 10 ms
+    assert cold > 35e6 and warm < 30e6, (cold, warm)

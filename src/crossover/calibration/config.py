@@ -102,6 +102,9 @@ class CalibrationConfig(BaseModel):
     ttft_ms: float = Field(default=10.0, ge=0.0)
     ttft_per_stream_ms: float = Field(default=0.0, ge=0.0)
     ttft_per_prompt_token_ms: float = Field(default=0.0, ge=0.0)
+    #: a prefix cache of blocks of this many prompt tokens (None: no cache): cached tokens
+    #: cost no prefill time and are reported in usage.prompt_tokens_details.cached_tokens
+    prefix_cache_block_tokens: int | None = Field(default=None, ge=1)
     itl_ms: float = Field(default=5.0, ge=0.0)
     itl_per_stream_ms: float = Field(default=0.0, ge=0.0)
     tokens_per_chunk: int = Field(default=1, ge=1)

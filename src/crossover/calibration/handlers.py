@@ -20,6 +20,7 @@ from aiohttp import web
 from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.plan import BadRequest, GenerationRequest, Plan, make_plan
 from crossover.calibration.plan import parse_request as parse_generation
+from crossover.calibration.prefixcache import PrefixCache
 from crossover.calibration.state import RequestTruth, ServerState
 from crossover.calibration.tokenizer import chat_token_ids
 from crossover.calibration.wire import Emitter
@@ -75,6 +76,8 @@ class Handlers:
     def __init__(self, config: CalibrationConfig, state: ServerState) -> None:
         self.config = config
         self.state = state
+        block = config.prefix_cache_block_tokens
+        self.prefix = PrefixCache(block) if block else None
 
     # --- small endpoints -------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -160,6 +163,8 @@ class Handlers:
                     err.headers["Retry-After"] = "1"
                 return err
         plan = make_plan(req, faults, cfg)
+        if self.prefix is not None:
+            rec.cached_tokens = self.prefix.lookup_and_insert(req.tokens)
         state.prompt_tokens_total += req.prompt_tokens
         state.admit()
         try:
@@ -180,13 +185,13 @@ class Handlers:
             else:
                 state.running -= 1
 
-    def _ttft_ns(self, req: GenerationRequest) -> int:
+    def _ttft_ns(self, req: GenerationRequest, cached: int | None = None) -> int:
         cfg = self.config
         others = self.state.active - 1
         ms = (
             cfg.ttft_ms
             + cfg.ttft_per_stream_ms * others
-            + cfg.ttft_per_prompt_token_ms * req.prompt_tokens
+            + cfg.ttft_per_prompt_token_ms * max(0, req.prompt_tokens - (cached or 0))
         )
         return int(ms * 1e6)
 
@@ -214,7 +219,7 @@ class Handlers:
         if "connection_close" in faults:
             resp.force_close()
         out = Emitter(resp, req, rec, faults, cfg.split_event_bytes, cfg.burst_tokens)
-        due = rec.arrival_ns + self._ttft_ns(req)
+        due = rec.arrival_ns + self._ttft_ns(req, rec.cached_tokens)
         if "slow_headers" in faults:
             await asyncio.sleep(cfg.slow_headers_s)
         await resp.prepare(request)
@@ -274,7 +279,10 @@ class Handlers:
             ):
                 await out.write(
                     out.usage(
-                        plan.usage_prompt_tokens, plan.usage_completion_tokens, plan.total_extra
+                        plan.usage_prompt_tokens,
+                        plan.usage_completion_tokens,
+                        plan.total_extra,
+                        cached=rec.cached_tokens,
                     )
                 )
             await out.write(out.done())
@@ -316,7 +324,7 @@ class Handlers:
         rec: RequestTruth,
     ) -> web.StreamResponse:
         cfg, state = self.config, self.state
-        first = rec.arrival_ns + self._ttft_ns(req)
+        first = rec.arrival_ns + self._ttft_ns(req, rec.cached_tokens)
         done = first + self._gap_ns() * (plan.tokens - 1)
         if plan.stall:
             done += int(cfg.stall_s * 1e9)
@@ -350,6 +358,8 @@ class Handlers:
                 "completion_tokens": plan.usage_completion_tokens,
                 "total_tokens": plan.usage_prompt_tokens + plan.usage_completion_tokens,
             }
+            if rec.cached_tokens is not None:
+                body["usage"]["prompt_tokens_details"] = {"cached_tokens": rec.cached_tokens}
         payload = orjson.dumps(body)
         if plan.malformed:
             payload = payload[: len(payload) // 2]

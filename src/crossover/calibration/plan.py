@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import orjson
 
 from crossover.calibration.config import CalibrationConfig
-from crossover.calibration.tokenizer import chat_text, count_tokens, prompt_token_count
+from crossover.calibration.tokenizer import (
+    chat_text,
+    count_tokens,
+    prompt_key_tokens,
+    prompt_token_count,
+)
 
 
 class BadRequest(ValueError):
@@ -30,6 +35,8 @@ class GenerationRequest:
     max_tokens: int
     min_tokens: int
     ignore_eos: bool
+    #: the prompt's tokens (words, or ids as text): what the prefix cache keys on
+    tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,7 @@ def parse_request(body: object, chat: bool, config: CalibrationConfig) -> Genera
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
         prompt_tokens = count_tokens(chat_text(messages)) + config.chat_template_tokens
+        tokens = tuple(chat_text(messages).split())
     else:
         if "prompt" not in body:
             raise BadRequest("prompt is required")
@@ -106,6 +114,7 @@ def parse_request(body: object, chat: bool, config: CalibrationConfig) -> Genera
         if counted is None:
             raise BadRequest("prompt must be a string, a list of token ids, or one string")
         prompt_tokens = counted
+        tokens = prompt_key_tokens(body["prompt"])
     gen = _generation_config(body)
     max_tokens = _int_field(body, "max_tokens")
     if max_tokens is None:
@@ -136,6 +145,7 @@ def parse_request(body: object, chat: bool, config: CalibrationConfig) -> Genera
         max_tokens=max_tokens,
         min_tokens=max(0, min_tokens or 0),
         ignore_eos=bool(body.get("ignore_eos", False)),
+        tokens=tokens,
     )
 
 

@@ -74,6 +74,8 @@ class RequestTruth:
     faults: list[str]
     arrival_ns: int
     prompt_tokens: int | None = None
+    #: prompt tokens served from the prefix cache (None: the server keeps none)
+    cached_tokens: int | None = None
     max_tokens: int | None = None
     status: int = 200
     tokens_sent: int = 0

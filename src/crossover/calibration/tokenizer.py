@@ -64,6 +64,18 @@ def prompt_token_count(prompt: object) -> int | None:
     return None
 
 
+def prompt_key_tokens(prompt: object) -> tuple[str, ...]:
+    """A completions ``prompt``'s tokens as text (words, or ids written out), in order."""
+    if isinstance(prompt, str):
+        return tuple(prompt.split())
+    if isinstance(prompt, list):
+        if all(isinstance(t, int) for t in prompt):
+            return tuple(str(t) for t in prompt)
+        if len(prompt) == 1:
+            return prompt_key_tokens(prompt[0])
+    return ()
+
+
 class Vocabulary:
     """The words seen so far, by id: what lets ``/detokenize`` invert ``/tokenize``.
 

@@ -120,7 +120,13 @@ class Emitter:
             out += self.event({**self.base, "choices": other, "crossover_emit_ns": emit_ns})
         return out
 
-    def usage(self, prompt: int | None, completion: int | None, total_extra: int = 0) -> bytes:
+    def usage(
+        self,
+        prompt: int | None,
+        completion: int | None,
+        total_extra: int = 0,
+        cached: int | None = None,
+    ) -> bytes:
         usage: dict[str, Any] = {
             "prompt_tokens": None if prompt is None else self._num(prompt),
             "completion_tokens": None if completion is None else self._num(completion),
@@ -130,6 +136,8 @@ class Emitter:
             usage["completion_tokens_details"] = None
         if self.unknown:
             usage["prompt_tokens_details"] = {"cached_tokens": 0}
+        if cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         obj = {**self.base, "choices": [], "usage": usage}
         return self.event(obj | {"crossover_emit_ns": time.perf_counter_ns()})
 

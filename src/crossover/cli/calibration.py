@@ -18,6 +18,13 @@ def calibration_server(
     ttft_per_prompt_token_ms: Annotated[
         float | None, typer.Option(help="extra TTFT per prompt token, ms")
     ] = None,
+    prefix_cache_block_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="keep a prefix cache of blocks of this many prompt tokens: cached tokens "
+            "cost no prefill time and are reported as usage.prompt_tokens_details"
+        ),
+    ] = None,
     itl_ms: Annotated[
         float | None, typer.Option(help="per-token gap of a lone request, ms")
     ] = None,
@@ -56,6 +63,7 @@ def calibration_server(
         ttft_ms=ttft_ms,
         ttft_per_stream_ms=ttft_per_stream_ms,
         ttft_per_prompt_token_ms=ttft_per_prompt_token_ms,
+        prefix_cache_block_tokens=prefix_cache_block_tokens,
         itl_ms=itl_ms,
         itl_per_stream_ms=itl_per_stream_ms,
         tokens_per_chunk=tokens_per_chunk,
