@@ -98,3 +98,22 @@ def test_a_trace_sweep_scales_the_trace_to_each_rate(tmp_path: Path) -> None:
             speeds.append(read_trace(sample).offsets_ns(1.0)[9] / offsets[9])
     assert sorted(round(x, 2) for x in speeds) == [4.0, 8.0]
     assert all(r["summary"]["verdict"] == "valid" for r in sweep["runs"])
+
+
+def test_the_report_shows_each_runs_prefix_cache(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    config = tmp_path / "sweep.yaml"
+    with servers(Linear(1.0, 0.0), prefix_cache_block_tokens=8) as (ua,):
+        config.write_text(
+            "concurrency: [1]\nrequests_per_level: 8\nwarmup_requests: 0\n"
+            "output_tokens: 3\ninput_tokens: 8\nshared_prefix: 2x32\n"
+            f"targets:\n  - {{name: A, url: '{ua}', engine: vllm, model: calibration}}\n"
+        )
+        assert main(["sweep", "--config", str(config), "--out", str(out), "--no-report"]) == 0
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    assert "<th>prefix cache</th>" in html
+    # 8 requests of 40 tokens, 2 prefixes of 32: the 6 later ones find their 32
+    run = read_sweep(out)["runs"][0]["summary"]["prefix_cache"]
+    assert run["cached_tokens"] == 6 * 32 and run["prompt_tokens"] == 8 * 40
+    assert f"{6 * 32 / (8 * 40):.0%}" in html

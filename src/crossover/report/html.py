@@ -85,7 +85,13 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "itl": _fmt(run.value("itl_ms.p50"), 2) + _made(run, "itl_ms.p50"),
         "problems": problems or "-",
         "overloaded": bool(run.overloaded),
+        # the engine's own count of prompt tokens served from its prefix cache
+        "cache": _pct(run.value("prefix_cache.hit_fraction")),
     }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
@@ -211,6 +217,7 @@ def render_html(
         ],
         "targets": _targets(sweep),
         "problems": _problems(sweep),
+        "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
             _run_row(r)
             for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
