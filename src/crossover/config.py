@@ -13,7 +13,13 @@ from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
 from crossover.workload.sessions import Sessions
-from crossover.workload.shape import LengthDist, SharedPrefix, parse_length, parse_shared_prefix
+from crossover.workload.shape import (
+    LengthDist,
+    SharedPrefix,
+    parse_length,
+    parse_shared_prefix,
+    shape_specs,
+)
 
 
 def base_url(v: str) -> str:
@@ -82,6 +88,34 @@ def normalize_shape(data: Any) -> Any:
     return data
 
 
+def shape_conflict(
+    *,
+    trace: Path | None,
+    sessions: Sessions | None,
+    prompts_file: Path | None,
+    input_lengths: LengthDist | None,
+    output_lengths: LengthDist | None,
+    shared_prefix: SharedPrefix | None,
+) -> str | None:
+    """Why these workload parts cannot go together (None: they can), for ``RunConfig`` and
+    the sweep's YAML alike."""
+    if trace is not None and (
+        prompts_file or input_lengths or output_lengths or shared_prefix or sessions
+    ):
+        return (
+            "a trace sets every request's lengths and prefix blocks: not with a prompt file, "
+            "input_lengths, output_lengths, shared_prefix or sessions"
+        )
+    if sessions is not None and (prompts_file or shared_prefix):
+        return (
+            "sessions build their prompts from their own history: not with a prompt file or "
+            "shared_prefix"
+        )
+    if prompts_file is not None and (input_lengths or shared_prefix):
+        return "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
+    return None
+
+
 def _trace_defaults(data: Any) -> Any:
     """With ``trace``: the open loop's mean rate, the request count and the nominal
     lengths come from the trace; a rate or concurrency given as well is refused."""
@@ -127,10 +161,10 @@ class RunConfig(BaseModel):
     input_lengths: LengthDist | None = None
     output_lengths: LengthDist | None = None
     shared_prefix: SharedPrefix | None = None
-    #: replay this trace (``crossover.workload.trace``): its arrival times (scaled by
-    #: ``trace_speed``), lengths and shared blocks; an open loop at its own pace
     #: multi-turn sessions (``crossover.workload.sessions``): each turn carries the history
     sessions: Sessions | None = None
+    #: replay this trace (``crossover.workload.trace``): its arrival times (scaled by
+    #: ``trace_speed``), lengths and shared blocks; an open loop at its own pace
     trace: Path | None = None
     trace_speed: float = Field(1.0, gt=0, le=1e6)
     trace_block_tokens: int = Field(512, ge=1, le=1_000_000)
@@ -189,41 +223,34 @@ class RunConfig(BaseModel):
             raise ValueError("the triton dialect has no chat endpoint")
         if self.urls and self.urls[0] != self.url:
             raise ValueError("url must be the first of urls")
-        if self.trace is not None and (
-            self.prompts_file or self.input_lengths or self.output_lengths or self.shared_prefix
-        ):
-            raise ValueError(
-                "a trace sets every request's lengths and prefix blocks: not with a prompt "
-                "file, input_lengths, output_lengths or shared_prefix"
-            )
+        conflict = shape_conflict(
+            trace=self.trace,
+            sessions=self.sessions,
+            prompts_file=self.prompts_file,
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
+        )
+        if conflict is not None:
+            raise ValueError(conflict)
         if self.trace is not None and self.workers > 1:
             raise ValueError("a trace replays from one process: --workers 1")
         if self.sessions is not None:
-            if self.trace or self.prompts_file or self.shared_prefix:
-                raise ValueError(
-                    "sessions build their prompts from their own history: not with a trace, "
-                    "a prompt file or shared_prefix"
-                )
             if self.workers > 1:
                 raise ValueError("sessions run from one process: --workers 1")
             if self.duration_s is not None:
                 raise ValueError("sessions count requests: --requests, not --duration-s")
-        if self.prompts_file is not None and (self.input_lengths or self.shared_prefix):
-            raise ValueError(
-                "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
-            )
         return self
 
     def workload_shape(self) -> dict[str, str]:
         """The per-request shape in compact form (recorded with each run; {} when the
         lengths are fixed and no prefix is shared)."""
-        out = {}
-        for key in ("input_lengths", "output_lengths", "shared_prefix"):
-            v = getattr(self, key)
-            if v is not None:
-                out[key] = v.spec()
-        if self.sessions is not None:
-            out["sessions"] = self.sessions.spec()
+        out = shape_specs(
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
+            sessions=self.sessions,
+        )
         if self.trace is not None:
             out["trace"] = f"{self.trace} x{self.trace_speed:g}"
             out["trace_block_tokens"] = str(self.trace_block_tokens)

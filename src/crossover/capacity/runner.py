@@ -28,7 +28,7 @@ from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.workload import Tokenizer
-from crossover.workload.shape import LengthDist, SharedPrefix
+from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
 
 
 class CapacityConfig(BaseModel):
@@ -239,11 +239,11 @@ class CapacityRunner:
             "seed": cfg.seed,
             "duration_s_per_level": cfg.duration_s_per_level,
             "arrivals": "poisson",
-            **{
-                k: v.spec()
-                for k in ("input_lengths", "output_lengths", "shared_prefix")
-                if (v := getattr(cfg, k)) is not None
-            },
+            **shape_specs(
+                input_lengths=cfg.input_lengths,
+                output_lengths=cfg.output_lengths,
+                shared_prefix=cfg.shared_prefix,
+            ),
         }
 
     def close(self) -> None:

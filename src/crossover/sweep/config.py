@@ -18,11 +18,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts, level_label
-from crossover.config import TimeoutsConfig, base_url, normalize_shape
+from crossover.config import TimeoutsConfig, base_url, normalize_shape, shape_conflict
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.workload.sessions import Sessions
-from crossover.workload.shape import LengthDist, SharedPrefix
+from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
@@ -397,16 +397,18 @@ class SweepConfig(BaseModel):
             own = [t.name for t in self.targets if t.concurrency is not None]
             if own:
                 raise ValueError(f"target {own[0]}: own concurrency levels in a rate sweep")
-        if self.trace is not None:
-            if self.rates is None:
-                raise ValueError("a trace sets its own arrivals: give rates (its scaled mean rate)")
-            if self.input_lengths or self.output_lengths or self.shared_prefix or self.sessions:
-                raise ValueError(
-                    "a trace sets every request's lengths and blocks: not with input/output "
-                    "distributions, shared_prefix or sessions"
-                )
-            if self.prompts_file is not None:
-                raise ValueError("a trace builds its own prompts: not with prompts_file")
+        if self.trace is not None and self.rates is None:
+            raise ValueError("a trace sets its own arrivals: give rates (its scaled mean rate)")
+        conflict = shape_conflict(
+            trace=self.trace,
+            sessions=self.sessions,
+            prompts_file=self.prompts_file,
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
+        )
+        if conflict is not None:
+            raise ValueError(conflict)
         return self
 
     def trace_speed(self, rate: float) -> float:
@@ -462,11 +464,12 @@ class SweepConfig(BaseModel):
 
     def shape(self) -> dict[str, str]:
         """The per-request shape in compact form ({} for fixed lengths, no prefix)."""
-        out = {}
-        for key in ("input_lengths", "output_lengths", "shared_prefix", "sessions"):
-            v = getattr(self, key)
-            if v is not None:
-                out[key] = v.spec()
+        out = shape_specs(
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
+            sessions=self.sessions,
+        )
         if self.trace is not None:
             out["trace"] = str(self.trace)
             out["trace_block_tokens"] = str(self.trace_block_tokens)

@@ -31,7 +31,7 @@ import json
 import math
 import random
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -244,3 +244,13 @@ def parse_shared_prefix(value: str | dict[str, Any] | SharedPrefix) -> SharedPre
             f"shared prefix {s!r}: use PREFIXESxTOKENS, e.g. 4x2048, optionally "
             ":round_robin or :random"
         ) from None
+
+
+class _Spec(Protocol):
+    def spec(self) -> str: ...
+
+
+def shape_specs(**parts: _Spec | None) -> dict[str, str]:
+    """The given shape parts in compact form, those that are set (what a run, a sweep and a
+    capacity search record as their workload's shape)."""
+    return {name: part.spec() for name, part in parts.items() if part is not None}
