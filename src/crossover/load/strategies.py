@@ -23,6 +23,8 @@ from crossover.records.model import RequestRecord
 
 #: sends request ``index`` (scheduled at ``t_scheduled_ns`` or None) and returns its record
 SendFn = Callable[[int, int | None, bool], Awaitable[RequestRecord]]
+#: what the closed and open loops start at each index: a request, or a whole session
+StartFn = Callable[[int, int | None, bool], Awaitable[object]]
 
 
 def poisson_schedule(rate_rps: float, count: int, seed: int, start_ns: int) -> list[int]:
@@ -37,7 +39,7 @@ def poisson_schedule(rate_rps: float, count: int, seed: int, start_ns: int) -> l
 
 
 async def closed_loop(
-    send: SendFn,
+    send: StartFn,
     concurrency: int,
     requests: int | None,
     duration_s: float | None,
@@ -76,7 +78,7 @@ async def closed_loop(
 
 
 async def open_loop(
-    send: SendFn,
+    send: StartFn,
     rate_rps: float,
     requests: int | None,
     duration_s: float | None,
@@ -146,49 +148,28 @@ async def session_loop(
     last = first_index + requests
     n_sessions = -(-requests // turns)
 
-    async def run_session(s: int, t_sched: int | None) -> None:
+    async def run_session(s: int, t_sched: int | None, _warmup: bool) -> RequestRecord | None:
+        """Session ``s``, its first turn sent at once (the loop that started it kept its
+        schedule); returns its last record."""
+        rec = None
         for t in range(turns):
             i = first_index + s * turns + t
             if i >= last or abort.is_set():
-                return
-            if t_sched is not None:
-                delay = (t_sched - time.perf_counter_ns()) / 1e9
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                break
+            if rec is not None:
+                if not rec.ok:
+                    break
+                t_sched = time.perf_counter_ns() + int(think_s * 1e9)
+                await asyncio.sleep(max(0.0, (t_sched - time.perf_counter_ns()) / 1e9))
             rec = await send(i, t_sched, False)
-            if not rec.ok:
-                return
-            t_sched = time.perf_counter_ns() + int(think_s * 1e9)
+        return rec
 
-    loop = asyncio.get_running_loop()
+    # the sessions themselves are started as a closed or an open loop starts requests
     if concurrency is not None:
-        counter = itertools.count()
-
-        async def worker() -> None:
-            while not abort.is_set():
-                s = next(counter)
-                if s >= n_sessions:
-                    return
-                await run_session(s, None)
-
-        started = []
-        for _ in range(min(concurrency, n_sessions)):
-            started.append(loop.create_task(worker()))
-            await asyncio.sleep(0)
-        await _gather_or_abort(started, abort)
-        return
-    assert rate_rps is not None
-    start = time.perf_counter_ns() + 5_000_000
-    schedule = poisson_schedule(rate_rps, n_sessions, seed, start)
-    tasks: list[asyncio.Task[None]] = []
-    for s, t0 in enumerate(schedule):
-        if abort.is_set():
-            break
-        delay = (t0 - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(loop.create_task(run_session(s, t0)))
-    await _gather_or_abort(tasks, abort)
+        await closed_loop(run_session, concurrency, n_sessions, None, abort)
+    else:
+        assert rate_rps is not None
+        await open_loop(run_session, rate_rps, n_sessions, None, abort, seed)
 
 
 async def _gather_or_abort(aws: Sequence[Awaitable[None]], abort: asyncio.Event) -> None:
