@@ -94,3 +94,6 @@ def test_interrupted_sweep_resumes(tmp_path: Path, sig: signal.Signals) -> None:
         assert sent == PER_LEVEL
         assert db_records(out, r.run_id) == sent
         assert r.summary["verdict"] == "valid"
+        # the resumed command finds its prompts stored, and still re-tokenizes every
+        # stream with the server's /tokenize (before, its runs asked no text witness)
+        assert r.summary["witnesses"]["output_tokens"]["stream_text_requests"] == sent, r.key

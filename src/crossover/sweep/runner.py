@@ -108,20 +108,27 @@ class LocalTarget:
     async def prepare(self, level: Level) -> RunConfig:
         return await self.session.prepare(level)
 
-    async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
-        # one tokenizer for the whole sweep, chosen by the first target that needs prompts
+    def _tokenizer_for(self, run_cfg: RunConfig) -> Tokenizer | None:
+        # one tokenizer for the whole sweep, chosen by the first target that asks: for its
+        # prompts or, in a resumed sweep whose prompts are all stored, for its records
+        # (without it no text is kept and the re-tokenized witness is never asked)
         runner = self.runner
-        if runner._tokenizer is None:
+        if not runner._tokenizer_chosen:
             runner._tokenizer = choose_tokenizer(run_cfg)
-        return build_prompts(run_cfg, runner._tokenizer, count, first=first)
+            runner._tokenizer_chosen = True
+        return runner._tokenizer
+
+    async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
+        return build_prompts(run_cfg, self._tokenizer_for(run_cfg), count, first=first)
 
     async def measure(
         self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
         prompts: list[Prompt], progress: Progress,
     ) -> LevelResult:  # fmt: skip
+        tokenizer = self._tokenizer_for(run_cfg)
         return await self.session.measure(
             run_cfg, level, self.runner.store, run_id=run_id, key=key, prompts=prompts,
-            progress=progress, tokenizer=self.runner._tokenizer, placement=LOCAL_PLACEMENT,
+            progress=progress, tokenizer=tokenizer, placement=LOCAL_PLACEMENT,
         )  # fmt: skip
 
     async def stop(self) -> None:
@@ -173,6 +180,7 @@ class SweepRunner:
         self.store = Store(out / "sweep.db")
         self.nvml = NVMLSampler()
         self._tokenizer: Tokenizer | None = None
+        self._tokenizer_chosen = False
         self._prompts: list[Prompt] | None = None
         self._prompts_lock = asyncio.Lock()
         self.targets = [_Target(t, TargetInfo(name=t.name)) for t in config.targets]
