@@ -436,3 +436,36 @@ def test_docs_list_every_problem_code_and_every_calibration_fault() -> None:
     assert set(_ERROR_CODES.values()) <= set(PROBLEM_CODES)
     faults = (root / "calibration.md").read_text().split("## Faults", 1)[1].split("\n## ")[0]
     assert [f for f in FAULT_NAMES if f"`{f}`" not in faults] == []
+
+
+def test_text_split_differently_as_a_whole_is_rescued_chunk_by_chunk() -> None:
+    """Random-weight tokens re-encoded as one string split into more tokens (+40% at 128
+    on the H200); each chunk holding one token re-encodes to one."""
+    r = rec(n=128, chunks=126, stream_tokens=179, chunk_text_tokens=128)
+    assert not text_disagrees(r)
+    assert text_disagrees(rec(n=128, chunks=126, stream_tokens=179))
+
+
+def test_more_text_than_claimed_is_caught_chunk_by_chunk_too() -> None:
+    """A server streaming 200 tokens while claiming 128 carries them in its chunks: the
+    chunk-by-chunk count stays over and the run is invalid."""
+    r = rec(n=128, chunks=128, stream_tokens=200, chunk_text_tokens=200)
+    assert text_disagrees(r)
+    s = summarize([r], ctx(concurrency=1))
+    assert codes(s.problems)["text_tokens_mismatch"] == "error"
+
+
+def test_retokenize_goes_chunk_by_chunk_where_the_whole_text_is_long() -> None:
+    """Each chunk's text is encoded on its own when the whole text overshoots usage."""
+    split = rec(0, n=2, chunks=2, text="ab", chunk_chars=[1, 1])
+    calls: list[str] = []
+
+    def encode(text: str) -> list[int]:  # the whole string splits into 8, a chunk into 1
+        calls.append(text)
+        return [0] * (8 if len(text) > 1 else 1)
+
+    done: list[int] = []
+    retokenize([split], encode, done)
+    assert calls == ["ab", "a", "b"]
+    assert (split.stream_tokens, split.chunk_text_tokens) == (8, 2)
+    assert not text_disagrees(split)

@@ -84,7 +84,8 @@ class RequestRecord(BaseModel):
     #: ``text`` re-tokenized after the level: the stream's witness of the token count
     stream_tokens: int | None = None
     #: each chunk's text re-tokenized on its own and summed, where the whole text fell
-    #: short of usage (re-encoding merges tokens across chunk boundaries; a chunk never)
+    #: short of usage or over it (re-encoding a whole text merges or splits tokens across
+    #: chunk boundaries; a chunk never)
     chunk_text_tokens: int | None = None
 
     def to_json(self) -> bytes:
