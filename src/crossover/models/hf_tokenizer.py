@@ -21,7 +21,7 @@ from crossover.errors import UsageError
 from crossover.models.gguf_meta import read_gguf_metadata
 
 # Bump when the way tokenizers are built changes, so cached ones are rebuilt.
-_RECIPE = 3
+_RECIPE = 4
 
 _RENAMES = {
     "ggml.model": "tokenizer_type",
@@ -57,6 +57,34 @@ _BOS_PRE = {
     "tekken",
 }
 _IGNORE_MERGES_PRE = _BOS_PRE  # the same list sets ignore_merges = true
+
+# The pre-tokenizer regex per byte-level BPE pre type, as the pinned llama.cpp source
+# quotes it from each model's own tokenizer.json (src/llama-vocab.cpp,
+# LLAMA_VOCAB_PRE_TYPE_LLAMA3 and _QWEN2, "original regex"; llama.cpp runs an
+# equivalent without the (?i:) group, which its regex engine lacks): set on every built
+# tokenizer, whatever transformers' converter chose. transformers 5.17's (the H200's)
+# gave Llama 3's vocabulary GPT-2's byte-level regex, which splits 19% of the
+# vocabulary's own tokens ("_contract" -> "_", "contract"): vLLM's streamed text then
+# re-tokenized to +25% (docs/results/h200/prefix/).
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_PRE_REGEX = {
+    "llama3": _LLAMA3_REGEX,
+    "llama-v3": _LLAMA3_REGEX,
+    "llama-bpe": _LLAMA3_REGEX,
+    "qwen2": _QWEN2_REGEX,
+}
+#: a built tokenizer must re-encode at least this share of a sample of its own
+#: vocabulary's tokens to themselves (a right one: all of them; GPT-2's regex on Llama
+#: 3's vocabulary: 81%)
+ROUND_TRIP_MIN = 0.99
+ROUND_TRIP_SAMPLE = 2000
 
 _SPECIAL = {
     "bos_token": "bos_token_id",
@@ -155,6 +183,70 @@ def _fast_build(vocab_path: Path, out_dir: Path) -> bool:
     return True
 
 
+def set_pre_tokenizer(data: dict[str, Any], pre: str | None) -> bool:
+    """Give a byte-level BPE ``tokenizer.json`` (``data``, changed in place) llama.cpp's
+    pre-tokenizer for ``pre``; False where ``pre`` is not in the table."""
+    regex = _PRE_REGEX.get(pre or "")
+    if regex is None or (data.get("model") or {}).get("type") != "BPE":
+        return False
+    data["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {
+                "type": "ByteLevel",
+                "add_prefix_space": False,
+                "trim_offsets": True,
+                "use_regex": False,
+            },
+        ],
+    }
+    return True
+
+
+def round_trip_share(tokenizer_json: str, sample: int = ROUND_TRIP_SAMPLE) -> float:
+    """The share of (a seeded sample of) the vocabulary's tokens that encode back to
+    themselves alone; tokens decoding to part of a UTF-8 character are left out."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(tokenizer_json)
+    special = {int(t["id"]) for t in json.loads(tokenizer_json).get("added_tokens") or []}
+    ids = sorted(i for i in tok.get_vocab().values() if i not in special)
+    picked = random.Random(0).sample(ids, min(sample, len(ids)))
+    asked = agreed = 0
+    for i in picked:
+        text = tok.decode([i], skip_special_tokens=False)
+        if not text or "\ufffd" in text:
+            continue
+        asked += 1
+        agreed += tok.encode(text, add_special_tokens=False).ids == [i]
+    return agreed / asked if asked else 1.0
+
+
+def _fix_and_check(vocab_path: Path, out_dir: Path) -> None:
+    """llama.cpp's pre-tokenizer on the built ``tokenizer.json``, then the round trip
+    (byte-level BPE only: a SentencePiece token's leading "▁" decodes to a space that
+    encodes differently alone, so its vocabularies do not round-trip token by token)."""
+    file = out_dir / "tokenizer.json"
+    meta = read_gguf_metadata(vocab_path)
+    model = _decode(meta["tokenizer.ggml.model"].value) if "tokenizer.ggml.model" in meta else None
+    if model != "gpt2":
+        return
+    pre = _decode(meta["tokenizer.ggml.pre"].value) if "tokenizer.ggml.pre" in meta else None
+    data = json.loads(file.read_text())
+    if set_pre_tokenizer(data, pre):
+        file.write_text(json.dumps(data, ensure_ascii=False))
+    share = round_trip_share(file.read_text())
+    if share < ROUND_TRIP_MIN:
+        raise UsageError(
+            f"the tokenizer built from {vocab_path.name} encodes only {share:.0%} of its own "
+            f"tokens back to themselves (pre-tokenizer {pre!r} is not one crossover knows): "
+            "prompt lengths would differ between engines"
+        )
+
+
 def _slow_build(vocab_path: Path, out_dir: Path) -> None:
     from transformers import AutoTokenizer
 
@@ -178,6 +270,7 @@ def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
             try:
                 if not _fast_build(vocab_path, staging):
                     _slow_build(vocab_path, staging)
+                _fix_and_check(vocab_path, staging)
                 if cached.exists():
                     shutil.rmtree(cached)
                 staging.rename(cached)
