@@ -41,9 +41,10 @@ TEXT_MORE_TOKENS = 2
 TEXT_MORE_FRACTION = 0.25
 TEXT_MORE_PER_REPLACEMENT = 2
 #: where the whole text re-tokenizes short (re-encoding merges tokens across chunk
-#: boundaries: a run of single-newline tokens re-encodes as one) or long (the tokens of a
-#: random-weight model, re-encoded as one string, split differently: +22-40% at 128
-#: tokens on the H200's Llama-3-shape vLLM, 2026-12-02), each chunk's text is
+#: boundaries: a run of single-newline tokens re-encodes as one) or long (a random-weight
+#: model's tokens, re-encoded as one string, split across their boundaries: up to +16% at
+#: 128 tokens on the H200's Llama-3-shape vLLM, 2026-12-02, and at most +2% chunk by
+#: chunk), each chunk's text is
 #: re-tokenized on its own, for at most this many chunks per level (a server's
 #: ``/tokenize`` costs a round trip per chunk); beyond it the disagreement stands
 CHUNK_ENCODES = 20_000
