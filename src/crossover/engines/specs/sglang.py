@@ -126,6 +126,10 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         argv.append(NO_FUSED_ALLREDUCE)
     # /metrics (sglang:generation_tokens_total, the engine-counter witness) needs it
     argv.append("--enable-metrics")
+    # usage.prompt_tokens_details.cached_tokens, the prefix-cache evidence of every run
+    # (off by default in SGLang: the H200 prefix sweep of 2026-12-02 got none without it)
+    if "--enable-cache-report" not in config.extra_args:
+        argv.append("--enable-cache-report")
     # config.env is applied over these (launch_spec): a user may still decide otherwise
     return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(MULTICAST_OFF))
 

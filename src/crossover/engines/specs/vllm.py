@@ -133,6 +133,10 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     if compilation:
         argv += ["--compilation-config", json.dumps(compilation, sort_keys=True)]
     argv += FLAGS.args(config, "load_format")
+    # usage.prompt_tokens_details.cached_tokens, the prefix-cache evidence of every run
+    # (vLLM sends it only with this flag)
+    if "--enable-prompt-tokens-details" not in config.extra_args:
+        argv.append("--enable-prompt-tokens-details")
     # config.env is applied over these (launch_spec): a user may still decide otherwise
     return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(NO_MULTICAST_ENV))
 
