@@ -110,3 +110,16 @@ def test_cuda_graph_sizes_follow_parallel(tmp_path: Path) -> None:
     assert argv[argv.index("--cuda-graph-max-bs") + 1] == "512"
     default = launch_spec(on.model_copy(update={"cuda_graphs": None}), 30000, tmp_path).argv
     assert "--cuda-graph-max-bs" not in default and "--disable-cuda-graph" not in default
+
+
+@pytest.mark.parametrize(("engine", "flag"), [("sglang", "--enable-cache-report"),
+                                              ("vllm", "--enable-prompt-tokens-details")])  # fmt: skip
+def test_cached_prompt_tokens_are_asked_for_once(engine: str, flag: str, tmp_path: Path) -> None:
+    """Every run's prefix-cache evidence (usage.prompt_tokens_details.cached_tokens) needs
+    the flag; one the user already put in extra_args is not doubled."""
+    argv = launch_spec(EngineConfig(engine=engine, model="/m"), 30000, tmp_path).argv
+    assert argv.count(flag) == 1
+    mine = EngineConfig(engine=engine, model="/m", extra_args=[flag])
+    assert launch_spec(mine, 30000, tmp_path).argv.count(flag) == 1
+    if engine == "sglang":
+        assert_known(argv[len(PREFIX) :])
