@@ -10,6 +10,7 @@ import typer
 
 from crossover import defaults
 from crossover.errors import InvalidRunError, UsageError
+from crossover.transport import TRANSPORTS, Transport
 
 EXAMPLE = (
     "\b\n"
@@ -186,10 +187,17 @@ def run(
     workers: Annotated[
         str,
         typer.Option(
-            help="Client processes sharing the load: N, or auto (one per core when "
-            "concurrency >= 256)"
+            help="Client processes sharing the load: N, or auto (sized from the "
+            "concurrency and a short event-loop lag probe; 1 below 256 streams)"
         ),
     ] = "1",
+    transport: Annotated[
+        str,
+        typer.Option(
+            help="The HTTP client: aiohttp, or lean (an asyncio.Protocol client with "
+            "one-pass SSE parsing, less client CPU per token; https URLs use aiohttp)"
+        ),
+    ] = "aiohttp",
 ) -> None:
     """Drive one endpoint at one load level with matched work, verify it, report."""
     from rich.live import Live
@@ -257,6 +265,7 @@ def run(
         # sessions and traces run from one process: auto means 1 for them
         workers=_workers(workers, None if turns > 1 else concurrency),
         max_event_bytes=max_event_bytes,
+        transport=_transport(transport),
         timeouts=validated(
             TimeoutsConfig,
             names=TIMEOUT_FLAGS,
@@ -353,6 +362,14 @@ def _metrics_url(text: str, url: str) -> str | None:
     if not text.startswith(("http://", "https://")):
         raise UsageError(f"--metrics-url: expected auto, off or an http(s) URL, got {text!r}")
     return text
+
+
+def _transport(text: str) -> Transport:
+    """``--transport``: one of ``TRANSPORTS``."""
+    for name in TRANSPORTS:
+        if text == name:
+            return name
+    raise UsageError(f"--transport: expected {' or '.join(TRANSPORTS)}, got {text!r}")
 
 
 def _workers(text: str, concurrency: int | None) -> int:

@@ -171,7 +171,8 @@ async def _worker(
     from crossover.dialects import get_dialect
     from crossover.load.send import open_replica_connections, send_prompt
     from crossover.load.strategies import closed_loop, measured_load
-    from crossover.transport.http import Timeouts, make_session
+    from crossover.transport.client import make_client
+    from crossover.transport.http import Timeouts
 
     config = RunConfig.model_validate_json(config_json)
     dialect = get_dialect(config.engine)
@@ -188,7 +189,7 @@ async def _worker(
 
     watcher = loop.create_task(watch_stop())
 
-    async with make_session(headers, timeouts) as session:
+    async with make_client(config.transport, headers, timeouts) as session:
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             if warmup:
