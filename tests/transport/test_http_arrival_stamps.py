@@ -16,7 +16,7 @@ from crossover.dialects.base import ChunkInfo
 from crossover.records.model import RequestRecord
 from crossover.transport.client import Transport, make_client, stream_request
 from crossover.transport.http import StampingHandler, Timeouts
-from crossover.transport.leanhttp import LeanConnection, LeanSession
+from crossover.transport.leanhttp import LeanSession, LeanStreamConnection
 
 
 def _event(text: str, finish: str | None = None) -> bytes:
@@ -121,7 +121,7 @@ def test_last_tokens_arriving_together_are_stamped_together(transport: Transport
             await asyncio.gather(*tasks)
         # the connections stamp in data_received: aiohttp's with StampingHandler, the
         # lean transport's are its own protocol
-        assert protos == {StampingHandler if transport == "aiohttp" else LeanConnection}
+        assert protos == {StampingHandler if transport == "aiohttp" else LeanStreamConnection}
         return records
 
     records = asyncio.run(go())

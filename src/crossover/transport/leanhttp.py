@@ -99,8 +99,9 @@ class _Lost(Exception):
     """The connection closed while a request waited for its response head."""
 
 
-class LeanConnection(asyncio.Protocol):
-    """One keep-alive connection; one request at a time.
+class LeanStreamConnection(asyncio.Protocol):
+    """One keep-alive connection; one request at a time (the runner's; ``lean.py``'s
+    ``LeanConnection`` is the prototype the parser bench measures).
 
     ``data_received`` stamps each read; before the head it gathers the head, then the
     body goes to a ``ChunkedSSEParser``: read as SSE (``events``, then ``final`` once the
@@ -382,8 +383,8 @@ class LeanSession:
         lines.pop("host", None)
         lines.pop("content-type", None)  # the request's own, as aiohttp's post gives it
         self._lines = "".join(v + "\r\n" for v in lines.values())
-        self._idle: dict[tuple[str, int], list[LeanConnection]] = {}
-        self._open: set[LeanConnection] = set()
+        self._idle: dict[tuple[str, int], list[LeanStreamConnection]] = {}
+        self._open: set[LeanStreamConnection] = set()
         self._targets: dict[str, Target | None] = {}
         self._fallback: aiohttp.ClientSession | None = None
         self.closed = False
@@ -405,6 +406,9 @@ class LeanSession:
             conn.close()
         self._open.clear()
         self._idle.clear()
+        # the transports close their sockets in a callback: let it run before the loop
+        # may end (asyncio.run), so no socket outlives the session
+        await asyncio.sleep(0)
         if self._fallback is not None:
             await self._fallback.close()
 
@@ -436,7 +440,7 @@ class LeanSession:
         head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
         return head.encode("latin-1") + payload
 
-    async def acquire(self, target: Target, fresh: bool = False) -> LeanConnection:
+    async def acquire(self, target: Target, fresh: bool = False) -> LeanStreamConnection:
         """An idle connection to ``target``, else a new one (``fresh``: always new)."""
         key = (target[0], target[1])
         idle = self._idle.get(key)
@@ -449,7 +453,7 @@ class LeanSession:
         try:
             async with asyncio.timeout(self.timeouts.connect_s):
                 _, conn = await loop.create_connection(
-                    lambda: LeanConnection(loop), target[0], target[1]
+                    lambda: LeanStreamConnection(loop), target[0], target[1]
                 )
         except TimeoutError:
             raise _ConnectTimeout from None
@@ -458,13 +462,13 @@ class LeanSession:
         self._open.add(conn)
         return conn
 
-    def release(self, conn: LeanConnection, target: Target) -> None:
+    def release(self, conn: LeanStreamConnection, target: Target) -> None:
         if conn.reusable and not self.closed:
             self._idle.setdefault((target[0], target[1]), []).append(conn)
         else:
             self.drop(conn)
 
-    def drop(self, conn: LeanConnection) -> None:
+    def drop(self, conn: LeanStreamConnection) -> None:
         conn.close()
         self._open.discard(conn)
 
@@ -529,7 +533,7 @@ async def _attempt(
     parse = dialect.parse
     total_deadline = now() + timeouts.total_s
     phase = "response headers"
-    conn: LeanConnection | None = None
+    conn: LeanStreamConnection | None = None
     reusable = False
     arrivals = record.chunk_arrival_ns
     chars = record.chunk_chars
@@ -753,7 +757,7 @@ async def open_connections(
     request = session.request(target, "GET", None)
 
     async def one() -> bool:
-        conn: LeanConnection | None = None
+        conn: LeanStreamConnection | None = None
         try:
             conn = await session.acquire(target)
             if not conn.send(request, MAX_EVENT_BYTES):
