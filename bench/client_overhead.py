@@ -7,7 +7,9 @@ request at a fixed per-token gap and stamps every chunk it writes
 concurrency level C and repeat, each tool is started as a whole command asking for C
 streams, one request each:
 
-* ``crossover run ...`` (this checkout's console script),
+* ``crossover run ...`` (this checkout's console script), once per ``--transports``
+  entry: ``crossover`` is ``--transport aiohttp``, ``crossover-lean`` ``--transport
+  lean`` (both with ``--workers``, default 1),
 * ``minimal``: ``bench/minimal_client.py``, a 60-line aiohttp client that only stamps
   reads: the reference for how early an aiohttp client can stamp a token,
 * GuideLLM 0.8.1, AIPerf 0.13.0 and ``vllm bench serve`` (each in its own venv under
@@ -32,6 +34,11 @@ and the range. The load average is recorded before every run.
 
     .venv/bin/python bench/client_overhead.py                       # 256 and 1,024, x3
     .venv/bin/python bench/client_overhead.py --levels 1,64,256,1024 --repeats 5
+    .venv/bin/python bench/client_overhead.py --large --peers ''     # 256, 1,024, 4,096
+
+4,096 streams need 4,096 sockets in the client and as many in the server: the open-file
+limit is raised to its hard limit first (both inherit it), and a level the limit cannot
+hold is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -131,18 +138,24 @@ def err_pct(measured: float | None, truth: float | None) -> float | None:
     return abs(measured - truth) / truth * 100.0
 
 
+#: the crossover candidates: tool name -> its --transport
+CROSSOVER_TOOLS = {"aiohttp": "crossover", "lean": "crossover-lean"}
+
+
 def run_tool(
-    tool: str, binary: str, url: str, c: int, tokens: int, tok_dir: Path, work: Path,
-    timeout_s: float,
+    tool: str, binary: str, url: str, c: int, tokens: int, tok_dir: Path | None, work: Path,
+    timeout_s: float, workers: str = "1",
 ) -> dict[str, Any]:  # fmt: skip
     env = dict(os.environ)
-    if tool == "crossover":
-        argv = ot.crossover_argv(binary, url, c, tokens, work)
+    transport = {v: k for k, v in CROSSOVER_TOOLS.items()}.get(tool)
+    if transport is not None:
+        argv = ot.crossover_argv(binary, url, c, tokens, work, transport, workers)
         env["CROSSOVER_FLOOR"] = str(work / "no-floor.json")  # a first-time user's state
     elif tool == "minimal":
         argv = ot.minimal_argv(sys.executable, ROOT / "bench" / "minimal_client.py", url, c,
                                tokens, work)  # fmt: skip
     else:
+        assert tok_dir is not None
         argv = {"guidellm": ot.guidellm_argv, "aiperf": ot.aiperf_argv, "vllm": ot.vllm_argv}[tool](
             binary, url, c, tokens, tok_dir, work
         )
@@ -154,7 +167,8 @@ def run_tool(
     res["loadavg_before"] = [round(x, 2) for x in load]
     truth = ot.truth_of_run(url, c)
     parse = {
-        "crossover": ot.crossover_result, "minimal": ot.minimal_result,
+        "crossover": ot.crossover_result, "crossover-lean": ot.crossover_result,
+        "minimal": ot.minimal_result,
         "guidellm": ot.guidellm_result, "aiperf": ot.aiperf_result, "vllm": ot.vllm_result,
     }[tool]  # fmt: skip
     res.update(parse(work))
@@ -269,6 +283,12 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=ROOT / "docs/results/client_overhead.json")
     ap.add_argument("--md", type=Path, default=ROOT / "docs/results/client_overhead.md")
     ap.add_argument("--render", action="store_true", help="only re-render --md from --json")
+    ap.add_argument("--transports", default="aiohttp,lean",
+                    help="crossover's --transport candidates (aiohttp: crossover, lean: "
+                    "crossover-lean)")  # fmt: skip
+    ap.add_argument("--workers", default="1", help="crossover's --workers (N or auto)")
+    ap.add_argument("--large", action="store_true",
+                    help="levels 256,1024,4096 (the open-file limit raised for them)")  # fmt: skip
     args = ap.parse_args()
     if args.render:
         doc = json.loads(args.json.read_text())
@@ -277,7 +297,14 @@ def main() -> int:
         return 0
     if args.repeats < 1:
         ap.error("--repeats: at least 1")
-    levels = [int(x) for x in args.levels.split(",") if x]
+    levels = [int(x) for x in ("256,1024,4096" if args.large else args.levels).split(",") if x]
+    need = 2 * max(levels) + 256  # the client's sockets and the server's, and some files
+    nofile = raise_nofile(need)
+    if nofile < need:
+        ap.error(f"{max(levels)} streams need ~{need} open files; the hard limit is {nofile}")
+    transports = [t for t in args.transports.split(",") if t]
+    if unknown := [t for t in transports if t not in CROSSOVER_TOOLS]:
+        ap.error(f"--transports: unknown {unknown}; use {','.join(CROSSOVER_TOOLS)}")
     tokens, gap = args.tokens, args.gap_ms
     peers = [p for p in args.peers.split(",") if p]
     started = time.monotonic()
@@ -296,12 +323,13 @@ def main() -> int:
     xo_bin = shutil.which("crossover", path=str(Path(sys.executable).parent)) or "crossover"
     binaries = {"crossover": xo_bin, "minimal": sys.executable}
     binaries.update({p: installs[p]["bin"] for p in peers})
-    tools = ["crossover", "minimal", *peers]
+    binaries.update({CROSSOVER_TOOLS[t]: xo_bin for t in transports})
+    tools = [CROSSOVER_TOOLS[t] for t in transports] + ["minimal", *peers]
 
     from crossover.models.synth import ensure_synth
 
-    tok_dir = ensure_synth("tiny-llama", ("hf",)).hf_dir
-    assert tok_dir is not None
+    # the peers' tokenizer (crossover and the minimal client need none)
+    tok_dir = ensure_synth("tiny-llama", ("hf",)).hf_dir if peers else None
     cfg = CalibrationConfig(
         ttft_ms=5.0, itl_ms=gap, default_max_tokens=tokens, truth_max_requests=20_000
     )
@@ -314,7 +342,8 @@ def main() -> int:
                 for tool in tools:
                     work = Path(tmp) / f"{tool}-{c}-{rep}"
                     work.mkdir()
-                    res = run_tool(tool, binaries[tool], url, c, tokens, tok_dir, work, timeout_s)
+                    res = run_tool(tool, binaries[tool], url, c, tokens, tok_dir, work, timeout_s,
+                                   args.workers)  # fmt: skip
                     res["repeat"] = rep
                     runs[tool].append(res)
                     log(_line(tool, c, res))
@@ -341,6 +370,8 @@ def main() -> int:
             "gap_ms": gap,
             "ttft_ms": 5.0,
             "repeats": args.repeats,
+            "transports": transports,
+            "crossover_workers": args.workers,
         },
         "peers": installs,
         "levels": out_levels,
@@ -352,6 +383,19 @@ def main() -> int:
     args.md.write_text(render_md(doc))
     print(render_md(doc))
     return 0
+
+
+def raise_nofile(need: int) -> int:
+    """Raise the soft open-file limit to ``need`` where the hard limit allows (every tool
+    and the server inherit it); the soft limit now."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        soft = new
+    return need if soft == resource.RLIM_INFINITY else soft
 
 
 def _line(tool: str, c: int, r: dict[str, Any]) -> str:

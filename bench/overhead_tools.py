@@ -225,11 +225,15 @@ def stamp_stats(records: list[tuple[list[int], list[int | None]]]) -> dict[str, 
     }
 
 
-def crossover_argv(binary: str, url: str, c: int, tokens: int, work: Path) -> list[str]:
+def crossover_argv(
+    binary: str, url: str, c: int, tokens: int, work: Path, transport: str = "aiohttp",
+    workers: str = "1",
+) -> list[str]:  # fmt: skip
     return [
         binary, "run", "--url", url, "--model", "calibration", "--engine", "vllm",
         "--output-tokens", str(tokens), "--input-tokens", "8",
         "--concurrency", str(c), "--requests", str(c), "--warmup", "0",
+        "--transport", transport, "--workers", workers,
         "--out", str(work), "--json", str(work / "summary.json"),
     ]  # fmt: skip
 

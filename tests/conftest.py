@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from crossover.transport import TRANSPORTS, Transport
+
 
 @pytest.fixture(autouse=True)
 def _isolated_client_floor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CROSSOVER_FLOOR", str(tmp_path / "no-floor.json"))
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> Transport:
+    """Each transport in turn (``--transport``), for the tests that must pass on both:
+    any difference in what they record fails a test."""
+    value: Transport = request.param
+    return value

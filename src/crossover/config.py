@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from crossover import defaults
 from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
+from crossover.transport import Transport
 from crossover.transport.sse import MAX_EVENT_BYTES
 from crossover.workload.sessions import Sessions
 from crossover.workload.shape import (
@@ -176,6 +177,9 @@ class RunConfig(BaseModel):
     slo: dict[str, float] = Field(default_factory=dict)
     api_key_env: str | None = None
     workers: int = Field(1, ge=1, le=256)
+    #: the client that sends the requests (``crossover.transport.client``); https URLs go
+    #: through aiohttp whichever is chosen
+    transport: Transport = "aiohttp"
     #: one SSE event (or a line still waiting for its end) may hold at most this much
     max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1024, le=1024**3)
 

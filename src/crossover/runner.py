@@ -45,7 +45,8 @@ from crossover.metrics.summary import (
 from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
-from crossover.transport.http import Timeouts, make_session
+from crossover.transport.client import make_client
+from crossover.transport.http import Timeouts
 from crossover.workload import (
     Prompt,
     ServerTokenizer,
@@ -245,6 +246,7 @@ def make_context(
         slo=config.slo,
         client_floor=client_floor,
         workers=config.workers,
+        transport=config.transport,
         chat_template_tokens=chat_template_tokens,
         shape=config.workload_shape(),
         turns=config.sessions.turns if config.sessions else None,
@@ -441,7 +443,7 @@ async def _execute_here(
     warm = config.warmup
     n_prompts = len(prompts)
     sink = RecordSink(store, run_id, record_hold_s)
-    async with make_session(headers, timeouts) as session:
+    async with make_client(config.transport, headers, timeouts) as session:
 
         def keep(rec: RequestRecord) -> None:
             sink.add(rec)

@@ -48,6 +48,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         ([*RUN, "--concurrency", "2", "--tokenizer", "/no/such/tok"], "--tokenizer"),
         ([*RUN, "--concurrency", "2", "--metrics-url", "nope"], "--metrics-url"),
         ([*RUN, "--concurrency", "2", "--max-event-bytes", "10"], "--max-event-bytes"),
+        ([*RUN, "--concurrency", "2", "--transport", "curl"], "--transport: expected aiohttp"),
+        ([*RUN, "--concurrency", "2", "--workers", "auto2"], "--workers"),
         (["sweep", "--out", "/tmp/x-sweep"], "--config"),
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),

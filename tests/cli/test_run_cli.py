@@ -93,3 +93,12 @@ def test_run_takes_the_slo_syntax_capacity_takes(
     out = capsys.readouterr().out
     assert "SLO ttft_ms.p99<=5000: meets" in out
     assert "SLO e2e_ms.p50<=0.001: misses" in out
+
+
+def test_the_transport_is_chosen_and_recorded(tmp_path: Path) -> None:
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0)) as url:
+        rc, s = run_cli(url, tmp_path, "--transport", "lean", "--workers", "2", "--warmup", "0")
+    assert rc == 0, s["problems"]
+    assert s["load"]["transport"] == "lean"  # type: ignore[index]
+    assert main(["run", "--url", url, "--model", "m", "--concurrency", "1", "--output-tokens",
+                 "4", "--transport", "curl", "--out", str(tmp_path / "x")]) == 2  # fmt: skip

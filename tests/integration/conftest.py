@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import serve, spawn
@@ -12,13 +15,28 @@ from crossover.calibration.tokenizer import WordTokenizer
 from crossover.config import RunConfig, TimeoutsConfig
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute
+from crossover.transport import Transport
 from crossover.workload import ServerTokenizer, Tokenizer
+
+#: the transport ``run_against`` uses unless a test names one (``each_transport``)
+TRANSPORT: list[Transport] = ["aiohttp"]
 
 #: problem codes whose presence depends on how busy the test machine is, not on the
 #: server: on a shared 2-core machine the client's own loop lag reaches the percentiles
 #: of a 1 ms calibration stream, and an in-process server's writes of a 1 ms stream
 #: bunch up (test_run_timing.py plants both and checks the flags)
 MACHINE_DEPENDENT = frozenset({"client_made_percentiles", "grouped_delivery"})
+
+
+@pytest.fixture
+def each_transport(transport: Transport) -> Iterator[Transport]:
+    """``run_against`` (and the test's own configs) on ``transport``: a module whose
+    tests must pass on both transports uses it autouse."""
+    TRANSPORT[0] = transport
+    try:
+        yield transport
+    finally:
+        TRANSPORT[0] = "aiohttp"
 
 
 def codes(outcome: RunOutcome) -> dict[str, str]:
@@ -66,6 +84,7 @@ def run_against(
             "output_tokens": 16,
             "input_tokens": 20,
             "warmup_requests": 0,
+            "transport": TRANSPORT[0],
         }
         kw.update(run_kw)
         if timeouts:

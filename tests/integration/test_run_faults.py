@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import calib, codes, problems, run_against
+from tests.integration.conftest import TRANSPORT, calib, codes, problems, run_against
+
+#: every fault on each transport: both must report the same
+pytestmark = pytest.mark.usefixtures("each_transport")
 
 
 def test_honest_server_is_valid(tmp_path: Path) -> None:
@@ -15,6 +18,7 @@ def test_honest_server_is_valid(tmp_path: Path) -> None:
     s = out.summary
     assert s.verdict == "valid", s.problems
     assert s.requests.matched == 16
+    assert s.load.transport == TRANSPORT[0]  # the summary names the client that sent them
     assert problems(out) == []
     assert len(store.records(out.run_id)) == s.requests.sent == 16
 
@@ -167,6 +171,7 @@ def test_refused_connection(tmp_path: Path) -> None:
         requests=4,
         output_tokens=4,
         warmup_requests=0,
+        transport=TRANSPORT[0],
     )
     out = asyncio.run(execute(cfg, store))
     assert out.summary.verdict == "invalid"
@@ -194,6 +199,7 @@ def test_honest_figures_match_the_configured_latencies(tmp_path: Path) -> None:
             output_tokens=32,
             input_tokens=20,
             warmup_requests=4,
+            transport=TRANSPORT[0],
         )
         out = asyncio.run(execute(run, Store(tmp_path / "r.db")))
     s = out.summary

@@ -9,6 +9,9 @@ import pytest
 
 from tests.integration.conftest import calib, codes, run_against
 
+#: every deviation on each transport: both must report the same
+pytestmark = pytest.mark.usefixtures("each_transport")
+
 N = 16
 HALF = N // 2
 ENDPOINTS = ("completions", "chat")

@@ -14,6 +14,7 @@ from crossover.config import RunConfig
 from crossover.load.workers import plan_shares
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute
+from crossover.transport import Transport
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +40,12 @@ def _run(url: str, tmp: Path, workers: int, **kw: object) -> tuple[RunOutcome, S
     return asyncio.run(execute(RunConfig(**cfg), store)), store  # type: ignore[arg-type]
 
 
-def test_two_workers_match_one(server: str, tmp_path: Path) -> None:
-    one, _ = _run(server, tmp_path, 1)
-    two, store = _run(server, tmp_path, 2)
+def test_two_workers_match_one(server: str, tmp_path: Path, transport: Transport) -> None:
+    one, _ = _run(server, tmp_path, 1, transport=transport)
+    two, store = _run(server, tmp_path, 2, transport=transport)
     s1, s2 = one.summary, two.summary
     assert s2.load.workers == 2 and s1.load.workers == 1
+    assert s1.load.transport == s2.load.transport == transport  # the workers' client too
     assert s2.verdict == "valid"
     assert s2.requests.sent == 48 and s2.requests.matched == 48 and s2.requests.warmup == 4
     stored = store.records(two.run_id, include_warmup=False)

@@ -7,10 +7,15 @@ import socket
 
 from aiohttp import web
 
-from crossover.transport.http import make_session, open_connections
+from crossover.dialects import get_dialect
+from crossover.records.model import RequestRecord
+from crossover.transport.client import Transport, make_client, open_connections, stream_request
+from crossover.transport.http import Timeouts
+
+SSE = b'data: {"choices": [{"index": 0, "text": " a", "finish_reason": "length"}]}\n\n'
 
 
-def test_open_connections_are_the_ones_the_load_uses() -> None:
+def test_open_connections_are_the_ones_the_load_uses(transport: Transport) -> None:
     async def go() -> tuple[int, set[object], set[object]]:
         peers: list[set[object]] = [set(), set()]
         phase = [0]
@@ -18,6 +23,10 @@ def test_open_connections_are_the_ones_the_load_uses() -> None:
         async def handler(request: web.Request) -> web.Response:
             peers[phase[0]].add(request.transport.get_extra_info("peername"))  # type: ignore[union-attr]
             await asyncio.sleep(0.05)  # all in flight together
+            if request.method == "POST":  # a whole stream, so the connection is kept
+                return web.Response(
+                    body=SSE + b"data: [DONE]\n\n", content_type="text/event-stream"
+                )
             return web.Response(text="ok")
 
         app = web.Application()
@@ -31,13 +40,17 @@ def test_open_connections_are_the_ones_the_load_uses() -> None:
         await site.start()
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            async with make_session() as session:
+            async with make_client(transport) as session:
                 answered = await open_connections(session, url, 8)
                 phase[0] = 1
 
                 async def post() -> None:
-                    async with session.post(url + "/v1/completions", data=b"{}") as r:
-                        await r.read()
+                    rec = RequestRecord(index=0, expected_output_tokens=1, t_send_ns=0)
+                    await stream_request(
+                        session, url + "/v1/completions", {"stream": True},
+                        get_dialect("vllm"), "completions", rec, Timeouts(),
+                    )  # fmt: skip
+                    assert rec.ok, rec.error
 
                 await asyncio.gather(*(post() for _ in range(8)))
         finally:

@@ -1,5 +1,6 @@
 """``stream_request`` against hand-written responses: every protocol deviation gets its
-own error kind, and the record stops where the protocol says the response ended."""
+own error kind, and the record stops where the protocol says the response ended. Each
+test runs once per transport (``_each_transport``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,17 @@ from aiohttp import web
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport.http import Timeouts, make_session, stream_request
+from crossover.transport.client import Transport, make_client, stream_request
+from crossover.transport.http import Timeouts
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: the transport of the running test (set by ``_each_transport``)
+TRANSPORT: list[Transport] = ["aiohttp"]
+
+
+@pytest.fixture(autouse=True)
+def _each_transport(transport: Transport) -> None:
+    TRANSPORT[0] = transport
 
 
 def chunk(text: str, finish: str | None = None) -> bytes:
@@ -67,7 +76,7 @@ def fetch_with(
         rec = RequestRecord(index=0, expected_output_tokens=2, t_send_ns=0)
         dialect = get_dialect("vllm")
         try:
-            async with make_session() as session:
+            async with make_client(TRANSPORT[0]) as session:
                 await stream_request(
                     session,
                     f"http://127.0.0.1:{port}/v1/completions",

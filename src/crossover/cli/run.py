@@ -10,6 +10,7 @@ import typer
 
 from crossover import defaults
 from crossover.errors import InvalidRunError, UsageError
+from crossover.transport import TRANSPORTS, Transport
 
 EXAMPLE = (
     "\b\n"
@@ -186,10 +187,17 @@ def run(
     workers: Annotated[
         str,
         typer.Option(
-            help="Client processes sharing the load: N, or auto (one per core when "
-            "concurrency >= 256)"
+            help="Client processes sharing the load: N, or auto (sized from the "
+            "concurrency and a short event-loop lag probe; 1 below 256 streams)"
         ),
     ] = "1",
+    transport: Annotated[
+        str,
+        typer.Option(
+            help="The HTTP client: aiohttp, or lean (an asyncio.Protocol client with "
+            "one-pass SSE parsing, less client CPU per token; https URLs use aiohttp)"
+        ),
+    ] = "aiohttp",
 ) -> None:
     """Drive one endpoint at one load level with matched work, verify it, report."""
     from rich.live import Live
@@ -257,6 +265,7 @@ def run(
         # sessions and traces run from one process: auto means 1 for them
         workers=_workers(workers, None if turns > 1 else concurrency),
         max_event_bytes=max_event_bytes,
+        transport=_transport(transport),
         timeouts=validated(
             TimeoutsConfig,
             names=TIMEOUT_FLAGS,
@@ -355,16 +364,33 @@ def _metrics_url(text: str, url: str) -> str | None:
     return text
 
 
+def _transport(text: str) -> Transport:
+    """``--transport``: one of ``TRANSPORTS``."""
+    for name in TRANSPORTS:
+        if text == name:
+            return name
+    raise UsageError(f"--transport: expected {' or '.join(TRANSPORTS)}, got {text!r}")
+
+
 def _workers(text: str, concurrency: int | None) -> int:
-    """``N`` or ``auto``: one process per core once one event loop is likely to lag."""
+    """``N`` or ``auto``: ``auto_workers`` from the streams and a short probe of this
+    machine's idle event-loop lag (only where more than one process could help)."""
     import os
 
     if text == "auto":
+        from crossover.load.looplag import idle_lag_ms
+        from crossover.load.workers import STREAMS_PER_WORKER, auto_workers
+
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):  # pragma: no cover - not Linux
             cores = os.cpu_count() or 1
-        return max(1, cores) if (concurrency or 0) >= 256 else 1
+        if concurrency is None or cores < 2:
+            return 1
+        # a loop already late gives each process fewer streams; under a handful of
+        # streams no lag makes a second process worth its start-up
+        lag = idle_lag_ms() if concurrency > STREAMS_PER_WORKER // 8 else None
+        return auto_workers(concurrency, cores, lag)
     try:
         n = int(text)
     except ValueError:

@@ -133,6 +133,10 @@ def sweep(
             "cluster's nodes [default: 1]"
         ),
     ] = None,
+    transport: Annotated[
+        str | None,
+        typer.Option(help="The HTTP client of every level: aiohttp or lean [default: aiohttp]"),
+    ] = None,
     check: Annotated[
         bool,
         typer.Option(
@@ -176,6 +180,7 @@ def sweep(
         "seed": seed,
         "refine_budget": refine_budget,
         "workers": workers,
+        "transport": transport,
         "slo": slo,
     }
     if refine:

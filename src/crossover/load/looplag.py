@@ -84,3 +84,28 @@ def frozen_heap() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+#: ``idle_lag_ms``: how long it watches and how often it wakes
+IDLE_PROBE_S = 0.2
+IDLE_PROBE_INTERVAL_S = 0.001
+
+
+def idle_lag_ms(
+    duration_s: float = IDLE_PROBE_S, interval_s: float = IDLE_PROBE_INTERVAL_S
+) -> float:
+    """The p99 lateness (ms) of an event loop with nothing else to do, watched for
+    ``duration_s`` on a fresh loop (call it outside one): what this machine's busy
+    cores (an engine on the same host, other jobs) already cost every loop before the
+    load adds its own work. ``--workers auto`` sizes from it."""
+
+    async def watch() -> list[float]:
+        probe = LoopLagProbe(interval_s)
+        probe.start()
+        await asyncio.sleep(duration_s)
+        return await probe.stop()
+
+    lags = sorted(max(x, 0.0) for x in asyncio.run(watch()))
+    if not lags:
+        return 0.0
+    return lags[min(len(lags) - 1, int(0.99 * len(lags)))]

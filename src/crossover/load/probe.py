@@ -19,7 +19,8 @@ from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.load.send import send_prompt
 from crossover.records.model import RequestRecord
-from crossover.transport.http import Timeouts, make_session
+from crossover.transport.client import make_client
+from crossover.transport.http import Timeouts
 from crossover.workload import Tokenizer, synthetic_prompts
 
 #: the probe's record index (warm-up records count from 0)
@@ -49,7 +50,7 @@ async def prompt_probe(
         return None
     (prompt,) = synthetic_prompts(1, length, config.seed, tokenizer, PROBE_PROMPT_ID)
     one = config.model_copy(update={"output_tokens": 1})
-    async with make_session(headers, timeouts) as session:
+    async with make_client(config.transport, headers, timeouts) as session:
         rec = await send_prompt(
             session,
             one,

@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import aiohttp
-
 from crossover.config import RunConfig
 from crossover.dialects import Dialect, RequestSpec
 from crossover.records.model import RequestRecord
-from crossover.transport.http import Timeouts, open_connections, stream_request
+from crossover.transport.client import Session, open_connections, stream_request
+from crossover.transport.http import Timeouts
 from crossover.workload import Prompt
 
 
 async def send_prompt(
-    session: aiohttp.ClientSession,
+    session: Session,
     config: RunConfig,
     dialect: Dialect,
     prompt: Prompt,
@@ -76,9 +75,7 @@ async def send_prompt(
     return rec
 
 
-async def open_replica_connections(
-    session: aiohttp.ClientSession, config: RunConfig, count: int
-) -> None:
+async def open_replica_connections(session: Session, config: RunConfig, count: int) -> None:
     """``open_connections`` for ``count`` streams spread round robin over the replicas."""
     urls = config.replica_urls
     for k, url in enumerate(urls):

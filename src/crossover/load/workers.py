@@ -37,6 +37,32 @@ from crossover.workload import Prompt
 if TYPE_CHECKING:
     from crossover.config import RunConfig
 
+#: streams one event loop carries under ``--workers auto``: at 256 streams one loop's
+#: p99 lag passed 1 ms on the calibration server (docs/results/client_overhead.md)
+STREAMS_PER_WORKER = 128
+#: the loop lag (ms, p99) a worker may start with before it is given fewer streams
+LAG_BUDGET_MS = 1.0
+
+
+def auto_workers(streams: int | None, cores: int, lag_ms: float | None = None) -> int:
+    """``--workers auto``: client processes for ``streams`` concurrent streams.
+
+    One per ``STREAMS_PER_WORKER`` streams; where a loop is already ``lag_ms`` late
+    (p99: ``idle_lag_ms`` before a run, or a previous level's ``client_loop``) past
+    ``LAG_BUDGET_MS``, each carries fewer streams in proportion (a loop 2 ms late gets
+    half as many), since every chunk it reads is stamped that late. Never more than
+    ``cores``, never fewer than 1; an open loop, a trace or sessions (``streams`` None)
+    run from one process.
+    """
+    if streams is None or streams < 1:
+        return 1
+    per_worker = float(STREAMS_PER_WORKER)
+    if lag_ms is not None and lag_ms > LAG_BUDGET_MS:
+        per_worker *= LAG_BUDGET_MS / lag_ms
+    want = -(-streams // max(1, int(per_worker)))  # ceil
+    return max(1, min(want, cores))
+
+
 #: how often a worker looks at the parent's stop flag
 _STOP_POLL_S = 0.1
 
@@ -171,7 +197,8 @@ async def _worker(
     from crossover.dialects import get_dialect
     from crossover.load.send import open_replica_connections, send_prompt
     from crossover.load.strategies import closed_loop, measured_load
-    from crossover.transport.http import Timeouts, make_session
+    from crossover.transport.client import make_client
+    from crossover.transport.http import Timeouts
 
     config = RunConfig.model_validate_json(config_json)
     dialect = get_dialect(config.engine)
@@ -188,7 +215,7 @@ async def _worker(
 
     watcher = loop.create_task(watch_stop())
 
-    async with make_session(headers, timeouts) as session:
+    async with make_client(config.transport, headers, timeouts) as session:
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             if warmup:

@@ -31,6 +31,8 @@ class RunContext(BaseModel):
     #: flag latency percentiles within this multiple of the client floor
     floor_multiple: float = 3.0
     workers: int = 1
+    #: the client that sent the requests (``RunConfig.transport``); None: not recorded
+    transport: str | None = None
     #: tokens the chat template adds around a prompt, counted with the tokenizer (chat
     #: endpoint only; None where the tokenizer cannot apply the template)
     chat_template_tokens: int | None = None

@@ -315,6 +315,7 @@ def summarize(
             rate_rps=ctx.rate_rps,
             achieved_concurrency=achieved,
             workers=ctx.workers,
+            transport=ctx.transport,
         ),
         throughput=tp,
         whole_run=whole,

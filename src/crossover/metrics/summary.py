@@ -97,6 +97,9 @@ class Load(BaseModel):
     rate_rps: float | None = None
     achieved_concurrency: float | None = None
     workers: int = 1
+    #: the client transport that sent the requests (aiohttp or lean); None for runs
+    #: recorded before it was
+    transport: str | None = None
 
 
 class Throughput(BaseModel):

@@ -21,6 +21,7 @@ from crossover.analysis.schema import Axis, RooflineFacts, level_label
 from crossover.config import TimeoutsConfig, base_url, normalize_shape, shape_conflict
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.transport import Transport
 from crossover.workload.sessions import Sessions
 from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
 
@@ -289,6 +290,11 @@ class SweepConfig(BaseModel):
         "are Ray actors spread over the cluster's nodes, each node's records timed by its "
         "own clock",
     )
+    transport: Transport = Field(
+        "aiohttp",
+        description="the HTTP client of every level (as crossover run --transport): aiohttp "
+        "or lean; https URLs use aiohttp",
+    )
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
     )
@@ -508,6 +514,7 @@ FLAG_NAMES: dict[str, str] = {
     "seed": "--seed",
     "refine_budget": "--refine-budget",
     "workers": "--workers",
+    "transport": "--transport",
     "slo": "--slo",
 }
 

@@ -226,6 +226,7 @@ class TargetSession:
             timeouts=cfg.timeouts,
             allowed_failures=cfg.allowed_failures,
             workers=cfg.workers,
+            transport=cfg.transport,
             slo=cfg.per_request_slo(),
         )
 

@@ -92,7 +92,7 @@ class ChunkedSSEParser:
 
     __slots__ = (
         "_state", "_left", "_line", "_sse_buf", "_slow", "_max", "_error", "_chunked",
-        "_body_bytes", "_started", "_trailer_bytes",
+        "_body_bytes", "_started", "_trailer_bytes", "_first",
     )  # fmt: skip
 
     def __init__(
@@ -113,6 +113,7 @@ class ChunkedSSEParser:
         self._body_bytes = 0
         self._started = False  # any body byte seen (a BOM only counts at the start)
         self._trailer_bytes = 0
+        self._first: bytes | None = None  # the first body bytes (up to 64), once any came
         if not chunked and content_length == 0:
             self._state = _DONE
 
@@ -126,6 +127,28 @@ class ChunkedSSEParser:
         """Body bytes decoded so far (chunk framing excluded)."""
         return self._body_bytes
 
+    @property
+    def first_bytes(self) -> bytes | None:
+        """Up to 64 bytes of the start of the body; None until a body byte came (tells a
+        JSON body under an event-stream label from a stream, and a cut from no body)."""
+        return self._first
+
+    def body(self, data: bytes) -> bytes:
+        """The body bytes of ``data``, framing removed, not read as SSE (a body that is
+        no event stream: an error's text, a JSON answer); ``MalformedChunk`` stops it."""
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        if self._state == _DATA and self._left < 0:
+            body = data
+        else:
+            try:
+                body = self._unframe(data)
+            except MalformedChunk as exc:
+                self._error = exc
+                raise
+        self._body_bytes += len(body)
+        return body
+
     def feed(self, data: bytes, t_ns: int) -> list[StampedEvent]:
         """The events ``data`` completed, stamped ``t_ns``; a ``BodyError`` stops the parse."""
         if self._error is not None:
@@ -137,6 +160,8 @@ class ChunkedSSEParser:
                 body = self._unframe(data)
             except MalformedChunk as exc:
                 # the body bytes before the break still complete their events
+                if self._first is None and exc.body:
+                    self._first = exc.body[:64]
                 try:
                     exc.events = self._events(exc.body, t_ns) if exc.body else []
                 except BodyError as inner:
@@ -146,6 +171,8 @@ class ChunkedSSEParser:
         if not body:
             return []
         self._body_bytes += len(body)
+        if self._first is None:
+            self._first = body[:64]
         return self._events(body, t_ns)
 
     def close(self, t_ns: int) -> list[StampedEvent]:

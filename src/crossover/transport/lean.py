@@ -49,6 +49,8 @@ class ResponseHead:
     reason: str
     #: header names lower-cased; a repeated header's values joined with ", "
     headers: dict[str, str]
+    #: an HTTP/1.0 response: its connection closes unless it says keep-alive
+    http10: bool = False
 
     @property
     def chunked(self) -> bool:
@@ -75,7 +77,8 @@ class ResponseHead:
 
     @property
     def keep_alive(self) -> bool:
-        return "close" not in self.headers.get("connection", "").lower()
+        connection = self.headers.get("connection", "").lower()
+        return "keep-alive" in connection if self.http10 else "close" not in connection
 
     @property
     def event_stream(self) -> bool:
@@ -102,7 +105,8 @@ def parse_head(buf: bytes) -> tuple[ResponseHead, int] | None:
         key = name.lower()
         value = value.strip()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return ResponseHead(int(parts[1]), parts[2] if len(parts) > 2 else "", headers), end + 4
+    reason = parts[2] if len(parts) > 2 else ""
+    return ResponseHead(int(parts[1]), reason, headers, parts[0] == "HTTP/1.0"), end + 4
 
 
 class LeanConnection(asyncio.Protocol):

@@ -22,17 +22,38 @@ async def not_a_stream(resp: aiohttp.ClientResponse, limit: int) -> tuple[ErrorK
     ignored ``stream``), a JSON error, or another Content-Type. Reads at most a little
     over ``limit`` bytes, and only of a JSON body."""
     declared = resp.headers.get("Content-Type")
-    if declared is None or resp.content_type != "application/json":
-        return (
-            "content_type",
-            f"HTTP 200 with Content-Type {declared or '(none)'}, not text/event-stream",
-        )
+    if not is_json(declared, resp.content_type):
+        return why_not_a_stream(declared, None, limit)
     body = b""
     while len(body) <= limit:  # the whole body, unless it is larger than the cap
         data = await resp.content.readany()
         if not data:
             break
         body += data
+    return why_not_a_stream(declared, body, limit)
+
+
+def media_type(declared: str | None) -> str:
+    """The media type of a Content-Type value, lower-cased, parameters dropped (what
+    aiohttp's ``content_type`` says; no header is ``application/octet-stream``)."""
+    if not declared:
+        return "application/octet-stream"
+    return declared.split(";", 1)[0].strip().lower()
+
+
+def is_json(declared: str | None, media: str) -> bool:
+    """A declared ``application/json``: the only body ``not_a_stream`` reads."""
+    return declared is not None and media == "application/json"
+
+
+def why_not_a_stream(declared: str | None, body: bytes | None, limit: int) -> tuple[ErrorKind, str]:
+    """``not_a_stream``'s answer from the Content-Type and the body read (None: not read,
+    the Content-Type alone decides); shared by both transports so they say the same."""
+    if body is None:
+        return (
+            "content_type",
+            f"HTTP 200 with Content-Type {declared or '(none)'}, not text/event-stream",
+        )
     obj: object = None
     if len(body) <= limit:
         try:

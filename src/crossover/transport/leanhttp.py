@@ -1,0 +1,776 @@
+"""The lean transport: ``stream_request`` on an ``asyncio.Protocol``, no aiohttp per read.
+
+Same signature, same record and the same error kinds as ``crossover.transport.http``'s
+``stream_request`` (the transport tests run against both); what differs is the path of
+the bytes. Each ``data_received`` is stamped with ``perf_counter_ns`` and goes straight
+into ``ChunkedSSEParser`` (HTTP/1.1 chunked framing and SSE in one pass): the events it
+completes carry the stamp of the read that brought their last byte, as the aiohttp
+transport's ``StampingHandler`` gives them, and the request's task is woken once per
+read. aiohttp's payload parser, ``StreamReader`` and ``readchunk`` were most of the
+client's CPU at 256 streams (``docs/results/transport_parsers.md``).
+
+Plain ``http://`` only: an ``https://`` URL (and anything else) is sent through an
+aiohttp session the ``LeanSession`` opens for it, the aiohttp transport unchanged (TLS
+is where aiohttp is simpler, and a TLS client's CPU is not the parser's).
+
+Where it differs from the aiohttp transport, on purpose:
+
+* it asks for ``Accept-Encoding: identity`` and decodes no Content-Encoding: a 200
+  event stream sent compressed anyway is ``undecodable`` (aiohttp asks for gzip and
+  deflate and decodes them);
+* it follows no redirect (a 3xx is an ``http_error``; aiohttp follows them);
+* the events of a read that also broke the body's framing are still read (aiohttp's
+  ``StreamReader`` raises its payload error before the chunks it holds).
+
+A request is one keep-alive connection of the session's pool, one request at a time; a
+pooled connection the server had closed (no response head before the close) is retried
+as the aiohttp transport retries it (``STALE_RETRIES``, ``STALE_BACKOFF_S``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+
+from crossover.dialects.base import Dialect, Endpoint
+from crossover.records.model import ErrorKind, RequestRecord
+from crossover.transport import http
+from crossover.transport.chunked_sse import (
+    BodyError,
+    ChunkedSSEParser,
+    OversizeEvent,
+    StampedEvent,
+)
+from crossover.transport.http import (
+    AFTER_DONE_S,
+    GAP_SLACK,
+    STALE_BACKOFF_S,
+    STALE_RETRIES,
+    Timeouts,
+)
+from crossover.transport.http import _fail as fail
+from crossover.transport.http import _keep as keep
+from crossover.transport.lean import HeadError, ResponseHead, parse_head
+from crossover.transport.protocol import (
+    bad_event,
+    is_json,
+    media_type,
+    starts_like_json,
+    why_not_a_stream,
+)
+from crossover.transport.sse import MAX_EVENT_BYTES
+
+#: bytes of a non-200 body kept for the error (as the aiohttp transport reads them)
+ERROR_BODY_BYTES = 4096
+#: a health answer read by ``open_connections`` larger than this drops its connection
+HEALTH_BODY_BYTES = 1024 * 1024
+USER_AGENT = f"Python/{sys.version_info[0]}.{sys.version_info[1]} crossover-lean"
+
+# connection states
+_IDLE, _HEAD, _SSE, _BODY = range(4)
+
+#: (host, port, Host header, path with query)
+Target = tuple[str, int, str, str]
+
+
+class _Stale(Exception):
+    """The connection closed before a response head: a pooled keep-alive connection
+    the server had already closed (or a server that drops the request)."""
+
+
+class _CannotConnect(Exception):
+    def __init__(self, os_error: OSError) -> None:
+        super().__init__(str(os_error))
+        self.os_error = os_error
+
+
+class _ConnectTimeout(Exception):
+    pass
+
+
+class _Lost(Exception):
+    """The connection closed while a request waited for its response head."""
+
+
+class LeanStreamConnection(asyncio.Protocol):
+    """One keep-alive connection; one request at a time (the runner's; ``lean.py``'s
+    ``LeanConnection`` is the prototype the parser bench measures).
+
+    ``data_received`` stamps each read; before the head it gathers the head, then the
+    body goes to a ``ChunkedSSEParser``: read as SSE (``events``, then ``final`` once the
+    body ended: the event the end dispatched, if any), or, for a response that is no
+    200 event stream, only unframed (``body_parts``, up to ``body_cap`` bytes). An error
+    (the framing broke, an event over the cap, the connection lost) is ``error``, after
+    the events before it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._state = _IDLE
+        self._buf = b""
+        self._max = MAX_EVENT_BYTES
+        self.head: ResponseHead | None = None
+        #: why a 200 event stream is not read (a Content-Encoding), None when it is
+        self.refused: str | None = None
+        self.parser: ChunkedSSEParser | None = None
+        self.events: list[StampedEvent] = []
+        self.final: list[StampedEvent] | None = None
+        self.error: BaseException | None = None
+        self.error_t = 0
+        self.body_parts: list[bytes] = []
+        self.body_len = 0
+        self.body_cap = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter_ns()
+        if self._state == _SSE:  # the hot path: one feed, one wake per read
+            parser = self.parser
+            assert parser is not None
+            try:
+                evs = parser.feed(data, t)
+            except BodyError as exc:
+                self.events += exc.events
+                self._broke(exc, t)
+                return
+            if evs:
+                self.events += evs
+            if parser.done:
+                self._end(t)
+            if evs or self.final is not None:
+                self._wake()
+        elif self._state == _HEAD:
+            self._head(data, t)
+        elif self._state == _BODY:
+            self._body(data, t)
+        else:  # bytes no request asked for: the connection cannot be trusted with one
+            self.close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.closed = True
+        t = time.perf_counter_ns()
+        if self.error is None and self.final is None:
+            parser = self.parser
+            if self._state in (_SSE, _BODY) and parser is not None:
+                try:
+                    evs = parser.close(t)  # a body that ends with the connection ends here
+                except BodyError as err:
+                    self.events += err.events
+                    self.error, self.error_t = err, t
+                else:
+                    if self._state == _SSE:
+                        self.final = evs
+                    else:
+                        self.final = []
+            elif self._state == _HEAD:
+                self.error, self.error_t = _Lost(str(exc) if exc else "closed"), t
+        self._state = _IDLE
+        self._wake()
+
+    # --- parts of data_received --------------------------------------------------------
+
+    def _head(self, data: bytes, t: int) -> None:
+        buf = self._buf + data if self._buf else data
+        while True:
+            try:
+                got = parse_head(buf)
+            except HeadError as exc:
+                self._broke(exc, t)
+                return
+            if got is None:
+                self._buf = buf
+                return
+            head, used = got
+            buf = buf[used:]
+            if not (100 <= head.status < 200):
+                break  # an informational head (100 Continue) precedes the response's own
+        self._buf = b""
+        self.head = head
+        try:
+            if head.status in (204, 304):
+                parser = ChunkedSSEParser(False, 0, self._max)
+            else:
+                parser = ChunkedSSEParser(head.chunked, head.content_length, self._max)
+        except HeadError as exc:
+            self._broke(exc, t)
+            return
+        self.parser = parser
+        if head.status == 200 and head.event_stream:
+            self.refused = _refused_coding(head)
+        if head.status == 200 and head.event_stream and self.refused is None:
+            self._state = _SSE
+        else:
+            # the body is text to report, JSON to classify, or not read at all
+            self._state = _BODY
+            self.body_cap = ERROR_BODY_BYTES if head.status != 200 else self._max + 1
+        if parser.done:
+            self._end(t)
+        elif buf:
+            self.data_received_at(buf, t)
+            return
+        self._wake()
+
+    def data_received_at(self, data: bytes, t: int) -> None:
+        """The rest of a read after its head, with the read's stamp."""
+        if self._state == _SSE:
+            parser = self.parser
+            assert parser is not None
+            try:
+                evs = parser.feed(data, t)
+            except BodyError as exc:
+                self.events += exc.events
+                self._broke(exc, t)
+                return
+            self.events += evs
+            if parser.done:
+                self._end(t)
+            self._wake()
+        else:
+            self._body(data, t)
+            self._wake()
+
+    def _body(self, data: bytes, t: int) -> None:
+        parser = self.parser
+        assert parser is not None
+        try:
+            body = parser.body(data)
+        except BodyError as exc:
+            self._broke(exc, t)
+            return
+        if body and self.body_len < self.body_cap:
+            self.body_parts.append(body)
+            self.body_len += len(body)
+        if parser.done:
+            self.final = []
+            self._state = _IDLE
+            self._wake()
+        elif self.body_len >= self.body_cap:
+            self._wake()
+
+    def _end(self, t: int) -> None:
+        """The body ended by its framing: the event still waiting for its blank line."""
+        parser = self.parser
+        assert parser is not None
+        try:
+            self.final = parser.close(t)
+        except BodyError as exc:  # pragma: no cover - the framing had ended
+            self.events += exc.events
+            self.error, self.error_t = exc, t
+        self._state = _IDLE
+
+    def _broke(self, exc: BaseException, t: int) -> None:
+        self.error, self.error_t = exc, t
+        self._state = _IDLE
+        self.close()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # --- the request side ------------------------------------------------------------
+
+    def send(self, request: bytes, max_event_bytes: int) -> bool:
+        """Write one request (False: the connection is closing, nothing was written)."""
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            return False
+        self._state = _HEAD
+        self._max = max_event_bytes
+        self.head = None
+        self.refused = None
+        self.parser = None
+        self.events = []
+        self.final = None
+        self.error = None
+        self.body_parts = []
+        self.body_len = 0
+        transport.write(request)
+        return True
+
+    async def wait(self) -> None:
+        """Until ``data_received`` or ``connection_lost`` has something for the request."""
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def response_head(self) -> ResponseHead:
+        while self.head is None:
+            if self.error is not None:
+                if isinstance(self.error, _Lost):
+                    raise _Stale from self.error
+                raise self.error
+            await self.wait()
+        return self.head
+
+    async def read_body(self) -> bytes:
+        """The body (of a response read as no event stream), up to ``body_cap`` bytes."""
+        while self.final is None and self.error is None and self.body_len < self.body_cap:
+            await self.wait()
+        return b"".join(self.body_parts)
+
+    @property
+    def reusable(self) -> bool:
+        """The response ended by its framing, fully read, and the connection stays open."""
+        return (
+            not self.closed
+            and self.error is None
+            and self.final is not None
+            and self.head is not None
+            and self.head.keep_alive
+            and self.parser is not None
+            and self.parser.done
+        )
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _refused_coding(head: ResponseHead) -> str | None:
+    """Why an event stream's codings cannot be read (this transport decodes none)."""
+    te = head.headers.get("transfer-encoding")
+    if te is not None and te.strip().lower() != "chunked":
+        return f"Transfer-Encoding {te[:40]!r}: the lean transport reads only chunked"
+    ce = head.headers.get("content-encoding")
+    if ce is not None and ce.strip().lower() not in ("", "identity"):
+        return (
+            f"Content-Encoding {ce[:40]!r} (asked for identity): the lean transport "
+            "decodes none; --transport aiohttp decodes gzip and deflate"
+        )
+    return None
+
+
+class LeanSession:
+    """The lean transport's session: keep-alive pools per ``host:port``, the run's
+    headers, and, for ``https://`` URLs, an aiohttp session (``make_session``)."""
+
+    def __init__(
+        self, headers: dict[str, str] | None = None, timeouts: Timeouts | None = None
+    ) -> None:
+        self.timeouts = timeouts or Timeouts()
+        self._header_dict = dict(headers or {})
+        fixed = {"accept": "*/*", "accept-encoding": "identity", "user-agent": USER_AGENT}
+        names = {
+            "accept": "Accept",
+            "accept-encoding": "Accept-Encoding",
+            "user-agent": "User-Agent",
+        }
+        lines: dict[str, str] = {k: f"{names[k]}: {v}" for k, v in fixed.items()}
+        for name, value in self._header_dict.items():
+            if any(c in name + value for c in "\r\n\0") or not name or ":" in name:
+                raise ValueError(f"a header that cannot be sent: {name[:40]!r}")
+            lines[name.lower()] = f"{name}: {value}"
+        lines.pop("content-length", None)
+        lines.pop("host", None)
+        lines.pop("content-type", None)  # the request's own, as aiohttp's post gives it
+        self._lines = "".join(v + "\r\n" for v in lines.values())
+        self._idle: dict[tuple[str, int], list[LeanStreamConnection]] = {}
+        self._open: set[LeanStreamConnection] = set()
+        self._targets: dict[str, Target | None] = {}
+        self._fallback: aiohttp.ClientSession | None = None
+        self.closed = False
+
+    async def __aenter__(self) -> LeanSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self.closed = True
+        for conn in list(self._open):
+            conn.close()
+        self._open.clear()
+        self._idle.clear()
+        # the transports close their sockets in a callback: let it run before the loop
+        # may end (asyncio.run), so no socket outlives the session
+        await asyncio.sleep(0)
+        if self._fallback is not None:
+            await self._fallback.close()
+
+    def fallback(self) -> aiohttp.ClientSession:
+        """The aiohttp session for what this transport does not send (``https://``)."""
+        if self._fallback is None:
+            self._fallback = http.make_session(self._header_dict or None, self.timeouts)
+        return self._fallback
+
+    def target(self, url: str) -> Target | None:
+        """Where a plain ``http://`` URL goes; None for any other (aiohttp sends it)."""
+        try:
+            return self._targets[url]
+        except KeyError:
+            pass
+        parts = urlsplit(url)
+        got: Target | None = None
+        if parts.scheme == "http" and parts.hostname:
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            host_header = parts.netloc.rpartition("@")[2]
+            got = (parts.hostname, parts.port or 80, host_header, path)
+        self._targets[url] = got
+        return got
+
+    def request(self, target: Target, method: str, payload: bytes | None) -> bytes:
+        head = f"{method} {target[3]} HTTP/1.1\r\nHost: {target[2]}\r\n{self._lines}"
+        if payload is None:
+            return (head + "\r\n").encode("latin-1")
+        head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        return head.encode("latin-1") + payload
+
+    async def acquire(self, target: Target, fresh: bool = False) -> LeanStreamConnection:
+        """An idle connection to ``target``, else a new one (``fresh``: always new)."""
+        key = (target[0], target[1])
+        idle = self._idle.get(key)
+        while idle and not fresh:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn
+            self._open.discard(conn)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.timeouts.connect_s):
+                _, conn = await loop.create_connection(
+                    lambda: LeanStreamConnection(loop), target[0], target[1]
+                )
+        except TimeoutError:
+            raise _ConnectTimeout from None
+        except OSError as exc:
+            raise _CannotConnect(exc) from exc
+        self._open.add(conn)
+        return conn
+
+    def release(self, conn: LeanStreamConnection, target: Target) -> None:
+        if conn.reusable and not self.closed:
+            self._idle.setdefault((target[0], target[1]), []).append(conn)
+        else:
+            self.drop(conn)
+
+    def drop(self, conn: LeanStreamConnection) -> None:
+        conn.close()
+        self._open.discard(conn)
+
+
+async def stream_request(
+    session: LeanSession,
+    url: str,
+    body: dict[str, Any],
+    dialect: Dialect,
+    endpoint: Endpoint,
+    record: RequestRecord,
+    timeouts: Timeouts,
+    keep_text: bool = False,
+    max_event_bytes: int = MAX_EVENT_BYTES,
+) -> RequestRecord:
+    """``crossover.transport.http.stream_request`` on the lean transport: the same
+    record, the same error kinds. A URL other than ``http://`` (TLS) goes through the
+    session's aiohttp fallback, that transport unchanged."""
+    target = session.target(url)
+    if target is None:
+        return await http.stream_request(
+            session.fallback(), url, body, dialect, endpoint, record, timeouts, keep_text,
+            max_event_bytes,
+        )  # fmt: skip
+    request = session.request(target, "POST", orjson.dumps(body))
+    for attempt in range(STALE_RETRIES + 1):
+        try:
+            return await _attempt(
+                session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
+                max_event_bytes,
+            )  # fmt: skip
+        except _Stale:
+            if attempt == STALE_RETRIES:
+                record.error_kind = "connection_error"
+                record.error = "server closed the connection before responding"
+                record.t_done_ns = time.perf_counter_ns()
+                return record
+            # as the aiohttp transport: let the loop read the FINs of other pooled
+            # connections the server closed at the same moment
+            await asyncio.sleep(STALE_BACKOFF_S[attempt])
+    return record  # pragma: no cover
+
+
+async def _attempt(
+    session: LeanSession,
+    target: Target,
+    url: str,
+    request: bytes,
+    dialect: Dialect,
+    endpoint: Endpoint,
+    record: RequestRecord,
+    timeouts: Timeouts,
+    keep_text: bool,
+    max_event_bytes: int,
+) -> RequestRecord:
+    # the read loop of http._attempt, event for event: only where the events come from
+    # differs (each carries its own read's stamp, the framing is the parser's)
+    loop = asyncio.get_running_loop()
+    now = loop.time
+    perf = time.perf_counter_ns
+    loads = orjson.loads
+    parse = dialect.parse
+    total_deadline = now() + timeouts.total_s
+    phase = "response headers"
+    conn: LeanStreamConnection | None = None
+    reusable = False
+    arrivals = record.chunk_arrival_ns
+    chars = record.chunk_chars
+    counts: list[int] | None = None
+    stated = 0
+    unstated = 0
+    others = 0
+    emitted: list[int] | None = None
+    pieces: list[str] | None = [] if keep_text else None
+    t_first: int | None = None
+    t_last: int | None = None
+    t_end: int | None = None
+    after_done = 0
+    after_finish = 0
+    text_chars = 0
+    gap_s = timeouts.gap_s
+    gap_armed = gap_s * (1.0 + GAP_SLACK)
+    rearm_every = gap_s * GAP_SLACK
+    armed_at = -1.0
+    try:
+        async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
+            record.t_send_ns = perf()
+            conn = await session.acquire(target)
+            if not conn.send(request, max_event_bytes):
+                session.drop(conn)
+                raise _Stale
+            head = await conn.response_head()
+            record.status = head.status
+            if head.status != 200:
+                text = (await conn.read_body())[:ERROR_BODY_BYTES].decode("utf-8", "replace")
+                reusable = conn.reusable
+                if head.status == 404:
+                    text += f" (no such path {url}; give the server's base URL as --url)"
+                return fail(record, "http_error", f"HTTP {head.status}: {text}")
+            if not head.event_stream:
+                declared = head.headers.get("content-type")
+                read = is_json(declared, media_type(declared))
+                got = await conn.read_body() if read else None
+                return fail(record, *why_not_a_stream(declared, got, max_event_bytes), perf())
+            if conn.refused is not None:
+                return fail(record, "undecodable", conn.refused)
+            phase = "first token"
+            broken = ended = False
+            too_large: OversizeEvent | None = None
+            t_err = 0
+            while not (broken or ended):
+                evs = conn.events
+                if evs:
+                    conn.events = []
+                elif conn.error is not None:
+                    if not isinstance(conn.error, OversizeEvent):
+                        raise conn.error
+                    too_large, t_err, broken = conn.error, conn.error_t, True
+                    break
+                elif conn.final is not None:
+                    evs, conn.final = conn.final, []
+                    ended = True
+                else:
+                    await conn.wait()
+                    continue
+                tokens_here = False
+                for raw, named, _id, t in evs:
+                    if raw[:6] == b"[DONE]":
+                        if t_end is None:
+                            record.saw_done = True
+                            t_end = t
+                            phase = "after done"
+                            cm.reschedule(min(total_deadline, now() + min(gap_s, AFTER_DONE_S)))
+                        continue
+                    if t_end is not None:
+                        after_done += 1
+                        continue
+                    try:
+                        obj = loads(raw)
+                    except orjson.JSONDecodeError:
+                        if named is not None and named not in ("message", "error"):
+                            continue
+                        if ended and named != "error":
+                            break
+                        if named == "error":
+                            fail(record, "error_event", f"error event: {raw[:200]!r}", t)
+                        else:
+                            fail(record, *bad_event(raw), t)
+                        broken = True
+                        break
+                    if not isinstance(obj, dict):
+                        if named is not None and named not in ("message", "error"):
+                            continue
+                        fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
+                        broken = True
+                        break
+                    err = obj.get("error")
+                    if named == "error" or (err and not obj.get("choices")):
+                        fail(record, "error_event", f"error event: {err or obj}", t)
+                        broken = True
+                        break
+                    info = parse(obj, endpoint)
+                    text = info.text
+                    n_stated = info.n_tokens
+                    if n_stated is not None:
+                        stated += n_stated
+                    if text:
+                        if t_first is None:
+                            t_first = record.t_first_ns = t
+                            phase = "next token"
+                        elif record.finish_reason is not None:
+                            after_finish += 1
+                        t_last = t
+                        tokens_here = True
+                        arrivals.append(t)
+                        n_chars = len(text)
+                        chars.append(n_chars)
+                        text_chars += n_chars
+                        if pieces is not None:
+                            pieces.append(text)
+                        if n_stated is None:
+                            unstated += 1
+                        else:
+                            if counts is None:
+                                counts = []
+                            counts.append(n_stated)
+                        if info.emitted_ns is not None:
+                            if emitted is None:
+                                emitted = []
+                            emitted.append(info.emitted_ns)
+                    if info.other_choices:
+                        others += 1
+                    if info.finish_reason is not None:
+                        record.finish_reason = info.finish_reason
+                    if info.prompt_tokens is not None:
+                        record.prompt_tokens = info.prompt_tokens
+                    if info.cached_tokens is not None:
+                        record.cached_prompt_tokens = info.cached_tokens
+                    if info.completion_tokens is not None:
+                        record.completion_tokens = info.completion_tokens
+                        record.total_tokens = info.total_tokens
+                        record.count_source = "usage"
+                if tokens_here and t_end is None:
+                    at = now()
+                    if at - armed_at >= rearm_every:
+                        armed_at = at
+                        cm.reschedule(min(total_deadline, at + gap_armed))
+            if too_large is not None:
+                fail(record, "event_too_large", str(too_large), t_err)
+            if not broken:
+                record.t_done_ns = t_end if t_end is not None else perf()
+                reusable = conn.reusable
+    except _ConnectTimeout:
+        return fail(record, "timeout", f"no connection within {timeouts.connect_s:g} s")
+    except TimeoutError:
+        if t_end is None:
+            keep(record, t_last, text_chars)
+            limit = {
+                "response headers": timeouts.first_token_s,
+                "first token": timeouts.first_token_s,
+                "next token": timeouts.gap_s,
+            }[phase]
+            if now() >= total_deadline - 0.001:
+                return fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
+            return fail(record, "timeout", f"no {phase} within {limit:g} s")
+        record.t_done_ns = t_end  # the response was over at [DONE]
+    except _Stale:
+        raise
+    except _CannotConnect as exc:
+        return fail(record, "connection_error", f"cannot connect: {exc.os_error}")
+    except BodyError as exc:  # the connection closed mid-body, or the framing broke
+        if t_end is not None and record.error_kind is None:
+            record.t_done_ns = t_end  # dropped after [DONE]: the response was complete
+        else:
+            keep(record, t_last, text_chars)
+            first = conn.parser.first_bytes if conn is not None and conn.parser else None
+            kind: ErrorKind = "stream_truncated" if first is not None else "connection_error"
+            return fail(record, kind, f"connection lost: {exc}")
+    except (HeadError, OSError) as exc:
+        keep(record, t_last, text_chars)
+        return fail(record, "connection_error", f"{type(exc).__name__}: {exc}")
+    finally:
+        if conn is not None:
+            if reusable:
+                session.release(conn, target)
+            else:
+                session.drop(conn)  # mid-response, broken, or not read to its end
+    keep(record, t_last, text_chars)
+    record.chunk_tokens = counts if counts is not None and not unstated else None
+    record.logprob_tokens = stated if counts is not None and not unstated else None
+    record.other_choice_events = others
+    record.chunk_emitted_ns = emitted
+    record.after_done_events = after_done
+    record.after_finish_chunks = after_finish
+    if pieces is not None:
+        record.text = "".join(pieces)
+    head_bytes = conn.parser.first_bytes if conn is not None and conn.parser else None
+    if (
+        record.error_kind is None
+        and not arrivals
+        and not record.saw_done
+        and record.finish_reason is None
+        and starts_like_json(head_bytes)
+    ):
+        fail(record, "not_streamed", "the server answered with one JSON body, not SSE events")
+    if (
+        record.error_kind is None
+        and dialect.has_done_sentinel
+        and not record.saw_done
+        and record.finish_reason is None
+        and record.completion_tokens is None
+    ):
+        fail(record, "stream_truncated", "stream ended without [DONE] or a finish reason")
+    return record
+
+
+async def open_connections(
+    session: LeanSession, base_url: str, count: int, path: str = "/health"
+) -> int:
+    """``crossover.transport.http.open_connections`` on the lean transport: ``count``
+    concurrent GETs of ``path`` on new connections, each left in the pool when its
+    answer (any HTTP answer) was read to its end. Returns the requests answered."""
+    target = session.target(base_url + path)
+    if target is None:
+        return await http.open_connections(session.fallback(), base_url, count, path)
+    request = session.request(target, "GET", None)
+
+    async def one() -> bool:
+        conn: LeanStreamConnection | None = None
+        try:
+            conn = await session.acquire(target)
+            if not conn.send(request, MAX_EVENT_BYTES):
+                return False
+            head = await conn.response_head()
+            conn.body_cap = max(conn.body_cap, HEALTH_BODY_BYTES)
+            await conn.read_body()
+            return head is not None
+        except (_Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError):
+            return False
+        finally:
+            if conn is not None:
+                session.release(conn, target)
+
+    results = await asyncio.gather(*(one() for _ in range(max(count, 0))))
+    return sum(results)

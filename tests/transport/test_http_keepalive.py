@@ -1,0 +1,157 @@
+"""Connections as servers really treat them, on each transport: a pooled connection the
+server closed is retried on another, a body cut mid-chunk is a truncated stream, a body
+that ends with its connection (HTTP/1.0) is whole, and a server that answers no request
+fails after the retries."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import orjson
+
+from crossover.dialects import get_dialect
+from crossover.records.model import RequestRecord
+from crossover.transport.client import Transport, make_client, stream_request
+from crossover.transport.http import STALE_RETRIES, Timeouts
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def event(text: str, finish: str | None = None) -> bytes:
+    obj = {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def chunk(body: bytes) -> bytes:
+    return b"%x\r\n" % len(body) + body + b"\r\n"
+
+
+GOOD = chunk(event(" a") + event(" b", "length") + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+async def read_request(reader: asyncio.StreamReader) -> bool:
+    """One request read whole; False at the connection's end."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return False
+    length = next(
+        (
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        ),
+        0,
+    )
+    await reader.readexactly(length)
+    return True
+
+
+def fetch(transport: Transport, script: Script, n: int = 1) -> tuple[list[RequestRecord], int]:
+    """``n`` requests one after another on one session; the records and the number of
+    connections the server accepted."""
+    accepted = [0]
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted[0] += 1
+        try:
+            await script(reader, writer, accepted[0])
+        finally:
+            writer.close()
+
+    async def go() -> list[RequestRecord]:
+        server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        records = []
+        try:
+            async with make_client(transport) as session:
+                for i in range(n):
+                    rec = RequestRecord(index=i, expected_output_tokens=2, t_send_ns=0)
+                    await stream_request(
+                        session, f"http://127.0.0.1:{port}/v1/completions", {"stream": True},
+                        get_dialect("vllm"), "completions", rec,
+                        Timeouts(first_token_s=5, gap_s=5, total_s=10), keep_text=True,
+                    )  # fmt: skip
+                    records.append(rec)
+        finally:
+            server.close()
+        return records
+
+    return asyncio.run(asyncio.wait_for(go(), 20)), accepted[0]
+
+
+def test_a_pooled_connection_the_server_closed_is_retried(transport: Transport) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        # the first connection serves one response, then drops the next request unanswered
+        # (a keep-alive connection closed as the request was on its way)
+        if not await read_request(reader):
+            return
+        writer.write(HEAD + GOOD)
+        await writer.drain()
+        if k == 1:
+            await read_request(reader)
+            return
+        while await read_request(reader):
+            writer.write(HEAD + GOOD)
+            await writer.drain()
+
+    (first, second), accepted = fetch(transport, script, n=2)
+    assert first.ok and second.ok, (first.error, second.error)
+    assert second.text == " a b" and len(second.chunk_arrival_ns) == 2
+    assert accepted == 2
+    # t_send_ns is the attempt that was served: its first token came after it
+    assert second.t_first_ns is not None and second.t_first_ns > second.t_send_ns
+
+
+def test_a_server_that_answers_nothing_fails_after_the_retries(transport: Transport) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        await read_request(reader)
+
+    (rec,), accepted = fetch(transport, script)
+    assert rec.error_kind == "connection_error"
+    assert rec.error == "server closed the connection before responding"
+    assert accepted == STALE_RETRIES + 1
+
+
+def test_a_body_cut_mid_chunk_is_a_truncated_stream(transport: Transport) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        await read_request(reader)
+        writer.write(HEAD + chunk(event(" a")))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"40\r\ndata: {")  # a chunk of 64 bytes, then the connection ends
+        await writer.drain()
+
+    (rec,), _ = fetch(transport, script)
+    assert rec.error_kind == "stream_truncated"
+    assert rec.error is not None and rec.error.startswith("connection lost")
+    assert len(rec.chunk_arrival_ns) == 1 and rec.t_last_ns == rec.chunk_arrival_ns[0]
+
+
+def test_a_body_that_ends_with_its_connection_is_whole(transport: Transport) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + event(" a"))
+        await writer.drain()
+        writer.write(event(" b", "length") + b"data: [DONE]")  # no blank line after it
+
+    (rec,), _ = fetch(transport, script)
+    assert rec.ok and rec.saw_done and rec.text == " a b", rec.error
+
+
+def test_an_error_body_is_read_and_the_connection_kept(transport: Transport) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        body = b'{"error": "busy"}'
+        while await read_request(reader):
+            writer.write(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
+            await writer.drain()
+
+    records, accepted = fetch(transport, script, n=2)
+    assert [r.error for r in records] == ['HTTP 503: {"error": "busy"}'] * 2
+    assert all(r.status == 503 and r.error_kind == "http_error" for r in records)
+    assert accepted == 1
