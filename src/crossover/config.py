@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -123,11 +124,17 @@ def _trace_defaults(data: Any) -> Any:
         return data
     from crossover.workload.trace import read_trace
 
-    if data.get("concurrency") is not None or data.get("rate_rps") is not None:
-        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
     trace = read_trace(Path(data["trace"]))
     speed = float(data.get("trace_speed") or 1.0)
-    data = {**data, "rate_rps": trace.mean_rate(speed)}
+    rate = trace.mean_rate(speed)
+    given = data.get("rate_rps")
+    # a config written out and read back (a worker's, a Ray actor's) holds the trace's own
+    # rate: that one is no conflict
+    if data.get("concurrency") is not None or (
+        given is not None and not math.isclose(float(given), rate, rel_tol=1e-9)
+    ):
+        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
+    data = {**data, "rate_rps": rate}
     if data.get("requests") is None and data.get("duration_s") is None:
         data["requests"] = len(trace.requests)
     if data.get("output_tokens") is None:
@@ -233,13 +240,8 @@ class RunConfig(BaseModel):
         )
         if conflict is not None:
             raise ValueError(conflict)
-        if self.trace is not None and self.workers > 1:
-            raise ValueError("a trace replays from one process: --workers 1")
-        if self.sessions is not None:
-            if self.workers > 1:
-                raise ValueError("sessions run from one process: --workers 1")
-            if self.duration_s is not None:
-                raise ValueError("sessions count requests: --requests, not --duration-s")
+        if self.sessions is not None and self.duration_s is not None:
+            raise ValueError("sessions count requests: --requests, not --duration-s")
         return self
 
     def workload_shape(self) -> dict[str, str]:

@@ -254,8 +254,7 @@ def run(
         allowed_failures=allowed_failures,
         slo=per_request_limits(terms),
         api_key_env=api_key_env,
-        # sessions and traces run from one process: auto means 1 for them
-        workers=_workers(workers, None if turns > 1 else concurrency),
+        workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
         timeouts=validated(
             TimeoutsConfig,

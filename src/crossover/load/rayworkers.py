@@ -94,12 +94,12 @@ class LoadWorker:
         self,
         config_json: bytes,
         share: Share,
-        prompts: list[tuple[int, str, int]],
+        prompts: list[tuple[int, str, int | None, int | None]],
         n_measured: int,
         headers: dict[str, str],
         keep_text: bool,
     ) -> None:
-        ps = [Prompt(i, text, tokens) for i, text, tokens in prompts]
+        ps = [Prompt(i, text, tokens, n_out) for i, text, tokens, n_out in prompts]
         work = _worker(
             config_json, share, ps, n_measured, headers, keep_text, self.outbox,
             self.go_event, self.stop_event,  # type: ignore[arg-type]
@@ -152,7 +152,8 @@ async def run_ray_workers(
     async def call(ref: Any) -> Any:
         return await asyncio.wrap_future(ref.future())
 
-    plain = [(p.id, p.text, p.tokens) for p in prompts]
+    # each prompt's own output length too: a shape or a trace draws one per request
+    plain = [(p.id, p.text, p.tokens, p.output_tokens) for p in prompts]
 
     def stop_all() -> None:
         for a in actors:
