@@ -117,6 +117,21 @@ def shape_conflict(
     return None
 
 
+def trace_lengths(data: Any) -> Any:
+    """With ``trace``: its mean lengths stand for it where one number is shown (the nominal
+    ``input_tokens``, and ``output_tokens`` unless given; each request still gets its own),
+    for ``RunConfig``, the sweep's YAML and capacity alike."""
+    if not isinstance(data, dict) or data.get("trace") is None:
+        return data
+    from crossover.workload.trace import read_trace
+
+    trace = read_trace(Path(data["trace"]))
+    data = {**data, "input_tokens": trace.mean_input()}
+    if data.get("output_tokens") is None:
+        data["output_tokens"] = trace.mean_output()
+    return data
+
+
 def _trace_defaults(data: Any) -> Any:
     """With ``trace``: the open loop's mean rate, the request count and the nominal
     lengths come from the trace; a rate or concurrency given as well is refused."""
@@ -124,6 +139,7 @@ def _trace_defaults(data: Any) -> Any:
         return data
     from crossover.workload.trace import read_trace
 
+    data = trace_lengths(data)
     trace = read_trace(Path(data["trace"]))
     speed = float(data.get("trace_speed") or 1.0)
     rate = trace.mean_rate(speed)
@@ -137,9 +153,6 @@ def _trace_defaults(data: Any) -> Any:
     data = {**data, "rate_rps": rate}
     if data.get("requests") is None and data.get("duration_s") is None:
         data["requests"] = len(trace.requests)
-    if data.get("output_tokens") is None:
-        data["output_tokens"] = trace.mean_output()
-    data["input_tokens"] = trace.mean_input()
     return data
 
 
