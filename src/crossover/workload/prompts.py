@@ -41,7 +41,9 @@ class Prompt:
     prefix_id: int | None = None
 
 
-def _words(rng: random.Random, n: int) -> str:
+def random_words(rng: random.Random, n: int) -> str:
+    """``n`` words drawn by ``rng`` (about ``n`` tokens: ``fit_to_tokens`` makes it exact);
+    the text every synthetic prompt, prefix, session turn and trace block is made of."""
     return " ".join(rng.choice(_WORDS) for _ in range(n))
 
 
@@ -50,7 +52,7 @@ def fit_to_tokens(text: str, n: int, tok: Tokenizer, rng: random.Random) -> str:
     ids = tok.encode(text)
     guard = 0
     while len(ids) < n:
-        text = text + " " + _words(rng, max(8, (n - len(ids)) * 2))
+        text = text + " " + random_words(rng, max(8, (n - len(ids)) * 2))
         ids = tok.encode(text)
         guard += 1
         if guard > 50:
@@ -99,7 +101,7 @@ def synthetic_prompts(
         assert shared_prefix is not None
         if j not in prefixes:
             rng = random.Random(f"crossover-prefix-text:{seed}:{j}")
-            text = _words(rng, shared_prefix.tokens)
+            text = random_words(rng, shared_prefix.tokens)
             if tokenizer is not None:
                 text = fit_to_tokens(text, shared_prefix.tokens, tokenizer, rng)
             prefixes[j] = text
@@ -114,7 +116,7 @@ def synthetic_prompts(
         if shared_prefix is not None:
             pid = shared_prefix.prefix_of(seed, i)
             head = prefix_text(pid) + " "
-        text = head + _words(rng, n_in)
+        text = head + random_words(rng, n_in)
         total = n_in + (shared_prefix.tokens if shared_prefix else 0)
         if tokenizer is None:
             prompts.append(Prompt(i, text, None, n_out, pid))

@@ -19,7 +19,7 @@ import random
 
 from pydantic import BaseModel, Field
 
-from crossover.workload.prompts import Prompt, _words, fit_to_tokens
+from crossover.workload.prompts import Prompt, fit_to_tokens, random_words
 from crossover.workload.shape import LengthDist
 from crossover.workload.tokenizers import Tokenizer
 
@@ -44,7 +44,7 @@ class Sessions(BaseModel):
 
 def _text(seed: int, what: str, session: int, turn: int, n: int, tok: Tokenizer | None) -> str:
     rng = random.Random(f"crossover-session:{seed}:{what}:{session}:{turn}")
-    text = _words(rng, n)
+    text = random_words(rng, n)
     return fit_to_tokens(text, n, tok, rng) if tok is not None else text
 
 
