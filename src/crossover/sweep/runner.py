@@ -42,7 +42,7 @@ from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
-from crossover.workload import Prompt, Tokenizer
+from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
 
 if TYPE_CHECKING:
     from crossover.sweep.cluster import RayCluster
@@ -249,13 +249,13 @@ class SweepRunner:
             need = sum(v[1] for v in slices.values())
             if self._prompts is None:
                 stored = self.store.get_meta("prompts") or []
-                self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
+                self._prompts = [prompt_of_row(p) for p in stored]
             if len(self._prompts) < need:
                 have = len(self._prompts)
                 self._prompts += await build(need - have, have)
                 self.store.set_meta(
                     "prompts",
-                    [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
+                    [prompt_row(p) for p in self._prompts],
                 )
             start, length = slices[self._slice_key(level, r)]
             return self._prompts[start : start + length]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from crossover.errors import UsageError
 from crossover.workload.shape import LengthDist, SharedPrefix
@@ -39,6 +40,36 @@ class Prompt:
     output_tokens: int | None = None
     #: the shared prefix it starts with (``SharedPrefix``); None: none
     prefix_id: int | None = None
+    #: the prompt as chat turns, ``(role, content)`` in order (a session's history: user,
+    #: assistant, ..., user), sent as such on a chat endpoint; ``text`` is their flattened
+    #: form, for a completions endpoint. None: one user message of ``text``
+    messages: tuple[tuple[str, str], ...] | None = None
+
+
+def prompt_row(p: Prompt) -> dict[str, Any]:
+    """``p`` as plain data (JSON, Ray messages), every field kept: a prompt that crosses a
+    process or is stored for a resume must keep its own output length and messages."""
+    return {
+        "id": p.id,
+        "text": p.text,
+        "tokens": p.tokens,
+        "output_tokens": p.output_tokens,
+        "prefix_id": p.prefix_id,
+        "messages": [list(m) for m in p.messages] if p.messages is not None else None,
+    }
+
+
+def prompt_of_row(row: dict[str, Any]) -> Prompt:
+    """``prompt_row`` read back (a row stored before the later fields has them None)."""
+    messages = row.get("messages")
+    return Prompt(
+        row["id"],
+        row["text"],
+        row["tokens"],
+        row.get("output_tokens"),
+        row.get("prefix_id"),
+        tuple((str(r), str(c)) for r, c in messages) if messages is not None else None,
+    )
 
 
 def random_words(rng: random.Random, n: int) -> str:
