@@ -141,6 +141,11 @@ def test_sessions_over_workers_send_the_one_process_work(
         for a, b in itertools.pairwise(turns):
             assert a.t_done_ns is not None and b.t_send_ns >= a.t_done_ns
     assert {r.worker for r in recs.values()} == {0, 1, 2}
+    # turns by the prompt's place, not the arrival order the workers' records get
+    assert [t.prompt_tokens.mean for t in three.summary.turns] == [
+        t.prompt_tokens.mean for t in one.summary.turns
+    ]
+    assert [t.ttft_ms.count for t in three.summary.turns] == [8, 7, 7]
     if load.get("rate_rps"):
         # the sessions' starts are the one Poisson schedule of the run's seed
         firsts1 = [_by_prompt(store1, one)[s * 3].t_scheduled_ns or 0 for s in range(8)]
