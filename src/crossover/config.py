@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from crossover import defaults
 from crossover.dialects import DIALECTS
-from crossover.errors import unknown_choice
+from crossover.errors import FieldError, unknown_choice
 from crossover.transport.sse import MAX_EVENT_BYTES
 from crossover.workload.sessions import Sessions
 from crossover.workload.shape import (
@@ -67,19 +67,28 @@ def normalize_shape(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     data = dict(data)
+    given: dict[str, str] = {}  # the key each distribution was given under, for its errors
     for n_key, d_key in (("output_tokens", "output_lengths"), ("input_tokens", "input_lengths")):
         v = data.get(n_key)
+        given[d_key] = d_key
         if isinstance(v, str) and v.strip().isdigit():
             data[n_key] = int(v)
         elif isinstance(v, str | dict):
             if data.get(d_key) is not None:
                 raise ValueError(f"give {n_key} as a distribution or {d_key}, not both")
             data[d_key], data[n_key] = v, None
+            given[d_key] = n_key
     for key in ("input_lengths", "output_lengths"):
         if data.get(key) is not None:
-            data[key] = parse_length(data[key])
+            try:
+                data[key] = parse_length(data[key])
+            except ValueError as exc:
+                raise FieldError(given[key], str(exc)) from None
     if data.get("shared_prefix") is not None:
-        data["shared_prefix"] = parse_shared_prefix(data["shared_prefix"])
+        try:
+            data["shared_prefix"] = parse_shared_prefix(data["shared_prefix"])
+        except ValueError as exc:
+            raise FieldError("shared_prefix", str(exc)) from None
     out = data.get("output_lengths")
     if data.get("output_tokens") is None and isinstance(out, LengthDist):
         data["output_tokens"] = out.nominal()
