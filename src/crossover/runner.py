@@ -518,6 +518,8 @@ async def _execute_here(
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
                 offsets_ns=config.trace_offsets_ns(),
+                # a sweep level's prompts are its slice of the trace's: line id, at its time
+                offsets_from=prompts[0].id if prompts else 0,
                 sessions=(
                     (config.sessions.turns, config.sessions.think_s) if config.sessions else None
                 ),

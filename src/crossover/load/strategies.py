@@ -89,9 +89,12 @@ async def open_loop(
     offsets_ns: Sequence[int] | None = None,
     part: tuple[int, int] = (0, 1),
     start_ns: int | None = None,
+    offsets_from: int = 0,
 ) -> None:
     """``offsets_ns``: send times after the start (a replayed trace) instead of Poisson
-    arrivals; past the last one the offsets repeat, shifted by the trace's span.
+    arrivals; past the last one the offsets repeat, shifted by the trace's span. Request
+    ``k`` is entry ``offsets_from + k`` (a sweep level replays its own slice of the
+    trace's lines), sent that entry's time after entry ``offsets_from``'s.
 
     ``part`` ``(k, W)``: of the whole schedule, send only entries ``k``, ``k + W``, ... (one
     worker's part of a run split W ways by index); every worker computes the same schedule
@@ -101,11 +104,14 @@ async def open_loop(
     count = requests if requests is not None else int(rate_rps * (duration_s or 0) * 1.5) + 16
     start = start_ns if start_ns is not None else time.perf_counter_ns() + 5_000_000
     if offsets_ns:
-        span = offsets_ns[-1] + (offsets_ns[-1] // max(len(offsets_ns) - 1, 1))
-        schedule = [
-            start + (k // len(offsets_ns)) * span + offsets_ns[k % len(offsets_ns)]
-            for k in range(count)
-        ]
+        n = len(offsets_ns)
+        span = offsets_ns[-1] + (offsets_ns[-1] // max(n - 1, 1))
+
+        def at(line: int) -> int:
+            return (line // n) * span + offsets_ns[line % n]
+
+        first = offsets_from % n
+        schedule = [start + at(first + k) - at(first) for k in range(count)]
     else:
         schedule = poisson_schedule(rate_rps, count, seed, start)
     if duration_s is not None:
@@ -223,6 +229,7 @@ async def measured_load(
     sessions: tuple[int, float] | None = None,
     part: tuple[int, int] = (0, 1),
     start_ns: int | None = None,
+    offsets_from: int = 0,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
@@ -248,5 +255,6 @@ async def measured_load(
                 await open_loop(
                     send, rate_rps, requests, duration_s, abort, seed, max_in_flight,
                     offsets_ns=offsets_ns, part=part, start_ns=start_ns,
+                    offsets_from=offsets_from,
                 )  # fmt: skip
         return await probe.stop()

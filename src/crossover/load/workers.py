@@ -286,6 +286,7 @@ async def _worker(
                 max_in_flight=share.max_in_flight,
                 probe_interval_s=share.probe_interval_s,
                 offsets_ns=config.trace_offsets_ns(),
+                offsets_from=prompts[0].id if prompts else 0,
                 sessions=(
                     (config.sessions.turns, config.sessions.think_s) if config.sessions else None
                 ),

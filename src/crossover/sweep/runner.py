@@ -222,6 +222,13 @@ class SweepRunner:
             measured = int(level.value * (cfg.duration_s_per_level or 0) * 1.5) + 16
         return measured + self._warmup(level)
 
+    def _next_slice(self, slices: dict[str, list[int]]) -> int:
+        """Where the next slice starts: after the last, at a session's first turn (a
+        slice's request i must be turn i mod T, as its run sends it)."""
+        end = max((a + n for a, n in slices.values()), default=0)
+        turns = self.config.sessions.turns if self.config.sessions else 1
+        return -(-end // turns) * turns
+
     @staticmethod
     def _slice_key(level: Level, r: int) -> str:
         # concurrency levels keep the key sweeps always stored
@@ -240,13 +247,13 @@ class SweepRunner:
             if not slices:  # the whole base plan at once: one tokenizer fits all of it
                 for lvl in self.config.levels():
                     for rep in range(self.config.repeats):
-                        start = sum(v[1] for v in slices.values())
+                        start = self._next_slice(slices)
                         slices[self._slice_key(lvl, rep)] = [start, self._slice_length(lvl)]
             if self._slice_key(level, r) not in slices:  # a level added by --refine
-                start = sum(v[1] for v in slices.values())
+                start = self._next_slice(slices)
                 slices[self._slice_key(level, r)] = [start, self._slice_length(level)]
             self.store.set_meta("prompt_slices", slices)
-            need = sum(v[1] for v in slices.values())
+            need = max(a + n for a, n in slices.values())
             if self._prompts is None:
                 stored = self.store.get_meta("prompts") or []
                 self._prompts = [prompt_of_row(p) for p in stored]
