@@ -11,6 +11,7 @@ proportion to their streams), each session wholly in one worker so its turns sta
 order; an open loop of sessions or a trace is one schedule (the run's seed, the trace's
 times) that every worker computes, worker ``k`` of ``W`` sending its entries ``k``,
 ``k + W``, ... against a start time the parent gives them all.
+
 Workers send finished records back over a ``multiprocessing`` queue as they
 complete; the parent numbers them in arrival order (measured and warm-up apart),
 writes them to the run's store and feeds the progress display.
