@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -10,7 +11,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from crossover import defaults
 from crossover.dialects import DIALECTS
-from crossover.errors import unknown_choice
+from crossover.errors import FieldError, unknown_choice
 from crossover.transport import Transport
 from crossover.transport.sse import MAX_EVENT_BYTES
 from crossover.workload.sessions import Sessions
@@ -67,19 +68,28 @@ def normalize_shape(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     data = dict(data)
+    given: dict[str, str] = {}  # the key each distribution was given under, for its errors
     for n_key, d_key in (("output_tokens", "output_lengths"), ("input_tokens", "input_lengths")):
         v = data.get(n_key)
+        given[d_key] = d_key
         if isinstance(v, str) and v.strip().isdigit():
             data[n_key] = int(v)
         elif isinstance(v, str | dict):
             if data.get(d_key) is not None:
                 raise ValueError(f"give {n_key} as a distribution or {d_key}, not both")
             data[d_key], data[n_key] = v, None
+            given[d_key] = n_key
     for key in ("input_lengths", "output_lengths"):
         if data.get(key) is not None:
-            data[key] = parse_length(data[key])
+            try:
+                data[key] = parse_length(data[key])
+            except ValueError as exc:
+                raise FieldError(given[key], str(exc)) from None
     if data.get("shared_prefix") is not None:
-        data["shared_prefix"] = parse_shared_prefix(data["shared_prefix"])
+        try:
+            data["shared_prefix"] = parse_shared_prefix(data["shared_prefix"])
+        except ValueError as exc:
+            raise FieldError("shared_prefix", str(exc)) from None
     out = data.get("output_lengths")
     if data.get("output_tokens") is None and isinstance(out, LengthDist):
         data["output_tokens"] = out.nominal()
@@ -117,6 +127,21 @@ def shape_conflict(
     return None
 
 
+def trace_lengths(data: Any) -> Any:
+    """With ``trace``: its mean lengths stand for it where one number is shown (the nominal
+    ``input_tokens``, and ``output_tokens`` unless given; each request still gets its own),
+    for ``RunConfig``, the sweep's YAML and capacity alike."""
+    if not isinstance(data, dict) or data.get("trace") is None:
+        return data
+    from crossover.workload.trace import read_trace
+
+    trace = read_trace(Path(data["trace"]))
+    data = {**data, "input_tokens": trace.mean_input()}
+    if data.get("output_tokens") is None:
+        data["output_tokens"] = trace.mean_output()
+    return data
+
+
 def _trace_defaults(data: Any) -> Any:
     """With ``trace``: the open loop's mean rate, the request count and the nominal
     lengths come from the trace; a rate or concurrency given as well is refused."""
@@ -124,16 +149,20 @@ def _trace_defaults(data: Any) -> Any:
         return data
     from crossover.workload.trace import read_trace
 
-    if data.get("concurrency") is not None or data.get("rate_rps") is not None:
-        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
+    data = trace_lengths(data)
     trace = read_trace(Path(data["trace"]))
     speed = float(data.get("trace_speed") or 1.0)
-    data = {**data, "rate_rps": trace.mean_rate(speed)}
+    rate = trace.mean_rate(speed)
+    given = data.get("rate_rps")
+    # a config written out and read back (a worker's, a Ray actor's) holds the trace's own
+    # rate: that one is no conflict
+    if data.get("concurrency") is not None or (
+        given is not None and not math.isclose(float(given), rate, rel_tol=1e-9)
+    ):
+        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
+    data = {**data, "rate_rps": rate}
     if data.get("requests") is None and data.get("duration_s") is None:
         data["requests"] = len(trace.requests)
-    if data.get("output_tokens") is None:
-        data["output_tokens"] = trace.mean_output()
-    data["input_tokens"] = trace.mean_input()
     return data
 
 
@@ -237,13 +266,8 @@ class RunConfig(BaseModel):
         )
         if conflict is not None:
             raise ValueError(conflict)
-        if self.trace is not None and self.workers > 1:
-            raise ValueError("a trace replays from one process: --workers 1")
-        if self.sessions is not None:
-            if self.workers > 1:
-                raise ValueError("sessions run from one process: --workers 1")
-            if self.duration_s is not None:
-                raise ValueError("sessions count requests: --requests, not --duration-s")
+        if self.sessions is not None and self.duration_s is not None:
+            raise ValueError("sessions count requests: --requests, not --duration-s")
         return self
 
     def workload_shape(self) -> dict[str, str]:

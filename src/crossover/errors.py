@@ -59,6 +59,16 @@ class NodeLostError(EngineError):
     cluster: the level in flight fails (``node_lost``) and is redone on resume."""
 
 
+class FieldError(ValueError):
+    """A mistake in one field, found by a validator of the whole model (pydantic places
+    such errors nowhere): ``validation_line`` puts it at ``field``, so a compact form read
+    before the fields (``output_tokens: uniform:9``) is still named by its key or flag."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class InvalidRunError(CrossoverError):
     """The run's verdict is invalid or unverified and the user did not allow it: exit 3."""
 
@@ -133,12 +143,11 @@ def validation_line(
     parts = []
     errors = exc.errors()
     for err in errors[:limit]:
-        loc = ".".join(
-            [
-                *([loc_prefix] if loc_prefix else []),
-                *(str(x) for x in err["loc"] if x != "__root__"),
-            ]
-        )
+        cause = (err.get("ctx") or {}).get("error")
+        where_in = [str(x) for x in err["loc"] if x != "__root__"]
+        if isinstance(cause, FieldError):
+            where_in.append(cause.field)
+        loc = ".".join([*([loc_prefix] if loc_prefix else []), *where_in])
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden" and err["loc"]:
             msg = "unknown key"

@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -204,6 +204,25 @@ def build_prompts(
     )
 
 
+def templates_by_turn(
+    count: Callable[[Sequence[tuple[str, str]]], int | None], prompts: list[Prompt], turns: int
+) -> list[int] | None:
+    """The chat template's tokens around each turn's history (``count``: a tokenizer's
+    ``chat_template_tokens``): turn t sends 2t + 1 messages, each with its role's header,
+    so a template adds more the later the turn. None where a turn's cannot be counted."""
+    out: list[int] = []
+    for t in range(turns):
+        p = next((p for p in prompts if p.id % turns == t and p.messages), None)
+        if p is None:
+            break  # fewer requests than turns: the later turns are never sent
+        assert p.messages is not None
+        n = count(p.messages)
+        if n is None:
+            return None
+        out.append(n)
+    return out or None
+
+
 @dataclass
 class RunOutcome:
     run_id: str
@@ -222,6 +241,7 @@ def make_context(
     version: str | None,
     client_floor: ClientFloor | None = None,
     chat_template_tokens: int | None = None,
+    chat_template_by_turn: list[int] | None = None,
 ) -> RunContext:
     return RunContext(
         mode=config.mode,
@@ -248,6 +268,7 @@ def make_context(
         workers=config.workers,
         transport=config.transport,
         chat_template_tokens=chat_template_tokens,
+        chat_template_by_turn=chat_template_by_turn,
         shape=config.workload_shape(),
         turns=config.sessions.turns if config.sessions else None,
     )
@@ -301,11 +322,16 @@ async def execute(
     n_measured = config.requests or max(64, 16 * (config.concurrency or 4))
     if prompts is None:
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
-    template = None
+    template = by_turn = None
     count_template = getattr(tokenizer, "chat_template_tokens", None)
     if config.endpoint == "chat" and prompts and callable(count_template):
         template = await asyncio.to_thread(count_template, prompts[0].text)
-    ctx = make_context(config, tokenizer, version, client_floor, template)
+        if config.sessions is not None:
+            by_turn = await asyncio.to_thread(
+                templates_by_turn, count_template, prompts, config.sessions.turns
+            )
+            template = by_turn[0] if by_turn else template
+    ctx = make_context(config, tokenizer, version, client_floor, template, by_turn)
     run_id = run_id or new_run_id()
     context: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
@@ -494,6 +520,8 @@ async def _execute_here(
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
                 offsets_ns=config.trace_offsets_ns(),
+                # a sweep level's prompts are its slice of the trace's: line id, at its time
+                offsets_from=prompts[0].id if prompts else 0,
                 sessions=(
                     (config.sessions.turns, config.sessions.think_s) if config.sessions else None
                 ),

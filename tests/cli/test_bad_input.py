@@ -50,6 +50,10 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         ([*RUN, "--concurrency", "2", "--max-event-bytes", "10"], "--max-event-bytes"),
         ([*RUN, "--concurrency", "2", "--transport", "curl"], "--transport: expected aiohttp"),
         ([*RUN, "--concurrency", "2", "--workers", "auto2"], "--workers"),
+        # a distribution's mistake is named by the flag it was given to (errors.FieldError)
+        ([*RUN[:-1], "uniform:9", "--concurrency", "2"], "--output-tokens: length 'uniform:9'"),
+        ([*RUN, "--concurrency", "2", "--input-tokens", "normal:5"], "--input-tokens: length"),
+        ([*RUN, "--concurrency", "2", "--shared-prefix", "3y"], "--shared-prefix: shared prefix"),
         (["sweep", "--out", "/tmp/x-sweep"], "--config"),
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),

@@ -47,6 +47,13 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
             HEAD + URL_TARGET + "timeouts: {conect_s: 3}\n",
             ["timeouts.conect_s: unknown key", "did you mean 'connect_s'"],
         ),
+        # a distribution's mistake is named by the key it was given under
+        (
+            "concurrency: [1]\noutput_tokens: uniform:9\n" + URL_TARGET,
+            ["output_tokens: length 'uniform:9'"],
+        ),
+        (HEAD + "output_lengths: normal:5\n" + URL_TARGET, ["output_lengths: length 'normal:5'"]),
+        (HEAD + "shared_prefix: 3y\n" + URL_TARGET, ["shared_prefix: shared prefix '3y'"]),
         # replica targets
         (
             HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, replicas: 0}\n",

@@ -147,3 +147,32 @@ def test_the_calibration_servers_prefix_cache_is_read_and_cuts_ttft(tmp_path: Pa
     cold, warm = min(ttft[:2]), max(ttft[2:])
     # cold: 2 + 80 x 0.5 = 42 ms; warm: 2 + 16 x 0.5 = 10 ms
     assert cold > 35e6 and warm < 30e6, (cold, warm)
+
+
+def test_sessions_on_chat_send_roles_and_their_template_is_counted_per_turn(
+    tmp_path: Path,
+) -> None:
+    """A server whose template adds 10 tokens and 2 per message after the first (a role
+    header): turn t sends 2t + 1 messages, so its count is its own tokens + 10 + 4t. With
+    the server's /tokenize the template is counted per turn and every prompt agrees."""
+    server = calib(chat_message_tokens=2)
+    kw = {"sessions": {"turns": 3}, "requests": 12, "concurrency": 2, "output_tokens": 6,
+          "input_tokens": 10, "endpoint": "chat"}  # fmt: skip
+    out, store = run_against(server, tmp_path, text="server", **kw)  # type: ignore[arg-type]
+    assert out.summary.verdict == "valid", out.summary.problems
+    assert not [p for p in out.summary.problems if p.code.startswith("prompt_tokens")]
+    recs = _records(store, out)
+    for r in recs:
+        t = (r.prompt_id or 0) % 3
+        assert r.expected_prompt_tokens == 10 + 16 * t  # the content: history and own text
+        assert r.prompt_tokens == r.expected_prompt_tokens + 10 + 4 * t  # + the template
+    (check,) = [c for c in out.summary.witnesses.checks if c.witness == "prompts"]
+    assert check.agreed == check.asked == 12
+    ctx = store.run(out.run_id).context["context"]  # type: ignore[union-attr]
+    assert ctx["chat_template_by_turn"] == [10, 14, 18]
+
+    # a tokenizer that cannot count the template: each turn is held to its own offset
+    (tmp_path / "words").mkdir()
+    out2, _ = run_against(server, tmp_path / "words", **kw)  # type: ignore[arg-type]
+    assert out2.summary.verdict == "valid", out2.summary.problems
+    assert "prompt_tokens_inflated" not in codes(out2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.server import spawn
 from crossover.config import RunConfig
 from crossover.load.workers import plan_shares
+from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute
 from crossover.transport import Transport
@@ -94,3 +96,108 @@ def test_plan_shares_split_evenly() -> None:
     assert [s.rate_rps for s in rate] == [5.0, 5.0]
     assert [s.max_in_flight for s in rate] == [3, 2]
     assert len({s.seed for s in rate}) == 2
+
+
+def _content(store: Store, out: RunOutcome) -> dict[int, tuple[object, ...]]:
+    """Each measured request's work by its prompt (the run's own request index): what a
+    run split over workers must send exactly as one process does."""
+    return {
+        r.prompt_id: (
+            r.expected_prompt_tokens,
+            r.expected_output_tokens,
+            r.prompt_tokens,
+            r.completion_tokens,
+            r.ok,
+        )
+        for r in store.records(out.run_id, include_warmup=False)
+    }
+
+
+def _by_prompt(store: Store, out: RunOutcome) -> dict[int, RequestRecord]:
+    return {r.prompt_id: r for r in store.records(out.run_id, include_warmup=False)}
+
+
+@pytest.mark.parametrize(
+    "load", [{"concurrency": 5}, {"concurrency": None, "rate_rps": 60.0}], ids=["closed", "open"]
+)
+def test_sessions_over_workers_send_the_one_process_work(
+    server: str, tmp_path: Path, load: dict[str, object]
+) -> None:
+    """22 requests as sessions of 3 turns (the last one cut short), split over workers by
+    session: the same prompts and lengths as one process, each session wholly in one
+    worker, its turns in order; an open loop's sessions start on one shared schedule."""
+    kw: dict[str, object] = {
+        "sessions": {"turns": 3, "think_s": 0.01}, "requests": 22, "warmup_requests": 2,
+        "output_tokens": "uniform:4-12", "input_tokens": 8, **load,
+    }  # fmt: skip
+    one, store1 = _run(server, tmp_path, 1, **kw)
+    three, store3 = _run(server, tmp_path, 3, **kw)
+    assert three.summary.verdict == "valid", three.summary.problems
+    assert three.summary.load.workers == 3
+    assert _content(store3, three) == _content(store1, one)
+    assert sorted(_content(store3, three)) == list(range(22))
+    recs = _by_prompt(store3, three)
+    for s in range(8):
+        turns = [recs[i] for i in range(s * 3, min(s * 3 + 3, 22))]
+        assert len({r.worker for r in turns}) == 1  # the session stayed in one worker
+        for a, b in itertools.pairwise(turns):
+            assert a.t_done_ns is not None and b.t_send_ns >= a.t_done_ns
+    assert {r.worker for r in recs.values()} == {0, 1, 2}
+    # turns by the prompt's place, not the arrival order the workers' records get
+    assert [t.prompt_tokens.mean for t in three.summary.turns] == [
+        t.prompt_tokens.mean for t in one.summary.turns
+    ]
+    assert [t.ttft_ms.count for t in three.summary.turns] == [8, 7, 7]
+    if load.get("rate_rps"):
+        # the sessions' starts are the one Poisson schedule of the run's seed
+        firsts1 = [_by_prompt(store1, one)[s * 3].t_scheduled_ns or 0 for s in range(8)]
+        firsts3 = [recs[s * 3].t_scheduled_ns or 0 for s in range(8)]
+        assert [t - firsts1[0] for t in firsts1] == [t - firsts3[0] for t in firsts3]
+
+
+def test_a_trace_over_workers_keeps_its_times_and_lengths(server: str, tmp_path: Path) -> None:
+    """The trace split over workers by line: every line's lengths and its time against the
+    one shared start, as one process replays it."""
+    sample = Path(__file__).resolve().parents[2] / "docs" / "examples" / "trace-sample.jsonl"
+    kw: dict[str, object] = {
+        "trace": sample, "trace_speed": 8.0, "requests": 24, "warmup_requests": 2,
+        "concurrency": None, "output_tokens": None, "input_tokens": None,
+    }  # fmt: skip
+    one, store1 = _run(server, tmp_path, 1, **kw)
+    two, store2 = _run(server, tmp_path, 2, **kw)
+    assert two.summary.verdict == "valid", two.summary.problems
+    assert _content(store2, two) == _content(store1, one)
+    recs1, recs2 = _by_prompt(store1, one), _by_prompt(store2, two)
+    assert {r.worker for r in recs2.values()} == {0, 1}
+    assert all(recs2[i].worker == i % 2 for i in recs2)  # by line index
+    t1 = [recs1[i].t_scheduled_ns or 0 for i in range(24)]
+    t2 = [recs2[i].t_scheduled_ns or 0 for i in range(24)]
+    assert [t - t1[0] for t in t1] == [t - t2[0] for t in t2]
+    late_ms = [(r.t_send_ns - (r.t_scheduled_ns or 0)) / 1e6 for r in recs2.values()]
+    assert max(late_ms) < 50.0
+
+
+def test_plan_shares_splits_sessions_whole_and_schedules_by_index() -> None:
+    closed = plan_shares(
+        workers=3, concurrency=5, rate_rps=None, max_in_flight=None, requests=22,
+        duration_s=None, warmup=0, seed=7, turns=3,
+    )  # fmt: skip
+    # 8 sessions over streams 2, 2, 1: whole sessions (3, 3, 2), the last one cut short
+    assert [s.requests for s in closed] == [9, 9, 4]
+    assert [s.prompt_offset for s in closed] == [0, 9, 18]
+    assert all(s.part is None for s in closed)
+    opened = plan_shares(
+        workers=4, concurrency=None, rate_rps=2.0, max_in_flight=None, requests=6,
+        duration_s=None, warmup=0, seed=7, turns=3,
+    )  # fmt: skip
+    # two sessions: two workers, each walking the whole schedule at the whole rate
+    assert [s.part for s in opened] == [(0, 2), (1, 2)]
+    assert [(s.rate_rps, s.requests, s.seed, s.prompt_offset) for s in opened] == [
+        (2.0, 6, 7, 0)
+    ] * 2
+    trace = plan_shares(
+        workers=2, concurrency=None, rate_rps=3.0, max_in_flight=4, requests=None,
+        duration_s=10.0, warmup=0, seed=7, trace=True,
+    )  # fmt: skip
+    assert [s.part for s in trace] == [(0, 2), (1, 2)]
+    assert [s.max_in_flight for s in trace] == [2, 2]

@@ -57,7 +57,7 @@ def test_a_sweep_of_sessions_counts_sessions_per_level(tmp_path: Path) -> None:
     config = tmp_path / "sweep.yaml"
     with servers(Linear(1.0, 0.1)) as (ua,):
         config.write_text(
-            "concurrency: [1, 2]\nrequests_per_level: 6\nwarmup_requests: 0\n"
+            "concurrency: [1, 2]\nrequests_per_level: 5\nwarmup_requests: 0\n"
             "output_tokens: 4\ninput_tokens: 6\nsessions: {turns: 3, think_s: 0.01}\n"
             f"targets:\n  - {{name: A, url: '{ua}', engine: vllm, model: calibration}}\n"
         )
@@ -69,6 +69,12 @@ def test_a_sweep_of_sessions_counts_sessions_per_level(tmp_path: Path) -> None:
         s = run["summary"]
         assert s["verdict"] == "valid"
         assert [t["prompt_tokens"]["mean"] for t in s["turns"]] == [6, 16, 26]
+    # each level's slice of prompts starts at a session's first turn (5 requests: the
+    # second level's at 6, not 5), so request i sends turn i mod 3's prompt
+    with Store(out / "sweep.db") as store:
+        for row in store.runs():
+            for rec in store.records(row.run_id, include_warmup=False):
+                assert (rec.prompt_id or 0) % 3 == rec.index % 3
 
 
 def test_a_trace_sweep_scales_the_trace_to_each_rate(tmp_path: Path) -> None:
@@ -89,13 +95,23 @@ def test_a_trace_sweep_scales_the_trace_to_each_rate(tmp_path: Path) -> None:
     sweep = read_sweep(out)
     assert sweep["workload"]["trace"] == str(sample)
     speeds = []
+    trace = read_trace(sample)
     with Store(out / "sweep.db") as store:
         for row in sorted(store.runs(), key=lambda r: r.key or ""):
             recs = sorted(store.records(row.run_id, include_warmup=False), key=lambda r: r.index)
             assert len(recs) == 10
+            # a level replays its own slice of the trace: request i is a line, sent at
+            # that line's time (the second level's lines 10-19, not lines 0-9's times)
+            lines = [(r.prompt_id or 0) % 40 for r in recs]
+            assert lines == list(range(lines[0], lines[0] + 10))
+            assert [r.expected_output_tokens for r in recs] == [
+                trace.requests[k].output_length for k in lines
+            ]
             t0 = recs[0].t_scheduled_ns or 0
             offsets = [(r.t_scheduled_ns or 0) - t0 for r in recs]
-            speeds.append(read_trace(sample).offsets_ns(1.0)[9] / offsets[9])
+            want = [trace.offsets_ns(1.0)[k] - trace.offsets_ns(1.0)[lines[0]] for k in lines]
+            speeds.append(want[9] / offsets[9])
+            assert all(abs(w / speeds[-1] - o) <= 1 for w, o in zip(want, offsets, strict=True))
     assert sorted(round(x, 2) for x in speeds) == [4.0, 8.0]
     assert all(r["summary"]["verdict"] == "valid" for r in sweep["runs"])
 

@@ -117,6 +117,9 @@ class CalibrationConfig(BaseModel):
         "None honours max_tokens fully",
     )
     chat_template_tokens: int = Field(default=10, ge=0)
+    #: and this many more per message after the first (a role header, as real templates
+    #: add per message: a multi-turn history costs more template the longer it is)
+    chat_message_tokens: int = Field(default=0, ge=0)
     token_text: str = " tok"  # noqa: S105 (text of one generated token, not a secret)
     stream_usage_always: bool = Field(
         default=False, description="usage in the final chunk even without include_usage"

@@ -22,7 +22,7 @@ from crossover.calibration.plan import BadRequest, GenerationRequest, Plan, make
 from crossover.calibration.plan import parse_request as parse_generation
 from crossover.calibration.prefixcache import PrefixCache
 from crossover.calibration.state import RequestTruth, ServerState
-from crossover.calibration.tokenizer import chat_token_ids
+from crossover.calibration.tokenizer import chat_template_count, chat_token_ids
 from crossover.calibration.wire import Emitter
 
 CONFIG_KEY: web.AppKey[CalibrationConfig] = web.AppKey("calibration_config", CalibrationConfig)
@@ -95,7 +95,11 @@ class Handlers:
         if not isinstance(body, dict):
             return _error(400, "body must be a JSON object", "invalid_request_error")
         if isinstance(body.get("messages"), list):
-            ids = chat_token_ids(body["messages"], self.config.chat_template_tokens)
+            cfg = self.config
+            template = chat_template_count(
+                body["messages"], cfg.chat_template_tokens, cfg.chat_message_tokens
+            )
+            ids = chat_token_ids(body["messages"], template)
         else:
             text = body.get("content", body.get("prompt"))
             if not isinstance(text, str):

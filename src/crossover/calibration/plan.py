@@ -12,6 +12,7 @@ import orjson
 
 from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.tokenizer import (
+    chat_template_count,
     chat_text,
     count_tokens,
     prompt_key_tokens,
@@ -105,7 +106,9 @@ def parse_request(body: object, chat: bool, config: CalibrationConfig) -> Genera
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
-        prompt_tokens = count_tokens(chat_text(messages)) + config.chat_template_tokens
+        prompt_tokens = count_tokens(chat_text(messages)) + chat_template_count(
+            messages, config.chat_template_tokens, config.chat_message_tokens
+        )
         tokens = tuple(chat_text(messages).split())
     else:
         if "prompt" not in body:

@@ -41,6 +41,12 @@ def chat_text(messages: Iterable[object]) -> str:
     return " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, Mapping))
 
 
+def chat_template_count(messages: list[object], template_tokens: int, per_message: int) -> int:
+    """The template's tokens around ``messages``: ``template_tokens``, and ``per_message``
+    more for each message after the first."""
+    return template_tokens + per_message * max(0, len(messages) - 1)
+
+
 def chat_token_ids(messages: Iterable[object], template_tokens: int) -> list[int]:
     """Template tokens (ids 1..) followed by the words of every message."""
     template = [1 + i % (_FIRST_WORD_ID - 1) for i in range(template_tokens)]

@@ -23,12 +23,19 @@ from crossover.analysis.slo import SloTerm, per_request_limits
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
-from crossover.config import RunConfig, TimeoutsConfig, normalize_shape
+from crossover.config import (
+    RunConfig,
+    TimeoutsConfig,
+    normalize_shape,
+    shape_conflict,
+    trace_lengths,
+)
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.workload import Tokenizer
 from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
+from crossover.workload.trace import read_trace
 
 
 class CapacityConfig(BaseModel):
@@ -46,8 +53,13 @@ class CapacityConfig(BaseModel):
     input_lengths: LengthDist | None = None
     output_lengths: LengthDist | None = None
     shared_prefix: SharedPrefix | None = None
+    #: replay this trace at every level (``crossover.workload.trace``): a level's rate is
+    #: the trace's mean rate times its speed factor, so the search runs over the speed
+    trace: Path | None = None
+    trace_block_tokens: int = Field(512, ge=1, le=1_000_000)
     slo: list[SloTerm] = Field(min_length=1)
     precision: float = Field(0.1, gt=0, le=4)
+    #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
     start_rps: float = Field(1.0, gt=0)
     max_rps: float | None = Field(None, gt=0)
     min_rps: float | None = Field(None, gt=0)
@@ -64,15 +76,39 @@ class CapacityConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shape(cls, data: Any) -> Any:
-        return normalize_shape(data)
+        data = trace_lengths(normalize_shape(data))
+        if isinstance(data, dict) and data.get("start_rps") is None:
+            data = {**data, "start_rps": 1.0}
+            if data.get("trace") is not None:
+                data["start_rps"] = read_trace(Path(data["trace"])).mean_rate(1.0)
+        return data
 
     @model_validator(mode="after")
     def _range(self) -> CapacityConfig:
         if self.max_rps is not None and self.min_rps is not None and self.min_rps >= self.max_rps:
             raise ValueError("the minimum rate must be below the maximum rate")
+        conflict = shape_conflict(
+            trace=self.trace,
+            sessions=None,
+            prompts_file=None,
+            input_lengths=self.input_lengths,
+            output_lengths=self.output_lengths,
+            shared_prefix=self.shared_prefix,
+        )
+        if conflict is not None:
+            raise ValueError(conflict)
         return self
 
-    def run_config(self, rate: float, warmup: int) -> RunConfig:
+    def trace_speed(self, rate: float) -> float | None:
+        """The trace's speed factor that makes its mean rate ``rate`` (None: no trace)."""
+        if self.trace is None:
+            return None
+        return rate / read_trace(self.trace).mean_rate(1.0)
+
+    def run_config(self, rate: float, warmup: int, level: int = 0) -> RunConfig:
+        """The run of one level; ``level`` (0, 1, ...): a trace's texts are the level's own
+        (``seed + level``), as every level replays the trace from its first line."""
+        speed = self.trace_speed(rate)
         return RunConfig(
             url=self.url,
             engine=self.engine,
@@ -86,8 +122,11 @@ class CapacityConfig(BaseModel):
             input_lengths=self.input_lengths,
             output_lengths=self.output_lengths,
             shared_prefix=self.shared_prefix,
+            trace=self.trace,
+            trace_speed=speed or 1.0,
+            trace_block_tokens=self.trace_block_tokens,
             tokenizer=self.tokenizer,
-            seed=self.seed,
+            seed=self.seed + level if speed is not None else self.seed,
             timeouts=self.timeouts,
             slo=per_request_limits(self.slo),
         )
@@ -126,14 +165,16 @@ class CapacityRunner:
         started = time.perf_counter()
         warmup = 0 if self._warm else cfg.warmup_requests
         self._warm = True
-        run_cfg = cfg.run_config(rate, warmup)
-        if self._next_prompt == 0:
+        run_cfg = cfg.run_config(rate, warmup, len(self.levels))
+        if not self.levels:
             self._tokenizer = await asyncio.to_thread(choose_tokenizer, run_cfg)
         count = int(rate * cfg.duration_s_per_level * 1.5) + 16 + warmup
-        prompts = await asyncio.to_thread(
-            build_prompts, run_cfg, self._tokenizer, count, self._next_prompt
-        )
-        self._next_prompt += count  # fresh prompts per level: no prefix-cache hits
+        # fresh prompts per level: no prefix-cache hits left by the level before. A trace
+        # is replayed from its first line (request i is line i, at line i's time) with the
+        # level's own texts instead (its seed: run_config)
+        first = 0 if cfg.trace is not None else self._next_prompt
+        prompts = await asyncio.to_thread(build_prompts, run_cfg, self._tokenizer, count, first)
+        self._next_prompt += count
         progress = Progress(total=None)
         if self.events.on_level_start:
             self.events.on_level_start(rate, progress)
@@ -175,6 +216,7 @@ class CapacityRunner:
         met = not overloaded and summary.verdict != "invalid" and all(c.met for c in cs)
         level = CapacityLevel(
             rate_rps=rate,
+            trace_speed=cfg.trace_speed(rate),
             met=met,
             overloaded=overloaded,
             checks=cs,
@@ -238,13 +280,22 @@ class CapacityRunner:
             "endpoint": cfg.endpoint,
             "seed": cfg.seed,
             "duration_s_per_level": cfg.duration_s_per_level,
-            "arrivals": "poisson",
-            **shape_specs(
-                input_lengths=cfg.input_lengths,
-                output_lengths=cfg.output_lengths,
-                shared_prefix=cfg.shared_prefix,
-            ),
+            "arrivals": "poisson" if cfg.trace is None else "trace",
+            **self.shape(),
         }
+
+    def shape(self) -> dict[str, str]:
+        """The per-request shape in compact form, as a run and a sweep record it."""
+        cfg = self.config
+        out = shape_specs(
+            input_lengths=cfg.input_lengths,
+            output_lengths=cfg.output_lengths,
+            shared_prefix=cfg.shared_prefix,
+        )
+        if cfg.trace is not None:
+            out["trace"] = str(cfg.trace)
+            out["trace_block_tokens"] = str(cfg.trace_block_tokens)
+        return out
 
     def close(self) -> None:
         self.store.close()

@@ -30,6 +30,8 @@ class SloCheck(BaseModel):
 
 class CapacityLevel(BaseModel):
     rate_rps: float
+    #: with a trace: its speed factor at this rate (rate / the trace's own mean rate)
+    trace_speed: float | None = None
     met: bool
     #: stopped early: the requests in flight kept growing over the level
     overloaded: bool = False

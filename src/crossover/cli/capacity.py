@@ -45,7 +45,10 @@ def capacity(
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
     ] = 0.1,
-    start_rate: Annotated[float, typer.Option(help="First rate tried (requests/s)")] = 1.0,
+    start_rate: Annotated[
+        float | None,
+        typer.Option(help="First rate tried (requests/s; default 1, with --trace its own rate)"),
+    ] = None,
     max_rate: Annotated[float | None, typer.Option(help="Never try above (requests/s)")] = None,
     min_rate: Annotated[
         float | None, typer.Option(help="Give up below (default start rate / 64)")
@@ -57,6 +60,16 @@ def capacity(
     early_stop: Annotated[
         bool, typer.Option(help="Stop a level early once its queue keeps growing")
     ] = True,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            help="Replay a Mooncake-style JSONL trace at every level (as crossover run "
+            "--trace): a rate is the trace's mean rate times its speed factor"
+        ),
+    ] = None,
+    trace_block_tokens: Annotated[
+        int, typer.Option(help="Tokens per hash_ids block of the trace (Mooncake: 512)")
+    ] = 512,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     json_path: Annotated[
@@ -84,8 +97,10 @@ def capacity(
             raise UsageError("give --url or --config, not both")
         _capacity_of_targets(config, terms, locals(), json_path, out)
         return
-    if url is None or model is None or output_tokens is None:
-        raise UsageError("give --url, --model and --output-tokens (or --config sweep.yaml)")
+    if url is None or model is None or (output_tokens is None and trace is None):
+        raise UsageError(
+            "give --url, --model and --output-tokens or --trace (or --config sweep.yaml)"
+        )
     try:
         cfg = CapacityConfig(
             url=url,
@@ -93,6 +108,8 @@ def capacity(
             model=model,
             output_tokens=output_tokens,
             input_tokens=input_tokens or 200,
+            trace=trace,
+            trace_block_tokens=trace_block_tokens,
             slo=terms,
             precision=precision,
             start_rps=start_rate,
@@ -154,6 +171,10 @@ def _capacity_of_targets(
         "input_lengths": None if flags["input_tokens"] else sweep.input_lengths,
         "output_lengths": None if flags["output_tokens"] else sweep.output_lengths,
         "shared_prefix": sweep.shared_prefix,
+        "trace": flags["trace"] or sweep.trace,
+        "trace_block_tokens": (
+            flags["trace_block_tokens"] if flags["trace"] else sweep.trace_block_tokens
+        ),
         "endpoint": sweep.endpoint,
         "seed": sweep.seed,
         "tokenizer": sweep.tokenizer,
@@ -239,7 +260,8 @@ def level_line(level: CapacityLevel) -> str:
         f"{c.term} {'-' if c.measured is None else f'{c.measured:.1f}'}" for c in level.checks
     )
     extra = "  [red]overloaded, stopped early[/]" if level.overloaded else ""
-    return f"rate {level.rate_rps:7.3f}/s  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
+    speed = "" if level.trace_speed is None else f" (trace x{level.trace_speed:.3g})"
+    return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
 
 
 def print_result(result: CapacityFile) -> None:
@@ -250,6 +272,9 @@ def print_result(result: CapacityFile) -> None:
     stdout = make_console()
     table = Table(title="levels in the order tried", header_style="bold")
     table.add_column("rate/s", justify="right")
+    traced = any(lv.trace_speed is not None for lv in result.levels)
+    if traced:
+        table.add_column("trace x", justify="right")
     for t in result.slo:
         table.add_column(f"{t.path} (<= {t.limit:g})", justify="right")
     table.add_column("goodput/s", justify="right")
@@ -262,6 +287,7 @@ def print_result(result: CapacityFile) -> None:
         queue = s.queue_ms.p99 if s is not None else None
         table.add_row(
             f"{lv.rate_rps:.3f}",
+            *([f"{lv.trace_speed or 0:.3g}"] if traced else []),
             *[("-" if c.measured is None else f"{c.measured:.1f}") for c in lv.checks],
             "-" if good is None else f"{good:.2f}",
             "-" if queue is None else f"{queue:.1f}",
@@ -283,6 +309,9 @@ def print_result(result: CapacityFile) -> None:
         stdout.print(f"[bold]capacity >= {lo:.3g} requests/s[/]: the maximum rate meets {slo}")
     else:
         stdout.print(f"[bold red]no rate meets {slo}[/]: even {hi:.3g} requests/s misses")
+    at = next((lv for lv in result.levels if lo is not None and lv.rate_rps == lo), None)
+    if at is not None and at.trace_speed is not None:
+        stdout.print(f"the trace replayed {at.trace_speed:.3g}x as fast as recorded meets it")
     if result.goodput_rps is not None:
         stdout.print(f"goodput at capacity: {result.goodput_rps:.3g} requests/s meet every term")
     stdout.print(f"{len(result.levels)} levels, {result.seconds:.0f} s")

@@ -211,7 +211,6 @@ def run(
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
-    from crossover.workload.shape import parse_length, parse_shared_prefix
 
     terms = parse_slo(slo) if slo is not None else []
     for more in url[1:]:  # the first is checked with the rest of the config, as always
@@ -224,17 +223,6 @@ def run(
             "--output-tokens is required (a number or a distribution), unless --trace gives "
             "each request's length"
         )
-    for flag, value in (("--output-tokens", output_tokens), ("--input-tokens", input_tokens)):
-        if value is not None and not value.strip().isdigit():
-            try:
-                parse_length(value)
-            except ValueError as exc:
-                raise UsageError(f"{flag}: {exc}") from None
-    if shared_prefix is not None:
-        try:
-            parse_shared_prefix(shared_prefix)
-        except ValueError as exc:
-            raise UsageError(f"--shared-prefix: {exc}") from None
     config = validated(
         RunConfig,
         names=RUN_FLAGS,
@@ -262,8 +250,7 @@ def run(
         allowed_failures=allowed_failures,
         slo=per_request_limits(terms),
         api_key_env=api_key_env,
-        # sessions and traces run from one process: auto means 1 for them
-        workers=_workers(workers, None if turns > 1 else concurrency),
+        workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
         transport=_transport(transport),
         timeouts=validated(
@@ -339,6 +326,7 @@ RUN_FLAGS = {
     "rate_rps": "--rate",
     "warmup_requests": "--warmup",
     "prompts_file": "--prompts",
+    # a distribution given to --output-tokens is checked as output_tokens (FieldError)
     "output_lengths": "--output-tokens",
     "input_lengths": "--input-tokens",
     "urls": "--url",

@@ -16,6 +16,9 @@ class RequestSpec:
     prompt: str
     output_tokens: int
     endpoint: Endpoint = "completions"
+    #: the chat endpoint's messages, ``(role, content)`` (a session's history); None: one
+    #: user message of ``prompt``. Completions endpoints send ``prompt`` alone
+    messages: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

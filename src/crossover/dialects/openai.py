@@ -72,7 +72,8 @@ class OpenAIDialect:
     def body(self, spec: RequestSpec) -> dict[str, Any]:
         body: dict[str, Any] = {"model": spec.model, "stream": True}
         if spec.endpoint == "chat":
-            body["messages"] = [{"role": "user", "content": spec.prompt}]
+            turns = spec.messages or (("user", spec.prompt),)
+            body["messages"] = [{"role": role, "content": text} for role, text in turns]
         else:
             body["prompt"] = spec.prompt
         body.update(self.matched_fields(spec.output_tokens))

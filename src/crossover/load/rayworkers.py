@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from crossover.load.workers import Share, _worker, shares_of
 from crossover.records.model import RequestRecord
-from crossover.workload import Prompt
+from crossover.workload import Prompt, prompt_of_row, prompt_row
 
 T = TypeVar("T")
 
@@ -94,12 +94,12 @@ class LoadWorker:
         self,
         config_json: bytes,
         share: Share,
-        prompts: list[tuple[int, str, int]],
+        prompts: list[dict[str, Any]],
         n_measured: int,
         headers: dict[str, str],
         keep_text: bool,
     ) -> None:
-        ps = [Prompt(i, text, tokens) for i, text, tokens in prompts]
+        ps = [prompt_of_row(p) for p in prompts]
         work = _worker(
             config_json, share, ps, n_measured, headers, keep_text, self.outbox,
             self.go_event, self.stop_event,  # type: ignore[arg-type]
@@ -152,7 +152,7 @@ async def run_ray_workers(
     async def call(ref: Any) -> Any:
         return await asyncio.wrap_future(ref.future())
 
-    plain = [(p.id, p.text, p.tokens) for p in prompts]
+    plain = [prompt_row(p) for p in prompts]
 
     def stop_all() -> None:
         for a in actors:

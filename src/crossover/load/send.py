@@ -41,7 +41,7 @@ async def send_prompt(
     picks the base URL among ``config.urls``; ``None``: ``config.url``.
     """
     n_out = prompt.output_tokens or config.output_tokens  # its own N when the shape draws one
-    spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint)
+    spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint, prompt.messages)
     rec = RequestRecord(
         index=index,
         worker=worker,

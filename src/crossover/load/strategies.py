@@ -87,17 +87,31 @@ async def open_loop(
     max_in_flight: int | None = None,
     first_index: int = 0,
     offsets_ns: Sequence[int] | None = None,
+    part: tuple[int, int] = (0, 1),
+    start_ns: int | None = None,
+    offsets_from: int = 0,
 ) -> None:
     """``offsets_ns``: send times after the start (a replayed trace) instead of Poisson
-    arrivals; past the last one the offsets repeat, shifted by the trace's span."""
+    arrivals; past the last one the offsets repeat, shifted by the trace's span. Request
+    ``k`` is entry ``offsets_from + k`` (a sweep level replays its own slice of the
+    trace's lines), sent that entry's time after entry ``offsets_from``'s.
+
+    ``part`` ``(k, W)``: of the whole schedule, send only entries ``k``, ``k + W``, ... (one
+    worker's part of a run split W ways by index); every worker computes the same schedule
+    from the same rate and seed, so with one ``start_ns`` (the workers' shared start, a
+    ``perf_counter_ns`` reading) each entry is sent when a single process would send it.
+    """
     count = requests if requests is not None else int(rate_rps * (duration_s or 0) * 1.5) + 16
-    start = time.perf_counter_ns() + 5_000_000
+    start = start_ns if start_ns is not None else time.perf_counter_ns() + 5_000_000
     if offsets_ns:
-        span = offsets_ns[-1] + (offsets_ns[-1] // max(len(offsets_ns) - 1, 1))
-        schedule = [
-            start + (k // len(offsets_ns)) * span + offsets_ns[k % len(offsets_ns)]
-            for k in range(count)
-        ]
+        n = len(offsets_ns)
+        span = offsets_ns[-1] + (offsets_ns[-1] // max(n - 1, 1))
+
+        def at(line: int) -> int:
+            return (line // n) * span + offsets_ns[line % n]
+
+        first = offsets_from % n
+        schedule = [start + at(first + k) - at(first) for k in range(count)]
     else:
         schedule = poisson_schedule(rate_rps, count, seed, start)
     if duration_s is not None:
@@ -114,7 +128,10 @@ async def open_loop(
         async with gate:  # the wait is inside queue_ms: t_scheduled stays as planned
             await send(i, t_sched, False)
 
+    mine, parts = part
     for k, t_sched in enumerate(schedule):
+        if k % parts != mine:
+            continue
         if abort.is_set():
             break
         delay = (t_sched - time.perf_counter_ns()) / 1e9
@@ -138,13 +155,17 @@ async def session_loop(
     abort: asyncio.Event,
     seed: int,
     first_index: int = 0,
+    part: tuple[int, int] = (0, 1),
+    start_ns: int | None = None,
 ) -> None:
     """Multi-turn sessions (``crossover.workload.sessions``): request ``i`` is turn ``i mod
     turns`` of session ``i div turns``. Turns of a session go one after another, each sent
     ``think_s`` after the previous one ended (that time is its ``t_scheduled``, so a late
     send shows in ``queue_ms``); a failed turn ends its session (its history is broken).
     Sessions start ``concurrency`` at a time (closed loop over sessions) or on a Poisson
-    schedule of ``rate_rps`` sessions per second."""
+    schedule of ``rate_rps`` sessions per second; ``part`` and ``start_ns``: this process
+    starts only its part of that schedule's sessions (``open_loop``), each one whole, so
+    its history stays in order."""
     last = first_index + requests
     n_sessions = -(-requests // turns)
 
@@ -169,7 +190,9 @@ async def session_loop(
         await closed_loop(run_session, concurrency, n_sessions, None, abort)
     else:
         assert rate_rps is not None
-        await open_loop(run_session, rate_rps, n_sessions, None, abort, seed)
+        await open_loop(
+            run_session, rate_rps, n_sessions, None, abort, seed, part=part, start_ns=start_ns
+        )
 
 
 async def _gather_or_abort(aws: Sequence[Awaitable[None]], abort: asyncio.Event) -> None:
@@ -204,11 +227,15 @@ async def measured_load(
     probe_interval_s: float,
     offsets_ns: Sequence[int] | None = None,
     sessions: tuple[int, float] | None = None,
+    part: tuple[int, int] = (0, 1),
+    start_ns: int | None = None,
+    offsets_from: int = 0,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
     event loop's own lag probed throughout (every ``probe_interval_s``). Returns the
-    probe's lags (ms)."""
+    probe's lags (ms). ``part`` and ``start_ns``: an open loop's part of a schedule shared
+    by several workers (``open_loop``)."""
     from crossover.load.looplag import LoopLagProbe, frozen_heap
 
     probe = LoopLagProbe(probe_interval_s)
@@ -218,7 +245,7 @@ async def measured_load(
             assert requests is not None
             await session_loop(
                 send, sessions[0], sessions[1], concurrency=concurrency, rate_rps=rate_rps,
-                requests=requests, abort=abort, seed=seed,
+                requests=requests, abort=abort, seed=seed, part=part, start_ns=start_ns,
             )  # fmt: skip
         elif not abort.is_set():
             if concurrency is not None:
@@ -227,6 +254,7 @@ async def measured_load(
                 assert rate_rps is not None
                 await open_loop(
                     send, rate_rps, requests, duration_s, abort, seed, max_in_flight,
-                    offsets_ns=offsets_ns,
+                    offsets_ns=offsets_ns, part=part, start_ns=start_ns,
+                    offsets_from=offsets_from,
                 )  # fmt: skip
         return await probe.stop()

@@ -4,6 +4,14 @@ Each worker process runs its share of the load with its own uvloop and aiohttp
 session: a closed loop gets ``C`` streams split as evenly as possible (and the
 measured requests in proportion), an open loop gets ``rate / W`` with its own seed
 (independent Poisson processes add up to one Poisson process at the full rate).
+
+Sessions and traces are split by index instead, so the work is the one a single process
+would send: sessions in a closed loop go to the workers in whole blocks of sessions (in
+proportion to their streams), each session wholly in one worker so its turns stay in
+order; an open loop of sessions or a trace is one schedule (the run's seed, the trace's
+times) that every worker computes, worker ``k`` of ``W`` sending its entries ``k``,
+``k + W``, ... against a start time the parent gives them all.
+
 Workers send finished records back over a ``multiprocessing`` queue as they
 complete; the parent numbers them in arrival order (measured and warm-up apart),
 writes them to the run's store and feeds the progress display.
@@ -20,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import multiprocessing as mp
 import queue as queue_mod
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,8 +61,8 @@ def auto_workers(streams: int | None, cores: int, lag_ms: float | None = None) -
     (p99: ``idle_lag_ms`` before a run, or a previous level's ``client_loop``) past
     ``LAG_BUDGET_MS``, each carries fewer streams in proportion (a loop 2 ms late gets
     half as many), since every chunk it reads is stamped that late. Never more than
-    ``cores``, never fewer than 1; an open loop, a trace or sessions (``streams`` None)
-    run from one process.
+    ``cores``, never fewer than 1; a load with no stream count (an open loop, a trace:
+    ``streams`` None) runs from one process.
     """
     if streams is None or streams < 1:
         return 1
@@ -65,6 +75,8 @@ def auto_workers(streams: int | None, cores: int, lag_ms: float | None = None) -
 
 #: how often a worker looks at the parent's stop flag
 _STOP_POLL_S = 0.1
+#: the workers' shared start is this far after the parent says go (ns)
+START_LEAD_NS = 50_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +96,10 @@ class Share:
     seed: int
     #: the loop-lag probe's sleep, from the whole run's concurrency (looplag.probe_interval_s)
     probe_interval_s: float
+    #: ``(k, W)``: this worker sends entries k, k + W, ... of the whole run's schedule (a
+    #: trace, or an open loop of sessions); ``rate_rps``, ``requests`` and ``seed`` are then
+    #: the whole run's, its indices are the run's own and ``prompt_offset`` is 0
+    part: tuple[int, int] | None = None
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -114,17 +130,40 @@ def plan_shares(
     duration_s: float | None,
     warmup: int,
     seed: int,
+    turns: int | None = None,
+    trace: bool = False,
 ) -> list[Share]:
-    """Split one run's load over ``workers`` processes (fewer when there is less to split)."""
-    if concurrency is not None:
+    """Split one run's load over ``workers`` processes (fewer when there is less to split).
+
+    ``turns``: the requests are sessions of that many turns, split in whole sessions;
+    ``trace``: the open loop replays a trace, split by line (``part``)."""
+    by_part = concurrency is None and (turns is not None or trace)
+    reqs: list[int | None]
+    if concurrency is not None and turns is not None:
+        assert requests is not None  # sessions count requests
+        n_sessions = -(-requests // turns)
+        w = max(1, min(workers, concurrency, n_sessions))
+        conc = _split(concurrency, w)
+        # whole sessions, in proportion to the streams; the last one may be cut short
+        ends = list(itertools.accumulate(_weighted(n_sessions, conc)))
+        reqs = [
+            min(e * turns, requests) - min(b * turns, requests)
+            for b, e in zip([0, *ends[:-1]], ends, strict=True)
+        ]
+    elif concurrency is not None:
         w = max(1, min(workers, concurrency))
         conc = _split(concurrency, w)
-        reqs = _weighted(requests, conc) if requests is not None else [None] * w
+        reqs = list(_weighted(requests, conc)) if requests is not None else [None] * w
+    elif by_part:
+        units = None if requests is None else -(-requests // (turns or 1))
+        w = max(1, workers if units is None else min(workers, units))
+        conc = [0] * w
+        reqs = [requests] * w  # each worker walks the whole schedule, sending its part
     else:
         assert rate_rps is not None
         w = max(1, workers if requests is None else min(workers, requests))
         conc = [0] * w
-        reqs = _split(requests, w) if requests is not None else [None] * w
+        reqs = list(_split(requests, w)) if requests is not None else [None] * w
     warm = _split(warmup, w)
     caps: list[int | None] = (
         list(_split(max_in_flight, w)) if max_in_flight is not None else [None] * w
@@ -137,16 +176,18 @@ def plan_shares(
             Share(
                 worker=k,
                 concurrency=c,
-                rate_rps=None if rate_rps is None else rate_rps / w,
+                rate_rps=None if rate_rps is None else rate_rps / (1 if by_part else w),
                 max_in_flight=None if (cap := caps[k]) is None else max(1, cap),
                 requests=reqs[k],
                 duration_s=duration_s,
                 warmup=warm[k],
                 warmup_concurrency=max(1, min(warm[k], c or 8)),
-                prompt_offset=offset,
+                prompt_offset=0 if by_part else offset,
                 warmup_offset=warm_offset,
-                seed=seed * 1009 + k,
+                # a shared schedule needs the run's own seed; independent ones their own
+                seed=seed if by_part else seed * 1009 + k,
                 probe_interval_s=lag_probe_interval(concurrency),
+                part=(k, w) if by_part else None,
             )
         )
         offset += reqs[k] or 0
@@ -167,10 +208,13 @@ def _worker_main(
     out: Any,
     go: MpEvent,
     stop: MpEvent,
+    start: Any,
 ) -> None:
     """Entry point of one worker process (spawned: no inherited event loop)."""
     try:
-        work = _worker(config_json, share, prompts, n_measured, headers, keep_text, out, go, stop)
+        work = _worker(
+            config_json, share, prompts, n_measured, headers, keep_text, out, go, stop, start
+        )
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
@@ -192,7 +236,11 @@ async def _worker(
     out: Any,
     go: MpEvent,
     stop: MpEvent,
+    start: Any = None,
 ) -> None:
+    """One worker's share. ``start``: where the parent puts the measured load's start time
+    before it says go (``.value``, a ``perf_counter_ns`` reading shared by the workers of
+    one machine); None: each worker starts its open loop when it hears go."""
     from crossover.config import RunConfig
     from crossover.dialects import get_dialect
     from crossover.load.send import open_replica_connections, send_prompt
@@ -265,6 +313,13 @@ async def _worker(
                 seed=share.seed,
                 max_in_flight=share.max_in_flight,
                 probe_interval_s=share.probe_interval_s,
+                offsets_ns=config.trace_offsets_ns(),
+                offsets_from=prompts[0].id if prompts else 0,
+                sessions=(
+                    (config.sessions.turns, config.sessions.think_s) if config.sessions else None
+                ),
+                part=share.part or (0, 1),
+                start_ns=(start.value or None) if start is not None else None,
             )
             out.put(("lag", share.worker, lags))
         finally:
@@ -287,6 +342,8 @@ def shares_of(config: RunConfig) -> list[Share]:
         duration_s=config.duration_s,
         warmup=config.warmup,
         seed=config.seed,
+        turns=config.sessions.turns if config.sessions else None,
+        trace=config.trace is not None,
     )
 
 
@@ -380,11 +437,12 @@ async def run_workers(
     out = ctx.Queue()
     go = ctx.Event()
     stop = ctx.Event()
+    start = ctx.Value("q", 0, lock=False)
     cfg_json = config.model_dump_json().encode()
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(cfg_json, s, prompts, n_measured, headers, keep_text, out, go, stop),
+            args=(cfg_json, s, prompts, n_measured, headers, keep_text, out, go, stop, start),
             name=f"crossover-worker-{s.worker}",
             daemon=True,
         )
@@ -393,7 +451,15 @@ async def run_workers(
     for p in procs:
         p.start()
     loop = asyncio.get_running_loop()
-    said = WorkerMessages(len(procs), on_record, lags, on_measure_start, go.set, stop.set)
+
+    def go_all() -> None:
+        # one start for every worker's open loop (CLOCK_MONOTONIC is the machine's): a
+        # schedule split by index is then sent as one process would send it; the lead
+        # covers the workers' noticing go (they look every 2 ms)
+        start.value = time.perf_counter_ns() + START_LEAD_NS
+        go.set()
+
+    said = WorkerMessages(len(procs), on_record, lags, on_measure_start, go_all, stop.set)
 
     def get() -> tuple[str, int, Any] | None:
         try:

@@ -36,6 +36,9 @@ class RunContext(BaseModel):
     #: tokens the chat template adds around a prompt, counted with the tokenizer (chat
     #: endpoint only; None where the tokenizer cannot apply the template)
     chat_template_tokens: int | None = None
+    #: with sessions on the chat endpoint: the template's tokens around turn t's history
+    #: (its 2t + 1 messages, each with a role header), by turn; None where not counted
+    chat_template_by_turn: list[int] | None = None
     #: the per-request shape (``RunConfig.workload_shape``): input_lengths,
     #: output_lengths, shared_prefix in compact form; empty when lengths are fixed
     shape: dict[str, str] = Field(default_factory=dict)

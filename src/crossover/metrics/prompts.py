@@ -7,6 +7,12 @@ fewer means the server truncated or under-counts the prompt; more than special t
 them) means it over-reports, which over-states total tok/s. Usage's ``total_tokens``,
 where sent, must be ``prompt_tokens + completion_tokens``.
 
+Sessions on the chat endpoint send each turn's history as messages, and a template adds a
+role header per message: turn t's prompt carries more template tokens than turn 0's. That
+difference (``turn_shifts``: counted with the tokenizer, or else each turn's median offset
+less turn 0's) is taken off each request's offset before the checks, which then compare
+every turn as they compare one-message prompts.
+
 Pure functions of the records and the run's context.
 """
 
@@ -33,19 +39,58 @@ def template_tokens(ctx: RunContext) -> int | None:
     return ctx.chat_template_tokens
 
 
-def _offsets(ok: list[RequestRecord]) -> list[int]:
-    return [
-        r.prompt_tokens - r.expected_prompt_tokens
-        for r in ok
-        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None
-    ]
+#: tokens turn t's chat template adds beyond turn 0's, by turn (``turn_shifts``)
+Shifts = dict[int, int]
 
 
-def prompt_agrees(r: RequestRecord, template: int | None) -> bool:
-    """One request's prompt count against the prompt's own (and its template's)."""
+def _turn(r: RequestRecord, ctx: RunContext) -> int | None:
+    """The session turn of a request (its prompt's place in the run's sequence); None
+    without sessions, and for the prompt probe (one message, not a turn)."""
+    from crossover.load.probe import PROBE_PROMPT_ID
+
+    if not ctx.turns or r.prompt_id is None or r.prompt_id >= PROBE_PROMPT_ID:
+        return None
+    return r.prompt_id % ctx.turns
+
+
+def turn_shifts(records: list[RequestRecord], ctx: RunContext) -> Shifts:
+    """With sessions on the chat endpoint: the template tokens turn t's history adds
+    beyond turn 0's (a role header per message), by turn; counted where the tokenizer
+    could (``chat_template_by_turn``), else each turn's median offset less turn 0's (the
+    checks then hold each turn to its own offset). Empty otherwise."""
+    if ctx.endpoint != "chat" or not ctx.turns or ctx.turns < 2:
+        return {}
+    by = ctx.chat_template_by_turn
+    if by:
+        return {t: n - by[0] for t, n in enumerate(by)}
+    seen: dict[int, list[int]] = {}
+    for r in records:
+        t = _turn(r, ctx)
+        if t is not None and r.prompt_tokens is not None and r.expected_prompt_tokens is not None:
+            seen.setdefault(t, []).append(r.prompt_tokens - r.expected_prompt_tokens)
+    if 0 not in seen:
+        return {}
+    med = {t: sorted(v)[len(v) // 2] for t, v in seen.items()}
+    return {t: m - med[0] for t, m in med.items()}
+
+
+def _offset(r: RequestRecord, ctx: RunContext, shifts: Shifts) -> int | None:
+    """The server's prompt count less the prompt's own (and its turn's extra template)."""
     if r.prompt_tokens is None or r.expected_prompt_tokens is None:
+        return None
+    t = _turn(r, ctx) if shifts else None
+    return r.prompt_tokens - r.expected_prompt_tokens - (shifts.get(t, 0) if t is not None else 0)
+
+
+def _offsets(ok: list[RequestRecord], ctx: RunContext, shifts: Shifts) -> list[int]:
+    return [o for r in ok if (o := _offset(r, ctx, shifts)) is not None]
+
+
+def prompt_agrees(r: RequestRecord, template: int | None, ctx: RunContext, shifts: Shifts) -> bool:
+    """One request's prompt count against the prompt's own (and its template's)."""
+    offset = _offset(r, ctx, shifts)
+    if offset is None:
         return False
-    offset = r.prompt_tokens - r.expected_prompt_tokens
     if offset < -PROMPT_FEWER_TOKENS:
         return False
     return template is None or offset - template <= PROMPT_MORE_TOKENS
@@ -69,12 +114,13 @@ def check_prompts(
     """The measured requests' prompt counts against their own, with the warm-up's
     (``warm``: the prompt probe's among them, a prompt of another length) in the
     comparison of offsets: the offset must be the same whatever the prompt."""
-    offsets = _offsets(ok)
     every = ok + [r for r in warm or [] if r.ok]
+    shifts = turn_shifts(every, ctx)
+    offsets = _offsets(ok, ctx, shifts)
     pairs = [
-        (r.expected_prompt_tokens, r.prompt_tokens - r.expected_prompt_tokens)
+        (r.expected_prompt_tokens, o)
         for r in every
-        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None
+        if r.expected_prompt_tokens is not None and (o := _offset(r, ctx, shifts)) is not None
     ]
     template = template_tokens(ctx)
     if offsets:
@@ -203,7 +249,8 @@ def prompt_checks(ok: list[RequestRecord], ctx: RunContext) -> list[WitnessCheck
     both = [r for r in ok if r.prompt_tokens is not None and r.expected_prompt_tokens is not None]
     if both:
         template = template_tokens(ctx)
-        agreed = sum(1 for r in both if prompt_agrees(r, template))
+        shifts = turn_shifts(both, ctx)
+        agreed = sum(1 for r in both if prompt_agrees(r, template, ctx, shifts))
         checks.append(
             WitnessCheck(
                 count="prompt_tokens",

@@ -369,12 +369,13 @@ def prefix_cache(ok: Sequence[RequestRecord]) -> PrefixCache | None:
 
 
 def turn_stats(ok: Sequence[RequestRecord], turns: int | None) -> list[TurnStats]:
-    """TTFT and prompt length per turn of multi-turn sessions (request i: turn i mod T)."""
+    """TTFT and prompt length per turn of multi-turn sessions (request i: turn i mod T).
+    The request's place is its prompt's: workers renumber records as they arrive."""
     if not turns or turns < 2:
         return []
     out = []
     for t in range(turns):
-        mine = [r for r in ok if r.index % turns == t]
+        mine = [r for r in ok if (r.index if r.prompt_id is None else r.prompt_id) % turns == t]
         out.append(
             TurnStats(
                 turn=t + 1,

@@ -37,7 +37,7 @@ from crossover.runner import Progress, build_prompts, choose_tokenizer
 from crossover.sweep.config import Level, SweepConfig
 from crossover.sweep.level import TargetSession
 from crossover.sweep.scrape import NVMLSampler
-from crossover.workload import Prompt, Tokenizer
+from crossover.workload import Tokenizer, prompt_of_row, prompt_row
 
 T = TypeVar("T")
 
@@ -162,12 +162,12 @@ class TargetActor:
             prompts = build_prompts(run_cfg, tokenizer, count, first=first)
         except CrossoverError as exc:
             return error_reply(exc)
-        return {"prompts": [(p.id, p.text, p.tokens) for p in prompts]}
+        return {"prompts": [prompt_row(p) for p in prompts]}
 
     def measure(self, job: dict[str, Any]) -> dict[str, Any]:
         """One level; its writes go to the outbox as they happen, the result is returned."""
         run_cfg = RunConfig.model_validate_json(job["run_cfg"])
-        prompts = [Prompt(i, text, tokens) for i, text, tokens in job["prompts"]]
+        prompts = [prompt_of_row(p) for p in job["prompts"]]
         try:
             tokenizer = self._choose_tokenizer(run_cfg)
         except CrossoverError:

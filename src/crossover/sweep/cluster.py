@@ -35,7 +35,7 @@ from crossover.runner import Progress, make_context, resummarize
 from crossover.sweep.actor import LOG_DIR_MARK, Item
 from crossover.sweep.config import Level, SweepConfig, TargetConfig, ray_resources
 from crossover.sweep.level import LevelResult
-from crossover.workload import Prompt
+from crossover.workload import Prompt, prompt_of_row, prompt_row
 
 #: the longest a node's actor holds finished records before relaying them (s)
 RECORD_HOLD_S = 0.25
@@ -277,7 +277,7 @@ class RayTarget:
     async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
         reply = await self._call("build_prompts", run_cfg.model_dump_json(), count, first)
         self._raise_for(reply)
-        return [Prompt(i, text, tokens) for i, text, tokens in reply["prompts"]]
+        return [prompt_of_row(p) for p in reply["prompts"]]
 
     async def measure(
         self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
@@ -288,7 +288,7 @@ class RayTarget:
             "level": level.key,
             "run_id": run_id,
             "key": key,
-            "prompts": [(p.id, p.text, p.tokens) for p in prompts],
+            "prompts": [prompt_row(p) for p in prompts],
         }
         self._progress = progress
         try:

@@ -18,7 +18,13 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts, level_label
-from crossover.config import TimeoutsConfig, base_url, normalize_shape, shape_conflict
+from crossover.config import (
+    TimeoutsConfig,
+    base_url,
+    normalize_shape,
+    shape_conflict,
+    trace_lengths,
+)
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.transport import Transport
@@ -371,16 +377,7 @@ class SweepConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shape(cls, data: Any) -> Any:
-        data = normalize_shape(data)
-        if isinstance(data, dict) and data.get("trace") is not None:
-            # the trace's mean lengths stand for it where one number is shown
-            from crossover.workload.trace import read_trace
-
-            trace = read_trace(Path(data["trace"]))
-            data = {**data, "input_tokens": trace.mean_input()}
-            if data.get("output_tokens") is None:
-                data["output_tokens"] = trace.mean_output()
-        return data
+        return trace_lengths(normalize_shape(data))
 
     @model_validator(mode="after")
     def _budget(self) -> SweepConfig:

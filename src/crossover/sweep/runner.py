@@ -42,7 +42,7 @@ from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
-from crossover.workload import Prompt, Tokenizer
+from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
 
 if TYPE_CHECKING:
     from crossover.sweep.cluster import RayCluster
@@ -230,6 +230,13 @@ class SweepRunner:
             measured = int(level.value * (cfg.duration_s_per_level or 0) * 1.5) + 16
         return measured + self._warmup(level)
 
+    def _next_slice(self, slices: dict[str, list[int]]) -> int:
+        """Where the next slice starts: after the last, at a session's first turn (a
+        slice's request i must be turn i mod T, as its run sends it)."""
+        end = max((a + n for a, n in slices.values()), default=0)
+        turns = self.config.sessions.turns if self.config.sessions else 1
+        return -(-end // turns) * turns
+
     @staticmethod
     def _slice_key(level: Level, r: int) -> str:
         # concurrency levels keep the key sweeps always stored
@@ -248,22 +255,22 @@ class SweepRunner:
             if not slices:  # the whole base plan at once: one tokenizer fits all of it
                 for lvl in self.config.levels():
                     for rep in range(self.config.repeats):
-                        start = sum(v[1] for v in slices.values())
+                        start = self._next_slice(slices)
                         slices[self._slice_key(lvl, rep)] = [start, self._slice_length(lvl)]
             if self._slice_key(level, r) not in slices:  # a level added by --refine
-                start = sum(v[1] for v in slices.values())
+                start = self._next_slice(slices)
                 slices[self._slice_key(level, r)] = [start, self._slice_length(level)]
             self.store.set_meta("prompt_slices", slices)
-            need = sum(v[1] for v in slices.values())
+            need = max(a + n for a, n in slices.values())
             if self._prompts is None:
                 stored = self.store.get_meta("prompts") or []
-                self._prompts = [Prompt(p["id"], p["text"], p["tokens"]) for p in stored]
+                self._prompts = [prompt_of_row(p) for p in stored]
             if len(self._prompts) < need:
                 have = len(self._prompts)
                 self._prompts += await build(need - have, have)
                 self.store.set_meta(
                     "prompts",
-                    [{"id": p.id, "text": p.text, "tokens": p.tokens} for p in self._prompts],
+                    [prompt_row(p) for p in self._prompts],
                 )
             start, length = slices[self._slice_key(level, r)]
             return self._prompts[start : start + length]

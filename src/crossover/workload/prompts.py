@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from crossover.errors import UsageError
 from crossover.workload.shape import LengthDist, SharedPrefix
@@ -39,9 +40,41 @@ class Prompt:
     output_tokens: int | None = None
     #: the shared prefix it starts with (``SharedPrefix``); None: none
     prefix_id: int | None = None
+    #: the prompt as chat turns, ``(role, content)`` in order (a session's history: user,
+    #: assistant, ..., user), sent as such on a chat endpoint; ``text`` is their flattened
+    #: form, for a completions endpoint. None: one user message of ``text``
+    messages: tuple[tuple[str, str], ...] | None = None
 
 
-def _words(rng: random.Random, n: int) -> str:
+def prompt_row(p: Prompt) -> dict[str, Any]:
+    """``p`` as plain data (JSON, Ray messages), every field kept: a prompt that crosses a
+    process or is stored for a resume must keep its own output length and messages."""
+    return {
+        "id": p.id,
+        "text": p.text,
+        "tokens": p.tokens,
+        "output_tokens": p.output_tokens,
+        "prefix_id": p.prefix_id,
+        "messages": [list(m) for m in p.messages] if p.messages is not None else None,
+    }
+
+
+def prompt_of_row(row: dict[str, Any]) -> Prompt:
+    """``prompt_row`` read back (a row stored before the later fields has them None)."""
+    messages = row.get("messages")
+    return Prompt(
+        row["id"],
+        row["text"],
+        row["tokens"],
+        row.get("output_tokens"),
+        row.get("prefix_id"),
+        tuple((str(r), str(c)) for r, c in messages) if messages is not None else None,
+    )
+
+
+def random_words(rng: random.Random, n: int) -> str:
+    """``n`` words drawn by ``rng`` (about ``n`` tokens: ``fit_to_tokens`` makes it exact);
+    the text every synthetic prompt, prefix, session turn and trace block is made of."""
     return " ".join(rng.choice(_WORDS) for _ in range(n))
 
 
@@ -50,7 +83,7 @@ def fit_to_tokens(text: str, n: int, tok: Tokenizer, rng: random.Random) -> str:
     ids = tok.encode(text)
     guard = 0
     while len(ids) < n:
-        text = text + " " + _words(rng, max(8, (n - len(ids)) * 2))
+        text = text + " " + random_words(rng, max(8, (n - len(ids)) * 2))
         ids = tok.encode(text)
         guard += 1
         if guard > 50:
@@ -99,7 +132,7 @@ def synthetic_prompts(
         assert shared_prefix is not None
         if j not in prefixes:
             rng = random.Random(f"crossover-prefix-text:{seed}:{j}")
-            text = _words(rng, shared_prefix.tokens)
+            text = random_words(rng, shared_prefix.tokens)
             if tokenizer is not None:
                 text = fit_to_tokens(text, shared_prefix.tokens, tokenizer, rng)
             prefixes[j] = text
@@ -114,7 +147,7 @@ def synthetic_prompts(
         if shared_prefix is not None:
             pid = shared_prefix.prefix_of(seed, i)
             head = prefix_text(pid) + " "
-        text = head + _words(rng, n_in)
+        text = head + random_words(rng, n_in)
         total = n_in + (shared_prefix.tokens if shared_prefix else 0)
         if tokenizer is None:
             prompts.append(Prompt(i, text, None, n_out, pid))

@@ -19,7 +19,7 @@ import random
 
 from pydantic import BaseModel, Field
 
-from crossover.workload.prompts import Prompt, _words, fit_to_tokens
+from crossover.workload.prompts import Prompt, fit_to_tokens, random_words
 from crossover.workload.shape import LengthDist
 from crossover.workload.tokenizers import Tokenizer
 
@@ -44,7 +44,7 @@ class Sessions(BaseModel):
 
 def _text(seed: int, what: str, session: int, turn: int, n: int, tok: Tokenizer | None) -> str:
     rng = random.Random(f"crossover-session:{seed}:{what}:{session}:{turn}")
-    text = _words(rng, n)
+    text = random_words(rng, n)
     return fit_to_tokens(text, n, tok, rng) if tok is not None else text
 
 
@@ -64,22 +64,26 @@ def session_prompts(
     out = []
     for i in range(first, first + count):
         s, t = sessions.session_of(i), sessions.turn_of(i)
-        parts = []
+        parts: list[tuple[str, str]] = []
         total = 0
         for k in range(t + 1):
             j = s * sessions.turns + k  # the request index of turn k
             n_in = input_lengths.draw(seed, "input", j) if input_lengths else input_tokens
-            parts.append(_text(seed, "user", s, k, n_in, tokenizer))
+            parts.append(("user", _text(seed, "user", s, k, n_in, tokenizer)))
             total += n_in
             if k < t:
                 n_out = output_lengths.draw(seed, "output", j) if output_lengths else output_tokens
-                parts.append(_text(seed, "reply", s, k, n_out, tokenizer))
+                parts.append(("assistant", _text(seed, "reply", s, k, n_out, tokenizer)))
                 total += n_out
-        text = "\n".join(parts)
+        text = "\n".join(part for _, part in parts)
         n_out_i = output_lengths.draw(seed, "output", i) if output_lengths else None
+        # each part is its own exact length, so the messages hold ``total`` tokens of
+        # content as the flattened text does (a chat template adds its own around them)
+        messages = tuple(parts)
         if tokenizer is None:
-            out.append(Prompt(i, text, None, n_out_i))
+            out.append(Prompt(i, text, None, n_out_i, messages=messages))
             continue
         rng = random.Random(f"crossover:{seed}:{i}")
-        out.append(Prompt(i, fit_to_tokens(text, total, tokenizer, rng), total, n_out_i))
+        fitted = fit_to_tokens(text, total, tokenizer, rng)
+        out.append(Prompt(i, fitted, total, n_out_i, messages=messages))
     return out

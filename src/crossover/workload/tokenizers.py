@@ -14,6 +14,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -151,15 +152,18 @@ class ServerTokenizer:
             raise ValueError("/tokenize answered without a token list")
         return [t if isinstance(t, int) else int(t["id"]) for t in tokens]
 
-    def chat_template_tokens(self, text: str) -> int | None:
-        """Tokens the server's chat template adds around one user message of ``text``
-        (vLLM's and the calibration server's ``/tokenize`` take ``messages``); None where
-        the server cannot say."""
+    def chat_template_tokens(self, text: str | Sequence[tuple[str, str]]) -> int | None:
+        """Tokens the server's chat template adds around one user message of ``text``, or
+        around the messages ``(role, content)`` of a chat history (their role headers, one
+        per message): the whole counted as the server renders it, less each content's own
+        count (vLLM's and the calibration server's ``/tokenize`` take ``messages``); None
+        where the server cannot say."""
+        turns = (("user", text),) if isinstance(text, str) else tuple(text)
         try:
             out = self._post(
                 "/tokenize",
                 {
-                    "messages": [{"role": "user", "content": text}],
+                    "messages": [{"role": role, "content": c} for role, c in turns],
                     "model": self.model,
                     "add_generation_prompt": True,
                 },
@@ -167,7 +171,7 @@ class ServerTokenizer:
             tokens = out.get("tokens")
             if not isinstance(tokens, list):
                 return None
-            extra = len(tokens) - len(self.encode(text))
+            extra = len(tokens) - sum(len(self.encode(c)) for _, c in turns)
         except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
             return None
         return extra if extra >= 0 else None

@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from crossover.errors import UsageError
-from crossover.workload.prompts import Prompt, _words, fit_to_tokens
+from crossover.workload.prompts import Prompt, fit_to_tokens, random_words
 from crossover.workload.tokenizers import Tokenizer
 
 
@@ -132,7 +132,7 @@ def trace_prompts(
     def block(h: int) -> str:
         if h not in blocks:
             rng = random.Random(f"crossover-block:{seed}:{h}")
-            text = _words(rng, block_tokens)
+            text = random_words(rng, block_tokens)
             if tokenizer is not None:
                 text = fit_to_tokens(text, block_tokens, tokenizer, rng)
             blocks[h] = text
@@ -144,7 +144,7 @@ def trace_prompts(
         rng = random.Random(f"crossover:{seed}:{i}")
         head = " ".join(block(h) for h in req.hash_ids)
         own = max(0, req.input_length - len(req.hash_ids) * block_tokens)
-        text = " ".join(x for x in (head, _words(rng, max(own, 1))) if x)
+        text = " ".join(x for x in (head, random_words(rng, max(own, 1))) if x)
         if tokenizer is None:
             words = text.split()[: req.input_length]
             prompts.append(Prompt(i, " ".join(words), None, req.output_length))
