@@ -16,7 +16,13 @@ CONFIG=$1; NAME=$2; shift 2
 T0=$(date +%s); END=${END:-560}
 el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*"; }
-ROOT=$(pwd); W=/tmp/xo; mkdir -p $W/bin
+ROOT=$(pwd); W=/tmp/xo
+# a fresh machine (the held one was taken back between calls) has nothing staged: say so
+# at once rather than wait minutes for a build and checkpoints that will never come
+if [ ! -f $W/background.log ]; then
+  echo "no staging on this machine (a fresh one?): run job-start.sh and the chunks first"; exit 3
+fi
+mkdir -p $W/bin
 export CROSSOVER_CACHE=$W/cache PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$W/src
 export PATH=$W/bin:/opt/torch/.venv/bin:$PATH HF_HUB_OFFLINE=1
 # never NVLink multicast on these shared machines (the vLLM adapter sets these too)
