@@ -21,6 +21,7 @@ from crossover.workload.shape import (
     parse_length,
     parse_shared_prefix,
     shape_specs,
+    trace_specs,
 )
 
 
@@ -279,10 +280,7 @@ class RunConfig(BaseModel):
             shared_prefix=self.shared_prefix,
             sessions=self.sessions,
         )
-        if self.trace is not None:
-            out["trace"] = f"{self.trace} x{self.trace_speed:g}"
-            out["trace_block_tokens"] = str(self.trace_block_tokens)
-        return out
+        return out | trace_specs(self.trace, self.trace_block_tokens, self.trace_speed)
 
     def trace_offsets_ns(self) -> list[int] | None:
         """The trace's send offsets at ``trace_speed`` (None without a trace)."""

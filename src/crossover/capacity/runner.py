@@ -34,7 +34,7 @@ from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.workload import Tokenizer
-from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
+from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs, trace_specs
 from crossover.workload.trace import read_trace
 
 
@@ -292,10 +292,7 @@ class CapacityRunner:
             output_lengths=cfg.output_lengths,
             shared_prefix=cfg.shared_prefix,
         )
-        if cfg.trace is not None:
-            out["trace"] = str(cfg.trace)
-            out["trace_block_tokens"] = str(cfg.trace_block_tokens)
-        return out
+        return out | trace_specs(cfg.trace, cfg.trace_block_tokens)
 
     def close(self) -> None:
         self.store.close()

@@ -29,7 +29,7 @@ from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.transport import Transport
 from crossover.workload.sessions import Sessions
-from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs
+from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs, trace_specs
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
@@ -473,10 +473,7 @@ class SweepConfig(BaseModel):
             shared_prefix=self.shared_prefix,
             sessions=self.sessions,
         )
-        if self.trace is not None:
-            out["trace"] = str(self.trace)
-            out["trace_block_tokens"] = str(self.trace_block_tokens)
-        return out
+        return out | trace_specs(self.trace, self.trace_block_tokens)
 
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:

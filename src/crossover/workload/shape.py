@@ -254,3 +254,14 @@ def shape_specs(**parts: _Spec | None) -> dict[str, str]:
     """The given shape parts in compact form, those that are set (what a run, a sweep and a
     capacity search record as their workload's shape)."""
     return {name: part.spec() for name, part in parts.items() if part is not None}
+
+
+def trace_specs(
+    trace: object | None, block_tokens: int, speed: float | None = None
+) -> dict[str, str]:
+    """A replayed trace's part of the shape ({} without one): its file (and the speed a
+    run replays it at) and its block size."""
+    if trace is None:
+        return {}
+    name = f"{trace} x{speed:g}" if speed is not None else str(trace)
+    return {"trace": name, "trace_block_tokens": str(block_tokens)}
