@@ -41,6 +41,7 @@ import aiohttp
 import orjson
 
 from crossover.dialects.base import Dialect, Endpoint
+from crossover.dialects.openai import OpenAIDialect, token_event
 from crossover.records.model import ErrorKind, RequestRecord
 from crossover.transport import http
 from crossover.transport.chunked_sse import (
@@ -725,8 +726,8 @@ class _Reader:
     says why) and nothing more is read."""
 
     __slots__ = (
-        "record", "endpoint", "parse", "cm", "now", "total_deadline", "gap_s", "gap_armed",
-        "rearm_every", "armed_at", "phase", "broken", "arrivals", "chars", "counts",
+        "record", "endpoint", "parse", "fast", "chat", "cm", "now", "total_deadline", "gap_s",
+        "gap_armed", "rearm_every", "armed_at", "phase", "broken", "arrivals", "chars", "counts",
         "stated", "unstated", "others", "emitted", "pieces", "t_first", "t_last", "t_end",
         "after_done", "after_finish", "text_chars",
     )  # fmt: skip
@@ -744,6 +745,11 @@ class _Reader:
         self.record = record
         self.endpoint = endpoint
         self.parse = dialect.parse
+        #: the OpenAI dialects' per-token shortcut, where their parse is the one it mirrors
+        self.fast = (
+            token_event if getattr(type(dialect), "parse", None) is OpenAIDialect.parse else None
+        )
+        self.chat = endpoint == "chat"
         self.cm: asyncio.Timeout | None = None
         self.now = now
         self.total_deadline = total_deadline
@@ -816,6 +822,31 @@ class _Reader:
                 fail(record, "error_event", f"error event: {err or obj}", t)
                 self.broken = True
                 break
+            fast = self.fast(obj, self.chat) if self.fast is not None else None
+            if fast is not None:  # a token event: parse's ChunkInfo has only these three
+                text, finish, emitted_ns = fast
+                if text:
+                    if self.t_first is None:
+                        self.t_first = record.t_first_ns = t
+                        self.phase = "next token"
+                    elif record.finish_reason is not None:
+                        self.after_finish += 1
+                    self.t_last = t
+                    tokens_here = True
+                    self.arrivals.append(t)
+                    n_chars = len(text)
+                    self.chars.append(n_chars)
+                    self.text_chars += n_chars
+                    if self.pieces is not None:
+                        self.pieces.append(text)
+                    self.unstated += 1
+                    if emitted_ns is not None:
+                        if self.emitted is None:
+                            self.emitted = []
+                        self.emitted.append(emitted_ns)
+                if finish is not None:
+                    record.finish_reason = finish
+                continue
             info = self.parse(obj, self.endpoint)
             text = info.text
             n_stated = info.n_tokens
