@@ -5,9 +5,13 @@ Same signature, same record and the same error kinds as ``crossover.transport.ht
 the bytes. Each ``data_received`` is stamped with ``perf_counter_ns`` and goes straight
 into ``ChunkedSSEParser`` (HTTP/1.1 chunked framing and SSE in one pass): the events it
 completes carry the stamp of the read that brought their last byte, as the aiohttp
-transport's ``StampingHandler`` gives them, and the request's task is woken once per
-read. aiohttp's payload parser, ``StreamReader`` and ``readchunk`` were most of the
-client's CPU at 256 streams (``docs/results/transport_parsers.md``).
+transport's ``StampingHandler`` gives them. The request's read loop (``_Reader``) is
+a sink: the events of every connection read in one poll of the loop go to their sinks
+in one ``call_soon`` callback (``_Batch``), after all of that poll's reads were stamped,
+and the request's task is woken only when its stream ends or breaks, not per read.
+aiohttp's payload parser, ``StreamReader`` and ``readchunk`` were most of the client's
+CPU at 256 streams (``docs/results/transport_parsers.md``); then the task's wake-up per
+read and the dialect's ``ChunkInfo`` per event (``docs/results/client_overhead_lean.md``).
 
 Plain ``http://`` only: an ``https://`` URL (and anything else) is sent through an
 aiohttp session the ``LeanSession`` opens for it, the aiohttp transport unchanged (TLS
