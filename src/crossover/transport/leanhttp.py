@@ -651,7 +651,7 @@ async def _attempt(
                 else:
                     conn.sink = rd  # from now on each read's events go to rd at once
                     await conn.wait()
-            conn.sink = None
+            conn.sink = None  # the rest (final, an error) is read here
             if too_large is not None:
                 fail(record, "event_too_large", str(too_large), t_err)
             if not rd.broken:
@@ -688,6 +688,9 @@ async def _attempt(
         return fail(record, "connection_error", f"{type(exc).__name__}: {exc}")
     finally:
         if conn is not None:
+            # a read queued in the batch before a cancellation or a timeout reached us
+            # must not reach the record after this request let go of it
+            conn.sink = None
             if reusable:
                 session.release(conn, target)
             else:
