@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossover.transport.chunked_sse import (
+    BodyError,
     ChunkedSSEParser,
     MalformedChunk,
     OversizeEvent,
@@ -375,3 +376,82 @@ def test_an_event_over_the_cap_only_once_joined_at_close() -> None:
     assert p.feed(b"data: aaaaaaaaa\ndata: b", 0) == []
     with pytest.raises(OversizeEvent):
         p.close(1)
+
+
+# --- whole chunks of one event each (feed's one-pass path) -------------------------------
+
+_UNITS = [
+    b"data: tok\n\n",
+    b'data: {"a": 1}\n\n',
+    b"data: [DONE]\n\n",
+    b"data: \n\n",
+    b"data: a\ndata: b\n\n",
+    b": c\n\n",
+    b"data: x\r\n\r\n",
+    b"data: y\n",
+    b"\n",
+    b"event: error\ndata: e\n\n",
+    b"data:z\n\n",
+    b"data: " + b"L" * 40 + b"\n\n",
+]
+
+
+def _general_path(
+    reads: list[bytes], max_event_bytes: int
+) -> tuple[list[StampedEvent], type[BaseException] | None]:
+    """The same reads through ``feed``'s general path only (framing, then SSE): what
+    ``feed`` gave before its one-pass path for whole one-event chunks."""
+    p = ChunkedSSEParser(max_event_bytes=max_event_bytes)
+    out: list[StampedEvent] = []
+    try:
+        for i, r in enumerate(reads):
+            if p._error is not None:  # as feed: nothing is read after an error
+                raise type(p._error)(str(p._error))
+            out += p._feed(r, i)
+        out += p.close(len(reads))
+    except BodyError as exc:
+        return out + exc.events, type(exc)
+    return out, None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    units=st.lists(st.sampled_from(_UNITS), max_size=30),
+    on_chunks=st.lists(st.booleans(), max_size=40),
+    cuts=st.lists(st.integers(0, 3_000), max_size=10),
+    cap=st.sampled_from([1 << 30, 8, 30]),
+    tail=st.sampled_from([b"0\r\n\r\n", b"0\r\n", b"zz\r\n", b""]),
+)
+def test_whole_event_chunks_give_what_the_general_path_gives(
+    units: list[bytes], on_chunks: list[bool], cuts: list[int], cap: int, tail: bytes
+) -> None:
+    chunks = [f"{len(u):x}".encode() + b"\r\n" + u + b"\r\n" for u in units] + [tail]
+    # reads cut at chunk boundaries (where the one-pass path applies) and anywhere else
+    reads: list[bytes] = []
+    cur = b""
+    for i, c in enumerate(chunks):
+        cur += c
+        if on_chunks[i % len(on_chunks)] if on_chunks else True:
+            reads.append(cur)
+            cur = b""
+    if cur:
+        reads.append(cur)
+    if cuts:
+        wire = b"".join(reads)
+        bounds = set(itertools.accumulate(len(r) for r in reads)) | {
+            c % (len(wire) + 1) for c in cuts
+        }
+        reads = split(wire, sorted(bounds))
+    want, want_err = _general_path(reads, cap)
+    p = ChunkedSSEParser(max_event_bytes=cap)
+    got: list[StampedEvent] = []
+    err: type[BaseException] | None = None
+    try:
+        for i, r in enumerate(reads):
+            got += p.feed(r, i)
+        got += p.close(len(reads))
+    except BodyError as exc:
+        got += exc.events
+        err = type(exc)
+    assert got == want
+    assert err == want_err

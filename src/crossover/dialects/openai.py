@@ -53,6 +53,33 @@ def _logprob_count(logprobs: object) -> int | None:
     return None
 
 
+def token_event(event: dict[str, Any], chat: bool) -> tuple[str, str | None, int | None] | None:
+    """``OpenAIDialect.parse`` for the event a stream is made of (one choice, index 0, no
+    logprobs, no usage, no llama.cpp timings): its (text, finish reason, emitted_ns),
+    every other field of its ``ChunkInfo`` being the default; ``None`` for any other
+    event, which ``parse`` then reads. A transport's per-token path: no ``ChunkInfo``
+    (a frozen dataclass, nine setattrs) and no walk over ``choices`` and ``usage``."""
+    choices = event.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("logprobs") is not None:
+        return None
+    idx = choice.get("index")
+    if idx is not None and (type(idx) is not int or idx != 0):
+        return None
+    if type(event.get("usage")) is dict or type(event.get("timings")) is dict:
+        return None  # isinstance in parse: a dict subclass cannot come from JSON
+    if chat:
+        delta = choice.get("delta") or choice.get("message") or {}
+        piece = _delta_text(delta) if type(delta) is dict else ""
+    else:
+        t = choice.get("text")
+        piece = t if type(t) is str else ""
+    fr = choice.get("finish_reason")
+    return piece, fr if type(fr) is str else None, as_int(event.get("crossover_emit_ns"))
+
+
 @dataclass(frozen=True)
 class OpenAIDialect:
     """Standard fields only: ``max_tokens`` and usage. Cannot force N tokens,

@@ -153,6 +153,61 @@ class ChunkedSSEParser:
         """The events ``data`` completed, stamped ``t_ns``; a ``BodyError`` stops the parse."""
         if self._error is not None:
             raise type(self._error)(str(self._error))
+        if (
+            self._state == _SIZE
+            and self._started
+            and not self._line
+            and not self._sse_buf
+            and self._slow is None
+        ):
+            # at a chunk boundary with nothing held: whole chunks of one event each (what
+            # vLLM and SGLang write) are read here in one pass; the first chunk that is
+            # anything else, and the rest of the read, go the general way below
+            out: list[StampedEvent] = []
+            pos = 0
+            n = len(data)
+            find = data.find
+            limit = self._max + 8
+            while pos < n:
+                eol = find(b"\r\n", pos)
+                if eol < 0 or eol - pos > 16:
+                    break
+                line = data[pos:eol]
+                if not line.isalnum() or line[1:2] in (b"x", b"X"):
+                    break
+                try:
+                    size = int(line, 16)
+                except ValueError:
+                    break
+                start = eol + 2
+                end = start + size
+                # "data: " + at least one byte + "\n\n", one line, no CR, within the cap
+                if (
+                    size <= 8
+                    or size > limit
+                    or end + 2 > n
+                    or data[end : end + 2] != b"\r\n"
+                    or not data.startswith(b"data: ", start)
+                    or find(b"\n", start, end) != end - 2
+                    or data[end - 1] != 10
+                    or find(b"\r", start, end) >= 0
+                ):
+                    break
+                out.append((data[start + 6 : end - 2], None, None, t_ns))
+                self._body_bytes += size
+                pos = end + 2
+            if pos:
+                if pos == n:
+                    return out
+                try:
+                    out.extend(self._feed(data[pos:], t_ns))
+                except BodyError as exc:  # the events before the break come with it
+                    exc.events = out + exc.events
+                    raise
+                return out
+        return self._feed(data, t_ns)
+
+    def _feed(self, data: bytes, t_ns: int) -> list[StampedEvent]:
         if self._state == _DATA and self._left < 0:
             body = data  # until close: every byte is body
         else:

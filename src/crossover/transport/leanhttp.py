@@ -5,9 +5,13 @@ Same signature, same record and the same error kinds as ``crossover.transport.ht
 the bytes. Each ``data_received`` is stamped with ``perf_counter_ns`` and goes straight
 into ``ChunkedSSEParser`` (HTTP/1.1 chunked framing and SSE in one pass): the events it
 completes carry the stamp of the read that brought their last byte, as the aiohttp
-transport's ``StampingHandler`` gives them, and the request's task is woken once per
-read. aiohttp's payload parser, ``StreamReader`` and ``readchunk`` were most of the
-client's CPU at 256 streams (``docs/results/transport_parsers.md``).
+transport's ``StampingHandler`` gives them. The request's read loop (``_Reader``) is
+a sink: the events of every connection read in one poll of the loop go to their sinks
+in one ``call_soon`` callback (``_Batch``), after all of that poll's reads were stamped,
+and the request's task is woken only when its stream ends or breaks, not per read.
+aiohttp's payload parser, ``StreamReader`` and ``readchunk`` were most of the client's
+CPU at 256 streams (``docs/results/transport_parsers.md``); then the task's wake-up per
+read and the dialect's ``ChunkInfo`` per event (``docs/results/client_overhead_lean.md``).
 
 Plain ``http://`` only: an ``https://`` URL (and anything else) is sent through an
 aiohttp session the ``LeanSession`` opens for it, the aiohttp transport unchanged (TLS
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,6 +45,7 @@ import aiohttp
 import orjson
 
 from crossover.dialects.base import Dialect, Endpoint
+from crossover.dialects.openai import OpenAIDialect, token_event
 from crossover.records.model import ErrorKind, RequestRecord
 from crossover.transport import http
 from crossover.transport.chunked_sse import (
@@ -99,6 +105,31 @@ class _Lost(Exception):
     """The connection closed while a request waited for its response head."""
 
 
+class _Batch:
+    """The connections with events queued for their sinks, drained in one ``call_soon``
+    callback: it runs after the reads of the loop's poll were all stamped, and costs one
+    callback per poll instead of a Future and a task step per read."""
+
+    __slots__ = ("loop", "_due", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._due: list[LeanStreamConnection] = []
+        self._scheduled = False
+
+    def add(self, conn: LeanStreamConnection) -> None:
+        self._due.append(conn)
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        due, self._due = self._due, []
+        self._scheduled = False
+        for conn in due:
+            conn.drain()
+
+
 class LeanStreamConnection(asyncio.Protocol):
     """One keep-alive connection; one request at a time (the runner's; ``lean.py``'s
     ``LeanConnection`` is the prototype the parser bench measures).
@@ -111,8 +142,10 @@ class LeanStreamConnection(asyncio.Protocol):
     the events before it.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, batch: _Batch | None = None) -> None:
         self._loop = loop
+        self._batch = batch if batch is not None else _Batch(loop)
+        self._queued = False
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._state = _IDLE
@@ -129,6 +162,11 @@ class LeanStreamConnection(asyncio.Protocol):
         self.body_parts: list[bytes] = []
         self.body_len = 0
         self.body_cap = 0
+        #: the request's read loop once it reads the stream: the events of each read go
+        #: straight to it, and the task is woken only at the end, an error or a break
+        self.sink: _Reader | None = None
+        #: an exception the sink raised (the task raises it, as the loop would have)
+        self.sink_error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------
@@ -139,7 +177,7 @@ class LeanStreamConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter_ns()
-        if self._state == _SSE:  # the hot path: one feed, one wake per read
+        if self._state == _SSE:  # the hot path: stamp, frame, queue; no task wake per read
             parser = self.parser
             assert parser is not None
             try:
@@ -150,9 +188,15 @@ class LeanStreamConnection(asyncio.Protocol):
                 return
             if evs:
                 self.events += evs
+                if self.sink is None:
+                    self._wake()  # the task reads them itself (it has not set its sink yet)
+                elif not self._queued:
+                    # read by the sink after every read of this poll was stamped (as the
+                    # task woken per read was), in one callback for all connections
+                    self._queued = True
+                    self._batch.add(self)
             if parser.done:
                 self._end(t)
-            if evs or self.final is not None:
                 self._wake()
         elif self._state == _HEAD:
             self._head(data, t)
@@ -183,6 +227,26 @@ class LeanStreamConnection(asyncio.Protocol):
         self._wake()
 
     # --- parts of data_received --------------------------------------------------------
+
+    def drain(self) -> None:
+        """The batch's callback: the queued events to the sink; the task is woken only
+        when the sink broke the stream or raised."""
+        self._queued = False
+        sink = self.sink
+        evs = self.events
+        if sink is None or not evs:
+            return  # the task took them (the stream ended, or it broke)
+        self.events = []
+        try:
+            sink.take(evs, False)
+        except Exception as exc:  # the task raises it, as its own loop would have
+            self.sink = None
+            self.sink_error = exc
+            self._wake()
+            return
+        if sink.broken:
+            self.sink = None  # nothing after a break is read (the task drops the connection)
+            self._wake()
 
     def _head(self, data: bytes, t: int) -> None:
         buf = self._buf + data if self._buf else data
@@ -301,6 +365,8 @@ class LeanStreamConnection(asyncio.Protocol):
         self.error = None
         self.body_parts = []
         self.body_len = 0
+        self.sink = None
+        self.sink_error = None
         transport.write(request)
         return True
 
@@ -386,6 +452,7 @@ class LeanSession:
         self._idle: dict[tuple[str, int], list[LeanStreamConnection]] = {}
         self._open: set[LeanStreamConnection] = set()
         self._targets: dict[str, Target | None] = {}
+        self._batch: _Batch | None = None  # the running loop's, made by ``acquire``
         self._fallback: aiohttp.ClientSession | None = None
         self.closed = False
 
@@ -450,10 +517,13 @@ class LeanSession:
                 return conn
             self._open.discard(conn)
         loop = asyncio.get_running_loop()
+        batch = self._batch
+        if batch is None or batch.loop is not loop:
+            batch = self._batch = _Batch(loop)
         try:
             async with asyncio.timeout(self.timeouts.connect_s):
                 _, conn = await loop.create_connection(
-                    lambda: LeanStreamConnection(loop), target[0], target[1]
+                    lambda: LeanStreamConnection(loop, batch), target[0], target[1]
                 )
         except TimeoutError:
             raise _ConnectTimeout from None
@@ -524,37 +594,20 @@ async def _attempt(
     keep_text: bool,
     max_event_bytes: int,
 ) -> RequestRecord:
-    # the read loop of http._attempt, event for event: only where the events come from
-    # differs (each carries its own read's stamp, the framing is the parser's)
+    # the read loop of http._attempt, event for event (``_Reader.take``): only where the
+    # events come from differs (each carries its own read's stamp, the framing is the
+    # parser's), and that it runs inside ``data_received``, so the task sleeps until the
+    # stream ends or breaks instead of waking per read
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns
-    loads = orjson.loads
-    parse = dialect.parse
     total_deadline = now() + timeouts.total_s
-    phase = "response headers"
     conn: LeanStreamConnection | None = None
     reusable = False
-    arrivals = record.chunk_arrival_ns
-    chars = record.chunk_chars
-    counts: list[int] | None = None
-    stated = 0
-    unstated = 0
-    others = 0
-    emitted: list[int] | None = None
-    pieces: list[str] | None = [] if keep_text else None
-    t_first: int | None = None
-    t_last: int | None = None
-    t_end: int | None = None
-    after_done = 0
-    after_finish = 0
-    text_chars = 0
-    gap_s = timeouts.gap_s
-    gap_armed = gap_s * (1.0 + GAP_SLACK)
-    rearm_every = gap_s * GAP_SLACK
-    armed_at = -1.0
+    rd = _Reader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
+            rd.cm = cm
             record.t_send_ns = perf()
             conn = await session.acquire(target)
             if not conn.send(request, max_event_bytes):
@@ -575,160 +628,87 @@ async def _attempt(
                 return fail(record, *why_not_a_stream(declared, got, max_event_bytes), perf())
             if conn.refused is not None:
                 return fail(record, "undecodable", conn.refused)
-            phase = "first token"
-            broken = ended = False
+            rd.phase = "first token"
             too_large: OversizeEvent | None = None
             t_err = 0
-            while not (broken or ended):
+            while not rd.broken:
+                if conn.sink_error is not None:
+                    raise conn.sink_error
                 evs = conn.events
-                if evs:
+                if evs:  # the events before the sink was set (or after it broke)
                     conn.events = []
+                    rd.take(evs, False)
                 elif conn.error is not None:
                     if not isinstance(conn.error, OversizeEvent):
                         raise conn.error
-                    too_large, t_err, broken = conn.error, conn.error_t, True
+                    too_large, t_err = conn.error, conn.error_t
+                    rd.broken = True
                     break
                 elif conn.final is not None:
                     evs, conn.final = conn.final, []
-                    ended = True
+                    rd.take(evs, True)
+                    break
                 else:
+                    conn.sink = rd  # from now on each read's events go to rd at once
                     await conn.wait()
-                    continue
-                tokens_here = False
-                for raw, named, _id, t in evs:
-                    if raw[:6] == b"[DONE]":
-                        if t_end is None:
-                            record.saw_done = True
-                            t_end = t
-                            phase = "after done"
-                            cm.reschedule(min(total_deadline, now() + min(gap_s, AFTER_DONE_S)))
-                        continue
-                    if t_end is not None:
-                        after_done += 1
-                        continue
-                    try:
-                        obj = loads(raw)
-                    except orjson.JSONDecodeError:
-                        if named is not None and named not in ("message", "error"):
-                            continue
-                        if ended and named != "error":
-                            break
-                        if named == "error":
-                            fail(record, "error_event", f"error event: {raw[:200]!r}", t)
-                        else:
-                            fail(record, *bad_event(raw), t)
-                        broken = True
-                        break
-                    if not isinstance(obj, dict):
-                        if named is not None and named not in ("message", "error"):
-                            continue
-                        fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
-                        broken = True
-                        break
-                    err = obj.get("error")
-                    if named == "error" or (err and not obj.get("choices")):
-                        fail(record, "error_event", f"error event: {err or obj}", t)
-                        broken = True
-                        break
-                    info = parse(obj, endpoint)
-                    text = info.text
-                    n_stated = info.n_tokens
-                    if n_stated is not None:
-                        stated += n_stated
-                    if text:
-                        if t_first is None:
-                            t_first = record.t_first_ns = t
-                            phase = "next token"
-                        elif record.finish_reason is not None:
-                            after_finish += 1
-                        t_last = t
-                        tokens_here = True
-                        arrivals.append(t)
-                        n_chars = len(text)
-                        chars.append(n_chars)
-                        text_chars += n_chars
-                        if pieces is not None:
-                            pieces.append(text)
-                        if n_stated is None:
-                            unstated += 1
-                        else:
-                            if counts is None:
-                                counts = []
-                            counts.append(n_stated)
-                        if info.emitted_ns is not None:
-                            if emitted is None:
-                                emitted = []
-                            emitted.append(info.emitted_ns)
-                    if info.other_choices:
-                        others += 1
-                    if info.finish_reason is not None:
-                        record.finish_reason = info.finish_reason
-                    if info.prompt_tokens is not None:
-                        record.prompt_tokens = info.prompt_tokens
-                    if info.cached_tokens is not None:
-                        record.cached_prompt_tokens = info.cached_tokens
-                    if info.completion_tokens is not None:
-                        record.completion_tokens = info.completion_tokens
-                        record.total_tokens = info.total_tokens
-                        record.count_source = "usage"
-                if tokens_here and t_end is None:
-                    at = now()
-                    if at - armed_at >= rearm_every:
-                        armed_at = at
-                        cm.reschedule(min(total_deadline, at + gap_armed))
+            conn.sink = None  # the rest (final, an error) is read here
             if too_large is not None:
                 fail(record, "event_too_large", str(too_large), t_err)
-            if not broken:
-                record.t_done_ns = t_end if t_end is not None else perf()
+            if not rd.broken:
+                record.t_done_ns = rd.t_end if rd.t_end is not None else perf()
                 reusable = conn.reusable
     except _ConnectTimeout:
         return fail(record, "timeout", f"no connection within {timeouts.connect_s:g} s")
     except TimeoutError:
-        if t_end is None:
-            keep(record, t_last, text_chars)
+        if rd.t_end is None:
+            keep(record, rd.t_last, rd.text_chars)
             limit = {
                 "response headers": timeouts.first_token_s,
                 "first token": timeouts.first_token_s,
                 "next token": timeouts.gap_s,
-            }[phase]
+            }[rd.phase]
             if now() >= total_deadline - 0.001:
                 return fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
-            return fail(record, "timeout", f"no {phase} within {limit:g} s")
-        record.t_done_ns = t_end  # the response was over at [DONE]
+            return fail(record, "timeout", f"no {rd.phase} within {limit:g} s")
+        record.t_done_ns = rd.t_end  # the response was over at [DONE]
     except _Stale:
         raise
     except _CannotConnect as exc:
         return fail(record, "connection_error", f"cannot connect: {exc.os_error}")
     except BodyError as exc:  # the connection closed mid-body, or the framing broke
-        if t_end is not None and record.error_kind is None:
-            record.t_done_ns = t_end  # dropped after [DONE]: the response was complete
+        if rd.t_end is not None and record.error_kind is None:
+            record.t_done_ns = rd.t_end  # dropped after [DONE]: the response was complete
         else:
-            keep(record, t_last, text_chars)
+            keep(record, rd.t_last, rd.text_chars)
             first = conn.parser.first_bytes if conn is not None and conn.parser else None
             kind: ErrorKind = "stream_truncated" if first is not None else "connection_error"
             return fail(record, kind, f"connection lost: {exc}")
     except (HeadError, OSError) as exc:
-        keep(record, t_last, text_chars)
+        keep(record, rd.t_last, rd.text_chars)
         return fail(record, "connection_error", f"{type(exc).__name__}: {exc}")
     finally:
         if conn is not None:
+            # a read queued in the batch before a cancellation or a timeout reached us
+            # must not reach the record after this request let go of it
+            conn.sink = None
             if reusable:
                 session.release(conn, target)
             else:
                 session.drop(conn)  # mid-response, broken, or not read to its end
-    keep(record, t_last, text_chars)
+    keep(record, rd.t_last, rd.text_chars)
+    counts, unstated = rd.counts, rd.unstated
     record.chunk_tokens = counts if counts is not None and not unstated else None
-    record.logprob_tokens = stated if counts is not None and not unstated else None
-    record.other_choice_events = others
-    record.chunk_emitted_ns = emitted
-    record.after_done_events = after_done
-    record.after_finish_chunks = after_finish
-    if pieces is not None:
-        record.text = "".join(pieces)
+    record.logprob_tokens = rd.stated if counts is not None and not unstated else None
+    record.other_choice_events = rd.others
+    record.chunk_emitted_ns = rd.emitted
+    record.after_done_events = rd.after_done
+    record.after_finish_chunks = rd.after_finish
+    if rd.pieces is not None:
+        record.text = "".join(rd.pieces)
     head_bytes = conn.parser.first_bytes if conn is not None and conn.parser else None
     if (
         record.error_kind is None
-        and not arrivals
+        and not record.chunk_arrival_ns
         and not record.saw_done
         and record.finish_reason is None
         and starts_like_json(head_bytes)
@@ -743,6 +723,183 @@ async def _attempt(
     ):
         fail(record, "stream_truncated", "stream ended without [DONE] or a finish reason")
     return record
+
+
+class _Reader:
+    """The read loop of one streamed response, event by event (``http._attempt``'s,
+    check for check): ``take`` is called with each read's events from
+    ``data_received`` (or by the task, for events that came before it was set), and
+    keeps what the record needs; ``broken`` once the stream failed a check (the record
+    says why) and nothing more is read."""
+
+    __slots__ = (
+        "record", "endpoint", "parse", "fast", "chat", "cm", "now", "total_deadline", "gap_s",
+        "gap_armed", "rearm_every", "armed_at", "phase", "broken", "arrivals", "chars", "counts",
+        "stated", "unstated", "others", "emitted", "pieces", "t_first", "t_last", "t_end",
+        "after_done", "after_finish", "text_chars",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        record: RequestRecord,
+        dialect: Dialect,
+        endpoint: Endpoint,
+        timeouts: Timeouts,
+        keep_text: bool,
+        now: Callable[[], float],
+        total_deadline: float,
+    ) -> None:
+        self.record = record
+        self.endpoint = endpoint
+        self.parse = dialect.parse
+        #: the OpenAI dialects' per-token shortcut, where their parse is the one it mirrors
+        self.fast = (
+            token_event if getattr(type(dialect), "parse", None) is OpenAIDialect.parse else None
+        )
+        self.chat = endpoint == "chat"
+        self.cm: asyncio.Timeout | None = None
+        self.now = now
+        self.total_deadline = total_deadline
+        gap_s = self.gap_s = timeouts.gap_s
+        self.gap_armed = gap_s * (1.0 + GAP_SLACK)
+        self.rearm_every = gap_s * GAP_SLACK
+        self.armed_at = -1.0
+        self.phase = "response headers"
+        self.broken = False
+        self.arrivals = record.chunk_arrival_ns
+        self.chars = record.chunk_chars
+        self.counts: list[int] | None = None
+        self.stated = 0
+        self.unstated = 0
+        self.others = 0
+        self.emitted: list[int] | None = None
+        self.pieces: list[str] | None = [] if keep_text else None
+        self.t_first: int | None = None
+        self.t_last: int | None = None
+        self.t_end: int | None = None
+        self.after_done = 0
+        self.after_finish = 0
+        self.text_chars = 0
+
+    def take(self, evs: list[StampedEvent], ended: bool) -> None:
+        """``evs`` in order (``ended``: the events the body's end dispatched)."""
+        cm = self.cm
+        assert cm is not None
+        if cm.expired():
+            # the deadline passed and the task is being told: as the task's own loop,
+            # which never ran again after it, read nothing more
+            return
+        record = self.record
+        loads = orjson.loads
+        tokens_here = False
+        for raw, named, _id, t in evs:
+            if raw[:6] == b"[DONE]":
+                if self.t_end is None:
+                    record.saw_done = True
+                    self.t_end = t
+                    self.phase = "after done"
+                    cm.reschedule(
+                        min(self.total_deadline, self.now() + min(self.gap_s, AFTER_DONE_S))
+                    )
+                continue
+            if self.t_end is not None:
+                self.after_done += 1
+                continue
+            try:
+                obj = loads(raw)
+            except orjson.JSONDecodeError:
+                if named is not None and named not in ("message", "error"):
+                    continue
+                if ended and named != "error":
+                    break
+                if named == "error":
+                    fail(record, "error_event", f"error event: {raw[:200]!r}", t)
+                else:
+                    fail(record, *bad_event(raw), t)
+                self.broken = True
+                break
+            if not isinstance(obj, dict):
+                if named is not None and named not in ("message", "error"):
+                    continue
+                fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
+                self.broken = True
+                break
+            err = obj.get("error")
+            if named == "error" or (err and not obj.get("choices")):
+                fail(record, "error_event", f"error event: {err or obj}", t)
+                self.broken = True
+                break
+            fast = self.fast(obj, self.chat) if self.fast is not None else None
+            if fast is not None:  # a token event: parse's ChunkInfo has only these three
+                text, finish, emitted_ns = fast
+                if text:
+                    if self.t_first is None:
+                        self.t_first = record.t_first_ns = t
+                        self.phase = "next token"
+                    elif record.finish_reason is not None:
+                        self.after_finish += 1
+                    self.t_last = t
+                    tokens_here = True
+                    self.arrivals.append(t)
+                    n_chars = len(text)
+                    self.chars.append(n_chars)
+                    self.text_chars += n_chars
+                    if self.pieces is not None:
+                        self.pieces.append(text)
+                    self.unstated += 1
+                    if emitted_ns is not None:
+                        if self.emitted is None:
+                            self.emitted = []
+                        self.emitted.append(emitted_ns)
+                if finish is not None:
+                    record.finish_reason = finish
+                continue
+            info = self.parse(obj, self.endpoint)
+            text = info.text
+            n_stated = info.n_tokens
+            if n_stated is not None:
+                self.stated += n_stated
+            if text:
+                if self.t_first is None:
+                    self.t_first = record.t_first_ns = t
+                    self.phase = "next token"
+                elif record.finish_reason is not None:
+                    self.after_finish += 1
+                self.t_last = t
+                tokens_here = True
+                self.arrivals.append(t)
+                n_chars = len(text)
+                self.chars.append(n_chars)
+                self.text_chars += n_chars
+                if self.pieces is not None:
+                    self.pieces.append(text)
+                if n_stated is None:
+                    self.unstated += 1
+                else:
+                    if self.counts is None:
+                        self.counts = []
+                    self.counts.append(n_stated)
+                if info.emitted_ns is not None:
+                    if self.emitted is None:
+                        self.emitted = []
+                    self.emitted.append(info.emitted_ns)
+            if info.other_choices:
+                self.others += 1
+            if info.finish_reason is not None:
+                record.finish_reason = info.finish_reason
+            if info.prompt_tokens is not None:
+                record.prompt_tokens = info.prompt_tokens
+            if info.cached_tokens is not None:
+                record.cached_prompt_tokens = info.cached_tokens
+            if info.completion_tokens is not None:
+                record.completion_tokens = info.completion_tokens
+                record.total_tokens = info.total_tokens
+                record.count_source = "usage"
+        if tokens_here and self.t_end is None:
+            at = self.now()
+            if at - self.armed_at >= self.rearm_every:
+                self.armed_at = at
+                cm.reschedule(min(self.total_deadline, at + self.gap_armed))
 
 
 async def open_connections(
