@@ -833,24 +833,8 @@ class _Reader:
             if fast is not None:  # a token event: parse's ChunkInfo has only these three
                 text, finish, emitted_ns = fast
                 if text:
-                    if self.t_first is None:
-                        self.t_first = record.t_first_ns = t
-                        self.phase = "next token"
-                    elif record.finish_reason is not None:
-                        self.after_finish += 1
-                    self.t_last = t
+                    self._token(record, t, text, None, emitted_ns)
                     tokens_here = True
-                    self.arrivals.append(t)
-                    n_chars = len(text)
-                    self.chars.append(n_chars)
-                    self.text_chars += n_chars
-                    if self.pieces is not None:
-                        self.pieces.append(text)
-                    self.unstated += 1
-                    if emitted_ns is not None:
-                        if self.emitted is None:
-                            self.emitted = []
-                        self.emitted.append(emitted_ns)
                 if finish is not None:
                     record.finish_reason = finish
                 continue
@@ -860,29 +844,8 @@ class _Reader:
             if n_stated is not None:
                 self.stated += n_stated
             if text:
-                if self.t_first is None:
-                    self.t_first = record.t_first_ns = t
-                    self.phase = "next token"
-                elif record.finish_reason is not None:
-                    self.after_finish += 1
-                self.t_last = t
+                self._token(record, t, text, n_stated, info.emitted_ns)
                 tokens_here = True
-                self.arrivals.append(t)
-                n_chars = len(text)
-                self.chars.append(n_chars)
-                self.text_chars += n_chars
-                if self.pieces is not None:
-                    self.pieces.append(text)
-                if n_stated is None:
-                    self.unstated += 1
-                else:
-                    if self.counts is None:
-                        self.counts = []
-                    self.counts.append(n_stated)
-                if info.emitted_ns is not None:
-                    if self.emitted is None:
-                        self.emitted = []
-                    self.emitted.append(info.emitted_ns)
             if info.other_choices:
                 self.others += 1
             if info.finish_reason is not None:
@@ -900,6 +863,38 @@ class _Reader:
             if at - self.armed_at >= self.rearm_every:
                 self.armed_at = at
                 cm.reschedule(min(self.total_deadline, at + self.gap_armed))
+
+    def _token(
+        self,
+        record: RequestRecord,
+        t: int,
+        text: str,
+        n_stated: int | None,
+        emitted_ns: int | None,
+    ) -> None:
+        """One token-carrying event read at ``t`` (the fast path's and ``parse``'s alike)."""
+        if self.t_first is None:
+            self.t_first = record.t_first_ns = t
+            self.phase = "next token"
+        elif record.finish_reason is not None:
+            self.after_finish += 1  # the choice had ended
+        self.t_last = t
+        self.arrivals.append(t)
+        n_chars = len(text)
+        self.chars.append(n_chars)
+        self.text_chars += n_chars
+        if self.pieces is not None:
+            self.pieces.append(text)
+        if n_stated is None:
+            self.unstated += 1
+        else:
+            if self.counts is None:
+                self.counts = []
+            self.counts.append(n_stated)
+        if emitted_ns is not None:
+            if self.emitted is None:
+                self.emitted = []
+            self.emitted.append(emitted_ns)
 
 
 async def open_connections(
