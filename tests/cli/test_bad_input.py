@@ -15,6 +15,8 @@ from crossover.cli.app import main
 from crossover.errors import UsageError
 from crossover.sweep.config import build_sweep_config, load_sweep_config
 
+SWEEP_A = ["sweep", "--out", "/tmp/x-sweep", "--target", "A=http://127.0.0.1:9,model=m",
+           "--concurrency", "1", "--output-tokens", "4"]  # fmt: skip
 RUN = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "8"]
 
 
@@ -57,6 +59,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["sweep", "--out", "/tmp/x-sweep"], "--config"),
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),
+        ([*SWEEP_A, "--workers", "many"], "--workers: expected a number or auto, got 'many'"),
         (["summarize", "/no/such.db"], "no such database"),
         (["nope"], "No such command"),
     ],

@@ -127,9 +127,10 @@ def sweep(
         typer.Option(help="On resume, measure again levels whose stored run is not valid"),
     ] = False,
     workers: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            help="Load processes per level; with --ray, Ray actors spread over the "
+            help="Load processes per level, or auto (sized per level from its streams and "
+            "the previous level's client loop lag); with --ray, Ray actors spread over the "
             "cluster's nodes [default: 1]"
         ),
     ] = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -288,14 +288,25 @@ class SweepConfig(BaseModel):
     allowed_failures: int = Field(
         0, ge=0, description="failed requests a run may have and still be valid"
     )
-    workers: int = Field(
+    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,
-        ge=1,
-        le=256,
-        description="load processes per level (as crossover run --workers); with --ray they "
-        "are Ray actors spread over the cluster's nodes, each node's records timed by its "
-        "own clock",
+        description="load processes per level (as crossover run --workers); auto: sized per "
+        "level from its streams and the target's previous level's client loop lag; with "
+        "--ray they are Ray actors spread over the cluster's nodes, each node's records "
+        "timed by its own clock",
     )
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers_form(cls, v: object) -> object:
+        # one message for a bad form, not pydantic's one per member of the union
+        if isinstance(v, str) and v != "auto":
+            try:
+                return int(v)
+            except ValueError:
+                raise ValueError(f"expected a number or auto, got {v!r}") from None
+        return v
+
     transport: Transport = Field(
         "aiohttp",
         description="the HTTP client of every level (as crossover run --transport): aiohttp "

@@ -64,6 +64,8 @@ class TargetSession:
     engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
     restarts: int = 0
     warm: bool = False  # this engine instance has had its warm-up
+    #: the client loop's p99 lag (ms) of this target's last measured level (workers: auto)
+    loop_p99_ms: float | None = None
 
     def __post_init__(self) -> None:
         self.info = TargetInfo(name=self.cfg.name)
@@ -194,6 +196,21 @@ class TargetSession:
             return cfg.warmup_requests
         return defaults.level_warmup(level.concurrency)
 
+    def workers_for(self, level: Level) -> int:
+        """The level's load processes: the sweep's number, or (``auto``) sized from the
+        level's streams and the loop lag this target's previous level measured."""
+        if self.sweep.workers != "auto":
+            return self.sweep.workers
+        import os
+
+        from crossover.load.workers import auto_workers
+
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cores = os.cpu_count() or 1
+        return auto_workers(level.concurrency, cores, self.loop_p99_ms)
+
     def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
         cfg = self.sweep
         warmup = self.warmup_for(level)
@@ -225,7 +242,7 @@ class TargetSession:
             seed=cfg.seed,
             timeouts=cfg.timeouts,
             allowed_failures=cfg.allowed_failures,
-            workers=cfg.workers,
+            workers=self.workers_for(level),
             transport=cfg.transport,
             slo=cfg.per_request_slo(),
         )
@@ -306,6 +323,9 @@ class TargetSession:
             scraper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await scraper
+        lag = outcome.summary.client_loop
+        if lag is not None and lag.p99_ms is not None:
+            self.loop_p99_ms = lag.p99_ms  # the next level's workers: auto
         for s in prom:
             store.add_sample(run_id, "prometheus", s["t_s"], s["values"])
         for g in gpu:
