@@ -79,3 +79,31 @@ def test_cache_lookup_nearest_level(low_load: object, tmp_path: Path) -> None:
     # a broken cache does not stop a run that only asked for "auto"
     none, why = resolve_client_floor("auto", 4, tmp_path / "bad.json")
     assert none is None and "ignored" in why
+
+
+def test_each_transport_has_its_own_floor(low_load: object, tmp_path: Path) -> None:
+    """A lean run compares with lean's floor; where only aiohttp's was measured, with
+    that one (the higher: the cautious side). An old cache entry is aiohttp's."""
+    base = low_load.model_dump()  # type: ignore[attr-defined]
+    assert base["transport"] == "aiohttp"
+    old = {k: v for k, v in base.items() if k != "transport"}
+    assert type(low_load).model_validate(old).transport == "aiohttp"  # type: ignore[attr-defined]
+    aio = type(low_load).model_validate({**base, "concurrency": 64})
+    aio.delivery_ms.p50 = 2.0
+    path = save_results([aio], tmp_path / "floor.json")
+    floor, note = resolve_client_floor(str(path), 64, transport="lean")
+    assert floor is not None and floor.delivery_p50_ms == 2.0 and "aiohttp" in note
+    lean = type(low_load).model_validate({**base, "concurrency": 64, "transport": "lean"})
+    lean.delivery_ms.p50 = 0.5
+    save_results([lean], path)
+    assert len(load_cache(path).measurements) == 2  # one per transport at the level
+    floor, note = resolve_client_floor(str(path), 64, transport="lean")
+    assert floor is not None and floor.delivery_p50_ms == 0.5 and "lean" in note
+    floor, _ = resolve_client_floor(str(path), 64)
+    assert floor is not None and floor.delivery_p50_ms == 2.0
+
+
+def test_the_lean_client_measures_its_floor() -> None:
+    r = measure_floor(4, itl_ms=5.0, output_tokens=24, ttft_ms=2.0, transport="lean")
+    assert r.transport == "lean" and r.succeeded == 4 and r.tokens == 4 * 24
+    assert r.delivery_ms.p50 is not None and 0.0 <= r.delivery_ms.p50 < 5.0

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from crossover.errors import UsageError, validation_line
 from crossover.metrics.summary import ClientFloor
+from crossover.transport import Transport
 
 FLOOR_SCHEMA = "crossover.floor/1"
 #: the probe's sleep: short enough to see stalls, long enough to cost nothing
@@ -107,6 +108,8 @@ class FloorResult(BaseModel):
     )
     itl_error_pct: float | None = None
     server: ServerLag = Field(default_factory=ServerLag)
+    #: the client measured (``--transport``); floors cached before it was recorded: aiohttp
+    transport: Transport = "aiohttp"
 
     def client_floor(self, source: str | None = None) -> ClientFloor:
         return ClientFloor(
@@ -114,7 +117,7 @@ class FloorResult(BaseModel):
             delivery_p99_ms=self.delivery_ms.p99,
             source=source
             or f"crossover calibrate: concurrency {self.concurrency}, {self.itl_ms:g} ms/token, "
-            f"{self.measured_at}",
+            f"{self.transport}, {self.measured_at}",
         )
 
 
@@ -158,12 +161,15 @@ async def measure_floor_at(
     tokens_per_chunk: int = 1,
     requests: int | None = None,
     model: str = "calibration",
+    transport: Transport = "aiohttp",
 ) -> FloorResult:
-    """Measure at ``url`` (a calibration server already configured for ``itl_ms``)."""
+    """Measure at ``url`` (a calibration server already configured for ``itl_ms``) with
+    the client of ``transport``."""
     from crossover.dialects import RequestSpec, get_dialect
     from crossover.metrics import requests as rq
     from crossover.records.model import RequestRecord
-    from crossover.transport.http import Timeouts, make_session, stream_request
+    from crossover.transport.client import make_client, stream_request
+    from crossover.transport.http import Timeouts
 
     n = requests if requests is not None else concurrency
     dialect = get_dialect("vllm")
@@ -186,7 +192,7 @@ async def measure_floor_at(
 
     with contextlib.suppress(Exception):
         _get_json(url + "/calibration/reset", "POST")
-    async with make_session(None, timeouts) as session:
+    async with make_client(transport, None, timeouts) as session:
 
         async def stream_worker(start_ns: int) -> None:
             intended = start_ns
@@ -248,6 +254,7 @@ async def measure_floor_at(
         tpot_error_pct=err(tpot_p50),
         itl_error_pct=err(itl_p50),
         server=srv,
+        transport=transport,
     )
 
 
@@ -294,6 +301,7 @@ def measure_floor(
     ttft_ms: float = 5.0,
     url: str | None = None,
     pin: bool = True,
+    transport: Transport = "aiohttp",
 ) -> FloorResult:
     """One level. Without ``url`` the calibration server is spawned in its own process,
     pinned to a core of its own when the machine has two or more."""
@@ -306,6 +314,7 @@ def measure_floor(
         ttft_ms=ttft_ms,
         url=url,
         pin=pin,
+        transport=transport,
     )
     return results[0]
 
@@ -320,6 +329,7 @@ def measure_floors(
     ttft_ms: float = 5.0,
     url: str | None = None,
     pin: bool = True,
+    transport: Transport = "aiohttp",
 ) -> list[FloorResult]:
     """Several levels against one server (spawned once unless ``url`` is given)."""
     from crossover.calibration.server import CalibrationConfig, spawn
@@ -333,6 +343,7 @@ def measure_floors(
                 itl_ms=itl_ms,
                 tokens_per_chunk=tokens_per_chunk,
                 requests=requests,
+                transport=transport,
             )
             for c in levels
         ]
@@ -375,12 +386,12 @@ def save_results(results: list[FloorResult], path: Path | None = None) -> Path:
     """Merge into the cache: a new measurement replaces the one at the same level."""
     path = path or default_cache_path()
     cache = load_cache(path) if path.is_file() else FloorCache()
-    keys = {(r.concurrency, r.itl_ms, r.output_tokens, r.tokens_per_chunk) for r in results}
-    kept = [
-        m
-        for m in cache.measurements
-        if (m.concurrency, m.itl_ms, m.output_tokens, m.tokens_per_chunk) not in keys
-    ]
+
+    def key(m: FloorResult) -> tuple[int, float, int, int, str]:
+        return (m.concurrency, m.itl_ms, m.output_tokens, m.tokens_per_chunk, m.transport)
+
+    keys = {key(r) for r in results}
+    kept = [m for m in cache.measurements if key(m) not in keys]
     cache.measurements = sorted(kept + results, key=lambda m: (m.concurrency, m.itl_ms))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -389,12 +400,17 @@ def save_results(results: list[FloorResult], path: Path | None = None) -> Path:
     return path
 
 
-def lookup(cache: FloorCache, concurrency: int | None) -> FloorResult | None:
+def lookup(
+    cache: FloorCache, concurrency: int | None, transport: Transport = "aiohttp"
+) -> FloorResult | None:
     """The measurement at the nearest concurrency (ties: the higher, the more cautious);
-    among several at that level, the newest. ``None`` concurrency: the highest level."""
+    among several at that level, the newest. ``None`` concurrency: the highest level.
+    Only ``transport``'s measurements where it has any; otherwise the others' (a lean
+    run then compares with aiohttp's floor, the higher one: the cautious side)."""
     ms = [m for m in cache.measurements if m.delivery_ms.p50 is not None]
     if not ms:
         return None
+    ms = [m for m in ms if m.transport == transport] or ms
     if concurrency is None:
         top = max(m.concurrency for m in ms)
         return max((m for m in ms if m.concurrency == top), key=lambda m: m.measured_at)
@@ -404,7 +420,10 @@ def lookup(cache: FloorCache, concurrency: int | None) -> FloorResult | None:
 
 
 def resolve_client_floor(
-    choice: str, concurrency: int | None, path: Path | None = None
+    choice: str,
+    concurrency: int | None,
+    path: Path | None = None,
+    transport: Transport = "aiohttp",
 ) -> tuple[ClientFloor | None, str]:
     """``auto`` (the cache), ``off``, or a floor JSON file; returns the floor and a note."""
     if choice == "off":
@@ -425,11 +444,13 @@ def resolve_client_floor(
         if choice != "auto":
             raise
         return None, f"client floor: ignored, {exc}"
-    m = lookup(cache, concurrency)
+    m = lookup(cache, concurrency, transport)
     if m is None:
         return None, f"client floor: {src} holds no measurement"
     note = (
         f"client floor: delivery p50 {m.delivery_ms.p50:.3f} ms at concurrency "
-        f"{m.concurrency} ({src})"
+        f"{m.concurrency}, {m.transport} ({src})"
     )
-    return m.client_floor(f"{src}: concurrency {m.concurrency}, {m.measured_at}"), note
+    return m.client_floor(
+        f"{src}: concurrency {m.concurrency}, {m.transport}, {m.measured_at}"
+    ), note

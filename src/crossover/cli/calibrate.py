@@ -31,6 +31,13 @@ def calibrate(
     write_cache: Annotated[
         bool, typer.Option("--write-cache/--no-cache", help="Merge the results into the cache")
     ] = True,
+    transport: Annotated[
+        str,
+        typer.Option(
+            help="The client to measure, as run --transport: aiohttp or lean (each has its "
+            "own floor in the cache; a run reads its own transport's)"
+        ),
+    ] = "aiohttp",
 ) -> None:
     """Measure crossover's own client overhead (the client floor) per load level."""
     import orjson
@@ -38,7 +45,7 @@ def calibrate(
 
     from crossover.calibration.floor import measure_floors, save_results
     from crossover.cli.common import console as make_console
-    from crossover.cli.common import parse_list
+    from crossover.cli.common import parse_list, parse_transport
     from crossover.errors import UsageError
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
@@ -59,6 +66,7 @@ def calibrate(
         output_tokens,
         tokens_per_chunk=tokens_per_chunk,
         requests=requests,
+        transport=parse_transport(transport),
     )
 
     def f(x: float | None, fmt: str = ".2f") -> str:

@@ -16,6 +16,8 @@ from crossover.errors import UsageError, validation_line
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from crossover.transport import Transport
+
 T = TypeVar("T")
 
 #: the width of output that goes to a file or a program: no line or table cell is broken
@@ -81,3 +83,13 @@ def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> lis
     if not out:
         raise UsageError(f"{what}: empty list")
     return out
+
+
+def parse_transport(text: str) -> Transport:
+    """``--transport``: one of ``TRANSPORTS``."""
+    from crossover.transport import TRANSPORTS
+
+    for name in TRANSPORTS:
+        if text == name:
+            return name
+    raise UsageError(f"--transport: expected {' or '.join(TRANSPORTS)}, got {text!r}")

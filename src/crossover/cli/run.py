@@ -10,7 +10,6 @@ import typer
 
 from crossover import defaults
 from crossover.errors import InvalidRunError, UsageError
-from crossover.transport import TRANSPORTS, Transport
 
 EXAMPLE = (
     "\b\n"
@@ -205,7 +204,7 @@ def run(
     from crossover.analysis.slo import parse_slo, per_request_limits
     from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import console as make_console
-    from crossover.cli.common import run_async, validated
+    from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.config import RunConfig, TimeoutsConfig, base_url
     from crossover.records.store import Store, check_writable
@@ -252,7 +251,7 @@ def run(
         api_key_env=api_key_env,
         workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
-        transport=_transport(transport),
+        transport=parse_transport(transport),
         timeouts=validated(
             TimeoutsConfig,
             names=TIMEOUT_FLAGS,
@@ -272,7 +271,9 @@ def run(
     for base in config.replica_urls:
         probe(base, api_headers(config))
     floor, floor_note = resolve_client_floor(
-        client_floor, config.concurrency if config.mode == "concurrency" else config.max_in_flight
+        client_floor,
+        config.concurrency if config.mode == "concurrency" else config.max_in_flight,
+        transport=config.transport,
     )
     console.print(f"[dim]{floor_note}[/]")
     tok = local_tok or choose_tokenizer(config)
@@ -350,14 +351,6 @@ def _metrics_url(text: str, url: str) -> str | None:
     if not text.startswith(("http://", "https://")):
         raise UsageError(f"--metrics-url: expected auto, off or an http(s) URL, got {text!r}")
     return text
-
-
-def _transport(text: str) -> Transport:
-    """``--transport``: one of ``TRANSPORTS``."""
-    for name in TRANSPORTS:
-        if text == name:
-            return name
-    raise UsageError(f"--transport: expected {' or '.join(TRANSPORTS)}, got {text!r}")
 
 
 def _workers(text: str, concurrency: int | None) -> int:

@@ -300,7 +300,9 @@ class TargetSession:
         )
         from crossover.calibration.floor import resolve_client_floor
 
-        floor, _ = resolve_client_floor(self.sweep.client_floor, level.concurrency)
+        floor, _ = resolve_client_floor(
+            self.sweep.client_floor, level.concurrency, transport=run_cfg.transport
+        )
         try:
             outcome = await execute(
                 run_cfg,
