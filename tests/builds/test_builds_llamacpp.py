@@ -152,3 +152,30 @@ def test_second_install_reuses_the_cache() -> None:
     assert again == built
     assert os.access(again, os.X_OK)
     assert main(["engines", "which", "llamacpp"]) == 0
+
+
+def test_an_interrupted_build_starts_clean(
+    empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No stamp: what an earlier, killed build left (a truncated object make would take
+    for done) is removed before configuring; the new build's own files stay."""
+    import crossover.builds.llamacpp as lc
+
+    cfg = build_config(cuda=False)
+    stale = cfg.build_dir / "build" / "ggml-cpu.c.o"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"\x7fELF truncated")
+    seen: list[bool] = []
+
+    def fake_run(argv: list[str], log: object, label: str, progress: bool, bar: bool) -> None:
+        seen.append(stale.exists())
+        if "--build" in argv:  # the compile step "writes" the binary
+            cfg.binary.parent.mkdir(parents=True, exist_ok=True)
+            cfg.binary.write_text("#!/bin/sh\n")
+            cfg.binary.chmod(0o755)
+
+    monkeypatch.setattr(lc, "run_build_command", fake_run)
+    monkeypatch.setattr(lc, "llamacpp_source_dir", lambda quiet=False: tmp_path)
+    monkeypatch.setattr(lc.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert ensure_llama_server(cuda=False, progress=False) == cfg.binary
+    assert seen == [False, False] and cfg.stamp.is_file()

@@ -168,6 +168,11 @@ def _build(cfg: BuildConfig, jobs: int, progress: bool) -> None:
     cmake = shutil.which("cmake")
     if cmake is None:
         raise EngineError("building llama.cpp needs cmake on PATH")
+    # no stamp: an earlier build was interrupted, and a compiler killed mid-write can leave
+    # an object file newer than its source that make takes for done (seen: a llama-server
+    # that segfaulted at its warm-up after a killed build was resumed); start clean
+    if build.exists():
+        shutil.rmtree(build)
     configure = [cmake, "-S", str(src), "-B", str(build), *cfg.cmake_flags]
     compile_ = [cmake, "--build", str(build), "--target", BINARY, "-j", str(jobs)]
     started = time.monotonic()
