@@ -24,6 +24,15 @@ def as_int(value: object) -> int | None:
     return None
 
 
+def _choice_text(choice: dict[str, Any], chat: bool) -> str:
+    """A choice's text: a chat delta's (or message's) content, a completion's ``text``."""
+    if chat:
+        delta = choice.get("delta") or choice.get("message") or {}
+        return _delta_text(delta) if type(delta) is dict else ""
+    t = choice.get("text")
+    return t if type(t) is str else ""
+
+
 def _delta_text(delta: dict[str, Any]) -> str:
     """Generated text of a chat delta: content and reasoning. A server that sends the
     reasoning under both of its names (``reasoning_content`` and ``reasoning``) sends it
@@ -70,14 +79,12 @@ def token_event(event: dict[str, Any], chat: bool) -> tuple[str, str | None, int
         return None
     if type(event.get("usage")) is dict or type(event.get("timings")) is dict:
         return None  # isinstance in parse: a dict subclass cannot come from JSON
-    if chat:
-        delta = choice.get("delta") or choice.get("message") or {}
-        piece = _delta_text(delta) if type(delta) is dict else ""
-    else:
-        t = choice.get("text")
-        piece = t if type(t) is str else ""
     fr = choice.get("finish_reason")
-    return piece, fr if type(fr) is str else None, as_int(event.get("crossover_emit_ns"))
+    return (
+        _choice_text(choice, chat),
+        fr if type(fr) is str else None,
+        as_int(event.get("crossover_emit_ns")),
+    )
 
 
 @dataclass(frozen=True)
@@ -128,12 +135,7 @@ class OpenAIDialect:
                     idx = pos
                 elif idx != 0 or idx is False:
                     idx = as_int(idx)
-                if chat:
-                    delta = choice.get("delta") or choice.get("message") or {}
-                    piece = _delta_text(delta) if type(delta) is dict else ""
-                else:
-                    t = choice.get("text")
-                    piece = t if type(t) is str else ""
+                piece = _choice_text(choice, chat)
                 fr = choice.get("finish_reason")
                 if idx != 0:
                     if piece or type(fr) is str:
