@@ -14,6 +14,7 @@ import pytest
 from crossover.builds.cache import cache_dir
 from crossover.builds.llamacpp import (
     build_config,
+    cpu_flags,
     ensure_llama_server,
     find_llama_server,
     llamacpp_source_dir,
@@ -58,6 +59,21 @@ def test_cache_key_differs_for_flags(empty_cache: Path) -> None:
     assert "-DLLAMA_CURL=OFF" in cpu.cmake_flags
     assert "-DCMAKE_BUILD_TYPE=Release" in cpu.cmake_flags
     assert cpu.build_dir.parent == empty_cache / "builds"
+
+
+_SPR = "processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx512f avx512_vnni amx_tile amx_int8\n"
+_ZEN2 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2\n"
+
+
+def test_cpu_flags_leave_amx_out_and_name_the_rest() -> None:
+    assert cpu_flags(_ZEN2) == ()  # no AMX: ggml's -march=native
+    flags = cpu_flags(_SPR)
+    assert "-DGGML_NATIVE=OFF" in flags
+    assert {"-DGGML_AVX2=ON", "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON"} <= set(flags)
+    assert {"-DGGML_AVX512_BF16=OFF", "-DGGML_AVX_VNNI=OFF"} <= set(flags)
+    assert {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
+    assert not any(f.startswith("-DGGML_AMX") and f.endswith("=ON") for f in flags)
+    assert cpu_flags("") == ()
 
 
 def test_cuda_configs_key_by_arch(empty_cache: Path, fake_nvcc: None) -> None:

@@ -33,6 +33,7 @@ from crossover.errors import EngineError, UsageError
 __all__ = [
     "BuildConfig",
     "build_config",
+    "cpu_flags",
     "ensure_llama_server",
     "find_llama_server",
     "llamacpp_source_dir",
@@ -55,6 +56,43 @@ BASE_CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
 )
+
+# A CPU build is -march=native, except where the CPU lists AMX: ggml's AMX matmul then
+# segfaulted at llama-server's warm-up (a Sapphire-Rapids-class CPU in a Firecracker VM,
+# whose kernel does not hand the tile state to guests), so those builds name every other
+# instruction set the CPU lists instead and leave AMX out. (cpuinfo flag, ggml option)
+_X86_ISA: tuple[tuple[str, str], ...] = (
+    ("sse4_2", "GGML_SSE42"),
+    ("avx", "GGML_AVX"),
+    ("avx2", "GGML_AVX2"),
+    ("fma", "GGML_FMA"),
+    ("f16c", "GGML_F16C"),
+    ("bmi2", "GGML_BMI2"),
+    ("avx_vnni", "GGML_AVX_VNNI"),
+    ("avx512f", "GGML_AVX512"),
+    ("avx512vbmi", "GGML_AVX512_VBMI"),
+    ("avx512_vnni", "GGML_AVX512_VNNI"),
+    ("avx512_bf16", "GGML_AVX512_BF16"),
+)
+
+
+def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
+    """The CMake flags that pick a CPU build's instruction sets from ``/proc/cpuinfo``:
+    none (ggml's -march=native) unless the CPU lists AMX, then native off and every
+    other listed set named, AMX off."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return ()
+    line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+    have = set(line.partition(":")[2].split())
+    if not any(flag.startswith("amx") for flag in have):
+        return ()
+    flags = ["-DGGML_NATIVE=OFF"]
+    flags += [f"-D{opt}={'ON' if cpu in have else 'OFF'}" for cpu, opt in _X86_ISA]
+    flags += ["-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"]
+    return tuple(flags)
 
 
 @dataclass(frozen=True)
@@ -152,6 +190,8 @@ def build_config(
     flags = list(BASE_CMAKE_FLAGS)
     if cuda:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
+    else:
+        flags += cpu_flags()
     flags += list(extra_flags)
     return BuildConfig(cuda=bool(cuda), cuda_arch=cuda_arch, cmake_flags=tuple(flags))
 
