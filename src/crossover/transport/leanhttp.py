@@ -5,7 +5,7 @@ Same signature, same record and the same error kinds as ``crossover.transport.ht
 the bytes. Each ``data_received`` is stamped with ``perf_counter_ns`` and goes straight
 into ``ChunkedSSEParser`` (HTTP/1.1 chunked framing and SSE in one pass): the events it
 completes carry the stamp of the read that brought their last byte, as the aiohttp
-transport's ``StampingHandler`` gives them. The request's read loop (``_Reader``) is
+transport's ``StampingHandler`` gives them. The request's read loop (``EventReader``) is
 a sink: the events of every connection read in one poll of the loop go to their sinks
 in one ``call_soon`` callback (``_Batch``), after all of that poll's reads were stamped,
 and the request's task is woken only when its stream ends or breaks, not per read.
@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,7 +44,6 @@ import aiohttp
 import orjson
 
 from crossover.dialects.base import Dialect, Endpoint
-from crossover.dialects.openai import OpenAIDialect, token_event
 from crossover.records.model import ErrorKind, RequestRecord
 from crossover.transport import http
 from crossover.transport.chunked_sse import (
@@ -54,23 +52,14 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.http import (
-    AFTER_DONE_S,
-    GAP_SLACK,
-    STALE_BACKOFF_S,
-    STALE_RETRIES,
-    Timeouts,
-)
-from crossover.transport.http import _fail as fail
-from crossover.transport.http import _keep as keep
+from crossover.transport.http import STALE_BACKOFF_S, STALE_RETRIES
 from crossover.transport.lean import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
-    bad_event,
     is_json,
     media_type,
-    starts_like_json,
     why_not_a_stream,
 )
+from crossover.transport.reader import EventReader, Timeouts, fail, keep
 from crossover.transport.sse import MAX_EVENT_BYTES
 
 #: bytes of a non-200 body kept for the error (as the aiohttp transport reads them)
@@ -164,7 +153,7 @@ class LeanStreamConnection(asyncio.Protocol):
         self.body_cap = 0
         #: the request's read loop once it reads the stream: the events of each read go
         #: straight to it, and the task is woken only at the end, an error or a break
-        self.sink: _Reader | None = None
+        self.sink: EventReader | None = None
         #: an exception the sink raised (the task raises it, as the loop would have)
         self.sink_error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -594,7 +583,7 @@ async def _attempt(
     keep_text: bool,
     max_event_bytes: int,
 ) -> RequestRecord:
-    # the read loop of http._attempt, event for event (``_Reader.take``): only where the
+    # the read loop of http._attempt, event for event (``EventReader.take``): only where the
     # events come from differs (each carries its own read's stamp, the framing is the
     # parser's), and that it runs inside ``data_received``, so the task sleeps until the
     # stream ends or breaks instead of waking per read
@@ -604,7 +593,7 @@ async def _attempt(
     total_deadline = now() + timeouts.total_s
     conn: LeanStreamConnection | None = None
     reusable = False
-    rd = _Reader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
+    rd = EventReader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
             rd.cm = cm
@@ -660,17 +649,9 @@ async def _attempt(
     except _ConnectTimeout:
         return fail(record, "timeout", f"no connection within {timeouts.connect_s:g} s")
     except TimeoutError:
-        if rd.t_end is None:
-            keep(record, rd.t_last, rd.text_chars)
-            limit = {
-                "response headers": timeouts.first_token_s,
-                "first token": timeouts.first_token_s,
-                "next token": timeouts.gap_s,
-            }[rd.phase]
-            if now() >= total_deadline - 0.001:
-                return fail(record, "timeout", f"no end of stream within {timeouts.total_s:g} s")
-            return fail(record, "timeout", f"no {rd.phase} within {limit:g} s")
-        record.t_done_ns = rd.t_end  # the response was over at [DONE]
+        timed_out = rd.timed_out(timeouts)
+        if timed_out is not None:
+            return timed_out
     except _Stale:
         raise
     except _CannotConnect as exc:
@@ -695,206 +676,8 @@ async def _attempt(
                 session.release(conn, target)
             else:
                 session.drop(conn)  # mid-response, broken, or not read to its end
-    keep(record, rd.t_last, rd.text_chars)
-    counts, unstated = rd.counts, rd.unstated
-    record.chunk_tokens = counts if counts is not None and not unstated else None
-    record.logprob_tokens = rd.stated if counts is not None and not unstated else None
-    record.other_choice_events = rd.others
-    record.chunk_emitted_ns = rd.emitted
-    record.after_done_events = rd.after_done
-    record.after_finish_chunks = rd.after_finish
-    if rd.pieces is not None:
-        record.text = "".join(rd.pieces)
     head_bytes = conn.parser.first_bytes if conn is not None and conn.parser else None
-    if (
-        record.error_kind is None
-        and not record.chunk_arrival_ns
-        and not record.saw_done
-        and record.finish_reason is None
-        and starts_like_json(head_bytes)
-    ):
-        fail(record, "not_streamed", "the server answered with one JSON body, not SSE events")
-    if (
-        record.error_kind is None
-        and dialect.has_done_sentinel
-        and not record.saw_done
-        and record.finish_reason is None
-        and record.completion_tokens is None
-    ):
-        fail(record, "stream_truncated", "stream ended without [DONE] or a finish reason")
-    return record
-
-
-class _Reader:
-    """The read loop of one streamed response, event by event (``http._attempt``'s,
-    check for check): ``take`` is called with each read's events from
-    ``data_received`` (or by the task, for events that came before it was set), and
-    keeps what the record needs; ``broken`` once the stream failed a check (the record
-    says why) and nothing more is read."""
-
-    __slots__ = (
-        "record", "endpoint", "parse", "fast", "chat", "cm", "now", "total_deadline", "gap_s",
-        "gap_armed", "rearm_every", "armed_at", "phase", "broken", "arrivals", "chars", "counts",
-        "stated", "unstated", "others", "emitted", "pieces", "t_first", "t_last", "t_end",
-        "after_done", "after_finish", "text_chars",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        record: RequestRecord,
-        dialect: Dialect,
-        endpoint: Endpoint,
-        timeouts: Timeouts,
-        keep_text: bool,
-        now: Callable[[], float],
-        total_deadline: float,
-    ) -> None:
-        self.record = record
-        self.endpoint = endpoint
-        self.parse = dialect.parse
-        #: the OpenAI dialects' per-token shortcut, where their parse is the one it mirrors
-        self.fast = (
-            token_event if getattr(type(dialect), "parse", None) is OpenAIDialect.parse else None
-        )
-        self.chat = endpoint == "chat"
-        self.cm: asyncio.Timeout | None = None
-        self.now = now
-        self.total_deadline = total_deadline
-        gap_s = self.gap_s = timeouts.gap_s
-        self.gap_armed = gap_s * (1.0 + GAP_SLACK)
-        self.rearm_every = gap_s * GAP_SLACK
-        self.armed_at = -1.0
-        self.phase = "response headers"
-        self.broken = False
-        self.arrivals = record.chunk_arrival_ns
-        self.chars = record.chunk_chars
-        self.counts: list[int] | None = None
-        self.stated = 0
-        self.unstated = 0
-        self.others = 0
-        self.emitted: list[int] | None = None
-        self.pieces: list[str] | None = [] if keep_text else None
-        self.t_first: int | None = None
-        self.t_last: int | None = None
-        self.t_end: int | None = None
-        self.after_done = 0
-        self.after_finish = 0
-        self.text_chars = 0
-
-    def take(self, evs: list[StampedEvent], ended: bool) -> None:
-        """``evs`` in order (``ended``: the events the body's end dispatched)."""
-        cm = self.cm
-        assert cm is not None
-        if cm.expired():
-            # the deadline passed and the task is being told: as the task's own loop,
-            # which never ran again after it, read nothing more
-            return
-        record = self.record
-        loads = orjson.loads
-        tokens_here = False
-        for raw, named, _id, t in evs:
-            if raw[:6] == b"[DONE]":
-                if self.t_end is None:
-                    record.saw_done = True
-                    self.t_end = t
-                    self.phase = "after done"
-                    cm.reschedule(
-                        min(self.total_deadline, self.now() + min(self.gap_s, AFTER_DONE_S))
-                    )
-                continue
-            if self.t_end is not None:
-                self.after_done += 1
-                continue
-            try:
-                obj = loads(raw)
-            except orjson.JSONDecodeError:
-                if named is not None and named not in ("message", "error"):
-                    continue
-                if ended and named != "error":
-                    break
-                if named == "error":
-                    fail(record, "error_event", f"error event: {raw[:200]!r}", t)
-                else:
-                    fail(record, *bad_event(raw), t)
-                self.broken = True
-                break
-            if not isinstance(obj, dict):
-                if named is not None and named not in ("message", "error"):
-                    continue
-                fail(record, "malformed", f"event is not an object: {raw[:120]!r}", t)
-                self.broken = True
-                break
-            err = obj.get("error")
-            if named == "error" or (err and not obj.get("choices")):
-                fail(record, "error_event", f"error event: {err or obj}", t)
-                self.broken = True
-                break
-            fast = self.fast(obj, self.chat) if self.fast is not None else None
-            if fast is not None:  # a token event: parse's ChunkInfo has only these three
-                text, finish, emitted_ns = fast
-                if text:
-                    self._token(record, t, text, None, emitted_ns)
-                    tokens_here = True
-                if finish is not None:
-                    record.finish_reason = finish
-                continue
-            info = self.parse(obj, self.endpoint)
-            text = info.text
-            n_stated = info.n_tokens
-            if n_stated is not None:
-                self.stated += n_stated
-            if text:
-                self._token(record, t, text, n_stated, info.emitted_ns)
-                tokens_here = True
-            if info.other_choices:
-                self.others += 1
-            if info.finish_reason is not None:
-                record.finish_reason = info.finish_reason
-            if info.prompt_tokens is not None:
-                record.prompt_tokens = info.prompt_tokens
-            if info.cached_tokens is not None:
-                record.cached_prompt_tokens = info.cached_tokens
-            if info.completion_tokens is not None:
-                record.completion_tokens = info.completion_tokens
-                record.total_tokens = info.total_tokens
-                record.count_source = "usage"
-        if tokens_here and self.t_end is None:
-            at = self.now()
-            if at - self.armed_at >= self.rearm_every:
-                self.armed_at = at
-                cm.reschedule(min(self.total_deadline, at + self.gap_armed))
-
-    def _token(
-        self,
-        record: RequestRecord,
-        t: int,
-        text: str,
-        n_stated: int | None,
-        emitted_ns: int | None,
-    ) -> None:
-        """One token-carrying event read at ``t`` (the fast path's and ``parse``'s alike)."""
-        if self.t_first is None:
-            self.t_first = record.t_first_ns = t
-            self.phase = "next token"
-        elif record.finish_reason is not None:
-            self.after_finish += 1  # the choice had ended
-        self.t_last = t
-        self.arrivals.append(t)
-        n_chars = len(text)
-        self.chars.append(n_chars)
-        self.text_chars += n_chars
-        if self.pieces is not None:
-            self.pieces.append(text)
-        if n_stated is None:
-            self.unstated += 1
-        else:
-            if self.counts is None:
-                self.counts = []
-            self.counts.append(n_stated)
-        if emitted_ns is not None:
-            if self.emitted is None:
-                self.emitted = []
-            self.emitted.append(emitted_ns)
+    return rd.finish(dialect, head_bytes)
 
 
 async def open_connections(
