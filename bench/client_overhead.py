@@ -12,6 +12,9 @@ streams, one request each:
   lean`` (both with ``--workers``, default 1),
 * ``minimal``: ``bench/minimal_client.py``, a 60-line aiohttp client that only stamps
   reads: the reference for how early an aiohttp client can stamp a token,
+* ``bare``: ``bench/bare_client.py``, an ``asyncio.Protocol`` on uvloop with no HTTP
+  library that only stamps reads (the framing decoded after the load): the floor of
+  client CPU per token for any Python client on uvloop,
 * GuideLLM 0.8.1, AIPerf 0.13.0 and ``vllm bench serve`` (each in its own venv under
   ``~/.cache/crossover/peers/``, installed with pip; what happened is recorded).
 
@@ -151,9 +154,9 @@ def run_tool(
     if transport is not None:
         argv = ot.crossover_argv(binary, url, c, tokens, work, transport, workers)
         env["CROSSOVER_FLOOR"] = str(work / "no-floor.json")  # a first-time user's state
-    elif tool == "minimal":
-        argv = ot.minimal_argv(sys.executable, ROOT / "bench" / "minimal_client.py", url, c,
-                               tokens, work)  # fmt: skip
+    elif tool in ("minimal", "bare"):
+        argv = ot.minimal_argv(sys.executable, ROOT / "bench" / f"{tool}_client.py", url, c,
+                               tokens, work, tool)  # fmt: skip
     else:
         assert tok_dir is not None
         argv = {"guidellm": ot.guidellm_argv, "aiperf": ot.aiperf_argv, "vllm": ot.vllm_argv}[tool](
@@ -168,7 +171,7 @@ def run_tool(
     truth = ot.truth_of_run(url, c)
     parse = {
         "crossover": ot.crossover_result, "crossover-lean": ot.crossover_result,
-        "minimal": ot.minimal_result,
+        "minimal": ot.minimal_result, "bare": lambda w: ot.minimal_result(w, "bare"),
         "guidellm": ot.guidellm_result, "aiperf": ot.aiperf_result, "vllm": ot.vllm_result,
     }[tool]  # fmt: skip
     res.update(parse(work))
@@ -332,10 +335,10 @@ def main() -> int:
         state = f"installed {rec.get('version')}" if rec["installed"] else "NOT installed"
         log(f"{p}: {state}")
     xo_bin = shutil.which("crossover", path=str(Path(sys.executable).parent)) or "crossover"
-    binaries = {"crossover": xo_bin, "minimal": sys.executable}
+    binaries = {"crossover": xo_bin, "minimal": sys.executable, "bare": sys.executable}
     binaries.update({p: installs[p]["bin"] for p in peers})
     binaries.update({CROSSOVER_TOOLS[t]: xo_bin for t in transports})
-    tools = [CROSSOVER_TOOLS[t] for t in transports] + ["minimal", *peers]
+    tools = [CROSSOVER_TOOLS[t] for t in transports] + ["minimal", "bare", *peers]
 
     from crossover.models.synth import ensure_synth
 

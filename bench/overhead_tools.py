@@ -287,12 +287,15 @@ def crossover_result(work: Path) -> dict[str, Any]:
     return res
 
 
-def minimal_argv(python: str, script: Path, url: str, c: int, tokens: int, work: Path) -> list[str]:
-    return [python, str(script), url, str(c), str(tokens), str(work / "minimal.json")]
+def minimal_argv(
+    python: str, script: Path, url: str, c: int, tokens: int, work: Path, name: str = "minimal"
+) -> list[str]:
+    return [python, str(script), url, str(c), str(tokens), str(work / f"{name}.json")]
 
 
-def minimal_result(work: Path) -> dict[str, Any]:
-    f = work / "minimal.json"
+def minimal_result(work: Path, name: str = "minimal") -> dict[str, Any]:
+    """The minimal (or bare) reference client's stamps, from its records."""
+    f = work / f"{name}.json"
     if not f.is_file():
         return {}
     recs = json.loads(f.read_text())
