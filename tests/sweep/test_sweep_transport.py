@@ -39,3 +39,26 @@ def test_an_unknown_transport_names_the_flag_or_the_key(tmp_path: Path) -> None:
                     "targets: [{name: a, url: 'http://127.0.0.1:9', model: m}]\n")  # fmt: skip
     with pytest.raises(UsageError, match="transport"):
         load_sweep_config(path)
+
+
+def test_a_target_s_own_transport_wins_over_the_sweep_s(tmp_path: Path) -> None:
+    # two targets on one engine that differ only in the client
+    targets = [
+        {"name": "a", "url": "http://127.0.0.1:9", "model": "m"},
+        {"name": "b", "url": "http://127.0.0.1:9", "model": "m", "transport": "lean"},
+    ]
+    cfg = build_sweep_config({**BASE, "targets": targets})
+    got = {}
+    for t in cfg.targets:
+        session = TargetSession(t, cfg, tmp_path, NVMLSampler())
+        run = session.run_config(["http://127.0.0.1:9"], "vllm", "m", Level("concurrency", 4))
+        got[t.name] = run.transport
+    assert got == {"a": "aiohttp", "b": "lean"}
+
+
+def test_a_target_s_unknown_transport_is_refused_naming_the_target(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("concurrency: [4]\noutput_tokens: 4\n"
+                    "targets: [{name: a, url: 'http://127.0.0.1:9', model: m, transport: curl}]\n")  # fmt: skip
+    with pytest.raises(UsageError, match="transport"):
+        load_sweep_config(path)

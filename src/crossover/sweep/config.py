@@ -110,6 +110,11 @@ class TargetConfig(BaseModel):
         min_length=1,
         description="this target's own levels (default: the sweep's), e.g. one engine goes further",
     )
+    transport: Transport | None = Field(
+        None,
+        description="this target's HTTP client (default: the sweep's transport), e.g. two "
+        "targets on one engine that differ only in the client",
+    )
     resources: dict[str, float] | None = Field(
         None,
         description="with --ray: the Ray resources this target's actor (its engine and load) "

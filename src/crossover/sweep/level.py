@@ -243,7 +243,7 @@ class TargetSession:
             timeouts=cfg.timeouts,
             allowed_failures=cfg.allowed_failures,
             workers=self.workers_for(level),
-            transport=cfg.transport,
+            transport=self.cfg.transport or cfg.transport,
             slo=cfg.per_request_slo(),
         )
 
