@@ -138,7 +138,7 @@ def test_first_wave_ttft_tells_an_arrival_effect_from_a_prefill_one() -> None:
     pooled, first = by["ttft_ms.p50"], by["first_wave_ttft_ms.p50"]
     assert (pooled.kind, pooled.below, pooled.above) == ("crossover", "A", "B")
     assert (first.kind, first.leader) == ("none", "A")
-    assert format_crossover(first).startswith("TTFT p50 (first wave): A leads over 1-64")
+    assert format_crossover(first).startswith("TTFT p50 (first wave): A leads B over 1-64")
     assert arrival_effects(list(by.values())) == [(pooled, first)]
     # where the first wave crosses too, the crossing is prefill: nothing to note
     for r in runs:

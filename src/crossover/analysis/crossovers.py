@@ -526,5 +526,9 @@ def format_crossover(x: Finding | Crossover) -> str:
             f"{_fmt_l(x.bracket[1])} {unit} ({x.reason})"
         )
     if x.leader is not None:
-        return f"{label}: {x.leader} leads over {span} {unit} (no crossover in the range measured)"
+        other = x.b if x.leader == x.a else x.a
+        return (
+            f"{label}: {x.leader} leads {other} over {span} {unit} "
+            "(no crossover in the range measured)"
+        )
     return f"{label}: {x.a} vs {x.b}: {x.reason} (levels {span})"
