@@ -70,3 +70,37 @@ def test_an_unknown_pre_that_splits_its_tokens_is_refused(
     hf_tokenizer._fix_and_check(vocab_gguf("ggml-vocab-llama-bpe.gguf"), tmp_path)
     fixed = json.loads((tmp_path / "tokenizer.json").read_text())
     assert fixed["pre_tokenizer"] == llama3["pre_tokenizer"]
+
+
+# transformers 5.17's converter output for Llama 3's vocabulary (seen on the H200): a
+# SentencePiece decoder and byte fallback on a byte-level BPE
+SPM_DECODER = {"type": "Sequence", "decoders": [
+    {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}  # fmt: skip
+
+
+def test_sentencepiece_parts_on_a_byte_level_bpe_are_replaced(
+    llama3: dict[str, Any], tmp_path: Path
+) -> None:
+    from crossover.builds.llamacpp import vocab_gguf
+
+    wrong = json.loads(json.dumps(llama3))
+    wrong["decoder"] = SPM_DECODER
+    wrong["normalizer"] = {"type": "Sequence", "normalizers": []}
+    wrong["model"]["byte_fallback"] = True
+    wrong["model"]["fuse_unk"] = True
+    assert round_trip_share(json.dumps(wrong)) < 0.9  # 55% measured: " the" decodes to "the"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(wrong))
+    hf_tokenizer._fix_and_check(vocab_gguf("ggml-vocab-llama-bpe.gguf"), tmp_path)
+    fixed = json.loads((tmp_path / "tokenizer.json").read_text())
+    assert round_trip_share(json.dumps(fixed)) == 1.0
+    text = "The contract's 12345 terms,\n\n  indented _contract"
+    assert _encode(fixed, text) == _encode(llama3, text)
+    assert not hf_tokenizer.set_byte_level_parts(fixed)  # nothing left to change
+
+
+def test_the_converter_is_found_where_this_transformers_keeps_it() -> None:
+    pytest.importorskip("transformers")
+    assert hf_tokenizer._gguf_converter() is not None

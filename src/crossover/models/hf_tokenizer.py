@@ -21,7 +21,7 @@ from crossover.errors import UsageError
 from crossover.models.gguf_meta import read_gguf_metadata
 
 # Bump when the way tokenizers are built changes, so cached ones are rebuilt.
-_RECIPE = 4
+_RECIPE = 5  # 5: byte-level BPE gets a byte-level decoder and no SentencePiece parts
 
 _RENAMES = {
     "ggml.model": "tokenizer_type",
@@ -151,12 +151,34 @@ def _drop_extra_tokens(backend: Any, n_tokens: int) -> Any:
     return Tokenizer.from_str(json.dumps(data))
 
 
+def _gguf_converter() -> Any:
+    """transformers' GGUF tokenizer converter, wherever this version keeps it: 5.24 in
+    ``integrations.gguf.gguf_tokenizer_mapping``; 4.x and 5.17 (the H200's) in
+    ``integrations.ggml``. Without it the build falls back to ``AutoTokenizer``, whose
+    GGUF path in 5.17 imports torch and gives Llama 3's vocabulary GPT-2's regex."""
+    import importlib
+
+    for module in (
+        "transformers.integrations.gguf.gguf_tokenizer_mapping",
+        "transformers.integrations.ggml",
+    ):
+        try:
+            found = getattr(importlib.import_module(module), "convert_gguf_tokenizer", None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
 def _fast_build(vocab_path: Path, out_dir: Path) -> bool:
     """Build through transformers' GGUF converter with our reader; False if unavailable."""
     try:
         from transformers import PreTrainedTokenizerFast
-        from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
     except ImportError:
+        return False
+    convert_gguf_tokenizer = _gguf_converter()
+    if convert_gguf_tokenizer is None:
         return False
     meta = read_gguf_metadata(vocab_path)
     arch = (
@@ -178,7 +200,8 @@ def _fast_build(vocab_path: Path, out_dir: Path) -> bool:
     backend = _drop_extra_tokens(backend, len(tok_dict["tokens"]))
     _match_llamacpp(backend, tok_dict, values)
     tokenizer_cls: Any = PreTrainedTokenizerFast  # untyped constructor in transformers
-    tok = tokenizer_cls(tokenizer_object=backend, **config, **extra)
+    # the converter's own keys win, as in transformers' GGUF path (5.17's repeats unk_token)
+    tok = tokenizer_cls(tokenizer_object=backend, **{**config, **extra})
     tok.save_pretrained(str(out_dir))
     return True
 
@@ -202,6 +225,30 @@ def set_pre_tokenizer(data: dict[str, Any], pre: str | None) -> bool:
         ],
     }
     return True
+
+
+def set_byte_level_parts(data: dict[str, Any]) -> bool:
+    """Give a byte-level BPE ``tokenizer.json`` (``data``, changed in place) the parts a
+    byte-level vocabulary has, whatever the converter added: a ``ByteLevel`` decoder, no
+    normalizer, no byte fallback. transformers 5.17 (the H200's) gave Llama 3's vocabulary
+    SentencePiece's decoder (``Replace "▁"``, ``ByteFallback``, and a ``Strip`` of the
+    first space), so a token such as " the" decoded to "the" and 45% of the vocabulary
+    failed the round trip. True where anything changed."""
+    model = data.get("model") or {}
+    if model.get("type") != "BPE":
+        return False
+    before = json.dumps([data.get("decoder"), data.get("normalizer"), model], sort_keys=True)
+    data["decoder"] = {
+        "type": "ByteLevel",
+        "add_prefix_space": True,
+        "trim_offsets": True,
+        "use_regex": True,
+    }
+    data["normalizer"] = None
+    model["byte_fallback"] = False
+    model["fuse_unk"] = False
+    after = json.dumps([data.get("decoder"), data.get("normalizer"), model], sort_keys=True)
+    return before != after
 
 
 def round_trip_share(tokenizer_json: str, sample: int = ROUND_TRIP_SAMPLE) -> float:
@@ -236,7 +283,8 @@ def _fix_and_check(vocab_path: Path, out_dir: Path) -> None:
         return
     pre = _decode(meta["tokenizer.ggml.pre"].value) if "tokenizer.ggml.pre" in meta else None
     data = json.loads(file.read_text())
-    if set_pre_tokenizer(data, pre):
+    changed = set_byte_level_parts(data)
+    if set_pre_tokenizer(data, pre) or changed:
         file.write_text(json.dumps(data, ensure_ascii=False))
     share = round_trip_share(file.read_text())
     if share < ROUND_TRIP_MIN:
