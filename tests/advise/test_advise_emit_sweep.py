@@ -70,6 +70,9 @@ def test_only_a_gguf_measures_llamacpp_and_says_what_was_left_out(
     assert "left out vllm-tp1-bf16: give --model-path with an HF folder or hub id" in text
     launch = config["targets"][0]["launch"]
     assert "quant" not in launch and "tp" not in launch  # llama-server refuses both
+    # its host prompt cache off (rule llamacpp-host-prompt-cache), said in the advice
+    assert launch["prompt_cache_mib"] == 0
+    assert "--cache-ram 0" in text
     assert out.read_text().startswith("# Measures the top candidates of crossover advise.")
 
 

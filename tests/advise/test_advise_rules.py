@@ -37,6 +37,7 @@ def test_every_rule_has_id_text_source() -> None:
         "vllm-custom-allreduce",
         "llamacpp-split-modes",
         "llamacpp-rpc-tcp",
+        "llamacpp-host-prompt-cache",
         "memory-fit",
     ]:
         assert rid in rules

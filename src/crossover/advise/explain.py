@@ -258,6 +258,12 @@ def recommendation(
     if traits is not None and traits.graphs_matter and regime != "high":
         reasons.append("CUDA graphs on: confirm from the startup log")
         rules.append("seed-5-cuda-graphs-verify")
+    if c.engine == "llamacpp":
+        reasons.append(
+            "--cache-ram 0: the default host prompt cache saves slot state per new request "
+            "on the server's thread"
+        )
+        rules.append("llamacpp-host-prompt-cache")
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
         others = [o["target"] for o in measured.get("other_targets") or []]

@@ -44,6 +44,8 @@ class Launch(BaseModel):
     pp: int | None = None
     parallel: int | None = None
     cuda_graphs: bool | None = None
+    #: llama.cpp's host prompt cache (--cache-ram): 0, rule llamacpp-host-prompt-cache
+    prompt_cache_mib: int | None = None
     quant: str | None = None
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -115,7 +117,11 @@ def _launch(
         # the quantization is the GGUF file's; GPUs are split with --split-mode
         split = str(cfg.get("split_mode") or ("layer" if pp > 1 else "none"))
         launch = Launch(
-            model=model, parallel=parallel, cuda_graphs=graphs, extra_args=["--split-mode", split]
+            model=model,
+            parallel=parallel,
+            cuda_graphs=graphs,
+            prompt_cache_mib=0,
+            extra_args=["--split-mode", split],
         )
         if quant and quant not in UNQUANTIZED and not quant.startswith("gguf-"):
             note = f"{model} must be a GGUF of the {quant} weights"
