@@ -90,6 +90,10 @@ def type_name(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(type_name(a) for a in args)
+    if origin is typing.Annotated:  # Annotated[int, Field(ge=1)]: the bounds are in the text
+        return type_name(args[0])
+    if origin is typing.Literal:
+        return " or ".join(f"`{a}`" for a in args)
     if origin is list:
         return f"list of {type_name(args[0])}"
     if origin is dict:
