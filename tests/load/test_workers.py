@@ -173,8 +173,10 @@ def test_a_trace_over_workers_keeps_its_times_and_lengths(server: str, tmp_path:
     t1 = [recs1[i].t_scheduled_ns or 0 for i in range(24)]
     t2 = [recs2[i].t_scheduled_ns or 0 for i in range(24)]
     assert [t - t1[0] for t in t1] == [t - t2[0] for t in t2]
+    # sent on time: a worker on its own clock would be off by its start-up (seconds); a
+    # loaded 2-core machine (server + 2 workers + a build) has been seen 75 ms late
     late_ms = [(r.t_send_ns - (r.t_scheduled_ns or 0)) / 1e6 for r in recs2.values()]
-    assert max(late_ms) < 50.0
+    assert max(late_ms) < 250.0
 
 
 def test_plan_shares_splits_sessions_whole_and_schedules_by_index() -> None:
