@@ -21,7 +21,7 @@ from typing import Any
 from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
-from crossover.errors import EngineError
+from crossover.errors import EngineError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
 from crossover.runner import Progress, WorkersRunner, execute, probe
@@ -187,7 +187,20 @@ class TargetSession:
     async def stop(self) -> None:
         if self.engines:
             engines, self.engines = self.engines, []
+            self._say_log_warnings(engines[0])
             await stop_all(engines)
+
+    def _say_log_warnings(self, engine: Any) -> None:
+        """The engine log's warnings (a kernel config fallen back to defaults, llama.cpp's
+        host prompt cache stalling its slots), said once the target's levels are done: what
+        ``crossover verify-config`` would print for the log."""
+        try:
+            found = engine.effective_settings().warnings
+        except (OSError, ValueError, UsageError):  # a log that cannot be read says nothing
+            return
+        for w in found:
+            where = f"{engine.log_path.name}, line {w.line}" if w.line else engine.log_path.name
+            self._say(f"{w.level}: {w.message} ({where})")
 
     # --- one level --------------------------------------------------------
     def warmup_for(self, level: Level) -> int:

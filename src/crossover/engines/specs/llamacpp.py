@@ -8,6 +8,7 @@ llama-cpp-python 0.3.36). -c is the total context, split across the slots.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 from crossover.engines import logpatterns as lp
@@ -29,6 +30,24 @@ from crossover.engines.spec import (
     refuse,
 )
 from crossover.errors import UsageError
+
+# tools/server/server-context.cpp (the pinned source): before a new task starts, idle
+# slots are saved into the host-RAM prompt cache (--cache-ram) on the main loop; once it
+# is full, each save first evicts its oldest entry with this line (the saves before then
+# are not logged at the default verbosity, so the count is a lower bound)
+HOST_CACHE_EVICTIONS = lp.WarningRule(
+    "host_prompt_cache_evictions",
+    "warning",
+    re.compile(
+        r"making room for prompt cache entry, removing oldest entry \(size = ([\d.]+) MiB\)"
+    ),
+    "llama-server saved slot state into its full host prompt cache at least {count} times "
+    "({0} MiB per entry): each save copies a slot's KV cache to host RAM on the server's "
+    "main loop while every slot waits (0.18 s per 280 MiB on an H200 host, where it cost "
+    "12x in TTFT at one user). --cache-ram 0 (prompt_cache_mib: 0) turns it off; a slot "
+    "still reuses its own prompt's prefix without it",
+    "llama.cpp tools/server/server-context.cpp (prompt cache, --cache-ram); seen on the H200",
+)
 
 FLAGS = FlagTable(
     flags=(
@@ -204,7 +223,7 @@ SPEC = EngineSpec(
     ),
     log_patterns=lp.LLAMACPP + logs_moe.LLAMACPP_MOE,
     absence_rules=lp.LLAMACPP_ABSENT,
-    warning_rules=logs_moe.LLAMACPP_WARN,
+    warning_rules=(*logs_moe.LLAMACPP_WARN, HOST_CACHE_EVICTIONS),
     detect=(
         r"llama_server: ",
         r"srv +load_model:",
