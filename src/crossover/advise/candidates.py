@@ -28,12 +28,23 @@ class AdviceRequest(BaseModel):
     engine_versions: dict[str, str] = Field(default_factory=dict)
     input_tokens: int = 512
     output_tokens: int = 256
+    #: the start of every prompt shared with other requests (a system prompt): served
+    #: from the prefix cache by the engines that keep one (``AdvisorTraits.prefix_cache``)
+    shared_prefix_tokens: int = 0
     concurrency: list[int] = Field(default_factory=lambda: [1, 8, 64])
     engines: list[str] = Field(default_factory=lambda: list(ENGINES))
     # GiB per GPU replacing an engine's measured overheads (key "*": every engine)
     reserve_gib: dict[str, float] = Field(default_factory=dict)
     # "calibrated": engine profiles fitted to measurements; "roofline": the upper bound
     predictions: Literal["calibrated", "roofline"] = "calibrated"
+
+    def cached_tokens(self, engine: str) -> int:
+        """The prompt tokens ``engine`` serves from its prefix cache (warm: the shared
+        prefix was seen before), 0 for an engine without one."""
+        from crossover.engines import registry
+
+        traits = registry.get(engine).advise
+        return self.shared_prefix_tokens if traits is not None and traits.prefix_cache else 0
 
     def reserve_for(self, engine: str) -> float | None:
         return self.reserve_gib.get(engine, self.reserve_gib.get("*"))

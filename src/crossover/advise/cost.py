@@ -363,9 +363,12 @@ def predict(
     input_tokens: int,
     output_tokens: int,
     max_batch: int | None = None,
+    cached_tokens: int = 0,
 ) -> Prediction:
     """Steady state of a closed loop at ``concurrency``: each request costs one prefill
-    and ``output_tokens`` decode steps; the cycle time gives per-user and total rates."""
+    and ``output_tokens`` decode steps; the cycle time gives per-user and total rates.
+    ``cached_tokens``: each prompt's start served from the engine's prefix cache (not
+    prefilled; attention still reads it)."""
     gpu = system.gpu
     batch = max(1, min(concurrency, max_batch if max_batch is not None else concurrency))
     ctx = input_tokens + output_tokens / 2
@@ -377,7 +380,7 @@ def predict(
     decode_ms = stage * layout.pp
     comm = comm_ms(model, layout, curve, max(1, round(micro)))
     step = decode_ms + comm
-    pre = prefill_ms(model, gpu, layout, quant, curve, input_tokens)
+    pre = prefill_ms(model, gpu, layout, quant, curve, max(1, input_tokens - cached_tokens))
     cycle_ms = output_tokens * step + batch * pre
     per_user = output_tokens / cycle_ms * 1e3
     return Prediction(

@@ -258,8 +258,12 @@ def terms(
     output_tokens: int,
     max_batch: int | None = None,
     allreduce_floor_us: float = 0.0,
+    cached_tokens: int = 0,
 ) -> Terms:
+    """``cached_tokens``: the start of each prompt an engine serves from its prefix cache
+    (a shared system prompt): not prefilled, but read by attention like the rest."""
     gpu = system.gpu
+    new_tokens = max(1, input_tokens - cached_tokens)
     batch = max(1, min(concurrency, max_batch if max_batch is not None else concurrency))
     micro = max(1, round(batch / layout.pp)) if batch >= layout.pp else batch
     ctx = input_tokens + output_tokens / 2
@@ -268,7 +272,7 @@ def terms(
     read = cost.touched_weight_bytes(model, quant, micro) / layout.gpus
     read += micro * ctx * cost.kv_bytes_per_token_per_gpu(model, layout)
     stage_flops = 2 * model.active_params * micro / layout.gpus
-    prompt_flops = 2 * model.active_params * input_tokens / layout.tp
+    prompt_flops = 2 * model.active_params * new_tokens / layout.tp
     return Terms(
         batch=batch,
         layers=model.layers,
@@ -279,9 +283,9 @@ def terms(
         comm_ms=_comm(model, layout, curve, micro, allreduce_floor_us),
         prefill_comp_ms=prompt_flops * batch / peak * 1e3,
         prefill_mem_ms=cost.weight_bytes(model, quant) / layout.tp / bw * 1e3,
-        prefill_comm_ms=batch * _comm(model, layout, curve, input_tokens, allreduce_floor_us),
+        prefill_comm_ms=batch * _comm(model, layout, curve, new_tokens, allreduce_floor_us),
         one_prefill_comp_ms=prompt_flops / peak * 1e3,
-        one_prefill_comm_ms=_comm(model, layout, curve, input_tokens, allreduce_floor_us),
+        one_prefill_comm_ms=_comm(model, layout, curve, new_tokens, allreduce_floor_us),
     )
 
 
@@ -344,8 +348,10 @@ def predict(
     input_tokens: int,
     output_tokens: int,
     max_batch: int | None = None,
+    cached_tokens: int = 0,
 ) -> Prediction:
-    """``cost.predict``'s answer with the profile's measured efficiencies."""
+    """``cost.predict``'s answer with the profile's measured efficiencies
+    (``cached_tokens``: each prompt's start served from the engine's prefix cache)."""
     t = terms(
         model,
         system,
@@ -357,6 +363,7 @@ def predict(
         output_tokens=output_tokens,
         max_batch=max_batch,
         allreduce_floor_us=profile.allreduce_floor_us,
+        cached_tokens=cached_tokens,
     )
     s = evaluate(t, profile)
     bound = "memory" if s.mem_ms >= s.comp_ms else "compute"

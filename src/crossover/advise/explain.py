@@ -96,6 +96,7 @@ def predict_candidate(
             input_tokens=req.input_tokens,
             output_tokens=req.output_tokens,
             max_batch=max_batch,
+            cached_tokens=req.cached_tokens(c.engine),
         )
     return efficiency.predict(
         req.model,
@@ -108,6 +109,7 @@ def predict_candidate(
         input_tokens=req.input_tokens,
         output_tokens=req.output_tokens,
         max_batch=max_batch,
+        cached_tokens=req.cached_tokens(c.engine),
     )
 
 
@@ -258,6 +260,14 @@ def recommendation(
     if traits is not None and traits.graphs_matter and regime != "high":
         reasons.append("CUDA graphs on: confirm from the startup log")
         rules.append("seed-5-cuda-graphs-verify")
+    if req.shared_prefix_tokens:
+        cached = req.cached_tokens(c.engine)
+        reasons.append(
+            f"prefix cache: {cached} of {req.input_tokens} prompt tokens served from it, "
+            "not prefilled"
+            if cached
+            else f"no prefix cache: all {req.input_tokens} prompt tokens prefilled"
+        )
     if c.engine == "llamacpp":
         reasons.append(
             "--cache-ram 0: the default host prompt cache saves slot state per new request "

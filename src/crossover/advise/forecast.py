@@ -121,8 +121,15 @@ def forecast(
     input_tokens: int,
     output_tokens: int,
     calibration: Calibration | None = None,
+    shared_prefix_tokens: int = 0,
 ) -> list[ForecastRow]:
-    """One row per (target, concurrency): calibrated estimate and roofline bound."""
+    """One row per (target, concurrency): calibrated estimate and roofline bound
+    (``shared_prefix_tokens``: each prompt's shared start, not prefilled by the engines
+    with a prefix cache)."""
+    from crossover.engines import registry
+
+    if not 0 <= shared_prefix_tokens < input_tokens:
+        raise UsageError("--shared-prefix-tokens must be from 0 to below --input-tokens")
     cal = calibration if calibration is not None else load_calibration()
     layout = Layout()
     curve = cost.NoComm()
@@ -143,12 +150,15 @@ def forecast(
             raise UsageError(f"{t.name}: the weights do not fit one {system.gpu.id}")
         name, note = _profile_note(cal, t.engine)
         profile = cal.profile(t.engine)
+        traits = registry.get(t.engine).advise
+        cached = shared_prefix_tokens if traits is not None and traits.prefix_cache else 0
         for c in t.concurrency:
             kw: dict[str, Any] = {
                 "concurrency": c,
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
                 "max_batch": max(1, fit.max_concurrency),
+                "cached_tokens": cached,
             }
             roof = cost.predict(facts, system, layout, quant, curve, **kw)
             est = (
@@ -244,6 +254,7 @@ def document(
     command: str,
     date: str,
     calibration: Calibration,
+    shared_prefix_tokens: int = 0,
 ) -> dict[str, Any]:
     notes = sorted({f"{r.target}: {r.profile_note}" for r in rows})
     return {
@@ -263,7 +274,11 @@ def document(
             "moe_layers": model.moe_layers,
             "vocab": model.vocab,
         },
-        "workload": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        "workload": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "shared_prefix_tokens": shared_prefix_tokens,
+        },
         "calibration": {
             "command": calibration.command,
             "gpu": calibration.gpu,
@@ -284,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", required=True)
     parser.add_argument("--input-tokens", type=int, required=True)
     parser.add_argument("--output-tokens", type=int, required=True)
+    parser.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=0,
+        help="each prompt's shared start, served from the prefix cache where the engine has one",
+    )
     parser.add_argument("--concurrency", default="1,2,4,8,16,32,64,128,256")
     parser.add_argument(
         "--target", action="append", required=True, help="NAME=ENGINE:QUANT[@C1,C2,...]"
@@ -317,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             input_tokens=args.input_tokens,
             output_tokens=args.output_tokens,
             calibration=cal,
+            shared_prefix_tokens=args.shared_prefix_tokens,
         )
     except (UsageError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -343,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             rows,
             input_tokens=args.input_tokens,
             output_tokens=args.output_tokens,
+            shared_prefix_tokens=args.shared_prefix_tokens,
             command=command,
             date=args.date or dt.date.today().isoformat(),
             calibration=cal,

@@ -200,6 +200,12 @@ def advise_command(
     ),
     input_tokens: int = typer.Option(512, "--input-tokens"),
     output_tokens: int = typer.Option(256, "--output-tokens"),
+    shared_prefix_tokens: int = typer.Option(
+        0,
+        "--shared-prefix-tokens",
+        help="the start of every prompt that other requests share (a system prompt): engines "
+        "with a prefix cache (vLLM, SGLang, TensorRT-LLM, a llama.cpp slot) skip its prefill",
+    ),
     concurrency: str = typer.Option("1,8,64", "--concurrency"),
     results: Path | None = typer.Option(None, "--results", help="sweep dir with sweep.json"),
     allreduce_table: Path | None = typer.Option(
@@ -265,6 +271,7 @@ def advise_command(
         engine_versions=parse_versions(engine_versions),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        shared_prefix_tokens=shared_prefix_tokens,
         concurrency=parse_int_list(concurrency, "--concurrency"),
         reserve_gib=parse_reserve(reserve_gib),
         predictions="roofline" if roofline else "calibrated",

@@ -105,6 +105,9 @@ class AdvisorTraits:
     borrows_profile: str | None = None
     #: CUDA graphs matter below high concurrency (rule seed-5-cuda-graphs-verify)
     graphs_matter: bool = True
+    #: serves a prompt's start that an earlier request shared from cache, as launched by
+    #: default (vLLM's and SGLang's prefix caches, a llama.cpp slot's own prompt)
+    prefix_cache: bool = False
 
 
 @dataclass(frozen=True)

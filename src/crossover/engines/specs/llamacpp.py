@@ -242,5 +242,5 @@ SPEC = EngineSpec(
     plan=PlanTraits(
         writer="crossover.plan.builder:gguf_script", fields=plan_fields, formats="gguf"
     ),
-    advise=AdvisorTraits(preference=(1, 2, 3)),
+    advise=AdvisorTraits(preference=(1, 2, 3), prefix_cache=True),
 )

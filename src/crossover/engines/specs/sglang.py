@@ -197,5 +197,5 @@ SPEC = EngineSpec(
     ep_flag="--ep-size {n}",
     quality=QualityAPI(completion_fields={"ignore_eos": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
-    advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm"),
+    advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm", prefix_cache=True),
 )

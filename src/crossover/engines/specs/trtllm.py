@@ -132,5 +132,6 @@ SPEC = EngineSpec(
     model_is_local=False,
     source="tensorrt_llm/commands/serve.py; tensorrt_llm/llmapi/llm_args.py",
     plan=PlanTraits(writer="crossover.plan.nvidia:plan_trtllm", versioned=True),
-    advise=AdvisorTraits(preference=(0, 0, 2), borrows_profile="vllm"),
+    # KvCacheConfig.enable_block_reuse defaults to True (TensorRT-LLM LLM API reference)
+    advise=AdvisorTraits(preference=(0, 0, 2), borrows_profile="vllm", prefix_cache=True),
 )

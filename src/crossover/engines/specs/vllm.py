@@ -190,5 +190,5 @@ SPEC = EngineSpec(
     ep_flag="--enable-expert-parallel",
     quality=QualityAPI(completion_fields={"ignore_eos": True, "return_tokens_as_token_ids": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
-    advise=AdvisorTraits(preference=(2, 1, 0)),
+    advise=AdvisorTraits(preference=(2, 1, 0), prefix_cache=True),
 )
