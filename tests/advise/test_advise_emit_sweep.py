@@ -89,3 +89,21 @@ def test_the_real_gemma_gguf_passes_check_on_this_machine(
     rc, out = _advise(tmp_path, "--gpu", "H200", "--model", str(gguf))
     assert rc == 0
     assert main(["sweep", "--config", str(out), "--check"]) == 0, capsys.readouterr()
+
+
+def test_a_shared_prefix_is_the_emitted_sweep_s_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The advice assumed 2,048 of 2,112 prompt tokens shared: the sweep that proves it
+    sends one 2,048-token prefix before each prompt's own 64 tokens."""
+    rc, out = _advise(tmp_path, "--gpu", "H200", "--model", "llama-3.1-8b", "--model-path", HF,
+                      "--model-path", GGUF, "--input-tokens", "2112",
+                      "--shared-prefix-tokens", "2048")  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    config = yaml.safe_load(out.read_text())
+    assert (config["input_tokens"], config["shared_prefix"]) == (64, "1x2048")
+    assert main(["sweep", "--config", str(out), "--check", "--remote"]) == 0, (
+        capsys.readouterr().out
+    )
+    rc, plain = _advise(tmp_path, "--gpu", "H200", "--model", "llama-3.1-8b", "--model-path", HF)
+    assert rc == 0 and "shared_prefix" not in yaml.safe_load(plain.read_text())

@@ -63,6 +63,9 @@ class SweepConfig(BaseModel):
     requests_per_level: int
     output_tokens: int
     input_tokens: int
+    #: the advice's shared prefix as the sweep's workload: one prefix of N tokens before
+    #: each prompt's own ``input_tokens`` (crossover sweep's ``shared_prefix: 1xN``)
+    shared_prefix: str | None = None
     repeats: int = 3
     targets: list[SweepTarget]
     #: candidates not in ``targets`` and why (their files were not given, ...)
@@ -84,6 +87,8 @@ class SweepConfig(BaseModel):
         lines += [f"# note: {n}" for n in self.notes]
         lines += [f"# left out: {n}" for n in self.left_out]
         data = self.model_dump()
+        if data.get("shared_prefix") is None:
+            del data["shared_prefix"]
         for target, model in zip(data["targets"], self.targets, strict=True):
             target["launch"] = model.launch.model_dump(exclude_defaults=True)
         return "\n".join(lines) + "\n" + yaml.safe_dump(data, sort_keys=False)
@@ -203,12 +208,14 @@ def emit_sweep(
         targets.append(SweepTarget(name=name, engine=engine, launch=launch))
         if len(targets) >= max_targets:
             break
+    shared = int(workload.get("shared_prefix_tokens") or 0)
     return SweepConfig(
         name=f"advise-{advice['model']['name']}-{advice['hardware']['gpu']}".replace("/", "_"),
         concurrency=levels,
         requests_per_level=defaults.level_requests(max(levels)),
         output_tokens=int(workload["output_tokens"]),
-        input_tokens=int(workload["input_tokens"]),
+        input_tokens=int(workload["input_tokens"]) - shared,
+        shared_prefix=f"1x{shared}" if shared else None,
         repeats=repeats,
         targets=targets,
         left_out=left_out,
