@@ -245,9 +245,11 @@ def test_emit_sweep_shape() -> None:
         "requests_per_level",
         "output_tokens",
         "input_tokens",
+        "shared_prefix",
         "repeats",
         "targets",
     }
+    assert back["shared_prefix"] is None  # no shared prefix asked for (to_yaml leaves it out)
     assert back["concurrency"] == [1, 8, 64]
     assert 1 <= len(back["targets"]) <= 4
     names = [t["name"] for t in back["targets"]]
