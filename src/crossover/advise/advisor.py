@@ -68,11 +68,7 @@ def advise(
         cal = calibration if calibration is not None else load_calibration()
     if req.input_tokens < 1 or req.output_tokens < 1:
         raise UsageError("--input-tokens and --output-tokens must be >= 1")
-    if not 0 <= req.shared_prefix_tokens < req.input_tokens:
-        raise UsageError(
-            f"--shared-prefix-tokens must be from 0 to below --input-tokens "
-            f"({req.input_tokens}): got {req.shared_prefix_tokens}"
-        )
+    cost.check_shared_prefix(req.shared_prefix_tokens, req.input_tokens)
     quant = normalize_quant(req.quant or quant_from_config(model) or _default_quant(model))
     curve = curve or cost.default_curve(system)
     regimes = regimes_for(req.concurrency)

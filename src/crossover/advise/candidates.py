@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from crossover.advise import memory, moe
-from crossover.advise.cost import Layout, MemoryFit
+from crossover.advise.cost import Layout, MemoryFit, cached_prefix_tokens
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
 from crossover.advise.rules import ENGINES, Verdict, check_tp_heads, cite, kernel_check, rule
@@ -39,12 +39,8 @@ class AdviceRequest(BaseModel):
     predictions: Literal["calibrated", "roofline"] = "calibrated"
 
     def cached_tokens(self, engine: str) -> int:
-        """The prompt tokens ``engine`` serves from its prefix cache (warm: the shared
-        prefix was seen before), 0 for an engine without one."""
-        from crossover.engines import registry
-
-        traits = registry.get(engine).advise
-        return self.shared_prefix_tokens if traits is not None and traits.prefix_cache else 0
+        """The prompt tokens ``engine`` serves from its prefix cache."""
+        return cached_prefix_tokens(engine, self.shared_prefix_tokens)
 
     def reserve_for(self, engine: str) -> float | None:
         return self.reserve_gib.get(engine, self.reserve_gib.get("*"))

@@ -332,6 +332,30 @@ def comm_ms(model: ModelFacts, layout: Layout, curve: AllReduceCurve, tokens: in
     return ms
 
 
+def prefilled_tokens(input_tokens: int, cached_tokens: int) -> int:
+    """The prompt tokens an engine prefills when it serves ``cached_tokens`` of them from
+    its prefix cache (at least one: the last token is always computed)."""
+    return max(1, input_tokens - cached_tokens)
+
+
+def cached_prefix_tokens(engine: str, shared_prefix_tokens: int) -> int:
+    """The shared prompt start ``engine`` serves from its prefix cache as launched by
+    default (``AdvisorTraits.prefix_cache``; warm: the prefix was seen before), else 0."""
+    from crossover.engines import registry
+
+    traits = registry.get(engine).advise
+    return shared_prefix_tokens if traits is not None and traits.prefix_cache else 0
+
+
+def check_shared_prefix(shared_prefix_tokens: int, input_tokens: int) -> None:
+    """A shared prefix must leave each prompt a token of its own."""
+    if not 0 <= shared_prefix_tokens < input_tokens:
+        raise UsageError(
+            f"--shared-prefix-tokens must be from 0 to below --input-tokens "
+            f"({input_tokens}): got {shared_prefix_tokens}"
+        )
+
+
 def prefill_ms(
     model: ModelFacts,
     gpu: GpuSpec,
@@ -380,7 +404,9 @@ def predict(
     decode_ms = stage * layout.pp
     comm = comm_ms(model, layout, curve, max(1, round(micro)))
     step = decode_ms + comm
-    pre = prefill_ms(model, gpu, layout, quant, curve, max(1, input_tokens - cached_tokens))
+    pre = prefill_ms(
+        model, gpu, layout, quant, curve, prefilled_tokens(input_tokens, cached_tokens)
+    )
     cycle_ms = output_tokens * step + batch * pre
     per_user = output_tokens / cycle_ms * 1e3
     return Prediction(

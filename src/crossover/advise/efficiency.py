@@ -263,7 +263,7 @@ def terms(
     """``cached_tokens``: the start of each prompt an engine serves from its prefix cache
     (a shared system prompt): not prefilled, but read by attention like the rest."""
     gpu = system.gpu
-    new_tokens = max(1, input_tokens - cached_tokens)
+    new_tokens = cost.prefilled_tokens(input_tokens, cached_tokens)
     batch = max(1, min(concurrency, max_batch if max_batch is not None else concurrency))
     micro = max(1, round(batch / layout.pp)) if batch >= layout.pp else batch
     ctx = input_tokens + output_tokens / 2

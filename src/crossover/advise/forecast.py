@@ -126,10 +126,7 @@ def forecast(
     """One row per (target, concurrency): calibrated estimate and roofline bound
     (``shared_prefix_tokens``: each prompt's shared start, not prefilled by the engines
     with a prefix cache)."""
-    from crossover.engines import registry
-
-    if not 0 <= shared_prefix_tokens < input_tokens:
-        raise UsageError("--shared-prefix-tokens must be from 0 to below --input-tokens")
+    cost.check_shared_prefix(shared_prefix_tokens, input_tokens)
     cal = calibration if calibration is not None else load_calibration()
     layout = Layout()
     curve = cost.NoComm()
@@ -150,8 +147,7 @@ def forecast(
             raise UsageError(f"{t.name}: the weights do not fit one {system.gpu.id}")
         name, note = _profile_note(cal, t.engine)
         profile = cal.profile(t.engine)
-        traits = registry.get(t.engine).advise
-        cached = shared_prefix_tokens if traits is not None and traits.prefix_cache else 0
+        cached = cost.cached_prefix_tokens(t.engine, shared_prefix_tokens)
         for c in t.concurrency:
             kw: dict[str, Any] = {
                 "concurrency": c,
