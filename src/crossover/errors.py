@@ -54,6 +54,12 @@ class EngineError(CrossoverError):
         return last if len(last) <= 200 else last[:199] + "…"
 
 
+class TargetUnreachableError(EngineError):
+    """A URL target stopped answering during a sweep: its remaining levels are not run
+    this time (the same command resumes them) while the sweep goes on with the other
+    targets; the sweep then exits non-zero, naming what was not measured."""
+
+
 class NodeLostError(EngineError):
     """The Ray node running a target's work (its engine, its load) died or left the
     cluster: the level in flight fails (``node_lost``) and is redone on resume."""

@@ -246,9 +246,26 @@ def sweep(
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
         raise InvalidRunError(
-            f"{len(invalid)} of {len(outcome.sweep.runs)} runs are not valid "
-            "(shown, never used as points); --allow-invalid to exit 0"
+            invalid_line(len(invalid), len(outcome.sweep.runs), outcome.failed_levels)
         )
+
+
+def invalid_line(invalid: int, runs: int, failed_levels: list[str]) -> str:
+    """The sweep's last line when something did not verify or was not measured: what,
+    and the cures (resume, redo, or accept)."""
+    parts = []
+    if invalid:
+        parts.append(
+            f"{invalid} of {runs} runs are not valid (shown, never used as points); "
+            "--redo-invalid measures them again"
+        )
+    if failed_levels:
+        n = len(failed_levels)
+        parts.append(
+            f"{n} failed or unmeasured level line{'s' if n != 1 else ''} above; "
+            "the same command resumes what was not measured"
+        )
+    return "; ".join(parts) + "; --allow-invalid to exit 0"
 
 
 def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:

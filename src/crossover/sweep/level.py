@@ -21,7 +21,7 @@ from typing import Any
 from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
-from crossover.errors import EngineError, UsageError
+from crossover.errors import EngineError, TargetUnreachableError, UsageError
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
 from crossover.runner import Progress, WorkersRunner, execute, probe
@@ -263,13 +263,16 @@ class TargetSession:
     async def prepare(self, level: Level) -> RunConfig:
         """The engine up (or the URLs answering) and the level's run config; an engine
         that will not start raises ``EngineError``, a URL that does not answer
-        ``UsageError``."""
+        ``TargetUnreachableError`` (the sweep goes on with its other targets)."""
         urls, dialect, model = await self.ensure_engine()
         run_cfg = self.run_config(urls, dialect, model, level)
         self.warm = True
         if self.cfg.launch is None:
             for u in urls:
-                await asyncio.to_thread(probe, u, {})
+                try:
+                    await asyncio.to_thread(probe, u, {})
+                except UsageError as exc:
+                    raise TargetUnreachableError(str(exc)) from None
         return run_cfg
 
     async def measure(

@@ -35,7 +35,7 @@ from crossover.analysis import (
 from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, ServerMetricsSample
 from crossover.config import RunConfig
-from crossover.errors import EngineError, NodeLostError, UsageError
+from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.metrics.summary import RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_id
@@ -284,6 +284,9 @@ class SweepRunner:
         except NodeLostError as exc:
             self.failed_levels.append(f"{name} {level.label} r={r}: {exc}")
             return False
+        except TargetUnreachableError as exc:
+            self.failed_levels.append(f"{name} {level.label} r={r}: {exc}")
+            raise
         except EngineError as exc:
             said = f" (its log ends: {exc.cause})" if exc.cause else ""
             self.failed_levels.append(f"{name} {level.label}: engine failed to start: {exc}{said}")
@@ -329,8 +332,15 @@ class SweepRunner:
             for i, (c, r) in enumerate(todo):
                 try:
                     going = await self._level(t, backend, c, r)
-                except EngineError:
-                    # the engine would not start: the rest of this target cannot run
+                except EngineError as exc:
+                    # the engine would not start (or its URL stopped answering): the rest
+                    # of this target cannot run now; the other targets still do
+                    left = ", ".join(f"{lv.label} r={rep}" for lv, rep in todo[i + 1 :])
+                    if left and isinstance(exc, TargetUnreachableError):
+                        self.failed_levels.append(
+                            f"{t.cfg.name}: not run, its server stopped answering "
+                            f"(the same command resumes them): {left}"
+                        )
                     break
                 if not going:
                     left = ", ".join(f"{lv.label} r={rep}" for lv, rep in todo[i + 1 :])
