@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,18 @@ def test_a_closed_loop_run_and_an_open_loop_run_are_refused(
     (tmp_path / "b.json").write_text(json.dumps(b))
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     assert "a concurrency run vs a rate run" in capsys.readouterr().err
+
+
+def test_a_wide_ratio_interval_stays_positive_and_reads_unambiguously() -> None:
+    """Two noisy repeats a side (today: '-0.608-2.792x', a linear interval crossing zero
+    written with a hyphen between): the log-space interval is positive, holds the ratio,
+    and its two ends are written apart."""
+    before = _sweep({4: (10.0, 30.0)})
+    after = _sweep({4: (8.0, 40.0)})
+    row = _row(compare_sweeps(before, after), "A c=4", "TTFT p50 ms")
+    lo, hi = row.ratio_interval
+    assert 0.0 < lo < row.ratio < hi
+    assert abs(math.log(row.ratio) - (math.log(lo) + math.log(hi)) / 2) < 1e-9
+    cell = row.cells()[5]
+    assert cell.startswith("[") and cell.endswith("x]") and ", " in cell
+    assert row.change == "no significant change"

@@ -105,6 +105,65 @@ def _mean_halfwidth(x: np.ndarray, confidence: float) -> float:
     return t_ppf(0.5 + confidence / 2.0, n - 1) * se
 
 
+@dataclass(frozen=True)
+class RatioInterval:
+    """``mean(a) / mean(b)`` with a two-sided confidence interval ``[lo, hi]`` found in
+    log space, so it is never below zero and a halving reads like a doubling."""
+
+    ratio: float
+    lo: float
+    hi: float
+    method: str
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 1."""
+        return self.lo > 1.0 or self.hi < 1.0
+
+
+def ratio_interval(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    noise_floor_rel: float = 0.03,
+) -> RatioInterval | None:
+    """Ratio of means of two groups of repeats, with its interval in log space.
+
+    The log of a mean has standard error ``sd / (sqrt(n) * mean)`` (the delta method);
+    with two or more repeats a side the two are combined as Welch's are (unequal
+    variances, Welch-Satterthwaite degrees of freedom). A side with one run cannot tell
+    its own noise: the half-width is then ``log(1 + noise_floor_rel)``, widened to the
+    t half-width of the side that has repeats if that is larger (as
+    :func:`difference_interval` does). None when a mean is not positive (no log).
+    """
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("ratio_interval needs at least one value on each side")
+    ma, mb = float(xa.mean()), float(xb.mean())
+    if ma <= 0.0 or mb <= 0.0:
+        return None
+    log_r = math.log(ma / mb)
+    z = 0.5 + confidence / 2.0
+    if xa.size >= 2 and xb.size >= 2:
+        va = float(np.var(xa, ddof=1)) / (xa.size * ma * ma)
+        vb = float(np.var(xb, ddof=1)) / (xb.size * mb * mb)
+        var = va + vb
+        if var == 0.0:
+            return RatioInterval(ma / mb, ma / mb, ma / mb, "welch")
+        df = var * var / (va * va / (xa.size - 1) + vb * vb / (xb.size - 1))
+        half = t_ppf(z, df) * math.sqrt(var)
+        method = "welch"
+    else:
+        half = math.log1p(noise_floor_rel)
+        for side, m in ((xa, ma), (xb, mb)):
+            if side.size >= 2:
+                half = max(half, _mean_halfwidth(side, confidence) / m)
+        method = "noise_floor"
+    return RatioInterval(ma / mb, math.exp(log_r - half), math.exp(log_r + half), method)
+
+
 def difference_interval(
     a: Sequence[float],
     b: Sequence[float],

@@ -6,11 +6,12 @@ level, over valid runs only (mean over repeats); targets are paired by name, or,
 when each sweep has a single target, with each other. Two sweeps along different
 axes (concurrency levels against arrival rates) are not comparable.
 
-A change is called better or worse only when the 95% interval of the difference
-excludes zero, as a crossover is claimed (``crossover.analysis.stats``): Welch's
-interval over the repeats when both sides have two or more, else the assumed 3%
-run-to-run noise (one run has no spread of its own; the notes say which). Otherwise
-the row says ``no significant change``.
+A change is called better or worse only when the 95% interval of the ratio excludes
+1 (``crossover.analysis.stats.ratio_interval``): the interval is found in log space,
+so it is never below zero and reads ``[0.608x, 2.792x]``; Welch's over the repeats
+when both sides have two or more, else the assumed 3% run-to-run noise (one run has no
+spread of its own; the notes say which). Otherwise the row says ``no significant
+change``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from crossover.analysis.schema import SweepFile, level_label, summary_value
-from crossover.analysis.stats import DiffInterval, difference_interval
+from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
 from crossover.errors import UsageError
 from crossover.metrics.summary import RunSummary
 from crossover.report.load import is_sweep, load_run, load_sweep
@@ -96,6 +97,13 @@ class CompareRow:
 
     @property
     def ratio_interval(self) -> tuple[float, float] | None:
+        """after / before with its 95% interval, found in log space (never below zero);
+        from the difference's interval where a mean is not positive."""
+        if not self.before_values or not self.after_values:
+            return None
+        found = ratio_interval(self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR)
+        if found is not None:
+            return (found.lo, found.hi)
         d, b = self.diff, self.before
         if d is None or b is None or b == 0:
             return None
@@ -103,12 +111,19 @@ class CompareRow:
 
     @property
     def change(self) -> Literal["better", "worse", "no significant change", ""]:
-        d = self.diff
-        if d is None or self.ratio is None:
+        if self.ratio is None or not self.before_values or not self.after_values:
             return ""
-        if not d.significant:
+        found = ratio_interval(self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR)
+        if found is not None:
+            significant, up = found.significant, found.ratio > 1.0
+        else:
+            d = self.diff
+            if d is None:
+                return ""
+            significant, up = d.significant, d.mean > 0
+        if not significant:
             return NO_CHANGE
-        return "better" if (d.mean > 0) == self.metric.higher_is_better else "worse"
+        return "better" if up == self.metric.higher_is_better else "worse"
 
     def cells(self) -> tuple[str, str, str, str, str, str, str]:
         d = self.metric.digits
@@ -123,7 +138,7 @@ class CompareRow:
             fmt(self.before),
             fmt(self.after),
             "-" if r is None else f"{r:.3f}x",
-            "-" if iv is None else f"{iv[0]:.3f}-{iv[1]:.3f}x",
+            "-" if iv is None else f"[{iv[0]:.3f}x, {iv[1]:.3f}x]",
             self.change,
         )
 
