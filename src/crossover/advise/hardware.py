@@ -188,7 +188,7 @@ def find_entry(name: str) -> GpuEntry:
     close = closest_names(name)
     near = f"closest: {', '.join(close)}" if close else "no close name"
     raise UsageError(
-        f"unknown GPU {name!r}; {near} (crossover advise --list-gpus lists the "
+        f"unknown GPU {name!r}; {near} (crossover gpus lists the "
         f"{len(_entries())} known; --gpu-spec describes any other)"
     )
 
