@@ -270,6 +270,7 @@ def parse_gpu_spec(text: str) -> dict[str, Any]:
     Units are required for memory (GiB, GB, MiB, TB...) and bandwidth (GB/s, TB/s, GiB/s);
     tensor figures are dense TFLOPS (a bare number) or carry TFLOPS/PFLOPS."""
     out: dict[str, Any] = {}
+    seen: set[str] = set()
     for item in text.split(","):
         if not item.strip():
             continue
@@ -280,8 +281,9 @@ def parse_gpu_spec(text: str) -> dict[str, Any]:
                 f"--gpu-spec wants KEY=VALUE[,...] with KEY in {', '.join(SPEC_KEYS)}; "
                 f"got {item.strip()!r}"
             )
-        if key in out:
+        if key in seen:
             raise UsageError(f"--gpu-spec gives {key} twice")
+        seen.add(key)
         if key == "memory":
             out["memory_gib"] = _amount(key, value, _MEMORY_UNITS, "16GiB")
         elif key == "bandwidth":
