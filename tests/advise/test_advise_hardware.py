@@ -351,3 +351,20 @@ def test_gpus_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gpus", "laptop", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(r["form"] == "laptop" for r in rows)
+
+
+def test_gpus_local_shows_what_nvml_reads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(
+        sys.modules, "pynvml", fake_nvml(["NVIDIA GeForce RTX 4090 Laptop GPU"], 15.99)
+    )
+    assert main(["gpus", "--local"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA GeForce RTX 4090 Laptop GPU, 16.0 GiB, cc 8.9, 76 SMs" in out
+    assert out.rstrip().endswith("-> RTX-4090-Laptop")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: one line, exit 2
+    assert main(["gpus", "--local"]) == 2
+    assert "nvidia-ml-py" in capsys.readouterr().err

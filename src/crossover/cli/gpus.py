@@ -68,5 +68,15 @@ def gpus_command(
     )
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover gpus\n"
+    "  crossover gpus laptop\n"
+    "  crossover gpus 'RTX 4090' --json\n"
+    "  crossover gpus --local\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("gpus")(gpus_command)
+    app.command("gpus", epilog=EXAMPLE)(gpus_command)
