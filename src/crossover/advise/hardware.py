@@ -202,9 +202,10 @@ NEEDS = {
 }
 
 
-def complete(entry: GpuEntry | GpuSpec, how: str = "") -> GpuSpec:
+def complete(entry: GpuEntry | GpuSpec, how: str = "", lacks: str = "no sourced") -> GpuSpec:
     """The row as the cost model reads it; a missing figure is one line saying what the
-    advisor cannot estimate without it and how to give it (``how``: the flag that would)."""
+    advisor cannot estimate without it and how to give it (``how``: the flag that would;
+    ``lacks``: why the figure is missing)."""
     if isinstance(entry, GpuSpec):
         return entry
     missing = [
@@ -216,7 +217,7 @@ def complete(entry: GpuEntry | GpuSpec, how: str = "") -> GpuSpec:
         what = " or ".join(NEEDS[k] for k in missing)
         flag = how or f"--gpu-spec {','.join(f'{k}=...' for k in missing)}"
         raise UsageError(
-            f"{entry.id}: no sourced {' or '.join(missing)} figure, so the advisor cannot "
+            f"{entry.id}: {lacks} {' or '.join(missing)} figure, so the advisor cannot "
             f"estimate {what}; give {flag}"
         )
     return GpuSpec.model_validate(entry.model_dump())
@@ -429,8 +430,11 @@ def system_from_nvml(
             "the advisor plans for one kind: name it with --gpu and count with --gpus"
         )
     entry = with_spec(local_entry(first), parse_gpu_spec(spec) if spec else {})
-    how = "" if match_local(first) else "--gpu-spec bandwidth=...GB/s,bf16=... (NVML cannot tell)"
-    full = complete(entry, how=how)
+    if match_local(first) is None:
+        lacks = "not in the GPU table, and NVML tells no"
+        full = complete(entry, how="--gpu-spec bandwidth=...GB/s,bf16=...", lacks=lacks)
+    else:
+        full = complete(entry)
     n = len(reading.gpus)
     link = _classify(reading.pairs, n) if interconnect is None else _link(full, n, interconnect)
     return System(gpu=full, count=n, interconnect=link, pairs=reading.pairs, source="nvml")
