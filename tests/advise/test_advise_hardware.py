@@ -368,3 +368,25 @@ def test_gpus_local_shows_what_nvml_reads(
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: one line, exit 2
     assert main(["gpus", "--local"]) == 2
     assert "nvidia-ml-py" in capsys.readouterr().err
+
+
+def test_every_complete_row_gets_advice() -> None:
+    """Each GPU the table can describe in full yields a ranked candidate for a small model
+    (Volta and Turing in FP16: they have no BF16 kernels)."""
+    from crossover.advise import AdviceRequest, advise, load_model
+    from crossover.advise.hardware import System, complete, default_interconnect
+
+    model = load_model("llama-3.2-1b")
+    done = 0
+    for entry in known_gpus():
+        if entry.memory_bandwidth_gbs is None or entry.bf16_tflops is None:
+            continue
+        gpu = complete(entry)
+        system = System(gpu=gpu, count=1, interconnect=default_interconnect(gpu, 1))
+        quant = "fp16" if gpu.sm_family in ("sm70", "sm75") else None
+        advice = advise(AdviceRequest(system=system, model=model, concurrency=[1], quant=quant))
+        assert advice["recommendations"], (entry.id, advice["rejected"][:2])
+        if gpu.vendor == "amd":
+            assert {r["engine"] for r in advice["recommendations"]} <= set(gpu.engines or [])
+        done += 1
+    assert done >= 60
