@@ -7,14 +7,18 @@ NVLink status of every pair.
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import cache
 from importlib import resources
+from types import ModuleType
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
 
+from crossover.advise import nvml
+from crossover.advise.nvml import LocalGpu, PairLink
 from crossover.errors import UsageError
 
 Interconnect = Literal["nvlink", "pcie", "pcie-no-p2p", "tcp"]
@@ -27,21 +31,29 @@ class Link(BaseModel):
     note: str | None = None
 
 
-class GpuSpec(BaseModel):
-    """One GPU product as its datasheet states it (tensor figures dense)."""
+Form = Literal["desktop", "laptop", "workstation", "datacenter", "custom"]
+
+
+class _GpuFacts(BaseModel):
+    """What every GPU row says besides the two figures the cost model cannot do without."""
 
     id: str
     aliases: list[str] = Field(default_factory=list)
+    vendor: Literal["nvidia", "amd"] = "nvidia"
+    form: Form = "datacenter"
     arch: str
+    # NVIDIA: major.minor ("8.9"); AMD: the LLVM target ("gfx942")
     compute_capability: str
+    sm_count: int | None = None
+    boost_clock_mhz: int | None = None
     memory_gib: float
-    memory_bandwidth_gbs: float
-    bf16_tflops: float
     fp8_tflops: float | None = None
     fp4_tflops: float | None = None
     nvlink: Link | None = None
     pcie: Link | None = None
     p2p_pcie: bool
+    # engines that run on it where that is narrower than all four (AMD: ROCm builds)
+    engines: list[str] | None = None
     source: str
 
     @property
@@ -54,6 +66,20 @@ class GpuSpec(BaseModel):
         return self.memory_gib * 1024**3
 
 
+class GpuEntry(_GpuFacts):
+    """One row of the GPU table (gpus.yaml): a figure no source states is None."""
+
+    memory_bandwidth_gbs: float | None
+    bf16_tflops: float | None
+
+
+class GpuSpec(_GpuFacts):
+    """One GPU as the cost model reads it (tensor figures dense): every needed figure set."""
+
+    memory_bandwidth_gbs: float
+    bf16_tflops: float
+
+
 class InterconnectCost(BaseModel):
     alpha_us: float
     busbw_fraction: float | None = None
@@ -63,13 +89,6 @@ class InterconnectCost(BaseModel):
     small_alpha_us: float | None = None
     small_busbw_fraction: float | None = None
     source: str
-
-
-class PairLink(BaseModel):
-    a: int
-    b: int
-    p2p: bool | None
-    nvlink: bool | None
 
 
 class System(BaseModel):
@@ -88,6 +107,8 @@ class System(BaseModel):
 
 
 def sm_family(cc: str) -> str:
+    if cc.startswith("gfx"):  # AMD: the kernel tables name the LLVM target itself
+        return cc
     try:
         major, minor = (int(x) for x in cc.split(".", 1))
     except ValueError as exc:
@@ -108,8 +129,14 @@ def _data() -> dict[str, Any]:
     return data
 
 
-def known_gpus() -> list[GpuSpec]:
-    return [GpuSpec.model_validate(g) for g in _data()["gpus"]]
+@cache
+def _entries() -> tuple[GpuEntry, ...]:
+    return tuple(GpuEntry.model_validate(g) for g in _data()["gpus"])
+
+
+def known_gpus() -> list[GpuEntry]:
+    """Every row of the GPU table, in its order."""
+    return list(_entries())
 
 
 def interconnect_costs() -> dict[str, InterconnectCost]:
@@ -117,25 +144,246 @@ def interconnect_costs() -> dict[str, InterconnectCost]:
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", "").replace("geforce", ""))
+    """A name's key: case, spaces, dashes, "NVIDIA", "GeForce" and a closing "GPU" ignored
+    ("NVIDIA GeForce RTX 4090 Laptop GPU" and "rtx-4090-laptop" are one key)."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower().replace("nvidia", "").replace("geforce", ""))
+    return key.removesuffix("gpu") if key != "gpu" else key
+
+
+@cache
+def _index() -> dict[str, tuple[str, ...]]:
+    """Every id and alias key -> the ids it names (several: an ambiguous name)."""
+    index: dict[str, list[str]] = {}
+    for entry in _entries():
+        for name in (entry.id, *entry.aliases):
+            ids = index.setdefault(_norm(name), [])
+            if entry.id not in ids:
+                ids.append(entry.id)
+    return {k: tuple(v) for k, v in index.items()}
+
+
+def _by_id(gpu_id: str) -> GpuEntry:
+    return next(e for e in _entries() if e.id == gpu_id)
+
+
+def closest_names(name: str, n: int = 4) -> list[str]:
+    """The table ids whose names are nearest to ``name`` (difflib), best first."""
+    index = _index()
+    out: list[str] = []
+    for key in difflib.get_close_matches(_norm(name), list(index), n=3 * n, cutoff=0.6):
+        for gpu_id in index[key]:
+            if gpu_id not in out:
+                out.append(gpu_id)
+    return out[:n]
+
+
+def find_entry(name: str) -> GpuEntry:
+    """The table row a name names exactly (its id or an alias, NVML's full name among
+    them); an unknown or ambiguous name is a UsageError naming the closest rows."""
+    ids = _index().get(_norm(name), ())
+    if len(ids) == 1:
+        return _by_id(ids[0])
+    if ids:
+        raise UsageError(f"GPU name {name!r} is ambiguous: it names {', '.join(ids)}; pick one")
+    close = closest_names(name)
+    near = f"closest: {', '.join(close)}" if close else "no close name"
+    raise UsageError(
+        f"unknown GPU {name!r}; {near} (crossover gpus lists the "
+        f"{len(_entries())} known; --gpu-spec describes any other)"
+    )
+
+
+# What the advisor cannot estimate without each figure (said when one is missing).
+NEEDS = {
+    "memory": "which layouts fit",
+    "bandwidth": "decode speed (memory-bound)",
+    "bf16": "prefill and TTFT (compute-bound)",
+    "arch": "which formats each engine has kernels for",
+}
+
+
+def complete(entry: GpuEntry | GpuSpec, how: str = "", lacks: str = "no sourced") -> GpuSpec:
+    """The row as the cost model reads it; a missing figure is one line saying what the
+    advisor cannot estimate without it and how to give it (``how``: the flag that would;
+    ``lacks``: why the figure is missing)."""
+    if isinstance(entry, GpuSpec):
+        return entry
+    missing = [
+        k
+        for k, v in (("bandwidth", entry.memory_bandwidth_gbs), ("bf16", entry.bf16_tflops))
+        if v is None
+    ]
+    if missing:
+        what = " or ".join(NEEDS[k] for k in missing)
+        flag = how or f"--gpu-spec {','.join(f'{k}=...' for k in missing)}"
+        raise UsageError(
+            f"{entry.id}: {lacks} {' or '.join(missing)} figure, so the advisor cannot "
+            f"estimate {what}; give {flag}"
+        )
+    return GpuSpec.model_validate(entry.model_dump())
 
 
 def find_gpu(name: str) -> GpuSpec:
-    """Look a GPU up by id or alias (case, spaces and dashes ignored)."""
-    want = _norm(name)
-    gpus = known_gpus()
-    for gpu in gpus:
-        if want in {_norm(gpu.id), *(_norm(a) for a in gpu.aliases)}:
-            return gpu
-    # NVML names carry suffixes ("NVIDIA H100 80GB HBM3"): accept a unique prefix match.
-    hits = [g for g in gpus if any(want.startswith(_norm(a)) for a in [g.id, *g.aliases])]
-    if len({g.id for g in hits}) == 1:
-        return hits[0]
-    ids = ", ".join(g.id for g in gpus)
-    raise UsageError(f"unknown GPU {name!r}; known: {ids}")
+    """Look a GPU up by id or alias (exactly; case, spaces and dashes ignored)."""
+    return complete(find_entry(name))
 
 
-def default_interconnect(gpu: GpuSpec, count: int) -> Interconnect:
+# --- --gpu-spec -------------------------------------------------------------------
+
+_MEMORY_UNITS = {"gib": 1.0, "gb": 1e9 / 1024**3, "mib": 1 / 1024, "mb": 1e6 / 1024**3,
+                 "tib": 1024.0, "tb": 1e12 / 1024**3}  # fmt: skip
+_BANDWIDTH_UNITS = {"gb/s": 1.0, "tb/s": 1000.0, "mb/s": 1e-3, "gib/s": 1024**3 / 1e9,
+                    "tib/s": 1024**4 / 1e9}  # fmt: skip
+_FLOPS_UNITS = {"": 1.0, "tflops": 1.0, "pflops": 1000.0, "gflops": 1e-3}
+SPEC_KEYS = ("memory", "bandwidth", "bf16", "fp8", "fp4", "arch", "name")
+
+
+def _amount(key: str, text: str, units: dict[str, float], example: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z/]*)\s*", text.lower())
+    if m is None or m.group(2) not in units:
+        known = ", ".join(u for u in units if u) or "none"
+        raise UsageError(
+            f"--gpu-spec {key}={text!r}: want a number with a unit ({known}), e.g. {key}={example}"
+        )
+    value = float(m.group(1)) * units[m.group(2)]
+    if value <= 0:
+        raise UsageError(f"--gpu-spec {key}={text!r}: must be positive")
+    return value
+
+
+def parse_arch(text: str) -> str:
+    """``sm89``, ``sm_120``, ``8.9`` or ``gfx942`` -> the compute capability ("8.9")."""
+    t = text.strip().lower().replace("_", "")
+    if re.fullmatch(r"gfx[0-9a-f]{3,4}", t):
+        return t
+    m = re.fullmatch(r"sm([0-9]{1,2})([0-9])a?", t) or re.fullmatch(r"([0-9]{1,2})\.([0-9])", t)
+    if m is None or not 7 <= int(m.group(1)) <= 12:
+        raise UsageError(
+            f"--gpu-spec arch={text!r}: want sm70..sm120 (e.g. sm89), a compute "
+            "capability (8.9) or an AMD target (gfx942)"
+        )
+    return f"{int(m.group(1))}.{m.group(2)}"
+
+
+def parse_gpu_spec(text: str) -> dict[str, Any]:
+    """``memory=16GiB,bandwidth=576GB/s,bf16=82,fp8=165,arch=sm89`` -> GpuEntry fields.
+
+    Units are required for memory (GiB, GB, MiB, TB...) and bandwidth (GB/s, TB/s, GiB/s);
+    tensor figures are dense TFLOPS (a bare number) or carry TFLOPS/PFLOPS."""
+    out: dict[str, Any] = {}
+    seen: set[str] = set()
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in SPEC_KEYS or not value.strip():
+            raise UsageError(
+                f"--gpu-spec wants KEY=VALUE[,...] with KEY in {', '.join(SPEC_KEYS)}; "
+                f"got {item.strip()!r}"
+            )
+        if key in seen:
+            raise UsageError(f"--gpu-spec gives {key} twice")
+        seen.add(key)
+        if key == "memory":
+            out["memory_gib"] = _amount(key, value, _MEMORY_UNITS, "16GiB")
+        elif key == "bandwidth":
+            out["memory_bandwidth_gbs"] = _amount(key, value, _BANDWIDTH_UNITS, "576GB/s")
+        elif key in ("bf16", "fp8", "fp4"):
+            out[f"{key}_tflops"] = _amount(key, value, _FLOPS_UNITS, "165TFLOPS")
+        elif key == "arch":
+            out["compute_capability"] = parse_arch(value)
+        else:
+            out["id"] = value.strip()
+    if not out:
+        raise UsageError(
+            "--gpu-spec is empty; e.g. memory=16GiB,bandwidth=576GB/s,bf16=82,arch=sm89"
+        )
+    return out
+
+
+def _arch_name(cc: str) -> str:
+    family = sm_family(cc)
+    return {"sm70": "volta", "sm75": "turing", "sm80": "ampere", "sm89": "ada",
+            "sm90": "hopper", "sm100": "blackwell", "sm103": "blackwell",
+            "sm120": "blackwell-consumer"}.get(family, family)  # fmt: skip
+
+
+def custom_gpu(fields: dict[str, Any]) -> GpuEntry:
+    """A GPU the table lacks, from --gpu-spec alone (memory and arch required)."""
+    missing = [
+        k for k, f in (("memory", "memory_gib"), ("arch", "compute_capability")) if f not in fields
+    ]
+    if missing:
+        what = "; ".join(f"{k} sets {NEEDS[k]}" for k in missing)
+        raise UsageError(f"--gpu-spec without --gpu needs {' and '.join(missing)} ({what})")
+    cc = fields["compute_capability"]
+    return GpuEntry(
+        id=fields.get("id", "custom"),
+        vendor="amd" if cc.startswith("gfx") else "nvidia",
+        form="custom",
+        arch=_arch_name(cc),
+        compute_capability=cc,
+        memory_gib=fields["memory_gib"],
+        memory_bandwidth_gbs=fields.get("memory_bandwidth_gbs"),
+        bf16_tflops=fields.get("bf16_tflops"),
+        fp8_tflops=fields.get("fp8_tflops"),
+        fp4_tflops=fields.get("fp4_tflops"),
+        p2p_pcie=False,
+        source="--gpu-spec",
+    )
+
+
+def with_spec(entry: GpuEntry, fields: dict[str, Any]) -> GpuEntry:
+    """A row with --gpu-spec's figures in place of its own (the source says which)."""
+    if not fields:
+        return entry
+    update = {k: v for k, v in fields.items() if k != "id"}
+    if "compute_capability" in update:
+        update["arch"] = _arch_name(update["compute_capability"])
+    named = ", ".join(sorted(update))
+    return entry.model_copy(update={**update, "source": f"{entry.source}; --gpu-spec: {named}"})
+
+
+# --- the local GPU ------------------------------------------------------------------
+
+
+def match_local(gpu: LocalGpu) -> GpuEntry | None:
+    """The table row for NVML's exact product name; where the name covers several memory
+    sizes (RTX 4060 Ti 8/16 GB) the one whose memory NVML reports. None: not in the table."""
+    ids = _index().get(_norm(gpu.name), ())
+    rows = [_by_id(i) for i in ids]
+    if len(rows) > 1:
+        rows = [r for r in rows if abs(r.memory_gib - gpu.memory_gib) <= 0.1 * r.memory_gib]
+    return rows[0] if len(rows) == 1 else None
+
+
+def local_entry(gpu: LocalGpu) -> GpuEntry:
+    """The local GPU as a row: the table's figures for its product, NVML's memory, SM count
+    and clock; a product the table lacks keeps NVML's figures and nothing else."""
+    figures = {"memory_gib": round(gpu.memory_gib, 2), "sm_count": gpu.sm_count,
+            "boost_clock_mhz": gpu.max_sm_clock_mhz}  # fmt: skip
+    known = match_local(gpu)
+    if known is not None:
+        update = {k: v for k, v in figures.items() if v is not None}
+        return known.model_copy(update={**update, "aliases": [*known.aliases]})
+    cc = gpu.compute_capability
+    return GpuEntry(
+        id=gpu.name,
+        form="custom",
+        arch=_arch_name(cc),
+        compute_capability=cc,
+        memory_gib=round(gpu.memory_gib, 2),
+        sm_count=gpu.sm_count,
+        boost_clock_mhz=gpu.max_sm_clock_mhz,
+        memory_bandwidth_gbs=None,
+        bf16_tflops=None,
+        p2p_pcie=False,
+        source=f"NVML ({gpu.name}: memory, compute capability, SMs, clocks); not in the GPU table",
+    )
+
+
+def default_interconnect(gpu: _GpuFacts, count: int) -> Interconnect:
     if count <= 1:
         return "nvlink" if gpu.nvlink is not None and gpu.nvlink.generation else "pcie"
     if gpu.nvlink is not None and "bridge" not in (gpu.nvlink.note or ""):
@@ -143,71 +391,69 @@ def default_interconnect(gpu: GpuSpec, count: int) -> Interconnect:
     return "pcie" if gpu.p2p_pcie else "pcie-no-p2p"
 
 
-def system_from_flags(gpu: str, count: int = 1, interconnect: str | None = None) -> System:
+def _link(spec: _GpuFacts, count: int, interconnect: str | None) -> Interconnect:
+    if interconnect is None:
+        return default_interconnect(spec, count)
+    if interconnect in INTERCONNECTS:
+        return interconnect  # type: ignore[return-value]
+    raise UsageError(f"--interconnect must be one of {', '.join(INTERCONNECTS)}")
+
+
+def system_from_flags(
+    gpu: str | None, count: int = 1, interconnect: str | None = None, spec: str | None = None
+) -> System:
+    """The GPUs named by --gpu (a table row) and/or described by --gpu-spec."""
     if count < 1:
         raise UsageError(f"--gpus must be >= 1, got {count}")
-    spec = find_gpu(gpu)
-    if interconnect is None:
-        link: Interconnect = default_interconnect(spec, count)
-    elif interconnect in INTERCONNECTS:
-        link = interconnect  # type: ignore[assignment]
+    fields = parse_gpu_spec(spec) if spec else {}
+    if gpu is not None:
+        entry = with_spec(find_entry(gpu), fields)
+    elif fields:
+        entry = custom_gpu(fields)
     else:
-        raise UsageError(f"--interconnect must be one of {', '.join(INTERCONNECTS)}")
-    return System(gpu=spec, count=count, interconnect=link)
+        raise UsageError("name the GPU with --gpu or describe it with --gpu-spec")
+    full = complete(entry)
+    return System(gpu=full, count=count, interconnect=_link(full, count, interconnect))
 
 
-def system_from_nvml() -> System:
-    """Read the local GPUs through NVML (nvidia-ml-py); UsageError when there is none."""
-    try:
-        import pynvml
-    except ImportError as exc:
+def system_from_nvml(
+    interconnect: str | None = None, spec: str | None = None, nv: ModuleType | None = None
+) -> System:
+    """The local GPUs read through NVML (nvidia-ml-py); UsageError when there is none.
+    ``spec`` (--gpu-spec) gives what NVML cannot tell of a product the table lacks."""
+    reading = nvml.read(nv)
+    first = reading.gpus[0]
+    others = {g.name for g in reading.gpus} - {first.name}
+    if others:
         raise UsageError(
-            "no --gpu given and nvidia-ml-py is not installed (pip install 'crossover[gpu]')"
-        ) from exc
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError: no driver, no GPU
-        raise UsageError(f"no --gpu given and NVML is unavailable: {exc}") from exc
-    try:
-        n = int(pynvml.nvmlDeviceGetCount())
-        if n == 0:
-            raise UsageError("no --gpu given and NVML sees no GPU")
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-        name = pynvml.nvmlDeviceGetName(handles[0])
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handles[0])
-        mem = pynvml.nvmlDeviceGetMemoryInfo(handles[0]).total
-        try:
-            spec = find_gpu(name)
-        except UsageError:
-            # Unknown product: keep what NVML tells, leave the rest to flags.
-            raise UsageError(
-                f"GPU {name!r} (cc {major}.{minor}) is not in the known-GPU table; pass --gpu"
-            ) from None
-        spec = spec.model_copy(update={"memory_gib": mem / 1024**3})
-        pairs = [_pair(pynvml, handles, a, b) for a in range(n) for b in range(a + 1, n)]
-    finally:
-        pynvml.nvmlShutdown()
-    return System(gpu=spec, count=n, interconnect=_classify(pairs, n), pairs=pairs, source="nvml")
+            f"NVML sees different GPUs ({first.name}, {', '.join(sorted(others))}); "
+            "the advisor plans for one kind: name it with --gpu and count with --gpus"
+        )
+    entry = with_spec(local_entry(first), parse_gpu_spec(spec) if spec else {})
+    if match_local(first) is None:
+        lacks = "not in the GPU table, and NVML tells no"
+        full = complete(entry, how="--gpu-spec bandwidth=...GB/s,bf16=...", lacks=lacks)
+    else:
+        full = complete(entry)
+    n = len(reading.gpus)
+    link = _classify(reading.pairs, n) if interconnect is None else _link(full, n, interconnect)
+    return System(gpu=full, count=n, interconnect=link, pairs=reading.pairs, source="nvml")
 
 
-def _pair(nv: Any, handles: list[Any], a: int, b: int) -> PairLink:
-    def status(index_name: str) -> bool | None:
-        idx = getattr(nv, index_name, None)
-        if idx is None:
-            return None
-        try:
-            ok = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], idx)
-        except Exception:
-            return None
-        return bool(ok == nv.NVML_P2P_STATUS_OK)
-
-    return PairLink(
-        a=a,
-        b=b,
-        p2p=status("NVML_P2P_CAPS_INDEX_READ"),
-        nvlink=status("NVML_P2P_CAPS_INDEX_NVLINK"),
-    )
+def resolve_system(
+    gpu: str | None,
+    count: int = 1,
+    interconnect: str | None = None,
+    spec: str | None = None,
+    nv: ModuleType | None = None,
+) -> System:
+    """What --gpu, --gpus, --interconnect and --gpu-spec describe. ``--gpu local``, or no
+    --gpu and no --gpu-spec, reads NVML (its GPU count wins over --gpus); a name is a table
+    row; --gpu-spec alone describes a GPU the table lacks, and beside a name or ``local``
+    replaces the figures it gives."""
+    if (gpu is not None and gpu.strip().lower() == "local") or (gpu is None and not spec):
+        return system_from_nvml(interconnect, spec, nv)
+    return system_from_flags(gpu, count, interconnect, spec)
 
 
 def _classify(pairs: list[PairLink], n: int) -> Interconnect:

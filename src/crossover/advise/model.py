@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from crossover.errors import UsageError
 
@@ -40,6 +40,10 @@ class ModelFacts(BaseModel):
     moe_layers: int = 0
     # MLA (DeepSeek): the cache holds a latent of this width per token per layer
     kv_latent_dim: int | None = None
+    # sliding-window attention: ``sliding_layers`` layers attend over the last
+    # ``sliding_window`` tokens only (gpt-oss every other layer, Gemma 3 five of six)
+    sliding_window: int | None = None
+    sliding_layers: int = 0
     tie_embeddings: bool = False
     dtype: str | None = None
     quantization: dict[str, Any] | None = None
@@ -50,6 +54,9 @@ class ModelFacts(BaseModel):
     weight_bytes: int | None = None  # exact, from a GGUF; else computed from the quant
     expert_bytes: int | None = None  # exact bytes of the routed experts, from a GGUF
     gguf_file_type: str | None = None
+    # what the cost model does and does not capture of this model (known models)
+    notes: list[str] = Field(default_factory=list)
+    published_params: float | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -63,11 +70,22 @@ class ModelFacts(BaseModel):
         per_expert = self.expert_params / self.experts
         return int(self.params - self.expert_params + per_expert * self.experts_per_token)
 
-    def kv_values_per_token(self) -> int:
-        """Cached values per token over all layers (multiply by bytes per value)."""
-        if self.kv_latent_dim is not None:
-            return self.layers * self.kv_latent_dim
-        return 2 * self.layers * self.kv_heads * self.head_dim
+    def kv_values_per_token(self, context: int | None = None) -> float:
+        """Cached values per token over all layers (multiply by bytes per value).
+
+        Without ``context`` every layer counts as full attention (the cautious figure the
+        memory fit uses); with it, a sliding-window layer holds at most ``sliding_window``
+        tokens, so its share is averaged over ``context`` tokens."""
+        per_layer = (
+            self.kv_latent_dim
+            if self.kv_latent_dim is not None
+            else 2 * self.kv_heads * self.head_dim
+        )
+        if context is None or not self.sliding_window or not self.sliding_layers:
+            return self.layers * per_layer
+        share = min(1.0, self.sliding_window / max(context, 1))
+        full = self.layers - self.sliding_layers
+        return per_layer * (full + self.sliding_layers * share)
 
 
 @cache
@@ -98,7 +116,14 @@ def load_model(spec: str) -> ModelFacts:
     want = spec.lower()
     for key, entry in _known().items():
         if want == key or want in (a.lower() for a in entry.get("aliases", [])):
-            return facts_from_config(entry["config"], name=key, source=entry["source"])
+            facts = facts_from_config(entry["config"], name=key, source=entry["source"])
+            published = entry.get("published") or {}
+            return facts.model_copy(
+                update={
+                    "notes": list(entry.get("notes") or []),
+                    "published_params": published.get("params"),
+                }
+            )
     raise UsageError(
         f"--model {spec!r} is not a file, folder or known name (known: {', '.join(known_models())})"
     )
@@ -187,6 +212,7 @@ def facts_from_config(raw: dict[str, Any], *, name: str, source: str) -> ModelFa
     embedding = vocab * hidden
     params = body + embedding + (0 if tie else embedding) + hidden
 
+    window, sliding = _sliding(config, layers)
     quant = config.get("quantization_config")
     return ModelFacts(
         name=name,
@@ -205,6 +231,8 @@ def facts_from_config(raw: dict[str, Any], *, name: str, source: str) -> ModelFa
         shared_experts=shared,
         moe_layers=moe_layers,
         kv_latent_dim=kv_latent,
+        sliding_window=window,
+        sliding_layers=sliding,
         tie_embeddings=tie,
         dtype=config.get("torch_dtype") or config.get("dtype"),
         quantization=quant if isinstance(quant, dict) else None,
@@ -212,6 +240,23 @@ def facts_from_config(raw: dict[str, Any], *, name: str, source: str) -> ModelFa
         expert_params=expert_params,
         embedding_params=embedding * (1 if tie else 2),
     )
+
+
+def _sliding(config: dict[str, Any], layers: int) -> tuple[int | None, int]:
+    """(window, layers that use it) from ``sliding_window`` with ``layer_types`` (gpt-oss,
+    newer transformers), ``sliding_window_pattern`` (Gemma 3: every Nth layer global) or
+    neither (every layer windowed, Mistral 7B v0.1); ``use_sliding_window: false`` (Qwen)
+    or a null window means none."""
+    window = config.get("sliding_window")
+    if not isinstance(window, int) or window <= 0 or config.get("use_sliding_window") is False:
+        return None, 0
+    types = config.get("layer_types")
+    if isinstance(types, list) and types:
+        return window, sum(1 for t in types[:layers] if "sliding" in str(t))
+    pattern = config.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 0:
+        return window, layers - layers // pattern
+    return window, layers
 
 
 def quant_from_config(facts: ModelFacts) -> str | None:

@@ -187,7 +187,18 @@ def advise_command(
     model: str = typer.Option(
         ..., "--model", help="HF config.json or folder, GGUF, or a known name"
     ),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU name (default: read NVML)"),
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        help="GPU name as `crossover gpus` lists it (exact: RTX-4090-Laptop, "
+        "'NVIDIA GeForce RTX 4090 Laptop GPU'), or local (NVML; the default without --gpu-spec)",
+    ),
+    gpu_spec: str | None = typer.Option(
+        None,
+        "--gpu-spec",
+        help="describe a GPU: memory=16GiB,bandwidth=576GB/s,bf16=82,fp8=165,fp4=..,arch=sm89 "
+        "(dense TFLOPS); alone for a GPU the table lacks, beside --gpu to replace its figures",
+    ),
     gpus: int = typer.Option(1, "--gpus", help="number of GPUs"),
     interconnect: str | None = typer.Option(
         None, "--interconnect", help="nvlink|pcie|pcie-no-p2p|tcp"
@@ -252,18 +263,11 @@ def advise_command(
         load_curve,
         load_model,
         load_results,
-        system_from_flags,
-        system_from_nvml,
     )
+    from crossover.advise.hardware import resolve_system
     from crossover.advise.memory import parse_reserve
 
-    system = system_from_flags(gpu, gpus, interconnect) if gpu else system_from_nvml()
-    if gpu is None and interconnect is not None:
-        from crossover.advise.hardware import INTERCONNECTS
-
-        if interconnect not in INTERCONNECTS:
-            raise UsageError(f"--interconnect must be one of {', '.join(INTERCONNECTS)}")
-        system = system.model_copy(update={"interconnect": interconnect})
+    system = resolve_system(gpu, gpus, interconnect, gpu_spec)
     request = AdviceRequest(
         system=system,
         model=load_model(model),
@@ -330,6 +334,9 @@ EXAMPLE = (
     "\b\n"
     "Examples:\n"
     "  crossover advise --model gemma-3-270m --gpu H200\n"
+    "  crossover advise --model qwen3-8b --gpu 'RTX 4090 Laptop'\n"
+    "  crossover advise --model qwen3-8b \\\n"
+    "      --gpu-spec memory=16GiB,bandwidth=576GB/s,bf16=79,arch=sm89\n"
     "  crossover advise --model llama-3.1-8b --gpu H200 --emit-sweep sweep.yaml \\\n"
     "      --model-path /models/llama-3.1-8b --model-path /models/llama-3.1-8b-f16.gguf\n"
 )

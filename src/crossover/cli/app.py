@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capacity",
     "demo",
     "advise",
+    "gpus",
     "plan",
     "calibration",
     "calibrate",

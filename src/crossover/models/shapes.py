@@ -140,6 +140,21 @@ KNOWN_SHAPES: dict[str, ArchShape] = {
             "ggml-vocab-qwen2.gguf)",
             head_dim=128, experts=128, experts_used=8, expert_ffn=768,
         ),
+        # Qwen3-235B-A22B: the Qwen3-MoE layout at 94 layers, 128 experts of width 1536,
+        # 8 per token, no shared expert. 235 B parameters, 22 B active.
+        ArchShape(
+            "qwen3-235b-a22b", "qwen3moe", 4096, 94, 64, 4, 12288, 151936, 1000000.0, 40960,
+            1e-6, False, _QW,
+            "huggingface.co/Qwen/Qwen3-235B-A22B config.json (Qwen2.5's tokenizer, "
+            "ggml-vocab-qwen2.gguf)",
+            head_dim=128, experts=128, experts_used=8, expert_ffn=1536,
+        ),
+        # Llama 3.3 70B: Llama 3.1 70B's shapes (rope_scaling omitted). 70.6 B parameters.
+        ArchShape(
+            "llama-3.3-70b", "llama", 8192, 80, 64, 8, 28672, 128256, 500000.0, 131072, 1e-5,
+            False, _L3,
+            "huggingface.co/meta-llama/Llama-3.3-70B-Instruct config.json (rope_scaling omitted)",
+        ),
         # Mixtral: every layer a sparse block of 8 SwiGLU experts of intermediate_size.
         # 46.7 B parameters, 12.9 B active.
         ArchShape(

@@ -1,0 +1,82 @@
+"""``crossover gpus``: the GPU table the advisor knows, and what NVML reads here."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def _fig(value: float | None, width: int) -> str:
+    return f"{value:>{width}g}" if value is not None else f"{'-':>{width}}"
+
+
+def gpus_command(
+    name: Annotated[
+        str | None, typer.Argument(help="show only rows whose id or alias contains this")
+    ] = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="read the local GPUs through NVML and match them")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+) -> None:
+    """List the known GPUs (datasheet figures, dense TFLOPS; - where no source states one)."""
+    import json
+
+    from crossover.advise.hardware import _norm, known_gpus, local_entry, match_local
+
+    if local:
+        from crossover.advise import nvml
+
+        for gpu in nvml.read().gpus:
+            row = match_local(gpu)
+            seen = (
+                f"GPU {gpu.index}: {gpu.name}, {gpu.memory_gib:.1f} GiB, cc "
+                f"{gpu.compute_capability}, {gpu.sm_count or '-'} SMs, max SM clock "
+                f"{gpu.max_sm_clock_mhz or '-'} MHz"
+            )
+            entry = local_entry(gpu)
+            typer.echo(
+                f"{seen} -> {row.id}"
+                if row is not None
+                else f"{seen} -> not in the table: advise needs --gpu-spec bandwidth=..,bf16=.."
+            )
+            if as_json:
+                typer.echo(json.dumps(entry.model_dump(), indent=2))
+        return
+    rows = known_gpus()
+    if name:
+        want = _norm(name)
+        rows = [r for r in rows if any(want in _norm(a) for a in (r.id, *r.aliases))]
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
+        return
+    typer.echo(
+        f"{'GPU':<22} {'form':<11} {'arch':<18} {'cc':>6} {'GiB':>5} {'GB/s':>6} "
+        f"{'bf16':>7} {'fp8':>7} {'fp4':>7}  (dense TFLOPS)"
+    )
+    for r in rows:
+        typer.echo(
+            f"{r.id:<22} {r.form:<11} {r.arch:<18} {r.compute_capability:>6} "
+            f"{r.memory_gib:>5g} {_fig(r.memory_bandwidth_gbs, 6)} {_fig(r.bf16_tflops, 7)} "
+            f"{_fig(r.fp8_tflops, 7)} {_fig(r.fp4_tflops, 7)}"
+            + (f"  engines: {', '.join(r.engines)}" if r.engines else "")
+        )
+    typer.echo(
+        f"{len(rows)} GPUs; sources: crossover gpus --json. A GPU not listed: "
+        "crossover advise --gpu-spec memory=..GiB,bandwidth=..GB/s,bf16=..,arch=smXY"
+    )
+
+
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover gpus\n"
+    "  crossover gpus laptop\n"
+    "  crossover gpus 'RTX 4090' --json\n"
+    "  crossover gpus --local\n"
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gpus", epilog=EXAMPLE)(gpus_command)
