@@ -59,6 +59,16 @@ class TargetUnreachableError(EngineError):
     this time (the same command resumes them) while the sweep goes on with the other
     targets; the sweep then exits non-zero, naming what was not measured."""
 
+    #: why the target's remaining levels were not run, as the sweep's last lines say it
+    left_reason = "its server stopped answering (the same command resumes them)"
+
+
+class NotLLMServerTargetError(TargetUnreachableError):
+    """A URL target answers HTTP but not as an LLM server of its dialect: none of its
+    levels is measured; the other targets are."""
+
+    left_reason = "it is not an LLM server of its dialect (fix its url or engine)"
+
 
 class NodeLostError(EngineError):
     """The Ray node running a target's work (its engine, its load) died or left the

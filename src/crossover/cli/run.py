@@ -40,7 +40,13 @@ def run(
             "replicas (request i goes to replica i mod N)"
         ),
     ],
-    model: Annotated[str, typer.Option(help="Model name sent in each request")],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model name sent in each request (default: the one model the server lists "
+            "in /v1/models, or its dialect's listing)"
+        ),
+    ] = None,
     output_tokens: Annotated[
         str | None,
         typer.Option(
@@ -207,6 +213,7 @@ def run(
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.config import RunConfig, TimeoutsConfig, base_url
+    from crossover.dialects.discovery import pick_model, served_models
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.workload import load_tokenizer
@@ -228,7 +235,7 @@ def run(
         url=url[0],
         urls=url if len(url) > 1 else [],
         engine=engine,
-        model=model,
+        model=model or "",
         endpoint=endpoint,
         concurrency=concurrency,
         rate_rps=rate,
@@ -270,6 +277,13 @@ def run(
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
     for base in config.replica_urls:
         probe(base, api_headers(config))
+        # an LLM server of this dialect, or one line and exit 2 before anything runs
+        listed = served_models(base, config.engine, model, api_headers(config))
+        if base == config.url:
+            picked, said = pick_model(base, listed, model)
+            if said is not None:
+                console.print(said)
+            config = config.model_copy(update={"model": picked})
     floor, floor_note = resolve_client_floor(
         client_floor,
         config.concurrency if config.mode == "concurrency" else config.max_in_flight,

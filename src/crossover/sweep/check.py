@@ -143,6 +143,7 @@ def _free_port_shown(argv: list[str], port: int) -> list[str]:
 
 
 def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
+    from crossover.dialects.discovery import served_models
     from crossover.runner import probe
 
     where = f"target {t.name}"
@@ -153,6 +154,7 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
         for u in urls:
             try:
                 probe(u, {}, timeout_s=5.0)
+                served_models(u, t.engine or "openai", t.model, timeout_s=5.0)
             except UsageError as exc:
                 out.findings.append(Finding(where, str(exc)))
     return out

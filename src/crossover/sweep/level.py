@@ -21,7 +21,13 @@ from typing import Any
 from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
-from crossover.errors import EngineError, TargetUnreachableError, UsageError
+from crossover.dialects.discovery import NotAnLLMServerError, served_models
+from crossover.errors import (
+    EngineError,
+    NotLLMServerTargetError,
+    TargetUnreachableError,
+    UsageError,
+)
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
 from crossover.runner import Progress, WorkersRunner, execute, probe
@@ -64,6 +70,7 @@ class TargetSession:
     engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
     restarts: int = 0
     warm: bool = False  # this engine instance has had its warm-up
+    checked: bool = False  # a URL target's server listed its models (an LLM server)
     #: the client loop's p99 lag (ms) of this target's last measured level (workers: auto)
     loop_p99_ms: float | None = None
 
@@ -271,8 +278,13 @@ class TargetSession:
             for u in urls:
                 try:
                     await asyncio.to_thread(probe, u, {})
+                    if not self.checked:  # an LLM server of its dialect, asked once
+                        await asyncio.to_thread(served_models, u, dialect, model or None)
+                except NotAnLLMServerError as exc:
+                    raise NotLLMServerTargetError(str(exc)) from None
                 except UsageError as exc:
                     raise TargetUnreachableError(str(exc)) from None
+            self.checked = True
         return run_cfg
 
     async def measure(

@@ -338,8 +338,7 @@ class SweepRunner:
                     left = ", ".join(f"{lv.label} r={rep}" for lv, rep in todo[i + 1 :])
                     if left and isinstance(exc, TargetUnreachableError):
                         self.failed_levels.append(
-                            f"{t.cfg.name}: not run, its server stopped answering "
-                            f"(the same command resumes them): {left}"
+                            f"{t.cfg.name}: not run, {exc.left_reason}: {left}"
                         )
                     break
                 if not going:
