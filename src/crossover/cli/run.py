@@ -27,6 +27,65 @@ SUMMARIZE_EXAMPLE = (
 )
 
 
+#: options ``crossover sweep`` takes as ``run`` does (the same flag, help and parsing);
+#: each defaults to None there, so a YAML's key is kept unless the flag is given
+EndpointOpt = Annotated[str | None, typer.Option(help="completions or chat [default: completions]")]
+TurnsOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Multi-turn sessions of this many turns: each turn's prompt carries the "
+        "session's history (earlier prompts and stand-ins of their replies' lengths); "
+        "--concurrency/--rate count sessions [default: 1]"
+    ),
+]
+ThinkOpt = Annotated[
+    float | None,
+    typer.Option(help="Seconds between a turn's reply and the session's next turn [default: 0]"),
+]
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, "
+        "output_length, hash_ids): its arrivals, lengths and shared blocks"
+    ),
+]
+SharedPrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="PxL[:random]: P shared prefixes of L tokens before each prompt's own "
+        "--input-tokens (prefix caches matter); round robin unless :random"
+    ),
+]
+PromptsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Prompts from a JSONL or ShareGPT file (fitted to --input-tokens unless "
+        "--prompt-lengths dataset)"
+    ),
+]
+PromptLengthsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --prompts: fit (trim or pad each to --input-tokens) or dataset (each "
+        "prompt as written: the dataset's own lengths, the same prompts to every engine) "
+        "[default: fit]"
+    ),
+]
+
+
+def prompt_lengths_input(
+    lengths: str | None, prompts: Path | None, input_tokens: str | None
+) -> str | None:
+    """``--input-tokens`` as the config gets it: None keeps a prompt file's own lengths."""
+    if lengths is None or lengths == "fit":
+        return input_tokens
+    if lengths != "dataset":
+        raise UsageError(f"--prompt-lengths: expected fit or dataset, got {lengths!r}")
+    if prompts is None:
+        raise UsageError("--prompt-lengths dataset goes with --prompts FILE")
+    return None
+
+
 def register(app: typer.Typer) -> None:
     app.command("run", epilog=EXAMPLE)(run)
     app.command("summarize", epilog=SUMMARIZE_EXAMPLE)(summarize_cmd)
@@ -61,7 +120,7 @@ def run(
             help="Request dialect: openai, vllm, sglang, trtllm, triton, llamacpp, transformers"
         ),
     ] = "openai",
-    endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    endpoint: EndpointOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
     rate: Annotated[
         float | None, typer.Option(help="Open loop: Poisson arrivals per second")
@@ -84,40 +143,18 @@ def run(
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
     ] = "200",
-    turns: Annotated[
-        int,
-        typer.Option(
-            help="Multi-turn sessions of this many turns: each turn's prompt carries the "
-            "session's history (earlier prompts and stand-ins of their replies' lengths); "
-            "--concurrency/--rate count sessions"
-        ),
-    ] = 1,
-    think_s: Annotated[
-        float, typer.Option(help="Seconds between a turn's reply and the session's next turn")
-    ] = 0.0,
-    trace: Annotated[
-        Path | None,
-        typer.Option(
-            help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, "
-            "output_length, hash_ids): its arrivals, lengths and shared blocks"
-        ),
-    ] = None,
+    turns: TurnsOpt = None,
+    think_s: ThinkOpt = None,
+    trace: TraceOpt = None,
     trace_speed: Annotated[
         float, typer.Option(help="Replay the trace this many times faster")
     ] = 1.0,
     trace_block_tokens: Annotated[
         int, typer.Option(help="Tokens per hash_ids block of the trace (Mooncake: 512)")
     ] = 512,
-    shared_prefix: Annotated[
-        str | None,
-        typer.Option(
-            help="PxL[:random]: P shared prefixes of L tokens before each prompt's own "
-            "--input-tokens (prefix caches matter); round robin unless :random"
-        ),
-    ] = None,
-    prompts: Annotated[
-        Path | None, typer.Option(help="Prompts from a JSONL or ShareGPT file")
-    ] = None,
+    shared_prefix: SharedPrefixOpt = None,
+    prompts: PromptsOpt = None,
+    prompt_lengths: PromptLengthsOpt = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
     seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals")] = 0,
     timeout_s: Annotated[
@@ -236,7 +273,7 @@ def run(
         urls=url if len(url) > 1 else [],
         engine=engine,
         model=model or "",
-        endpoint=endpoint,
+        endpoint=endpoint or "completions",
         concurrency=concurrency,
         rate_rps=rate,
         max_in_flight=max_in_flight,
@@ -244,9 +281,9 @@ def run(
         duration_s=duration_s,
         warmup_requests=warmup,
         output_tokens=output_tokens,
-        input_tokens=input_tokens,
+        input_tokens=prompt_lengths_input(prompt_lengths, prompts, input_tokens),
         shared_prefix=shared_prefix,
-        sessions={"turns": turns, "think_s": think_s} if turns > 1 else None,
+        sessions={"turns": turns, "think_s": think_s or 0.0} if turns and turns > 1 else None,
         trace=trace,
         trace_speed=trace_speed,
         trace_block_tokens=trace_block_tokens,

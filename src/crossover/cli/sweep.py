@@ -8,6 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover import defaults
+from crossover.cli.run import (
+    EndpointOpt,
+    PromptLengthsOpt,
+    PromptsOpt,
+    SharedPrefixOpt,
+    ThinkOpt,
+    TraceOpt,
+    TurnsOpt,
+    prompt_lengths_input,
+)
 from crossover.config import parse_named_url
 from crossover.errors import InvalidRunError, UsageError
 
@@ -95,6 +105,13 @@ def sweep(
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution [default: 200]"),
     ] = None,
+    endpoint: EndpointOpt = None,
+    turns: TurnsOpt = None,
+    think_s: ThinkOpt = None,
+    trace: TraceOpt = None,
+    shared_prefix: SharedPrefixOpt = None,
+    prompts: PromptsOpt = None,
+    prompt_lengths: PromptLengthsOpt = None,
     repeats: Annotated[
         int | None, typer.Option(help="Runs per level (intervals need >= 2) [default: 1]")
     ] = None,
@@ -176,6 +193,10 @@ def sweep(
         "warmup_requests": warmup,
         "output_tokens": output_tokens,
         "input_tokens": input_tokens,
+        "endpoint": endpoint,
+        "trace": trace,
+        "shared_prefix": shared_prefix,
+        "prompts_file": prompts,
         "repeats": repeats,
         "tokenizer": tokenizer,
         "seed": seed,
@@ -184,6 +205,8 @@ def sweep(
         "transport": transport,
         "slo": slo,
     }
+    if turns is not None and turns > 1:  # as run: one turn is no session
+        flags["sessions"] = {"turns": turns, "think_s": think_s or 0.0}
     if refine:
         flags["refine"] = True
     if concurrency is not None and rates is not None:
@@ -206,6 +229,9 @@ def sweep(
         if "concurrency" not in data and "rates" not in data:
             raise UsageError("--concurrency (e.g. 1,2,4,8) or --rates (e.g. 2,4,8) is required")
         cfg = build_sweep_config(data)
+    if prompt_lengths not in (None, "fit"):  # each prompt as written, the same to all
+        prompt_lengths_input(prompt_lengths, cfg.prompts_file, None)
+        cfg = cfg.model_copy(update={"input_tokens": None, "input_lengths": None})
     chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
     from crossover.sweep.check import check_config, raise_if_errors

@@ -526,6 +526,11 @@ FLAG_NAMES: dict[str, str] = {
     "workers": "--workers",
     "transport": "--transport",
     "slo": "--slo",
+    "endpoint": "--endpoint",
+    "trace": "--trace",
+    "shared_prefix": "--shared-prefix",
+    "prompts_file": "--prompts",
+    "sessions": "--turns",
 }
 
 
