@@ -38,7 +38,41 @@ def test_client_made_percentiles_are_marked() -> None:
     s.client_made = ["itl_ms.p50", "itl_ms.p99"]
     line = level_line("a", 4, 0, s, "done")
     assert "ITL p50 1.50* ms" in line and "TTFT p50 12.0 ms" in line
-    assert "client-made: itl_ms.p99" in line
+    # the tails are said once, after the table (client_made_line), not on every level
+    assert "client-made" not in line and "p99" not in line
+
+
+def _sweep(made: list[list[str]]) -> object:
+    from crossover.analysis.schema import SweepFile
+
+    from ..analysis.synthetic_servers import summary
+
+    runs = []
+    for i, cm in enumerate(made):
+        s = {**summary(total=100.0, ttft_ms=5.0, itl_ms=1.0, concurrency=2**i), "client_made": cm}
+        runs.append({"target": "a", "concurrency": 2**i, "repeat": 0, "summary": s})
+    return SweepFile.model_validate({"runs": runs})
+
+
+def test_client_made_tails_are_said_once_with_their_count_and_cure() -> None:
+    from rich.console import Console
+
+    from crossover.cli.sweep import client_made_line, comparison_table
+
+    sweep = _sweep([["itl_ms.p99", "ttft_ms.p99"], ["itl_ms.p99"], []])
+    line = client_made_line(sweep)  # type: ignore[arg-type]
+    assert line is not None
+    assert line.startswith("client-made tails in 2 of 3 runs: itl_ms.p99 (2), ttft_ms.p99 (1)")
+    assert "--workers" in line
+    assert client_made_line(_sweep([[], []])) is None  # type: ignore[arg-type]
+    # the table's footnote about * only when a cell carries one
+    console = Console(width=200, record=True)
+    console.print(comparison_table(sweep))  # type: ignore[arg-type]
+    assert "within reach" not in console.export_text()
+    console = Console(width=200, record=True)
+    console.print(comparison_table(_sweep([["itl_ms.p50"]])))  # type: ignore[arg-type]
+    text = " ".join(console.export_text().split())
+    assert "1.0*" in text and "within reach of the client's own event-loop lag" in text
 
 
 def test_the_run_summary_marks_client_made_percentiles() -> None:

@@ -78,6 +78,25 @@ def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> 
     assert problems.count("event_too_large") == 1
 
 
+def test_a_warning_every_run_repeats_is_one_row_whatever_its_figures(sweep_dir: Path) -> None:
+    from crossover.metrics.summary import Problem
+
+    sweep = load_sweep(sweep_dir)
+    for i, run in enumerate(sweep.runs[:16]):
+        run.summary.problems.append(
+            Problem(
+                code="client_made_percentiles", severity="warning", count=3,
+                message=f"itl_ms p99: within reach of the client's loop lag (p99 {3 + i / 10:.1f} ms)",
+            )
+        )  # fmt: skip
+    html = write_report(sweep_dir, sweep, sweep_dir / "r.html").read_text()
+    problems = html.split('id="problems"', 1)[1].split('id="verdicts"', 1)[0]
+    rows = [row for row in problems.split("<tr>") if "client_made_percentiles" in row]
+    assert len(rows) == 1
+    assert "16 runs: " in rows[0] and '<td class="num">48</td>' in rows[0]
+    assert "(p99 3.0 ms)" in rows[0] and "the first run&#39;s figures" in rows[0]
+
+
 def test_chart_labels_name_metrics_as_people_do_and_latency_axes_go_log() -> None:
     from crossover.analysis.crossovers import Finding
     from crossover.report.charts import crossover_label, spans_decades

@@ -410,7 +410,6 @@ def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
     ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
-    tails = [m for m in getattr(s, "client_made", None) or () if m.endswith(("p90", "p99"))]
     head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
     tail = "" if status == "done" else f"  [red]({status})[/]"
     load = open_loop_load(s)
@@ -439,9 +438,7 @@ def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str
         head + f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
         f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
         f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')}{ttft_mark} ms"
-        f"  ITL p50 {_f(s.itl_ms.p50, '.2f')}{itl_mark} ms"
-        + (f"  [yellow]client-made: {', '.join(tails)}[/]" if tails else "")
-        + tail
+        f"  ITL p50 {_f(s.itl_ms.p50, '.2f')}{itl_mark} ms" + tail
     )
 
 
@@ -473,11 +470,7 @@ def comparison_table(sweep: SweepFile) -> Table:
     names = sweep.target_names()
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
-    t = Table(
-        caption="* within reach of the client's own event-loop lag in a repeat "
-        "(client_made_percentiles): could be the client's; try --workers N",
-        header_style="bold",
-    )
+    t = Table(header_style="bold")
     t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
     for n in names:
         t.add_column(escape(n), justify="right")
@@ -494,6 +487,7 @@ def comparison_table(sweep: SweepFile) -> Table:
             ("ttft_ms.p50", ".0f"),
             ("itl_ms.p50", ".1f"),
         )
+    marked = False
     for c in levels:
         row = [f"{c:g}"]
         for n in names:
@@ -513,11 +507,38 @@ def comparison_table(sweep: SweepFile) -> Table:
                     return "*" if any(path in r.summary.client_made for r in ok) else ""
 
                 cell = " | ".join(mean(p, f) + mark(p) for p, f in paths)
+                marked = marked or "*" in cell
                 if any(r.overloaded for r in ok):
                     cell = f"[bold red]OVERLOADED[/] {cell}"
                 row.append(cell)
         t.add_row(*row)
+    if marked:  # the footnote only where a cell carries its mark
+        t.caption = (
+            "* within reach of the client's own event-loop lag in a repeat "
+            "(client_made_percentiles): could be the client's; try --workers N"
+        )
     return t
+
+
+def client_made_line(sweep: SweepFile) -> str | None:
+    """Said once, after the table: how many runs had tail percentiles (p90/p99) within
+    reach of the client's own loop lag, which ones, and the cure (each level's line no
+    longer repeats it)."""
+    made: dict[str, int] = {}
+    runs = 0
+    for r in sweep.runs:
+        tails = [m for m in r.summary.client_made if m.endswith(("p90", "p99"))]
+        runs += bool(tails)
+        for m in tails:
+            made[m] = made.get(m, 0) + 1
+    if not runs:
+        return None
+    which = ", ".join(f"{m} ({n})" for m, n in sorted(made.items(), key=lambda x: -x[1]))
+    return (
+        f"client-made tails in {runs} of {len(sweep.runs)} runs: {which} are within reach "
+        "of the client's own event-loop lag, so they could be the client's; --workers N "
+        "(or auto) spreads the load over more client processes"
+    )
 
 
 #: the findings printed after the table, in this order, besides every crossover
@@ -558,6 +579,9 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
     )
     stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))
+    made = client_made_line(outcome.sweep)
+    if made is not None:
+        stdout.print(f"[yellow]{escape(made)}[/]")
     for line in format_overloads(outcome.sweep):
         stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
     shown = ordered_findings(outcome.findings)

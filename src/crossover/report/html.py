@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,38 +115,37 @@ def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
 
 
 def _problems(sweep: SweepFile) -> list[dict[str, str]]:
-    """One row per problem of each run; the same ``info`` in several runs is one row
-    with the runs and the summed count, so that notes do not bury the errors."""
-    rows: list[dict[str, str]] = []
-    infos: dict[tuple[str, str], tuple[dict[str, str], list[str], int]] = {}
+    """One row per kind of problem: the same code and message in several runs is one row
+    naming the runs, with the summed count, so that a warning every level repeats does
+    not bury the errors. Messages that differ only in their figures (a loop lag of 3.1
+    or 3.4 ms) are the same problem: the row quotes the first run's and says so."""
+    groups: dict[tuple[str, str, str], tuple[dict[str, str], list[str], int, set[str]]] = {}
     for r in sweep.runs:
         where = f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}"
         for p in r.problems:
-            if p.severity == "info":
-                key = (p.code, p.message)
-                if key in infos:
-                    row, runs, total = infos[key]
-                    infos[key] = (row, [*runs, where], total + p.count)
-                    continue
-                row = {"where": where, "code": p.code, "severity": p.severity}
-                row.update(count=str(p.count), message=p.message)
-                infos[key] = (row, [where], p.count)
-                rows.append(row)
+            key = (p.code, p.severity, _FIGURES.sub("#", p.message))
+            if key in groups:
+                row, runs, total, said = groups[key]
+                groups[key] = (row, [*runs, where], total + p.count, said | {p.message})
                 continue
-            rows.append(
-                {
-                    "where": where,
-                    "code": p.code,
-                    "severity": p.severity,
-                    "count": str(p.count),
-                    "message": p.message,
-                }
-            )
-    for row, runs, total in infos.values():
+            row = {"where": where, "code": p.code, "severity": p.severity}
+            row.update(count=str(p.count), message=p.message)
+            groups[key] = (row, [where], p.count, {p.message})
+    rows = []
+    for row, runs, total, said in groups.values():
         if len(runs) > 1:
             row["where"] = f"{len(runs)} runs: {', '.join(runs)}"
             row["count"] = str(total)
-    return rows
+            if len(said) > 1:
+                row["message"] += " (the first run's figures; each run's are under Every run)"
+        rows.append(row)
+    # errors first, then warnings, then notes; the runs' order within each
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(rows, key=lambda row: order.get(row["severity"], 3))
+
+
+#: the figures in a problem's message, masked to tell the same problem in several runs
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _telemetry(sweep: SweepFile) -> list[dict[str, str]]:
