@@ -143,6 +143,15 @@ def sweep(
         bool,
         typer.Option(help="On resume, measure again levels whose stored run is not valid"),
     ] = False,
+    redo: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME[@LEVEL,...]",
+            help="On resume, measure again every repeat of these levels of target NAME "
+            "(all its levels without @), valid or not: an outlier repeat the sweep "
+            "flagged; repeat the flag for more targets",
+        ),
+    ] = None,
     workers: Annotated[
         str | None,
         typer.Option(
@@ -259,7 +268,9 @@ def sweep(
             cluster.check(cfg, chosen)
         check_writable(out)
         console = make_console(stderr=True)
-        outcome = run_async(run_live(cfg, out, console, chosen, redo_invalid, cluster))
+        outcome = run_async(
+            run_live(cfg, out, console, chosen, redo_invalid, cluster, parse_redo(redo, cfg))
+        )
     except UsageError:
         # refused once running (a prompt file no tokenizer can fit, a server gone since
         # the check): what this command created and left without a run goes again
@@ -274,6 +285,44 @@ def sweep(
         raise InvalidRunError(
             invalid_line(len(invalid), len(outcome.sweep.runs), outcome.failed_levels)
         )
+
+
+def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float] | None]:
+    """``--redo NAME[@L1,L2]`` (repeatable) as {target: levels or None for all}; an
+    unknown target or a level the target does not sweep is one line, before any work."""
+    from crossover.errors import unknown_choice
+
+    out: dict[str, set[float] | None] = {}
+    names = [t.name for t in cfg.targets]
+    levels = {lv.value for lv in cfg.levels()}
+    for spec in specs or []:
+        name, _, rest = spec.partition("@")
+        if name not in names:
+            raise UsageError("--redo: " + unknown_choice("target", name, names))
+        if not rest:
+            out[name] = None
+            continue
+        mine = set(levels)
+        target = next(t for t in cfg.targets if t.name == name)
+        if target.concurrency:
+            mine = {float(c) for c in target.concurrency}
+        chosen: set[float] = set()
+        for part in rest.split(","):
+            try:
+                value = float(part)
+            except ValueError:
+                raise UsageError(
+                    f"--redo {spec}: expected NAME@LEVEL[,LEVEL...], e.g. {name}@4"
+                ) from None
+            if value not in mine:
+                shown = ", ".join(f"{v:g}" for v in sorted(mine))
+                raise UsageError(f"--redo {spec}: {name} has no level {part} (its levels: {shown})")
+            chosen.add(value)
+        if name not in out:
+            out[name] = chosen
+        elif (had := out[name]) is not None:  # None (all its levels) stays all
+            had |= chosen
+    return out
 
 
 def invalid_line(invalid: int, runs: int, failed_levels: list[str]) -> str:
@@ -348,6 +397,7 @@ async def run_live(
     only: set[str] | None = None,
     redo_invalid: bool = False,
     cluster: RayCluster | None = None,
+    redo: dict[str, set[float] | None] | None = None,
 ) -> SweepOutcome:
     """Run the sweep with a live progress line and one line per finished level."""
     import asyncio
@@ -379,7 +429,9 @@ async def run_live(
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
     )
-    runner = SweepRunner(cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster)
+    runner = SweepRunner(
+        cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
+    )
     task = asyncio.ensure_future(runner.run())
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -520,6 +572,22 @@ def comparison_table(sweep: SweepFile) -> Table:
     return t
 
 
+def outlier_lines(sweep: SweepFile) -> list[str]:
+    """Each outlier repeat (``crossover.analysis.outliers``) and the command that redoes it."""
+    from crossover.analysis.outliers import outlier_repeats
+
+    found = outlier_repeats(sweep)
+    if not found:
+        return []
+    lines = [f"outlier repeat: {o.describe()}" for o in found]
+    redo = " ".join(f"--redo {spec}" for spec in dict.fromkeys(o.redo for o in found))
+    lines.append(
+        "an outlier widens its level's interval (findings through it read inconclusive); "
+        f"the same command with {redo} measures those levels again"
+    )
+    return lines
+
+
 def client_made_line(sweep: SweepFile) -> str | None:
     """Said once, after the table: how many runs had tail percentiles (p90/p99) within
     reach of the client's own loop lag, which ones, and the cure (each level's line no
@@ -579,6 +647,8 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
     )
     stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))
+    for line in outlier_lines(outcome.sweep):
+        stdout.print(f"[yellow]{escape(line)}[/]")
     made = client_made_line(outcome.sweep)
     if made is not None:
         stdout.print(f"[yellow]{escape(made)}[/]")

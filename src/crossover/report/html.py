@@ -24,6 +24,7 @@ from crossover.analysis.crossovers import (
     format_crossover,
     format_overloads,
 )
+from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
 
@@ -186,6 +187,7 @@ def render_html(
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
     folder holds one, the ``crossover quality`` result beside the speed results)."""
     rate = sweep.axis() == "rate"
+    off = {(o.target, o.axis, o.level, o.repeat) for o in outlier_repeats(sweep)}
     titles = dict(CHART_TITLES)
     if rate:
         titles["throughput"] = (
@@ -217,9 +219,12 @@ def render_html(
         ],
         "targets": _targets(sweep),
         "problems": _problems(sweep),
+        "outliers": [
+            {"line": o.describe(), "redo": f"--redo {o.redo}"} for o in outlier_repeats(sweep)
+        ],
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
-            _run_row(r)
+            {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
             for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),

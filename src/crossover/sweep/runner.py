@@ -161,10 +161,14 @@ class SweepRunner:
         only: set[str] | None = None,
         redo_invalid: bool = False,
         cluster: RayCluster | None = None,
+        redo: dict[str, set[float] | None] | None = None,
     ) -> None:
         self.config = config
         #: on resume, measure again the levels whose stored run is not valid
         self.redo_invalid = redo_invalid
+        #: on resume, measure again these targets' levels (None: all of the target's),
+        #: every repeat, valid or not (``--redo NAME@LEVEL``: an outlier repeat)
+        self.redo = redo or {}
         #: measure only these targets this time; the others' stored runs stay in sweep.json
         self.only = only
         config.check_only(only)
@@ -211,6 +215,10 @@ class SweepRunner:
         row = self.store.finished_by_key(run_key(target, level, r))
         if row is None:
             return False
+        if target in self.redo:
+            levels = self.redo[target]
+            if levels is None or level.value in levels:
+                return False
         # with redo_invalid a run that did not verify is measured again (it stays stored)
         return not (self.redo_invalid and (row.summary or {}).get("verdict") != "valid")
 
