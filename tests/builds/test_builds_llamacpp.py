@@ -195,3 +195,24 @@ def test_an_interrupted_build_starts_clean(
     monkeypatch.setattr(lc.shutil, "which", lambda name: "/usr/bin/" + name)
     assert ensure_llama_server(cuda=False, progress=False) == cfg.binary
     assert seen == [False, False] and cfg.stamp.is_file()
+
+
+def test_a_long_compile_says_it_is_still_going(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal, one file compiling for minutes (ggml-cpu.c at 10%) gets a line
+    with its elapsed time each HEARTBEAT_S, not silence that reads as a hang."""
+    from crossover.builds import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
+    script = (
+        "import time; print('[ 10%] Building C object ggml/src/ggml-cpu/ggml-cpu.c.o', "
+        "flush=True); time.sleep(1.0); print('[100%] Linking CXX executable bin/llama-server')"
+    )
+    with (tmp_path / "build.log").open("w") as log:
+        run_build_command([sys.executable, "-c", script], log, "building", True, True)
+    err = capsys.readouterr().err
+    still = [ln for ln in err.splitlines() if "still compiling" in ln]
+    assert len(still) >= 2, err
+    assert still[0].strip().startswith("10%  Building C ggml-cpu.c.o (still compiling, ")
+    assert "100%  Linking CXX" in err

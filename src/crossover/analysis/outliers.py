@@ -11,9 +11,10 @@ concurrency, output tokens/s along the rate axis), in log space (a ratio):
   two or more valid repeats, of the standard deviation of the repeats' logs (the
   median: one disturbed level does not make the noise look large);
 * with three or more repeats, a repeat is off when its ratio to the level's median
-  (robust to the one off) is beyond ``max(RATIO, exp(K x sigma))``; with two, the pair disagrees when
-  their ratio is beyond ``max(RATIO, exp(K x sigma x sqrt 2))`` (the difference of two
-  noisy values), and the one further from the target's neighbouring levels is named.
+  (robust to the one off) is beyond ``max(RATIO, exp(K x sigma))``;
+* with two, the pair disagrees when their ratio is beyond
+  ``max(RATIO, exp(K x sigma x sqrt 2))`` (the difference of two noisy values), and
+  the one further from the target's neighbouring levels is named.
 """
 
 from __future__ import annotations
