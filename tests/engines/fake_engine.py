@@ -64,7 +64,8 @@ def main() -> int:
             if self.path == "/health":
                 code, body = (200, b'{"status":"ok"}') if healthy else (503, b'{"error":"loading"}')
             elif self.path == "/props" and name != "no_props":
-                code, body = 200, b'{"build_info":"b9999-fake0001","total_slots":%d}' % args.np
+                build = b"b0-unknown" if name == "unknown_build" else b"b9999-fake0001"
+                code, body = 200, b'{"build_info":"%s","total_slots":%d}' % (build, args.np)
             elif self.path == "/metrics":
                 code, body = 200, b"llamacpp:requests_processing 0\n"
             else:

@@ -52,6 +52,32 @@ def test_launch_health_version_settings_stop(fake_config: Make, tmp_path: Path) 
     assert engine.stop() == engine.returncode  # idempotent
 
 
+def test_a_build_without_git_metadata_is_named_by_crossovers_stamp(
+    fake_config: Make, tmp_path: Path
+) -> None:
+    """llama-cpp-python's sdist has no git metadata: the server says b0-unknown and
+    "version: 0 (unknown)"; the build.json crossover wrote beside its build names it."""
+    import json
+    import sys
+
+    from .conftest import FAKE_ENGINE
+
+    build = tmp_path / "llamacpp-0.3.36-cpu-abc"
+    (build / "build" / "bin").mkdir(parents=True)
+    exe = build / "build" / "bin" / "llama-server"
+    exe.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "version: 0 (unknown)" >&2; exit 0; fi\n'
+        f'exec {sys.executable} {FAKE_ENGINE} "$@"\n'
+    )
+    exe.chmod(0o755)
+    (build / "build.json").write_text(
+        json.dumps({"source": "llama-cpp-python-0.3.36", "label": "cpu"})
+    )
+    with launch(fake_config("unknown_build", executable=[str(exe)]), tmp_path / "e.log") as e:
+        assert e.version == "llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cpu)"
+
+
 def test_graphs_off_reaches_the_engine_and_the_record(fake_config: Make, tmp_path: Path) -> None:
     with launch(fake_config(cuda_graphs=False), tmp_path / "e.log") as engine:
         assert "fake: cuda graphs off" in (tmp_path / "e.log").read_text()

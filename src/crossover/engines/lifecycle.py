@@ -53,7 +53,7 @@ from crossover.engines.processes import (
     pdeathsig_preexec,
     signal_group,
 )
-from crossover.engines.spec import EngineSpec, LaunchSpec
+from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe
 from crossover.errors import EngineError, UsageError
 
 LOG_TAIL_LINES = 20
@@ -381,6 +381,8 @@ class RunningEngine:
                     except (ValueError, AttributeError):
                         continue
                     text = str(value) if value else None
+            elif probe.kind == "stamp":
+                text = _stamp_version(self.adapter.executable(self.config)[0], probe)
             else:
                 exe = self.adapter.executable(self.config)
                 if probe.kind == "python":
@@ -511,3 +513,21 @@ async def alaunch(
         yield engine
     finally:
         await asyncio.to_thread(engine.stop)
+
+
+def _stamp_version(executable: str, probe: VersionProbe) -> str | None:
+    """The version a build stamp (``probe.target[0]``, JSON) beside ``executable`` or
+    in a folder above it (up to three) gives through ``probe.template``."""
+    found = shutil.which(executable)
+    if found is None:
+        return None
+    here = Path(found).resolve().parent
+    for folder in (here, *list(here.parents)[:3]):
+        path = folder / probe.target[0]
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                return str(probe.template.format(**data)) if probe.template else None
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                return None
+    return None

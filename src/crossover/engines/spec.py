@@ -38,10 +38,17 @@ class LaunchSpec:
 class VersionProbe:
     """One way to read an engine's version: an HTTP GET or a command; first hit wins."""
 
-    kind: str  # "http" (path on the server), "cmd" (args after the executable), "python"
+    #: "http" (path on the server), "cmd" (args after the executable), "python", or
+    #: "stamp" (a JSON file, ``target[0]``, in the executable's folder or one above it:
+    #: the stamp crossover writes beside a binary it built)
+    kind: str
     target: tuple[str, ...]
     json_key: str | None = None  # for "http": the key holding the version
-    regex: str | None = None  # applied to the body / command output; group 1 is the version
+    #: applied to the body / command output; group 1 is the version, and no match
+    #: passes to the next probe (a build without its git metadata says ``b0-unknown``)
+    regex: str | None = None
+    #: for "stamp": the version written from the file's keys (``{source}``)
+    template: str | None = None
 
 
 Builder = Callable[[EngineConfig, int, Path], LaunchSpec]

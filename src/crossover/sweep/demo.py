@@ -1,10 +1,14 @@
 """The embedded default of the main job: real llama.cpp serving a real model.
 
-Two llama-server configurations a user would weigh on a small CPU machine, on the
-real Gemma 3 270M (Q4_K_M GGUF assembled from PyPI): one parallel slot against
-eight. Slots move the curve: with one slot requests queue (TTFT grows with load)
-while each stream decodes alone; with eight they batch (more tokens/s in total,
-each stream slower). The sweep finds where that trade flips, with an interval.
+Two llama-server configurations of the real Gemma 3 270M (Q4_K_M GGUF assembled from
+PyPI) that a user of a small CPU machine would weigh: one slot given both cores
+(``--parallel 1 --threads 2``: each request alone, prefill and decode on two threads)
+against eight slots on one core (``--parallel 8 --threads 1``: requests batched, the
+other core left to the client driving eight streams). The single fast slot wins while
+requests come one at a time; as they pile up its queue grows (TTFT climbs with every
+waiting request) while the eight slots batch them. The sweep finds where that flips,
+with an interval. (One slot against eight on the same thread count, the earlier demo,
+had no crossover: eight slots led from the first level.)
 
 transformers serve is left out of the CPU demo: it needs a PyTorch install
 (several hundred MB) and Gemma as an HF folder, and would not fit the 15-minute
@@ -18,17 +22,12 @@ from pathlib import Path
 from crossover.sweep.config import SweepConfig, build_sweep_config
 
 DEMO_LEVELS = [1, 2, 4, 8]
+#: the two configurations: one slot on both cores, eight slots on one
+DEMO_TARGETS = ("1-slot-2-threads", "8-slots-1-thread")
 
 
 def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfig:
-    # one thread leaves the other core to the client; llama.cpp's default on a busy
-    # 2-core machine spins its threads against the client (seen: 20x slower tokens)
-    launch = {
-        "model": str(model),
-        "context_tokens": 512,
-        "executable": [str(server)],
-        "extra_args": ["--threads", "1"],
-    }
+    launch = {"model": str(model), "context_tokens": 512, "executable": [str(server)]}
     return build_sweep_config(
         {
             "name": "demo-gemma3-270m-cpu",
@@ -41,14 +40,18 @@ def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfi
             "repeats": 1 if quick else 3,
             "targets": [
                 {
-                    "name": "llamacpp-1-slot",
+                    "name": DEMO_TARGETS[0],
                     "engine": "llamacpp",
-                    "launch": {**launch, "parallel": 1},
+                    # both cores to one request at a time
+                    "launch": {**launch, "parallel": 1, "extra_args": ["--threads", "2"]},
                 },
                 {
-                    "name": "llamacpp-8-slots",
+                    "name": DEMO_TARGETS[1],
                     "engine": "llamacpp",
-                    "launch": {**launch, "parallel": 8},
+                    # one thread leaves the other core to the client's eight streams;
+                    # llama.cpp's default on a busy 2-core machine spins its threads
+                    # against the client (seen: 20x slower tokens)
+                    "launch": {**launch, "parallel": 8, "extra_args": ["--threads", "1"]},
                 },
             ],
         }

@@ -217,9 +217,17 @@ SPEC = EngineSpec(
         "llamacpp:tokens_predicted_total",
     ),
     version_probes=(
-        VersionProbe("http", ("/props",), json_key="build_info"),
+        # a tree without git metadata (llama-cpp-python's sdist, which crossover builds)
+        # says b0-unknown here and "version: 0 (unknown)" below: those pass to the stamp
+        VersionProbe("http", ("/props",), json_key="build_info", regex=r"^(?!b0-unknown$)(.+)$"),
         # common/build-info.cpp.in: "version: %s (build %d, commit %s)" on stderr
-        VersionProbe("cmd", ("--version",), regex=r"version: (.+?)\s*$"),
+        VersionProbe("cmd", ("--version",), regex=r"version: (?!0 \(unknown\))(.+?)\s*$"),
+        # the build.json crossover writes beside the build (crossover.builds.llamacpp)
+        VersionProbe(
+            "stamp",
+            ("build.json",),
+            template="llama.cpp of {source} (built by crossover: {label})",
+        ),
     ),
     log_patterns=lp.LLAMACPP + logs_moe.LLAMACPP_MOE,
     absence_rules=lp.LLAMACPP_ABSENT,
