@@ -199,3 +199,15 @@ def test_advise_terminal_says_which_tok_s_and_shows_rule_titles(
     assert "rules (title: source):" in out
     assert "docs/engines.md, advisor rules" in out
     assert "tok/s total" not in out
+
+
+@pytest.mark.parametrize("gpu", ["H100 PCIe", "RTX 3090"])
+def test_one_gpu_names_no_interconnect(gpu: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """One GPU has no link to another: an H100 PCIe or an RTX 3090 alone read "(nvlink)"
+    from their table rows' bridge; two name theirs."""
+    assert main(["advise", "--gpu", gpu, "--model", "llama-3.1-8b"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("1x ") and "(nvlink)" not in first and "(pcie" not in first
+    assert main(["advise", "--gpu", gpu, "--gpus", "2", "--model", "llama-3.1-8b"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("2x ") and "(pcie" in first

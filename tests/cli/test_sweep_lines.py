@@ -119,3 +119,26 @@ def test_the_run_summary_marks_client_made_percentiles() -> None:
     text = console.export_text()
     assert "10.00*" in text  # ITL p90
     assert "client_made_percentiles" in text and "--workers" in text
+
+
+def test_a_sessions_rate_sweep_counts_sessions_per_second() -> None:
+    from rich.console import Console
+
+    from crossover.analysis.schema import SweepFile
+    from crossover.cli.sweep import comparison_table
+
+    from ..analysis.synthetic_servers import summary
+
+    def sweep(workload: dict[str, object]) -> SweepFile:
+        s = summary(total=100.0, ttft_ms=5.0)
+        s["load"] = {"mode": "rate", "concurrency": None, "rate_rps": 2.0}
+        return SweepFile.model_validate(
+            {"runs": [{"target": "a", "rate": 2.0, "summary": s}], "workload": workload}
+        )
+
+    with_sessions = sweep({"sessions": "3 turns, think 0 s"})
+    assert with_sessions.rate_unit() == "sessions/s"
+    assert sweep({}).rate_unit() == "requests/s"
+    console = Console(width=200, record=True)
+    console.print(comparison_table(with_sessions))
+    assert "sessions/s" in console.export_text()

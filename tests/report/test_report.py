@@ -142,6 +142,8 @@ def test_a_quality_result_in_the_folder_is_shown_beside_the_speed_results(
     assert "12,000" in section and "97.01% (96.15%-97.73%)" in section
     assert "0.0711 (0.0600-0.0861)" in section
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+    # the last column says what it is
+    assert "First divergence: over the prompts where the candidate" in section
     (sweep_dir / "quality.json").write_text('{"schema": "something else"}')
     with pytest.raises(UsageError, match=r"not a crossover\.quality/1 file"):
         write_report(sweep_dir, load_sweep(sweep_dir), sweep_dir / "r.html")
@@ -187,3 +189,46 @@ def test_throughput_goes_log_when_targets_lie_far_apart_and_crossovers_are_numbe
     # two points 5% apart: the second number is placed lower, not on top of the first
     (y1, y2) = (n.xyann[1] if hasattr(n, "xyann") else n.get_position()[1] for n in numbers)
     assert y1 != y2
+
+
+def test_the_workload_reads_as_a_sentence() -> None:
+    from crossover.report.html import describe_workload
+
+    w = {"output_tokens": 64, "input_tokens": 128, "endpoint": "completions", "seed": 0,
+         "prompts_file": None, "concurrency": [1, 2, 4, 8], "repeats": 3, "name": "demo"}  # fmt: skip
+    assert describe_workload(w) == (
+        "128-token synthetic prompts, exactly 64 output tokens each, /v1/completions, "
+        "seed 0; concurrency 1, 2, 4, 8; 3 repeats per level"
+    )
+    w = {"output_tokens": 32, "input_tokens": None, "endpoint": "chat", "seed": 1,
+         "prompts_file": "sharegpt.json", "sessions": "3 turns, think 0 s",
+         "concurrency": None, "rates": [2.0, 4.5], "duration_s_per_level": 30.0,
+         "repeats": 1, "slo": "ttft_ms.p99=500", "extra": 7}  # fmt: skip
+    text = describe_workload(w)
+    assert text.startswith("prompts from sharegpt.json, each its own length, exactly 32")
+    assert "sessions 3 turns, think 0 s" in text and "/v1/chat/completions" in text
+    assert "arrival rates 2, 4.5 per s; 30 s per level; 1 repeat per level" in text
+    assert text.endswith("goodput SLO ttft_ms.p99=500; extra=7")
+    assert "=-" not in text and "prompts_file" not in text
+
+
+def test_pareto_labels_never_cover_each_other() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from crossover.analysis import SweepFile
+    from crossover.report.charts import pareto_axes
+
+    from ..analysis.synthetic_servers import summary
+
+    runs = []
+    for t, scale in (("a", 1.0), ("b", 1.02)):  # two targets nearly on top of each other
+        for c in (1, 2, 4, 8, 16):
+            s = summary(total=100.0 * c**0.5 * scale, tpot_ms=10.0 * c**0.3, concurrency=c)
+            runs.append({"target": t, "concurrency": c, "repeat": 0, "summary": s})
+    fig, ax = pareto_axes(SweepFile.model_validate({"runs": runs}))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) >= 5
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b)

@@ -298,6 +298,11 @@ class SweepFile(BaseModel):
         rate = any(r.rate is not None for r in self.runs)
         return "rate" if rate and all(r.rate is not None for r in self.runs) else "concurrency"
 
+    def rate_unit(self) -> str:
+        """What a rate level counts per second: ``sessions/s`` when the workload is
+        multi-turn sessions (an arrival starts a session), else ``requests/s``."""
+        return "sessions/s" if (self.workload or {}).get("sessions") else "requests/s"
+
     def target(self, name: str) -> TargetInfo | None:
         """The declared target of that name, if any."""
         return next((t for t in self.targets if t.name == name), None)

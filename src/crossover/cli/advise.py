@@ -104,8 +104,11 @@ def _figures(rec: dict[str, Any]) -> str:
 def _print(advice: dict[str, Any]) -> None:
     echo = typer.echo
     hw, model = advice["hardware"], advice["model"]
+    # the link between GPUs: one GPU has none to name (an H100 PCIe or an RTX 3090 alone
+    # read "(nvlink)" from its table row's bridge)
+    link = f" ({hw['interconnect']})" if hw["count"] > 1 else ""
     echo(
-        f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
+        f"{hw['count']}x {hw['gpu']}{link}, {model['name']} "
         f"{model['params'] / 1e9:.2f}B params, quant {model['quant']}; "
         f"figures: decode tok/s per user and output tok/s (all users), "
         f"{advice['predictions']} predictions"

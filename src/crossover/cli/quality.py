@@ -15,6 +15,14 @@ EXAMPLE = """Example (two llama-servers, the shipped Q4_K_M and a Q8_0 made from
 """
 
 
+#: what the table's last column means, under the table (and in the report)
+DIVERGENCE = (
+    "1st divergence: over the prompts where the candidate's greedy token ever differed "
+    "from the reference's, the median output position (0: the first generated token) "
+    "where it first did; - when no prompt diverged"
+)
+
+
 def quality(
     reference: Annotated[
         str, typer.Option(help="NAME=URL[,engine=E,model=M]: whose greedy tokens are the truth")
@@ -77,7 +85,10 @@ def quality(
             )
         except ApiError as exc:
             raise EngineError(f"reference {ref.name}: {exc}") from None
-    table = Table(title=f"quality against {ref.name} ({result.reference_tokens:,} tokens)")
+    table = Table(
+        title=f"quality against {ref.name} ({result.reference_tokens:,} tokens)",
+        caption=DIVERGENCE,
+    )
     for col in ("candidate", "scored", "top-1 agreement", "mean KL (nats)", "1st divergence"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
     for c in result.candidates:

@@ -523,7 +523,7 @@ def comparison_table(sweep: SweepFile) -> Table:
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
     t = Table(header_style="bold")
-    t.add_column("requests/s" if axis == "rate" else "concurrency", justify="right")
+    t.add_column(sweep.rate_unit() if axis == "rate" else "concurrency", justify="right")
     for n in names:
         t.add_column(escape(n), justify="right")
     if axis == "rate":

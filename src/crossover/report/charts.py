@@ -77,7 +77,11 @@ def _png(fig: Any) -> bytes:
 
 
 def _new_axes(
-    title: str, ylabel: str, log_x: bool = True, axis: Axis = "concurrency"
+    title: str,
+    ylabel: str,
+    log_x: bool = True,
+    axis: Axis = "concurrency",
+    rate_unit: str = "requests/s",
 ) -> tuple[Any, Axes]:
     from matplotlib.figure import Figure
 
@@ -91,7 +95,7 @@ def _new_axes(
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.set_xlabel(
-            "requests/s (arrival rate offered, Poisson)"
+            f"{rate_unit} (arrival rate offered, Poisson)"
             if axis == "rate"
             else "concurrency (requests in flight)"
         )
@@ -256,7 +260,7 @@ def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any,
     """The throughput chart's figure and axes: log y when the targets lie far apart, the
     crossovers of its metric marked (the other throughput's are listed in the page)."""
     key, path, label = throughput_metric(sweep)
-    fig, ax = _new_axes("Throughput", label, axis=sweep.axis())
+    fig, ax = _new_axes("Throughput", label, axis=sweep.axis(), rate_unit=sweep.rate_unit())
     labelled = [False]
     drawn: list[Series] = []
     for i, name in enumerate(sweep.target_names()):
@@ -287,7 +291,12 @@ def throughput_axes(sweep: SweepFile, findings: Sequence[Finding]) -> tuple[Any,
 
 def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, title: str) -> bytes:
     """p50 line with a p90-p99 band per target, for ``ttft_ms`` or ``itl_ms``."""
-    fig, ax = _new_axes(title, f"{section.removesuffix('_ms').upper()} (ms)", axis=sweep.axis())
+    fig, ax = _new_axes(
+        title,
+        f"{section.removesuffix('_ms').upper()} (ms)",
+        axis=sweep.axis(),
+        rate_unit=sweep.rate_unit(),
+    )
     labelled = [False]
     p50_all: list[list[float]] = []
     for i, name in enumerate(sweep.target_names()):
@@ -323,8 +332,15 @@ def latency_chart(sweep: SweepFile, findings: Sequence[Finding], section: str, t
 
 def pareto_chart(sweep: SweepFile) -> bytes:
     """Tokens/s per user against total tokens/s: up and right is better."""
+    return _png(pareto_axes(sweep)[0])
+
+
+def pareto_axes(sweep: SweepFile) -> tuple[Any, Axes]:
+    """The Pareto chart's figure and axes; each point labelled with its level where the
+    label does not cover another (``place_labels``)."""
     fig, ax = _new_axes("Per-user speed vs total throughput", "total tokens/s", log_x=False)
     ax.set_xlabel("tokens/s per user (1000 / TPOT p50)")
+    labels: list[tuple[float, float, str, str]] = []
     for i, name in enumerate(sweep.target_names()):
         pts: dict[float, list[tuple[float, float]]] = {}
         for r in sweep.runs:
@@ -338,17 +354,46 @@ def pareto_chart(sweep: SweepFile) -> bytes:
         levels = sorted(pts)
         xs = [statistics.fmean(p[0] for p in pts[c]) for c in levels]
         ys = [statistics.fmean(p[1] for p in pts[c]) for c in levels]
-        ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)], label=_txt(name))
+        color = COLORS[i % len(COLORS)]
+        ax.plot(xs, ys, marker="o", color=color, label=_txt(name))
         for c, x, y in zip(levels, xs, ys, strict=True):
-            ax.annotate(
-                level_label(sweep.axis(), c),
+            labels.append((x, y, level_label(sweep.axis(), c), color))
+    _legend(ax)
+    place_labels(fig, ax, labels)
+    return fig, ax
+
+
+#: where a point's label may go, in points from the point: right-above first
+LABEL_OFFSETS = ((4, 4), (4, -11), (-6, 6), (-6, -13), (4, 14), (4, -21), (-6, 16), (-6, -23))
+
+
+def place_labels(fig: Any, ax: Axes, labels: Sequence[tuple[float, float, str, str]]) -> None:
+    """Annotate each ``(x, y, text, color)`` at the first offset where its box overlaps
+    no label placed before it; where every offset would, the label is left out (the
+    legend and the line's order still say which point it is), never drawn over another."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    ax.autoscale_view()
+    placed: list[Any] = []
+    for x, y, text, color in labels:
+        for k, (dx, dy) in enumerate(LABEL_OFFSETS):
+            ann = ax.annotate(
+                text,
                 (x, y),
                 fontsize=7,
-                xytext=(3, 3),
+                color=color,
+                xytext=(dx, dy),
                 textcoords="offset points",
+                ha="left" if dx >= 0 else "right",
             )
-    _legend(ax)
-    return _png(fig)
+            box = ann.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            ann.remove()
+            if k == len(LABEL_OFFSETS) - 1:
+                break
 
 
 def all_charts(sweep: SweepFile, findings: Sequence[Finding]) -> dict[str, bytes]:

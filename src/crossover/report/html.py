@@ -60,6 +60,63 @@ def _text(v: Any) -> str:
     return json.dumps(v, sort_keys=True)
 
 
+def describe_workload(w: dict[str, Any]) -> str:
+    """A sweep's workload as a reader says it: ``200-token synthetic prompts, exactly 64
+    output tokens each, /v1/completions, seed 0; concurrency 1, 2, 4, 8; 3 repeats``
+    (the raw keys are in sweep.json). Keys it does not know are kept as ``key=value``."""
+    if not w:
+        return ""
+    w = dict(w)
+    w.pop("name", None)  # the title says it
+    parts: list[str] = []
+    inp, out = w.pop("input_tokens", None), w.pop("output_tokens", None)
+    prompts = w.pop("prompts_file", None)
+    source = f"prompts from {prompts}" if prompts not in (None, "", "-") else "synthetic prompts"
+    if inp is None:
+        parts.append(f"{source}, each its own length")
+    else:
+        parts.append(
+            f"{inp}-token {source}" if "synthetic" in source else f"{source}, {inp} tokens each"
+        )
+    if out is not None:
+        parts.append(f"exactly {out} output tokens each")
+    for key, what in (
+        ("input_lengths", "prompt lengths"),
+        ("output_lengths", "output lengths"),
+        ("shared_prefix", "shared prefix"),
+        ("sessions", "sessions"),
+        ("trace", "trace"),
+        ("trace_block_tokens", "tokens per trace block"),
+    ):
+        if w.get(key) is not None:
+            parts.append(f"{what} {_text(w.pop(key))}")
+        w.pop(key, None)
+    endpoint = w.pop("endpoint", None)
+    if endpoint:
+        parts.append("/v1/chat/completions" if endpoint == "chat" else "/v1/completions")
+    if "seed" in w:
+        parts.append(f"seed {w.pop('seed')}")
+    head = ", ".join(parts)
+    more: list[str] = []
+    levels = w.pop("rates", None)
+    conc = w.pop("concurrency", None)
+    if levels:
+        more.append("arrival rates " + ", ".join(f"{x:g}" for x in levels) + " per s")
+    elif conc:
+        more.append("concurrency " + ", ".join(str(c) for c in conc))
+    if w.get("duration_s_per_level") is not None:
+        more.append(f"{w.pop('duration_s_per_level'):g} s per level")
+    w.pop("duration_s_per_level", None)
+    reps = w.pop("repeats", None)
+    if reps is not None:
+        more.append(f"{reps} repeat{'s' if reps != 1 else ''} per level")
+    if w.get("slo"):
+        more.append(f"goodput SLO {_text(w.pop('slo'))}")
+    w.pop("slo", None)
+    more += [f"{k}={_text(v)}" for k, v in sorted(w.items()) if v is not None]
+    return "; ".join([head, *more])
+
+
 @dataclass(frozen=True)
 class Chart:
     name: str
@@ -191,7 +248,8 @@ def render_html(
     titles = dict(CHART_TITLES)
     if rate:
         titles["throughput"] = (
-            "Output tokens/s vs arrival rate, requests/s (error bars: spread over repeats; "
+            f"Output tokens/s vs arrival rate, {sweep.rate_unit()} (error bars: spread over "
+            "repeats; "
             "red rings: overloaded levels)"
         )
     chart_list = [
@@ -207,7 +265,7 @@ def render_html(
         "title": title,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "started_at": sweep.started_at,
-        "workload": [(k, _text(v)) for k, v in sorted((sweep.workload or {}).items())],
+        "workload": describe_workload(sweep.workload or {}),
         "charts": chart_list,
         "overloads": format_overloads(sweep),
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
@@ -228,7 +286,7 @@ def render_html(
             for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
-        "level_header": "requests/s" if sweep.axis() == "rate" else "concurrency",
+        "level_header": sweep.rate_unit() if sweep.axis() == "rate" else "concurrency",
         "telemetry": _telemetry(sweep),
         "quality": _quality_rows(quality),
     }
