@@ -56,7 +56,7 @@ def test_a_build_without_git_metadata_is_named_by_crossovers_stamp(
     fake_config: Make, tmp_path: Path
 ) -> None:
     """llama-cpp-python's sdist has no git metadata: the server says b0-unknown and
-    "version: 0 (unknown)"; the build.json crossover wrote beside its build names it."""
+    "commit unknown" (the 0.3.36 tree's --version); the build.json crossover wrote beside its build names it."""
     import json
     import sys
 
@@ -67,7 +67,7 @@ def test_a_build_without_git_metadata_is_named_by_crossovers_stamp(
     exe = build / "build" / "bin" / "llama-server"
     exe.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = --version ]; then echo "version: 0 (unknown)" >&2; exit 0; fi\n'
+        'if [ "$1" = --version ]; then echo "version: 0.5.0-dev (build 0, commit unknown)" >&2; exit 0; fi\n'
         f'exec {sys.executable} {FAKE_ENGINE} "$@"\n'
     )
     exe.chmod(0o755)

@@ -218,10 +218,15 @@ SPEC = EngineSpec(
     ),
     version_probes=(
         # a tree without git metadata (llama-cpp-python's sdist, which crossover builds)
-        # says b0-unknown here and "version: 0 (unknown)" below: those pass to the stamp
+        # says b0-unknown here and "commit unknown" below: those pass to the stamp
         VersionProbe("http", ("/props",), json_key="build_info", regex=r"^(?!b0-unknown$)(.+)$"),
         # common/build-info.cpp.in: "version: %s (build %d, commit %s)" on stderr
-        VersionProbe("cmd", ("--version",), regex=r"version: (?!0 \(unknown\))(.+?)\s*$"),
+        # (this tree's: "version: 0.5.0-dev (build 0, commit unknown)")
+        VersionProbe(
+            "cmd",
+            ("--version",),
+            regex=r"version: (?!.*\bcommit unknown\b)(?!0 \(unknown\))(.+?)\s*$",
+        ),
         # the build.json crossover writes beside the build (crossover.builds.llamacpp)
         VersionProbe(
             "stamp",
