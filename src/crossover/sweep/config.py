@@ -246,7 +246,10 @@ class SweepConfig(BaseModel):
         "draws its own exact N from (uniform:64-512, lognormal:256,128,16-1024, ...)",
     )
     input_tokens: int | None = Field(
-        200, ge=1, description="prompt length in tokens, or a distribution"
+        200,
+        ge=1,
+        description="prompt length in tokens, or a distribution; null with prompts_file: "
+        "each prompt as written (the dataset's own lengths)",
     )
     input_lengths: LengthDist | None = Field(
         None, description="per-request prompt lengths (or give input_tokens a distribution)"

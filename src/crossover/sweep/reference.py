@@ -52,7 +52,19 @@ a mistake in the last target never waits for the first ones to be measured. For 
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
 everything but what only that machine can answer (model paths, executables, ports, URLs,
 tokenizer and prompt files); a sweep run with `--ray` skips those too (the paths are the
-nodes').
+nodes'). A URL target must answer as an LLM server of its dialect (`/v1/models`,
+llama.cpp's `/props`, Triton's `/v2/models/NAME`): a plain web server is refused with one
+line (its status and the start of its body); where the check cannot ask (`--ray`), the
+target's first level does, and the target fails while the others are measured.
+
+The workload keys have flags of the same meaning as `crossover run`'s, which override the
+file: `--endpoint` (`endpoint`), `--shared-prefix` (`shared_prefix`), `--turns` and
+`--think-s` (`sessions`), `--trace` (`trace`), `--prompts` (`prompts_file`), and
+`--prompt-lengths dataset` (`input_tokens: null` beside `prompts_file`: each prompt as
+written, the same prompts to every engine). On resume, `--redo NAME@LEVEL[,LEVEL]`
+measures every repeat of those levels of that target again (`--redo NAME`: all of its
+levels), for an outlier repeat the sweep flagged; `--redo-invalid` redoes the runs that
+did not verify.
 
 ```yaml
 name: slots
