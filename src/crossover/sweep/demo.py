@@ -1,14 +1,15 @@
 """The embedded default of the main job: real llama.cpp serving a real model.
 
 Two llama-server configurations of the real Gemma 3 270M (Q4_K_M GGUF assembled from
-PyPI) that a user of a small CPU machine would weigh: one slot given both cores
-(``--parallel 1 --threads 2``: each request alone, prefill and decode on two threads)
-against eight slots on one core (``--parallel 8 --threads 1``: requests batched, the
-other core left to the client driving eight streams). The single fast slot wins while
-requests come one at a time; as they pile up its queue grows (TTFT climbs with every
-waiting request) while the eight slots batch them. The sweep finds where that flips,
-with an interval. (One slot against eight on the same thread count, the earlier demo,
-had no crossover: eight slots led from the first level.)
+PyPI) that a user of a small CPU machine would weigh, both on one thread (the other core
+is the client's): one slot, each prompt prefilled in one batch, against eight slots
+with chunked prefill (``--batch-size 16 --ubatch-size 16``: a prompt goes in 16-token
+pieces between the other streams' decode steps, so no stream stalls behind a long
+prefill). One request at a time, the single slot's whole-prompt batch reaches the first
+token sooner; as requests pile up its queue grows (TTFT climbs with every waiting
+request) while the eight slots take them at once. The sweep finds where that flips,
+with an interval. (One slot against eight, both prefilling whole prompts, the earlier
+demo, had no crossover: eight slots led from the first level.)
 
 transformers serve is left out of the CPU demo: it needs a PyTorch install
 (several hundred MB) and Gemma as an HF folder, and would not fit the 15-minute
@@ -22,12 +23,19 @@ from pathlib import Path
 from crossover.sweep.config import SweepConfig, build_sweep_config
 
 DEMO_LEVELS = [1, 2, 4, 8]
-#: the two configurations: one slot on both cores, eight slots on one
-DEMO_TARGETS = ("1-slot-2-threads", "8-slots-1-thread")
+#: the two configurations: one slot, whole-prompt prefill; eight slots, chunked prefill
+DEMO_TARGETS = ("1-slot", "8-slots-chunked")
 
 
 def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfig:
-    launch = {"model": str(model), "context_tokens": 512, "executable": [str(server)]}
+    # one thread leaves the other core to the client; llama.cpp's default on a busy
+    # 2-core machine spins its threads against the client (seen: 20x slower tokens)
+    launch = {
+        "model": str(model),
+        "context_tokens": 512,
+        "executable": [str(server)],
+    }
+    one = ["--threads", "1"]
     return build_sweep_config(
         {
             "name": "demo-gemma3-270m-cpu",
@@ -42,16 +50,16 @@ def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfi
                 {
                     "name": DEMO_TARGETS[0],
                     "engine": "llamacpp",
-                    # both cores to one request at a time
-                    "launch": {**launch, "parallel": 1, "extra_args": ["--threads", "2"]},
+                    "launch": {**launch, "parallel": 1, "extra_args": one},
                 },
                 {
                     "name": DEMO_TARGETS[1],
                     "engine": "llamacpp",
-                    # one thread leaves the other core to the client's eight streams;
-                    # llama.cpp's default on a busy 2-core machine spins its threads
-                    # against the client (seen: 20x slower tokens)
-                    "launch": {**launch, "parallel": 8, "extra_args": ["--threads", "1"]},
+                    "launch": {
+                        **launch,
+                        "parallel": 8,
+                        "extra_args": [*one, "--batch-size", "16", "--ubatch-size", "16"],
+                    },
                 },
             ],
         }
