@@ -185,3 +185,16 @@ def test_a_sweep_whose_check_cannot_ask_fails_the_target_and_measures_the_others
     assert "does not answer as an LLM server" in flat
     assert "web: not run, it is not an LLM server" in flat
     assert "<body>" not in text and "Traceback" not in text
+
+
+def test_a_sweep_url_target_without_model_gets_the_one_its_server_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sweep"
+    with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=1.0)) as llm:
+        rc = main(["sweep", "--target", f"llm={llm},engine=vllm", "--out", str(out), *SWEEP])
+    err = capsys.readouterr()
+    assert rc == 0, err.err
+    assert "model: calibration (the one model" in " ".join(err.err.split())
+    runs = json.loads((out / "sweep.json").read_text())["runs"]
+    assert {r["summary"]["engine"]["model"] for r in runs} == {"calibration"}

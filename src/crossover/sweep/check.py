@@ -143,7 +143,7 @@ def _free_port_shown(argv: list[str], port: int) -> list[str]:
 
 
 def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
-    from crossover.dialects.discovery import served_models
+    from crossover.dialects.discovery import pick_model, served_models
     from crossover.runner import probe
 
     where = f"target {t.name}"
@@ -154,7 +154,8 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
         for u in urls:
             try:
                 probe(u, {}, timeout_s=5.0)
-                served_models(u, t.engine or "openai", t.model, timeout_s=5.0)
+                listed = served_models(u, t.engine or "openai", t.model, timeout_s=5.0)
+                pick_model(u, listed, t.model)  # several listed and none named: say so
             except UsageError as exc:
                 out.findings.append(Finding(where, str(exc)))
     return out

@@ -96,8 +96,8 @@ class TargetConfig(BaseModel):
     )
     model: str | None = Field(
         None,
-        description="model name sent in requests; required for a URL target "
-        "(default for launch: the launched model's path)",
+        description="model name sent in requests (default: for a URL target, the one "
+        "model its server lists; for launch, the launched model's path)",
     )
     launch: dict[str, Any] | None = Field(
         None, description="launch this engine instead of measuring a URL: the keys below"
@@ -159,8 +159,6 @@ class TargetConfig(BaseModel):
         remote = self.launch is None
         if remote and self.engine is not None and self.engine not in DIALECTS:
             raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
-        if remote and self.model is None:
-            raise ValueError(f"target {self.name}: a URL target needs model")
         if self.launch is not None and self.engine is None and "engine" not in self.launch:
             raise ValueError(f"target {self.name}: launch needs an engine")
         return self

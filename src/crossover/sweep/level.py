@@ -21,7 +21,7 @@ from typing import Any
 from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
-from crossover.dialects.discovery import NotAnLLMServerError, served_models
+from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
 from crossover.errors import (
     EngineError,
     NotLLMServerTargetError,
@@ -70,7 +70,8 @@ class TargetSession:
     engines: list[Any] = field(default_factory=list)  # RunningEngine replicas while launched
     restarts: int = 0
     warm: bool = False  # this engine instance has had its warm-up
-    checked: bool = False  # a URL target's server listed its models (an LLM server)
+    #: a URL target's model: its own, or the one its server lists (asked once)
+    model: str | None = None
     #: the client loop's p99 lag (ms) of this target's last measured level (workers: auto)
     loop_p99_ms: float | None = None
 
@@ -272,19 +273,30 @@ class TargetSession:
         that will not start raises ``EngineError``, a URL that does not answer
         ``TargetUnreachableError`` (the sweep goes on with its other targets)."""
         urls, dialect, model = await self.ensure_engine()
-        run_cfg = self.run_config(urls, dialect, model, level)
-        self.warm = True
         if self.cfg.launch is None:
+            listed: list[str] | None = None
             for u in urls:
                 try:
                     await asyncio.to_thread(probe, u, {})
-                    if not self.checked:  # an LLM server of its dialect, asked once
-                        await asyncio.to_thread(served_models, u, dialect, model or None)
+                    if self.model is None:  # an LLM server of its dialect, asked once
+                        got = await asyncio.to_thread(served_models, u, dialect, model or None)
+                        listed = got if listed is None else listed
                 except NotAnLLMServerError as exc:
                     raise NotLLMServerTargetError(str(exc)) from None
                 except UsageError as exc:
                     raise TargetUnreachableError(str(exc)) from None
-            self.checked = True
+            if self.model is None:  # the target's model, or the one its server lists
+                try:
+                    self.model, said = pick_model(urls[0], listed or [], model or None)
+                except UsageError as exc:
+                    err = NotLLMServerTargetError(f"target {self.cfg.name}: {exc}")
+                    err.left_reason = "it names no model and its server lists several"
+                    raise err from None
+                if said is not None:
+                    self._say(said)
+            model = self.model
+        run_cfg = self.run_config(urls, dialect, model, level)
+        self.warm = True
         return run_cfg
 
     async def measure(
