@@ -20,11 +20,16 @@ T0=$(date +%s); export DEADLINE=$(( T0 + ${END:-570} ))
 CONFIG=scripts/h200/sweep-moe-tuning.yaml; NAME=moe-tuning; W=/tmp/xo
 left() { echo $(( DEADLINE - $(date +%s) )); }
 sweep() { bash scripts/h200/job-sweep.sh $CONFIG $NAME "$@"; }
+# a vLLM start takes 2-3 minutes: a step that cannot also measure in what is left waits
+# for the next call (its start would be thrown away)
 for step in "$@"; do
-  [ "$(left)" -lt 45 ] && { echo "== $step: not started, $(left)s left"; break; }
+  need=${MIN_LEFT:-200}; [ "$step" = llama ] && need=60
+  [ "$(left)" -lt "$need" ] && { echo "== $step: not started, $(left)s left"; break; }
   echo "== $step ($(left)s left)"
   case $step in
-    tuned) NEED_LLAMA=0 sweep --only vllm-bf16 ;;
+    # the first measurement waits for the llama.cpp build (BUILD_FAST=1 in job-start.sh),
+    # so no target is measured beside a compiler
+    tuned) NEED_LLAMA=1 sweep --only vllm-bf16 ;;
     default) NEED_LLAMA=0 HIDE_MOE_CONFIGS=1 sweep --only vllm-bf16-default ;;
     fp8) NEED_LLAMA=0 sweep --only vllm-fp8 ;;
     fp8-default)
