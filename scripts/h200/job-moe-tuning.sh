@@ -12,6 +12,9 @@
 #                config (vLLM 0.26.0 ships none for per-tensor FP8 at this shape; its FP8 MoE
 #                may not be Triton's at all): otherwise one FP8 target says all
 #   llama        llama.cpp Q8_0 all on the GPU, --n-cpu-moe 48, --n-cpu-moe 24; one repeat
+#                (LLAMA_REPEATS=2: a second one; the first is kept)
+# Leave 45 s between END and the call's limit: a sweep stopped at END finishes the request in
+# flight first (an offloaded level's requests take 10 s and more), then packs its folder.
 # The whole call stops END seconds after it starts (each sweep resumes where it stopped);
 # $OUT gets the sweep folder after every step, so a call cut short still brings back the
 # steps it finished.
@@ -39,7 +42,7 @@ for step in "$@"; do
         echo "vllm-fp8 read no tuned H200 config (its log):"
         grep -hE "MoE config|Fp8MoeBackend|MoE backend|Experts" $W/$NAME/engines/vllm-fp8.log | cut -c1-240 | sort -u | head -8
       fi ;;
-    llama) sweep --only llamacpp-q8-gpu,llamacpp-q8-cpumoe48,llamacpp-q8-cpumoe24 --repeats 1 ;;
+    llama) sweep --only llamacpp-q8-gpu,llamacpp-q8-cpumoe48,llamacpp-q8-cpumoe24 --repeats ${LLAMA_REPEATS:-1} ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
