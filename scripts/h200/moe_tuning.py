@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,43 @@ def offload_rows(sweep: SweepFile) -> list[dict[str, Any]]:
     return rows
 
 
+#: the Qwen3-30B-A3B shape: experts, experts per token, layers, and the Q8_0 bytes of one
+#: expert (gate, up and down: 3 x hidden 2048 x expert FFN 768 weights at 34 bytes per 32)
+EXPERTS, ACTIVE, LAYERS = 128, 8, 48
+EXPERT_Q8_BYTES = 3 * 2048 * 768 * 34 / 32
+
+
+def offload_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per offload point: the Q8_0 bytes of the experts a batch of c touches in the
+    host-resident layers (uniform routing: E x (1 - (1 - k/E)^c) per layer), and those bytes
+    over the measured TPOT, the host rate the step implies (an upper bound where some layers
+    stay on the GPU)."""
+    points = []
+    for r in rows:
+        if r["n_cpu_moe"] == 0 or r["tpot_p50_ms"] is None:
+            continue
+        touched = EXPERTS * (1 - (1 - ACTIVE / EXPERTS) ** r["c"])
+        host_bytes = touched * r["n_cpu_moe"] * EXPERT_Q8_BYTES
+        points.append(
+            {
+                "n_cpu_moe": r["n_cpu_moe"],
+                "c": r["c"],
+                "experts_touched_per_layer": round(touched, 1),
+                "host_expert_gb_per_step": round(host_bytes / 1e9, 3),
+                "tpot_p50_ms": r["tpot_p50_ms"],
+                "implied_host_gb_s": round(host_bytes / (r["tpot_p50_ms"] / 1e3) / 1e9, 1),
+            }
+        )
+    return {
+        "rule": (
+            "decode step = host-resident touched-expert bytes / ~60 GB/s (+ the all-GPU step "
+            "time when some layers stay on the GPU): -8% to +16% of the five points"
+        ),
+        "expert_q8_0_bytes": EXPERT_Q8_BYTES,
+        "points": points,
+    }
+
+
 def host(folder: Path) -> dict[str, Any]:
     path = folder / "job" / "host.json"
     if not path.is_file():
@@ -108,7 +146,7 @@ def host(folder: Path) -> dict[str, Any]:
     cpu, mem, pcie, rates = h["cpu"], h["memory"], h["pcie"], h.get("rates", {})
     return {
         "cpu": cpu["model"],
-        "cpu_family_model": "6/207 (lscpu: Intel 5th-gen Xeon, Emerald Rapids)",
+        "cpu_family_model": family_model(folder / "job" / "host.txt"),
         "cores": cpu["logical_cpus"],
         "threads_per_core": cpu["threads_per_core"],
         "cpu_flags": cpu["flags"],
@@ -123,6 +161,24 @@ def host(folder: Path) -> dict[str, Any]:
         "llama_server_threads": 16,
         "source": "job/host.json, job/host.txt (lscpu, free -g, numactl -H, nvidia-smi -q)",
     }
+
+
+#: Intel family 6 model numbers of the Xeons these machines may have (lscpu's generic name
+#: in a VM hides them): 143 Sapphire Rapids, 207 Emerald Rapids, 173 Granite Rapids
+XEON_MODELS = {143: "Sapphire Rapids", 207: "Emerald Rapids", 173: "Granite Rapids"}
+
+
+def family_model(lscpu: Path) -> str | None:
+    """lscpu's CPU family and model, with the Xeon generation the model number names."""
+    if not lscpu.is_file():
+        return None
+    text = lscpu.read_text()
+    fam = re.search(r"^CPU family:\s*(\d+)", text, re.M)
+    mod = re.search(r"^Model:\s*(\d+)", text, re.M)
+    if fam is None or mod is None:
+        return None
+    name = XEON_MODELS.get(int(mod.group(1))) if fam.group(1) == "6" else None
+    return f"{fam.group(1)}/{mod.group(1)}" + (f" ({name})" if name else "")
 
 
 def _r(v: float | None, nd: int) -> float | None:
@@ -189,6 +245,7 @@ def main(argv: list[str]) -> None:
             "files and one FP8 target measures it (engines/vllm-fp8.log.gz)"
         ),
         "offload": offload_rows(sweep),
+        "offload_model": {},
         "host": host(args.folder),
     }
     for dtype, tuned, default in PAIRS:
@@ -232,6 +289,7 @@ def main(argv: list[str]) -> None:
                 "total_tps_interval": x["total_tps_interval"],
             }
         )
+    summary["offload_model"] = offload_model(summary["offload"])
     print("\n### llama.cpp offload\n")
     print(table_offload(summary["offload"]))
     if args.write:
