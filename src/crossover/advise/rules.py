@@ -100,6 +100,12 @@ def moe_config_table() -> dict[str, MoeConfigTable]:
     return {engine: MoeConfigTable.model_validate(t) for engine, t in raw.items()}
 
 
+def kernels() -> dict[str, Any]:
+    """The kernel availability table: engine -> {source, formats: {format: archs...}}."""
+    table: dict[str, Any] = _data()["kernels"]
+    return table
+
+
 def rule(rule_id: str) -> Rule:
     try:
         return all_rules()[rule_id]

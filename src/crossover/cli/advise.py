@@ -101,12 +101,134 @@ def _figures(rec: dict[str, Any]) -> str:
     return text + (f"(estimate: {profile} profile)" if profile else "(roofline)")
 
 
+_TOP_ROWS = 6
+
+
+def _formats(model: dict[str, Any]) -> str:
+    if model.get("quant"):
+        return str(model["quant"])
+    names = dict.fromkeys(q for qs in (model.get("formats") or {}).values() for q in qs)
+    return "every format with kernels here (" + ", ".join(names) + ")"
+
+
+def _cell(rec: dict[str, Any]) -> str:
+    """ "#1   817", "#3  ~874" (borrowed estimate), "#1  271=" (measured)."""
+    key = "decode_tok_s_per_user" if rec["regime"] == "low" else "output_tok_s"
+    fig = rec["measured"] if rec["figures_from"] == "measured" else rec["predicted"]
+    value = fig.get(key) or 0.0
+    mark = "~" if (rec.get("basis") or {}).get("kind") == "borrowed" else ""
+    end = "=" if rec["figures_from"] == "measured" else " "
+    return f"#{rec['rank']:<2}{mark + format(value, '.0f'):>7}{end}"
+
+
+def _header(advice: dict[str, Any]) -> str:
+    hw, model, work = advice["hardware"], advice["model"], advice["workload"]
+    moe = f", MoE {model['experts']}x{model['experts_per_token']}" if model.get("experts") else ""
+    return (
+        f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
+        f"{model['params'] / 1e9:.1f}B{moe}, {work['input_tokens']} in + "
+        f"{work['output_tokens']} out tokens; {_formats(model)}"
+    )
+
+
 def _print(advice: dict[str, Any]) -> None:
+    """One ranked table (a row per engine, format and layout; a column per load) and one
+    line of reasons per row; ``--explain`` prints the rules and their sources."""
+    echo = typer.echo
+    echo(_header(advice))
+    recs = advice["recommendations"]
+    regimes = list(advice["workload"]["regimes"].items())
+    rows: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for rec in recs:
+        cfg = rec["config"]
+        key = (rec["engine"], cfg["quant"], cfg["tp"], cfg["pp"])
+        rows.setdefault(key, {})[rec["regime"]] = rec
+    if not rows:
+        echo("no candidate fits or runs; see why with --explain")
+    else:
+        cols = "".join(
+            f"{f'c={c} ' + ('tok/s/user' if r == 'low' else 'out tok/s'):>15}" for r, c in regimes
+        )
+        echo(f"  {'engine  format  layout':<30}{cols}   quality cost")
+    ordered = sorted(
+        rows.items(),
+        key=lambda kv: (
+            min(r["rank"] for r in kv[1].values()),
+            sum(kv[1][r]["rank"] if r in kv[1] else 99 for r, _ in regimes),
+        ),
+    )
+    # each engine's best row first among equals, so every engine that fits is in the table
+    best_of: dict[str, tuple[Any, ...]] = {}
+    for key, _ in ordered:
+        best_of.setdefault(key[0], key)
+    keep = set(best_of.values())
+    for key, _ in ordered:
+        if len(keep) >= max(_TOP_ROWS, len(best_of)):
+            break
+        keep.add(key)
+    listed = [(k, by) for k, by in ordered if k in keep]
+    for (engine, quant, tp, pp), by in listed:
+        name = f"{engine} {quant} " + (
+            (f"split={pp}" if pp > 1 else "1 GPU")
+            if engine == "llamacpp"
+            else f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
+        )
+        cells = "".join(f"{_cell(by[r]) if r in by else '-':>15}" for r, _ in regimes)
+        first = next(iter(by.values()))
+        fmt = first.get("quality") or {}
+        cost = str(fmt.get("cost", "")).split(":")[0] + ("" if fmt.get("measured") else "*")
+        echo(f"  {name:<30}{cells}   {cost}")
+        heads = dict.fromkeys(h for r, _ in regimes if r in by for h in by[r]["headline"])
+        ranked_above = [h for h in heads if h.startswith("ranked above")]
+        for h in ranked_above[1:]:  # the first says why; the other loads' repeat it
+            del heads[h]
+        if heads:
+            echo(f"      {'; '.join(heads)}")
+    if len(ordered) > len(listed):
+        echo(f"  ... {len(ordered) - len(listed)} more ranked rows: --explain, --json")
+    echo(_footer(advice))
+
+
+def _footer(advice: dict[str, Any]) -> str:
+    rejected = [r for r in advice["rejected"] if not r.get("not_asked")]
+    skipped = len(advice["rejected"]) - len(rejected)
+    by_rule: dict[str, int] = {}
+    for row in rejected:
+        by_rule[row["rule"]] = by_rule.get(row["rule"], 0) + 1
+    what = ", ".join(f"{n} {rule}" for rule, n in sorted(by_rule.items(), key=lambda kv: -kv[1]))
+    parts = [
+        "#rank per load; = measured, ~ borrowed estimate (ranked by its low end), else an "
+        "estimate from the engine's own profile; * quality cost cited, not measured here",
+        (f"rejected {len(rejected)} ({what}); " if rejected else "")
+        + (f"{skipped} formats without kernels here left out; " if skipped else "")
+        + "reasons, rules, sources: --explain; a prediction is a hypothesis: measure it "
+        "(--emit-sweep)",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _kernel_table(advice: dict[str, Any]) -> list[str]:
+    """Which weight formats have kernels on this GPU's SM, per engine, with the source
+    (rules.yaml kernels; rule seed-2-kernel-check)."""
+    from crossover.advise.formats import kernel_table
+
+    fam = advice["hardware"]["sm_family"]
+    return [
+        f"{engine}: {', '.join(ok) or '-'}"
+        + (f"; none for {', '.join(no)}" if no else "")
+        + f" ({source})"
+        for engine, ok, no, source in kernel_table(fam)
+    ]
+
+
+def _print_explain(advice: dict[str, Any]) -> None:
+    """``--explain``: every ranked row with its rules, the rejected candidates, the near
+    misses, the notes, every rule's source and the kernel table for this GPU."""
     echo = typer.echo
     hw, model = advice["hardware"], advice["model"]
     echo(
         f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
-        f"{model['params'] / 1e9:.2f}B params, quant {model['quant']}; "
+        f"{model['params'] / 1e9:.2f}B params, formats {_formats(model)}; "
         f"figures: decode tok/s per user and output tok/s (all users), "
         f"{advice['predictions']} predictions"
     )
@@ -115,19 +237,25 @@ def _print(advice: dict[str, Any]) -> None:
         layout = f"tp={cfg['tp']} pp={cfg['pp']}"
         echo(
             f"  {rec['regime']:>4} c={rec['concurrency']:<4} #{rec['rank']} "
-            f"{rec['engine']:<12} {layout}  {_figures(rec)}  [{_titles(rec['rules'])}]"
+            f"{rec['engine']:<12} {cfg['quant']:<12} {layout}  {_figures(rec)}  "
+            f"[{_titles(rec['rules'])}]"
         )
+        for reason in rec["reasons"]:
+            echo(f"        {reason}")
     shown: set[str] = set()
     rejected = advice["rejected"]
     if rejected:
         echo(f"rejected {len(rejected)} candidates, e.g.:")
     for row in rejected:
-        key = f"{row['engine']}:{row['rule']}"
+        key = f"{row['engine']}:{row['config']['quant']}:{row['rule']}"
         if key not in shown:
             shown.add(key)
             cfg = row["config"]
             title = row.get("title") or row["rule"]
-            echo(f"  {row['engine']} tp={cfg['tp']} pp={cfg['pp']}: {row['reason']} [{title}]")
+            echo(
+                f"  {row['engine']} {cfg['quant']} tp={cfg['tp']} pp={cfg['pp']}: "
+                f"{row['reason']} [{title}]"
+            )
     misses = advice.get("near_misses") or []
     if misses:
         echo("near misses (the best rejected configuration per engine):")
@@ -152,6 +280,9 @@ def _print(advice: dict[str, Any]) -> None:
         echo("rules (title: source):")
         for line in legend:
             echo(line)
+    echo(f"kernels on {hw['gpu']} ({hw['compute_capability']}), per engine and format:")
+    for line in _kernel_table(advice):
+        echo(f"  {line}")
     for cmp in advice["comparisons"]:
         err = cmp["error_pct"].get("output_tok_s")
         if err is not None:
@@ -193,7 +324,10 @@ def advise_command(
         None, "--interconnect", help="nvlink|pcie|pcie-no-p2p|tcp"
     ),
     quant: str | None = typer.Option(
-        None, "--quant", help="bf16|fp8|fp8-block|nvfp4|int4-awq|gguf-q4_k_m|..."
+        None,
+        "--quant",
+        help="narrow the weight formats, one or a comma list: bf16,fp8,fp8-block,nvfp4,"
+        "int4-awq,gguf-q4_k_m,... (default: every format each engine has kernels for here)",
     ),
     engine_versions: str | None = typer.Option(
         None, "--engine-versions", help="e.g. trtllm=1.2.1,vllm=0.26.0"
@@ -227,6 +361,9 @@ def advise_command(
         None,
         "--calibration",
         help="engine profiles fitted by python -m crossover.advise.calibrate (default: packaged)",
+    ),
+    explain: bool = typer.Option(
+        False, "--explain", help="every ranked row's reasons, the rules and their sources"
     ),
     json_path: Path | None = typer.Option(None, "--json", help="write the advice JSON here"),
     emit_sweep_path: Path | None = typer.Option(
@@ -283,7 +420,7 @@ def advise_command(
     curve = load_curve(allreduce_table) if allreduce_table else None
     sweep = load_results(results) if results else None
     advice = advise(request, curve=curve, results=sweep, calibration=cal)
-    _print(advice)
+    (_print_explain if explain else _print)(advice)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(advice, indent=2) + "\n", "utf-8")
