@@ -46,6 +46,7 @@ from crossover.advise.model import quant_from_config
 from crossover.advise.nearmiss import near_misses
 from crossover.advise.ranking import Scored, basis_of, borrowed_low, measured_first, why_above
 from crossover.advise.results import SweepResults
+from crossover.advise.rules import normalize_quant
 from crossover.errors import UsageError
 
 __all__ = ["SCHEMA", "AdviceRequest", "advise", "regimes_for"]
@@ -74,8 +75,13 @@ def advise(
     curve = curve or cost.default_curve(system)
     regimes = regimes_for(req.concurrency)
     context = req.input_tokens + req.output_tokens
-    kept, rejected = screen(req, context, regimes[0][1])
-    formats = {e: formats_for(req, e)[0] for e in req.engines}
+    # measured targets' own formats are weighed too, so their measurements are used
+    extra: dict[str, list[str]] = {}
+    for m in results.measured if results is not None else []:
+        if m.quant is not None:
+            extra.setdefault(m.engine, []).append(normalize_quant(m.quant))
+    kept, rejected = screen(req, context, regimes[0][1], extra)
+    formats = {e: formats_for(req, e, extra)[0] for e in req.engines}
 
     recommendations: list[dict[str, Any]] = []
     comparisons: list[dict[str, Any]] = []

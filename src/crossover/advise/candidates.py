@@ -135,13 +135,16 @@ def _memory_reject(
     return row
 
 
-def formats_for(req: AdviceRequest, engine: str) -> tuple[list[str], bool]:
+def formats_for(
+    req: AdviceRequest, engine: str, extra: dict[str, list[str]] | None = None
+) -> tuple[list[str], bool]:
     """The weight formats weighed for ``engine`` and whether they were asked for.
 
     ``--quant`` (one format or a comma list) or a quantized checkpoint's own format
     narrows them (asked: a format without a kernel is a rejected candidate); otherwise
     the engine's defaults (``formats.default_formats``), 16-bit as the checkpoint's
-    dtype (not asked: a format without a kernel on this GPU is left out quietly)."""
+    dtype, plus ``extra`` (the formats of measured targets, ``--results``; not asked: a
+    format without a kernel on this GPU is left out quietly)."""
     model = req.model
     asked = parse_quants(req.quant) or (
         [ckpt] if (ckpt := quant_from_config(model)) is not None else None
@@ -149,7 +152,8 @@ def formats_for(req: AdviceRequest, engine: str) -> tuple[list[str], bool]:
     sixteen = "fp16" if (model.dtype or "").lower() in ("float16", "fp16", "half") else "bf16"
     if asked is None:
         names = [sixteen if q == "bf16" else q for q in default_formats(engine)]
-        return names, False
+        names += (extra or {}).get(engine, [])
+        return list(dict.fromkeys(names)), False
     out = []
     for q in asked:
         if engine == "llamacpp" and q in ("bf16", "fp16") and model.gguf_file_type is None:
@@ -159,7 +163,7 @@ def formats_for(req: AdviceRequest, engine: str) -> tuple[list[str], bool]:
 
 
 def screen(
-    req: AdviceRequest, context: int, min_c: int
+    req: AdviceRequest, context: int, min_c: int, extra: dict[str, list[str]] | None = None
 ) -> tuple[list[Evaluated], list[dict[str, Any]]]:
     """Every engine x weight format x layout: kept with its rules, or rejected by one."""
     kept: list[Evaluated] = []
@@ -167,7 +171,7 @@ def screen(
     for engine in req.engines:
         if engine not in ENGINES:
             raise UsageError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-        names, asked = formats_for(req, engine)
+        names, asked = formats_for(req, engine, extra)
         for quant in names:
             k, r = _screen_format(req, engine, quant, asked, context, min_c)
             kept.extend(k)

@@ -344,7 +344,9 @@ def recommendation(
     reasons[:0] = lead
     if basis.kind == "borrowed" or (calibration is not None and basis.kind == "roofline"):
         rules.append("measured-before-borrowed")
-    if value >= best * (1 - TIE_FRACTION):
+    # a borrowed estimate ranks by its low end; the tie band is about its own figure
+    tie_value = value / (1 - BORROWED[0]) if basis.kind == "borrowed" else value
+    if tie_value >= best * (1 - TIE_FRACTION):
         pref = (
             "vLLM for MoE tensor parallelism"
             if (req.model.is_moe and c.tp > 1 and c.engine == "vllm")
@@ -370,6 +372,7 @@ def recommendation(
             "on the server's thread"
         )
         rules.append("llamacpp-host-prompt-cache")
+        headline.append("start llama-server with --cache-ram 0")
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
         others = [o["target"] for o in measured.get("other_targets") or []]

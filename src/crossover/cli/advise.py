@@ -144,7 +144,8 @@ def _print(advice: dict[str, Any]) -> None:
         key = (rec["engine"], cfg["quant"], cfg["tp"], cfg["pp"])
         rows.setdefault(key, {})[rec["regime"]] = rec
     if not rows:
-        echo("no candidate fits or runs; see why with --explain")
+        echo("no candidate fits or runs")
+        _print_near_misses(advice)
     else:
         cols = "".join(
             f"{f'c={c} ' + ('tok/s/user' if r == 'low' else 'out tok/s'):>15}" for r, c in regimes
@@ -221,6 +222,27 @@ def _kernel_table(advice: dict[str, Any]) -> list[str]:
     ]
 
 
+def _print_near_misses(advice: dict[str, Any]) -> None:
+    echo = typer.echo
+    misses = advice.get("near_misses") or []
+    if misses:
+        echo("near misses (the best rejected configuration per engine):")
+    for miss in misses:
+        cfg = miss["config"]
+        if miss["short_gib"] is not None:
+            what = (
+                f"needs {miss['needs_gib_per_gpu']:.1f} GiB per GPU, "
+                f"{miss['usable_gib_per_gpu']:.1f} usable: {miss['short_gib']:.1f} GiB short"
+            )
+        else:
+            what = miss["reason"]
+        fixes = "; ".join(miss["fits_with"])
+        echo(
+            f"  {miss['engine']} tp={cfg['tp']} pp={cfg['pp']} {cfg['quant']} ({cfg['gpus']} GPU): "
+            f"{what}" + (f"; {fixes}" if fixes else "")
+        )
+
+
 def _print_explain(advice: dict[str, Any]) -> None:
     """``--explain``: every ranked row with its rules, the rejected candidates, the near
     misses, the notes, every rule's source and the kernel table for this GPU."""
@@ -256,23 +278,7 @@ def _print_explain(advice: dict[str, Any]) -> None:
                 f"  {row['engine']} {cfg['quant']} tp={cfg['tp']} pp={cfg['pp']}: "
                 f"{row['reason']} [{title}]"
             )
-    misses = advice.get("near_misses") or []
-    if misses:
-        echo("near misses (the best rejected configuration per engine):")
-    for miss in misses:
-        cfg = miss["config"]
-        if miss["short_gib"] is not None:
-            what = (
-                f"needs {miss['needs_gib_per_gpu']:.1f} GiB per GPU, "
-                f"{miss['usable_gib_per_gpu']:.1f} usable: {miss['short_gib']:.1f} GiB short"
-            )
-        else:
-            what = miss["reason"]
-        fixes = "; ".join(miss["fits_with"])
-        echo(
-            f"  {miss['engine']} tp={cfg['tp']} pp={cfg['pp']} ({cfg['gpus']} GPU): {what}"
-            + (f"; {fixes}" if fixes else "")
-        )
+    _print_near_misses(advice)
     for note in advice["notes"]:
         echo(f"note: {note}")
     legend = _legend(advice)
