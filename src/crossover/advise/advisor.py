@@ -81,7 +81,10 @@ def advise(
         if m.quant is not None:
             extra.setdefault(m.engine, []).append(normalize_quant(m.quant))
     kept, rejected = screen(req, context, regimes[0][1], extra)
-    formats = {e: formats_for(req, e, extra)[0] for e in req.engines}
+    skipped = {(r["engine"], r["config"]["quant"]) for r in rejected if r.get("not_asked")}
+    formats = {
+        e: [q for q in formats_for(req, e, extra)[0] if (e, q) not in skipped] for e in req.engines
+    }
 
     recommendations: list[dict[str, Any]] = []
     comparisons: list[dict[str, Any]] = []

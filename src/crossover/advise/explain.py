@@ -306,6 +306,7 @@ def recommendation(
             "(memory-engine-budgets)"
         )
         rules.append("memory-engine-budgets")
+    rules.append("quant-format-quality")
     fmt_line = f"{c.quant}: quality cost {fmt.cost}" + ("" if fmt.measured else " (cited)")
     reasons.append(f"{fmt_line}; {fmt.source}")
     if fmt.rank:

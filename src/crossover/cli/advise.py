@@ -55,7 +55,13 @@ def parse_engines(text: str) -> list[str]:
 
 
 # Cited by every kept candidate: the terminal leaves them out of the per-line titles.
-_EVERYWHERE = {"seed-2-kernel-check", "memory-fit", "seed-6-rerun-sweep", "calibrated-profile"}
+_EVERYWHERE = {
+    "seed-2-kernel-check",
+    "memory-fit",
+    "seed-6-rerun-sweep",
+    "calibrated-profile",
+    "quant-format-quality",
+}
 
 
 def _titles(rules: list[dict[str, str]], limit: int = 3) -> str:
@@ -102,13 +108,14 @@ def _figures(rec: dict[str, Any]) -> str:
 
 
 _TOP_ROWS = 6
+_COL = 17  # a figure column's width: "c=1024 out tok/s" and a space
 
 
 def _formats(model: dict[str, Any]) -> str:
     if model.get("quant"):
         return str(model["quant"])
     names = dict.fromkeys(q for qs in (model.get("formats") or {}).values() for q in qs)
-    return "every format with kernels here (" + ", ".join(names) + ")"
+    return "formats with kernels here: " + ", ".join(names)
 
 
 def _cell(rec: dict[str, Any]) -> str:
@@ -148,7 +155,8 @@ def _print(advice: dict[str, Any]) -> None:
         _print_near_misses(advice)
     else:
         cols = "".join(
-            f"{f'c={c} ' + ('tok/s/user' if r == 'low' else 'out tok/s'):>15}" for r, c in regimes
+            f"{f'c={c} ' + ('tok/s/user' if r == 'low' else 'out tok/s'):>{_COL}}"
+            for r, c in regimes
         )
         echo(f"  {'engine  format  layout':<30}{cols}   quality cost")
     ordered = sorted(
@@ -174,10 +182,11 @@ def _print(advice: dict[str, Any]) -> None:
             if engine == "llamacpp"
             else f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
         )
-        cells = "".join(f"{_cell(by[r]) if r in by else '-':>15}" for r, _ in regimes)
+        cells = "".join(f"{_cell(by[r]) if r in by else '-':>{_COL}}" for r, _ in regimes)
         first = next(iter(by.values()))
         fmt = first.get("quality") or {}
-        cost = str(fmt.get("cost", "")).split(":")[0] + ("" if fmt.get("measured") else "*")
+        cost = str(fmt.get("cost", "-")).split()[0].rstrip(":")
+        cost += "" if fmt.get("measured") or not fmt.get("rank") else "*"
         echo(f"  {name:<30}{cells}   {cost}")
         heads = dict.fromkeys(h for r, _ in regimes if r in by for h in by[r]["headline"])
         ranked_above = [h for h in heads if h.startswith("ranked above")]
@@ -198,8 +207,8 @@ def _footer(advice: dict[str, Any]) -> str:
         by_rule[row["rule"]] = by_rule.get(row["rule"], 0) + 1
     what = ", ".join(f"{n} {rule}" for rule, n in sorted(by_rule.items(), key=lambda kv: -kv[1]))
     parts = [
-        "#rank per load; = measured, ~ borrowed estimate (ranked by its low end), else an "
-        "estimate from the engine's own profile; * quality cost cited, not measured here",
+        "#rank at each load; ~ borrowed estimate, ranked by its low end; = measured; "
+        "else estimated from the engine's profile; * quality cost cited",
         (f"rejected {len(rejected)} ({what}); " if rejected else "")
         + (f"{skipped} formats without kernels here left out; " if skipped else "")
         + "reasons, rules, sources: --explain; a prediction is a hypothesis: measure it "
