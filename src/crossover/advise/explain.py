@@ -50,7 +50,7 @@ PREFERENCE: dict[str, tuple[str, ...]] = _preference()
 
 class Placement(BaseModel):
     """Where an estimate on a borrowed profile (an engine never measured) ranks among the
-    measured candidates, and why (issue 30; rule measured-before-borrowed)."""
+    measured candidates, and why (rule measured-before-borrowed)."""
 
     rank_if_it_holds: int  # its rank by figures and rule 1 alone, as if measured
     after: str | None = None  # the first measured candidate it was moved below
