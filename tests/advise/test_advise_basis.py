@@ -169,7 +169,7 @@ def test_the_terminal_row_says_measured_or_borrowed(capsys: pytest.CaptureFixtur
     table = capsys.readouterr().out
     trt = next(line for line in table.splitlines() if line.startswith("  trtllm bf16"))
     assert "~" in trt
-    assert "trtllm never measured: vllm's profile borrowed, ranked by the low end" in table
+    assert "borrowed estimate (vllm profile, trtllm never measured): ranked by the low end" in table
 
 
 def test_sglang_graphs_off_is_compared_with_its_own_graphs_off_fit(tmp_path: Path) -> None:

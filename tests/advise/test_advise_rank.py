@@ -181,7 +181,7 @@ def test_borrowed_estimates_are_marked_ranged_and_ranked_by_their_low_end(
         assert any("borrowed profile" in reason for reason in r["reasons"])
     row = next(line for line in _table_rows(text) if line.startswith("  trtllm"))
     assert "~" in row
-    assert "trtllm never measured: vllm's profile borrowed, ranked by the low end" in text
+    assert "borrowed estimate (vllm profile, trtllm never measured): ranked by the low end" in text
     # c=64: TensorRT-LLM admits 32 where vLLM admits 8 (its KV budget is 90% of the free
     # memory, vLLM's 90% of all); its low end still leads, and its row says why it differs
     c64 = next(r for r in trt if r["concurrency"] == 64)
@@ -235,3 +235,27 @@ def test_explain_prints_rules_and_sources_the_default_does_not(
 def test_no_rule_cites_an_internal_issue_number() -> None:
     for r in all_rules().values():
         assert not re.search(r"\bissue \d+", r.source), r.id
+
+
+def test_without_bf16_kernels_the_16_bit_weights_run_as_fp16(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Volta and Turing have FP16 but no BF16 tensor cores: the default 16-bit format
+    there is FP16 (the kernel table decides; here a stand-in table says so for sm75)."""
+    from crossover.advise import candidates
+    from crossover.advise.rules import KernelCheck
+
+    def table(engine: str, quant: str, fam: str, version: str | None) -> KernelCheck:
+        ok = fam != "sm75" or quant != "bf16"
+        return KernelCheck(ok=ok, rule="seed-2-kernel-check", reason="stand-in")
+
+    monkeypatch.setattr(candidates, "kernel_check", table)
+    system = system_from_flags("RTX 4090", 1)
+    turing = system.model_copy(
+        update={"gpu": system.gpu.model_copy(update={"compute_capability": "7.5"})}
+    )
+    req = AdviceRequest(system=turing, model=load_model("llama-3.1-8b"))
+    names, asked = candidates.formats_for(req, "vllm")
+    assert not asked and "fp16" in names and "bf16" not in names
+    ampere = req.model_copy(update={"system": system})
+    assert "bf16" in candidates.formats_for(ampere, "vllm")[0]

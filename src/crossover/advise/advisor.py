@@ -23,6 +23,7 @@ from crossover.advise import accuracy, cost
 from crossover.advise.candidates import (
     AdviceRequest,
     Candidate,
+    CandidateKey,
     Regime,
     formats_for,
     regimes_for,
@@ -92,7 +93,7 @@ def advise(
     per_regime: list[
         tuple[Regime, int, list[tuple[Scored, float]], dict[Any, Placement], float | None]
     ] = []
-    listed: set[tuple[str, int, int, str]] = set()
+    listed: set[CandidateKey] = set()
     for regime, conc in regimes:
         scored: list[Scored] = []
         for ev in kept:

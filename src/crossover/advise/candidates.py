@@ -20,6 +20,8 @@ from crossover.advise.rules import ENGINES, Verdict, check_tp_heads, cite, kerne
 from crossover.errors import UsageError
 
 Regime = Literal["low", "mid", "high"]
+#: a candidate's identity: every field of it, the engine first
+CandidateKey = tuple[Any, ...]
 
 
 class AdviceRequest(BaseModel):
@@ -53,6 +55,11 @@ class Candidate(BaseModel):
     pp: int
     quant: str
     split_mode: str | None = None  # llama.cpp: none | layer
+
+    @property
+    def key(self) -> CandidateKey:
+        """Engine, layout, format and whatever else tells two candidates apart."""
+        return tuple(self.model_dump().values())
 
     def config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {
@@ -151,6 +158,10 @@ def formats_for(
     )
     sixteen = "fp16" if (model.dtype or "").lower() in ("float16", "fp16", "half") else "bf16"
     if asked is None:
+        fam, version = req.system.gpu.sm_family, req.engine_versions.get(engine)
+        if sixteen == "bf16" and not kernel_check(engine, "bf16", fam, version).ok:
+            # no BF16 tensor cores (Volta, Turing): the 16-bit weights run as FP16
+            sixteen = "fp16" if kernel_check(engine, "fp16", fam, version).ok else "bf16"
         names = [sixteen if q == "bf16" else q for q in default_formats(engine)]
         names += (extra or {}).get(engine, [])
         return list(dict.fromkeys(names)), False

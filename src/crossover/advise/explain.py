@@ -336,8 +336,8 @@ def recommendation(
         )
         headline.insert(
             0,
-            f"{c.engine} never measured: {basis.profile}'s profile borrowed, ranked by the "
-            f"low end of -{BORROWED[0]:.0%}/+{BORROWED[1]:.0%}",
+            f"borrowed estimate ({basis.label.removeprefix('borrowed: ')}): ranked by the low "
+            f"end of its range (-{BORROWED[0]:.0%}/+{BORROWED[1]:.0%})",
         )
     if above is not None:
         lead.append(above[0])

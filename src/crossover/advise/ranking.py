@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from crossover.advise.candidates import Candidate, Evaluated, Regime
+from crossover.advise.candidates import Candidate, CandidateKey, Evaluated, Regime
 from crossover.advise.cost import Prediction
 from crossover.advise.efficiency import Basis, Calibration
 from crossover.advise.explain import BORROWED, PREFERENCE, TIE_FRACTION, Placement
@@ -54,9 +54,8 @@ class Scored(NamedTuple):
         return self.point if self.point is not None else self.value
 
     @property
-    def key(self) -> tuple[str, int, int, str]:
-        c = self.ev.candidate
-        return (c.engine, c.tp, c.pp, c.quant)
+    def key(self) -> CandidateKey:
+        return self.ev.candidate.key
 
 
 def basis_of(
@@ -99,7 +98,7 @@ def order(rows: list[Scored], regime: Regime, model: ModelFacts) -> list[tuple[S
         ),
     )
     out: list[tuple[Scored, float]] = []
-    seen: set[tuple[str, int, int, str]] = set()
+    seen: set[CandidateKey] = set()
     for s in rows:
         if s.key not in seen:
             seen.add(s.key)
@@ -109,7 +108,7 @@ def order(rows: list[Scored], regime: Regime, model: ModelFacts) -> list[tuple[S
 
 def measured_first(
     scored: list[Scored], regime: Regime, model: ModelFacts, calibrated: bool
-) -> tuple[list[tuple[Scored, float]], dict[tuple[str, int, int, str], Placement]]:
+) -> tuple[list[tuple[Scored, float]], dict[CandidateKey, Placement]]:
     """Issue 30: an estimate on a borrowed profile (an engine never measured) never ranks
     above a measured candidate unless its row says why.
 
@@ -144,7 +143,7 @@ def measured_first(
         last = max(cut, last + 1)
         final.insert(last, (s, best_all))
     where = {s.key: i for i, (s, _) in enumerate(final)}
-    placed: dict[tuple[str, int, int, str], Placement] = {}
+    placed: dict[CandidateKey, Placement] = {}
     for i, (s, _) in enumerate(everything):
         if s.basis.measured:
             continue

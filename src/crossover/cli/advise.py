@@ -147,8 +147,7 @@ def _print(advice: dict[str, Any]) -> None:
     regimes = list(advice["workload"]["regimes"].items())
     rows: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
     for rec in recs:
-        cfg = rec["config"]
-        key = (rec["engine"], cfg["quant"], cfg["tp"], cfg["pp"])
+        key = (rec["engine"], *sorted(rec["config"].items()))
         rows.setdefault(key, {})[rec["regime"]] = rec
     if not rows:
         echo("no candidate fits or runs")
@@ -176,12 +175,8 @@ def _print(advice: dict[str, Any]) -> None:
             break
         keep.add(key)
     listed = [(k, by) for k, by in ordered if k in keep]
-    for (engine, quant, tp, pp), by in listed:
-        name = f"{engine} {quant} " + (
-            (f"split={pp}" if pp > 1 else "1 GPU")
-            if engine == "llamacpp"
-            else f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
-        )
+    for key, by in listed:
+        name = _row_name(key[0], dict(key[1:]))
         cells = "".join(f"{_cell(by[r]) if r in by else '-':>{_COL}}" for r, _ in regimes)
         first = next(iter(by.values()))
         fmt = first.get("quality") or {}
@@ -197,6 +192,20 @@ def _print(advice: dict[str, Any]) -> None:
     if len(ordered) > len(listed):
         echo(f"  ... {len(ordered) - len(listed)} more ranked rows: --explain, --json")
     echo(_footer(advice))
+
+
+_LAYOUT_KEYS = {"tp", "pp", "gpus", "quant", "cuda_graphs", "split_mode"}
+
+
+def _row_name(engine: str, cfg: dict[str, Any]) -> str:
+    """ "vllm fp8 tp=2", "llamacpp gguf-q4_k_m split=2"; other settings as key=value."""
+    tp, pp = cfg["tp"], cfg["pp"]
+    if engine == "llamacpp":
+        layout = f"split={pp}" if pp > 1 else "1 GPU"
+    else:
+        layout = f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
+    extra = [f"{k}={v}" for k, v in sorted(cfg.items()) if k not in _LAYOUT_KEYS and v]
+    return " ".join([engine, str(cfg["quant"]), layout, *extra])
 
 
 def _footer(advice: dict[str, Any]) -> str:
