@@ -60,6 +60,10 @@ def test_two_4090s_rank_vllm_and_llamacpp_formats_together(
     assert any(
         r["config"]["quant"] == "bf16" and r["rule"] == "memory-fit" for r in advice["rejected"]
     )
+    # llama.cpp's default 4 slots would queue 46 of 50: the row says to set -np
+    assert "start llama-server with --cache-ram 0 -np 50 (by default 4 slots" in text
+    lcpp = next(r for r in recs if r["engine"] == "llamacpp")
+    assert "llamacpp-parallel-slots" in {x["id"] for x in lcpp["rules"]}
     # readable: one table and a reason line per row, under ~20 lines
     assert len(text.splitlines()) <= 20
 

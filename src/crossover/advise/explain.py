@@ -33,6 +33,8 @@ TIE_FRACTION = 0.10
 #: met the engine's own measurement (SGLang on vLLM's profile measured 11-16% below it at
 #: 256-512 streams, docs/results/h200/sglang-a), rounded up. It ranks by the low end.
 BORROWED: tuple[float, float] = (0.30, 0.12)
+#: llama-server's slots when -np is not given (auto: 4, with a unified KV cache; PR #16736)
+LLAMACPP_DEFAULT_SLOTS = 4
 
 
 def _preference() -> dict[str, tuple[str, ...]]:
@@ -373,7 +375,21 @@ def recommendation(
             "on the server's thread"
         )
         rules.append("llamacpp-host-prompt-cache")
-        headline.append("start llama-server with --cache-ram 0")
+        most = max(req.concurrency)
+        if most > LLAMACPP_DEFAULT_SLOTS:
+            reasons.append(
+                f"-np {most}: llama-server's default is {LLAMACPP_DEFAULT_SLOTS} slots, with "
+                f"which {most - LLAMACPP_DEFAULT_SLOTS} of {most} requests would wait for one; "
+                "the figures assume a slot per request"
+            )
+            rules.append("llamacpp-parallel-slots")
+            headline.append(
+                f"start llama-server with --cache-ram 0 -np {most} (by default "
+                f"{LLAMACPP_DEFAULT_SLOTS} slots: {most - LLAMACPP_DEFAULT_SLOTS} of {most} "
+                "would queue)"
+            )
+        else:
+            headline.append("start llama-server with --cache-ram 0")
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
         others = [o["target"] for o in measured.get("other_targets") or []]
