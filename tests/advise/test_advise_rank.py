@@ -263,3 +263,16 @@ def test_without_bf16_kernels_the_16_bit_weights_run_as_fp16(
     assert not asked and "fp16" in names and "bf16" not in names
     ampere = req.model_copy(update={"system": system})
     assert "bf16" in candidates.formats_for(ampere, "vllm")[0]
+
+
+def test_a_quantized_checkpoint_is_served_as_it_is_and_llamacpp_weighs_its_ggufs() -> None:
+    from crossover.advise import candidates
+
+    model = load_model("llama-3.1-8b").model_copy(update={"quantization": {"quant_method": "fp8"}})
+    req = AdviceRequest(system=system_from_flags("H100", 1), model=model)
+    assert candidates.formats_for(req, "vllm") == (["fp8"], True)
+    names, asked = candidates.formats_for(req, "llamacpp")
+    assert not asked and names == default_formats("llamacpp")
+    # --quant still narrows every engine
+    narrowed = req.model_copy(update={"quant": "gguf-q8_0"})
+    assert candidates.formats_for(narrowed, "llamacpp") == (["gguf-q8_0"], True)

@@ -151,11 +151,13 @@ def formats_for(
     narrows them (asked: a format without a kernel is a rejected candidate); otherwise
     the engine's defaults (``formats.default_formats``), 16-bit as the checkpoint's
     dtype, plus ``extra`` (the formats of measured targets, ``--results``; not asked: a
-    format without a kernel on this GPU is left out quietly)."""
+    format without a kernel on this GPU is left out quietly). llama.cpp loads no HF
+    quantized checkpoint: it weighs its GGUF formats (a conversion) for one."""
     model = req.model
-    asked = parse_quants(req.quant) or (
-        [ckpt] if (ckpt := quant_from_config(model)) is not None else None
-    )
+    ckpt = quant_from_config(model)
+    if engine == "llamacpp" and ckpt is not None and not ckpt.startswith("gguf-"):
+        ckpt = None  # an FP8/AWQ/MXFP4 checkpoint: llama.cpp serves a GGUF made from it
+    asked = parse_quants(req.quant) or ([ckpt] if ckpt is not None else None)
     sixteen = "fp16" if (model.dtype or "").lower() in ("float16", "fp16", "half") else "bf16"
     if asked is None:
         fam, version = req.system.gpu.sm_family, req.engine_versions.get(engine)
