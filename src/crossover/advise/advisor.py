@@ -141,9 +141,9 @@ def advise(
         if moved:
             notes.append(
                 f"{regime} concurrency: {', '.join(moved)} never measured: estimated on a "
-                "borrowed profile, ranked below the measured candidates it does not lead by "
-                f"more than {TIE_FRACTION:.0%}; the row says where it would rank "
-                "(measured-before-borrowed)"
+                "borrowed profile and ranked by the low end of its range, below the measured "
+                f"candidates that low end does not lead by more than {TIE_FRACTION:.0%}; the "
+                "row says where it would rank if the profile held (measured-before-borrowed)"
             )
         per_regime.append((regime, conc, ranked, placed, scale))
         shown: set[str] = set()  # engines with a row listed in this regime
