@@ -60,6 +60,9 @@ def test_two_4090s_rank_vllm_and_llamacpp_formats_together(
     assert any(
         r["config"]["quant"] == "bf16" and r["rule"] == "memory-fit" for r in advice["rejected"]
     )
+    # every row shown loses some quality (4-bit): the best that loses little is named
+    line = next(x for x in text.splitlines() if x.strip().startswith("least quality loss:"))
+    assert " fp8 " in line and "c=1 #" in line and "c=50 #" in line
     # llama.cpp's default 4 slots would queue 46 of 50: the row says to set -np
     assert "start llama-server with --cache-ram 0 -np 50 (by default 4 slots" in text
     lcpp = next(r for r in recs if r["engine"] == "llamacpp")

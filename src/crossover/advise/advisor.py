@@ -42,6 +42,7 @@ from crossover.advise.explain import (
     predict_candidate,
     recommendation,
 )
+from crossover.advise.formats import quality
 from crossover.advise.hardware import find_gpu
 from crossover.advise.model import quant_from_config
 from crossover.advise.nearmiss import near_misses
@@ -147,14 +148,18 @@ def advise(
             )
         per_regime.append((regime, conc, ranked, placed, scale))
         shown: set[str] = set()  # engines with a row listed in this regime
+        low_loss = False  # a format that loses little or no quality is listed
         for rank, (s, _) in enumerate(ranked, start=1):
             p = placed.get(s.key)
+            lossless = quality(s.ev.candidate.quant).rank <= 1
             if (
                 rank <= TOP_PER_REGIME
                 or s.measured is not None
                 or s.ev.candidate.engine not in shown
+                or (lossless and not low_loss)
             ):
                 listed.add(s.key)
+                low_loss = low_loss or lossless
             elif p is not None and p.rank_if_it_holds <= TOP_PER_REGIME:
                 listed.add(s.key)  # a borrowed estimate moved down says where it would rank
             shown.add(s.ev.candidate.engine)

@@ -191,7 +191,32 @@ def _print(advice: dict[str, Any]) -> None:
             echo(f"      {'; '.join(heads)}")
     if len(ordered) > len(listed):
         echo(f"  ... {len(ordered) - len(listed)} more ranked rows: --explain, --json")
+        closest = _least_loss(ordered, listed, regimes)
+        if closest:
+            echo(f"  {closest}")
     echo(_footer(advice))
+
+
+def _least_loss(
+    ordered: list[tuple[tuple[Any, ...], dict[str, dict[str, Any]]]],
+    listed: list[tuple[tuple[Any, ...], dict[str, dict[str, Any]]]],
+    regimes: list[tuple[str, int]],
+) -> str | None:
+    """Where every listed row loses quality (a 4-bit format, say), the best-ranked row
+    that loses little or none, in one line: the choice the table would otherwise hide."""
+
+    def loss(by: dict[str, dict[str, Any]]) -> int:
+        return int(next(iter(by.values()))["quality"]["rank"])
+
+    if any(loss(by) <= 1 for _, by in listed):
+        return None
+    best = next(((k, by) for k, by in ordered if loss(by) <= 1), None)
+    if best is None:
+        return None
+    key, by = best
+    cells = ", ".join(f"c={c} {' '.join(_cell(by[r]).split())}" for r, c in regimes if r in by)
+    cost = str(next(iter(by.values()))["quality"]["cost"])
+    return f"least quality loss: {_row_name(key[0], dict(key[1:]))}: {cells} ({cost})"
 
 
 _LAYOUT_KEYS = {"tp", "pp", "gpus", "quant", "cuda_graphs", "split_mode"}
