@@ -383,6 +383,7 @@ def test_calibrated_estimates_sit_near_the_measurement_and_below_the_roofline() 
         input_tokens=200,
         output_tokens=256,
         engines=["vllm"],
+        quant="bf16",
     )
     for predictions, lo, hi in (("calibrated", 0.9, 1.1), ("roofline", 1.2, 100.0)):
         advice = advise(req.model_copy(update={"predictions": predictions}), results=results)

@@ -119,7 +119,7 @@ def _advice(model: str, gpu: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
 
 
 def test_advise_qwen3_moe_on_h200() -> None:
-    a = _advice("qwen3-30b-a3b", "H200")
+    a = _advice("qwen3-30b-a3b", "H200", quant="bf16")
     assert a["model"]["experts"] == 128 and a["model"]["experts_per_token"] == 8
     recs = a["recommendations"]
     assert {r["engine"] for r in recs} >= {"vllm", "sglang", "llamacpp"}

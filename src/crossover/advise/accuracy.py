@@ -8,6 +8,7 @@ decode tokens/s per user (1000 / TPOT p50), the two figures the advice ranks by.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from statistics import mean
 from typing import Any
 
@@ -63,8 +64,10 @@ def predict_measured(
     gpu: str,
     profile: EngineProfile | None,
     curve: AllReduceCurve | None = None,
+    cached_tokens: int = 0,
 ) -> Prediction | None:
-    """The prediction for one measured target and level (None: no workload in the sweep)."""
+    """The prediction for one measured target and level (None: no workload in the sweep).
+    ``cached_tokens``: the prompt tokens the engine served from its prefix cache."""
     if results.input_tokens is None or results.output_tokens is None:
         return None
     layout = Layout(tp=m.tp, pp=m.pp)
@@ -78,6 +81,7 @@ def predict_measured(
         "concurrency": m.concurrency,
         "input_tokens": results.input_tokens,
         "output_tokens": results.output_tokens,
+        "cached_tokens": cached_tokens,
     }
     if profile is None:
         return cost.predict(model, system, layout, quant, use, **kwargs)
@@ -92,11 +96,13 @@ def rows_for(
     curve: AllReduceCurve | None = None,
     only: set[tuple[str, int]] | None = None,
     profiles: dict[str, EngineProfile] | None = None,
+    cached: Callable[[Measured], int] | None = None,
 ) -> list[Row]:
     """One row per valid (target, level) and metric. ``calibration`` None: the roofline.
 
     ``profiles`` overrides the calibration's (the fit uses it for held-out profiles);
-    ``only`` restricts the rows to these (target, concurrency) pairs."""
+    ``only`` restricts the rows to these (target, concurrency) pairs; ``cached`` gives the
+    prompt tokens a target served from its prefix cache (a shared-prefix workload)."""
     out: list[Row] = []
     for m in results.measured:
         if only is not None and (m.target, m.concurrency) not in only:
@@ -108,7 +114,8 @@ def rows_for(
             profile = calibration.profile(m.engine, m.cuda_graphs is not False)
         if profile is None and (profiles is not None or calibration is not None):
             continue  # an engine the calibration does not know: no estimate to compare
-        pred = predict_measured(m, results, model, gpu, profile, curve)
+        hit = cached(m) if cached is not None else 0
+        pred = predict_measured(m, results, model, gpu, profile, curve, hit)
         if pred is None:
             continue
         for metric in METRICS:

@@ -77,7 +77,8 @@ class SweepResults(BaseModel):
         self, engine: str, tp: int, pp: int, quant: str, concurrency: int
     ) -> list[Measured]:
         """Every measured target matching the candidate (a sweep may hold several per
-        engine, e.g. CUDA graphs on and off)."""
+        engine, e.g. CUDA graphs on and off). A target that does not say its weight
+        format ran the checkpoint's own 16-bit weights."""
         return [
             m
             for m in self.measured
@@ -85,7 +86,7 @@ class SweepResults(BaseModel):
             and m.tp == tp
             and m.pp == pp
             and m.concurrency == concurrency
-            and (m.quant is None or same_weights(m.quant, quant))
+            and same_weights(m.quant or "bf16", quant)
         ]
 
 

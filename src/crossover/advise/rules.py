@@ -226,3 +226,9 @@ def tp_heads_verdict(rule: str, tp: int, heads: int, kv_heads: int) -> Verdict |
             reason=f"TP={tp} neither divides nor is a multiple of {kv_heads} KV heads",
         )
     return None
+
+
+def kernels() -> dict[str, Any]:
+    """The kernel availability table: engine -> {source, formats: {format: archs...}}."""
+    table: dict[str, Any] = _data()["kernels"]
+    return table
