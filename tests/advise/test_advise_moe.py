@@ -237,3 +237,57 @@ def test_roofline_entry_is_a_moe_roofline_fact(qwen: Any) -> None:
     # c=1: the active weights (6.71 GB) plus one sequence's KV, at 4.3 TB/s
     want = (qwen.active_params * 2 + 98304 * 456) / 4.3e12 * 1e3
     assert step_bound_ms(facts, 1) == pytest.approx(want, rel=1e-3)
+
+
+def test_untuned_rule_has_a_source_and_covers_every_batch() -> None:
+    from crossover.advise.rules import moe_untuned_classes
+
+    classes = moe_untuned_classes()
+    assert [c.id for c in classes][-1] == "most"  # the catch-all comes last
+    assert not classes[-1].gpus and classes[-1].max_n is None
+    for c in classes:
+        assert "PR #" in c.source or "measured" in c.source
+        spans = sorted(r.batch for r in c.ranges)
+        assert spans[0][0] == 1
+        assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(0 <= r.slower_pct[0] <= r.slower_pct[1] for r in c.ranges)
+    # the H200 measurement (TPOT p50 with the tuned file hidden) sits inside "most"
+    most = classes[-1]
+    for c, pct in {1: 1.0, 4: 4.6, 16: -0.8, 64: 0.4, 256: -1.0}.items():
+        s = moe.untuned_slowdown("H200", c, 768)
+        assert s is not None and s.cls == "most" and s.source == most.source
+        assert pct <= s.high_pct
+
+
+@pytest.mark.parametrize(
+    ("gpu", "batch", "n", "cls", "low", "high"),
+    [
+        ("H200", 4, 768, "most", 0, 5.4),
+        ("RTX-4090", 256, 768, "most", 0, 5.4),
+        ("H20", 1, 768, "h20", 31, 60),  # PR #44152: 1.31x at batch 1, 1.60x at 32
+        ("H20", 32, 768, "h20", 31, 60),
+        ("H20", 2048, 768, "h20", 0, 3),  # ~1.0x from 512 on
+        ("H200", 32, 96, "narrow-shard", 8, 25),  # PR #35457: 20-24% at 16-64
+        ("H200", 1, 96, "narrow-shard", 2, 12),
+        ("H200", 9000, 768, "most", 0, 5.4),  # past the measured batches: the last range
+    ],
+)
+def test_untuned_slowdown_per_class(
+    gpu: str, batch: int, n: int, cls: str, low: float, high: float
+) -> None:
+    s = moe.untuned_slowdown(gpu, batch, n)
+    assert s is not None
+    assert (s.cls, s.low_pct, s.high_pct) == (cls, low, high)
+    assert s.factor == pytest.approx(1 + (low + high) / 200)
+
+
+def test_absent_config_says_what_it_costs(qwen: Any) -> None:
+    got = moe.tuned_config("vllm", "RTX-4090", qwen, "bf16", batches=[1, 8, 64])
+    assert got is not None and got.status == "absent"
+    assert [s.batch for s in got.slowdown] == [1, 8, 64]
+    assert "expect 0-5.4% slower decode at batch 1-64 (GPU class most" in got.reason
+    present = moe.tuned_config("vllm", "H200", qwen, "bf16", batches=[1, 64])
+    assert present is not None and present.slowdown == [] and present.at(1) is None
+    h20 = moe.tuned_config("vllm", "H20", qwen, "bf16", batches=[1])
+    assert h20 is not None and h20.status == "unknown"
+    assert "if none ships, expect 31-60% (up to 1.6x) slower decode at batch 1" in h20.reason

@@ -235,7 +235,9 @@ def _moe_notes(ev: Evaluated, req: AdviceRequest, quant: str) -> None:
     """Memory counts every expert; the tuned-kernel check; expert parallelism on TP > 1."""
     c, model = ev.candidate, req.model
     ev.rules.append("moe-memory-all-experts")
-    tuned = moe.tuned_config(c.engine, req.system.gpu.id, model, quant, c.tp)
+    tuned = moe.tuned_config(
+        c.engine, req.system.gpu.id, model, quant, c.tp, batches=req.concurrency
+    )
     if tuned is not None:
         ev.moe_config = tuned.status
         ev.rules.append("moe-tuned-kernel-config")

@@ -2,7 +2,9 @@
 
 * ``tuned_config``: does the engine ship a tuned fused-MoE kernel config for this GPU
   and shape (rule ``moe-tuned-kernel-config``)? Present, absent (looked up, not there:
-  default tile sizes, slower MoE) or unknown (never looked up).
+  default tile sizes, slower MoE) or unknown (never looked up). Absent or unknown, it
+  carries ``untuned_slowdown``: how much slower decode runs on default tiles for this GPU
+  class and batch (``moe_untuned`` in ``data/rules.yaml``, every range with its sources).
 * ``expert_parallel_note``: on several GPUs, expert parallelism beside tensor
   parallelism (rule ``moe-expert-parallel``), with each engine's flag.
 * ``cpu_offload``: when llama.cpp cannot fit an MoE on the GPU, how many layers' experts
@@ -15,23 +17,99 @@ touched ones (``cost.touched_weight_bytes``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from crossover.advise import cost
 from crossover.advise.cost import MemoryFit
 from crossover.advise.model import ModelFacts
-from crossover.advise.rules import moe_config_table
+from crossover.advise.rules import UntunedClass, moe_config_table, moe_untuned_classes
 from crossover.engines import registry
 
 GIB = 1024**3
+
+
+class Slowdown(BaseModel):
+    """Decode on default fused-MoE tiles against a tuned config: ``low_pct``-``high_pct``
+    slower at this batch, for GPU class ``cls`` (its sources in ``source``)."""
+
+    cls: str
+    batch: int
+    low_pct: float
+    high_pct: float
+    source: str
+
+    @property
+    def factor(self) -> float:
+        """The step-time factor the advisor applies: the range's middle."""
+        return 1 + (self.low_pct + self.high_pct) / 200
 
 
 class TunedConfig(BaseModel):
     status: Literal["present", "absent", "unknown"]
     file: str  # the file the engine looks for
     reason: str
+    # absent or unknown: what default tiles cost at each batch asked
+    slowdown: list[Slowdown] = Field(default_factory=list)
+
+    def at(self, batch: int) -> Slowdown | None:
+        return next((s for s in self.slowdown if s.batch == batch), None)
+
+
+def slowdown_words(slows: Sequence[Slowdown]) -> str:
+    """``expect 0-5.4% slower decode at batch 1-64 (most GPUs: ...)``, over the batches."""
+    if not slows:
+        return ""
+    lo = min(s.low_pct for s in slows)
+    hi = max(s.high_pct for s in slows)
+    b0, b1 = min(s.batch for s in slows), max(s.batch for s in slows)
+    batches = f"{b0}" if b0 == b1 else f"{b0}-{b1}"
+    span = f"{lo:g}-{hi:g}%" + (f" (up to {1 + hi / 100:.1f}x)" if hi >= 30 else "")
+    classes = ", ".join(dict.fromkeys(s.cls for s in slows))
+    return f"expect {span} slower decode at batch {batches} (GPU class {classes}, moe_untuned)"
+
+
+def _expert_n(key: str) -> int:
+    return int(key.split(",")[1].removeprefix("N="))
+
+
+def _matches(cls: UntunedClass, gpu_id: str, n: int | None) -> bool:
+    if cls.gpus:
+        return gpu_id in cls.gpus
+    if cls.max_n is not None:
+        return n is not None and n <= cls.max_n
+    return True
+
+
+def untuned_slowdown(gpu_id: str, batch: int, n: int | None = None) -> Slowdown | None:
+    """How much slower vLLM's fused-MoE decode runs on default tiles than on a tuned
+    config: the first class of ``moe_untuned`` that matches the GPU (or the expert FFN
+    width per GPU, ``n``), at the range holding ``batch``. None if no range holds it."""
+    for cls in moe_untuned_classes():
+        if not _matches(cls, gpu_id, n):
+            continue
+        for r in cls.ranges:
+            if r.batch[0] <= batch <= r.batch[1]:
+                return Slowdown(
+                    cls=cls.id,
+                    batch=batch,
+                    low_pct=r.slower_pct[0],
+                    high_pct=r.slower_pct[1],
+                    source=cls.source,
+                )
+        last = cls.ranges[-1]
+        if batch > last.batch[1]:  # beyond the measured batches: the last range holds
+            return Slowdown(
+                cls=cls.id,
+                batch=batch,
+                low_pct=last.slower_pct[0],
+                high_pct=last.slower_pct[1],
+                source=cls.source,
+            )
+        return None
+    return None
 
 
 def _dtype(quant: str) -> str | None:
@@ -73,38 +151,56 @@ def _file_name(key: str, device_name: str) -> str:
 
 
 def tuned_config(
-    engine: str, gpu_id: str, model: ModelFacts, quant: str, tp: int = 1, ep: bool = False
+    engine: str,
+    gpu_id: str,
+    model: ModelFacts,
+    quant: str,
+    tp: int = 1,
+    ep: bool = False,
+    batches: Sequence[int] = (1,),
 ) -> TunedConfig | None:
     """None where the engine has no table (or the model is dense, or the format has no
-    config name)."""
+    config name). Absent or unknown, ``slowdown`` is what default tiles cost at each of
+    ``batches`` (decode tokens per step)."""
     table = moe_config_table().get(engine)
     key = config_key(model, quant, tp, ep)
     if table is None or key is None:
         return None
+    slow = [
+        s
+        for b in sorted(set(batches))
+        if (s := untuned_slowdown(gpu_id, b, _expert_n(key))) is not None
+    ]
+    cost_words = f"; {slowdown_words(slow)}" if slow else ""
     device = table.devices.get(gpu_id)
     if device is None:
         return TunedConfig(
             status="unknown",
             file=_file_name(key, f"<{gpu_id}>"),
-            reason=f"{engine}'s fused-MoE configs for {gpu_id} were not looked up",
+            reason=f"{engine}'s fused-MoE configs for {gpu_id} were not looked up"
+            + (f"; if none ships, {slowdown_words(slow)}" if slow else ""),
+            slowdown=slow,
         )
     name = _file_name(key, device.device_name)
     if key in device.files:
         return TunedConfig(
             status="present", file=name, reason=f"{engine} ships a tuned fused-MoE config {name}"
-        )
+        )  # no slowdown: the tuned tiles run
     if key in device.missing:
         extra = f"; {device.note}" if device.note else ""
         return TunedConfig(
             status="absent",
             file=name,
-            reason=f"{engine} ships no {name}: default Triton tile sizes, slower MoE layers "
+            reason=f"{engine} ships no {name}: default Triton tile sizes{cost_words} "
             f"(tune with benchmarks/kernels/benchmark_moe.py --tune){extra}",
+            slowdown=slow,
         )
     return TunedConfig(
         status="unknown",
         file=name,
-        reason=f"{name} was not looked up in {engine}'s configs ({table.source})",
+        reason=f"{name} was not looked up in {engine}'s configs ({table.source})"
+        + (f"; if it is missing, {slowdown_words(slow)}" if slow else ""),
+        slowdown=slow,
     )
 
 
