@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -249,7 +250,7 @@ def test_untuned_rule_has_a_source_and_covers_every_batch() -> None:
         assert "PR #" in c.source or "measured" in c.source
         spans = sorted(r.batch for r in c.ranges)
         assert spans[0][0] == 1
-        assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
         assert all(0 <= r.slower_pct[0] <= r.slower_pct[1] for r in c.ranges)
     # the H200 measurement (TPOT p50 with the tuned file hidden) sits inside "most"
     most = classes[-1]
