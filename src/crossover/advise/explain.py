@@ -83,6 +83,10 @@ def predict_candidate(
 ) -> Prediction:
     """The calibrated estimate for a candidate (its engine's profile in that CUDA-graph
     mode), else the roofline."""
+    if c.n_cpu_moe:  # llama.cpp with experts in host memory: the offload model
+        from crossover.advise import moe
+
+        return moe.offload_prediction(req, c, conc, max_batch)
     layout = Layout(tp=c.tp, pp=c.pp)
     profile = calibration.profile(c.engine, cuda_graphs) if calibration is not None else None
     if profile is None:

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from crossover.advise import cost
-from crossover.advise.cost import MemoryFit
+from crossover.advise.cost import MemoryFit, Prediction
 from crossover.advise.model import ModelFacts
 from crossover.advise.rules import UntunedClass, moe_config_table, moe_untuned_classes
 from crossover.engines import registry
+
+if TYPE_CHECKING:
+    from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated
 
 GIB = 1024**3
 
@@ -245,4 +248,218 @@ def cpu_offload(model: ModelFacts, quant: str, fit: MemoryFit, gpus: int = 1) ->
         reason=f"fits with the experts of {n} of {model.moe_layers} layers in system memory "
         f"({flag}, or -ot exps=CPU for all; {n * per_layer:.1f} GiB moved; those layers' "
         "experts run on the CPU, so decode slows)",
+    )
+
+
+# --- CPU expert offload: the speed model checked against published figures -------------
+
+
+class PublishedOffload(BaseModel):
+    """One published llama.cpp decode figure with experts in host memory
+    (``published`` in data/offload.yaml)."""
+
+    id: str
+    source: str
+    gpu: str
+    gpu_bandwidth_gbs: float
+    host_bandwidth_gbs: float | None = None  # None: not stated, the default platform
+    pcie_gbs: float | None = None
+    model: str
+    file_gb: float
+    quant: str
+    n_cpu_moe: int
+    tok_s: float
+
+
+class OffloadCheck(BaseModel):
+    id: str
+    measured_tok_s: float
+    predicted_tok_s: float
+    error_pct: float
+    fitted: bool  # one of the figures the constants were solved from
+    host: str
+    step: cost.OffloadStep
+
+
+def _offload_yaml() -> dict[str, Any]:
+    return cost._offload_data()
+
+
+def published_offload() -> list[PublishedOffload]:
+    return [PublishedOffload.model_validate(p) for p in _offload_yaml()["published"]]
+
+
+def published_shape(p: PublishedOffload) -> cost.OffloadShape:
+    """Byte counts of a published GGUF from its size and its model's config numbers
+    (experts' share of the file = their share of the parameters)."""
+    m = _offload_yaml()["models"][p.model]
+    params = float(m["params"])
+    expert_params = m["moe_layers"] * m["experts"] * 3 * m["hidden"] * m["moe_ffn"]
+    total = p.file_gb * 1e9
+    experts = total * expert_params / params
+    token_embd = total * m["vocab"] * m["hidden"] / params
+    return cost.OffloadShape(
+        layers=m["layers"],
+        moe_layers=m["moe_layers"],
+        experts=m["experts"],
+        experts_per_token=m["experts_per_token"],
+        hidden=m["hidden"],
+        expert_bytes=experts,
+        dense_gpu_bytes=total - experts - token_embd,
+    )
+
+
+def _llamacpp_gpu_terms() -> tuple[float, float, float]:
+    """(bandwidth efficiency, step us per layer, us per sequence per MoE layer) of the
+    llama.cpp profile: the GPU side of an offloaded model as llama.cpp runs it."""
+    from crossover.advise.efficiency import load_calibration
+
+    p = load_calibration().profile("llamacpp")
+    if p is None:  # pragma: no cover - the packaged calibration has it
+        return cost.BANDWIDTH_EFFICIENCY, 0.0, 0.0
+    moe_us = p.moe_seq_us_per_layer
+    return p.bandwidth_efficiency, p.step_us_per_layer, moe_us if moe_us is not None else 0.0
+
+
+def published_step(
+    p: PublishedOffload, constants: cost.OffloadConstants | None = None
+) -> tuple[cost.OffloadStep, str]:
+    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    host, how = cost.host_bandwidth(p.host_bandwidth_gbs)
+    step = cost.offload_step(
+        published_shape(p),
+        p.n_cpu_moe,
+        gpu_bandwidth_gbs=p.gpu_bandwidth_gbs,
+        host_bandwidth_gbs=host,
+        gpu_efficiency=eff,
+        step_us_per_layer=step_us,
+        seq_us_per_moe_layer=seq_us,
+        pcie_gbs=p.pcie_gbs,
+        constants=constants,
+    )
+    return step, how
+
+
+def offload_checks(constants: cost.OffloadConstants | None = None) -> list[OffloadCheck]:
+    """Every published figure beside the model's prediction for it."""
+    k = constants or cost.offload_constants()
+    out = []
+    for p in published_offload():
+        step, how = published_step(p, k)
+        out.append(
+            OffloadCheck(
+                id=p.id,
+                measured_tok_s=p.tok_s,
+                predicted_tok_s=step.tok_s_per_user,
+                error_pct=(step.tok_s_per_user / p.tok_s - 1) * 100,
+                fitted=p.id in k.fitted_to,
+                host=how,
+                step=step,
+            )
+        )
+    return out
+
+
+def fit_offload_constants(ids: Sequence[str]) -> tuple[float, float]:
+    """(cpu_bandwidth_fraction, handoff_us_per_layer) solved by least squares from the
+    named published figures: measured step - GPU - PCIe = CPU bytes / (host bandwidth x
+    fraction) + N x handoff, linear in 1 / fraction and handoff."""
+    import numpy as np
+
+    base = cost.offload_constants().model_copy(
+        update={"cpu_bandwidth_fraction": 1.0, "handoff_us_per_layer": 0.0}
+    )
+    rows, rhs = [], []
+    by_id = {p.id: p for p in published_offload()}
+    for i in ids:
+        step, _ = published_step(by_id[i], base)
+        rows.append([step.cpu_ms, step.n_cpu_moe / 1e3])
+        rhs.append(1e3 / by_id[i].tok_s - step.gpu_ms - step.pcie_ms)
+    (inv_frac, handoff), *_ = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)
+    return 1.0 / float(inv_frac), float(handoff)
+
+
+# --- the advisor's offload variant -----------------------------------------------------
+
+
+def offload_variant(
+    req: AdviceRequest, cand: Candidate, fit: MemoryFit, off: CpuOffload
+) -> Evaluated:
+    """A llama.cpp candidate too big for its GPUs, as it runs with ``--n-cpu-moe N``: the
+    moved experts leave GPU memory for the KV cache; its figures come from
+    ``offload_prediction`` (host-memory bandwidth, not a measurement)."""
+    from crossover.advise.candidates import Evaluated
+
+    weights = fit.weights_gib_per_gpu - off.cpu_gib
+    free = fit.usable_gib_per_gpu - weights
+    kv_seq = fit.kv_gib_per_seq_per_gpu
+    max_c = int(free // kv_seq) if free > 0 and kv_seq > 0 else 0
+    moved = fit.model_copy(
+        update={
+            "weights_gib_per_gpu": weights,
+            "headroom_gib": free - fit.kv_gib_per_gpu,
+            "fits": weights + fit.kv_gib_per_gpu <= fit.usable_gib_per_gpu,
+            "weights_fit": weights < fit.usable_gib_per_gpu,
+            "max_concurrency": max_c,
+        }
+    )
+    _, how = cost.host_bandwidth(req.host_mem_bandwidth)
+    return Evaluated(
+        candidate=cand.model_copy(update={"n_cpu_moe": off.n_cpu_moe, "host_memory": how}),
+        fit=moved,
+        rules=["seed-2-kernel-check", "memory-fit", "llamacpp-moe-cpu-offload"],
+        notes=[
+            f"{off.flag}: the experts of {off.n_cpu_moe} of {req.model.moe_layers} layers "
+            f"({off.cpu_gib:.1f} GiB) in host memory, read by the CPU each token; estimate "
+            f"from host-memory bandwidth ({how}; --host-mem-bandwidth), not measured"
+        ],
+    )
+
+
+def offload_prediction(
+    req: AdviceRequest, c: Candidate, conc: int, max_batch: int | None
+) -> Prediction:
+    """The closed loop of a llama.cpp candidate with ``c.n_cpu_moe`` layers' experts in
+    host memory: decode steps from ``cost.offload_step``, one prefill wave whose offloaded
+    experts stream over PCIe (``cost.offload_prefill_stream_ms``)."""
+    model, gpu = req.model, req.system.gpu
+    shape = cost.offload_shape(model, c.quant)
+    if shape is None or not c.n_cpu_moe:
+        raise ValueError("offload_prediction needs an MoE candidate with n_cpu_moe")
+    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    host, _ = cost.host_bandwidth(req.host_mem_bandwidth)
+    batch = max(1, min(conc, max_batch if max_batch is not None else conc))
+    step = cost.offload_step(
+        shape,
+        c.n_cpu_moe,
+        gpu_bandwidth_gbs=gpu.memory_bandwidth_gbs,
+        host_bandwidth_gbs=host,
+        gpu_efficiency=eff,
+        step_us_per_layer=step_us,
+        seq_us_per_moe_layer=seq_us,
+        batch=batch,
+    )
+    layout = cost.Layout(tp=c.tp, pp=c.pp)
+    tokens = cost.prefilled_tokens(req.input_tokens, req.cached_tokens(c.engine))
+    one = cost.prefill_ms(model, gpu, layout, c.quant, cost.NoComm(), tokens)
+    one += cost.offload_prefill_stream_ms(shape, c.n_cpu_moe, tokens)
+    wave = cost.prefill_ms(model, gpu, layout, c.quant, cost.NoComm(), tokens * batch)
+    wave += cost.offload_prefill_stream_ms(shape, c.n_cpu_moe, tokens * batch)
+    cycle = req.output_tokens * step.step_ms + wave
+    per_user = req.output_tokens / cycle * 1e3
+    out = per_user * batch
+    return Prediction(
+        concurrency=conc,
+        batch=batch,
+        step_ms=step.step_ms,
+        decode_mem_ms=step.gpu_ms + step.cpu_ms,
+        decode_compute_ms=0.0,
+        comm_ms=step.pcie_ms,
+        prefill_ms=one,
+        decode_tok_s_per_user=per_user,
+        output_tok_s=out,
+        total_tok_s=out * (req.input_tokens + req.output_tokens) / req.output_tokens,
+        bound="host-memory" if step.cpu_ms >= step.gpu_ms else "memory",
+        overhead_ms=step.handoff_ms,
+        profile=f"llamacpp offload ({c.n_cpu_moe} layers' experts on the CPU)",
     )
