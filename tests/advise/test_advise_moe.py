@@ -292,3 +292,28 @@ def test_absent_config_says_what_it_costs(qwen: Any) -> None:
     h20 = moe.tuned_config("vllm", "H20", qwen, "bf16", batches=[1])
     assert h20 is not None and h20.status == "unknown"
     assert "if none ships, expect 31-60% (up to 1.6x) slower decode at batch 1" in h20.reason
+
+
+def test_the_advisor_applies_the_untuned_slowdown(qwen: Any) -> None:
+    from crossover.advise import efficiency
+    from crossover.advise.candidates import Candidate
+    from crossover.advise.explain import predict_candidate
+
+    cal = efficiency.load_calibration()
+    req = AdviceRequest(
+        system=system_from_flags("H200"), model=qwen, input_tokens=200, output_tokens=256
+    )
+    curve = cost.NoComm()
+    fp8 = Candidate(engine="vllm", tp=1, pp=1, quant="fp8")  # no tuned FP8 file on the H200
+    bf16 = Candidate(engine="vllm", tp=1, pp=1, quant="bf16")  # the tuned file ships
+    for c, factor in ((fp8, 1 + (0 + 5.4) / 200), (bf16, 1.0)):
+        got = predict_candidate(req, c, curve, 8, None, cal)
+        raw = efficiency.predict(
+            qwen, req.system, Layout(), c.quant, curve, cal.profiles["vllm"],
+            concurrency=8, input_tokens=200, output_tokens=256,
+        )  # fmt: skip
+        assert got.step_ms == pytest.approx(raw.step_ms * factor)
+        assert got.decode_tok_s_per_user <= raw.decode_tok_s_per_user
+    advice = advise(req.model_copy(update={"quant": "fp8", "engines": ["vllm"]}))
+    text = json.dumps(advice["recommendations"])
+    assert "expect 0-5.4% slower decode" in text and "slowed by the range's middle" in text

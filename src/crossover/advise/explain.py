@@ -102,7 +102,7 @@ def predict_candidate(
             max_batch=max_batch,
             cached_tokens=req.cached_tokens(c.engine),
         )
-    return efficiency.predict(
+    pred = efficiency.predict(
         req.model,
         req.system,
         layout,
@@ -115,6 +115,11 @@ def predict_candidate(
         max_batch=max_batch,
         cached_tokens=req.cached_tokens(c.engine),
     )
+    if req.model.is_moe:  # no tuned fused-MoE config here: rule moe-tuned-kernel-config
+        from crossover.advise import moe
+
+        pred, _ = moe.apply_untuned(pred, req, c)
+    return pred
 
 
 def metric(regime: Regime, p: Prediction) -> float:

@@ -194,8 +194,9 @@ def tuned_config(
         return TunedConfig(
             status="absent",
             file=name,
-            reason=f"{engine} ships no {name}: default Triton tile sizes{cost_words} "
-            f"(tune with benchmarks/kernels/benchmark_moe.py --tune){extra}",
+            reason=f"{engine} ships no {name}: default Triton tile sizes{cost_words}, "
+            "the estimates slowed by the range's middle (tune with "
+            f"benchmarks/kernels/benchmark_moe.py --tune){extra}",
             slowdown=slow,
         )
     return TunedConfig(
@@ -462,4 +463,33 @@ def offload_prediction(
         bound="host-memory" if step.cpu_ms >= step.gpu_ms else "memory",
         overhead_ms=step.handoff_ms,
         profile=f"llamacpp offload ({c.n_cpu_moe} layers' experts on the CPU)",
+    )
+
+
+def apply_untuned(
+    pred: Prediction, req: AdviceRequest, c: Candidate
+) -> tuple[Prediction, Slowdown | None]:
+    """The prediction of an engine that ships no tuned fused-MoE config for this GPU and
+    shape (looked up: ``absent``), its decode step slowed by the middle of the GPU class's
+    range at this batch (``moe_untuned``); unchanged otherwise."""
+    tuned = tuned_config(
+        c.engine, req.system.gpu.id, req.model, c.quant, c.tp, batches=[pred.batch]
+    )
+    slow = tuned.at(pred.batch) if tuned is not None and tuned.status == "absent" else None
+    if slow is None:
+        return pred, None
+    extra = req.output_tokens * pred.step_ms * (slow.factor - 1)
+    cycle = req.output_tokens / pred.decode_tok_s_per_user * 1e3 + extra
+    per_user = req.output_tokens / cycle * 1e3
+    scale = per_user / pred.decode_tok_s_per_user
+    return (
+        pred.model_copy(
+            update={
+                "step_ms": pred.step_ms * slow.factor,
+                "decode_tok_s_per_user": per_user,
+                "output_tok_s": pred.output_tok_s * scale,
+                "total_tok_s": pred.total_tok_s * scale,
+            }
+        ),
+        slow,
     )
