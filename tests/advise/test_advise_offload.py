@@ -157,3 +157,13 @@ def test_the_emitted_sweep_launches_the_offload_variant() -> None:
     assert launch.extra_args[-2:] == ["--n-cpu-moe", "12"]
     plain, _ = _launch("llamacpp", {**cfg, "n_cpu_moe": None}, "/m/x-q8_0.gguf", 4, None)
     assert "--n-cpu-moe" not in plain.extra_args
+
+
+def test_the_checks_command_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    from crossover.advise import offload_checks
+
+    assert offload_checks.main() == 0
+    out = capsys.readouterr().out
+    for p in moe.published_offload():
+        assert f"| {p.id} | {p.tok_s:.1f} |" in out
+    assert "refit 0.758" in out

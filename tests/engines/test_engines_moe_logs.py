@@ -97,6 +97,11 @@ def test_llamacpp_moe_lines() -> None:
     (w,) = s.warnings
     assert (w.key, w.level, w.count) == ("moe_experts_on_cpu", "note", 3)
     assert "blk.0.ffn_gate_exps.weight on CPU" in w.message
+    # the offload model's figure (advise data/offload.yaml) and where to estimate the rate
+    from crossover.advise.cost import offload_constants
+
+    assert f"{offload_constants().cpu_bandwidth_fraction:.2f} of the host memory" in w.message
+    assert "--host-mem-bandwidth" in w.message
 
 
 def test_llamacpp_dense_log_has_no_moe_facts() -> None:
