@@ -162,8 +162,25 @@ def test_the_emitted_sweep_launches_the_offload_variant() -> None:
 def test_the_checks_command_prints_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     from crossover.advise import offload_checks
 
-    assert offload_checks.main() == 0
+    assert offload_checks.main([]) == 0
     out = capsys.readouterr().out
     for p in moe.published_offload():
         assert f"| {p.id} | {p.tok_s:.1f} |" in out
     assert "refit 0.758" in out
+
+
+def test_the_checks_command_predicts_a_setup(capsys: pytest.CaptureFixture[str]) -> None:
+    from crossover.advise import offload_checks
+
+    args = ["--model", "qwen3-30b-a3b", "--quant", "gguf-q8_0", "--gpu", "H200"]
+    args += ["--host-mem-bandwidth", "120.8", "--n-cpu-moe", "48,0", "--concurrency", "1,4"]
+    assert offload_checks.main(args) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| 48 |") or ln.startswith("| 0 |")]
+    assert len(rows) == 4
+    # all experts on the CPU is several times slower than none (the committed prediction)
+    assert "| 48 | 1 | 29.97 | 33.4 |" in out and "| 0 | 1 | 4.20 | 237.8 |" in out
+    assert offload_checks.main([*args[:6], "--n-cpu-moe", "x"]) == 2
+    assert "--n-cpu-moe wants integers" in capsys.readouterr().err
+    assert offload_checks.main(["--model", "llama-3.1-8b"]) == 2
+    assert "not a mixture of experts" in capsys.readouterr().err
