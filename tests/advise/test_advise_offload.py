@@ -173,7 +173,8 @@ def test_the_checks_command_predicts_a_setup(capsys: pytest.CaptureFixture[str])
     from crossover.advise import offload_checks
 
     args = ["--model", "qwen3-30b-a3b", "--quant", "gguf-q8_0", "--gpu", "H200"]
-    args += ["--host-mem-bandwidth", "120.8", "--n-cpu-moe", "48,0", "--concurrency", "1,4"]
+    args += ["--host-mem-bandwidth", "120.8", "--pcie-gbs", "55.2"]
+    args += ["--n-cpu-moe", "48,0", "--concurrency", "1,4"]
     assert offload_checks.main(args) == 0
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.startswith("| 48 |") or ln.startswith("| 0 |")]
