@@ -17,6 +17,13 @@ MISSES = {
     # the post does not say the host memory; under the default (DDR5-5600 x 2) the model
     # is 49% fast, and the figure implies ~45 GB/s (DDR4-3200 x 2 is within 10%)
     "rtx4070-q4-cpu-moe",
+    # the H200 machine's KVM guest: its CPU read experts at ~55-60 GB/s, half the 120.8
+    # GB/s its 16-thread read test measured (the figure passed), so --n-cpu-moe 24 is 25-27%
+    # fast; at c=16 (82 of 128 experts touched per layer) the CPU's compute, which the model
+    # does not charge, adds more: 37% fast
+    "h200-q8-n24-c1",
+    "h200-q8-n24-c4",
+    "h200-q8-n48-c16",
 }
 
 
@@ -39,7 +46,9 @@ def test_published_figures_within_tolerance_or_named_misses() -> None:
             assert abs(c.error_pct) > TOLERANCE_PCT, c  # still a miss: keep the note true
         else:
             assert abs(c.error_pct) <= TOLERANCE_PCT, c
-    assert sum(not c.fitted and c.id not in MISSES for c in checks.values()) >= 2
+    assert sum(not c.fitted and c.id not in MISSES for c in checks.values()) >= 4
+    # the model errs fast on the H200 guest, never slow: the CPU side is the bound it misses
+    assert all(c.error_pct > 0 for i, c in checks.items() if i.startswith("h200-"))
     # the 4070's figure under the host it implies: DDR4-3200 dual channel
     p = next(p for p in moe.published_offload() if p.id == "rtx4070-q4-cpu-moe")
     step, how = moe.published_step(p.model_copy(update={"host_bandwidth_gbs": 51.2}))

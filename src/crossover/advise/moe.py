@@ -269,7 +269,8 @@ class PublishedOffload(BaseModel):
     file_gb: float
     quant: str
     n_cpu_moe: int
-    tok_s: float
+    batch: int = 1  # decode tokens per step (concurrent sequences)
+    tok_s: float  # per sequence
 
 
 class OffloadCheck(BaseModel):
@@ -336,6 +337,7 @@ def published_step(
         step_us_per_layer=step_us,
         seq_us_per_moe_layer=seq_us,
         pcie_gbs=p.pcie_gbs,
+        batch=p.batch,
         constants=constants,
     )
     return step, how
