@@ -17,10 +17,10 @@ MISSES = {
     # the post does not say the host memory; under the default (DDR5-5600 x 2) the model
     # is 49% fast, and the figure implies ~45 GB/s (DDR4-3200 x 2 is within 10%)
     "rtx4070-q4-cpu-moe",
-    # the H200 machine's KVM guest: its CPU read experts at 65-76 GB/s, 0.54-0.63 of
-    # the 120.8 GB/s its 16-thread read test measured (the figure passed), so --n-cpu-moe 24 is 25-27%
-    # fast; at c=16 (82 of 128 experts touched per layer) the CPU's compute, which the model
-    # does not charge, adds more: 37% fast
+    # the H200 machine's KVM guest: its CPU read experts at 65-76 GB/s, 0.54-0.63 of the
+    # 120.8 GB/s its 16-thread read test measured (the figure passed), so --n-cpu-moe 24
+    # is 25-27% fast; at c=16 (82 of 128 experts touched per layer) the CPU's compute,
+    # which the model does not charge, adds more: 37% fast
     "h200-q8-n24-c1",
     "h200-q8-n24-c4",
     "h200-q8-n48-c16",
