@@ -254,10 +254,17 @@ def test_untuned_rule_has_a_source_and_covers_every_batch() -> None:
         assert all(0 <= r.slower_pct[0] <= r.slower_pct[1] for r in c.ranges)
     # the H200 measurement (TPOT p50 with the tuned file hidden) sits inside "most"
     most = classes[-1]
-    for c, pct in {1: 1.0, 4: 4.6, 16: -0.8, 64: 0.4, 256: -1.0}.items():
-        s = moe.untuned_slowdown("H200", c, 768)
-        assert s is not None and s.cls == "most" and s.source == most.source
-        assert pct <= s.high_pct
+    # (2026-12-03, issue 39; and docs/results/h200/moe-tuning/summary.json of 2026-12-04)
+    sessions = [
+        {1: 1.0, 4: 4.6, 16: -0.8, 64: 0.4, 256: -1.0},
+        {1: 1.3, 4: 4.6, 16: -0.9, 64: -0.6, 256: 0.5},
+    ]
+    for measured in sessions:
+        for c, pct in measured.items():
+            s = moe.untuned_slowdown("H200", c, 768)
+            assert s is not None and s.cls == "most" and s.source == most.source
+            assert pct <= s.high_pct
+    assert "1.046 at c=4" in most.source and "moe-tuning/summary.json" in most.source
 
 
 @pytest.mark.parametrize(
