@@ -504,7 +504,7 @@ def host_bandwidth(value: str | float | None) -> tuple[float, str]:
     if value is None:
         name = str(_offload_data()["default_host"])
         p = platforms[name]
-        return p.bandwidth_gbs, f"host memory not given: {p.what}, {p.bandwidth_gbs:g} GB/s assumed"
+        return p.bandwidth_gbs, f"host memory assumed {p.what}, {p.bandwidth_gbs:g} GB/s"
     if isinstance(value, (int, float)):
         gbs = float(value)
     elif value.strip().lower() in platforms:
