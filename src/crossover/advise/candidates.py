@@ -40,6 +40,9 @@ class AdviceRequest(BaseModel):
     reserve_gib: dict[str, float] = Field(default_factory=dict)
     # "calibrated": engine profiles fitted to measurements; "roofline": the upper bound
     predictions: Literal["calibrated", "roofline"] = "calibrated"
+    # host memory bandwidth for llama.cpp's CPU expert offload: GB/s or a platform name of
+    # data/offload.yaml (None: its default platform, said in the row)
+    host_mem_bandwidth: str | float | None = None
 
     def cached_tokens(self, engine: str) -> int:
         """The prompt tokens ``engine`` serves from its prefix cache."""
@@ -55,6 +58,8 @@ class Candidate(BaseModel):
     pp: int
     quant: str
     split_mode: str | None = None  # llama.cpp: none | layer
+    n_cpu_moe: int | None = None  # llama.cpp: the experts of this many layers in host memory
+    host_memory: str | None = None  # with n_cpu_moe: the host bandwidth assumed, in words
 
     @property
     def key(self) -> CandidateKey:
@@ -71,6 +76,8 @@ class Candidate(BaseModel):
         }
         if self.split_mode is not None:
             cfg["split_mode"] = self.split_mode
+        if self.n_cpu_moe is not None:
+            cfg["n_cpu_moe"] = self.n_cpu_moe
         return cfg
 
 
@@ -259,6 +266,7 @@ def _screen_format(
                         "rule": "llamacpp-moe-cpu-offload",
                     }
                     row["reason"] += f"; {off.reason}"
+                    kept.append(moe.offload_variant(req, cand, fit, off))
             rejected.append(row)
             continue
         ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
@@ -295,7 +303,9 @@ def _moe_notes(ev: Evaluated, req: AdviceRequest, quant: str) -> None:
     """Memory counts every expert; the tuned-kernel check; expert parallelism on TP > 1."""
     c, model = ev.candidate, req.model
     ev.rules.append("moe-memory-all-experts")
-    tuned = moe.tuned_config(c.engine, req.system.gpu.id, model, quant, c.tp)
+    tuned = moe.tuned_config(
+        c.engine, req.system.gpu.id, model, quant, c.tp, batches=req.concurrency
+    )
     if tuned is not None:
         ev.moe_config = tuned.status
         ev.rules.append("moe-tuned-kernel-config")

@@ -135,6 +135,10 @@ def predict_candidate(
 ) -> Prediction:
     """The calibrated estimate for a candidate (its engine's profile in that CUDA-graph
     mode), else the roofline."""
+    if c.n_cpu_moe:  # llama.cpp with experts in host memory: the offload model
+        from crossover.advise import moe
+
+        return moe.offload_prediction(req, c, conc, max_batch)
     layout = Layout(tp=c.tp, pp=c.pp)
     profile = calibration.profile(c.engine, cuda_graphs) if calibration is not None else None
     if profile is None:
@@ -150,7 +154,7 @@ def predict_candidate(
             max_batch=max_batch,
             cached_tokens=req.cached_tokens(c.engine),
         )
-    return efficiency.predict(
+    pred = efficiency.predict(
         req.model,
         req.system,
         layout,
@@ -163,6 +167,11 @@ def predict_candidate(
         max_batch=max_batch,
         cached_tokens=req.cached_tokens(c.engine),
     )
+    if req.model.is_moe:  # no tuned fused-MoE config here: rule moe-tuned-kernel-config
+        from crossover.advise import moe
+
+        pred, _ = moe.apply_untuned(pred, req, c)
+    return pred
 
 
 def metric(regime: Regime, p: Prediction) -> float:

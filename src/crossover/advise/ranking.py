@@ -68,6 +68,13 @@ def basis_of(
         where = Path(results.path)
         folder = where.parent.name if where.suffix == ".json" else where.name
         return Basis(kind="measured", label=f"measured: {measured['target']} in {folder}")
+    if c.n_cpu_moe:  # llama.cpp with experts in host memory: no sweep measured it
+        return Basis(
+            kind="borrowed",
+            profile="llamacpp",
+            label=f"offload model, --n-cpu-moe {c.n_cpu_moe}: {c.host_memory or 'host memory'}"
+            ", never measured",
+        )
     if cal is not None:
         return cal.basis(c.engine)
     return Basis(kind="roofline", label="roofline: an upper bound, no profile")

@@ -414,6 +414,13 @@ def advise_command(
         help="GiB per GPU for everything besides weights and KV, replacing the engines' "
         "measured overheads: 1.5, or llamacpp=0.8,vllm=2",
     ),
+    host_mem_bandwidth: str | None = typer.Option(
+        None,
+        "--host-mem-bandwidth",
+        help="host memory bandwidth for llama.cpp's CPU expert offload (--n-cpu-moe): GB/s "
+        "(DDR5-4800 x 2 channels: 76.8) or ddr5-dual, ddr5-dual-4800, ddr4-dual, ddr5-8ch "
+        "(default: ddr5-dual, said in the row)",
+    ),
     roofline: bool = typer.Option(
         False, "--roofline", help="rank by roofline upper bounds instead of calibrated estimates"
     ),
@@ -450,9 +457,11 @@ def advise_command(
         load_model,
         load_results,
     )
+    from crossover.advise.cost import host_bandwidth
     from crossover.advise.hardware import resolve_system
     from crossover.advise.memory import parse_reserve
 
+    host_bandwidth(host_mem_bandwidth)  # a bad figure: one line before any work
     system = resolve_system(gpu, gpus, interconnect, gpu_spec)
     request = AdviceRequest(
         system=system,
@@ -464,6 +473,7 @@ def advise_command(
         shared_prefix_tokens=shared_prefix_tokens,
         concurrency=parse_int_list(concurrency, "--concurrency"),
         reserve_gib=parse_reserve(reserve_gib),
+        host_mem_bandwidth=host_mem_bandwidth,
         predictions="roofline" if roofline else "calibrated",
         **({"engines": parse_engines(engines)} if engines else {}),
     )
