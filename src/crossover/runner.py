@@ -42,7 +42,7 @@ from crossover.metrics.summary import (
     Problem,
     RunSummary,
 )
-from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
+from crossover.metrics.witness import CHUNK_ENCODES, engine_claimed, engine_slack, retokenize
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
 from crossover.transport.client import make_client
@@ -438,7 +438,9 @@ def _count_and_retokenize(
     changed += [r for r in missing if r.completion_tokens is not None]
     done: list[int] = []
     with contextlib.suppress(OSError, ValueError):
-        retokenize(measured, tokenizer.encode, done)
+        # a local tokenizer encodes every chunk; a server's /tokenize is a round trip each
+        budget = CHUNK_ENCODES if isinstance(tokenizer, ServerTokenizer) else None
+        retokenize(measured, tokenizer.encode, done, budget)
     changed += [measured[i] for i in done]
     return changed
 
