@@ -37,6 +37,9 @@ FaultName = Literal[
     "malformed_json",
     "slow_headers",
     "never_answer",
+    # the request read, the connection closed before any response: FIN, or RST
+    "drop_request",
+    "drop_request_rst",
     "split_events",
     # counts a second witness contradicts
     "usage_inflated",

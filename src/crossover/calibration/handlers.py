@@ -158,6 +158,14 @@ class Handlers:
             rec.status = 0
             await request.app[CLOSING_KEY].wait()
             raise asyncio.CancelledError
+        if "drop_request" in faults or "drop_request_rst" in faults:
+            # the request was read and dropped: the connection closes with no response
+            rec.status, rec.done = 0, True
+            if "drop_request_rst" in faults:
+                _abort_with_reset(request)
+            elif request.transport is not None:
+                request.transport.close()
+            raise asyncio.CancelledError
         for code in (500, 429):
             if f"http_{code}" in faults:
                 rec.status, rec.done = code, True

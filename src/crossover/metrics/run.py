@@ -308,6 +308,7 @@ def summarize(
             matched=matched,
             warmup=sum(1 for r in all_records if is_warmup(r)),
             warmup_failed=sum(1 for r in all_records if is_warmup(r) and not r.ok),
+            retries=sum(r.retries for r in records),
         ),
         load=Load(
             mode="rate" if ctx.mode == "rate" else "concurrency",

@@ -89,6 +89,9 @@ class RequestCounts(BaseModel):
     matched: int
     warmup: int = 0
     warmup_failed: int = 0
+    #: measured requests sent again after a reused idle pooled connection closed before
+    #: any response (each retry is in its record: ``retries``, ``retry_reasons``)
+    retries: int = 0
 
 
 class Load(BaseModel):

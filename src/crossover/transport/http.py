@@ -26,6 +26,7 @@ import asyncio
 import functools
 import time
 from collections import deque
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -66,8 +67,10 @@ __all__ = [
 ]
 
 READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM #39963)
-#: a request that could not even be written on a pooled connection is retried on
-#: another: several pooled connections may have been closed by the server at once
+#: a request whose reused idle pooled connection closed before any response is retried
+#: on another (several pooled connections may have been closed by the server at once);
+#: a new connection that closes so is a request the server dropped: a failure, never
+#: retried. Each retry is in the record (``retries``, ``retry_reasons``)
 STALE_RETRIES = 4
 #: waits before each retry of a stale pooled connection (not counted in TTFT: t_send_ns
 #: is taken again for the attempt that is served)
@@ -133,11 +136,67 @@ def make_session(
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s),
         read_bufsize=READ_BUFSIZE,
         auto_decompress=True,
+        trace_configs=[_reuse_trace()],
     )
 
 
 class _Stale(Exception):
-    """A reused keep-alive connection was already closed by the server."""
+    """A reused idle keep-alive connection was already closed by the server; ``reason``
+    says how (FIN or RST), for the record."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def closed_how(exc: BaseException | None) -> str:
+    """FIN (an orderly close) or RST (a reset), from the exception the close raised."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError):  # ClientOSError, ConnectionResetError: a reset
+            return "RST"
+        seen = seen.__cause__
+    return "FIN"
+
+
+def stale(record: RequestRecord, reason: str, attempt: int) -> bool:
+    """Record a reused connection's close: a retry (True) while ``STALE_RETRIES`` are
+    left, else the request's failure (False)."""
+    if attempt == STALE_RETRIES:
+        fail(
+            record,
+            "connection_error",
+            f"{reason}, {STALE_RETRIES} retries made: the server closed every connection "
+            "before responding",
+        )
+        return False
+    record.retries += 1
+    record.retry_reasons.append(reason)
+    return True
+
+
+def dropped(record: RequestRecord, how: str) -> RequestRecord:
+    """A new connection closed after the request and before any response: the server
+    dropped the request. A failure, never retried (it may have reached the engine)."""
+    return fail(
+        record,
+        "connection_error",
+        f"the server closed a new connection ({how}) after the request and before any "
+        "response: the request was dropped",
+    )
+
+
+async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
+    """aiohttp's trace signal: the request took an idle pooled connection."""
+    state = ctx.trace_request_ctx
+    if isinstance(state, dict):
+        state["reused"] = True
+
+
+def _reuse_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_on_reuse)
+    return trace
 
 
 async def stream_request(
@@ -154,8 +213,10 @@ async def stream_request(
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
     ``record.t_send_ns`` is set here, just before the request is written. A request
-    whose pooled connection turns out to be stale (the server closed it after the
-    previous response, as llama-server does) is retried, up to ``STALE_RETRIES`` times.
+    whose reused idle pooled connection turns out to be stale (the server closed it
+    after the previous response, as llama-server does) is retried, up to
+    ``STALE_RETRIES`` times, each retry recorded; one whose new connection closes before
+    a response was dropped by the server and fails.
     One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
     """
     payload = orjson.dumps(body)
@@ -165,11 +226,8 @@ async def stream_request(
                 session, url, payload, dialect, endpoint, record, timeouts, keep_text,
                 max_event_bytes,
             )  # fmt: skip
-        except _Stale:
-            if attempt == STALE_RETRIES:
-                record.error_kind = "connection_error"
-                record.error = "server closed the connection before responding"
-                record.t_done_ns = time.perf_counter_ns()
+        except _Stale as exc:
+            if not stale(record, exc.reason, attempt):
                 return record
             # let the loop read the FINs of other pooled connections the server closed at
             # the same moment (seen with llama-server at c=64 on the H200: five retries in
@@ -196,20 +254,28 @@ async def _attempt(
     head: bytes | None = None  # the first bytes of the body, once any arrived
     parser = SSEParser(max_event_bytes)
     rd = EventReader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
+    conn_state = {"reused": False}
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
             rd.cm = cm
             record.t_send_ns = perf()
             try:
                 resp_cm = session.post(
-                    url, data=payload, headers={"Content-Type": "application/json"}
+                    url,
+                    data=payload,
+                    headers={"Content-Type": "application/json"},
+                    trace_request_ctx=conn_state,
                 )
                 resp = await resp_cm.__aenter__()
             except aiohttp.ClientConnectorError:
                 raise
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # a pooled keep-alive connection the server had already closed
-                raise _Stale from exc
+                how = closed_how(exc)
+                if conn_state["reused"]:  # a pooled connection the server had closed
+                    raise _Stale(
+                        f"a reused idle connection closed ({how}) before a response"
+                    ) from exc
+                return dropped(record, how)
             content = resp.content
             try:
                 record.status = resp.status

@@ -52,7 +52,7 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.http import STALE_BACKOFF_S, STALE_RETRIES
+from crossover.transport.http import STALE_BACKOFF_S, closed_how, dropped, stale
 from crossover.transport.lean import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
     is_json,
@@ -77,7 +77,8 @@ Target = tuple[str, int, str, str]
 
 class _Stale(Exception):
     """The connection closed before a response head: a pooled keep-alive connection
-    the server had already closed (or a server that drops the request)."""
+    the server had already closed (retried, when it was reused), or a server that
+    dropped the request (on a new connection: a failure)."""
 
 
 class _CannotConnect(Exception):
@@ -157,6 +158,9 @@ class LeanStreamConnection(asyncio.Protocol):
         #: an exception the sink raised (the task raises it, as the loop would have)
         self.sink_error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        #: taken idle from the pool (a close before its response is then a stale
+        #: connection, retried); False for a connection opened for this request
+        self.reused = False
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -211,7 +215,9 @@ class LeanStreamConnection(asyncio.Protocol):
                     else:
                         self.final = []
             elif self._state == _HEAD:
-                self.error, self.error_t = _Lost(str(exc) if exc else "closed"), t
+                lost = _Lost(str(exc) if exc else "closed")
+                lost.__cause__ = exc  # a reset (RST) or None (FIN), for the record
+                self.error, self.error_t = lost, t
         self._state = _IDLE
         self._wake()
 
@@ -503,6 +509,7 @@ class LeanSession:
         while idle and not fresh:
             conn = idle.pop()
             if not conn.closed:
+                conn.reused = True
                 return conn
             self._open.discard(conn)
         loop = asyncio.get_running_loop()
@@ -553,17 +560,14 @@ async def stream_request(
             max_event_bytes,
         )  # fmt: skip
     request = session.request(target, "POST", orjson.dumps(body))
-    for attempt in range(STALE_RETRIES + 1):
+    for attempt in range(len(STALE_BACKOFF_S) + 1):
         try:
             return await _attempt(
                 session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
                 max_event_bytes,
             )  # fmt: skip
-        except _Stale:
-            if attempt == STALE_RETRIES:
-                record.error_kind = "connection_error"
-                record.error = "server closed the connection before responding"
-                record.t_done_ns = time.perf_counter_ns()
+        except _Stale as exc:
+            if not stale(record, str(exc), attempt):
                 return record
             # as the aiohttp transport: let the loop read the FINs of other pooled
             # connections the server closed at the same moment
@@ -601,8 +605,16 @@ async def _attempt(
             conn = await session.acquire(target)
             if not conn.send(request, max_event_bytes):
                 session.drop(conn)
-                raise _Stale
-            head = await conn.response_head()
+                if not conn.reused:
+                    return fail(record, "connection_error", "a new connection closed at once")
+                raise _Stale("a reused idle connection closed (FIN) before the request")
+            try:
+                head = await conn.response_head()
+            except _Stale as exc:
+                how = closed_how(exc.__cause__)
+                if not conn.reused:
+                    return dropped(record, how)
+                raise _Stale(f"a reused idle connection closed ({how}) before a response") from exc
             record.status = head.status
             if head.status != 200:
                 text = (await conn.read_body())[:ERROR_BODY_BYTES].decode("utf-8", "replace")
