@@ -76,9 +76,14 @@ async def send_prompt(
 
 
 async def open_replica_connections(session: Session, config: RunConfig, count: int) -> None:
-    """``open_connections`` for ``count`` streams spread round robin over the replicas."""
+    """``open_connections`` for ``count`` streams spread round robin over the replicas,
+    each GET bounded by twice the connect timeout."""
     urls = config.replica_urls
+    # a convenience, not a measurement: each GET is given up after twice the connect
+    # timeout (to connect, and for its answer), so a server that accepts slowly holds
+    # the run no longer than that (issue 43: 216 s with no read limit)
+    limit_s = 2 * config.timeouts.connect_s
     for k, url in enumerate(urls):
         share = count // len(urls) + (1 if k < count % len(urls) else 0)
         if share:
-            await open_connections(session, url, share)
+            await open_connections(session, url, share, limit_s=limit_s)

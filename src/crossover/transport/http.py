@@ -360,7 +360,11 @@ async def _attempt(
 
 
 async def open_connections(
-    session: aiohttp.ClientSession, base_url: str, count: int, path: str = "/health"
+    session: aiohttp.ClientSession,
+    base_url: str,
+    count: int,
+    path: str = "/health",
+    limit_s: float = 10.0,
 ) -> int:
     """Open ``count`` keep-alive connections to ``base_url`` before the measured load.
 
@@ -369,12 +373,14 @@ async def open_connections(
     already sent were waiting to be stamped. ``count`` concurrent GETs of ``path`` leave
     that many connections in the session's pool (any HTTP answer will do, 404
     included). A server that closes connections after each response leaves nothing
-    behind, which costs only this one round trip. Returns the requests answered.
+    behind, which costs only this one round trip. Each GET is given up after
+    ``limit_s`` (connecting and its answer together: a server that accepts slowly, or
+    never answers, holds the run no longer). Returns the requests answered.
     """
 
     async def one() -> bool:
         try:
-            async with session.get(base_url + path) as resp:
+            async with asyncio.timeout(limit_s), session.get(base_url + path) as resp:
                 await resp.read()
                 return True
         except (TimeoutError, aiohttp.ClientError, OSError):

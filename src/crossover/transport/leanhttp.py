@@ -693,27 +693,35 @@ async def _attempt(
 
 
 async def open_connections(
-    session: LeanSession, base_url: str, count: int, path: str = "/health"
+    session: LeanSession,
+    base_url: str,
+    count: int,
+    path: str = "/health",
+    limit_s: float = 10.0,
 ) -> int:
     """``crossover.transport.http.open_connections`` on the lean transport: ``count``
     concurrent GETs of ``path`` on new connections, each left in the pool when its
-    answer (any HTTP answer) was read to its end. Returns the requests answered."""
+    answer (any HTTP answer) was read to its end; each given up after ``limit_s``.
+    Returns the requests answered."""
     target = session.target(base_url + path)
     if target is None:
-        return await http.open_connections(session.fallback(), base_url, count, path)
+        return await http.open_connections(session.fallback(), base_url, count, path, limit_s)
     request = session.request(target, "GET", None)
 
     async def one() -> bool:
         conn: LeanStreamConnection | None = None
         try:
-            conn = await session.acquire(target)
-            if not conn.send(request, MAX_EVENT_BYTES):
-                return False
-            head = await conn.response_head()
-            conn.body_cap = max(conn.body_cap, HEALTH_BODY_BYTES)
-            await conn.read_body()
-            return head is not None
-        except (_Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError):
+            async with asyncio.timeout(limit_s):
+                conn = await session.acquire(target)
+                if not conn.send(request, MAX_EVENT_BYTES):
+                    return False
+                head = await conn.response_head()
+                conn.body_cap = max(conn.body_cap, HEALTH_BODY_BYTES)
+                await conn.read_body()
+                return head is not None
+        except (
+            _Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError, TimeoutError
+        ):  # fmt: skip
             return False
         finally:
             if conn is not None:
