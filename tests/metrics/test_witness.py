@@ -521,3 +521,22 @@ def test_retokenize_goes_chunk_by_chunk_where_the_whole_text_is_long() -> None:
     assert calls == ["ab", "a", "b"]
     assert (split.stream_tokens, split.chunk_text_tokens) == (8, 2)
     assert not text_disagrees(split)
+
+
+def test_counts_on_the_servers_word_alone_are_named() -> None:
+    """No tokenizer, no logprobs, no counter: output rests on usage alone (the chunks are
+    a lower bound); no prompt of known length: so does the prompt count (issue 43: a
+    doubled prompt count raised total tok/s 84% with no word of it)."""
+    from crossover.cli.render import server_word_note, summary_table
+
+    alone = summarize([rec(0, expected_prompt_tokens=None)], ctx(concurrency=1))
+    assert alone.witnesses.server_word == ["output tokens", "prompt tokens"]
+    note = server_word_note(alone)
+    assert "output tokens and prompt tokens on the server's word alone" in note
+    head = summary_table(alone).renderables[0]
+    assert "server's word alone" in str(head)
+    witnessed = summarize([rec(0, stream_tokens=N)], ctx(concurrency=1))
+    assert witnessed.witnesses.server_word == []
+    assert server_word_note(witnessed) == ""
+    by_counter = summarize([rec(0)], ctx(concurrency=1), engine(100))
+    assert by_counter.witnesses.server_word == []

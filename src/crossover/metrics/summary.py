@@ -254,6 +254,9 @@ class Witnesses(BaseModel):
     engine: EngineWitness | None = None
     #: every witness asked, and what it said
     checks: list[WitnessCheck] = Field(default_factory=list)
+    #: counts that rest on the server's word alone (no witness but usage was asked:
+    #: ``"output tokens"``, ``"prompt tokens"``); the verdict line names them
+    server_word: list[str] = Field(default_factory=list)
 
 
 class Delivery(BaseModel):
