@@ -26,7 +26,7 @@ from typing import Any
 
 from crossover.config import RunConfig
 from crossover.dialects import get_dialect
-from crossover.engines.counters import counter_after, read_counter
+from crossover.engines.counters import counter_after, read_counter, scrape
 from crossover.errors import UsageError
 from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
@@ -345,7 +345,7 @@ async def execute(
     records: list[RequestRecord] = []
     if len(config.replica_urls) > 1:
         metrics_url = None  # one replica's token counter cannot witness the load of all
-    counter = await read_counter(metrics_url) if metrics_url else None
+    counter = await read_counter(metrics_url, config.model) if metrics_url else None
     own = prompts[0].tokens if prompts else None
     if config.endpoint == "chat" and tokenizer is not None and template is None and own:
         # the template's tokens are uncounted: one prompt of another length shows whether
@@ -357,6 +357,12 @@ async def execute(
     lags: list[float] = []
 
     halt, relay = _either(abort, stop)
+    # the counter read as a series through the level: a reset between readings is seen
+    scraper = (
+        asyncio.ensure_future(scrape(metrics_url, counter, config.model))
+        if counter is not None and metrics_url is not None
+        else None
+    )
     try:
         if config.workers > 1:
             status = await _execute_workers(
@@ -371,6 +377,10 @@ async def execute(
     finally:
         if relay is not None:
             relay.cancel()
+        if scraper is not None:
+            scraper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scraper
     if status == "failed" and not abort.is_set():
         status = "done"  # stopped on purpose, not aborted
     client_loop = loop_lag(lags, _probe_interval(config), config.workers)
@@ -380,9 +390,15 @@ async def execute(
     if counter is not None and metrics_url is not None and not abort.is_set():
         claimed = engine_claimed(records)
         enough = claimed - engine_slack(records, claimed)
-        after = await counter_after(metrics_url, counter, enough)
-        if after is not None:
-            engine = EngineCounter(name=counter[0], before=counter[1], after=after)
+        track = await counter_after(metrics_url, counter, enough, model=config.model)
+        if track is not None:
+            engine = EngineCounter(
+                name=track.name,
+                before=track.before,
+                after=track.after,
+                resets=track.resets,
+                scrapes=track.scrapes,
+            )
             store.add_sample(run_id, ENGINE_COUNTER_SAMPLE, 0.0, engine.model_dump())
     if tokenizer is not None:
         changed = await asyncio.to_thread(_count_and_retokenize, records, tokenizer)

@@ -540,3 +540,14 @@ def test_counts_on_the_servers_word_alone_are_named() -> None:
     assert server_word_note(witnessed) == ""
     by_counter = summarize([rec(0)], ctx(concurrency=1), engine(100))
     assert by_counter.witnesses.server_word == []
+
+
+def test_a_reset_counter_is_no_witness_and_never_a_lie() -> None:
+    recs = [rec(i) for i in range(4)]
+    reset = EngineCounter(
+        name="vllm:generation_tokens_total", before=1000, after=1100, resets=1, scrapes=3
+    )
+    s = summarize(recs, ctx(output_tokens=N, concurrency=2), reset)
+    assert codes(s.problems) == {"engine_counter_reset": "info"}
+    assert s.verdict == "valid"
+    assert "engine_counter" not in {c.witness for c in s.witnesses.checks}

@@ -32,6 +32,11 @@ ProblemCode = Literal[
     # second witnesses (docs/metrics.md, "Witnesses")
     "text_tokens_mismatch",
     "engine_tokens_mismatch",
+    "engine_counter_reset",
+    # a measured prompt sent before in the run: a prefix cache may have served it
+    "prompts_reused",
+    # a request sent again after a reused idle connection closed before any response
+    "requests_retried",
     # protocol deviations
     "not_streamed",
     "content_type",
@@ -199,7 +204,14 @@ class EngineCounter(BaseModel):
 
     name: str
     before: float
+    #: ``before`` plus the rise summed per series over every reading (older runs: the
+    #: last reading, read only before and after)
     after: float
+    #: series that were reset during the level (went down, or a new ``_created``): the
+    #: tokens before each reset are partly lost, so the counter is no witness then
+    resets: int = 0
+    #: readings taken (0: a run stored before the counter was read as a series)
+    scrapes: int = 0
 
     @property
     def generated(self) -> float:

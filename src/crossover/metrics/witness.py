@@ -218,9 +218,14 @@ def engine_slack(all_records: list[RequestRecord], claimed: int) -> float:
     return len(all_records) + ENGINE_FRACTION * claimed
 
 
+def engine_witnesses(counter: EngineCounter | None) -> bool:
+    """The counter can witness the level: read, never gone back, no series reset."""
+    return counter is not None and counter.generated >= 0 and not counter.resets
+
+
 def engine_agrees(all_records: list[RequestRecord], counter: EngineCounter | None) -> bool:
     """The engine's counter matches the claimed total within the tolerance."""
-    if counter is None or counter.generated < 0:
+    if counter is None or not engine_witnesses(counter):
         return False
     claimed = engine_claimed(all_records)
     return abs(counter.generated - claimed) <= engine_slack(all_records, claimed)
@@ -230,6 +235,17 @@ def check_engine(
     problems: list[Problem], all_records: list[RequestRecord], counter: EngineCounter
 ) -> None:
     generated = counter.generated
+    if counter.resets:
+        add_problem(
+            problems,
+            "engine_counter_reset",
+            "info",
+            counter.resets,
+            f"the engine's counter ({counter.name}) was reset during the level "
+            f"({counter.resets} series went down or were created again): the tokens "
+            "before each reset are partly lost, so it is no witness of this level",
+        )
+        return
     if generated < 0:
         return  # the counter went back: the engine restarted; nothing to compare
     claimed = engine_claimed(all_records)
@@ -416,7 +432,7 @@ def output_checks(
                 disagreed=sum(1 for r in lps if logprobs_disagree(r)),
             )
         )
-    if engine is not None and engine.generated >= 0:
+    if engine is not None and engine_witnesses(engine):
         agreed = engine_agrees(all_records, engine)
         checks.append(
             WitnessCheck(

@@ -23,7 +23,9 @@ a stream at all: one JSON body is ``not_streamed``, anything else ``content_type
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import select
 import time
 from collections import deque
 from types import SimpleNamespace
@@ -72,6 +74,37 @@ READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM
 #: a new connection that closes so is a request the server dropped: a failure, never
 #: retried. Each retry is in the record (``retries``, ``retry_reasons``)
 STALE_RETRIES = 4
+#: a reused connection is stale when the server had closed it before the request was
+#: written (``peer_closed``: llama-server closes pooled connections as a response ends),
+#: or when it sat idle at least this long before the request (servers close idle
+#: keep-alive connections after seconds: uvicorn's ``--timeout-keep-alive``, vLLM's and
+#: SGLang's server, 5 s by default; cpp-httplib's, llama-server's, 5 s), so a close in
+#: flight as the request went out is not taken for a drop. Any other close before a
+#: response dropped the request: a failure
+STALE_IDLE_S = 1.0
+_POLLRDHUP: int = getattr(select, "POLLRDHUP", 0)
+
+
+def peer_closed(transport: object) -> bool:
+    """The peer has closed the connection (its FIN, or a reset, is in the socket's
+    queue, not yet read by the event loop): one ``poll`` of the socket, no read."""
+    get = getattr(transport, "get_extra_info", None)
+    sock = get("socket") if get is not None else None
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+        if fd < 0:
+            return True
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | _POLLRDHUP)
+        events = poller.poll(0)
+    except (OSError, ValueError):
+        return False
+    hung = _POLLRDHUP | select.POLLHUP | select.POLLERR
+    return any(ev & hung for _, ev in events)
+
+
 #: waits before each retry of a stale pooled connection (not counted in TTFT: t_send_ns
 #: is taken again for the attempt that is served)
 STALE_BACKOFF_S = (0.0, 0.002, 0.02, 0.1)
@@ -88,9 +121,36 @@ class StampingHandler(ResponseHandler):
 
     rx_payload: object | None = None
     rx: deque[tuple[int, int]] | None = None
+    #: when the connection last received bytes (or opened): it has idled since
+    last_rx_ns: int = 0
+    #: how long it had idled when the request now on it was written
+    idle_ns: int = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.last_rx_ns = time.perf_counter_ns()
+        super().connection_made(transport)
+
+    #: the server had closed the connection when the request now on it was written
+    closed_before: bool = False
+
+    def set_response_params(self, **kwargs: Any) -> None:
+        # called as each request is about to be written on the connection
+        self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
+        self.closed_before = peer_closed(self.transport)
+        super().set_response_params(**kwargs)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        raised = self.exception()
+        if raised is not None:  # what the waiting request raises: was it stale?
+            with contextlib.suppress(AttributeError):
+                raised.crossover_stale = (  # type: ignore[attr-defined]
+                    self.closed_before or self.idle_ns >= STALE_IDLE_S * 1e9
+                )
+                raised.crossover_idle_ns = self.idle_ns  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()
+        t = self.last_rx_ns = time.perf_counter_ns()
         super().data_received(data)
         payload = self._payload
         if payload is None or not data:
@@ -175,14 +235,21 @@ def stale(record: RequestRecord, reason: str, attempt: int) -> bool:
     return True
 
 
-def dropped(record: RequestRecord, how: str) -> RequestRecord:
-    """A new connection closed after the request and before any response: the server
-    dropped the request. A failure, never retried (it may have reached the engine)."""
+def dropped(record: RequestRecord, how: str, idle_ns: int | None = None) -> RequestRecord:
+    """A connection that was new (``idle_ns`` None), or reused, open when the request was
+    written and idle less than ``STALE_IDLE_S`` before it, closed after the request and
+    before any response: the server dropped the request. A failure, never retried (it
+    may have reached the engine)."""
+    which = (
+        "a new connection"
+        if idle_ns is None
+        else f"a reused connection, open when the request went out, idle {idle_ns / 1e6:.0f} ms"
+    )
     return fail(
         record,
         "connection_error",
-        f"the server closed a new connection ({how}) after the request and before any "
-        "response: the request was dropped",
+        f"the server closed {which} ({how}) after the request and before any response: "
+        "the request was dropped",
     )
 
 
@@ -271,11 +338,14 @@ async def _attempt(
                 raise
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 how = closed_how(exc)
-                if conn_state["reused"]:  # a pooled connection the server had closed
+                idle_ns = getattr(exc, "crossover_idle_ns", None)
+                if conn_state["reused"] and getattr(exc, "crossover_stale", True):
+                    # a pooled connection the server had closed (a write that failed on
+                    # it says nothing more: taken as closed before the request)
                     raise _Stale(
                         f"a reused idle connection closed ({how}) before a response"
                     ) from exc
-                return dropped(record, how)
+                return dropped(record, how, idle_ns if conn_state["reused"] else None)
             content = resp.content
             try:
                 record.status = resp.status

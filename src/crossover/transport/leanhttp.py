@@ -52,7 +52,7 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.http import STALE_BACKOFF_S, closed_how, dropped, stale
+from crossover.transport.http import STALE_BACKOFF_S, closed_how, dropped, peer_closed, stale
 from crossover.transport.lean import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
     is_json,
@@ -159,8 +159,12 @@ class LeanStreamConnection(asyncio.Protocol):
         self.sink_error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         #: taken idle from the pool (a close before its response is then a stale
-        #: connection, retried); False for a connection opened for this request
+        #: connection, retried, when it idled ``STALE_IDLE_S``); False for a new one
         self.reused = False
+        #: when it last received bytes (or opened), and how long it had idled when the
+        #: request now on it was written
+        self.last_rx_ns = time.perf_counter_ns()
+        self.idle_ns = 0
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -169,7 +173,7 @@ class LeanStreamConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()
+        t = self.last_rx_ns = time.perf_counter_ns()
         if self._state == _SSE:  # the hot path: stamp, frame, queue; no task wake per read
             parser = self.parser
             assert parser is not None
@@ -350,6 +354,9 @@ class LeanStreamConnection(asyncio.Protocol):
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
+        if self.reused and peer_closed(transport):
+            return False  # the server closed it in the pool: its FIN is not read yet
+        self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
         self._state = _HEAD
         self._max = max_event_bytes
         self.head = None
@@ -607,13 +614,13 @@ async def _attempt(
                 session.drop(conn)
                 if not conn.reused:
                     return fail(record, "connection_error", "a new connection closed at once")
-                raise _Stale("a reused idle connection closed (FIN) before the request")
+                raise _Stale("a reused idle connection closed before the request was written")
             try:
                 head = await conn.response_head()
             except _Stale as exc:
                 how = closed_how(exc.__cause__)
-                if not conn.reused:
-                    return dropped(record, how)
+                if not conn.reused or conn.idle_ns < http.STALE_IDLE_S * 1e9:
+                    return dropped(record, how, conn.idle_ns if conn.reused else None)
                 raise _Stale(f"a reused idle connection closed ({how}) before a response") from exc
             record.status = head.status
             if head.status != 200:
