@@ -123,3 +123,40 @@ def test_another_models_series_is_not_summed_in(tmp_path: Path) -> None:
 def test_a_run_with_no_witness_says_so_in_its_verdict(tmp_path: Path) -> None:
     out, _ = run_against(calib(chat_template_tokens=0), tmp_path, text=False, engine_metrics=False)
     assert out.summary.witnesses.server_word == ["output tokens", "prompt tokens"]
+
+
+def test_a_duration_run_sends_every_measured_request_a_new_prompt(tmp_path: Path) -> None:
+    """A closed loop for a duration outruns the 64 prompts built before it: the rest are
+    built as it goes, so no measured request sends a warm-up prompt or an earlier one,
+    and a prefix-caching server serves none of them from its cache (issue 43: 124 of 188
+    hit the cache, TTFT p50 8 ms for a true 30)."""
+    server = calib(chat_template_tokens=0, ttft_ms=2.0, itl_ms=0.5, prefix_cache_block_tokens=4)
+    out, store = run_against(
+        server, tmp_path, requests=None, duration_s=1.5, concurrency=2, output_tokens=4,
+        warmup_requests=4,
+    )  # fmt: skip
+    s = out.summary
+    measured = store.records(out.run_id, include_warmup=False)
+    assert len(measured) > 64 + 4  # past the prompts built before the level
+    ids = [r.prompt_id for r in measured]
+    warm = {r.prompt_id for r in store.records(out.run_id) if r.warmup}
+    assert len(set(ids)) == len(ids) and not warm & set(ids)
+    assert not any(r.prompt_reused for r in measured)
+    assert "prompts_reused" not in codes(out)
+    cached = [r.cached_prompt_tokens or 0 for r in measured]
+    assert sum(cached) == 0, cached
+    assert s.verdict == "valid", s.problems
+
+
+def test_prompts_sent_again_are_marked_and_warned(tmp_path: Path) -> None:
+    """A sweep's level is given its prompts: past them a prompt is sent again, and the
+    record and the summary say so."""
+    from crossover.runner import PromptFeed
+    from crossover.workload import synthetic_prompts
+
+    prompts = synthetic_prompts(6, 8, 0, None)
+    feed = PromptFeed(prompts, 4, None)
+    got = [feed.measured(i) for i in range(6)]
+    assert [p.id for p, _ in got] == [0, 1, 2, 3, 0, 1]
+    assert [again for _, again in got] == [False] * 4 + [True] * 2
+    assert feed.reused == 2 and feed.warmup(0).id == 4

@@ -32,13 +32,15 @@ async def send_prompt(
     replica: int | None = None,
     on_cancel: Callable[[RequestRecord], None] | None = None,
     cancel_reason: Callable[[], str] = lambda: "interrupted",
+    reused: bool = False,
 ) -> RequestRecord:
     """Send ``prompt`` and return its record.
 
     A request cut off by cancellation (the engine died, Ctrl-C) after it was sent is
     marked failed and handed to ``on_cancel`` before the cancellation goes on, so
     requests sent always equal requests recorded. ``replica`` (``config.replica_for``)
-    picks the base URL among ``config.urls``; ``None``: ``config.url``.
+    picks the base URL among ``config.urls``; ``None``: ``config.url``. ``reused``: the
+    prompt was sent before in the run (the record says so: ``prompt_reused``).
     """
     n_out = prompt.output_tokens or config.output_tokens  # its own N when the shape draws one
     spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint, prompt.messages)
@@ -52,6 +54,7 @@ async def send_prompt(
         t_scheduled_ns=t_scheduled_ns,
         t_send_ns=0,
         replica=replica,
+        prompt_reused=reused,
     )
     base = config.url if replica is None else config.urls[replica]
     try:

@@ -91,6 +91,16 @@ def verify(
         len(long_),
         f"{len(long_)} requests generated more than {what}",
     )
+    reused = [r for r in records if r.prompt_reused]
+    add_problem(
+        problems,
+        "prompts_reused",
+        "warning",
+        len(reused),
+        f"{len(reused)} measured requests sent a prompt the run had sent before (the run "
+        "outran the prompts it could build): a prefix-caching engine serves it from its "
+        "cache, and their TTFT reads low",
+    )
     retried = [r for r in records if r.retries]
     if retried:
         reasons = sorted({why for r in retried for why in r.retry_reasons})
