@@ -402,6 +402,9 @@ async def execute(
         raise UsageError(f"engine {config.engine} has no {config.endpoint} endpoint")
     n_measured = prompts_needed(config)
     build_more: Callable[[int, int], list[Prompt]] | None = None
+    if prompts is not None and config.requests is None:
+        # a sweep's slice: its measured prompts, then the warm-up's
+        n_measured = max(1, len(prompts) - config.warmup)
     if prompts is None:
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
         if config.requests is None and config.trace is None:
