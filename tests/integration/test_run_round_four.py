@@ -160,3 +160,29 @@ def test_prompts_sent_again_are_marked_and_warned(tmp_path: Path) -> None:
     assert [p.id for p, _ in got] == [0, 1, 2, 3, 0, 1]
     assert [again for _, again in got] == [False] * 4 + [True] * 2
     assert feed.reused == 2 and feed.warmup(0).id == 4
+
+
+def test_several_tokens_per_chunk_with_an_entry_each_are_counted_exactly(
+    tmp_path: Path,
+) -> None:
+    """llama.cpp and SGLang send a held-back token with the next, each with its own
+    logprobs entry: the chunk's tokens are the entries, ITL spreads its gap over them."""
+    out, store = run_against(
+        calib("multi_token_chunks", "logprobs", chat_template_tokens=0, itl_ms=2.0),
+        tmp_path,
+        text=False,
+        engine_metrics=False,
+    )
+    s = out.summary
+    assert s.verdict == "valid", s.problems
+    for r in store.records(out.run_id, include_warmup=False):
+        assert r.chunk_tokens is not None and sum(r.chunk_tokens) == N
+        assert len(r.chunk_tokens) == len(r.chunk_arrival_ns) < N
+    per_token = []
+    for r in store.records(out.run_id, include_warmup=False):
+        e = r.chunk_emitted_ns
+        assert e is not None
+        per_token.append((e[-1] - e[0]) / (N - 1) / 1e6)  # the first chunk held one
+    # one gap per token after the first delivery (a loaded machine may group a few)
+    assert REQUESTS * (N - 1) * 0.8 <= s.itl_ms.count <= REQUESTS * (N - 1)
+    assert s.itl_ms.mean == pytest.approx(statistics.mean(per_token), rel=0.3)
