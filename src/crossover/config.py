@@ -49,7 +49,9 @@ class TimeoutsConfig(BaseModel):
     connect_s: float = Field(
         10.0,
         gt=0,
-        description="a new connection: DNS and the TCP (and TLS) connect; inside first_token_s",
+        description="a new connection: DNS and the TCP (and TLS) connect; inside "
+        "first_token_s. The connections opened before the load (a GET of /health each) "
+        "are given up after twice this",
     )
     first_token_s: float = Field(
         300.0,

@@ -186,3 +186,39 @@ def test_several_tokens_per_chunk_with_an_entry_each_are_counted_exactly(
     # one gap per token after the first delivery (a loaded machine may group a few)
     assert REQUESTS * (N - 1) * 0.8 <= s.itl_ms.count <= REQUESTS * (N - 1)
     assert s.itl_ms.mean == pytest.approx(statistics.mean(per_token), rel=0.3)
+
+
+def test_a_server_that_accepts_nothing_holds_the_run_no_longer_than_its_limits(
+    tmp_path: Path,
+) -> None:
+    """A listening socket nobody accepts from (a full accept queue's first part: the
+    kernel completes the handshakes, no answer comes): the warm-up GETs are given up
+    after twice the connect limit and each request after its first-token limit (issue
+    43: 246 s for --first-token-timeout-s 20 --connect-timeout-s 5, 216 s of it in the
+    warm-up)."""
+    import asyncio
+    import socket
+    import time
+
+    from crossover.config import RunConfig, TimeoutsConfig
+    from crossover.runner import execute
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    store = Store(tmp_path / "results.db")
+    config = RunConfig(
+        url=url, model="m", engine="vllm", concurrency=8, requests=8, output_tokens=4,
+        input_tokens=8, warmup_requests=0,
+        timeouts=TimeoutsConfig(connect_s=0.5, first_token_s=1.0, gap_s=1.0, total_s=5.0),
+    )  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        out = asyncio.run(asyncio.wait_for(execute(config, store), 30))
+    finally:
+        listener.close()
+    took = time.monotonic() - t0
+    assert out.summary.requests.failed == 8
+    assert {r.error_kind for r in out.records} == {"timeout"}
+    assert took < 2 * 0.5 + 1.0 + 1.5, took  # warm-up, then one first-token limit

@@ -138,7 +138,9 @@ def run(
         float,
         typer.Option(
             help="Per new connection: resolving the host and the TCP (and TLS) connect; "
-            "it runs inside the first-token limit. Reused keep-alive connections skip it"
+            "it runs inside the first-token limit. Reused keep-alive connections skip it. "
+            "The connections opened before the load (a GET of /health each) are given up "
+            "after twice it"
         ),
     ] = 10.0,
     max_event_bytes: Annotated[
