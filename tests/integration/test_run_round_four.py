@@ -28,9 +28,10 @@ def _server_itl_ms(out: RunOutcome, store: Store) -> float:
     return statistics.mean(per)
 
 
+@pytest.mark.parametrize("text", [False, True])
 @pytest.mark.parametrize("witness", ["logprobs", "token_ids"])
 def test_a_character_split_over_two_tokens_keeps_every_tokens_arrival(
-    tmp_path: Path, witness: str
+    tmp_path: Path, witness: str, text: bool
 ) -> None:
     """vLLM sends ``""`` with a token that holds a character's first bytes (and its
     logprobs entry or token id), then the character: each token has its own arrival, so
@@ -38,7 +39,7 @@ def test_a_character_split_over_two_tokens_keeps_every_tokens_arrival(
     out, store = run_against(
         calib("split_characters", witness, chat_template_tokens=0, itl_ms=4.0),
         tmp_path,
-        text=False,
+        text=text,  # with a tokenizer the re-tokenized text agrees too
         engine_metrics=False,
     )
     s = out.summary

@@ -107,6 +107,11 @@ def test_tokens_held_back_inside_characters_are_allowed_only_where_the_text_has_
     assert held_back(honest) == 6 and not text_disagrees(honest)
     ascii_ = rec(n=64, chunks=58, stream_tokens=58, chunk_text_tokens=58, text="a" * 58)
     assert held_back(ascii_) == 0 and text_disagrees(ascii_)
+    # vLLM with logprobs: the "" chunks are chunks (their own arrival), and still hold
+    # their character's first bytes
+    split = rec(n=64, chunks=64, stream_tokens=32, chunk_text_tokens=32, text=cyr[:32])
+    split.chunk_chars = [0, 1] * 32
+    assert held_back(split) == 32 and not text_disagrees(split)
     # no more than usage exceeds the chunks: one chunk per token leaves nothing to hide
     padded = rec(n=66, chunks=66, stream_tokens=64, chunk_text_tokens=64, text=cyr)
     assert held_back(padded) == 0 and text_disagrees(padded)

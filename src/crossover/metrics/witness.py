@@ -38,8 +38,9 @@ STREAM_FEWER_FRACTION = 0.10
 #: by 1 token (a special token left out of the text) + 0.5% (merges of tokens in a chunk
 #: that carried several) + the tokens held back inside characters: at most one per UTF-8
 #: continuation byte of the text's characters, and at most as many as usage exceeds the
-#: chunks (vLLM sends ``""`` for a token holding a character's first bytes, llama.cpp
-#: sends it with the next; re-encoded, the character is one token). Measured: every
+#: chunks with text (vLLM sends ``""`` for a token holding a character's first bytes,
+#: llama.cpp sends it with the next; re-encoded, the character is one token). Measured:
+#: every
 #: text of the H200 prefix sweep (vLLM, random-weight Llama-3 8B shape, 2,048 texts of
 #: 128 tokens, down to 0.984 of usage as a whole) falls within 1 token + that
 #: allowance; a 2% overstatement is caught from N = 64 (2 tokens > 1.33; at 100, 2 >
@@ -124,11 +125,11 @@ def held_back(r: RequestRecord) -> int:
     """Tokens that may hide inside the text's characters: a token holding a character's
     first bytes is streamed with no text of its own (vLLM's ``""``) or with the next
     (llama.cpp), and the character re-encodes to fewer tokens. At most one per UTF-8
-    continuation byte, and at most as many as usage exceeds the chunks."""
+    continuation byte, and at most as many as usage exceeds the chunks with text."""
     n = _claimed(r)
     if n is None:
         return 0
-    extra = n - len(r.chunk_arrival_ns)
+    extra = n - sum(1 for c in r.chunk_chars if c)  # a chunk with no text re-encodes to 0
     if extra <= 0:
         return 0
     continuation = sum(len(ch.encode("utf-8")) - 1 for ch in (r.text or "") if ch > "\x7f")
