@@ -175,3 +175,10 @@ def test_a_new_created_is_a_reset_even_where_the_value_rose() -> None:
 def test_without_model_labels_every_series_counts() -> None:
     text = "# TYPE x counter\ncalibration:generation_tokens_total 7\n"
     assert counter_value(text, model="m") == ("calibration:generation_tokens_total", 7.0)
+
+
+def test_a_model_no_series_is_labelled_with_counts_every_series() -> None:
+    """Asked for by an alias of the served name: no series is labelled with it, and
+    leaving them all out would read as usage over-reporting."""
+    text = _exposition(("served-name", 100, None), ("other", 20, None))
+    assert counter_value(text, model="alias") == ("vllm:generation_tokens_total", 120.0)

@@ -49,7 +49,9 @@ def counter_series(
     text: str, names: tuple[str, ...] = GENERATION_COUNTERS, model: str | None = None
 ) -> tuple[str, Series] | None:
     """The first of ``names`` present in a Prometheus exposition, per label set, with
-    each set's ``_created``; only the sets of ``model`` where any set names it."""
+    each set's ``_created``; only the sets labelled ``model`` where any is (a model
+    asked for by an alias matches none: then every set, as before series were told
+    apart)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, Series] = {}
@@ -74,7 +76,7 @@ def counter_series(
         series = {k: (v, stamps.get(k)) for k, (v, _) in values[name].items()}
         if model is not None:
             mine = {k: v for k, v in series.items() if _model_of(k) == model}
-            if mine or any(_model_of(k) is not None for k in series):
+            if mine:  # none labelled so (an alias of the served name): every series
                 series = mine
         return name, series
     return None
