@@ -141,8 +141,9 @@ class StampingHandler(ResponseHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
-        raised = self.exception()
-        if raised is not None:  # what the waiting request raises: was it stale?
+        exception = getattr(self, "exception", None)  # aiohttp's DataQueue's
+        raised = exception() if callable(exception) else None
+        if isinstance(raised, BaseException):  # what the waiting request raises: was it stale?
             with contextlib.suppress(AttributeError):
                 raised.crossover_stale = (  # type: ignore[attr-defined]
                     self.closed_before or self.idle_ns >= STALE_IDLE_S * 1e9
