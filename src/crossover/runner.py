@@ -43,7 +43,12 @@ from crossover.metrics.summary import (
     Problem,
     RunSummary,
 )
-from crossover.metrics.witness import CHUNK_ENCODES, engine_claimed, engine_slack, retokenize
+from crossover.metrics.witness import (
+    CHUNK_ENCODES,
+    engine_claimed,
+    engine_slack_below,
+    retokenize,
+)
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
 from crossover.transport.client import make_client
@@ -479,7 +484,7 @@ async def execute(
     engine = None
     if counter is not None and metrics_url is not None and not abort.is_set():
         claimed = engine_claimed(records)
-        enough = claimed - engine_slack(records, claimed)
+        enough = claimed - engine_slack_below(claimed)
         track = await counter_after(metrics_url, counter, enough, model=config.model)
         if track is not None:
             engine = EngineCounter(

@@ -61,8 +61,14 @@ TEXT_MORE_PER_REPLACEMENT = 2
 #: and that count is the witness. With a server's ``/tokenize`` (a round trip per chunk)
 #: at most this many chunks per level; beyond it the whole text is the witness
 CHUNK_ENCODES = 20_000
-#: the engine's counter may differ from the claimed total by one token per request
-#: (engines differ on counting the token sampled at prefill) plus this fraction
+#: the engine's counter may fall short of the claimed total by at most 1 token + 0.5%:
+#: on the H200 (vLLM and SGLang, 122 levels of the committed sweeps: vllm-a, vllm-b,
+#: sglang-a, moe, prefix) it equalled the claim on every level, so a 2% overstatement
+#: is caught at any N from 64 (at N = 64 one request's 2 tokens > 1.33)
+ENGINE_FEWER_TOKENS = 1
+ENGINE_FEWER_FRACTION = 0.005
+#: it may exceed the claim by one token per request plus this fraction before that is a
+#: warning (a failed request's tokens are in the counter and in no usage; another client)
 ENGINE_FRACTION = 0.01
 
 
@@ -215,8 +221,13 @@ def engine_claimed(all_records: list[RequestRecord]) -> int:
 
 
 def engine_slack(all_records: list[RequestRecord], claimed: int) -> float:
-    """How far the engine's counter may be from ``claimed``."""
+    """How far the engine's counter may be above ``claimed``."""
     return len(all_records) + ENGINE_FRACTION * claimed
+
+
+def engine_slack_below(claimed: int) -> float:
+    """How far the engine's counter may be below ``claimed``."""
+    return ENGINE_FEWER_TOKENS + ENGINE_FEWER_FRACTION * claimed
 
 
 def engine_witnesses(counter: EngineCounter | None) -> bool:
@@ -229,7 +240,12 @@ def engine_agrees(all_records: list[RequestRecord], counter: EngineCounter | Non
     if counter is None or not engine_witnesses(counter):
         return False
     claimed = engine_claimed(all_records)
-    return abs(counter.generated - claimed) <= engine_slack(all_records, claimed)
+    generated = counter.generated
+    return (
+        claimed - engine_slack_below(claimed)
+        <= generated
+        <= claimed + engine_slack(all_records, claimed)
+    )
 
 
 def check_engine(
@@ -251,7 +267,7 @@ def check_engine(
         return  # the counter went back: the engine restarted; nothing to compare
     claimed = engine_claimed(all_records)
     slack = engine_slack(all_records, claimed)
-    if generated < claimed - slack:
+    if generated < claimed - engine_slack_below(claimed):
         add_problem(
             problems,
             "engine_tokens_mismatch",
