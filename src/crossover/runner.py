@@ -272,9 +272,10 @@ class PromptFeed:
         self.task = task
 
     async def close(self) -> None:
+        """Wait for a build in flight (its thread cannot be stopped, and the tokenizer it
+        uses is the one that re-counts the level's text next)."""
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(Exception):
                 await self.task
 
 
@@ -412,7 +413,8 @@ async def execute(
         n_measured = max(1, len(prompts) - config.warmup)
     if prompts is None:
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
-        if config.requests is None and config.trace is None:
+        # a trace replays its own lines; sessions keep turn i of a session at i mod T
+        if config.requests is None and config.trace is None and config.sessions is None:
 
             def build_more(count: int, first: int) -> list[Prompt]:
                 return build_prompts(config, tokenizer, count, first)
