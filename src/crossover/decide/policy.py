@@ -89,7 +89,7 @@ class PolicyConfig:
 Prior = Mapping[str, Mapping[int, float]]
 
 
-class _State:
+class State:
     """The observations, indexed: the latest per (target, level, repeat)."""
 
     def __init__(self, q: Question, obs: Sequence[Observation], cfg: PolicyConfig) -> None:
@@ -199,7 +199,7 @@ def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
     return sorted(out)
 
 
-def _gap_open(s: _State, t: str, c: int, margin: float) -> bool:
+def _gap_open(s: State, t: str, c: int, margin: float) -> bool:
     """Whether some other target measured at ``c`` is within ``margin`` of ``t`` on some
     metric (or none is measured there): a part of the level does not settle it."""
     others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
@@ -213,7 +213,7 @@ def _gap_open(s: _State, t: str, c: int, margin: float) -> bool:
     return False
 
 
-def stop_reason(s: _State, t: str, before: int) -> Skip | None:
+def stop_reason(s: State, t: str, before: int) -> Skip | None:
     """Why ``t`` need not be measured at ``before`` and above, if it need not: its
     throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency
     over its last step), and every target measured there leads it in throughput
@@ -265,7 +265,7 @@ def stop_reason(s: _State, t: str, before: int) -> Skip | None:
     )
 
 
-def _first_pass(s: _State, order: list[str], coarse: list[int]) -> Measure | None:
+def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
     """The first pass's next measurement, or ``None`` when it is done."""
     cfg = s.cfg
     for i, t in enumerate(order):
@@ -289,18 +289,19 @@ def _pairs(q: Question) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(q.targets) for b in q.targets[i + 1 :]]
 
 
-def spread(s: _State, t: str, metric: str) -> float | None:
-    """The largest run-to-run difference of ``t`` on ``metric`` measured so far (in log,
-    between repeats of one level), ``None`` before any level of it was repeated."""
-    out: float | None = None
-    for vals in s.values(t, metric).values():
-        if len(vals) >= 2 and min(vals) > 0:
-            d = math.log(max(vals) / min(vals))
-            out = d if out is None else max(out, d)
-    return out
+def spread(s: State, t: str, metric: str) -> float | None:
+    """The run-to-run difference of ``t`` on ``metric`` measured so far: the median over
+    its repeated levels of the log ratio between their repeats (one outlying level does
+    not make every other level look uncertain), ``None`` before any level was repeated."""
+    diffs = [
+        math.log(max(vals) / min(vals))
+        for vals in s.values(t, metric).values()
+        if len(vals) >= 2 and min(vals) > 0
+    ]
+    return float(np.median(diffs)) if diffs else None
 
 
-def pair_noise(s: _State, a: str, b: str, metric: str) -> float:
+def pair_noise(s: State, a: str, b: str, metric: str) -> float:
     """The relative half-width a single repeat's difference of ``a`` and ``b`` is judged
     with: the analysis's noise floor, or the run-to-run spread measured on either target
     where that is larger."""
@@ -308,7 +309,7 @@ def pair_noise(s: _State, a: str, b: str, metric: str) -> float:
     return max([s.cfg.noise_floor_rel, *(math.expm1(x) for x in spreads)])
 
 
-def _uncertain(s: _State, a: str, b: str, c: int, metric: str) -> bool:
+def _uncertain(s: State, a: str, b: str, c: int, metric: str) -> bool:
     """Whether one repeat each leaves the sign of ``a`` vs ``b`` at ``c`` uncertain: the
     difference is under ``repeat_margin``, or within twice the run-to-run spread measured
     on either target (:func:`pair_noise`), or, before either target's spread on the metric
@@ -323,7 +324,7 @@ def _uncertain(s: _State, a: str, b: str, c: int, metric: str) -> bool:
     return abs(adv) < math.log1p(2.0 * pair_noise(s, a, b, metric))
 
 
-def _repeats_wanted(s: _State) -> list[Measure]:
+def _repeats_wanted(s: State) -> list[Measure]:
     """The next repeats of levels where a sign is still uncertain."""
     q = s.q
     out: list[Measure] = []
@@ -344,7 +345,7 @@ def _repeats_wanted(s: _State) -> list[Measure]:
     return out
 
 
-def pair_findings(s: _State, *, learned_noise: bool = False) -> list[Finding]:
+def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
     """The analysis's findings for the question's metrics and pairs over what is measured;
     a level measured once per target is judged with :func:`pair_noise` (``learned_noise``)
     or the analysis's own noise floor."""
@@ -378,7 +379,7 @@ def _snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
     return min(inside, key=lambda c: abs(math.log2(c) - math.log2(mid)))
 
 
-def _refinement_wanted(s: _State, coarse: list[int]) -> list[Measure]:
+def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
     """Levels between measured ones where a crossover is still wider than asked."""
     cfg, q = s.cfg, s.q
     if q.kind == "lead":
@@ -408,7 +409,7 @@ def _refinement_wanted(s: _State, coarse: list[int]) -> list[Measure]:
     return out
 
 
-def _prefer_running(s: _State, wanted: list[Measure]) -> Measure | None:
+def _prefer_running(s: State, wanted: list[Measure]) -> Measure | None:
     """The wanted measurement of the target measured last (its engine is up), else the
     first wanted."""
     if not wanted:
@@ -419,7 +420,7 @@ def _prefer_running(s: _State, wanted: list[Measure]) -> Measure | None:
     return wanted[0]
 
 
-def _skips(s: _State, order: list[str], coarse: list[int]) -> list[Skip]:
+def _skips(s: State, order: list[str], coarse: list[int]) -> list[Skip]:
     out: list[Skip] = []
     for t in order:
         for c in coarse:
@@ -431,7 +432,7 @@ def _skips(s: _State, order: list[str], coarse: list[int]) -> list[Skip]:
     return out
 
 
-def _check_skips(s: _State, skips: list[Skip]) -> list[str]:
+def _check_skips(s: State, skips: list[Skip]) -> list[str]:
     """Where a measured curve contradicts the monotone assumption a skip relies on."""
     notes: list[str] = []
     for sk in skips:
@@ -451,7 +452,7 @@ def _check_skips(s: _State, skips: list[Skip]) -> list[str]:
     return sorted(set(notes))
 
 
-def _capacity_bracket(s: _State, t: str) -> tuple[int | None, int | None]:
+def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
     """(last level meeting the SLO, first level failing it above it) over what is measured."""
     slo = s.q.slo
     assert slo is not None
@@ -467,13 +468,13 @@ def _capacity_bracket(s: _State, t: str) -> tuple[int | None, int | None]:
     return passing, None
 
 
-def _capacity_step(s: _State, order: list[str], coarse: list[int]) -> Step:
+def _capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
     q, cfg = s.q, s.cfg
     skips: list[Skip] = []
     for t in order:
-        lo, hi = _capacity_bracket(s, t)
+        lo, hi = capacity_bracket(s, t)
         best_other = max(
-            (b[0] for u in order if u != t for b in [_capacity_bracket(s, u)] if b[0] is not None),
+            (b[0] for u in order if u != t for b in [capacity_bracket(s, u)] if b[0] is not None),
             default=None,
         )
         if hi is not None and best_other is not None and hi <= best_other:
@@ -488,7 +489,7 @@ def _capacity_step(s: _State, order: list[str], coarse: list[int]) -> Step:
                     return Measure(t, c, 0, None, "capacity: first pass")
             continue
     # bisect the brackets that decide the leader: the best lower bound's and any that overlap it
-    brackets = {t: _capacity_bracket(s, t) for t in order}
+    brackets = {t: capacity_bracket(s, t) for t in order}
     best = max((b[0] or 0 for b in brackets.values()), default=0)
     wanted: list[Measure] = []
     for t, (lo, hi) in brackets.items():
@@ -505,7 +506,7 @@ def _capacity_step(s: _State, order: list[str], coarse: list[int]) -> Step:
     step = _prefer_running(s, wanted)
     if step is not None:
         return step
-    leader, confident = _capacity_leader(brackets)
+    leader, confident = capacity_leader(brackets)
     return Decision(
         q,
         tuple(pair_findings(s)),
@@ -517,7 +518,7 @@ def _capacity_step(s: _State, order: list[str], coarse: list[int]) -> Step:
     )
 
 
-def _capacity_leader(
+def capacity_leader(
     brackets: Mapping[str, tuple[int | None, int | None]],
 ) -> tuple[str | None, bool]:
     """The target with the highest level meeting the SLO, and whether it surely leads
@@ -541,7 +542,7 @@ def next_step(
 ) -> Step:
     """The next measurement to make, or the settled :class:`Decision`."""
     cfg = cfg or PolicyConfig()
-    s = _State(q, observations, cfg)
+    s = State(q, observations, cfg)
     order = target_order(q, prior)
     coarse = coarse_levels(q.grid, cfg.coarse_step, prior_crossings(q, prior))
     if q.kind == "lead":

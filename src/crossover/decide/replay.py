@@ -24,7 +24,15 @@ import orjson
 from crossover.analysis.crossovers import Finding
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
 from crossover.decide.observe import observe, span_s
-from crossover.decide.policy import PolicyConfig, Prior, _State, next_step, pair_findings
+from crossover.decide.policy import (
+    PolicyConfig,
+    Prior,
+    State,
+    capacity_bracket,
+    capacity_leader,
+    next_step,
+    pair_findings,
+)
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
 
@@ -232,13 +240,29 @@ def replay(
         if decision is None:
             raise RuntimeError(f"the policy did not settle in {MAX_STEPS} steps")
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
-        grid_state = _State(
+        grid_state = State(
             Question(kind, q.targets, q.levels, q.metrics, (), slo, q.repeats), grid_obs, cfg
         )
         grid = pair_findings(grid_state, learned_noise=False)
         comparisons = []
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
+        if kind == "capacity":
+            brackets = {t: capacity_bracket(grid_state, t) for t in names}
+            leader, _ = capacity_leader(brackets)
+            comparisons.append(
+                Comparison(
+                    "capacity",
+                    "",
+                    slo.metric if slo else "",
+                    f"{leader} leads" if leader else "none meets the SLO",
+                    f"{decision.leader} leads" if decision.leader else "none meets the SLO",
+                    leader == decision.leader,
+                )
+            )
+            names_pairs: list[str] = []
+        else:
+            names_pairs = names
+        for i, a in enumerate(names_pairs):
+            for b in names_pairs[i + 1 :]:
                 for m in q.metrics:
                     g = [f for f in grid if (f.a, f.b, f.metric) == (a, b, m)]
                     d = [f for f in decision.findings if (f.a, f.b, f.metric) == (a, b, m)]
@@ -259,7 +283,7 @@ def replay(
                 grid_seconds[t] += span_s(rec.records(run.run_id))
                 window = ((run.summary or {}).get("window") or {}).get("duration_s")
                 grid_duration[t] += float(window or 0.0)
-        measured = {t: sorted({o.level for o in obs if o.target == t}) for t in names}
+        measured = {t: sorted({o.level for o in obs if o.target == t and o.planned}) for t in names}
         starts, last = 0, None
         for st in steps:
             if st.target != last:
