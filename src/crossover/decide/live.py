@@ -8,7 +8,8 @@ levels it finished from the database (the sweep's resume) and goes on from there
 policy is a function of what was measured.
 
 Live, a level is measured whole: a level stopped by time is what a replay can do with the
-recorded stamps (``budget_factor`` is 0 here).
+recorded stamps (``budget_factor`` is 0 here). Refinement narrows a crossover to the YAML's
+``refine_width`` with at most ``refine_budget`` extra levels, as ``sweep --refine`` does.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def question_for(
         slo,
         repeats=max(1, cfg.repeats),
         any_level=True,
+        group_targets=any(t.launch is not None for t in cfg.targets),
     )
 
 
@@ -109,9 +111,14 @@ async def decide_live(
     events: SweepEvents | None = None,
 ) -> LiveResult:
     """Measure as the policy asks until it settles; the sweep folder holds everything."""
-    policy = policy or PolicyConfig()
-    if policy.budget_factor:
-        policy = PolicyConfig(**{**policy.__dict__, "budget_factor": 0.0})
+    policy = PolicyConfig(
+        **{
+            **(policy or PolicyConfig()).__dict__,
+            "budget_factor": 0.0,
+            "refine_width": cfg.refine_width,
+            "refine_budget": cfg.refine_budget,
+        }
+    )
     runner = SweepRunner(cfg, out, events)
     try:
         obs = stored_observations(runner, question.targets)

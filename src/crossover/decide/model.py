@@ -45,7 +45,9 @@ class Question:
     ``levels`` are the levels the grid would measure (the sweep's); a ``lead`` question
     measures only ``at`` (default: all of them) and places no level between them.
     ``any_level`` lets refinement measure a level the grid does not hold (live: yes;
-    replay: only the recorded levels exist).
+    replay: only the recorded levels exist). ``group_targets``: measure a target's levels
+    together (each switch to another target is an engine start); where no target starts
+    an engine (servers already up) the first pass goes level by level instead.
     """
 
     kind: QuestionKind
@@ -56,6 +58,7 @@ class Question:
     slo: Slo | None = None
     repeats: int = 2
     any_level: bool = False
+    group_targets: bool = True
 
     def __post_init__(self) -> None:
         if len(self.targets) < 2:

@@ -7,9 +7,10 @@ from how far each request had got by then, on the records' own stamps:
 * throughput: the tokens received in the measured part (each token-carrying chunk that
   arrived by the cut, a prompt's tokens when its first token did), over its duration, as
   ``crossover.metrics`` counts tokens;
-* TTFT p50 over every request sent by the cut, one still waiting for its first token
-  counted as the time it had waited (a lower bound: a target stopped early is never made
-  to look faster than it is);
+* TTFT p50: a lower bound of the whole level's, over every request it would have sent, one
+  still waiting for its first token counted as the time it had waited and one not yet sent
+  as 0 ms (the first wave's TTFT is not the later waves', so the requests seen so far are
+  not a sample of the level: only the bound holds);
 * TPOT and ITL p50 from the requests that finished by the cut.
 
 Its verdict is the level's own (an engine counter read around the whole level cannot
@@ -78,6 +79,9 @@ def cut_values(measured: Sequence[RequestRecord], cut_ns: int) -> dict[str, floa
     if dur_s > 0:
         out["total_tokens_per_s"] = (out_tok + prompt_tok) / dur_s
         out["output_tokens_per_s"] = out_tok / dur_s
+    # the level's TTFT p50 is at least this: requests not yet sent count as 0 ms (a later
+    # wave can be quicker than the first: only a bound over every planned request holds)
+    ttft += [0.0] * (len(measured) - len(sent))
     out["ttft_ms.p50"] = _p50(ttft)
     out["tpot_ms.p50"] = _p50([v for r in done if (v := rq.tpot_ms(r)) is not None])
     out["itl_ms.p50"] = _p50([v for r in done for v in rq.itl_ms(r)])

@@ -75,7 +75,7 @@ class PolicyConfig:
     repeat_margin: float = 0.10
     unknown_margin: float = 0.5
     stop_margin: float = 0.20
-    saturation_gain: float = 0.15
+    saturation_gain: float = 0.25
     refine_width: float = 0.25
     refine_budget: int = 8
 
@@ -265,23 +265,48 @@ def stop_reason(s: State, t: str, before: int) -> Skip | None:
     )
 
 
+def alone_above(s: State, t: str, c: int) -> Skip | None:
+    """``t``'s levels from ``c`` on when every other target stopped below ``c``: a level
+    only one target is measured at enters no comparison."""
+    stops = [stop_reason(s, u, c) for u in s.q.targets if u != t]
+    if not stops or any(x is None for x in stops):
+        return None
+    for u in s.q.targets:
+        if u != t and any(lv >= c for lv in s.levels(u)):
+            return None
+    rest = tuple(lv for lv in s.q.grid if lv >= c)
+    others = ", ".join(u for u in s.q.targets if u != t)
+    return Skip(t, rest, f"{others} not measured there (skipped above): nothing to compare with")
+
+
 def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
-    """The first pass's next measurement, or ``None`` when it is done."""
-    cfg = s.cfg
-    for i, t in enumerate(order):
-        for c in coarse:
-            o = s.run(t, c)
-            if o is None:
-                if stop_reason(s, t, c) is not None:
-                    break
-                ref = s.run(order[0], c) if i > 0 and cfg.budget_factor > 0 else None
-                if ref is None or not ref.complete or ref.seconds <= 0:
-                    return Measure(t, c, 0, None, "first pass")
-                budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
-                why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
-                return Measure(t, c, 0, budget, why)
-            if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
-                return Measure(t, c, 0, None, "the level's first part left a lead open")
+    """The first pass's next measurement, or ``None`` when it is done: target by target
+    where engines start (``q.group_targets``), else level by level (every target at a
+    level before the next level, so the stop rule can cut any target, the first too)."""
+    cfg, q = s.cfg, s.q
+    if q.group_targets:
+        cells = [(i, t, c) for i, t in enumerate(order) for c in coarse]
+    else:
+        cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
+    stopped: set[str] = set()
+    for i, t, c in cells:
+        if t in stopped:
+            continue
+        o = s.run(t, c)
+        if o is None:
+            if stop_reason(s, t, c) is not None:
+                stopped.add(t)
+                continue
+            if alone_above(s, t, c) is not None:
+                continue
+            ref = s.run(order[0], c) if i > 0 and cfg.budget_factor > 0 else None
+            if ref is None or not ref.complete or ref.seconds <= 0:
+                return Measure(t, c, 0, None, "first pass")
+            budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
+            why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
+            return Measure(t, c, 0, budget, why)
+        if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
+            return Measure(t, c, 0, None, "the level's first part left a lead open")
     return None
 
 
@@ -425,7 +450,7 @@ def _skips(s: State, order: list[str], coarse: list[int]) -> list[Skip]:
     for t in order:
         for c in coarse:
             if s.run(t, c) is None:
-                why = stop_reason(s, t, c)
+                why = stop_reason(s, t, c) or alone_above(s, t, c)
                 if why is not None:
                     out.append(why)
                 break
