@@ -81,7 +81,7 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
-            raise ValueError("budget_factor must be 0 (whole levels) or more")
+            raise ValueError("budget_factor must be 0 (whole levels, first pass) or more")
         if self.coarse_step <= 1.0:
             raise ValueError("coarse_step must be above 1")
 
