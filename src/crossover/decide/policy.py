@@ -413,9 +413,10 @@ def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
     if spent >= cfg.refine_budget:
         return []
     out: list[Measure] = []
+    every = pair_findings(s)
     for a, b in _pairs(q):
         common = sorted(set(s.levels(a)) & set(s.levels(b)))
-        findings = [f for f in pair_findings(s) if (f.a, f.b) == (a, b)]
+        findings = [f for f in every if (f.a, f.b) == (a, b)]
         new = propose_refinement(
             findings, common, target_rel_width=cfg.refine_width, include_inconclusive=False
         )

@@ -23,7 +23,7 @@ import orjson
 
 from crossover.analysis.crossovers import Finding
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
-from crossover.decide.observe import observe, span_s
+from crossover.decide.observe import metric_values, observe
 from crossover.decide.policy import (
     PolicyConfig,
     Prior,
@@ -106,10 +106,30 @@ class Recorded:
     def repeats(self) -> int:
         return 1 + max(r for _, _, r in self.runs)
 
+    def span(self, run_id: str) -> tuple[float, int]:
+        """A whole run's measuring time (first send to last end, warm-up included) and its
+        measured requests, read in SQL (no record is parsed)."""
+        row = self.db.execute(
+            "SELECT min(json_extract(CAST(record AS TEXT), '$.t_send_ns')), "
+            "max(max(coalesce(json_extract(CAST(record AS TEXT), '$.t_done_ns'), 0), "
+            "coalesce(json_extract(CAST(record AS TEXT), '$.t_last_ns'), 0), "
+            "json_extract(CAST(record AS TEXT), '$.t_send_ns'))), sum(warmup = 0) "
+            "FROM requests WHERE run_id=?",
+            (run_id,),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return 0.0, 0
+        return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
+
     def observe(self, t: str, c: int, r: int, budget_s: float | None) -> Observation:
         run = self.runs.get((t, c, r))
         if run is None:  # never recorded: measured, and it holds nothing
             return Observation(t, c, r, {}, 0, 0, 0.0, valid=False)
+        if budget_s is None and run.summary is not None:  # the whole level: its summary
+            seconds, planned = self.span(run.run_id)
+            valid = run.summary.get("verdict") == "valid"
+            values = metric_values(run.summary)
+            return Observation(t, c, r, values, planned, planned, seconds, valid)
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
 
     def close(self) -> None:
@@ -144,6 +164,27 @@ class ReplayResult:
     #: engine starts the decision's order implies (a target's first level, and again
     #: each time it is measured after another target)
     starts: int = 0
+
+    @property
+    def contradictions(self) -> list[str]:
+        """Levels where the decision calls a significant lead the grid calls the other
+        way (the grid's lead significant too): never a matter of confidence, a wrong
+        answer."""
+        grid = {
+            (f.a, f.b, f.metric, lv.concurrency): lv.lead
+            for f in self.grid_findings
+            for lv in f.per_level
+        }
+        out = []
+        for f in self.decision.findings:
+            for lv in f.per_level:
+                g = grid.get((f.a, f.b, f.metric, lv.concurrency))
+                if lv.lead is not None and g is not None and g != lv.lead:
+                    out.append(
+                        f"{f.a} vs {f.b}, {f.metric} at {lv.concurrency:g}: "
+                        f"grid {g}, decide {lv.lead}"
+                    )
+        return sorted(set(out))
 
     @property
     def same(self) -> bool:
@@ -280,7 +321,7 @@ def replay(
         grid_duration: dict[str, float] = {t: 0.0 for t in names}
         for (t, _, _), run in rec.runs.items():
             if t in names:
-                grid_seconds[t] += span_s(rec.records(run.run_id))
+                grid_seconds[t] += rec.span(run.run_id)[0]
                 window = ((run.summary or {}).get("window") or {}).get("duration_s")
                 grid_duration[t] += float(window or 0.0)
         measured = {t: sorted({o.level for o in obs if o.target == t and o.planned}) for t in names}
