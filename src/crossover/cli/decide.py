@@ -225,9 +225,10 @@ def _live(
     typer.echo("GPU time per target (wall: engine starts, warm-ups and levels; measuring):")
     for t, tt in result.times.items():
         levels = ",".join(map(str, sorted(tt.levels))) or "none"
+        starts = f", {tt.starts} engine start(s)" if tt.launched else ""
         typer.echo(
-            f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring, "
-            f"{tt.starts} start(s), levels {levels}"
+            f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
+            f"levels {levels}"
         )
     wall = sum(tt.wall_s for tt in result.times.values())
     meas = sum(tt.measuring_s for tt in result.times.values())

@@ -38,8 +38,10 @@ class TargetTime:
 
     measuring_s: float = 0.0
     wall_s: float = 0.0
+    #: times its engine was started (a target that launches one), else times it was taken up
     starts: int = 0
     levels: list[int] = field(default_factory=list)
+    launched: bool = False
 
 
 @dataclass
@@ -123,7 +125,8 @@ async def decide_live(
     try:
         obs = stored_observations(runner, question.targets)
         kept = len(obs)
-        times = {t: TargetTime() for t in question.targets}
+        launches = {t.name for t in cfg.targets if t.launch is not None}
+        times = {t: TargetTime(launched=t in launches) for t in question.targets}
         steps: list[Measure] = []
         last: str | None = None
         decision: Decision | None = None

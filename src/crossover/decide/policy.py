@@ -13,8 +13,9 @@ reaches the same step from the same evidence. The order of work (docs/decide.md)
    (a target far behind shows it long before its level ends), and the rest only when that
    part leaves a lead open (a gap under ``partial_margin``). A target stops early when its
    throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency over
-   its last step) and every target measured there leads it in throughput by ``stop_margin``
-   or more (significantly) and is ahead on every metric asked, no gap narrowing: assuming
+   its last step; a linear curve grows 100%) and every target measured there leads it in
+   throughput by ``stop_margin`` or more (significantly) and is ahead on every metric asked,
+   no gap narrowing: assuming
    monotone curves (throughput does not fall with concurrency, past saturation a target's
    latencies grow at least as fast as the leader's), no crossover lies ahead. What of the
    assumption can be measured is checked where measured (and a replay checks it against the
@@ -75,7 +76,7 @@ class PolicyConfig:
     repeat_margin: float = 0.10
     unknown_margin: float = 0.5
     stop_margin: float = 0.20
-    saturation_gain: float = 0.25
+    saturation_gain: float = 0.35
     refine_width: float = 0.25
     refine_budget: int = 8
 
