@@ -163,6 +163,8 @@ def _replay(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
         f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
     )
+    for line in r.assumption_checks:
+        typer.echo(f"checked against the grid: {line}")
     same = sum(c.same for c in r.comparisons)
     typer.echo(f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same")
     for c in r.comparisons:

@@ -15,11 +15,10 @@ reaches the same step from the same evidence. The order of work (docs/decide.md)
    throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency over
    its last step; a linear curve grows 100%) and every target measured there leads it in
    throughput by ``stop_margin`` or more (significantly) and is ahead on every metric asked,
-   no gap narrowing: assuming
-   monotone curves (throughput does not fall with concurrency, past saturation a target's
-   latencies grow at least as fast as the leader's), no crossover lies ahead. What of the
-   assumption can be measured is checked where measured (and a replay checks it against the
-   levels the grid measured).
+   no gap narrowing: assuming monotone curves (throughput does not fall with concurrency,
+   past saturation a target's latencies grow at least as fast as the leader's), no crossover
+   lies ahead. What of the assumption can be measured is checked where measured (and a
+   replay checks it against the levels the grid measured).
 2. **Repeats where a sign is still uncertain**: a level where one repeat each leaves a
    metric's difference under ``repeat_margin``, within twice the run-to-run spread measured
    on either target, or (before any spread is known) under ``unknown_margin``, gets the next

@@ -187,6 +187,33 @@ class ReplayResult:
         return sorted(set(out))
 
     @property
+    def assumption_checks(self) -> list[str]:
+        """Each skip's assumption against the grid's levels it skipped: where the skipped
+        target led a target measured there (significantly), the assumption failed."""
+        out: list[str] = []
+        for skip in self.decision.skipped:
+            if not skip.assumption:
+                continue
+            held, failed = 0, []
+            for f in self.grid_findings:
+                if skip.target not in (f.a, f.b):
+                    continue
+                for lv in f.per_level:
+                    if int(lv.concurrency) not in skip.levels:
+                        continue
+                    if lv.lead == skip.target:
+                        failed.append(f"{f.metric} vs {f.b if f.a == skip.target else f.a} "
+                                      f"at {lv.concurrency:g}")  # fmt: skip
+                    else:
+                        held += 1
+            if failed:
+                out.append(f"{skip.target}: the assumption failed at {', '.join(failed)}")
+            elif held:
+                out.append(f"{skip.target}: the assumption held at the {held} grid level "
+                           "comparisons it skipped")  # fmt: skip
+        return out
+
+    @property
     def same(self) -> bool:
         return all(c.same for c in self.comparisons)
 
