@@ -101,6 +101,7 @@ def question_for(
         repeats=max(1, cfg.repeats),
         any_level=True,
         group_targets=any(t.launch is not None for t in cfg.targets),
+        target_levels={t.name: tuple(sorted(t.concurrency)) for t in cfg.targets if t.concurrency},
     )
 
 

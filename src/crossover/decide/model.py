@@ -59,6 +59,9 @@ class Question:
     repeats: int = 2
     any_level: bool = False
     group_targets: bool = True
+    #: a target's own levels where the sweep gives it some (YAML ``concurrency:`` under the
+    #: target): it is measured at no level outside their range
+    target_levels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.targets) < 2:
@@ -69,6 +72,15 @@ class Question:
             raise ValueError("a capacity question needs an SLO (metric and limit)")
         if self.repeats < 1:
             raise ValueError("repeats must be at least 1")
+
+    def covers(self, target: str, level: int) -> bool:
+        """Whether ``target`` may be measured at ``level``."""
+        own = self.target_levels.get(target)
+        if not own:
+            return True
+        if level in own:
+            return True
+        return self.any_level and min(own) < level < max(own)
 
     @property
     def grid(self) -> tuple[int, ...]:

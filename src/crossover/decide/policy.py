@@ -290,7 +290,7 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
         cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
     stopped: set[str] = set()
     for i, t, c in cells:
-        if t in stopped:
+        if t in stopped or not q.covers(t, c):
             continue
         o = s.run(t, c)
         if o is None:
@@ -429,6 +429,8 @@ def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
             if level is None or level in common:
                 # the grid holds no level between: as narrow as it can be
                 continue
+            if not (q.covers(a, level) and q.covers(b, level)):
+                continue
             for t in (a, b):
                 if s.run(t, level) is None:
                     out.append(Measure(t, level, 0, None, f"refining {a} vs {b}"))
@@ -511,7 +513,7 @@ def _capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
             continue
         if hi is None:
             for c in coarse:
-                if s.run(t, c) is None and c > (lo or 0):
+                if s.run(t, c) is None and c > (lo or 0) and q.covers(t, c):
                     return Measure(t, c, 0, None, "capacity: first pass")
             continue
     # bisect the brackets that decide the leader: the best lower bound's and any that overlap it
@@ -527,7 +529,7 @@ def _capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
         if mid is None:
             continue
         level = _snap(q, lo, hi, mid)
-        if level is not None and s.run(t, level) is None:
+        if level is not None and s.run(t, level) is None and q.covers(t, level):
             wanted.append(Measure(t, level, 0, None, "capacity: narrowing the bracket"))
     step = _prefer_running(s, wanted)
     if step is not None:

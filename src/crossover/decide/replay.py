@@ -293,6 +293,9 @@ def replay(
             tuple(at),
             slo,
             repeats=rec.repeats(),
+            target_levels={
+                t: tuple(sorted({c for tt, c, _ in rec.runs if tt == t})) for t in names
+            },
         )
         cfg = cfg or PolicyConfig()
         obs: list[Observation] = []
