@@ -77,7 +77,8 @@ TRUTH = 15.0
 
 
 def test_finds_a_crossover_inside_its_interval() -> None:
-    d, steps = run(crossover_question(any_level=True), {"fast": FAST, "batched": BATCHED})
+    q = crossover_question(any_level=True, group_targets=False)
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
     xs = [f for f in d.findings if f.kind == "crossover"]
     assert len(xs) == 1
     x = xs[0]

@@ -15,13 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from crossover.decide.policy import PolicyConfig
 from crossover.decide.replay import Recorded, replay, same_conclusion
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "h200"
 DECISIONS = ("moe", "vllm-a", "vllm-b", "sglang-a", "prefix")
-#: where the issue's goal holds today: the same conclusions from a third of the time
-GOAL_MET = ("moe", "vllm-b")
+#: where the issue's goal holds today: the same conclusions from a third of the measuring
+#: time, with the default policy (fewest engine starts) and with the first target's levels
+#: not repeated up front (least measuring time)
+GOAL_MET = {"moe": True, "vllm-b": False}
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +61,8 @@ def test_replay_on_a_committed_decision(pytestconfig: pytest.Config, name: str) 
     for skip in r.decision.skipped:
         assert skip.reason
     if name in GOAL_MET:
+        if not GOAL_MET[name]:
+            r = replay(db, cfg=PolicyConfig(reference_repeats=False))
         assert r.same, [c for c in r.comparisons if not c.same]
         assert r.fraction <= 1 / 3
 

@@ -11,6 +11,7 @@ from crossover.errors import UsageError
 
 if TYPE_CHECKING:
     from crossover.decide.model import QuestionKind, Slo
+    from crossover.decide.policy import PolicyConfig
 
 
 def register(app: typer.Typer) -> None:
@@ -94,6 +95,13 @@ def decide(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the decision as JSON here")
     ] = None,
+    reference_repeats: Annotated[
+        bool,
+        typer.Option(
+            help="Repeat the first target's levels while its engine is up (fewer engine "
+            "starts; off: less measuring time)"
+        ),
+    ] = True,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
     from crossover.cli.common import parse_list
@@ -113,17 +121,20 @@ def decide(
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None
+    from crossover.decide.policy import PolicyConfig
+
+    policy = PolicyConfig(reference_repeats=reference_repeats)
     if replay is not None:
         if out is not None:
             raise UsageError("--out goes with --config; a replay writes nothing but --json")
-        _replay(replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out)
+        _replay(replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out, policy)
         return
     assert config is not None
     if target:
         raise UsageError("--target picks a replay's targets; a live decision takes the YAML's")
     if out is None:
         raise UsageError("--out DIR is required with --config")
-    _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out)
+    _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
 
 
 def _write_json(path: Path | None, data: dict[str, Any]) -> None:
@@ -147,11 +158,14 @@ def _replay(
     slo: Slo | None,
     prior: Any,
     json_out: Path | None,
+    policy: PolicyConfig,
 ) -> None:
     from crossover.decide.replay import replay
     from crossover.decide.text import decision_json, decision_lines
 
-    r = replay(db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, prior=prior)
+    r = replay(
+        db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy, prior=prior
+    )
     for line in decision_lines(r.decision):
         typer.echo(line)
     typer.echo("measured (replayed from the records' stamps), per target:")
@@ -198,6 +212,7 @@ def _live(
     slo: Slo | None,
     prior: Any,
     json_out: Path | None,
+    policy: PolicyConfig,
 ) -> None:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
@@ -221,7 +236,7 @@ def _live(
         on_engine=lambda n, msg: console.print(f"{n}: {msg}", markup=False),
         on_skip=lambda n, lv, r: console.print(f"{n} {lv.label} r={r}: done earlier, kept"),
     )
-    result = run_async(decide_live(cfg, out, q, prior=prior, events=events))
+    result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
     for line in decision_lines(result.decision):
         typer.echo(line)
     typer.echo("GPU time per target (wall: engine starts, warm-ups and levels; measuring):")

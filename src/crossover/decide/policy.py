@@ -27,7 +27,11 @@ reaches the same step from the same evidence. The order of work (docs/decide.md)
    ``refine_width`` of its level gets the bisection of its segment
    (:func:`crossover.analysis.refine.propose_refinement`), up to ``refine_budget`` levels.
 
-Steps 2 and 3 prefer the target measured last, so its engine keeps running. A capacity
+Where engines start (``group_targets``), repeats are taken while a target's engine is up:
+the reference's at each of its levels (``reference_repeats``: every later target is judged
+against them, and a repeat wanted later would cost a restart), a later target's where its
+sign against those before it is uncertain. Steps 2 and 3 prefer the target measured last,
+so its engine keeps running. A capacity
 question ("which target serves the most concurrency under an SLO") instead brackets each
 target's last level meeting the SLO and first level failing it, stops a target once another
 meets the SLO where it fails, and bisects the brackets that decide the leader.
@@ -78,6 +82,7 @@ class PolicyConfig:
     saturation_gain: float = 0.35
     refine_width: float = 0.25
     refine_budget: int = 8
+    reference_repeats: bool = True
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
@@ -268,15 +273,19 @@ def stop_reason(s: State, t: str, before: int) -> Skip | None:
 def alone_above(s: State, t: str, c: int) -> Skip | None:
     """``t``'s levels from ``c`` on when every other target stopped below ``c``: a level
     only one target is measured at enters no comparison."""
-    stops = [stop_reason(s, u, c) for u in s.q.targets if u != t]
+    others = [u for u in s.q.targets if u != t]
+    if not any(s.q.covers(u, c) for u in others):
+        rest = tuple(lv for lv in s.q.grid if lv >= c and s.q.covers(t, lv))
+        return Skip(t, rest, "no other target is measured there (its own levels end below)")
+    stops = [stop_reason(s, u, c) for u in others]
     if not stops or any(x is None for x in stops):
         return None
     for u in s.q.targets:
         if u != t and any(lv >= c for lv in s.levels(u)):
             return None
     rest = tuple(lv for lv in s.q.grid if lv >= c)
-    others = ", ".join(u for u in s.q.targets if u != t)
-    return Skip(t, rest, f"{others} not measured there (skipped above): nothing to compare with")
+    names = ", ".join(others)
+    return Skip(t, rest, f"{names} not measured there (skipped above): nothing to compare with")
 
 
 def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
@@ -307,6 +316,18 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
             return Measure(t, c, 0, budget, why)
         if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
             return Measure(t, c, 0, None, "the level's first part left a lead open")
+        if q.group_targets:
+            # while its engine is up: the reference's repeats (every later target is judged
+            # against them), a later target's where a sign against those before is uncertain
+            reps = s.repeats(t, c)
+            if len(reps) < q.repeats and reps[-1].complete:
+                if (i == 0 and s.cfg.reference_repeats) or any(
+                    _uncertain(s, t, u, c, m)
+                    for u in order[:i]
+                    if s.run(u, c) is not None
+                    for m in q.metrics
+                ):
+                    return Measure(t, c, len(reps), None, "a repeat while its engine is up")
     return None
 
 
