@@ -83,7 +83,7 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert "not measured:" in printed
     assert "fast at 32,64" in printed or "fast at 64" in printed
     assert "assumes throughput does not fall" in printed
-    assert "GPU time per target" in printed
+    assert "time per target" in printed
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
     assert f"({len(runs)} kept from before)" in again

@@ -239,7 +239,7 @@ def _live(
     result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
     for line in decision_lines(result.decision):
         typer.echo(line)
-    typer.echo("GPU time per target (wall: engine starts, warm-ups and levels; measuring):")
+    typer.echo("time per target (wall: engine starts, warm-ups, levels; measuring: the stamps):")
     for t, tt in result.times.items():
         levels = ",".join(map(str, sorted(tt.levels))) or "none"
         starts = f", {tt.starts} engine start(s)" if tt.launched else ""

@@ -8,8 +8,10 @@ levels it finished from the database (the sweep's resume) and goes on from there
 policy is a function of what was measured.
 
 Live, a level is measured whole: a level stopped by time is what a replay can do with the
-recorded stamps (``budget_factor`` is 0 here). Refinement narrows a crossover to the YAML's
-``refine_width`` with at most ``refine_budget`` extra levels, as ``sweep --refine`` does.
+recorded stamps (``budget_factor`` is 0 here). Refinement places levels on the sweep's grid,
+the resolution the grid itself would give; with ``refine: true`` in the YAML it measures
+between them too, to the YAML's ``refine_width`` with at most ``refine_budget`` extra
+levels, as ``sweep --refine`` does.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ def question_for(
         tuple(at),
         slo,
         repeats=max(1, cfg.repeats),
-        any_level=True,
+        # between the grid's levels only where the sweep itself would refine (refine: true)
+        any_level=cfg.refine,
         group_targets=any(t.launch is not None for t in cfg.targets),
         target_levels={t.name: tuple(sorted(t.concurrency)) for t in cfg.targets if t.concurrency},
     )

@@ -256,7 +256,7 @@ def stop_reason(s: State, t: str, before: int) -> Skip | None:
             before_adv = s.advantage(u, t, l1, m)
             if before_adv is not None and adv < before_adv - math.log1p(cfg.noise_floor_rel):
                 return None  # the gap is narrowing: a crossover may lie ahead
-    skipped = tuple(c for c in q.grid if c >= before)
+    skipped = tuple(c for c in q.grid if c >= before and q.covers(t, c))
     metrics = ", ".join(metric_spec(m).label for m in q.metrics)
     return Skip(
         t,
@@ -283,7 +283,7 @@ def alone_above(s: State, t: str, c: int) -> Skip | None:
     for u in s.q.targets:
         if u != t and any(lv >= c for lv in s.levels(u)):
             return None
-    rest = tuple(lv for lv in s.q.grid if lv >= c)
+    rest = tuple(lv for lv in s.q.grid if lv >= c and s.q.covers(t, lv))
     names = ", ".join(others)
     return Skip(t, rest, f"{names} not measured there (skipped above): nothing to compare with")
 
