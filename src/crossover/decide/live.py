@@ -79,7 +79,8 @@ def question_for(
     """The question over a sweep config's targets and concurrency levels."""
     if cfg.rates is not None:
         raise UsageError("decide works along concurrency levels; this sweep has rates")
-    levels = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
+    base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
+    levels = list(base)
     for t in cfg.targets:
         levels = sorted(set(levels) | set(t.concurrency or []))
     if not levels:
@@ -104,7 +105,12 @@ def question_for(
         # between the grid's levels only where the sweep itself would refine (refine: true)
         any_level=cfg.refine,
         group_targets=any(t.launch is not None for t in cfg.targets),
-        target_levels={t.name: tuple(sorted(t.concurrency)) for t in cfg.targets if t.concurrency},
+        # each target's own levels, else the sweep's (as the sweep measures them)
+        target_levels={
+            t.name: tuple(sorted(t.concurrency or base))
+            for t in cfg.targets
+            if t.concurrency or base
+        },
     )
 
 
