@@ -14,8 +14,19 @@ if TYPE_CHECKING:
     from crossover.decide.policy import PolicyConfig
 
 
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover decide --config sweep.yaml --out decide1\n"
+    "  crossover decide --config sweep.yaml --out decide1 --question lead --at 1,64\n"
+    "  crossover decide --config sweep.yaml --out decide1 --question capacity \\\n"
+    "      --slo 'ttft_ms.p99<=500'\n"
+    "  crossover decide --replay sweep1/sweep.db --json decision.json\n"
+)
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(decide)
+    app.command("decide", epilog=EXAMPLE)(decide)
 
 
 def parse_slo(text: str) -> Slo:
