@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,68 @@ def test_bad_input_is_one_line(
     assert says in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+ENGINE = Path(__file__).resolve().parents[1] / "sweep" / "calib_engine.py"
+
+
+def test_launched_engines_start_once_each_and_are_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Targets that launch an engine (the calibration server dressed as llama-server) are
+    measured target by target: one start each, the engine kept up between its levels and
+    repeats, and stopped before the next target's starts (one GPU)."""
+    from tests.engines.conftest import processes_mentioning
+
+    targets = []
+    for name, settings in (("fast", FAST), ("batched", BATCHED)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(settings))
+        model = tmp_path / f"{name}.gguf"
+        model.write_bytes(b"GGUF stand-in")
+        targets.append(
+            {
+                "name": name,
+                "model": "calibration",
+                "launch": {
+                    "engine": "llamacpp",
+                    "model": str(model),
+                    "executable": [sys.executable, str(ENGINE)],
+                    "parallel": 64,
+                    "health_timeout_s": 30,
+                    "env": {"CALIB_ENGINE_CONFIG": str(path)},
+                },
+            }
+        )
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "launched",
+                "concurrency": [1, 4, 16],
+                "output_tokens": N,
+                "repeats": 2,
+                "targets": targets,
+            }
+        )
+    )
+    out = tmp_path / "d"
+    rc = main(["decide", "--config", str(config), "--out", str(out), "--json",
+               str(tmp_path / "d.json")])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    times = json.loads((tmp_path / "d.json").read_text())["live"]["times"]
+    assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
+    assert all(v["launched"] for v in times.values())
+    assert "1 engine start(s)" in printed
+    # each engine's log holds one launch: started once, never restarted
+    for name in ("fast", "batched"):
+        logs = list((out / "engines").glob(f"{name}*.log"))
+        heads = [
+            line
+            for log in logs
+            for line in log.read_text().splitlines()
+            if line.startswith("# crossover-launch: ")
+        ]
+        assert len(heads) == 1, (name, heads)
+    assert processes_mentioning(str(ENGINE)) == []
