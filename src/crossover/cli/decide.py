@@ -113,6 +113,13 @@ def decide(
             "starts; off: less measuring time)"
         ),
     ] = True,
+    refine_inconclusive: Annotated[
+        bool,
+        typer.Option(
+            help="Also place levels inside inconclusive brackets (the grid's answer there, "
+            "at more measuring)"
+        ),
+    ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
     from crossover.cli.common import parse_list
@@ -134,7 +141,9 @@ def decide(
     the_prior = load_prior(prior) if prior else None
     from crossover.decide.policy import PolicyConfig
 
-    policy = PolicyConfig(reference_repeats=reference_repeats)
+    policy = PolicyConfig(
+        reference_repeats=reference_repeats, refine_inconclusive=refine_inconclusive
+    )
     if replay is not None:
         if out is not None:
             raise UsageError("--out goes with --config; a replay writes nothing but --json")

@@ -83,6 +83,7 @@ class PolicyConfig:
     refine_width: float = 0.25
     refine_budget: int = 8
     reference_repeats: bool = True
+    refine_inconclusive: bool = False
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
@@ -439,7 +440,10 @@ def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
         common = sorted(set(s.levels(a)) & set(s.levels(b)))
         findings = [f for f in every if (f.a, f.b) == (a, b)]
         new = propose_refinement(
-            findings, common, target_rel_width=cfg.refine_width, include_inconclusive=False
+            findings,
+            common,
+            target_rel_width=cfg.refine_width,
+            include_inconclusive=cfg.refine_inconclusive,
         )
         for mid in new:
             lo = max((c for c in common if c < mid), default=None)
