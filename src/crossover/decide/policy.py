@@ -39,6 +39,7 @@ meets the SLO where it fails, and bisects the brackets that decide the leader.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -489,14 +490,12 @@ def _check_skips(s: State, skips: list[Skip]) -> list[str]:
     """Where a measured curve contradicts the monotone assumption a skip relies on."""
     notes: list[str] = []
     for sk in skips:
+        if not sk.assumption:
+            continue
         for t in s.q.targets:
             levels = sorted(s.values(t, SATURATION_METRIC))
             means = [s.mean(t, int(c), SATURATION_METRIC) or 0.0 for c in levels]
-            for (c0, m0), (c1, m1) in zip(
-                zip(levels, means, strict=True),
-                zip(levels[1:], means[1:], strict=True),
-                strict=False,
-            ):
+            for (c0, m0), (c1, m1) in itertools.pairwise(zip(levels, means, strict=True)):
                 if m1 < m0 * (1.0 - 2 * s.cfg.noise_floor_rel):
                     notes.append(
                         f"{t}'s throughput falls from {c0:g} to {c1:g} ({m1 / m0 - 1:+.0%}): "
