@@ -3,6 +3,7 @@
 # then run (or resume) one sweep until END seconds into this call, and bring back its
 # database and logs. Usage (from the repository root on the device):
 #   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
+# CMD=decide runs `crossover decide` on the config instead (its flags after NAME).
 # NEED_LLAMA=0 when no llama.cpp target runs: start as soon as the checkpoints exist, while
 # the CUDA build finishes at low priority (job-background.sh).
 # transformers targets need NEED_VLLM=1 (the default): transformers serve needs its serving
@@ -80,7 +81,11 @@ if [ ! -f $W/$NAME/sweep.db ] && [ -n "${RESULTS:-}" ] && [ -f $RESULTS/sweep.db
 fi
 left=$(( END - $(el) ))
 say "sweep $CONFIG -> $NAME for ${left}s: $*"
-$XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+if [ "${CMD:-sweep}" = decide ]; then  # crossover decide over the same config (docs/decide.md)
+  $XO decide --config $CONFIG --out $W/$NAME --json $W/$NAME/decision.json "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+else
+  $XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+fi
 SW=$!
 # multicast guard: engine log lines (not crossover's launch header) naming mnnvl/NVLS
 while kill -0 $SW 2>/dev/null; do
