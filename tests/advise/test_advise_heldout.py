@@ -120,6 +120,9 @@ def test_offload_targets_use_the_advisors_offload_model() -> None:
     for p in preds.values():
         assert p.profile is not None and p.profile.startswith("llamacpp offload (48 layers")
         assert p.bound == "host-memory"
+        # compared with the measured 1000 / TPOT: the step's rate, not the cycle's
+        assert p.decode_tok_s_per_user == pytest.approx(1e3 / p.step_ms)
+        assert p.output_tok_s < p.batch * 1e3 / p.step_ms  # the prefill wave counts there
     # decode steps of the model checked in offload_checks (30.0 ms at one user)
     assert 25 < preds[1].step_ms < 35
     # at the host's measured 120.8 GB/s, not the advisor's default desktop (89.6 GB/s)
