@@ -13,8 +13,12 @@ its levels and both figures is at most ``LIMIT_PCT``; the ones over are named wi
 reason (``EXCEPTIONS``), and the command fails on any other.
 
 What each sweep ran is stated here, from its sweep YAML (``scripts/h200/``), where the
-sweep.json does not say it: the model whose shape it ran and which targets turned their
-prefix cache off.
+sweep.json does not say it: the model whose shape it ran, which targets turned their
+prefix cache off, and the host memory's read rate where experts stayed in it. The rest
+comes from each target's settings in the sweep.json (``results.load_results``): its
+weight format, the fused-MoE config its engine's log says it read (the default tiles are
+slowed by the advisor's ``moe_untuned`` rule) and llama.cpp's ``--n-cpu-moe`` (predicted
+by the advisor's offload model, ``moe.offload_prediction``).
 """
 
 from __future__ import annotations
