@@ -144,3 +144,20 @@ def test_default_tiles_slowed_by_the_advisors_rule() -> None:
         assert slow is not None and slow.factor > 1
         assert default[c].step_ms == pytest.approx(p.step_ms * slow.factor)
         assert default[c].decode_tok_s_per_user < p.decode_tok_s_per_user
+
+
+def test_offload_with_a_cached_prefix() -> None:
+    results = load_results(TUNING / "sweep.json")
+    m = next(m for m in results.measured if m.target == "llamacpp-q8-cpumoe48")
+    model = load_model("qwen3-30b-a3b")
+    profile = load_calibration().profile("llamacpp")
+
+    def at(cached: int) -> Prediction:
+        pred = accuracy.predict_measured(m, results, model, "H200", profile, None, cached, 120.8)
+        assert pred is not None
+        return pred
+
+    # a 200-token prefill reads the weights either way (memory-bound): not longer, and
+    # the decode step is the same
+    assert at(150).prefill_ms <= at(0).prefill_ms
+    assert at(150).step_ms == pytest.approx(at(0).step_ms)

@@ -118,9 +118,10 @@ def _request(
     input_tokens: int,
     output_tokens: int,
     host_mem_bandwidth: float | None = None,
+    cached_tokens: int = 0,
 ) -> AdviceRequest:
-    """The advice request a sweep's workload makes (no shared prefix: the callers pass
-    the cached tokens themselves)."""
+    """The advice request a sweep's workload makes; ``cached_tokens`` (what the target
+    served from its prefix cache) stands as the shared prefix."""
     from crossover.advise.candidates import AdviceRequest
 
     return AdviceRequest(
@@ -128,6 +129,7 @@ def _request(
         model=model,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        shared_prefix_tokens=cached_tokens,
         host_mem_bandwidth=host_mem_bandwidth,
     )
 
@@ -152,12 +154,9 @@ def _offloaded(
     advisor's own offload model."""
     from crossover.advise import moe
 
-    if cached_tokens:
-        raise UsageError(
-            f"{m.target}: a shared prefix with --n-cpu-moe is not predicted (the offload "
-            "model takes no prefix cache)"
-        )
-    req = _request(system, model, input_tokens, output_tokens, host_mem_bandwidth)
+    req = _request(system, model, input_tokens, output_tokens, host_mem_bandwidth, cached_tokens)
+    if req.cached_tokens(m.engine) != cached_tokens:
+        raise UsageError(f"{m.target}: {m.engine} keeps no prefix cache for the offload model")
     return moe.offload_prediction(req, _candidate(m, quant), m.concurrency, None)
 
 
