@@ -197,7 +197,7 @@ def measured_figures(
     its own CUDA-graph mode where ``mode_pred`` gives one."""
     if results is None:
         return None
-    matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc)
+    matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc, c.n_cpu_moe)
     if not matches:
         return None
     if key is not None:

@@ -13,8 +13,12 @@ its levels and both figures is at most ``LIMIT_PCT``; the ones over are named wi
 reason (``EXCEPTIONS``), and the command fails on any other.
 
 What each sweep ran is stated here, from its sweep YAML (``scripts/h200/``), where the
-sweep.json does not say it: the model whose shape it ran and which targets turned their
-prefix cache off.
+sweep.json does not say it: the model whose shape it ran, which targets turned their
+prefix cache off, and the host memory's read rate where experts stayed in it. The rest
+comes from each target's settings in the sweep.json (``results.load_results``): its
+weight format, the fused-MoE config its engine's log says it read (the default tiles are
+slowed by the advisor's ``moe_untuned`` rule) and llama.cpp's ``--n-cpu-moe`` (predicted
+by the advisor's offload model, ``moe.offload_prediction``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class SweepFacts(BaseModel):
     #: targets launched with their prefix cache off (vLLM --no-enable-prefix-caching,
     #: SGLang --disable-radix-cache): they prefill the shared prefix every time
     prefix_cache_off: list[str] = Field(default_factory=list)
+    #: the sweep machine's host-memory read rate (GB/s), for llama.cpp targets that kept
+    #: experts there (``--n-cpu-moe``, which the sweep.json records); None: not measured
+    host_mem_bandwidth_gbs: float | None = None
     source: str = ""
 
 
@@ -53,6 +60,16 @@ FACTS: dict[str, SweepFacts] = {
     "moe": SweepFacts(
         model="qwen3-30b-a3b",
         source="scripts/h200/sweep-moe.yaml (Qwen3-30B-A3B's config.json, dummy weights)",
+    ),
+    "moe-tuning": SweepFacts(
+        model="qwen3-30b-a3b",
+        host_mem_bandwidth_gbs=120.8,
+        source="scripts/h200/sweep-moe-tuning.yaml (Qwen3-30B-A3B's config.json, dummy "
+        "weights for vLLM, a synthesized Q8_0 GGUF for llama.cpp); host memory read 120.8 "
+        "GB/s measured on that machine with every core (summary.json host.host_read_gb_s). "
+        "The sweep.json says the rest: vllm-fp8's quant fp8, each vLLM target's "
+        "moe_tuned_config (false for vllm-bf16-default and vllm-fp8: default tiles) and the "
+        "offload targets' cpu_moe_layers (48, 24)",
     ),
     "prefix": SweepFacts(
         prefix_cache_off=["vllm-nocache", "sglang-noradix"],
@@ -73,13 +90,43 @@ _HOST_CACHE = (
     "before each new task; the advice always starts llama.cpp with --cache-ram 0 (rule "
     "llamacpp-host-prompt-cache) and does not model the stall it removes"
 )
+_TUNING = "docs/results/h200/moe-tuning/README.md"
+_COMPILES = (
+    "the first repeat's first-use Triton compiles of fused_moe_kernel (TTFT {ttft} ms "
+    "against {ttft2} in the second repeat) lower its measured output tok/s at {at} ("
+    + _TUNING
+    + ", 'Results')"
+)
+_OFFLOAD = (
+    "the offload model (moe.offload_prediction, the host read at the 120.8 GB/s measured "
+    "there) is fast: the guest's 16 vCPUs read experts at 55-69 GB/s, about half their "
+    "measured read rate, where the model takes 0.758 of an interface ceiling a VM does not "
+    "expose; {more} (docs/results/h200/moe/offload-prediction.md, 'Measured')"
+)
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("moe", "llamacpp-q8"): "llama.cpp's per-sequence batching cost on this MoE is 1.5x the "
-    "dense one it was fitted to: 13% too fast at one user, 50-67% from 16 users on "
-    "(docs/results/h200/moe/README.md); the MoE cost terms are being fitted to this sweep",
     ("moe", "vllm"): _MOE_STEP + "; and at 512 users prefill chunks ride in decode steps "
     "(+46% there)",
     ("moe", "sglang"): _MOE_STEP,
+    ("moe-tuning", "vllm-bf16"): _MOE_STEP
+    + " (here +24% at c=1, +16% decode per user at c=4); and "
+    + _COMPILES.format(ttft="554-1,515", ttft2="107-298", at="c=4-64 (+23-34%)"),
+    ("moe-tuning", "vllm-bf16-default"): _MOE_STEP
+    + " (here +22% at c=1, +18% decode per user at c=4; within 8% at 16-256); and "
+    + _COMPILES.format(ttft="740", ttft2="109", at="c=4 (+40%)"),
+    ("moe-tuning", "vllm-fp8"): "online FP8 (per-tensor, default tiles) on the MoE: at "
+    "1-4 users 52-70% too fast, the MoE step's kernel chain as for BF16 plus the "
+    "activations' quantization (its ITL at one user 4.28 ms, 3% slower than BF16's 4.15, "
+    "where halved weight reads predict 20% faster); at 16-64 users 25-32% too slow, its "
+    "steps (4.9-6.0 ms, lower at 16 than at 4) near the touched FP8 experts' bytes at the "
+    "copy rate with none of the per-layer overhead fitted on the dense 8B; at 256 its two "
+    "repeats differ (TPOT p50 17.4 vs 20.0 ms, ITL 15.4 vs 19.3) (" + _TUNING + ", 'FP8')",
+    ("moe-tuning", "llamacpp-q8-cpumoe48"): _OFFLOAD.format(
+        more="at 16 users the CPU's expert compute, which the model does not charge, adds "
+        "to its reads (decode step 28% short there)"
+    ),
+    ("moe-tuning", "llamacpp-q8-cpumoe24"): _OFFLOAD.format(
+        more="with 24 layers offloaded the step is 21-22% short at 1-4 users"
+    ),
     ("prefix", "llamacpp"): _HOST_CACHE,
     ("vllm-b", "llamacpp-graphs"): _HOST_CACHE + " (5 valid runs, at 1-16 users)",
     ("prefix", "llamacpp-nohostcache"): "2,112-token prompts in 64 slots of 4,096 tokens: its "
@@ -128,7 +175,12 @@ def ranked_metric(row: accuracy.Row) -> str:
 
 
 def _fitted(cal: Calibration) -> set[tuple[str, str]]:
-    return {(Path(s.path).parent.name, t) for s in cal.sources for t in s.targets}
+    """(sweep folder, target) of every measurement a fitted term came from: the engine
+    profiles' (``sources``) and the MoE terms' (``moe_sources``: llama.cpp's per-sequence
+    MoE cost from the MoE sweep's llamacpp-q8)."""
+    return {
+        (Path(s.path).parent.name, t) for s in [*cal.sources, *cal.moe_sources] for t in s.targets
+    }
 
 
 def _shared_prefix(workload: dict[str, Any]) -> int:
@@ -171,7 +223,12 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
             return 0 if m.target in off else cost.cached_prefix_tokens(m.engine, prefix)
 
         rows = accuracy.rows_for(
-            results, load_model(facts.model), results.gpu or cal.gpu, cal, cached=cached
+            results,
+            load_model(facts.model),
+            results.gpu or cal.gpu,
+            cal,
+            cached=cached,
+            host_mem_bandwidth=facts.host_mem_bandwidth_gbs,
         )
         every.extend(r for r in rows if r.metric == ranked_metric(r))
         for target in dict.fromkeys(r.target for r in rows):
@@ -209,7 +266,7 @@ def render(report: HeldOut) -> str:
         "held-out prediction error of the figure the advice ranks by (decode tok/s per "
         f"user at one user, output tok/s above), mean |error| over levels, limit "
         f"{report.limit_pct:.0f}%; fitted to: {', '.join(report.fitted_to)}",
-        f"  {'sweep':<9}{'target':<25}{'profile':<10}{'levels':<13}{'mean':>6}  "
+        f"  {'sweep':<11}{'target':<25}{'profile':<10}{'levels':<13}{'mean':>6}  "
         f"{'other':>6}  worst",
     ]
     for t in report.targets:
@@ -221,7 +278,7 @@ def render(report: HeldOut) -> str:
             f"{t.other_mean_abs_error_pct:5.0f}%" if t.other_mean_abs_error_pct is not None else "-"
         )
         lines.append(
-            f"  {t.sweep:<9}{t.target:<25}{t.profile or '-':<10}{levels:<13}"
+            f"  {t.sweep:<11}{t.target:<25}{t.profile or '-':<10}{levels:<13}"
             f"{t.mean_abs_error_pct:>5.1f}%  {other:>6}  {t.worst_pct:+.0f}% at {t.worst_at}{flag}"
         )
     if report.mean_abs_error_pct is not None:

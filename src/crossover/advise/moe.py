@@ -459,7 +459,9 @@ def offload_prediction(
         decode_compute_ms=0.0,
         comm_ms=step.pcie_ms,
         prefill_ms=one,
-        decode_tok_s_per_user=per_user,
+        # the speed a stream decodes at (1000 / TPOT, as measured and as the calibrated
+        # engines' rows give it), not the cycle with its prefill wave
+        decode_tok_s_per_user=1e3 / step.step_ms,
         output_tok_s=out,
         total_tok_s=out * (req.input_tokens + req.output_tokens) / req.output_tokens,
         bound="host-memory" if step.cpu_ms >= step.gpu_ms else "memory",
