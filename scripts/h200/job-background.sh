@@ -8,8 +8,12 @@ W=/tmp/xo; export CROSSOVER_CACHE=$W/cache PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/si
 XO="python3 -m crossover"
 T0=$(date +%s)
 PIN=""; command -v taskset > /dev/null && [ "$(nproc)" -ge 8 ] && PIN="taskset -c 4-$(( $(nproc) - 1 ))"
+# BUILD_FAST=1: the build at normal priority on every core (-j nproc), to be done before the
+# first measurement rather than beside it (job-sweep.sh then waits for it: NEED_LLAMA=1)
+NICE=19; J=12
+[ "${BUILD_FAST:-0}" = 1 ] && { NICE=0; J=$(nproc); PIN=""; }
 if [ "${LLAMA:-1}" = 1 ]; then
-( nice -n 19 $PIN $XO engines install llamacpp --cuda --cuda-arch 90 -j 12 -q > $W/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - T0 ))s" >> $W/background.log ) &
+( nice -n $NICE $PIN $XO engines install llamacpp --cuda --cuda-arch 90 -j $J -q > $W/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - T0 ))s" >> $W/background.log ) &
 fi
 if [ "${MOE:-0}" = 1 ]; then
   # MoE session (scripts/h200/sweep-moe-a.yaml): the Qwen3-30B-A3B shape as a config-only HF

@@ -28,6 +28,15 @@ else
 fi
 echo llama-cpp-python-0.3.36 > $SRC/.crossover-complete
 [ -d .gguf-parts ] && bash scripts/h200/quality/job-part.sh
-LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} MOE=${MOE:-0} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+# the host facts a CPU-offload speed model needs (CPU, memory, PCIe link, measured host
+# and PCIe bandwidth), read before the build and checkpoints load the machine; job-sweep.sh
+# copies them into each sweep folder it brings back
+if [ "${HOST_FACTS:-1}" = 1 ]; then
+  { lscpu; echo; free -g; echo; numactl -H 2>&1; echo; nvidia-smi -q | grep -A3 -i link; } > $W/host.txt 2>&1
+  timeout 120 python3 scripts/h200/host_facts.py > $W/host.json 2> $W/host.err
+  cp $W/host.txt $W/host.json ${OUT:-/tmp}/ 2>/dev/null
+  python3 -c "import json; d=json.load(open('$W/host.json')); print(json.dumps({k: d[k] for k in ('cpu', 'rates')}))"
+fi
+BUILD_FAST=${BUILD_FAST:-0} LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} MOE=${MOE:-0} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; df -h /tmp | tail -1; echo "background started"

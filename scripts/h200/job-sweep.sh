@@ -3,6 +3,7 @@
 # then run (or resume) one sweep until END seconds into this call, and bring back its
 # database and logs. Usage (from the repository root on the device):
 #   bash scripts/h200/job-sweep.sh CONFIG NAME [sweep flags, e.g. --only vllm,vllm-fp8]
+# CMD=decide runs `crossover decide` on the config instead (its flags after NAME).
 # NEED_LLAMA=0 when no llama.cpp target runs: start as soon as the checkpoints exist, while
 # the CUDA build finishes at low priority (job-background.sh).
 # transformers targets need NEED_VLLM=1 (the default): transformers serve needs its serving
@@ -11,9 +12,16 @@
 # back (cat NAME.tgz.part-* > .pack/NAME.tar.gz): it is unpacked first and the sweep
 # resumes (finished levels are not re-run). RESULTS=docs/results/h200/vllm-a resumes from
 # the committed database instead.
+# HIDE_MOE_CONFIGS=1: every tuned fused-MoE config vLLM ships for this GPU
+# (fused_moe/configs/*device_name=NVIDIA_H200*) is moved aside for this sweep, so vLLM runs
+# its default tiles as on a GPU nobody tuned for (its log then says "Using default MoE
+# config"); they are put back when the sweep ends, and at the start of any call without it.
+# DEADLINE=epoch seconds: stop there instead of END seconds into this call (several sweeps
+# in one call, scripts/h200/job-moe-tuning.sh).
 set -uo pipefail
 CONFIG=$1; NAME=$2; shift 2
 T0=$(date +%s); END=${END:-560}
+[ -n "${DEADLINE:-}" ] && END=$(( DEADLINE - T0 ))
 el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*"; }
 ROOT=$(pwd); W=/tmp/xo
@@ -40,6 +48,21 @@ if [ -f $W/vllm.started ] && [ "${NEED_SGLANG:-0}" = 1 ]; then
   while [ ! -f $W/sglang.done ] && [ $(el) -lt 300 ]; do sleep 3; done
   say "SGLang install: $(cat $W/sglang.done 2>/dev/null)"; tail -2 $W/install-sglang.log
 fi
+# vLLM's tuned fused-MoE configs: put back what an earlier sweep hid (a call killed at its
+# limit never ran its trap), then hide them for this one if asked
+HID=$W/hidden-moe-configs
+if [ -f $W/vllm.done ]; then
+  CFG=$(python3 -c "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])")/model_executor/layers/fused_moe/configs
+  if ls $HID/*.json > /dev/null 2>&1; then mv $HID/*.json "$CFG"/ && say "tuned MoE configs put back"; fi
+  if [ "${HIDE_MOE_CONFIGS:-0}" = 1 ]; then
+    mkdir -p $HID
+    trap 'mv $HID/*.json "$CFG"/ 2>/dev/null && echo "[$(el)s] tuned MoE configs put back"' EXIT
+    mv "$CFG"/*device_name=NVIDIA_H200* $HID/ && say "hidden: $(ls $HID | tr '\n' ' ')"
+    say "left for NVIDIA_H200: $(ls "$CFG" | grep -c 'device_name=NVIDIA_H200') files"
+  fi
+elif [ "${HIDE_MOE_CONFIGS:-0}" = 1 ]; then
+  say "HIDE_MOE_CONFIGS=1 but vLLM is not installed"; exit 4
+fi
 # NEED_LLAMA=0 (no llama.cpp target in --only): wait for the checkpoints, not the build
 DONE=background.done; [ "${NEED_LLAMA:-1}" = 0 ] && DONE=checkpoints.done
 while [ ! -f $W/$DONE ] && [ $(el) -lt 420 ]; do sleep 5; done
@@ -58,7 +81,11 @@ if [ ! -f $W/$NAME/sweep.db ] && [ -n "${RESULTS:-}" ] && [ -f $RESULTS/sweep.db
 fi
 left=$(( END - $(el) ))
 say "sweep $CONFIG -> $NAME for ${left}s: $*"
-$XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+if [ "${CMD:-sweep}" = decide ]; then  # crossover decide over the same config (docs/decide.md)
+  $XO decide --config $CONFIG --out $W/$NAME --json $W/$NAME/decision.json "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+else
+  $XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+fi
 SW=$!
 # multicast guard: engine log lines (not crossover's launch header) naming mnnvl/NVLS
 while kill -0 $SW 2>/dev/null; do
@@ -70,8 +97,12 @@ while kill -0 $SW 2>/dev/null; do
 done
 wait $SW; say "sweep rc=$?"
 tail -40 $W/$NAME/sweep-$T0.log
+# which fused-MoE config and backend each vLLM target used, and llama.cpp's offload lines
+( cd $W/$NAME/engines 2>/dev/null && grep -HE "Using configuration from|Using default MoE config|MoE backend|Fp8MoeBackend|model buffer size|n_threads|offload|CPU_REPACK" *.log | cut -c1-260 | sort -u )
 python3 -c "import sqlite3,sys; d=sqlite3.connect('$W/$NAME/sweep.db'); d.execute('PRAGMA wal_checkpoint(TRUNCATE)'); d.close()"
-cp $W/install-vllm.log $W/install-sglang.log $W/install.log $W/background.log $W/build.log $W/synth-*.log $W/$NAME/ 2>/dev/null
+cp $W/install-vllm.log $W/install-sglang.log $W/install.log $W/background.log $W/build.log $W/synth-*.log $W/host.txt $W/host.json $W/$NAME/ 2>/dev/null
 # the device tool brings back files of at most 16 MiB: split (cat the parts to unpack)
-tar czf - -C $W $NAME | split -b 15M - $OUT/$NAME.tgz.part-
+# (packed aside first: a later sweep of the same call replaces every part, never half of them)
+rm -rf $W/pack && mkdir -p $W/pack && tar czf - -C $W $NAME | split -b 15M - $W/pack/$NAME.tgz.part- \
+  && rm -f $OUT/$NAME.tgz.part-* && mv $W/pack/* $OUT/
 ls -la $OUT; say "done"

@@ -49,7 +49,9 @@ class TimeoutsConfig(BaseModel):
     connect_s: float = Field(
         10.0,
         gt=0,
-        description="a new connection: DNS and the TCP (and TLS) connect; inside first_token_s",
+        description="a new connection: DNS and the TCP (and TLS) connect; inside "
+        "first_token_s. The connections opened before the load (a GET of /health each) "
+        "are given up after twice this",
     )
     first_token_s: float = Field(
         300.0,
@@ -339,3 +341,14 @@ def parse_kv(text: str, what: str) -> dict[str, str]:
         k, v = part.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def run_seed(given: int | None) -> int:
+    """The run's seed: ``--seed`` as given, else a per-run nonce, so a run's prompts are
+    never the prompts an earlier run sent to the same server (a prefix-caching engine
+    would serve them from its cache). The run's JSON keeps the seed it used."""
+    if given is not None:
+        return given
+    import secrets
+
+    return secrets.randbelow(2**31)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 import urllib.error
@@ -26,7 +27,7 @@ from typing import Any
 
 from crossover.config import RunConfig
 from crossover.dialects import get_dialect
-from crossover.engines.counters import counter_after, read_counter
+from crossover.engines.counters import counter_after, read_counter, scrape
 from crossover.errors import UsageError
 from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
@@ -42,7 +43,12 @@ from crossover.metrics.summary import (
     Problem,
     RunSummary,
 )
-from crossover.metrics.witness import engine_claimed, engine_slack, retokenize
+from crossover.metrics.witness import (
+    CHUNK_ENCODES,
+    engine_claimed,
+    engine_slack_below,
+    retokenize,
+)
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
 from crossover.transport.client import make_client
@@ -204,6 +210,87 @@ def build_prompts(
     )
 
 
+#: a duration or rate run keeps at least this many measured prompts per stream built
+#: ahead of the request it sends (a rate run builds what its duration needs before it)
+PROMPTS_AHEAD = 16
+
+
+class PromptFeed:
+    """The measured prompts of a level, built ahead as a duration or rate run goes, so
+    every measured request sends a prompt the run never sent before (a prefix-caching
+    engine would serve a repeated one from its cache: TTFT 8 ms for a true 30 in issue
+    43). ``build(count, first)`` makes more (prompts ``first`` on, in a thread); None
+    where the prompts were given (a sweep's slice): past them a prompt is sent again,
+    marked ``prompt_reused`` on its record and counted in ``reused``."""
+
+    def __init__(
+        self,
+        prompts: list[Prompt],
+        n_measured: int,
+        build: Callable[[int, int], list[Prompt]] | None,
+        ahead: int = PROMPTS_AHEAD,
+    ) -> None:
+        self.prompts = prompts
+        self.n_measured = max(1, min(n_measured, len(prompts)))
+        self.build = build
+        self.ahead = ahead
+        self.extra: list[Prompt] = []
+        self.next_first = len(prompts)  # ids after the measured and warm-up prompts
+        self.task: asyncio.Future[list[Prompt]] | None = None
+        self.reused = 0
+
+    def warmup(self, i: int) -> Prompt:
+        return self.prompts[(self.n_measured + i) % len(self.prompts)]
+
+    def measured(self, i: int) -> tuple[Prompt, bool]:
+        """Measured request ``i``'s prompt, and whether it was sent before."""
+        self._keep_ahead(i)
+        if i < self.n_measured:
+            return self.prompts[i], False
+        k = i - self.n_measured
+        if k < len(self.extra):
+            return self.extra[k], False
+        self.reused += 1  # not built in time (or none can be): sent again
+        return self.prompts[i % self.n_measured], True
+
+    def _keep_ahead(self, i: int) -> None:
+        """Build the next prompts in a thread once fewer than ``ahead`` are left."""
+        left = self.n_measured + len(self.extra) - i
+        if self.build is None or self.task is not None or left > self.ahead:
+            return
+        count = 2 * self.ahead
+        build, first = self.build, self.next_first
+        self.next_first += count
+        task = asyncio.ensure_future(asyncio.to_thread(build, count, first))
+
+        def done(t: asyncio.Future[list[Prompt]]) -> None:
+            self.task = None
+            if not t.cancelled() and t.exception() is None:
+                self.extra += t.result()
+
+        task.add_done_callback(done)
+        self.task = task
+
+    async def close(self) -> None:
+        """Wait for a build in flight (its thread cannot be stopped, and the tokenizer it
+        uses is the one that re-counts the level's text next)."""
+        if self.task is not None:
+            with contextlib.suppress(Exception):
+                await self.task
+
+
+def prompts_needed(config: RunConfig) -> int:
+    """Measured prompts to build before the level: ``--requests``, else what a rate run
+    will send in its duration, else (a closed loop for a duration) 16 per stream; a
+    duration run builds more as it goes (``PromptFeed``)."""
+    if config.requests:
+        return config.requests
+    floor = max(64, 16 * (config.concurrency or 4))
+    if config.rate_rps and config.duration_s:
+        return max(floor, math.ceil(config.rate_rps * config.duration_s * 1.1))
+    return floor
+
+
 def templates_by_turn(
     count: Callable[[Sequence[tuple[str, str]]], int | None], prompts: list[Prompt], turns: int
 ) -> list[int] | None:
@@ -319,9 +406,19 @@ async def execute(
     dialect = get_dialect(config.engine)
     if config.endpoint not in dialect.endpoints:
         raise UsageError(f"engine {config.engine} has no {config.endpoint} endpoint")
-    n_measured = config.requests or max(64, 16 * (config.concurrency or 4))
+    n_measured = prompts_needed(config)
+    build_more: Callable[[int, int], list[Prompt]] | None = None
+    if prompts is not None and config.requests is None:
+        # a sweep's slice: its measured prompts, then the warm-up's
+        n_measured = max(1, len(prompts) - config.warmup)
     if prompts is None:
         prompts = build_prompts(config, tokenizer, n_measured + config.warmup)
+        # a trace replays its own lines; sessions keep turn i of a session at i mod T
+        if config.requests is None and config.trace is None and config.sessions is None:
+
+            def build_more(count: int, first: int) -> list[Prompt]:
+                return build_prompts(config, tokenizer, count, first)
+
     template = by_turn = None
     count_template = getattr(tokenizer, "chat_template_tokens", None)
     if config.endpoint == "chat" and prompts and callable(count_template):
@@ -345,7 +442,7 @@ async def execute(
     records: list[RequestRecord] = []
     if len(config.replica_urls) > 1:
         metrics_url = None  # one replica's token counter cannot witness the load of all
-    counter = await read_counter(metrics_url) if metrics_url else None
+    counter = await read_counter(metrics_url, config.model) if metrics_url else None
     own = prompts[0].tokens if prompts else None
     if config.endpoint == "chat" and tokenizer is not None and template is None and own:
         # the template's tokens are uncounted: one prompt of another length shows whether
@@ -357,6 +454,12 @@ async def execute(
     lags: list[float] = []
 
     halt, relay = _either(abort, stop)
+    # the counter read as a series through the level: a reset between readings is seen
+    scraper = (
+        asyncio.ensure_future(scrape(metrics_url, counter, config.model))
+        if counter is not None and metrics_url is not None
+        else None
+    )
     try:
         if config.workers > 1:
             status = await _execute_workers(
@@ -366,11 +469,15 @@ async def execute(
         else:
             status = await _execute_here(
                 config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, timeouts, lags, record_hold_s,
+                progress, halt, timeouts, lags, record_hold_s, build_more,
             )  # fmt: skip
     finally:
         if relay is not None:
             relay.cancel()
+        if scraper is not None:
+            scraper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scraper
     if status == "failed" and not abort.is_set():
         status = "done"  # stopped on purpose, not aborted
     client_loop = loop_lag(lags, _probe_interval(config), config.workers)
@@ -379,10 +486,16 @@ async def execute(
     engine = None
     if counter is not None and metrics_url is not None and not abort.is_set():
         claimed = engine_claimed(records)
-        enough = claimed - engine_slack(records, claimed)
-        after = await counter_after(metrics_url, counter, enough)
-        if after is not None:
-            engine = EngineCounter(name=counter[0], before=counter[1], after=after)
+        enough = claimed - engine_slack_below(claimed)
+        track = await counter_after(metrics_url, counter, enough, model=config.model)
+        if track is not None:
+            engine = EngineCounter(
+                name=track.name,
+                before=track.before,
+                after=track.after,
+                resets=track.resets,
+                scrapes=track.scrapes,
+            )
             store.add_sample(run_id, ENGINE_COUNTER_SAMPLE, 0.0, engine.model_dump())
     if tokenizer is not None:
         changed = await asyncio.to_thread(_count_and_retokenize, records, tokenizer)
@@ -438,7 +551,9 @@ def _count_and_retokenize(
     changed += [r for r in missing if r.completion_tokens is not None]
     done: list[int] = []
     with contextlib.suppress(OSError, ValueError):
-        retokenize(measured, tokenizer.encode, done)
+        # a local tokenizer encodes every chunk; a server's /tokenize is a round trip each
+        budget = CHUNK_ENCODES if isinstance(tokenizer, ServerTokenizer) else None
+        retokenize(measured, tokenizer.encode, done, budget)
     changed += [measured[i] for i in done]
     return changed
 
@@ -462,12 +577,14 @@ async def _execute_here(
     timeouts: Timeouts,
     lags: list[float],
     record_hold_s: float = HOLD_S,
+    build_more: Callable[[int, int], list[Prompt]] | None = None,
 ) -> str:
     """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
-    lag probe's readings during the measured load."""
+    lag probe's readings during the measured load. ``build_more`` makes prompts past
+    ``prompts`` as a duration run goes (``PromptFeed``)."""
     dialect = get_dialect(config.engine)
     warm = config.warmup
-    n_prompts = len(prompts)
+    feed = PromptFeed(prompts, n_measured, build_more, PROMPTS_AHEAD * (config.concurrency or 4))
     sink = RecordSink(store, run_id, record_hold_s)
     async with make_client(config.transport, headers, timeouts) as session:
 
@@ -476,7 +593,7 @@ async def _execute_here(
             records.append(rec)
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
-            p = prompts[(n_measured + i) % n_prompts] if warmup else prompts[i % n_prompts]
+            p, reused = (feed.warmup(i), False) if warmup else feed.measured(i)
             if progress is not None and not warmup:
                 progress.sent += 1
             rec = await send_prompt(
@@ -492,6 +609,7 @@ async def _execute_here(
                 replica=config.replica_for(i),
                 on_cancel=keep,
                 cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
+                reused=reused,
             )
             keep(rec)
             if progress is not None:
@@ -532,6 +650,7 @@ async def _execute_here(
             raise
         finally:
             sink.flush()
+            await feed.close()
         if abort.is_set():
             status = "failed"
     return status

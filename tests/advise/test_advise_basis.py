@@ -27,6 +27,8 @@ def _advice(
     conc: tuple[int, ...] = (1, 64, 512),
     **kw: Any,
 ) -> dict[str, Any]:
+    if kw.get("quant") is None:
+        kw["quant"] = "bf16"  # one format: these tests are about engines, not formats
     req = AdviceRequest(
         system=system_from_flags(gpu, gpus, "nvlink" if gpus > 1 else None),
         model=load_model(model),
@@ -130,17 +132,21 @@ def test_identical_borrowed_figures_lose_the_tie_and_say_where_they_would_rank()
         assert any("trtllm never measured" in n and regime in n for n in advice["notes"])
 
 
-def test_a_borrowed_estimate_that_leads_beyond_the_tie_band_says_by_how_much() -> None:
-    # c=512: vLLM's profile (lent to TensorRT-LLM) is 32% above SGLang's measured one
+def test_a_borrowed_estimate_ranks_by_the_low_end_of_its_range() -> None:
+    # c=512: vLLM's profile (lent to TensorRT-LLM) is 32% above SGLang's measured one,
+    # but the low end of its range (30% below) is not: it ranks below SGLang and says
+    # where it would rank if the borrowed profile held
     rows = _rows(_advice(), "high")
     trt, sglang = rows["trtllm"], rows["sglang"]
-    assert rows["vllm"]["rank"] < trt["rank"] < sglang["rank"]
+    assert rows["vllm"]["rank"] < sglang["rank"] < trt["rank"]
     place = trt["borrowed_rank"]
-    assert place["above"] == "sglang" and place["lead_pct"] > 10
-    assert (
-        f"ranked above sglang (measured): it would lead it by {place['lead_pct']:.0f}%"
-        in (trt["reasons"][0])
-    )
+    assert place["after"] == "sglang" and place["after_pct"] > 10
+    assert place["rank_if_it_holds"] <= sglang["rank"] < trt["rank"]
+    assert "ranks by the low end of its range" in trt["reasons"][0]
+    low, high = trt["range"]["low"], trt["range"]["high"]
+    point = trt["predicted"]["output_tok_s"]
+    assert low == pytest.approx(0.7 * point) and high == pytest.approx(1.12 * point)
+    assert trt["ranked_by"]["value"] == pytest.approx(low)
 
 
 def test_roofline_advice_keeps_its_order_and_marks_rows() -> None:
@@ -151,13 +157,19 @@ def test_roofline_advice_keeps_its_order_and_marks_rows() -> None:
 
 def test_the_terminal_row_says_measured_or_borrowed(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["advise", "--gpu", "H200", "--model", "llama-3.1-8b", "--concurrency", "1,64,512"]
-    assert cli_main([*args, "--input-tokens", "200", "--output-tokens", "256"]) == 0
+    args += ["--quant", "bf16", "--input-tokens", "200", "--output-tokens", "256"]
+    assert cli_main([*args, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "(estimate: sglang profile, measured: sglang-a, H200)" in out
     assert "(estimate: vllm profile, measured: vllm-a, sglang-a, H200)" in out
     assert "(estimate: borrowed: vllm profile, trtllm never measured; would rank #1" in out
-    assert "would lead sglang by" in out
     assert "(estimate: vllm profile)" not in out
+    # the default table marks the borrowed figures and says how they are ranked
+    assert cli_main(args) == 0
+    table = capsys.readouterr().out
+    trt = next(line for line in table.splitlines() if line.startswith("  trtllm bf16"))
+    assert "~" in trt
+    assert "borrowed estimate (vllm profile, trtllm never measured): ranked by the low end" in table
 
 
 def test_sglang_graphs_off_is_compared_with_its_own_graphs_off_fit(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ def _advice(model: str, gpu: str, gpus: int = 1, **kw: Any) -> dict[str, Any]:
 
 
 def test_advise_qwen3_moe_on_h200() -> None:
-    a = _advice("qwen3-30b-a3b", "H200")
+    a = _advice("qwen3-30b-a3b", "H200", quant="bf16")
     assert a["model"]["experts"] == 128 and a["model"]["experts_per_token"] == 8
     recs = a["recommendations"]
     assert {r["engine"] for r in recs} >= {"vllm", "sglang", "llamacpp"}
@@ -237,3 +238,89 @@ def test_roofline_entry_is_a_moe_roofline_fact(qwen: Any) -> None:
     # c=1: the active weights (6.71 GB) plus one sequence's KV, at 4.3 TB/s
     want = (qwen.active_params * 2 + 98304 * 456) / 4.3e12 * 1e3
     assert step_bound_ms(facts, 1) == pytest.approx(want, rel=1e-3)
+
+
+def test_untuned_rule_has_a_source_and_covers_every_batch() -> None:
+    from crossover.advise.rules import moe_untuned_classes
+
+    classes = moe_untuned_classes()
+    assert [c.id for c in classes][-1] == "most"  # the catch-all comes last
+    assert not classes[-1].gpus and classes[-1].max_n is None
+    for c in classes:
+        assert "PR #" in c.source or "measured" in c.source
+        spans = sorted(r.batch for r in c.ranges)
+        assert spans[0][0] == 1
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
+        assert all(0 <= r.slower_pct[0] <= r.slower_pct[1] for r in c.ranges)
+    # the H200 measurement (TPOT p50 with the tuned file hidden) sits inside "most"
+    most = classes[-1]
+    # (2026-12-03, issue 39; and docs/results/h200/moe-tuning/summary.json of 2026-12-04)
+    sessions = [
+        {1: 1.0, 4: 4.6, 16: -0.8, 64: 0.4, 256: -1.0},
+        {1: 1.3, 4: 4.6, 16: -0.9, 64: -0.6, 256: 0.5},
+    ]
+    for measured in sessions:
+        for c, pct in measured.items():
+            s = moe.untuned_slowdown("H200", c, 768)
+            assert s is not None and s.cls == "most" and s.source == most.source
+            assert pct <= s.high_pct
+    assert "1.046 at c=4" in most.source and "moe-tuning/summary.json" in most.source
+
+
+@pytest.mark.parametrize(
+    ("gpu", "batch", "n", "cls", "low", "high"),
+    [
+        ("H200", 4, 768, "most", 0, 5.4),
+        ("RTX-4090", 256, 768, "most", 0, 5.4),
+        ("H20", 1, 768, "h20", 31, 60),  # PR #44152: 1.31x at batch 1, 1.60x at 32
+        ("H20", 32, 768, "h20", 31, 60),
+        ("H20", 2048, 768, "h20", 0, 3),  # ~1.0x from 512 on
+        ("H200", 32, 96, "narrow-shard", 8, 25),  # PR #35457: 20-24% at 16-64
+        ("H200", 1, 96, "narrow-shard", 2, 12),
+        ("H200", 9000, 768, "most", 0, 5.4),  # past the measured batches: the last range
+    ],
+)
+def test_untuned_slowdown_per_class(
+    gpu: str, batch: int, n: int, cls: str, low: float, high: float
+) -> None:
+    s = moe.untuned_slowdown(gpu, batch, n)
+    assert s is not None
+    assert (s.cls, s.low_pct, s.high_pct) == (cls, low, high)
+    assert s.factor == pytest.approx(1 + (low + high) / 200)
+
+
+def test_absent_config_says_what_it_costs(qwen: Any) -> None:
+    got = moe.tuned_config("vllm", "RTX-4090", qwen, "bf16", batches=[1, 8, 64])
+    assert got is not None and got.status == "absent"
+    assert [s.batch for s in got.slowdown] == [1, 8, 64]
+    assert "expect 0-5.4% slower decode at batch 1-64 (GPU class most" in got.reason
+    present = moe.tuned_config("vllm", "H200", qwen, "bf16", batches=[1, 64])
+    assert present is not None and present.slowdown == [] and present.at(1) is None
+    h20 = moe.tuned_config("vllm", "H20", qwen, "bf16", batches=[1])
+    assert h20 is not None and h20.status == "unknown"
+    assert "if none ships, expect 31-60% (up to 1.6x) slower decode at batch 1" in h20.reason
+
+
+def test_the_advisor_applies_the_untuned_slowdown(qwen: Any) -> None:
+    from crossover.advise import efficiency
+    from crossover.advise.candidates import Candidate
+    from crossover.advise.explain import predict_candidate
+
+    cal = efficiency.load_calibration()
+    req = AdviceRequest(
+        system=system_from_flags("H200"), model=qwen, input_tokens=200, output_tokens=256
+    )
+    curve = cost.NoComm()
+    fp8 = Candidate(engine="vllm", tp=1, pp=1, quant="fp8")  # no tuned FP8 file on the H200
+    bf16 = Candidate(engine="vllm", tp=1, pp=1, quant="bf16")  # the tuned file ships
+    for c, factor in ((fp8, 1 + (0 + 5.4) / 200), (bf16, 1.0)):
+        got = predict_candidate(req, c, curve, 8, None, cal)
+        raw = efficiency.predict(
+            qwen, req.system, Layout(), c.quant, curve, cal.profiles["vllm"],
+            concurrency=8, input_tokens=200, output_tokens=256,
+        )  # fmt: skip
+        assert got.step_ms == pytest.approx(raw.step_ms * factor)
+        assert got.decode_tok_s_per_user <= raw.decode_tok_s_per_user
+    advice = advise(req.model_copy(update={"quant": "fp8", "engines": ["vllm"]}))
+    text = json.dumps(advice["recommendations"])
+    assert "expect 0-5.4% slower decode" in text and "slowed by the range's middle" in text

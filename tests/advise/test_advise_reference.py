@@ -107,8 +107,8 @@ def test_advise_results_on_the_real_h200_sweep(
 ) -> None:
     out = tmp_path / "advice.json"
     args = ["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency"]
-    args += ["1,8,64,256", "--input-tokens", "200", "--output-tokens", "256"]
-    assert cli_main([*args, "--results", str(SWEEP), "--json", str(out)]) == 0
+    args += ["1,8,64,256", "--input-tokens", "200", "--output-tokens", "256", "--quant", "bf16"]
+    assert cli_main([*args, "--results", str(SWEEP), "--json", str(out), "--explain"]) == 0
     printed = capsys.readouterr().out
     advice = json.loads(out.read_text())
     recs = {(r["regime"], r["engine"]): r for r in advice["recommendations"]}

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from crossover.engines.counters import GENERATION_COUNTERS, counter_after, counter_value
+from crossover.engines.counters import (
+    GENERATION_COUNTERS,
+    CounterTrack,
+    counter_after,
+    counter_series,
+    counter_value,
+)
 
 SGLANG_METRICS = (
     Path(__file__).parents[1] / "fixtures" / "sglang" / "sglang-0.5.17-metrics-h200.txt.gz"
@@ -68,12 +74,11 @@ def _after(values: list[float], enough: float, settle_s: float = 2.0) -> tuple[f
         await site.start()
         url = f"http://127.0.0.1:{runner.addresses[0][1]}/metrics"
         try:
-            got = await counter_after(
-                url, ("calibration:generation_tokens_total", 100.0), enough, settle_s
-            )
+            track = CounterTrack("calibration:generation_tokens_total", {(): (100.0, None)}, 100.0)
+            got = await counter_after(url, track, enough, settle_s)
         finally:
             await runner.cleanup()
-        return got, hits[0]
+        return (got.after if got is not None else None), hits[0]
 
     return asyncio.run(go())
 
@@ -94,10 +99,9 @@ def test_counter_after_stops_when_the_counter_stands_still() -> None:
 
 
 def test_counter_after_unreadable_is_none() -> None:
-    async def go() -> float | None:
-        return await counter_after(
-            "http://127.0.0.1:9/metrics", ("vllm:generation_tokens_total", 1.0), 1, 0.3
-        )
+    async def go() -> CounterTrack | None:
+        track = CounterTrack("vllm:generation_tokens_total", {(): (1.0, None)}, 1.0)
+        return await counter_after("http://127.0.0.1:9/metrics", track, 1, 0.3)
 
     assert asyncio.run(go()) is None
 
@@ -120,3 +124,61 @@ def test_sglang_counter_is_what_the_scraper_keeps() -> None:
     assert values["sglang:generation_tokens_total"] == 179480.0
     assert values["sglang:num_running_reqs"] == 0.0
     assert "sglang:token_usage" in values
+
+
+def _exposition(*series: tuple[str, float, float | None]) -> str:
+    """vLLM's counter with ``_created`` beside it, one line per (model, value, created)."""
+    lines = ["# TYPE vllm:generation_tokens counter"]
+    for model, value, created in series:
+        lines.append(f'vllm:generation_tokens_total{{model_name="{model}"}} {value}')
+        if created is not None:
+            lines.append(f'vllm:generation_tokens_created{{model_name="{model}"}} {created}')
+    return "\n".join(lines) + "\n"
+
+
+def _track(text: str, model: str | None = "m") -> CounterTrack:
+    got = counter_series(text, model=model)
+    assert got is not None
+    return CounterTrack(got[0], got[1], sum(v for v, _ in got[1].values()))
+
+
+def _add(track: CounterTrack, text: str, model: str | None = "m") -> None:
+    got = counter_series(text, model=model)
+    assert got is not None
+    track.add(got[1])
+
+
+def test_the_series_sums_each_rise_and_only_the_runs_model() -> None:
+    t = _track(_exposition(("m", 100, 1.0), ("other", 5000, 1.0)))
+    assert t.before == 100
+    _add(t, _exposition(("m", 160, 1.0), ("other", 9000, 1.0)))
+    _add(t, _exposition(("m", 200, 1.0), ("other", 9900, 1.0)))
+    assert (t.rise, t.resets, t.scrapes) == (100, 0, 3)
+
+
+def test_a_reset_between_readings_is_seen_in_the_series() -> None:
+    """100 -> 180, reset to 0, -> 40: the rise read as a series is 120 and the reset is
+    marked; before-and-after alone would read -60, or, past 100, a lie."""
+    t = _track(_exposition(("m", 100, None)))
+    _add(t, _exposition(("m", 180, None)))
+    _add(t, _exposition(("m", 40, None)))
+    assert (t.rise, t.resets) == (120, 1)
+
+
+def test_a_new_created_is_a_reset_even_where_the_value_rose() -> None:
+    """Restarted and past its old value by the next reading: only ``_created`` says so."""
+    t = _track(_exposition(("m", 100, 1.0)))
+    _add(t, _exposition(("m", 150, 2.0)))
+    assert (t.rise, t.resets) == (150, 1)
+
+
+def test_without_model_labels_every_series_counts() -> None:
+    text = "# TYPE x counter\ncalibration:generation_tokens_total 7\n"
+    assert counter_value(text, model="m") == ("calibration:generation_tokens_total", 7.0)
+
+
+def test_a_model_no_series_is_labelled_with_counts_every_series() -> None:
+    """Asked for by an alias of the served name: no series is labelled with it, and
+    leaving them all out would read as usage over-reporting."""
+    text = _exposition(("served-name", 100, None), ("other", 20, None))
+    assert counter_value(text, model="alias") == ("vllm:generation_tokens_total", 120.0)

@@ -77,7 +77,7 @@ def test_a_fraction_of_inflated_requests_is_counted(tmp_path: Path) -> None:
     out, _ = run_against(calib("usage_inflated:0.25"), tmp_path, engine_metrics=False)
     (p,) = [p for p in out.summary.problems if p.code == "text_tokens_mismatch"]
     assert p.count == 4
-    assert "usage 16, text 8 tokens (8 chunk by chunk) in 8 chunks" in p.message
+    assert "usage 16, text 8 tokens as a whole, 8 chunk by chunk, in 8 chunks" in p.message
     assert out.summary.requests.matched == 12
 
 

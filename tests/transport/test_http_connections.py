@@ -61,3 +61,28 @@ def test_open_connections_are_the_ones_the_load_uses(transport: Transport) -> No
     assert answered == 8
     assert len(opened) == 8
     assert used == opened  # no new connection during the load
+
+
+def test_the_warm_up_of_a_server_that_accepts_but_never_answers_is_bounded(
+    transport: Transport,
+) -> None:
+    """A listening socket nobody accepts from: the kernel completes the handshakes into
+    its queue and no answer ever comes (issue 43: a full accept queue held a run 216 s
+    in this warm-up). Each GET is given up after its limit; none is counted answered."""
+
+    async def go() -> tuple[int, float]:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)  # never accepted
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        try:
+            async with make_client(transport, None, Timeouts(connect_s=0.5)) as session:
+                t0 = asyncio.get_running_loop().time()
+                answered = await open_connections(session, url, 16, limit_s=0.5)
+                return answered, asyncio.get_running_loop().time() - t0
+        finally:
+            listener.close()
+
+    answered, took = asyncio.run(asyncio.wait_for(go(), 20))
+    assert answered == 0
+    assert took < 2.0

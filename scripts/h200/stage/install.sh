@@ -10,7 +10,7 @@
 #                   sweep YAML's env) so its versions win where the two engines differ
 #                   (flashinfer, xgrammar, ...) and vLLM never sees them. Wheels identical
 #                   to vLLM's core set come from the machine's Python once vLLM installed them.
-# Writes /tmp/xo/vllm.done and /tmp/xo/sglang.done ("rc=N").
+# Writes /tmp/xo/vllm.done and /tmp/xo/sglang.done ("rc=N"; "rc=skipped" for a vLLM-only set).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 WH=${WH:-/root/wheelhouse}; PY=${PY:-/opt/torch/.venv/bin/python3}; W=/tmp/xo; mkdir -p $W
@@ -27,6 +27,11 @@ echo "sha256 OK: $(wc -l < MANIFEST.tsv) wheels"
 STAGE="$WH" bash "$ROOT/scripts/h200/vllm-stage/stage_plan.sh" remote-scripts || exit 1
 ( TIER=core bash "$WH/install_vllm.sh" > $W/install-vllm.log 2>&1
   echo "rc=$?" > $W/vllm.done ) &
+# a vLLM-only chunk set (stage.py chunks without --sglang): nothing more to install
+if ! awk -F'\t' '$3 ~ /sglang-/ {f=1} END {exit !f}' MANIFEST.tsv; then
+  wait; echo "rc=skipped (no SGLang wheels in this chunk set)" > $W/sglang.done
+  echo "vLLM: $(cat $W/vllm.done); SGLang: not staged"; exit 0
+fi
 # SGLang: its core + added tiers, less what vLLM's core tier installs into the machine's Python
 awk -F'\t' '$3 ~ /sglang-(core|added)/ && $3 !~ /vllm-core/ {print $1}' MANIFEST.tsv > sglang.todo
 awk -F'\t' '$3 ~ /sglang-overlay/ {print $1}' MANIFEST.tsv > sglang.overlay

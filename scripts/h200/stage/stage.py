@@ -7,9 +7,11 @@ Here (a machine with the package registry):
     python3 scripts/h200/stage/stage.py chunks --vllm /tmp/xo-stage/wheels \
         --sglang /tmp/xo-stage/sgl --out .whl-chunks --max-mib 58
 
-The two engines share 118 MiB of identical wheels (the CUTLASS DSL, nvdisasm, ...): each
-file travels once. ``--max-mib`` is what one call may carry beside the repository's own
-files (64 MiB in all). Wheels larger than a chunk are cut into ``NAME.part-aa``, ... and
+Without ``--sglang`` the chunks hold vLLM alone (about 521 MiB: 9 chunks of 58 MiB and
+a small one), and install.sh installs only vLLM. The two engines share 118 MiB of
+identical wheels (the CUTLASS DSL, nvdisasm, ...): each file travels once.
+``--max-mib`` is what one call may carry beside the repository's own files (64 MiB in
+all). Wheels larger than a chunk are cut into ``NAME.part-aa``, ... and
 joined again by scripts/h200/stage/install.sh on the device. Every file is checked against
 the sha256 of the lock files: the one in scripts/h200/vllm-stage/stage_plan.sh (vLLM, tiers core and
 fallback) and scripts/h200/sglang-stage/wheels.tsv (SGLang, tiers core, added, overlay).
@@ -83,9 +85,12 @@ def download(dest: Path) -> None:
     print(f"{len(sglang_rows())} SGLang wheels in {dest}")
 
 
-def chunks(vllm_dir: Path, sglang_dir: Path, out: Path, max_bytes: int) -> None:
+def chunks(vllm_dir: Path, sglang_dir: Path | None, out: Path, max_bytes: int) -> None:
     files: dict[str, tuple[Path, int, str, set[str]]] = {}
-    for src, rows in ((vllm_dir, vllm_rows()), (sglang_dir, sglang_rows())):
+    sets = [(vllm_dir, vllm_rows())]
+    if sglang_dir is not None:
+        sets.append((sglang_dir, sglang_rows()))
+    for src, rows in sets:
         for role, fn, size, sha in rows:
             if fn in files:
                 files[fn][3].add(role)
@@ -156,7 +161,7 @@ def main() -> None:
     d.add_argument("--dir", type=Path, required=True)
     c = sub.add_parser("chunks", help="pack both wheel sets into carryable chunks")
     c.add_argument("--vllm", type=Path, required=True)
-    c.add_argument("--sglang", type=Path, required=True)
+    c.add_argument("--sglang", type=Path, default=None, help="without it: vLLM alone")
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--max-mib", type=int, default=58)
     a = ap.parse_args()

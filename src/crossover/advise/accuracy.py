@@ -8,8 +8,9 @@ decode tokens/s per user (1000 / TPOT p50), the two figures the advice ranks by.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from statistics import mean
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -19,6 +20,10 @@ from crossover.advise.efficiency import Calibration, EngineProfile, ErrorSummary
 from crossover.advise.hardware import System, system_from_flags
 from crossover.advise.model import ModelFacts
 from crossover.advise.results import Measured, SweepResults
+from crossover.errors import UsageError
+
+if TYPE_CHECKING:
+    from crossover.advise.candidates import AdviceRequest, Candidate
 
 METRICS: tuple[str, ...] = ("output_tok_s", "decode_tok_s_per_user")
 REGIMES: tuple[str, ...] = ("c=1", "c=2-16", "c=32-128", "c>=256")
@@ -63,25 +68,137 @@ def predict_measured(
     gpu: str,
     profile: EngineProfile | None,
     curve: AllReduceCurve | None = None,
+    cached_tokens: int = 0,
+    host_mem_bandwidth: float | None = None,
 ) -> Prediction | None:
-    """The prediction for one measured target and level (None: no workload in the sweep)."""
+    """The prediction for one measured target and level (None: no workload in the sweep).
+    ``cached_tokens``: the prompt tokens the engine served from its prefix cache.
+
+    An MoE is predicted as the advisor predicts it: a target that kept experts in host
+    memory (``m.n_cpu_moe``) by the offload model (``moe.offload_prediction``, at
+    ``host_mem_bandwidth`` GB/s; None: the advisor's default host), and a fused-MoE
+    kernel on its default tiles slowed by ``moe_untuned`` (``_untuned``)."""
     if results.input_tokens is None or results.output_tokens is None:
         return None
     layout = Layout(tp=m.tp, pp=m.pp)
     system = system_for(gpu, layout)
+    quant = m.quant or "bf16"
+    if model.is_moe and m.n_cpu_moe:
+        return _offloaded(
+            m,
+            system,
+            model,
+            quant,
+            results.input_tokens,
+            results.output_tokens,
+            cached_tokens,
+            host_mem_bandwidth,
+        )
     if layout.gpus > 1:
         use: AllReduceCurve = curve or cost.default_curve(system)
     else:
         use = cost.NoComm()
-    quant = m.quant or "bf16"
     kwargs: dict[str, Any] = {
         "concurrency": m.concurrency,
         "input_tokens": results.input_tokens,
         "output_tokens": results.output_tokens,
+        "cached_tokens": cached_tokens,
     }
     if profile is None:
         return cost.predict(model, system, layout, quant, use, **kwargs)
-    return efficiency.predict(model, system, layout, quant, use, profile, **kwargs)
+    pred = efficiency.predict(model, system, layout, quant, use, profile, **kwargs)
+    if model.is_moe:
+        pred = _untuned(pred, m, system, model, quant, results.output_tokens)
+    return pred
+
+
+def _request(
+    system: System,
+    model: ModelFacts,
+    input_tokens: int,
+    output_tokens: int,
+    host_mem_bandwidth: float | None = None,
+    cached_tokens: int = 0,
+) -> AdviceRequest:
+    """The advice request a sweep's workload makes; ``cached_tokens`` (what the target
+    served from its prefix cache) stands as the shared prefix."""
+    from crossover.advise.candidates import AdviceRequest
+
+    return AdviceRequest(
+        system=system,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        shared_prefix_tokens=cached_tokens,
+        host_mem_bandwidth=host_mem_bandwidth,
+    )
+
+
+def _candidate(m: Measured, quant: str) -> Candidate:
+    from crossover.advise.candidates import Candidate
+
+    return Candidate(engine=m.engine, tp=m.tp, pp=m.pp, quant=quant, n_cpu_moe=m.n_cpu_moe)
+
+
+def _offloaded(
+    m: Measured,
+    system: System,
+    model: ModelFacts,
+    quant: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int,
+    host_mem_bandwidth: float | None,
+) -> Prediction:
+    """llama.cpp with ``m.n_cpu_moe`` layers' experts in host memory, through the
+    advisor's own offload model."""
+    from crossover.advise import moe
+
+    req = _request(system, model, input_tokens, output_tokens, host_mem_bandwidth, cached_tokens)
+    if req.cached_tokens(m.engine) != cached_tokens:
+        raise UsageError(f"{m.target}: {m.engine} keeps no prefix cache for the offload model")
+    return moe.offload_prediction(req, _candidate(m, quant), m.concurrency, None)
+
+
+def _untuned(
+    pred: Prediction,
+    m: Measured,
+    system: System,
+    model: ModelFacts,
+    quant: str,
+    output_tokens: int,
+) -> Prediction:
+    """The advisor's untuned fused-MoE slowdown (rule ``moe-tuned-kernel-config``).
+
+    Where the engine's log says which config it read (``m.moe_tuned_config``), that
+    decides: a tuned one runs as predicted, the default tiles are slowed by
+    ``moe.untuned_slowdown`` for this GPU class and batch, as ``moe.apply_untuned``
+    slows an ``absent`` config. Not stated: the advisor's own lookup
+    (``moe.apply_untuned``, from the engine's config table)."""
+    from crossover.advise import moe
+
+    if m.moe_tuned_config is None:
+        req = _request(system, model, 1, output_tokens)
+        return moe.apply_untuned(pred, req, _candidate(m, quant))[0]
+    if m.moe_tuned_config:
+        return pred
+    key = moe.config_key(model, quant, m.tp)
+    n = int(key.split(",")[1].removeprefix("N=")) if key else None
+    slow = moe.untuned_slowdown(system.gpu.id, pred.batch, n)
+    if slow is None:
+        return pred
+    # as moe.apply_untuned: each decode step slower by the range's middle
+    extra = output_tokens * pred.step_ms * (slow.factor - 1)
+    per_user = output_tokens / (output_tokens / pred.decode_tok_s_per_user * 1e3 + extra) * 1e3
+    scale = per_user / pred.decode_tok_s_per_user
+    return pred.model_copy(
+        update={
+            "step_ms": pred.step_ms * slow.factor,
+            "decode_tok_s_per_user": per_user,
+            "output_tok_s": pred.output_tok_s * scale,
+            "total_tok_s": pred.total_tok_s * scale,
+        }
+    )
 
 
 def rows_for(
@@ -92,11 +209,16 @@ def rows_for(
     curve: AllReduceCurve | None = None,
     only: set[tuple[str, int]] | None = None,
     profiles: dict[str, EngineProfile] | None = None,
+    cached: Callable[[Measured], int] | None = None,
+    host_mem_bandwidth: float | None = None,
 ) -> list[Row]:
     """One row per valid (target, level) and metric. ``calibration`` None: the roofline.
 
     ``profiles`` overrides the calibration's (the fit uses it for held-out profiles);
-    ``only`` restricts the rows to these (target, concurrency) pairs."""
+    ``only`` restricts the rows to these (target, concurrency) pairs; ``cached`` gives the
+    prompt tokens a target served from its prefix cache (a shared-prefix workload);
+    ``host_mem_bandwidth``: the GB/s of the sweep machine's host memory, for targets that
+    kept experts there."""
     out: list[Row] = []
     for m in results.measured:
         if only is not None and (m.target, m.concurrency) not in only:
@@ -108,7 +230,8 @@ def rows_for(
             profile = calibration.profile(m.engine, m.cuda_graphs is not False)
         if profile is None and (profiles is not None or calibration is not None):
             continue  # an engine the calibration does not know: no estimate to compare
-        pred = predict_measured(m, results, model, gpu, profile, curve)
+        hit = cached(m) if cached is not None else 0
+        pred = predict_measured(m, results, model, gpu, profile, curve, hit, host_mem_bandwidth)
         if pred is None:
             continue
         for metric in METRICS:

@@ -23,6 +23,9 @@ from crossover.advise import accuracy, cost
 from crossover.advise.candidates import (
     AdviceRequest,
     Candidate,
+    CandidateKey,
+    Regime,
+    formats_for,
     regimes_for,
     screen,
 )
@@ -30,6 +33,7 @@ from crossover.advise.cost import AllReduceCurve, Prediction
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.explain import (
     TIE_FRACTION,
+    Placement,
     dedupe,
     measured_figures,
     metric,
@@ -38,10 +42,11 @@ from crossover.advise.explain import (
     predict_candidate,
     recommendation,
 )
+from crossover.advise.formats import quality
 from crossover.advise.hardware import find_gpu
-from crossover.advise.model import ModelFacts, quant_from_config
+from crossover.advise.model import quant_from_config
 from crossover.advise.nearmiss import near_misses
-from crossover.advise.ranking import Scored, basis_of, measured_first
+from crossover.advise.ranking import Scored, basis_of, borrowed_low, measured_first, why_above
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import normalize_quant
 from crossover.errors import UsageError
@@ -49,7 +54,7 @@ from crossover.errors import UsageError
 __all__ = ["SCHEMA", "AdviceRequest", "advise", "regimes_for"]
 
 SCHEMA = "crossover.advice/1"
-TOP_PER_REGIME = 5
+TOP_PER_REGIME = 6
 
 
 def advise(
@@ -69,15 +74,27 @@ def advise(
     if req.input_tokens < 1 or req.output_tokens < 1:
         raise UsageError("--input-tokens and --output-tokens must be >= 1")
     cost.check_shared_prefix(req.shared_prefix_tokens, req.input_tokens)
-    quant = normalize_quant(req.quant or quant_from_config(model) or _default_quant(model))
     curve = curve or cost.default_curve(system)
     regimes = regimes_for(req.concurrency)
     context = req.input_tokens + req.output_tokens
-    kept, rejected = screen(req, quant, context, regimes[0][1])
+    # measured targets' own formats are weighed too, so their measurements are used
+    extra: dict[str, list[str]] = {}
+    for m in results.measured if results is not None else []:
+        if m.quant is not None:
+            extra.setdefault(m.engine, []).append(normalize_quant(m.quant))
+    kept, rejected = screen(req, context, regimes[0][1], extra)
+    skipped = {(r["engine"], r["config"]["quant"]) for r in rejected if r.get("not_asked")}
+    formats = {
+        e: [q for q in formats_for(req, e, extra)[0] if (e, q) not in skipped] for e in req.engines
+    }
 
     recommendations: list[dict[str, Any]] = []
     comparisons: list[dict[str, Any]] = []
     notes: list[str] = []
+    per_regime: list[
+        tuple[Regime, int, list[tuple[Scored, float]], dict[Any, Placement], float | None]
+    ] = []
+    listed: set[CandidateKey] = set()
     for regime, conc in regimes:
         scored: list[Scored] = []
         for ev in kept:
@@ -95,7 +112,11 @@ def advise(
             value = metric(regime, pred)
             if measured is not None and measured.get(metric_key(regime)) is not None:
                 value = float(measured[metric_key(regime)])
-            scored.append(Scored(value, ev, pred, measured, basis_of(c, measured, results, cal)))
+            basis = basis_of(c, measured, results, cal)
+            if basis.kind == "borrowed":  # a borrowed estimate ranks by its low end
+                scored.append(Scored(borrowed_low(value), ev, pred, measured, basis, value))
+            else:
+                scored.append(Scored(value, ev, pred, measured, basis))
         if not scored:
             continue
         # Roofline predictions are upper bounds: where some candidates were measured, rank
@@ -121,15 +142,42 @@ def advise(
         if moved:
             notes.append(
                 f"{regime} concurrency: {', '.join(moved)} never measured: estimated on a "
-                "borrowed profile, ranked below the measured candidates it does not lead by "
-                f"more than {TIE_FRACTION:.0%}; the row says where it would rank "
-                "(measured-before-borrowed)"
+                "borrowed profile and ranked by the low end of its range, below the measured "
+                f"candidates that low end does not lead by more than {TIE_FRACTION:.0%}; the "
+                "row says where it would rank if the profile held (measured-before-borrowed)"
             )
-        for rank, (s, best) in enumerate(ranked, start=1):
+        per_regime.append((regime, conc, ranked, placed, scale))
+        shown: set[str] = set()  # engines with a row listed in this regime
+        low_loss = False  # a format that loses little or no quality is listed
+        for rank, (s, _) in enumerate(ranked, start=1):
             p = placed.get(s.key)
-            if rank > TOP_PER_REGIME and s.measured is None:
-                if p is None or p.rank_if_it_holds > TOP_PER_REGIME:
-                    continue  # measured candidates, and those moved down, are listed
+            lossless = quality(s.ev.candidate.quant).rank <= 1
+            if (
+                rank <= TOP_PER_REGIME
+                or s.measured is not None
+                or s.ev.candidate.engine not in shown
+                or (lossless and not low_loss)
+            ):
+                listed.add(s.key)
+                low_loss = low_loss or lossless
+            elif p is not None and p.rank_if_it_holds <= TOP_PER_REGIME:
+                listed.add(s.key)  # a borrowed estimate moved down says where it would rank
+            shown.add(s.ev.candidate.engine)
+        notes.extend(nvlink_wall(req, kept, conc, curve, cal))
+    # a candidate listed at one load (its top ranks, each engine's best, every measured
+    # one) is listed at every load, so its row in the table is whole
+    for regime, conc, ranked, placed, scale in per_regime:
+        for rank, (s, best) in enumerate(ranked, start=1):
+            if s.key not in listed:
+                continue
+            above = next(
+                (
+                    why
+                    for b, _ in ranked[rank:]
+                    if (why := why_above(s, b, regime, model, cal is not None)) is not None
+                ),
+                None,
+            )
             recommendations.append(
                 recommendation(
                     req,
@@ -145,10 +193,10 @@ def advise(
                     scale,
                     cal,
                     basis=s.basis,
-                    placement=p,
+                    placement=placed.get(s.key),
+                    above=above,
                 )
             )
-        notes.extend(nvlink_wall(req, kept, conc, curve, cal))
     if results is not None:
         notes.extend(_measured_note(results, recommendations))
     if not recommendations:
@@ -164,6 +212,7 @@ def advise(
             "interconnect": system.interconnect,
             "source": system.source,
             "compute_capability": system.gpu.compute_capability,
+            "sm_family": system.gpu.sm_family,
             "memory_gib": system.gpu.memory_gib,
             "datasheet": system.gpu.source,
             "pairs": [p.model_dump() for p in system.pairs],
@@ -185,7 +234,10 @@ def advise(
             "dtype": model.dtype,
             "checkpoint_quant": quant_from_config(model),
             "kv_bytes_per_token": model.kv_values_per_token() * cost.KV_BYTES,
-            "quant": quant,
+            # --quant as given (None: every format each engine has kernels for here)
+            "quant": req.quant,
+            # the weight formats weighed per engine (formats.yaml defaults, or --quant)
+            "formats": formats,
         },
         "workload": {
             "input_tokens": req.input_tokens,
@@ -315,8 +367,3 @@ def _measured_note(results: SweepResults, recs: list[dict[str, Any]]) -> list[st
             f"layout was, or no candidate matches): {', '.join(unused)}"
         )
     return out
-
-
-def _default_quant(model: ModelFacts) -> str:
-    dtype = (model.dtype or "bfloat16").lower()
-    return "fp16" if dtype in ("float16", "fp16", "half") else "bf16"

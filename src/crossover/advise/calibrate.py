@@ -41,7 +41,7 @@ from crossover.advise import cost, efficiency
 from crossover.advise.accuracy import Row, regime, summarize, worst
 from crossover.advise.cost import AllReduceCurve, Layout
 from crossover.advise.efficiency import Calibration, Source
-from crossover.advise.fit import Point, fit, heldout, in_sample_rows
+from crossover.advise.fit import Point, fit, fit_moe, heldout, heldout_moe, in_sample_rows
 from crossover.advise.fit_report import Report, at_bound, markdown
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
@@ -206,6 +206,9 @@ def reference_rows(calibration: Calibration) -> list[Row]:
     return out
 
 
+DEFAULT_MOE_MODEL = "qwen3-30b-a3b"
+
+
 def calibrate(
     paths: Sequence[Path],
     model_name: str,
@@ -214,13 +217,25 @@ def calibrate(
     command: str | None = None,
     starts: int = 3,
     exclude: Sequence[str] = (),
+    moe_paths: Sequence[Path] = (),
+    moe_model: str = DEFAULT_MOE_MODEL,
+    moe_targets: Sequence[str] = (),
 ) -> Report:
     """Fit every profile the sweeps measure (but the ``exclude``d targets), then the
-    held-out and reference errors."""
+    held-out and reference errors. With ``moe_paths``: each of ``moe_targets`` in those
+    sweeps (of ``moe_model``) fits its profile's MoE term, the dense terms held."""
     model = load_model(model_name)
     points, sources = load_points(paths, gpu, exclude)
     floor = eager_allreduce_floor_us(allreduce)
     profiles = fit(points, model, floor, starts)
+    moe_points: list[Point] = []
+    moe_sources: list[Source] = []
+    if moe_paths:
+        if not moe_targets:
+            raise UsageError("--moe-sweep needs --moe-target (the targets whose MoE term to fit)")
+        moe_points, moe_sources = _moe_points(moe_paths, gpu, moe_targets)
+        moe_facts = load_model(moe_model)
+        profiles = fit_moe(moe_points, moe_facts, profiles, starts)
     in_sample = in_sample_rows(points, model, profiles)
     levels = heldout(points, model, profiles, lambda p: str(p.measured.concurrency))
     targets = heldout(points, model, profiles, lambda p: p.group)
@@ -229,8 +244,17 @@ def calibrate(
         schema_="crossover.calibration/1",
         gpu=",".join(gpus),
         model=model_name,
-        command=command or command_line(paths, model_name, exclude=exclude),
+        command=command
+        or command_line(
+            paths,
+            model_name,
+            exclude=exclude,
+            moe_paths=moe_paths,
+            moe_model=moe_model,
+            moe_targets=moe_targets,
+        ),
         sources=sources,
+        moe_sources=moe_sources,
         profiles=profiles,
         # only for what was not measured: a measured engine uses its own profile
         borrow={k: v for k, v in BORROW.items() if v in profiles and k not in profiles},
@@ -243,6 +267,14 @@ def calibrate(
     )
     refs = reference_rows(cal)
     cal.errors["references"] = summarize(refs)
+    moe_in: list[Row] = []
+    moe_held: list[Row] = []
+    if moe_points:
+        moe_facts = load_model(moe_model)
+        moe_in = in_sample_rows(moe_points, moe_facts, profiles)
+        moe_held = heldout_moe(moe_points, moe_facts, profiles)
+        cal.errors["moe_in_sample"] = summarize(moe_in)
+        cal.errors["moe_heldout_levels"] = summarize(moe_held)
     stalled = [
         f"{m.target} c={m.concurrency}: {m.stalled} of {m.runs + m.stalled} repeats"
         for m in (p.measured for p in points)
@@ -255,7 +287,26 @@ def calibrate(
         heldout_targets=targets,
         references=refs,
         stalled=stalled,
+        moe_in_sample=moe_in,
+        moe_heldout_levels=moe_held,
     )
+
+
+def _moe_points(
+    paths: Sequence[Path], gpu: str | None, targets: Sequence[str]
+) -> tuple[list[Point], list[Source]]:
+    """The named targets' levels of the MoE sweeps (every other target left out)."""
+    everything, _ = load_points(paths, gpu)
+    known = {p.measured.target for p in everything}
+    unknown = sorted(set(targets) - known)
+    if unknown:
+        raise UsageError(
+            f"--moe-target {', '.join(unknown)}: not in the MoE sweeps "
+            f"(they have {', '.join(sorted(known))})"
+        )
+    others = sorted(known - set(targets))
+    points, sources = load_points(paths, gpu, others)
+    return points, sources
 
 
 HEADER = (
@@ -286,12 +337,19 @@ def command_line(
     gpu: str | None = None,
     allreduce: Path | None = None,
     exclude: Sequence[str] = (),
+    moe_paths: Sequence[Path] = (),
+    moe_model: str = DEFAULT_MOE_MODEL,
+    moe_targets: Sequence[str] = (),
 ) -> str:
     """The command that refits these constants (without ``--out``)."""
     parts = ["python -m crossover.advise.calibrate"]
     parts += [f"--sweep {shlex.quote(str(p))}" for p in paths]
     parts += [f"--exclude {shlex.quote(e)}" for e in exclude]
     parts.append(f"--model {shlex.quote(model_name)}")
+    parts += [f"--moe-sweep {shlex.quote(str(p))}" for p in moe_paths]
+    parts += [f"--moe-target {shlex.quote(t)}" for t in moe_targets if moe_paths]
+    if moe_paths and moe_model != DEFAULT_MOE_MODEL:
+        parts.append(f"--moe-model {shlex.quote(moe_model)}")
     if gpu:
         parts.append(f"--gpu {shlex.quote(gpu)}")
     if allreduce:
@@ -326,13 +384,36 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="commbench table with eager_points (default: the 2x H200 one)",
     )
+    p.add_argument(
+        "--moe-sweep",
+        type=Path,
+        action="append",
+        default=[],
+        help="an MoE sweep whose --moe-target levels fit their profile's MoE term (repeatable)",
+    )
+    p.add_argument(
+        "--moe-target",
+        action="append",
+        default=[],
+        help="a target of the MoE sweeps to fit the MoE term to (repeatable)",
+    )
+    p.add_argument("--moe-model", default=DEFAULT_MOE_MODEL, help="the MoE sweeps' model shape")
     p.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")
     return p
 
 
 def run(args: argparse.Namespace) -> Report:
     """``calibrate`` for parsed arguments, recording the command that refits them."""
-    command = command_line(args.sweep, args.model, args.gpu, args.allreduce, args.exclude)
+    command = command_line(
+        args.sweep,
+        args.model,
+        args.gpu,
+        args.allreduce,
+        args.exclude,
+        moe_paths=args.moe_sweep,
+        moe_model=args.moe_model,
+        moe_targets=args.moe_target,
+    )
     return calibrate(
         args.sweep,
         args.model,
@@ -340,6 +421,9 @@ def run(args: argparse.Namespace) -> Report:
         args.allreduce,
         command + " --out PATH",
         exclude=args.exclude,
+        moe_paths=args.moe_sweep,
+        moe_model=args.moe_model,
+        moe_targets=args.moe_target,
     )
 
 

@@ -13,12 +13,15 @@ from pydantic import BaseModel, Field
 
 from crossover.advise import memory, moe
 from crossover.advise.cost import Layout, MemoryFit, cached_prefix_tokens
+from crossover.advise.formats import default_formats, parse_quants
 from crossover.advise.hardware import System
-from crossover.advise.model import ModelFacts
+from crossover.advise.model import ModelFacts, quant_from_config
 from crossover.advise.rules import ENGINES, Verdict, check_tp_heads, cite, kernel_check, rule
 from crossover.errors import UsageError
 
 Regime = Literal["low", "mid", "high"]
+#: a candidate's identity: every field of it, the engine first
+CandidateKey = tuple[Any, ...]
 
 
 class AdviceRequest(BaseModel):
@@ -37,6 +40,9 @@ class AdviceRequest(BaseModel):
     reserve_gib: dict[str, float] = Field(default_factory=dict)
     # "calibrated": engine profiles fitted to measurements; "roofline": the upper bound
     predictions: Literal["calibrated", "roofline"] = "calibrated"
+    # host memory bandwidth for llama.cpp's CPU expert offload: GB/s or a platform name of
+    # data/offload.yaml (None: its default platform, said in the row)
+    host_mem_bandwidth: str | float | None = None
 
     def cached_tokens(self, engine: str) -> int:
         """The prompt tokens ``engine`` serves from its prefix cache."""
@@ -52,6 +58,13 @@ class Candidate(BaseModel):
     pp: int
     quant: str
     split_mode: str | None = None  # llama.cpp: none | layer
+    n_cpu_moe: int | None = None  # llama.cpp: the experts of this many layers in host memory
+    host_memory: str | None = None  # with n_cpu_moe: the host bandwidth assumed, in words
+
+    @property
+    def key(self) -> CandidateKey:
+        """Engine, layout, format and whatever else tells two candidates apart."""
+        return tuple(self.model_dump().values())
 
     def config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {
@@ -63,6 +76,8 @@ class Candidate(BaseModel):
         }
         if self.split_mode is not None:
             cfg["split_mode"] = self.split_mode
+        if self.n_cpu_moe is not None:
+            cfg["n_cpu_moe"] = self.n_cpu_moe
         return cfg
 
 
@@ -134,100 +149,153 @@ def _memory_reject(
     return row
 
 
+def formats_for(
+    req: AdviceRequest, engine: str, extra: dict[str, list[str]] | None = None
+) -> tuple[list[str], bool]:
+    """The weight formats weighed for ``engine`` and whether they were asked for.
+
+    ``--quant`` (one format or a comma list) or a quantized checkpoint's own format
+    narrows them (asked: a format without a kernel is a rejected candidate); otherwise
+    the engine's defaults (``formats.default_formats``), 16-bit as the checkpoint's
+    dtype, plus ``extra`` (the formats of measured targets, ``--results``; not asked: a
+    format without a kernel on this GPU is left out quietly). llama.cpp loads no HF
+    quantized checkpoint: it weighs its GGUF formats (a conversion) for one."""
+    model = req.model
+    ckpt = quant_from_config(model)
+    if engine == "llamacpp" and ckpt is not None and not ckpt.startswith("gguf-"):
+        ckpt = None  # an FP8/AWQ/MXFP4 checkpoint: llama.cpp serves a GGUF made from it
+    asked = parse_quants(req.quant) or ([ckpt] if ckpt is not None else None)
+    sixteen = "fp16" if (model.dtype or "").lower() in ("float16", "fp16", "half") else "bf16"
+    if asked is None:
+        fam, version = req.system.gpu.sm_family, req.engine_versions.get(engine)
+        if sixteen == "bf16" and not kernel_check(engine, "bf16", fam, version).ok:
+            # no BF16 tensor cores (Volta, Turing): the 16-bit weights run as FP16
+            sixteen = "fp16" if kernel_check(engine, "fp16", fam, version).ok else "bf16"
+        names = [sixteen if q == "bf16" else q for q in default_formats(engine)]
+        names += (extra or {}).get(engine, [])
+        return list(dict.fromkeys(names)), False
+    out = []
+    for q in asked:
+        if engine == "llamacpp" and q in ("bf16", "fp16") and model.gguf_file_type is None:
+            q = "gguf-f16" if q == "fp16" else "gguf-bf16"
+        out.append(q)
+    return list(dict.fromkeys(out)), True
+
+
 def screen(
-    req: AdviceRequest, quant: str, context: int, min_c: int
+    req: AdviceRequest, context: int, min_c: int, extra: dict[str, list[str]] | None = None
 ) -> tuple[list[Evaluated], list[dict[str, Any]]]:
-    system, model = req.system, req.model
-    fam = system.gpu.sm_family
+    """Every engine x weight format x layout: kept with its rules, or rejected by one."""
     kept: list[Evaluated] = []
     rejected: list[dict[str, Any]] = []
     for engine in req.engines:
         if engine not in ENGINES:
             raise UsageError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-        eng_quant = quant
-        if engine == "llamacpp" and quant in ("bf16", "fp16") and model.gguf_file_type is None:
-            eng_quant = "gguf-f16" if quant == "fp16" else "gguf-bf16"
-        kc = kernel_check(engine, quant, fam, req.engine_versions.get(engine))
-        for tp, pp, split in layouts(engine, system):
-            cand = Candidate(engine=engine, tp=tp, pp=pp, quant=eng_quant, split_mode=split)
-            cfg = cand.config()
-            if not kc.ok:
-                rejected.append(_reject(engine, cfg, Verdict(rule=kc.rule, reason=kc.reason)))
-                continue
-            bad = check_tp_heads(engine, tp, model.attention_heads, model.kv_heads)
-            if bad is None and tp > 1 and system.interconnect == "tcp":
-                bad = Verdict(
-                    rule="tp-over-tcp",
-                    reason=f"TP={tp} over TCP: "
-                    f"{2 * model.layers} all-reduces per token at the TCP latency floor",
-                )
-            if bad is not None and engine == "vllm" and tp not in (2, 4, 6, 8):
-                bad = Verdict(
-                    rule=bad.rule,
-                    reason=f"{bad.reason}; vLLM's custom all-reduce "
-                    f"does not run at {tp} GPUs either (vllm-custom-allreduce)",
-                )
-            if bad is None and "trtllm-sm120-fp8-block-moe" in kc.notes and model.experts:
-                per_gpu = model.experts / tp
-                if per_gpu != int(per_gpu) or int(per_gpu) & (int(per_gpu) - 1):
-                    bad = Verdict(
-                        rule="trtllm-sm120-fp8-block-moe",
-                        reason=f"block-FP8 MoE on SM120 needs a power-of-2 expert count per "
-                        f"GPU; {model.experts} experts over TP={tp} gives {per_gpu:g}",
-                    )
-            if bad is not None:
-                rejected.append(_reject(engine, cfg, bad))
-                continue
-            fit = memory.fit(
-                engine,
-                model,
-                system.gpu,
-                Layout(tp=tp, pp=pp),
-                eng_quant,
-                min_c,
-                context,
-                req.reserve_for(engine),
+        names, asked = formats_for(req, engine, extra)
+        for quant in names:
+            k, r = _screen_format(req, engine, quant, asked, context, min_c)
+            kept.extend(k)
+            rejected.extend(r)
+    return kept, rejected
+
+
+def _screen_format(
+    req: AdviceRequest, engine: str, eng_quant: str, asked: bool, context: int, min_c: int
+) -> tuple[list[Evaluated], list[dict[str, Any]]]:
+    system, model = req.system, req.model
+    fam = system.gpu.sm_family
+    kept: list[Evaluated] = []
+    rejected: list[dict[str, Any]] = []
+    quant = {"gguf-bf16": "bf16", "gguf-f16": "fp16"}.get(eng_quant, eng_quant)
+    if model.gguf_file_type is not None:
+        quant = eng_quant
+    kc = kernel_check(engine, quant, fam, req.engine_versions.get(engine))
+    if not kc.ok and not asked:
+        # a default format this GPU has no kernel for: left out, and said (--explain)
+        cfg = Candidate(engine=engine, tp=1, pp=1, quant=eng_quant).config()
+        row = _reject(engine, cfg, Verdict(rule=kc.rule, reason=kc.reason))
+        row["not_asked"] = True
+        return [], [row]
+    for tp, pp, split in layouts(engine, system):
+        cand = Candidate(engine=engine, tp=tp, pp=pp, quant=eng_quant, split_mode=split)
+        cfg = cand.config()
+        if not kc.ok:
+            rejected.append(_reject(engine, cfg, Verdict(rule=kc.rule, reason=kc.reason)))
+            continue
+        bad = check_tp_heads(engine, tp, model.attention_heads, model.kv_heads)
+        if bad is None and tp > 1 and system.interconnect == "tcp":
+            bad = Verdict(
+                rule="tp-over-tcp",
+                reason=f"TP={tp} over TCP: "
+                f"{2 * model.layers} all-reduces per token at the TCP latency floor",
             )
-            if not fit.fits:
-                row = _memory_reject(engine, cfg, fit, min_c, context, system.gpu.id)
-                if engine == "llamacpp":
-                    off = moe.cpu_offload(model, eng_quant, fit, tp * pp)
-                    if off is not None:
-                        row["moe_offload"] = {
-                            **off.model_dump(),
-                            "rule": "llamacpp-moe-cpu-offload",
-                        }
-                        row["reason"] += f"; {off.reason}"
-                rejected.append(row)
-                continue
-            ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
-            for note_rule in kc.notes:
-                ev.rules.append(note_rule)
-                ev.notes.append(rule(note_rule).text)
-            if kc.convert:
-                ev.notes.append(f"convert the checkpoint to GGUF first: {kc.convert}")
-                ev.rules.append("format-engine")
-            if engine == "llamacpp" and pp > 1:
-                ev.rules.append("llamacpp-split-modes")
-                if system.interconnect == "tcp":
-                    ev.rules.append("llamacpp-rpc-tcp")
-                    ev.notes.append("layers sharded over TCP with --rpc (trusted network only)")
-            if engine == "transformers" and system.count > 1:
-                ev.rules.append("transformers-single-device")
-            if tp > 1:
-                ev.rules.append("tp-divides-heads")
-                if engine == "vllm" and (tp not in (2, 4, 6, 8) or (tp > 2 and not system.p2p)):
-                    ev.rules.append("vllm-custom-allreduce")
-                    ev.notes.append(
-                        f"vLLM custom all-reduce off at TP={tp} on "
-                        f"{system.interconnect}: NCCL fallback"
-                    )
-                if not system.p2p:
-                    ev.rules.extend(["seed-3-tp-over-pp", "consumer-no-p2p"])
-                    ev.notes.append("no P2P: TP all-reduces go through host memory")
-            if model.is_moe:
-                _moe_notes(ev, req, eng_quant)
-            kept.append(ev)
+        if bad is not None and engine == "vllm" and tp not in (2, 4, 6, 8):
+            bad = Verdict(
+                rule=bad.rule,
+                reason=f"{bad.reason}; vLLM's custom all-reduce "
+                f"does not run at {tp} GPUs either (vllm-custom-allreduce)",
+            )
+        if bad is None and "trtllm-sm120-fp8-block-moe" in kc.notes and model.experts:
+            per_gpu = model.experts / tp
+            if per_gpu != int(per_gpu) or int(per_gpu) & (int(per_gpu) - 1):
+                bad = Verdict(
+                    rule="trtllm-sm120-fp8-block-moe",
+                    reason=f"block-FP8 MoE on SM120 needs a power-of-2 expert count per "
+                    f"GPU; {model.experts} experts over TP={tp} gives {per_gpu:g}",
+                )
+        if bad is not None:
+            rejected.append(_reject(engine, cfg, bad))
+            continue
+        fit = memory.fit(
+            engine,
+            model,
+            system.gpu,
+            Layout(tp=tp, pp=pp),
+            eng_quant,
+            min_c,
+            context,
+            req.reserve_for(engine),
+        )
+        if not fit.fits:
+            row = _memory_reject(engine, cfg, fit, min_c, context, system.gpu.id)
+            if engine == "llamacpp":
+                off = moe.cpu_offload(model, eng_quant, fit, tp * pp)
+                if off is not None:
+                    row["moe_offload"] = {
+                        **off.model_dump(),
+                        "rule": "llamacpp-moe-cpu-offload",
+                    }
+                    row["reason"] += f"; {off.reason}"
+                    kept.append(moe.offload_variant(req, cand, fit, off))
+            rejected.append(row)
+            continue
+        ev = Evaluated(candidate=cand, fit=fit, rules=["seed-2-kernel-check", "memory-fit"])
+        for note_rule in kc.notes:
+            ev.rules.append(note_rule)
+            ev.notes.append(rule(note_rule).text)
+        if kc.convert:
+            ev.notes.append(f"convert the checkpoint to GGUF first: {kc.convert}")
+            ev.rules.append("format-engine")
+        if engine == "llamacpp" and pp > 1:
+            ev.rules.append("llamacpp-split-modes")
+            if system.interconnect == "tcp":
+                ev.rules.append("llamacpp-rpc-tcp")
+                ev.notes.append("layers sharded over TCP with --rpc (trusted network only)")
+        if engine == "transformers" and system.count > 1:
+            ev.rules.append("transformers-single-device")
+        if tp > 1:
+            ev.rules.append("tp-divides-heads")
+            if engine == "vllm" and (tp not in (2, 4, 6, 8) or (tp > 2 and not system.p2p)):
+                ev.rules.append("vllm-custom-allreduce")
+                ev.notes.append(
+                    f"vLLM custom all-reduce off at TP={tp} on {system.interconnect}: NCCL fallback"
+                )
+            if not system.p2p:
+                ev.rules.extend(["seed-3-tp-over-pp", "consumer-no-p2p"])
+                ev.notes.append("no P2P: TP all-reduces go through host memory")
+        if model.is_moe:
+            _moe_notes(ev, req, eng_quant)
+        kept.append(ev)
     return kept, rejected
 
 
@@ -235,7 +303,9 @@ def _moe_notes(ev: Evaluated, req: AdviceRequest, quant: str) -> None:
     """Memory counts every expert; the tuned-kernel check; expert parallelism on TP > 1."""
     c, model = ev.candidate, req.model
     ev.rules.append("moe-memory-all-experts")
-    tuned = moe.tuned_config(c.engine, req.system.gpu.id, model, quant, c.tp)
+    tuned = moe.tuned_config(
+        c.engine, req.system.gpu.id, model, quant, c.tp, batches=req.concurrency
+    )
     if tuned is not None:
         ev.moe_config = tuned.status
         ev.rules.append("moe-tuned-kernel-config")

@@ -16,9 +16,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from pydantic import BaseModel, Field
 
 from crossover.advise.hardware import GpuSpec, System, interconnect_costs
@@ -424,3 +427,170 @@ def predict(
         if floor_ms > max(mem_ms, comp_ms)
         else ("memory" if mem_ms >= comp_ms else "compute"),
     )
+
+
+# --- CPU expert offload (llama.cpp --n-cpu-moe N, --cpu-moe, -ot exps=CPU) -------------
+# The terms, the constants and the published figures they are checked against are in
+# data/offload.yaml (its header says the model in words).
+
+PREFILL_OFFLOAD_MIN_BATCH = 32  # ggml-cuda offload_op: a batch this large runs on the GPU
+PREFILL_UBATCH = 512  # llama.cpp's default --ubatch-size
+
+
+class OffloadConstants(BaseModel):
+    cpu_bandwidth_fraction: float = Field(gt=0, le=1)
+    handoff_us_per_layer: float = Field(ge=0)
+    pcie_gbs: float = Field(gt=0)
+    pcie_source: str
+    fitted_to: list[str]
+    how: str
+
+
+class HostPlatform(BaseModel):
+    bandwidth_gbs: float = Field(gt=0)
+    what: str
+    source: str
+
+
+class OffloadShape(BaseModel):
+    """What the offload model needs of a model in a given file: bytes, not parameters."""
+
+    layers: int
+    moe_layers: int
+    experts: int
+    experts_per_token: int
+    hidden: int
+    expert_bytes: float  # all routed experts
+    dense_gpu_bytes: float  # every other weight the GPU reads per step (not token_embd)
+
+
+class OffloadStep(BaseModel):
+    """One decode step of ``batch`` tokens with ``n_cpu_moe`` layers' experts on the CPU."""
+
+    n_cpu_moe: int
+    batch: int
+    gpu_ms: float
+    cpu_ms: float
+    pcie_ms: float
+    handoff_ms: float
+    step_ms: float
+    cpu_gb_per_step: float  # expert bytes the CPU reads per step
+    host_bandwidth_gbs: float
+
+    @property
+    def tok_s_per_user(self) -> float:
+        return 1e3 / self.step_ms
+
+
+@cache
+def _offload_data() -> dict[str, Any]:
+    text = resources.files("crossover.advise").joinpath("data/offload.yaml").read_text("utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def offload_constants() -> OffloadConstants:
+    return OffloadConstants.model_validate(_offload_data()["constants"])
+
+
+def host_platforms() -> dict[str, HostPlatform]:
+    return {k: HostPlatform.model_validate(v) for k, v in _offload_data()["host_platforms"].items()}
+
+
+def host_bandwidth(value: str | float | None) -> tuple[float, str]:
+    """(GB/s, how it was chosen) for ``--host-mem-bandwidth``: a figure in GB/s, a
+    platform name of data/offload.yaml, or None (the default platform)."""
+    platforms = host_platforms()
+    if value is None:
+        name = str(_offload_data()["default_host"])
+        p = platforms[name]
+        return p.bandwidth_gbs, f"host memory assumed {p.what}, {p.bandwidth_gbs:g} GB/s"
+    if isinstance(value, (int, float)):
+        gbs = float(value)
+    elif value.strip().lower() in platforms:
+        p = platforms[value.strip().lower()]
+        return p.bandwidth_gbs, f"host memory {p.what}, {p.bandwidth_gbs:g} GB/s"
+    else:
+        try:
+            gbs = float(value.strip().lower().removesuffix("gb/s").strip())
+        except ValueError:
+            raise UsageError(
+                f"--host-mem-bandwidth {value!r}: want GB/s (e.g. 76.8) or one of "
+                f"{', '.join(platforms)}"
+            ) from None
+    if not 1 <= gbs <= 2000:
+        raise UsageError(f"--host-mem-bandwidth {gbs:g} GB/s: want 1 to 2000 GB/s")
+    return gbs, f"host memory {gbs:g} GB/s (given)"
+
+
+def offload_shape(model: ModelFacts, quant: str) -> OffloadShape | None:
+    """The byte counts of a model in ``quant`` (None for a dense model)."""
+    if not model.is_moe or not model.experts or not model.experts_per_token:
+        return None
+    total = weight_bytes(model, quant)
+    experts = expert_weight_bytes(model, quant)
+    token_embd = total * model.vocab * model.hidden / model.params
+    return OffloadShape(
+        layers=model.layers,
+        moe_layers=model.moe_layers or model.layers,
+        experts=model.experts,
+        experts_per_token=model.experts_per_token,
+        hidden=model.hidden,
+        expert_bytes=experts,
+        dense_gpu_bytes=max(0.0, total - experts - token_embd),
+    )
+
+
+def offload_step(
+    shape: OffloadShape,
+    n_cpu_moe: int,
+    *,
+    gpu_bandwidth_gbs: float,
+    host_bandwidth_gbs: float,
+    gpu_efficiency: float,
+    step_us_per_layer: float,
+    seq_us_per_moe_layer: float,
+    batch: int = 1,
+    pcie_gbs: float | None = None,
+    constants: OffloadConstants | None = None,
+) -> OffloadStep:
+    """The decode step with the experts of ``n_cpu_moe`` MoE layers in host memory (the
+    terms in data/offload.yaml's header). Uniform routing: a batch touches
+    ``touched_experts`` of each layer's experts, on whichever side the layer lives."""
+    k = constants or offload_constants()
+    n = max(0, min(n_cpu_moe, shape.moe_layers))
+    per_layer = shape.expert_bytes / shape.moe_layers
+    touched = per_layer * touched_experts(shape.experts, shape.experts_per_token, batch)
+    touched /= shape.experts
+    gpu_bytes = shape.dense_gpu_bytes + (shape.moe_layers - n) * touched
+    gpu_ms = (
+        gpu_bytes / (gpu_bandwidth_gbs * 1e9 * gpu_efficiency) * 1e3
+        + (shape.layers * step_us_per_layer + batch * shape.moe_layers * seq_us_per_moe_layer) / 1e3
+    )
+    cpu_bytes = n * touched
+    cpu_ms = cpu_bytes / (host_bandwidth_gbs * 1e9 * k.cpu_bandwidth_fraction) * 1e3
+    pcie_ms = 2 * n * batch * shape.hidden * 4 / ((pcie_gbs or k.pcie_gbs) * 1e9) * 1e3
+    handoff_ms = n * k.handoff_us_per_layer / 1e3
+    return OffloadStep(
+        n_cpu_moe=n,
+        batch=batch,
+        gpu_ms=gpu_ms,
+        cpu_ms=cpu_ms,
+        pcie_ms=pcie_ms,
+        handoff_ms=handoff_ms,
+        step_ms=gpu_ms + cpu_ms + pcie_ms + handoff_ms,
+        cpu_gb_per_step=cpu_bytes / 1e9,
+        host_bandwidth_gbs=host_bandwidth_gbs,
+    )
+
+
+def offload_prefill_stream_ms(
+    shape: OffloadShape, n_cpu_moe: int, prompt_tokens: int, pcie_gbs: float | None = None
+) -> float:
+    """Prefill's extra time: a batch of >= 32 tokens runs the offloaded layers' expert
+    matmuls on the GPU, copying those experts over PCIe once per micro-batch."""
+    if prompt_tokens < PREFILL_OFFLOAD_MIN_BATCH or n_cpu_moe <= 0:
+        return 0.0
+    ubatches = math.ceil(prompt_tokens / PREFILL_UBATCH)
+    moved = min(n_cpu_moe, shape.moe_layers) * shape.expert_bytes / shape.moe_layers
+    return ubatches * moved / ((pcie_gbs or offload_constants().pcie_gbs) * 1e9) * 1e3

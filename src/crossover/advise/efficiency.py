@@ -7,8 +7,10 @@ measured sweeps (``python -m crossover.advise.calibrate``) and kept as data
 
 * decode step = max(bytes / (bandwidth x ``bandwidth_efficiency``),
   FLOPs / (bf16 peak x ``decode_compute_efficiency``)) + layers x ``step_us_per_layer``
-  + batch x ``seq_us`` + all-reduces (each at least ``allreduce_floor_us``: ~43 us when an
-  engine calls them eagerly from Python, commbench's eager floor; the curve otherwise);
+  + batch x ``seq_us`` (on an MoE with ``moe_seq_us_per_layer`` fitted: the dense layers'
+  share of ``seq_us`` plus MoE layers x ``moe_seq_us_per_layer``) + all-reduces (each
+  at least ``allreduce_floor_us``: ~43 us when an engine calls them eagerly from Python,
+  commbench's eager floor; the curve otherwise);
 * one wave of prefills (a closed loop starts its requests together) = batch x prompt
   FLOPs / (peak x ``prefill_compute_efficiency``) + ``prefill_overhead_ms``;
 * closed loop: cycle = wave + output tokens x step; decode per user = 1 / step, the
@@ -61,6 +63,10 @@ class EngineProfile(BaseModel):
     prefill_compute_efficiency: float = Field(gt=0, le=1.5)
     prefill_overhead_ms: float = Field(ge=0)
     allreduce_floor_us: float = Field(default=0.0, ge=0)
+    # per sequence per decode step per MoE layer, fitted to an MoE sweep with the other
+    # terms held (calibrate --moe-sweep); None: MoE layers cost seq_us's per-layer share
+    moe_seq_us_per_layer: float | None = Field(default=None, ge=0)
+    moe_targets: list[str] = Field(default_factory=list)  # "SWEEP:TARGET" it was fitted to
     fitted: list[str] = Field(default_factory=list)
     inherited_from: str | None = None  # terms not fitted here come from this profile
     targets: list[str] = Field(default_factory=list)  # "SWEEP:TARGET" it was fitted to
@@ -128,6 +134,7 @@ class Calibration(BaseModel):
     model: str
     command: str
     sources: list[Source]
+    moe_sources: list[Source] = Field(default_factory=list)  # the MoE terms' sweeps
     profiles: dict[str, EngineProfile]
     # engines never measured use another's profile (named here, said in the advice)
     borrow: dict[str, str] = Field(default_factory=dict)
@@ -218,6 +225,7 @@ class Terms(BaseModel):
 
     batch: int
     layers: int
+    moe_layers: int = 0  # layers with routed experts (0: dense)
     pp: int
     output_tokens: int
     mem_ms: float  # one stage's decode read at 100% of the datasheet bandwidth
@@ -276,6 +284,7 @@ def terms(
     return Terms(
         batch=batch,
         layers=model.layers,
+        moe_layers=(model.moe_layers or 0) if model.is_moe else 0,
         pp=layout.pp,
         output_tokens=output_tokens,
         mem_ms=read / bw * 1e3,
@@ -310,7 +319,11 @@ def closed_loop(t: Any, p: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
 
     mem = t.mem_ms / p.bandwidth_efficiency
     comp = t.comp_ms / p.decode_compute_efficiency
-    overhead = (t.layers * p.step_us_per_layer + t.batch * p.seq_us) / 1e3
+    seq = p.seq_us
+    moe_us = getattr(p, "moe_seq_us_per_layer", None)
+    if moe_us is not None:  # MoE layers at their own fitted rate, dense ones at seq_us's
+        seq = p.seq_us * (t.layers - t.moe_layers) / t.layers + t.moe_layers * moe_us
+    overhead = (t.layers * p.step_us_per_layer + t.batch * seq) / 1e3
     step = np.maximum(mem, comp) * t.pp + overhead + t.comm_ms
     pmem = t.prefill_mem_ms / p.bandwidth_efficiency
     wave = np.maximum(t.prefill_comp_ms / p.prefill_compute_efficiency, pmem)

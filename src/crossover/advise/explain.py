@@ -7,6 +7,7 @@ docs/engines.md, advisor rules).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -14,8 +15,9 @@ from pydantic import BaseModel
 
 from crossover.advise import cost, efficiency
 from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated, Regime
-from crossover.advise.cost import AllReduceCurve, Layout, Prediction
+from crossover.advise.cost import AllReduceCurve, Layout, MemoryFit, Prediction
 from crossover.advise.efficiency import Basis, Calibration
+from crossover.advise.formats import quality
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
 from crossover.engines import registry
@@ -25,6 +27,14 @@ from crossover.engines import registry
 PREFILL_SHARE_WARNING = 0.3
 # Candidates within this fraction of the best figure count as tied; rule 1 orders them.
 TIE_FRACTION = 0.10
+#: An estimate on a borrowed profile (an engine never measured) spans this range around
+#: its figure (below, above): the engine profiles' held-out mean |error| (12%,
+#: docs/results/h200/calibration.md) plus the largest gap seen when a borrowed profile
+#: met the engine's own measurement (SGLang on vLLM's profile measured 11-16% below it at
+#: 256-512 streams, docs/results/h200/sglang-a), rounded up. It ranks by the low end.
+BORROWED: tuple[float, float] = (0.30, 0.12)
+#: llama-server's slots when -np is not given (auto: 4, with a unified KV cache; PR #16736)
+LLAMACPP_DEFAULT_SLOTS = 4
 
 
 def _preference() -> dict[str, tuple[str, ...]]:
@@ -42,7 +52,7 @@ PREFERENCE: dict[str, tuple[str, ...]] = _preference()
 
 class Placement(BaseModel):
     """Where an estimate on a borrowed profile (an engine never measured) ranks among the
-    measured candidates, and why (issue 30; rule measured-before-borrowed)."""
+    measured candidates, and why (rule measured-before-borrowed)."""
 
     rank_if_it_holds: int  # its rank by figures and rule 1 alone, as if measured
     after: str | None = None  # the first measured candidate it was moved below
@@ -61,8 +71,9 @@ class Placement(BaseModel):
         if self.after is not None and self.after_pct is not None:
             parts.append(
                 f"ranked below {self.after} (measured; {self.after_pct:+.0f}% on its figure: "
-                f"a borrowed figure wins no tie, {TIE_FRACTION:.0%}, against a measured "
-                f"one); it would rank #{self.rank_if_it_holds} {holds}"
+                "a borrowed figure ranks by the low end of its range and wins no tie, "
+                f"{TIE_FRACTION:.0%}, against a measured one); it would rank "
+                f"#{self.rank_if_it_holds} {holds}"
             )
         if self.above is not None and self.lead_pct is not None:
             parts.append(
@@ -70,6 +81,47 @@ class Placement(BaseModel):
                 f"{self.lead_pct:.0f}% {holds}"
             )
         return "; ".join(parts)
+
+
+class Queue(BaseModel):
+    """What happens at a concurrency level when fewer sequences fit than are asked for.
+
+    A closed loop of ``concurrency`` users over ``admitted`` slots: the server finishes
+    requests at X = output tok/s / output tokens per request, so each request takes
+    concurrency / X from send to last token (Little's law); the part beyond its own cycle
+    (admitted / X) is the wait for a slot, and TTFT includes it."""
+
+    concurrency: int
+    admitted: int
+    queued: int
+    wait_ms: float  # mean wait for a slot (0 when every sequence fits)
+    ttft_ms: float  # the wait plus the prompt's own prefill
+    per_user_tok_s: float  # output tokens per user per second, waiting included
+
+
+def queue(pred: Prediction, output_tokens: int) -> Queue:
+    conc, admitted = pred.concurrency, max(1, min(pred.batch, pred.concurrency))
+    per_request_s = output_tokens / pred.output_tok_s if pred.output_tok_s > 0 else 0.0
+    cycle_ms = admitted * per_request_s * 1e3
+    wait = cycle_ms * (conc - admitted) / admitted if conc > admitted else 0.0
+    return Queue(
+        concurrency=conc,
+        admitted=admitted,
+        queued=max(0, conc - admitted),
+        wait_ms=wait,
+        ttft_ms=wait + pred.prefill_ms,
+        per_user_tok_s=pred.output_tok_s / conc if conc else 0.0,
+    )
+
+
+def cap_text(q: Queue) -> str:
+    """ "8 of 64 fit; 56 queue (each waits 7.1 s for a slot: TTFT 7.2 s)"."""
+    if not q.queued:
+        return ""
+    return (
+        f"{q.admitted} of {q.concurrency} fit; {q.queued} queue (each waits "
+        f"{q.wait_ms / 1e3:.1f} s for a slot: TTFT {q.ttft_ms / 1e3:.1f} s)"
+    )
 
 
 def predict_candidate(
@@ -83,6 +135,10 @@ def predict_candidate(
 ) -> Prediction:
     """The calibrated estimate for a candidate (its engine's profile in that CUDA-graph
     mode), else the roofline."""
+    if c.n_cpu_moe:  # llama.cpp with experts in host memory: the offload model
+        from crossover.advise import moe
+
+        return moe.offload_prediction(req, c, conc, max_batch)
     layout = Layout(tp=c.tp, pp=c.pp)
     profile = calibration.profile(c.engine, cuda_graphs) if calibration is not None else None
     if profile is None:
@@ -98,7 +154,7 @@ def predict_candidate(
             max_batch=max_batch,
             cached_tokens=req.cached_tokens(c.engine),
         )
-    return efficiency.predict(
+    pred = efficiency.predict(
         req.model,
         req.system,
         layout,
@@ -111,6 +167,11 @@ def predict_candidate(
         max_batch=max_batch,
         cached_tokens=req.cached_tokens(c.engine),
     )
+    if req.model.is_moe:  # no tuned fused-MoE config here: rule moe-tuned-kernel-config
+        from crossover.advise import moe
+
+        pred, _ = moe.apply_untuned(pred, req, c)
+    return pred
 
 
 def metric(regime: Regime, p: Prediction) -> float:
@@ -136,7 +197,7 @@ def measured_figures(
     its own CUDA-graph mode where ``mode_pred`` gives one."""
     if results is None:
         return None
-    matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc)
+    matches = results.find_all(c.engine, c.tp, c.pp, c.quant, conc, c.n_cpu_moe)
     if not matches:
         return None
     if key is not None:
@@ -199,8 +260,14 @@ def recommendation(
     calibration: Calibration | None = None,
     basis: Basis | None = None,
     placement: Placement | None = None,
+    above: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    """One ranked row as the advice JSON carries it. ``above``: why it ranks above a
+    candidate with a better figure (``ranking.why_above``)."""
     c, fit = ev.candidate, ev.fit
+    q = queue(pred, req.output_tokens)
+    fmt = quality(c.quant)
+    headline: list[str] = []
     if basis is None:
         basis = (
             calibration.basis(c.engine)
@@ -231,8 +298,30 @@ def recommendation(
                 f"prefill is {share:.0%} of the estimated cycle: the prefill rate was fitted "
                 f"to 200-token prompts on {calibration.gpu} only, the least certain term here"
             )
-    if pred.batch < conc:
-        reasons.append(f"KV cache holds only {pred.batch} of {conc} sequences: the rest queue")
+    if q.queued:
+        reasons.append(
+            f"KV cache holds only {q.admitted} of {conc} sequences: {cap_text(q)}; the "
+            "figures are for the admitted batch, per user with the wait "
+            f"{q.per_user_tok_s:.1f} output tok/s"
+        )
+        headline.append(f"c={conc}: {cap_text(q)}")
+        raise_to = _utilization_for(req, c.engine, fit, conc)
+        if raise_to is not None:
+            reasons.append(raise_to)
+            headline.append(raise_to)
+    if c.engine == "trtllm":
+        reasons.append(
+            "TensorRT-LLM sizes its KV cache from 90% of the memory left after the weights "
+            "(KvCacheConfig.free_gpu_memory_fraction), vLLM and SGLang from 90% of the whole "
+            "GPU (--gpu-memory-utilization): on the same memory it admits more sequences "
+            "(memory-engine-budgets)"
+        )
+        rules.append("memory-engine-budgets")
+    rules.append("quant-format-quality")
+    fmt_line = f"{c.quant}: quality cost {fmt.cost}" + ("" if fmt.measured else " (cited)")
+    reasons.append(f"{fmt_line}; {fmt.source}")
+    if fmt.rank:
+        headline.append(f"{c.quant} {fmt.cost}" + ("" if fmt.measured else " (cited)"))
     if c.tp > 1:
         reasons.append(
             f"TP={c.tp}: {2 * req.model.layers} all-reduces per step cost "
@@ -244,11 +333,32 @@ def recommendation(
             f"{'layer split' if c.engine == 'llamacpp' else 'PP'}={c.pp}: "
             "stages run in sequence per token"
         )
+    lead: list[str] = []  # the reasons that say where the row ranks and why, first
     if placement is not None:
-        reasons.insert(0, placement.reason(basis, c.engine))
+        lead.append(placement.reason(basis, c.engine))
+    span = None
+    if basis.kind == "borrowed":
+        point = metric(regime, pred)
+        low, high = point * (1 - BORROWED[0]), point * (1 + BORROWED[1])
+        span = {"low": low, "high": high}
+        lead.append(
+            f"an estimate on a borrowed profile ({basis.label}): {metric(regime, pred):.0f} "
+            f"within {low:.0f}-{high:.0f}, ranked by {low:.0f}, the low end",
+        )
+        headline.insert(
+            0,
+            f"borrowed estimate ({basis.label.removeprefix('borrowed: ')}): ranked by the low "
+            f"end of its range (-{BORROWED[0]:.0%}/+{BORROWED[1]:.0%})",
+        )
+    if above is not None:
+        lead.append(above[0])
+        headline.append(above[1])
+    reasons[:0] = lead
     if basis.kind == "borrowed" or (calibration is not None and basis.kind == "roofline"):
         rules.append("measured-before-borrowed")
-    if value >= best * (1 - TIE_FRACTION):
+    # a borrowed estimate ranks by its low end; the tie band is about its own figure
+    tie_value = value / (1 - BORROWED[0]) if basis.kind == "borrowed" else value
+    if tie_value >= best * (1 - TIE_FRACTION):
         pref = (
             "vLLM for MoE tensor parallelism"
             if (req.model.is_moe and c.tp > 1 and c.engine == "vllm")
@@ -274,6 +384,21 @@ def recommendation(
             "on the server's thread"
         )
         rules.append("llamacpp-host-prompt-cache")
+        most = max(req.concurrency)
+        if most > LLAMACPP_DEFAULT_SLOTS:
+            reasons.append(
+                f"-np {most}: llama-server's default is {LLAMACPP_DEFAULT_SLOTS} slots, with "
+                f"which {most - LLAMACPP_DEFAULT_SLOTS} of {most} requests would wait for one; "
+                "the figures assume a slot per request"
+            )
+            rules.append("llamacpp-parallel-slots")
+            headline.append(
+                f"start llama-server with --cache-ram 0 -np {most} (by default "
+                f"{LLAMACPP_DEFAULT_SLOTS} slots: {most - LLAMACPP_DEFAULT_SLOTS} of {most} "
+                "would queue)"
+            )
+        else:
+            headline.append("start llama-server with --cache-ram 0")
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
         others = [o["target"] for o in measured.get("other_targets") or []]
@@ -287,6 +412,8 @@ def recommendation(
     elif scale is not None:
         reasons.append(f"ranked at {scale:.0%} of its prediction (measured/predicted ratio)")
     reasons.extend(ev.notes)
+    if ev.moe_config == "absent":
+        headline.append("no tuned fused-MoE config for this GPU (default tiles)")
     rules.append("seed-6-rerun-sweep")
     return {
         "rank": rank,
@@ -305,11 +432,38 @@ def recommendation(
         # scaled by the measured/predicted ratio of the measured candidates
         "ranked_by": {"metric": metric_key(regime), "value": value, "scale": scale},
         "predicted": pred.model_dump(),
+        # the weight format's quality cost (formats.yaml: measured or cited)
+        "quality": fmt.model_dump(),
+        # fewer sequences admitted than asked for: the queue, its wait and TTFT with it
+        "queue": q.model_dump(),
+        # a borrowed estimate's range for the ranked metric (None: not borrowed)
+        "range": span,
+        # the row's reasons in a few words, for the terminal
+        "headline": headline,
         "measured": measured,
         "memory": fit.model_dump(),
         "reasons": reasons,
         "rules": cite(rules),
     }
+
+
+def _utilization_for(req: AdviceRequest, engine: str, fit: MemoryFit, conc: int) -> str | None:
+    """For an engine whose KV budget is a fraction of the whole GPU (vLLM, SGLang): the
+    fraction at which ``conc`` sequences fit, or what 0.95 admits (None: other engines)."""
+    from crossover.advise import memory
+
+    rule = memory.engine_memory(engine)
+    if rule.utilization_of != "total" or rule.utilization >= 0.95:
+        return None
+    total = req.system.gpu.memory_gib
+    flag = "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
+    short = fit.kv_gib_per_seq_per_gpu * conc - (fit.usable_gib_per_gpu - fit.weights_gib_per_gpu)
+    need = rule.utilization + short / total
+    if need <= 0.95:
+        return f"{flag} {math.ceil(need * 100) / 100:.2f} admits all {conc}"
+    free = fit.usable_gib_per_gpu - fit.weights_gib_per_gpu + (0.95 - rule.utilization) * total
+    more = int(free // fit.kv_gib_per_seq_per_gpu) if fit.kv_gib_per_seq_per_gpu > 0 else 0
+    return f"{flag} 0.95 admits {more}" if more > fit.max_concurrency else None
 
 
 def profile_reason(calibration: Calibration, engine: str) -> str:

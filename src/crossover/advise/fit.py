@@ -41,7 +41,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_us_per_layer": (0.1, 3000.0),
     "seq_us": (0.1, 5000.0),
     "prefill_overhead_ms": (0.01, 1000.0),
+    "moe_seq_us_per_layer": (0.01, 500.0),
 }
+MOE_TERM = "moe_seq_us_per_layer"
 
 
 class Point(BaseModel):
@@ -275,5 +277,50 @@ def heldout(
             refit, _ = fit_profile(
                 profile, profile.fitted, _arrays(train, model, profile.allreduce_floor_us), starts=1
             )
+            out.extend(in_sample_rows(test, model, {**profiles, name: refit}))
+    return out
+
+
+def _moe_start(profile: EngineProfile, model: ModelFacts) -> EngineProfile:
+    """The MoE term's starting point: ``seq_us``'s share per layer."""
+    return profile.model_copy(update={MOE_TERM: profile.seq_us / max(1, model.layers)})
+
+
+def fit_moe(
+    points: list[Point], model: ModelFacts, profiles: dict[str, EngineProfile], starts: int = 3
+) -> dict[str, EngineProfile]:
+    """``moe_seq_us_per_layer`` of each profile the MoE ``points`` measure, fitted with every
+    other term held at its dense fit: the MoE sweep moves only what an MoE layer costs
+    per sequence. Profiles the points do not measure are returned unchanged."""
+    out = dict(profiles)
+    for name in sorted({p.profile for p in points}):
+        if name not in profiles:
+            continue  # no dense profile to hold: nothing to fit against
+        pts = [p for p in points if p.profile == name]
+        base = _moe_start(profiles[name], model)
+        fitted, _ = fit_profile(
+            base, [MOE_TERM], _arrays(pts, model, base.allreduce_floor_us), starts
+        )
+        out[name] = fitted.model_copy(update={"moe_targets": sorted({p.group for p in pts})})
+    return out
+
+
+def heldout_moe(
+    points: list[Point], model: ModelFacts, profiles: dict[str, EngineProfile]
+) -> list[Row]:
+    """Each MoE level predicted by a refit of the MoE term without that level."""
+    out: list[Row] = []
+    for name in sorted({p.profile for p in points}):
+        if name not in profiles:
+            continue
+        pts = [p for p in points if p.profile == name]
+        levels = sorted({p.measured.concurrency for p in pts})
+        for level in levels if len(levels) > 2 else []:
+            train = [p for p in pts if p.measured.concurrency != level]
+            base = _moe_start(profiles[name], model)
+            refit, _ = fit_profile(
+                base, [MOE_TERM], _arrays(train, model, base.allreduce_floor_us), starts=1
+            )
+            test = [p for p in pts if p.measured.concurrency == level]
             out.extend(in_sample_rows(test, model, {**profiles, name: refit}))
     return out

@@ -23,6 +23,8 @@ class Report(BaseModel):
     heldout_targets: list[Row]
     references: list[Row]
     stalled: list[str] = []  # "target c=N: k of n repeats" left out as stalls
+    moe_in_sample: list[Row] = []  # the MoE sweep's rows under the fitted MoE term
+    moe_heldout_levels: list[Row] = []  # each MoE level refitted without it
 
 
 def at_bound(profile: EngineProfile) -> list[str]:
@@ -80,6 +82,8 @@ def markdown(report: Report) -> str:
         ("held-out levels (each level refitted without it)", "heldout_levels"),
         ("held-out targets (each target refitted without it)", "heldout_targets"),
         ("references.yaml (never fitted)", "references"),
+        ("MoE in-sample (the MoE term fitted to these rows)", "moe_in_sample"),
+        ("MoE held-out levels (the MoE term refitted without each)", "moe_heldout_levels"),
     ]
     names = sorted({k for s in cal.errors.values() for k in s.per_engine})
     lines.append("## Mean absolute error (output tok/s and decode tok/s per user)")
@@ -104,7 +108,17 @@ def markdown(report: Report) -> str:
             f"Worst regime (held-out levels): **{w.profile} at {w.regime}**, "
             f"mean |error| {w.mean_abs_error_pct:.1f}% over {w.n} rows.",
         ]
+    moe = [p for p in cal.profiles.values() if p.moe_seq_us_per_layer is not None]
+    if moe:
+        lines += ["", "## MoE terms (every other term held at the dense fit)", ""]
+        lines += [
+            f"* {p.name}: {p.moe_seq_us_per_layer:.1f} us per sequence per step per MoE layer "
+            f"(dense: {p.seq_us:.1f} us per sequence per step), fitted to "
+            + ", ".join(p.moe_targets)
+            for p in moe
+        ]
     for title, rows in (
+        ("MoE held-out levels", report.moe_heldout_levels),
         ("Held-out levels", report.heldout_levels),
         ("Held-out targets", report.heldout_targets),
         ("References (never fitted)", report.references),

@@ -31,6 +31,12 @@ class Measured(BaseModel):
     decode_tok_s_per_user: float | None  # 1000 / TPOT p50
     cuda_graphs: bool | None = None  # as the target's settings say (None: not stated)
     stalled: int = 0  # valid repeats left out as stalls (see ``STALL_TTFT_RATIO``)
+    #: llama.cpp ``--n-cpu-moe N``: the layers whose experts stayed in host memory
+    #: (settings ``cpu_moe_layers``, read from its log; None: all on the GPU)
+    n_cpu_moe: int | None = None
+    #: the fused-MoE kernel read a tuned config for this GPU and shape (settings
+    #: ``moe_tuned_config``, from the engine's log; None: not stated)
+    moe_tuned_config: bool | None = None
 
 
 # A repeat whose TTFT p50 is this many times its level's fastest repeat's measured the
@@ -69,15 +75,31 @@ class SweepResults(BaseModel):
     output_tokens: int | None = None
     gpu: str | None = None
 
-    def find(self, engine: str, tp: int, pp: int, quant: str, concurrency: int) -> Measured | None:
-        found = self.find_all(engine, tp, pp, quant, concurrency)
+    def find(
+        self,
+        engine: str,
+        tp: int,
+        pp: int,
+        quant: str,
+        concurrency: int,
+        n_cpu_moe: int | None = None,
+    ) -> Measured | None:
+        found = self.find_all(engine, tp, pp, quant, concurrency, n_cpu_moe)
         return found[0] if found else None
 
     def find_all(
-        self, engine: str, tp: int, pp: int, quant: str, concurrency: int
+        self,
+        engine: str,
+        tp: int,
+        pp: int,
+        quant: str,
+        concurrency: int,
+        n_cpu_moe: int | None = None,
     ) -> list[Measured]:
         """Every measured target matching the candidate (a sweep may hold several per
-        engine, e.g. CUDA graphs on and off)."""
+        engine, e.g. CUDA graphs on and off). A target that does not say its weight
+        format ran the checkpoint's own 16-bit weights; one that kept experts in host
+        memory (``--n-cpu-moe``) matches only a candidate offloading as many layers."""
         return [
             m
             for m in self.measured
@@ -85,7 +107,8 @@ class SweepResults(BaseModel):
             and m.tp == tp
             and m.pp == pp
             and m.concurrency == concurrency
-            and (m.quant is None or same_weights(m.quant, quant))
+            and same_weights(m.quant or "bf16", quant)
+            and (m.n_cpu_moe or 0) == (n_cpu_moe or 0)
         ]
 
 
@@ -187,6 +210,8 @@ def load_results(sweep_dir: Path) -> SweepResults:
         engine = str(target.get("engine") or settings.get("engine") or "")
         quant = target_quant(target)
         graphs = _setting(settings, "cuda_graphs")
+        cpu_moe = _setting(settings, "cpu_moe_layers")
+        tuned = _setting(settings, "moe_tuned_config")
         outs = [v for s in summaries if (v := _num(s, "throughput", "output_tokens_per_s"))]
         tots = [v for s in summaries if (v := _num(s, "throughput", "total_tokens_per_s"))]
         tpots = [v for s in summaries if (v := _num(s, "tpot_ms", "p50"))]
@@ -204,6 +229,8 @@ def load_results(sweep_dir: Path) -> SweepResults:
                 decode_tok_s_per_user=1000.0 / mean(tpots) if tpots else None,
                 cuda_graphs=graphs if isinstance(graphs, bool) else None,
                 stalled=stalled,
+                n_cpu_moe=_as_int(cpu_moe, 0) or None,
+                moe_tuned_config=tuned if isinstance(tuned, bool) else None,
             )
         )
     roofline = data.get("roofline") or []

@@ -100,6 +100,29 @@ def moe_config_table() -> dict[str, MoeConfigTable]:
     return {engine: MoeConfigTable.model_validate(t) for engine, t in raw.items()}
 
 
+class UntunedRange(BaseModel):
+    batch: tuple[int, int]  # decode batch (tokens per step), inclusive
+    slower_pct: tuple[float, float]  # decode step slower than on a tuned config, low-high
+
+
+class UntunedClass(BaseModel):
+    """A GPU class's cost of running vLLM's fused-MoE kernel on default tiles
+    (``moe_untuned`` in the data)."""
+
+    id: str
+    title: str
+    gpus: list[str] = []  # gpus.yaml ids; empty: matched by max_n, or every other GPU
+    max_n: int | None = None  # expert FFN width per GPU at or below which this applies
+    ranges: list[UntunedRange]
+    source: str
+
+
+@cache
+def moe_untuned_classes() -> list[UntunedClass]:
+    raw = (_data().get("moe_untuned") or {}).get("classes") or []
+    return [UntunedClass.model_validate(c) for c in raw]
+
+
 def rule(rule_id: str) -> Rule:
     try:
         return all_rules()[rule_id]
@@ -226,3 +249,9 @@ def tp_heads_verdict(rule: str, tp: int, heads: int, kv_heads: int) -> Verdict |
             reason=f"TP={tp} neither divides nor is a multiple of {kv_heads} KV heads",
         )
     return None
+
+
+def kernels() -> dict[str, Any]:
+    """The kernel availability table: engine -> {source, formats: {format: archs...}}."""
+    table: dict[str, Any] = _data()["kernels"]
+    return table

@@ -128,6 +128,8 @@ def _launch(
             prompt_cache_mib=0,
             extra_args=["--split-mode", split],
         )
+        if cfg.get("n_cpu_moe"):  # the offload variant: those layers' experts in host memory
+            launch.extra_args += ["--n-cpu-moe", str(int(cfg["n_cpu_moe"]))]
         if quant and quant not in UNQUANTIZED and not quant.startswith("gguf-"):
             note = f"{model} must be a GGUF of the {quant} weights"
         elif (

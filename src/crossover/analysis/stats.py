@@ -5,6 +5,7 @@ Kept here (numpy and the standard library only) so the core install needs no sci
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,8 +61,10 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_ppf(p: float, df: float) -> float:
-    """Quantile of Student's t (bisection on the CDF; exact to ~1e-10)."""
+    """Quantile of Student's t (bisection on the CDF; exact to ~1e-10). Cached: an
+    analysis asks for the same few (confidence, repeats) pairs many times."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"probability must be in (0, 1), got {p}")
     if p < 0.5:

@@ -37,9 +37,13 @@ FaultName = Literal[
     "malformed_json",
     "slow_headers",
     "never_answer",
+    # the request read, the connection closed before any response: FIN, or RST
+    "drop_request",
+    "drop_request_rst",
     "split_events",
     # counts a second witness contradicts
     "usage_inflated",
+    "usage_inflated_2pct",
     "prompt_tokens_short",
     # protocol deviations
     "not_streamed",
@@ -56,6 +60,13 @@ FaultName = Literal[
     "usage_total_mismatch",
     "data_after_finish",
     "logprobs",
+    "token_ids",
+    # honest streams whose characters span tokens (vLLM's "" then the character)
+    "split_characters",
+    # the engine's counter: reset as the request starts (a new _created), and tokens of
+    # another model served by the same server in a series of its own
+    "counter_reset",
+    "other_model_tokens",
     # when it is delivered
     "burst_delivery",
     "heartbeats",

@@ -70,6 +70,10 @@ def _abort_with_reset(request: web.Request) -> None:
     transport.abort()
 
 
+#: split_characters: the character two tokens make (2 bytes in UTF-8, as Cyrillic is)
+SPLIT_CHARACTER = " \u0416"
+
+
 class Handlers:
     """The routes of one application; config and state come from the app."""
 
@@ -158,6 +162,14 @@ class Handlers:
             rec.status = 0
             await request.app[CLOSING_KEY].wait()
             raise asyncio.CancelledError
+        if "drop_request" in faults or "drop_request_rst" in faults:
+            # the request was read and dropped: the connection closes with no response
+            rec.status, rec.done = 0, True
+            if "drop_request_rst" in faults:
+                _abort_with_reset(request)
+            elif request.transport is not None:
+                request.transport.close()
+            raise asyncio.CancelledError
         for code in (500, 429):
             if f"http_{code}" in faults:
                 rec.status, rec.done = code, True
@@ -166,6 +178,11 @@ class Handlers:
                 if code == 429:
                     err.headers["Retry-After"] = "1"
                 return err
+        if "counter_reset" in faults:  # the engine's counter starts again from zero
+            state.generation_tokens_total = 0
+            state.generation_created = time.time()
+        if "other_model_tokens" in faults:  # another model's work on the same server
+            state.other_model_tokens += 10 * req.max_tokens
         plan = make_plan(req, faults, cfg)
         if self.prefix is not None:
             rec.cached_tokens = self.prefix.lookup_and_insert(req.tokens)
@@ -250,11 +267,19 @@ class Handlers:
             last = sent + size == plan.tokens
             # whitespace_chunks: every second chunk carries a space where its words were
             blank = plan.whitespace and rec.chunks_sent % 2 == 1
+            # split_characters: tokens in pairs, the first one's chunk with no text (its
+            # bytes begin a character) and the second's with the whole character
+            text = cfg.token_text * size
+            if "split_characters" in faults and size == 1:
+                if sent % 2 == 0 and not last:
+                    text = ""
+                elif sent % 2 == 1:
+                    text = SPLIT_CHARACTER
             # data_after_finish: the finish reason halfway, the rest of the tokens after it
             early = "data_after_finish" in faults
             finish_now = sent + size == max(1, plan.tokens // 2) if early else last
             data = out.chunk(
-                " " if blank else cfg.token_text * size,
+                " " if blank else text,
                 plan.finish_reason if finish_now else None,
                 req.chat and sent == 0 and not role_first,
                 now,

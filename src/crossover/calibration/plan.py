@@ -170,12 +170,15 @@ def make_plan(req: GenerationRequest, faults: frozenset[str], config: Calibratio
     cut = "cut" in faults
     reset = "reset" in faults and not cut
     sent = half if (cut or reset or "usage_inflated" in faults) else length
+    if "usage_inflated_2pct" in faults:
+        # claims the whole length; the stream carried 2% fewer (rounded up to a token)
+        sent = max(1, length - -(-length * 2 // 100))
     usage_completion: int | None = sent
     usage_prompt: int | None = req.prompt_tokens
     if "usage_mismatch" in faults:
         usage_completion = max(0, sent + config.usage_mismatch_delta)
-    if "usage_inflated" in faults:
-        usage_completion = length  # claims the whole length; the stream carried half
+    if "usage_inflated" in faults or "usage_inflated_2pct" in faults:
+        usage_completion = length  # claims the whole length; the stream carried less
     if "prompt_tokens_mismatch" in faults:
         usage_prompt = req.prompt_tokens + config.prompt_tokens_extra
     if "prompt_tokens_short" in faults:

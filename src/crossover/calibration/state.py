@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,12 @@ class ServerState:
         self.errors_total = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        #: when the generation counter began (prometheus_client's ``_created``): a
+        #: ``counter_reset`` starts it again from 0 with a new one
+        self.generation_created = time.time()
+        #: tokens of another model the same server serves (``other_model_tokens``): its
+        #: own series of the counter, never this run's work
+        self.other_model_tokens = 0
         self.lag = LagStats()  # every chunk
         self.first_lag = LagStats()  # first-token chunks (arrival bursts show here)
         self.later_lag = LagStats()  # the rest: the decode schedule
@@ -210,6 +217,15 @@ class ServerState:
             "# HELP calibration:generation_tokens_total Tokens generated (sent).",
             "# TYPE calibration:generation_tokens_total counter",
             f"calibration:generation_tokens_total{label} {self.generation_tokens_total}",
+            f"calibration:generation_tokens_created{label} {self.generation_created}",
+            *(
+                [
+                    'calibration:generation_tokens_total{model_name="other-model"} '
+                    f"{self.other_model_tokens}"
+                ]
+                if self.other_model_tokens
+                else []
+            ),
             "# HELP calibration:prompt_tokens_total Prompt tokens received.",
             "# TYPE calibration:prompt_tokens_total counter",
             f"calibration:prompt_tokens_total{label} {self.prompt_tokens_total}",

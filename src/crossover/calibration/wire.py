@@ -7,7 +7,8 @@ ends, the spec's other spellings (``data:`` without a space, data over several l
 ``id``/``event``/``retry`` fields, comments, a BOM), a last event without its blank line,
 fields present with ``null``, integers written as floats, fields nobody asked for,
 heartbeat comments, a repeated ``[DONE]``, none at all. Others change what the stream
-says (whitespace chunks, choices never asked for, logprobs) or when it is delivered
+says (whitespace chunks, choices never asked for, logprobs, token ids, characters split
+over two tokens as vLLM streams them: ``""`` then the character) or when it is delivered
 (bursts).
 """
 
@@ -48,6 +49,9 @@ class Emitter:
         self.floats = "float_ints" in faults
         self.unknown = "unknown_fields" in faults
         self.logprobs = "logprobs" in faults
+        self.token_ids = "token_ids" in faults
+        #: split_characters: a chunk with text "" carries a token too (vLLM's shape)
+        self.splits = "split_characters" in faults
         self.started = False
         #: burst_delivery: events held until this many tokens are due, then written at once
         self.burst = burst if "burst_delivery" in faults else 0
@@ -80,7 +84,11 @@ class Emitter:
             choice: dict[str, Any] = {"index": self._num(index), "delta": delta}
         else:
             choice = {"index": self._num(index), "text": text or ""}
-        choice["logprobs"] = self._logprobs(text, tokens) if self.logprobs and text else None
+        # a chunk carries tokens when it has text, or, split_characters, none yet
+        carries = text is not None and (bool(text) or self.splits)
+        choice["logprobs"] = self._logprobs(text, tokens) if self.logprobs and carries else None
+        if self.token_ids and carries:
+            choice["token_ids"] = [7] * tokens
         choice["finish_reason"] = finish
         if self.nulls:
             choice["stop_reason"] = None

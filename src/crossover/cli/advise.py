@@ -55,7 +55,13 @@ def parse_engines(text: str) -> list[str]:
 
 
 # Cited by every kept candidate: the terminal leaves them out of the per-line titles.
-_EVERYWHERE = {"seed-2-kernel-check", "memory-fit", "seed-6-rerun-sweep", "calibrated-profile"}
+_EVERYWHERE = {
+    "seed-2-kernel-check",
+    "memory-fit",
+    "seed-6-rerun-sweep",
+    "calibrated-profile",
+    "quant-format-quality",
+}
 
 
 def _titles(rules: list[dict[str, str]], limit: int = 3) -> str:
@@ -101,36 +107,169 @@ def _figures(rec: dict[str, Any]) -> str:
     return text + (f"(estimate: {profile} profile)" if profile else "(roofline)")
 
 
-def _print(advice: dict[str, Any]) -> None:
-    echo = typer.echo
-    hw, model = advice["hardware"], advice["model"]
+_TOP_ROWS = 6
+_COL = 17  # a figure column's width: "c=1024 out tok/s" and a space
+
+
+def _formats(model: dict[str, Any]) -> str:
+    if model.get("quant"):
+        return str(model["quant"])
+    names = dict.fromkeys(q for qs in (model.get("formats") or {}).values() for q in qs)
+    return "formats with kernels here: " + ", ".join(names)
+
+
+def _cell(rec: dict[str, Any]) -> str:
+    """ "#1   817", "#3  ~874" (borrowed estimate), "#1  271=" (measured)."""
+    key = "decode_tok_s_per_user" if rec["regime"] == "low" else "output_tok_s"
+    fig = rec["measured"] if rec["figures_from"] == "measured" else rec["predicted"]
+    value = fig.get(key) or 0.0
+    mark = "~" if (rec.get("basis") or {}).get("kind") == "borrowed" else ""
+    end = "=" if rec["figures_from"] == "measured" else " "
+    return f"#{rec['rank']:<2}{mark + format(value, '.0f'):>7}{end}"
+
+
+def _header(advice: dict[str, Any]) -> str:
+    hw, model, work = advice["hardware"], advice["model"], advice["workload"]
+    moe = f", MoE {model['experts']}x{model['experts_per_token']}" if model.get("experts") else ""
     # the link between GPUs: one GPU has none to name (an H100 PCIe or an RTX 3090 alone
     # read "(nvlink)" from its table row's bridge)
     link = f" ({hw['interconnect']})" if hw["count"] > 1 else ""
-    echo(
+    return (
         f"{hw['count']}x {hw['gpu']}{link}, {model['name']} "
-        f"{model['params'] / 1e9:.2f}B params, quant {model['quant']}; "
-        f"figures: decode tok/s per user and output tok/s (all users), "
-        f"{advice['predictions']} predictions"
+        f"{model['params'] / 1e9:.1f}B{moe}, {work['input_tokens']} in + "
+        f"{work['output_tokens']} out tokens; {_formats(model)}"
     )
-    for rec in advice["recommendations"]:
-        cfg = rec["config"]
-        layout = f"tp={cfg['tp']} pp={cfg['pp']}"
-        echo(
-            f"  {rec['regime']:>4} c={rec['concurrency']:<4} #{rec['rank']} "
-            f"{rec['engine']:<12} {layout}  {_figures(rec)}  [{_titles(rec['rules'])}]"
+
+
+def _print(advice: dict[str, Any]) -> None:
+    """One ranked table (a row per engine, format and layout; a column per load) and one
+    line of reasons per row; ``--explain`` prints the rules and their sources."""
+    echo = typer.echo
+    echo(_header(advice))
+    recs = advice["recommendations"]
+    regimes = list(advice["workload"]["regimes"].items())
+    rows: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for rec in recs:
+        key = (rec["engine"], *sorted(rec["config"].items()))
+        rows.setdefault(key, {})[rec["regime"]] = rec
+    if not rows:
+        echo("no candidate fits or runs")
+        _print_near_misses(advice)
+    else:
+        cols = "".join(
+            f"{f'c={c} ' + ('tok/s/user' if r == 'low' else 'out tok/s'):>{_COL}}"
+            for r, c in regimes
         )
-    shown: set[str] = set()
-    rejected = advice["rejected"]
-    if rejected:
-        echo(f"rejected {len(rejected)} candidates, e.g.:")
+        echo(f"  {'engine  format  layout':<30}{cols}   quality cost")
+    ordered = sorted(
+        rows.items(),
+        key=lambda kv: (
+            min(r["rank"] for r in kv[1].values()),
+            sum(kv[1][r]["rank"] if r in kv[1] else 99 for r, _ in regimes),
+        ),
+    )
+    # each engine's best row first among equals, so every engine that fits is in the table
+    best_of: dict[str, tuple[Any, ...]] = {}
+    for key, _ in ordered:
+        best_of.setdefault(key[0], key)
+    keep = set(best_of.values())
+    for key, _ in ordered:
+        if len(keep) >= max(_TOP_ROWS, len(best_of)):
+            break
+        keep.add(key)
+    listed = [(k, by) for k, by in ordered if k in keep]
+    for key, by in listed:
+        name = _row_name(key[0], dict(key[1:]))
+        cells = "".join(f"{_cell(by[r]) if r in by else '-':>{_COL}}" for r, _ in regimes)
+        first = next(iter(by.values()))
+        fmt = first.get("quality") or {}
+        cost = str(fmt.get("cost", "-")).split()[0].rstrip(":")
+        cost += "" if fmt.get("measured") or not fmt.get("rank") else "*"
+        echo(f"  {name:<30}{cells}   {cost}")
+        heads = dict.fromkeys(h for r, _ in regimes if r in by for h in by[r]["headline"])
+        ranked_above = [h for h in heads if h.startswith("ranked above")]
+        for h in ranked_above[1:]:  # the first says why; the other loads' repeat it
+            del heads[h]
+        if heads:
+            echo(f"      {'; '.join(heads)}")
+    if len(ordered) > len(listed):
+        echo(f"  ... {len(ordered) - len(listed)} more ranked rows: --explain, --json")
+        closest = _least_loss(ordered, listed, regimes)
+        if closest:
+            echo(f"  {closest}")
+    echo(_footer(advice))
+
+
+def _least_loss(
+    ordered: list[tuple[tuple[Any, ...], dict[str, dict[str, Any]]]],
+    listed: list[tuple[tuple[Any, ...], dict[str, dict[str, Any]]]],
+    regimes: list[tuple[str, int]],
+) -> str | None:
+    """Where every listed row loses quality (a 4-bit format, say), the best-ranked row
+    that loses little or none, in one line: the choice the table would otherwise hide."""
+
+    def loss(by: dict[str, dict[str, Any]]) -> int:
+        return int(next(iter(by.values()))["quality"]["rank"])
+
+    if any(loss(by) <= 1 for _, by in listed):
+        return None
+    best = next(((k, by) for k, by in ordered if loss(by) <= 1), None)
+    if best is None:
+        return None
+    key, by = best
+    cells = ", ".join(f"c={c} {' '.join(_cell(by[r]).split())}" for r, c in regimes if r in by)
+    cost = str(next(iter(by.values()))["quality"]["cost"])
+    return f"least quality loss: {_row_name(key[0], dict(key[1:]))}: {cells} ({cost})"
+
+
+_LAYOUT_KEYS = {"tp", "pp", "gpus", "quant", "cuda_graphs", "split_mode"}
+
+
+def _row_name(engine: str, cfg: dict[str, Any]) -> str:
+    """ "vllm fp8 tp=2", "llamacpp gguf-q4_k_m split=2"; other settings as key=value."""
+    tp, pp = cfg["tp"], cfg["pp"]
+    if engine == "llamacpp":
+        layout = f"split={pp}" if pp > 1 else "1 GPU"
+    else:
+        layout = f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
+    extra = [f"{k}={v}" for k, v in sorted(cfg.items()) if k not in _LAYOUT_KEYS and v]
+    return " ".join([engine, str(cfg["quant"]), layout, *extra])
+
+
+def _footer(advice: dict[str, Any]) -> str:
+    rejected = [r for r in advice["rejected"] if not r.get("not_asked")]
+    skipped = len(advice["rejected"]) - len(rejected)
+    by_rule: dict[str, int] = {}
     for row in rejected:
-        key = f"{row['engine']}:{row['rule']}"
-        if key not in shown:
-            shown.add(key)
-            cfg = row["config"]
-            title = row.get("title") or row["rule"]
-            echo(f"  {row['engine']} tp={cfg['tp']} pp={cfg['pp']}: {row['reason']} [{title}]")
+        by_rule[row["rule"]] = by_rule.get(row["rule"], 0) + 1
+    what = ", ".join(f"{n} {rule}" for rule, n in sorted(by_rule.items(), key=lambda kv: -kv[1]))
+    parts = [
+        "#rank at each load; ~ borrowed estimate, ranked by its low end; = measured; "
+        "else estimated from the engine's profile; * quality cost cited",
+        (f"rejected {len(rejected)} ({what}); " if rejected else "")
+        + (f"{skipped} formats without kernels here left out; " if skipped else "")
+        + "reasons, rules, sources: --explain; a prediction is a hypothesis: measure it "
+        "(--emit-sweep)",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _kernel_table(advice: dict[str, Any]) -> list[str]:
+    """Which weight formats have kernels on this GPU's SM, per engine, with the source
+    (rules.yaml kernels; rule seed-2-kernel-check)."""
+    from crossover.advise.formats import kernel_table
+
+    fam = advice["hardware"]["sm_family"]
+    return [
+        f"{engine}: {', '.join(ok) or '-'}"
+        + (f"; none for {', '.join(no)}" if no else "")
+        + f" ({source})"
+        for engine, ok, no, source in kernel_table(fam)
+    ]
+
+
+def _print_near_misses(advice: dict[str, Any]) -> None:
+    echo = typer.echo
     misses = advice.get("near_misses") or []
     if misses:
         echo("near misses (the best rejected configuration per engine):")
@@ -145,9 +284,47 @@ def _print(advice: dict[str, Any]) -> None:
             what = miss["reason"]
         fixes = "; ".join(miss["fits_with"])
         echo(
-            f"  {miss['engine']} tp={cfg['tp']} pp={cfg['pp']} ({cfg['gpus']} GPU): {what}"
-            + (f"; {fixes}" if fixes else "")
+            f"  {miss['engine']} tp={cfg['tp']} pp={cfg['pp']} {cfg['quant']} ({cfg['gpus']} GPU): "
+            f"{what}" + (f"; {fixes}" if fixes else "")
         )
+
+
+def _print_explain(advice: dict[str, Any]) -> None:
+    """``--explain``: every ranked row with its rules, the rejected candidates, the near
+    misses, the notes, every rule's source and the kernel table for this GPU."""
+    echo = typer.echo
+    hw, model = advice["hardware"], advice["model"]
+    echo(
+        f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
+        f"{model['params'] / 1e9:.2f}B params, formats {_formats(model)}; "
+        f"figures: decode tok/s per user and output tok/s (all users), "
+        f"{advice['predictions']} predictions"
+    )
+    for rec in advice["recommendations"]:
+        cfg = rec["config"]
+        layout = f"tp={cfg['tp']} pp={cfg['pp']}"
+        echo(
+            f"  {rec['regime']:>4} c={rec['concurrency']:<4} #{rec['rank']} "
+            f"{rec['engine']:<12} {cfg['quant']:<12} {layout}  {_figures(rec)}  "
+            f"[{_titles(rec['rules'])}]"
+        )
+        for reason in rec["reasons"]:
+            echo(f"        {reason}")
+    shown: set[str] = set()
+    rejected = advice["rejected"]
+    if rejected:
+        echo(f"rejected {len(rejected)} candidates, e.g.:")
+    for row in rejected:
+        key = f"{row['engine']}:{row['config']['quant']}:{row['rule']}"
+        if key not in shown:
+            shown.add(key)
+            cfg = row["config"]
+            title = row.get("title") or row["rule"]
+            echo(
+                f"  {row['engine']} {cfg['quant']} tp={cfg['tp']} pp={cfg['pp']}: "
+                f"{row['reason']} [{title}]"
+            )
+    _print_near_misses(advice)
     for note in advice["notes"]:
         echo(f"note: {note}")
     legend = _legend(advice)
@@ -155,6 +332,9 @@ def _print(advice: dict[str, Any]) -> None:
         echo("rules (title: source):")
         for line in legend:
             echo(line)
+    echo(f"kernels on {hw['gpu']} ({hw['compute_capability']}), per engine and format:")
+    for line in _kernel_table(advice):
+        echo(f"  {line}")
     for cmp in advice["comparisons"]:
         err = cmp["error_pct"].get("output_tok_s")
         if err is not None:
@@ -207,7 +387,10 @@ def advise_command(
         None, "--interconnect", help="nvlink|pcie|pcie-no-p2p|tcp"
     ),
     quant: str | None = typer.Option(
-        None, "--quant", help="bf16|fp8|fp8-block|nvfp4|int4-awq|gguf-q4_k_m|..."
+        None,
+        "--quant",
+        help="narrow the weight formats, one or a comma list: bf16,fp8,fp8-block,nvfp4,"
+        "int4-awq,gguf-q4_k_m,... (default: every format each engine has kernels for here)",
     ),
     engine_versions: str | None = typer.Option(
         None, "--engine-versions", help="e.g. trtllm=1.2.1,vllm=0.26.0"
@@ -234,6 +417,13 @@ def advise_command(
         help="GiB per GPU for everything besides weights and KV, replacing the engines' "
         "measured overheads: 1.5, or llamacpp=0.8,vllm=2",
     ),
+    host_mem_bandwidth: str | None = typer.Option(
+        None,
+        "--host-mem-bandwidth",
+        help="host memory bandwidth for llama.cpp's CPU expert offload (--n-cpu-moe): GB/s "
+        "(DDR5-4800 x 2 channels: 76.8) or ddr5-dual, ddr5-dual-4800, ddr4-dual, ddr5-8ch "
+        "(default: ddr5-dual, said in the row)",
+    ),
     roofline: bool = typer.Option(
         False, "--roofline", help="rank by roofline upper bounds instead of calibrated estimates"
     ),
@@ -241,6 +431,9 @@ def advise_command(
         None,
         "--calibration",
         help="engine profiles fitted by python -m crossover.advise.calibrate (default: packaged)",
+    ),
+    explain: bool = typer.Option(
+        False, "--explain", help="every ranked row's reasons, the rules and their sources"
     ),
     json_path: Path | None = typer.Option(None, "--json", help="write the advice JSON here"),
     emit_sweep_path: Path | None = typer.Option(
@@ -267,9 +460,11 @@ def advise_command(
         load_model,
         load_results,
     )
+    from crossover.advise.cost import host_bandwidth
     from crossover.advise.hardware import resolve_system
     from crossover.advise.memory import parse_reserve
 
+    host_bandwidth(host_mem_bandwidth)  # a bad figure: one line before any work
     system = resolve_system(gpu, gpus, interconnect, gpu_spec)
     request = AdviceRequest(
         system=system,
@@ -281,6 +476,7 @@ def advise_command(
         shared_prefix_tokens=shared_prefix_tokens,
         concurrency=parse_int_list(concurrency, "--concurrency"),
         reserve_gib=parse_reserve(reserve_gib),
+        host_mem_bandwidth=host_mem_bandwidth,
         predictions="roofline" if roofline else "calibrated",
         **({"engines": parse_engines(engines)} if engines else {}),
     )
@@ -290,7 +486,7 @@ def advise_command(
     curve = load_curve(allreduce_table) if allreduce_table else None
     sweep = load_results(results) if results else None
     advice = advise(request, curve=curve, results=sweep, calibration=cal)
-    _print(advice)
+    (_print_explain if explain else _print)(advice)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(advice, indent=2) + "\n", "utf-8")

@@ -23,6 +23,7 @@ _plain_help_types()
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
     "sweep",
+    "decide",
     "capacity",
     "demo",
     "advise",

@@ -54,14 +54,30 @@ def _warmup(s: RunSummary) -> str:
     return f"   (warm-up {r.warmup}{failed})"
 
 
+def server_word_note(s: RunSummary) -> str:
+    """The verdict line's note of the counts that rest on the server's word alone
+    (``""`` when every count had an independent witness)."""
+    witnesses = getattr(s, "witnesses", None)  # a summary stored before it had them
+    alone = getattr(witnesses, "server_word", None)
+    if not alone:
+        return ""
+    return f"   ({' and '.join(alone)} on the server's word alone: no independent witness)"
+
+
+def _retries(s: RunSummary) -> str:
+    n = s.requests.retries
+    return f", {n} retried on a reused connection" if n else ""
+
+
 def summary_table(s: RunSummary, title: str | None = None) -> Group:
     verdict = Text(s.verdict.upper(), style=VERDICT_STYLE[s.verdict])
     head = Text.assemble(
         (title + "  " if title else ""),
         "verdict: ",
         verdict,
+        (server_word_note(s), "yellow"),
         f"   requests {s.requests.sent} sent, {s.requests.succeeded} ok, "
-        f"{s.requests.failed} failed, {s.requests.matched} matched",
+        f"{s.requests.failed} failed, {s.requests.matched} matched{_retries(s)}",
         (_warmup(s), "yellow" if s.requests.warmup_failed else "dim"),
     )
     load = s.load

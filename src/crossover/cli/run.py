@@ -156,7 +156,13 @@ def run(
     prompts: PromptsOpt = None,
     prompt_lengths: PromptLengthsOpt = None,
     tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for prompts and arrivals")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed for prompts and arrivals [default: a new one each run, so no prompt "
+            "is sent again to a server a run measured before; the run's JSON keeps it]"
+        ),
+    ] = None,
     timeout_s: Annotated[
         float, typer.Option(help="Total time limit per request, from send to the end of stream")
     ] = 1800.0,
@@ -175,7 +181,9 @@ def run(
         float,
         typer.Option(
             help="Per new connection: resolving the host and the TCP (and TLS) connect; "
-            "it runs inside the first-token limit. Reused keep-alive connections skip it"
+            "it runs inside the first-token limit. Reused keep-alive connections skip it. "
+            "The connections opened before the load (a GET of /health each) are given up "
+            "after twice it"
         ),
     ] = 10.0,
     max_event_bytes: Annotated[
@@ -249,7 +257,7 @@ def run(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, base_url
+    from crossover.config import RunConfig, TimeoutsConfig, base_url, run_seed
     from crossover.dialects.discovery import pick_model, served_models
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
@@ -289,7 +297,7 @@ def run(
         trace_block_tokens=trace_block_tokens,
         prompts_file=prompts,
         tokenizer=tokenizer,
-        seed=seed,
+        seed=run_seed(seed),
         allowed_failures=allowed_failures,
         slo=per_request_limits(terms),
         api_key_env=api_key_env,

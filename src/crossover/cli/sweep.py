@@ -458,11 +458,13 @@ def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str
     from rich.markup import escape
 
     from crossover.analysis.overload import open_loop_load
-    from crossover.cli.render import _f, client_mark
+    from crossover.cli.render import _f, client_mark, server_word_note
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
     ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
-    head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]  "
+    alone = server_word_note(s).strip()
+    note = f" [yellow]{escape(alone)}[/]" if alone else ""
+    head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]{note}  "
     tail = "" if status == "done" else f"  [red]({status})[/]"
     load = open_loop_load(s)
     if s.load.mode == "rate":

@@ -27,7 +27,9 @@ class ChunkInfo:
 
     ``text`` is generated text (content or reasoning) of the one choice asked for (index
     0, every entry of it in the event); ``n_tokens`` is the number of tokens in this event
-    when the server states it (its logprobs entries), else ``None``. ``total_tokens`` is
+    when the server states it (its logprobs entries, or its token ids), else ``None``: an
+    event with no text may still carry tokens (vLLM sends ``""`` with the token that
+    holds the first bytes of a character, then the character with the next). ``total_tokens`` is
     usage's own total, as reported. ``other_choices`` counts the entries of choices that
     were never asked for (an index other than 0) that carried text or a finish reason.
     """

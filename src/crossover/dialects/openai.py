@@ -62,9 +62,21 @@ def _logprob_count(logprobs: object) -> int | None:
     return None
 
 
+def _stated_count(choice: dict[str, Any]) -> int | None:
+    """Tokens a choice states it carries, one entry per token: its logprobs, else its
+    ``token_ids`` (vLLM's, with ``return_token_ids``); ``None`` when it states neither."""
+    lp = choice.get("logprobs")
+    if lp is not None:
+        count = _logprob_count(lp)
+        if count is not None:
+            return count
+    ids = choice.get("token_ids")
+    return len(ids) if type(ids) is list else None
+
+
 def token_event(event: dict[str, Any], chat: bool) -> tuple[str, str | None, int | None] | None:
     """``OpenAIDialect.parse`` for the event a stream is made of (one choice, index 0, no
-    logprobs, no usage, no llama.cpp timings): its (text, finish reason, emitted_ns),
+    logprobs or token ids, no usage, no llama.cpp timings): its (text, finish reason, emitted_ns),
     every other field of its ``ChunkInfo`` being the default; ``None`` for any other
     event, which ``parse`` then reads. A transport's per-token path: no ``ChunkInfo``
     (a frozen dataclass, nine setattrs) and no walk over ``choices`` and ``usage``."""
@@ -72,7 +84,9 @@ def token_event(event: dict[str, Any], chat: bool) -> tuple[str, str | None, int
     if type(choices) is not list or len(choices) != 1:
         return None
     choice = choices[0]
-    if type(choice) is not dict or choice.get("logprobs") is not None:
+    if type(choice) is not dict:
+        return None
+    if choice.get("logprobs") is not None or choice.get("token_ids") is not None:
         return None
     idx = choice.get("index")
     if idx is not None and (type(idx) is not int or idx != 0):
@@ -144,11 +158,9 @@ class OpenAIDialect:
                 text += piece
                 if type(fr) is str:
                     finish = fr
-                lp = choice.get("logprobs")
-                if lp is not None:
-                    count = _logprob_count(lp)
-                    if count is not None:
-                        n_tokens = count if n_tokens is None else n_tokens + count
+                count = _stated_count(choice)
+                if count is not None:
+                    n_tokens = count if n_tokens is None else n_tokens + count
         prompt_tokens = completion_tokens = total_tokens = cached = None
         usage = event.get("usage")
         if isinstance(usage, dict):

@@ -23,6 +23,18 @@ _VLLM_JIT = "vllm/utils/jit_monitor.py (warning_once per kernel name); seen (0.2
 _LLAMA = "llama.cpp (vendored in llama-cpp-python 0.3.36)"
 
 
+# What default fused-MoE tiles cost, in the words of the advisor's rule (the numbers are
+# advise/data/rules.yaml moe_untuned's; a test holds them equal).
+UNTUNED_COST = (
+    "expect 0-5% slower decode on most GPUs (measured on the H200, vLLM 0.26.0, BF16: "
+    "TPOT -1.0% to +4.6% at c=1-256, docs/results/h200/moe-tuning; kernel benchmarks "
+    "0-5.4% on RTX 5090, RTX 4090D, RTX PRO 6000, vLLM PRs #45379, #48309, #39183), up "
+    "to 1.6x at batch 1-32 on some (H20, Mixtral shape, vLLM PR #44152) and up to 25% "
+    "where each GPU holds a narrow expert slice, N <= 128 (vLLM PRs #35457, #44830); "
+    "tune one with benchmarks/kernels/benchmark_moe.py --tune"
+)
+
+
 def _file(m: re.Match[str]) -> Value:
     return m.group(1).rsplit("/", 1)[-1]
 
@@ -77,9 +89,8 @@ VLLM_WARN: tuple[WarningRule, ...] = (
             r"Using default MoE config\. Performance might be sub-optimal! "
             r"Config file not found at (?:\S*/)?([^/\s]+?\.json)"
         ),
-        "vLLM found no tuned fused-MoE config for this GPU ({0}) and runs a default one: "
-        "MoE layers may run well below a tuned GPU's speed (vLLM's tuning tables miss most "
-        "consumer cards)",
+        "vLLM found no tuned fused-MoE config for this GPU ({0}) and runs default tiles: "
+        + UNTUNED_COST,
         _VLLM_CFG,
     ),
     WarningRule(
@@ -124,7 +135,9 @@ LLAMACPP_WARN: tuple[WarningRule, ...] = (
         "note",
         re.compile(r"tensor (blk\.\d+\.ffn_\w*exps\S*) \(.*?\) buffer type overridden to (CPU\w*)"),
         "{count} expert tensors are kept in host memory (first: {0} on {1}): their layers' "
-        "MoE work runs on the CPU (--cpu-moe / --n-cpu-moe / -ot)",
+        "MoE work runs on the CPU (--cpu-moe / --n-cpu-moe / -ot), which reads those "
+        "experts at about 0.76 of the host memory's bandwidth each token (crossover advise "
+        "--host-mem-bandwidth estimates the decode rate)",
         f"{_LLAMA} src/llama-model-loader.cpp (debug, -lv 5)",
     ),
 )

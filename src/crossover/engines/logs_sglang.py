@@ -28,6 +28,7 @@ from crossover.engines.logpatterns import (
     g1_int,
     g1_str,
 )
+from crossover.engines.logs_moe import UNTUNED_COST
 
 _ARGS = "sglang python/sglang/srt/entrypoints/engine.py: server_args=ServerArgs(...); seen (0.5.17)"
 _SCHED = "sglang python/sglang/srt/managers/scheduler.py; seen (0.5.17)"
@@ -303,7 +304,8 @@ SGLANG_WARN: tuple[WarningRule, ...] = (
             r"Config file not found at (?:\S*/)?([^/\s]+?\.json)"
         ),
         "SGLang found no tuned fused-MoE config for this GPU ({0}) and runs its default "
-        "kernel configs: MoE layers may run well below a tuned GPU's speed",
+        "kernel configs (the same Triton fused-MoE kernel as vLLM's; measured on vLLM): "
+        + UNTUNED_COST,
         _MOE,
     ),
     WarningRule(

@@ -32,13 +32,15 @@ async def send_prompt(
     replica: int | None = None,
     on_cancel: Callable[[RequestRecord], None] | None = None,
     cancel_reason: Callable[[], str] = lambda: "interrupted",
+    reused: bool = False,
 ) -> RequestRecord:
     """Send ``prompt`` and return its record.
 
     A request cut off by cancellation (the engine died, Ctrl-C) after it was sent is
     marked failed and handed to ``on_cancel`` before the cancellation goes on, so
     requests sent always equal requests recorded. ``replica`` (``config.replica_for``)
-    picks the base URL among ``config.urls``; ``None``: ``config.url``.
+    picks the base URL among ``config.urls``; ``None``: ``config.url``. ``reused``: the
+    prompt was sent before in the run (the record says so: ``prompt_reused``).
     """
     n_out = prompt.output_tokens or config.output_tokens  # its own N when the shape draws one
     spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint, prompt.messages)
@@ -52,6 +54,7 @@ async def send_prompt(
         t_scheduled_ns=t_scheduled_ns,
         t_send_ns=0,
         replica=replica,
+        prompt_reused=reused,
     )
     base = config.url if replica is None else config.urls[replica]
     try:
@@ -76,9 +79,14 @@ async def send_prompt(
 
 
 async def open_replica_connections(session: Session, config: RunConfig, count: int) -> None:
-    """``open_connections`` for ``count`` streams spread round robin over the replicas."""
+    """``open_connections`` for ``count`` streams spread round robin over the replicas,
+    each GET bounded by twice the connect timeout."""
     urls = config.replica_urls
+    # a convenience, not a measurement: each GET is given up after twice the connect
+    # timeout (to connect, and for its answer), so a server that accepts slowly holds
+    # the run no longer than that (issue 43: 216 s with no read limit)
+    limit_s = 2 * config.timeouts.connect_s
     for k, url in enumerate(urls):
         share = count // len(urls) + (1 if k < count % len(urls) else 0)
         if share:
-            await open_connections(session, url, share)
+            await open_connections(session, url, share, limit_s=limit_s)

@@ -266,10 +266,13 @@ async def _worker(
     async with make_client(config.transport, headers, timeouts) as session:
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+            reused = False
             if warmup:
                 p = prompts[(n_measured + share.warmup_offset + i) % n_prompts]
                 replica = config.replica_for(share.warmup_offset + i)
             else:
+                # past the measured prompts a prompt is sent again: marked on its record
+                reused = share.prompt_offset + i >= n_measured
                 p = prompts[(share.prompt_offset + i) % n_prompts]
                 # the run's request index, so the replicas share the load evenly
                 replica = config.replica_for(share.prompt_offset + i)
@@ -287,6 +290,7 @@ async def _worker(
                 replica=replica,
                 on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
                 cancel_reason=lambda: "the run was aborted",
+                reused=reused,
             )
             out.put(("record", share.worker, rec.to_json()))
             return rec

@@ -29,6 +29,7 @@ from crossover.metrics.summary import (
     TurnStats,
     Waves,
     Window,
+    WitnessCheck,
     Witnesses,
     WorkloadInfo,
     add_problem,
@@ -185,12 +186,37 @@ def witnesses(
         eng = EngineWitness(
             counter=engine.name, generated=engine.generated, claimed=engine_claimed(all_records)
         )
+    checks = output_checks(ok, all_records, engine) + prompt_checks(ok, ctx)
     return Witnesses(
         output_tokens=output_witnesses(ok),
         prompt_tokens=prompt_witnesses(ok),
         engine=eng,
-        checks=output_checks(ok, all_records, engine) + prompt_checks(ok, ctx),
+        checks=checks,
+        server_word=server_word(ok, checks),
     )
+
+
+#: witnesses independent of the server's usage (the chunk count is only a lower bound)
+INDEPENDENT = {
+    "output_tokens": ("stream_text", "logprobs", "engine_counter"),
+    "prompt_tokens": ("prompts",),
+}
+
+
+def server_word(ok: list[RequestRecord], checks: list[WitnessCheck]) -> list[str]:
+    """The counts usage reported that no independent witness was asked about: the run's
+    figures rest on the server's word for them (no tokenizer, no logprobs, no counter)."""
+    out = []
+    for count, reported in (
+        ("output_tokens", any(r.count_source == "usage" for r in ok)),
+        ("prompt_tokens", any(r.prompt_tokens is not None for r in ok)),
+    ):
+        asked = any(
+            c.count == count and c.witness in INDEPENDENT[count] and c.asked for c in checks
+        )
+        if reported and not asked:
+            out.append(count.replace("_", " "))
+    return out
 
 
 def summarize(
@@ -308,6 +334,7 @@ def summarize(
             matched=matched,
             warmup=sum(1 for r in all_records if is_warmup(r)),
             warmup_failed=sum(1 for r in all_records if is_warmup(r) and not r.ok),
+            retries=sum(r.retries for r in records),
         ),
         load=Load(
             mode="rate" if ctx.mode == "rate" else "concurrency",

@@ -32,6 +32,11 @@ ProblemCode = Literal[
     # second witnesses (docs/metrics.md, "Witnesses")
     "text_tokens_mismatch",
     "engine_tokens_mismatch",
+    "engine_counter_reset",
+    # a measured prompt sent before in the run: a prefix cache may have served it
+    "prompts_reused",
+    # a request sent again after a reused idle connection closed before any response
+    "requests_retried",
     # protocol deviations
     "not_streamed",
     "content_type",
@@ -89,6 +94,9 @@ class RequestCounts(BaseModel):
     matched: int
     warmup: int = 0
     warmup_failed: int = 0
+    #: measured requests sent again after a reused idle pooled connection closed before
+    #: any response (each retry is in its record: ``retries``, ``retry_reasons``)
+    retries: int = 0
 
 
 class Load(BaseModel):
@@ -196,7 +204,14 @@ class EngineCounter(BaseModel):
 
     name: str
     before: float
+    #: ``before`` plus the rise summed per series over every reading (older runs: the
+    #: last reading, read only before and after)
     after: float
+    #: series that were reset during the level (went down, or a new ``_created``): the
+    #: tokens before each reset are partly lost, so the counter is no witness then
+    resets: int = 0
+    #: readings taken (0: a run stored before the counter was read as a series)
+    scrapes: int = 0
 
     @property
     def generated(self) -> float:
@@ -251,6 +266,9 @@ class Witnesses(BaseModel):
     engine: EngineWitness | None = None
     #: every witness asked, and what it said
     checks: list[WitnessCheck] = Field(default_factory=list)
+    #: counts that rest on the server's word alone (no witness but usage was asked:
+    #: ``"output tokens"``, ``"prompt tokens"``); the verdict line names them
+    server_word: list[str] = Field(default_factory=list)
 
 
 class Delivery(BaseModel):

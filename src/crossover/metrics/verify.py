@@ -26,6 +26,7 @@ from crossover.metrics.witness import (
     output_disagrees,
 )
 from crossover.records.model import ErrorKind, RequestRecord
+from crossover.transport.http import STALE_IDLE_S
 
 #: warnings with these codes make a run ``unverified`` (a count has no second witness
 #: that agrees); any ``error`` makes it ``invalid``
@@ -90,6 +91,29 @@ def verify(
         len(long_),
         f"{len(long_)} requests generated more than {what}",
     )
+    reused = [r for r in records if r.prompt_reused]
+    add_problem(
+        problems,
+        "prompts_reused",
+        "warning",
+        len(reused),
+        f"{len(reused)} measured requests sent a prompt the run had sent before (the run "
+        "outran the prompts it could build): a prefix-caching engine serves it from its "
+        "cache, and their TTFT reads low",
+    )
+    retried = [r for r in records if r.retries]
+    if retried:
+        reasons = sorted({why for r in retried for why in r.retry_reasons})
+        add_problem(
+            problems,
+            "requests_retried",
+            "info",
+            sum(r.retries for r in retried),
+            f"{sum(r.retries for r in retried)} retries of {len(retried)} requests, each "
+            f"after a reused connection idle {STALE_IDLE_S:g} s or more closed before a "
+            f"response ({'; '.join(reasons)}): a keep-alive connection the server had "
+            "closed; each request's figures are its served attempt's",
+        )
     if ctx.expects_finish_reason:
         bad = [r for r in ok if r.finish_reason != "length"]
         reasons = sorted({str(r.finish_reason) for r in bad})

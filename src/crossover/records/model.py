@@ -83,10 +83,19 @@ class RequestRecord(BaseModel):
     text: str | None = None
     #: ``text`` re-tokenized after the level: the stream's witness of the token count
     stream_tokens: int | None = None
-    #: each chunk's text re-tokenized on its own and summed, where the whole text fell
-    #: short of usage or over it (re-encoding a whole text merges or splits tokens across
-    #: chunk boundaries; a chunk never)
+    #: each chunk's text re-tokenized on its own and summed, wherever the stream has more
+    #: than one chunk (re-encoding a whole text merges or splits tokens across chunk
+    #: boundaries; a chunk never); records of older versions have it only where the
+    #: whole text fell short of usage or over it
     chunk_text_tokens: int | None = None
+    #: times the request was sent again: only after a reused idle pooled connection
+    #: closed before any response (the request never reached the server's handler)
+    retries: int = 0
+    #: why each retry was made, in order (e.g. ``"reused connection closed (FIN)"``)
+    retry_reasons: list[str] = Field(default_factory=list)
+    #: the prompt was sent before in this run (a duration or rate run that outran the
+    #: prompts it could build): a prefix-caching engine may serve it from its cache
+    prompt_reused: bool = False
 
     def to_json(self) -> bytes:
         """The record as JSON, the same as ``orjson.dumps(self.model_dump())`` at half the

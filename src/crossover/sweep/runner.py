@@ -191,6 +191,8 @@ class SweepRunner:
         self.ran = 0
         self.skipped = 0
         self.failed_levels: list[str] = []
+        #: targets whose engine ``measure_level`` left up, by name
+        self._open: dict[str, TargetRunner] = {}
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
 
@@ -358,6 +360,34 @@ class SweepRunner:
                     break
         finally:
             await backend.stop()
+
+    # --- one level at a time (``crossover decide``) --------------------------
+    async def measure_level(self, name: str, level: Level, repeat: int) -> bool:
+        """Measure one level of target ``name`` (kept, not measured again, when it is done
+        already), leaving its engine up for the next call; the engine of another target
+        still up is stopped first (one GPU). False when the target cannot go on."""
+        t = next((x for x in self.targets if x.cfg.name == name), None)
+        if t is None:
+            raise UsageError(f"no target {name} in this sweep")
+        if self._done(name, level, repeat):
+            self.skipped += 1
+            if self.events.on_skip:
+                self.events.on_skip(name, level, repeat)
+            return True
+        for other in list(self._open):
+            if other != name:
+                await self.release(other)
+        backend = self._open.get(name)
+        if backend is None:
+            backend = self._open[name] = self._backend(t)
+        return await self._level(t, backend, level, repeat)
+
+    async def release(self, name: str | None = None) -> None:
+        """Stop the engine ``measure_level`` left up for ``name`` (every one: ``None``)."""
+        for other in [name] if name is not None else list(self._open):
+            backend = self._open.pop(other, None) if other is not None else None
+            if backend is not None:
+                await backend.stop()
 
     # --- the whole sweep --------------------------------------------------
     async def _measure(self, levels: list[Level], main_pass: bool = True) -> None:

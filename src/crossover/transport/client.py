@@ -63,9 +63,10 @@ async def stream_request(
 
 
 async def open_connections(
-    session: Session, base_url: str, count: int, path: str = "/health"
+    session: Session, base_url: str, count: int, path: str = "/health", limit_s: float = 10.0
 ) -> int:
-    """``open_connections`` of the session's transport."""
+    """``open_connections`` of the session's transport (each GET given up after
+    ``limit_s``)."""
     if isinstance(session, LeanSession):
-        return await leanhttp.open_connections(session, base_url, count, path)
-    return await http.open_connections(session, base_url, count, path)
+        return await leanhttp.open_connections(session, base_url, count, path, limit_s)
+    return await http.open_connections(session, base_url, count, path, limit_s)

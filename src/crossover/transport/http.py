@@ -23,9 +23,12 @@ a stream at all: one JSON body is ``not_streamed``, anything else ``content_type
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import select
 import time
 from collections import deque
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -66,9 +69,42 @@ __all__ = [
 ]
 
 READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM #39963)
-#: a request that could not even be written on a pooled connection is retried on
-#: another: several pooled connections may have been closed by the server at once
+#: a request whose reused idle pooled connection closed before any response is retried
+#: on another (several pooled connections may have been closed by the server at once);
+#: a new connection that closes so is a request the server dropped: a failure, never
+#: retried. Each retry is in the record (``retries``, ``retry_reasons``)
 STALE_RETRIES = 4
+#: a reused connection is stale when the server had closed it before the request was
+#: written (``peer_closed``: llama-server closes pooled connections as a response ends),
+#: or when it sat idle at least this long before the request (servers close idle
+#: keep-alive connections after seconds: uvicorn's ``--timeout-keep-alive``, vLLM's and
+#: SGLang's server, 5 s by default; cpp-httplib's, llama-server's, 5 s), so a close in
+#: flight as the request went out is not taken for a drop. Any other close before a
+#: response dropped the request: a failure
+STALE_IDLE_S = 1.0
+_POLLRDHUP: int = getattr(select, "POLLRDHUP", 0)
+
+
+def peer_closed(transport: object) -> bool:
+    """The peer has closed the connection (its FIN, or a reset, is in the socket's
+    queue, not yet read by the event loop): one ``poll`` of the socket, no read."""
+    get = getattr(transport, "get_extra_info", None)
+    sock = get("socket") if get is not None else None
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+        if fd < 0:
+            return True
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | _POLLRDHUP)
+        events = poller.poll(0)
+    except (OSError, ValueError):
+        return False
+    hung = _POLLRDHUP | select.POLLHUP | select.POLLERR
+    return any(ev & hung for _, ev in events)
+
+
 #: waits before each retry of a stale pooled connection (not counted in TTFT: t_send_ns
 #: is taken again for the attempt that is served)
 STALE_BACKOFF_S = (0.0, 0.002, 0.02, 0.1)
@@ -85,9 +121,37 @@ class StampingHandler(ResponseHandler):
 
     rx_payload: object | None = None
     rx: deque[tuple[int, int]] | None = None
+    #: when the connection last received bytes (or opened): it has idled since
+    last_rx_ns: int = 0
+    #: how long it had idled when the request now on it was written
+    idle_ns: int = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.last_rx_ns = time.perf_counter_ns()
+        super().connection_made(transport)
+
+    #: the server had closed the connection when the request now on it was written
+    closed_before: bool = False
+
+    def set_response_params(self, **kwargs: Any) -> None:
+        # called as each request is about to be written on the connection
+        self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
+        self.closed_before = peer_closed(self.transport)
+        super().set_response_params(**kwargs)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        exception = getattr(self, "exception", None)  # aiohttp's DataQueue's
+        raised = exception() if callable(exception) else None
+        if isinstance(raised, BaseException):  # what the waiting request raises: was it stale?
+            with contextlib.suppress(AttributeError):
+                raised.crossover_stale = (  # type: ignore[attr-defined]
+                    self.closed_before or self.idle_ns >= STALE_IDLE_S * 1e9
+                )
+                raised.crossover_idle_ns = self.idle_ns  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()
+        t = self.last_rx_ns = time.perf_counter_ns()
         super().data_received(data)
         payload = self._payload
         if payload is None or not data:
@@ -133,11 +197,74 @@ def make_session(
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s),
         read_bufsize=READ_BUFSIZE,
         auto_decompress=True,
+        trace_configs=[_reuse_trace()],
     )
 
 
 class _Stale(Exception):
-    """A reused keep-alive connection was already closed by the server."""
+    """A reused idle keep-alive connection was already closed by the server; ``reason``
+    says how (FIN or RST), for the record."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def closed_how(exc: BaseException | None) -> str:
+    """FIN (an orderly close) or RST (a reset), from the exception the close raised."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, OSError):  # ClientOSError, ConnectionResetError: a reset
+            return "RST"
+        seen = seen.__cause__
+    return "FIN"
+
+
+def stale(record: RequestRecord, reason: str, attempt: int) -> bool:
+    """Record a reused connection's close: a retry (True) while ``STALE_RETRIES`` are
+    left, else the request's failure (False)."""
+    if attempt == STALE_RETRIES:
+        fail(
+            record,
+            "connection_error",
+            f"{reason}, {STALE_RETRIES} retries made: the server closed every connection "
+            "before responding",
+        )
+        return False
+    record.retries += 1
+    record.retry_reasons.append(reason)
+    return True
+
+
+def dropped(record: RequestRecord, how: str, idle_ns: int | None = None) -> RequestRecord:
+    """A connection that was new (``idle_ns`` None), or reused, open when the request was
+    written and idle less than ``STALE_IDLE_S`` before it, closed after the request and
+    before any response: the server dropped the request. A failure, never retried (it
+    may have reached the engine)."""
+    which = (
+        "a new connection"
+        if idle_ns is None
+        else f"a reused connection, open when the request went out, idle {idle_ns / 1e6:.0f} ms"
+    )
+    return fail(
+        record,
+        "connection_error",
+        f"the server closed {which} ({how}) after the request and before any response: "
+        "the request was dropped",
+    )
+
+
+async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
+    """aiohttp's trace signal: the request took an idle pooled connection."""
+    state = ctx.trace_request_ctx
+    if isinstance(state, dict):
+        state["reused"] = True
+
+
+def _reuse_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_on_reuse)
+    return trace
 
 
 async def stream_request(
@@ -154,8 +281,10 @@ async def stream_request(
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
     ``record.t_send_ns`` is set here, just before the request is written. A request
-    whose pooled connection turns out to be stale (the server closed it after the
-    previous response, as llama-server does) is retried, up to ``STALE_RETRIES`` times.
+    whose reused idle pooled connection turns out to be stale (the server closed it
+    after the previous response, as llama-server does) is retried, up to
+    ``STALE_RETRIES`` times, each retry recorded; one whose new connection closes before
+    a response was dropped by the server and fails.
     One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
     """
     payload = orjson.dumps(body)
@@ -165,11 +294,8 @@ async def stream_request(
                 session, url, payload, dialect, endpoint, record, timeouts, keep_text,
                 max_event_bytes,
             )  # fmt: skip
-        except _Stale:
-            if attempt == STALE_RETRIES:
-                record.error_kind = "connection_error"
-                record.error = "server closed the connection before responding"
-                record.t_done_ns = time.perf_counter_ns()
+        except _Stale as exc:
+            if not stale(record, exc.reason, attempt):
                 return record
             # let the loop read the FINs of other pooled connections the server closed at
             # the same moment (seen with llama-server at c=64 on the H200: five retries in
@@ -196,20 +322,31 @@ async def _attempt(
     head: bytes | None = None  # the first bytes of the body, once any arrived
     parser = SSEParser(max_event_bytes)
     rd = EventReader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
+    conn_state = {"reused": False}
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
             rd.cm = cm
             record.t_send_ns = perf()
             try:
                 resp_cm = session.post(
-                    url, data=payload, headers={"Content-Type": "application/json"}
+                    url,
+                    data=payload,
+                    headers={"Content-Type": "application/json"},
+                    trace_request_ctx=conn_state,
                 )
                 resp = await resp_cm.__aenter__()
             except aiohttp.ClientConnectorError:
                 raise
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # a pooled keep-alive connection the server had already closed
-                raise _Stale from exc
+                how = closed_how(exc)
+                idle_ns = getattr(exc, "crossover_idle_ns", None)
+                if conn_state["reused"] and getattr(exc, "crossover_stale", True):
+                    # a pooled connection the server had closed (a write that failed on
+                    # it says nothing more: taken as closed before the request)
+                    raise _Stale(
+                        f"a reused idle connection closed ({how}) before a response"
+                    ) from exc
+                return dropped(record, how, idle_ns if conn_state["reused"] else None)
             content = resp.content
             try:
                 record.status = resp.status
@@ -294,7 +431,11 @@ async def _attempt(
 
 
 async def open_connections(
-    session: aiohttp.ClientSession, base_url: str, count: int, path: str = "/health"
+    session: aiohttp.ClientSession,
+    base_url: str,
+    count: int,
+    path: str = "/health",
+    limit_s: float = 10.0,
 ) -> int:
     """Open ``count`` keep-alive connections to ``base_url`` before the measured load.
 
@@ -303,12 +444,14 @@ async def open_connections(
     already sent were waiting to be stamped. ``count`` concurrent GETs of ``path`` leave
     that many connections in the session's pool (any HTTP answer will do, 404
     included). A server that closes connections after each response leaves nothing
-    behind, which costs only this one round trip. Returns the requests answered.
+    behind, which costs only this one round trip. Each GET is given up after
+    ``limit_s`` (connecting and its answer together: a server that accepts slowly, or
+    never answers, holds the run no longer). Returns the requests answered.
     """
 
     async def one() -> bool:
         try:
-            async with session.get(base_url + path) as resp:
+            async with asyncio.timeout(limit_s), session.get(base_url + path) as resp:
                 await resp.read()
                 return True
         except (TimeoutError, aiohttp.ClientError, OSError):

@@ -52,7 +52,7 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.http import STALE_BACKOFF_S, STALE_RETRIES
+from crossover.transport.http import STALE_BACKOFF_S, closed_how, dropped, peer_closed, stale
 from crossover.transport.lean import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
     is_json,
@@ -77,7 +77,8 @@ Target = tuple[str, int, str, str]
 
 class _Stale(Exception):
     """The connection closed before a response head: a pooled keep-alive connection
-    the server had already closed (or a server that drops the request)."""
+    the server had already closed (retried, when it was reused), or a server that
+    dropped the request (on a new connection: a failure)."""
 
 
 class _CannotConnect(Exception):
@@ -157,6 +158,13 @@ class LeanStreamConnection(asyncio.Protocol):
         #: an exception the sink raised (the task raises it, as the loop would have)
         self.sink_error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
+        #: taken idle from the pool (a close before its response is then a stale
+        #: connection, retried, when it idled ``STALE_IDLE_S``); False for a new one
+        self.reused = False
+        #: when it last received bytes (or opened), and how long it had idled when the
+        #: request now on it was written
+        self.last_rx_ns = time.perf_counter_ns()
+        self.idle_ns = 0
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -165,7 +173,7 @@ class LeanStreamConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter_ns()
+        t = self.last_rx_ns = time.perf_counter_ns()
         if self._state == _SSE:  # the hot path: stamp, frame, queue; no task wake per read
             parser = self.parser
             assert parser is not None
@@ -211,7 +219,9 @@ class LeanStreamConnection(asyncio.Protocol):
                     else:
                         self.final = []
             elif self._state == _HEAD:
-                self.error, self.error_t = _Lost(str(exc) if exc else "closed"), t
+                lost = _Lost(str(exc) if exc else "closed")
+                lost.__cause__ = exc  # a reset (RST) or None (FIN), for the record
+                self.error, self.error_t = lost, t
         self._state = _IDLE
         self._wake()
 
@@ -344,6 +354,9 @@ class LeanStreamConnection(asyncio.Protocol):
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
+        if self.reused and peer_closed(transport):
+            return False  # the server closed it in the pool: its FIN is not read yet
+        self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
         self._state = _HEAD
         self._max = max_event_bytes
         self.head = None
@@ -503,6 +516,7 @@ class LeanSession:
         while idle and not fresh:
             conn = idle.pop()
             if not conn.closed:
+                conn.reused = True
                 return conn
             self._open.discard(conn)
         loop = asyncio.get_running_loop()
@@ -553,17 +567,14 @@ async def stream_request(
             max_event_bytes,
         )  # fmt: skip
     request = session.request(target, "POST", orjson.dumps(body))
-    for attempt in range(STALE_RETRIES + 1):
+    for attempt in range(len(STALE_BACKOFF_S) + 1):
         try:
             return await _attempt(
                 session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
                 max_event_bytes,
             )  # fmt: skip
-        except _Stale:
-            if attempt == STALE_RETRIES:
-                record.error_kind = "connection_error"
-                record.error = "server closed the connection before responding"
-                record.t_done_ns = time.perf_counter_ns()
+        except _Stale as exc:
+            if not stale(record, str(exc), attempt):
                 return record
             # as the aiohttp transport: let the loop read the FINs of other pooled
             # connections the server closed at the same moment
@@ -601,8 +612,16 @@ async def _attempt(
             conn = await session.acquire(target)
             if not conn.send(request, max_event_bytes):
                 session.drop(conn)
-                raise _Stale
-            head = await conn.response_head()
+                if not conn.reused:
+                    return fail(record, "connection_error", "a new connection closed at once")
+                raise _Stale("a reused idle connection closed before the request was written")
+            try:
+                head = await conn.response_head()
+            except _Stale as exc:
+                how = closed_how(exc.__cause__)
+                if not conn.reused or conn.idle_ns < http.STALE_IDLE_S * 1e9:
+                    return dropped(record, how, conn.idle_ns if conn.reused else None)
+                raise _Stale(f"a reused idle connection closed ({how}) before a response") from exc
             record.status = head.status
             if head.status != 200:
                 text = (await conn.read_body())[:ERROR_BODY_BYTES].decode("utf-8", "replace")
@@ -681,27 +700,35 @@ async def _attempt(
 
 
 async def open_connections(
-    session: LeanSession, base_url: str, count: int, path: str = "/health"
+    session: LeanSession,
+    base_url: str,
+    count: int,
+    path: str = "/health",
+    limit_s: float = 10.0,
 ) -> int:
     """``crossover.transport.http.open_connections`` on the lean transport: ``count``
     concurrent GETs of ``path`` on new connections, each left in the pool when its
-    answer (any HTTP answer) was read to its end. Returns the requests answered."""
+    answer (any HTTP answer) was read to its end; each given up after ``limit_s``.
+    Returns the requests answered."""
     target = session.target(base_url + path)
     if target is None:
-        return await http.open_connections(session.fallback(), base_url, count, path)
+        return await http.open_connections(session.fallback(), base_url, count, path, limit_s)
     request = session.request(target, "GET", None)
 
     async def one() -> bool:
         conn: LeanStreamConnection | None = None
         try:
-            conn = await session.acquire(target)
-            if not conn.send(request, MAX_EVENT_BYTES):
-                return False
-            head = await conn.response_head()
-            conn.body_cap = max(conn.body_cap, HEALTH_BODY_BYTES)
-            await conn.read_body()
-            return head is not None
-        except (_Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError):
+            async with asyncio.timeout(limit_s):
+                conn = await session.acquire(target)
+                if not conn.send(request, MAX_EVENT_BYTES):
+                    return False
+                head = await conn.response_head()
+                conn.body_cap = max(conn.body_cap, HEALTH_BODY_BYTES)
+                await conn.read_body()
+                return head is not None
+        except (
+            _Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError, TimeoutError
+        ):  # fmt: skip
             return False
         finally:
             if conn is not None:

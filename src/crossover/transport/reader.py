@@ -2,7 +2,8 @@
 
 ``EventReader.take`` reads the SSE events of one read of the body (each stamped with
 the arrival of the read that brought its last byte) and keeps what the record needs:
-the text, the per-chunk stamps and character counts, the counts the logprobs state,
+the text, the per-chunk stamps and character counts, the counts the logprobs (or token
+ids) state, an event with no text that states tokens being a token-carrying chunk too,
 the finish reason and usage. The record stops where the protocol says the response
 ended: at ``[DONE]`` (events after it are counted in ``after_done_events``, never
 parsed; a repeated ``[DONE]`` says the same again and is not counted; a connection held
@@ -207,7 +208,9 @@ class EventReader:
             n_stated = info.n_tokens
             if n_stated is not None:
                 self.stated += n_stated
-            if text:
+            if text or n_stated:
+                # an event with no text that states tokens carried them (vLLM's ``""``
+                # before a character its tokens split): their own arrival, their count
                 self._token(record, t, text, n_stated, info.emitted_ns)
                 tokens_here = True
             if info.other_choices:

@@ -1,0 +1,291 @@
+"""``crossover decide``: the answer, not the grid (docs/decide.md). Parsing and output only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from crossover.errors import UsageError
+
+if TYPE_CHECKING:
+    from crossover.decide.model import QuestionKind, Slo
+    from crossover.decide.policy import PolicyConfig
+
+
+EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover decide --config sweep.yaml --out decide1\n"
+    "  crossover decide --config sweep.yaml --out decide1 --question lead --at 1,64\n"
+    "  crossover decide --config sweep.yaml --out decide1 --question capacity \\\n"
+    "      --slo 'ttft_ms.p99<=500'\n"
+    "  crossover decide --replay sweep1/sweep.db --json decision.json\n"
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("decide", epilog=EXAMPLE)(decide)
+
+
+def parse_slo(text: str) -> Slo:
+    """``ttft_ms.p99<=500`` (or ``=500``): a latency metric and its limit."""
+    from crossover.decide.model import Slo
+
+    for sep in ("<=", "="):
+        if sep in text:
+            metric, _, limit = text.partition(sep)
+            try:
+                value = float(limit)
+            except ValueError:
+                break
+            metric = metric.strip()
+            _check_metric(metric, "--slo")
+            return Slo(metric, value)
+    raise UsageError(f"--slo {text!r}: give METRIC<=LIMIT, e.g. ttft_ms.p99<=500")
+
+
+def _check_metric(key: str, flag: str) -> None:
+    from crossover.analysis.crossovers import METRICS
+
+    keys = [m.key for m in METRICS]
+    if key not in keys:
+        raise UsageError(f"{flag} {key}: not a compared metric (one of {', '.join(keys)})")
+
+
+def _kind(text: str) -> QuestionKind:
+    if text == "crossover":
+        return "crossover"
+    if text == "lead":
+        return "lead"
+    if text == "capacity":
+        return "capacity"
+    raise UsageError(f"--question {text}: give crossover, lead or capacity")
+
+
+def decide(
+    config: Annotated[
+        Path | None, typer.Option(help="Sweep YAML: measure live through the sweep")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Sweep folder (sweep.db, sweep.json) for a live decision"),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(
+            help="Or replay the policy against a finished sweep's database (sweep.db; "
+            "only read) and compare with the grid"
+        ),
+    ] = None,
+    question: Annotated[
+        str,
+        typer.Option(
+            help="crossover (where the targets cross), lead (who leads at --at), or capacity "
+            "(most concurrency under --slo)"
+        ),
+    ] = "crossover",
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(help="Metric asked about; repeat [default: total_tokens_per_s, ttft_ms.p50]"),
+    ] = None,
+    target: Annotated[
+        list[str] | None, typer.Option(help="Replay: only these targets; repeat")
+    ] = None,
+    at: Annotated[str | None, typer.Option(help="lead: the levels asked about, e.g. 1,64")] = None,
+    slo: Annotated[
+        str | None, typer.Option(help="capacity: METRIC<=LIMIT, e.g. ttft_ms.p99<=500")
+    ] = None,
+    prior: Annotated[
+        Path | None,
+        typer.Option(
+            help="The advisor's forecast JSON (advise.forecast --json): where to look first"
+        ),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the decision as JSON here")
+    ] = None,
+    reference_repeats: Annotated[
+        bool,
+        typer.Option(
+            help="Repeat the first target's levels while its engine is up (fewer engine "
+            "starts; off: less measuring time)"
+        ),
+    ] = True,
+    refine_inconclusive: Annotated[
+        bool,
+        typer.Option(
+            help="Also place levels inside inconclusive brackets (the grid's answer there, "
+            "at more measuring)"
+        ),
+    ] = False,
+) -> None:
+    """Measure only what settles the question: who leads, where targets cross, or capacity."""
+    from crossover.cli.common import parse_list
+
+    kind = _kind(question)
+    metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
+    for m in metrics:
+        _check_metric(m, "--metric")
+    levels_at = parse_list(at, "--at") if at else []
+    if kind == "lead" and not levels_at:
+        raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
+    the_slo = parse_slo(slo) if slo else None
+    if kind == "capacity" and the_slo is None:
+        raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
+    if (config is None) == (replay is None):
+        raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
+    from crossover.decide.replay import load_prior
+
+    the_prior = load_prior(prior) if prior else None
+    from crossover.decide.policy import PolicyConfig
+
+    policy = PolicyConfig(
+        reference_repeats=reference_repeats, refine_inconclusive=refine_inconclusive
+    )
+    if replay is not None:
+        if out is not None:
+            raise UsageError("--out goes with --config; a replay writes nothing but --json")
+        _replay(replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out, policy)
+        return
+    assert config is not None
+    if target:
+        raise UsageError("--target picks a replay's targets; a live decision takes the YAML's")
+    if out is None:
+        raise UsageError("--out DIR is required with --config")
+    _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
+
+
+def _write_json(path: Path | None, data: dict[str, Any]) -> None:
+    if path is None:
+        return
+    import orjson
+
+    try:
+        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    typer.echo(f"decision: {path}")
+
+
+def _replay(
+    db: Path,
+    kind: QuestionKind,
+    metrics: list[str],
+    targets: list[str] | None,
+    at: list[int],
+    slo: Slo | None,
+    prior: Any,
+    json_out: Path | None,
+    policy: PolicyConfig,
+) -> None:
+    from crossover.decide.replay import replay
+    from crossover.decide.text import decision_json, decision_lines
+
+    r = replay(
+        db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy, prior=prior
+    )
+    for line in decision_lines(r.decision):
+        typer.echo(line)
+    typer.echo("measured (replayed from the records' stamps), per target:")
+    for t, s in r.seconds.items():
+        levels = ",".join(map(str, r.levels_measured[t])) or "none"
+        typer.echo(f"  {t}: {s:.0f} s of the grid's {r.grid_seconds[t]:.0f} s (levels {levels})")
+    used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
+    typer.echo(
+        f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
+        f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
+    )
+    for line in r.assumption_checks:
+        typer.echo(f"checked against the grid: {line}")
+    same = sum(c.same for c in r.comparisons)
+    typer.echo(f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same")
+    for c in r.comparisons:
+        if not c.same:
+            typer.echo(f"  differs: {c.a} vs {c.b}, {c.metric}: grid {c.grid}; decide {c.decided}")
+    _write_json(
+        json_out,
+        decision_json(
+            r.decision,
+            {
+                "replay": {
+                    "database": str(db),
+                    "seconds": r.seconds,
+                    "grid_seconds": r.grid_seconds,
+                    "grid_duration_s": r.grid_duration_s,
+                    "fraction": r.fraction,
+                    "starts": r.starts,
+                    "same": [c.__dict__ for c in r.comparisons],
+                }
+            },
+        ),
+    )
+
+
+def _live(
+    config: Path,
+    out: Path,
+    kind: QuestionKind,
+    metrics: list[str],
+    at: list[int],
+    slo: Slo | None,
+    prior: Any,
+    json_out: Path | None,
+    policy: PolicyConfig,
+) -> None:
+    from crossover.cli.common import console as make_console
+    from crossover.cli.common import run_async
+    from crossover.cli.sweep import level_line
+    from crossover.decide.live import decide_live, question_for
+    from crossover.decide.text import decision_json, decision_lines
+    from crossover.records.store import check_writable
+    from crossover.sweep.check import check_config, raise_if_errors
+    from crossover.sweep.config import load_sweep_config
+    from crossover.sweep.runner import SweepEvents
+
+    cfg = load_sweep_config(config, {})
+    q = question_for(cfg, kind, metrics, at, slo)
+    raise_if_errors(check_config(cfg, local=True, only=None), str(config))
+    check_writable(out)
+    console = make_console(stderr=True)
+    events = SweepEvents(
+        on_level_done=lambda n, lv, r, s, status: console.print(
+            level_line(n, lv.label, r, s, status)
+        ),
+        on_engine=lambda n, msg: console.print(f"{n}: {msg}", markup=False),
+        on_skip=lambda n, lv, r: console.print(f"{n} {lv.label} r={r}: done earlier, kept"),
+    )
+    result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
+    for line in decision_lines(result.decision):
+        typer.echo(line)
+    typer.echo("time per target (wall: engine starts, warm-ups, levels; measuring: the stamps):")
+    for t, tt in result.times.items():
+        levels = ",".join(map(str, sorted(tt.levels))) or "none"
+        starts = f", {tt.starts} engine start(s)" if tt.launched else ""
+        typer.echo(
+            f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
+            f"levels {levels}"
+        )
+    wall = sum(tt.wall_s for tt in result.times.values())
+    meas = sum(tt.measuring_s for tt in result.times.values())
+    grid_levels = len(q.levels) * len(q.targets) * q.repeats
+    typer.echo(
+        f"total: {wall:.1f} s wall, {meas:.1f} s measuring; {len(result.steps)} levels measured "
+        f"of the grid's {grid_levels} ({result.kept} kept from before)"
+    )
+    typer.echo(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
+    _write_json(
+        json_out,
+        decision_json(
+            result.decision,
+            {
+                "live": {
+                    "out": str(out),
+                    "times": {t: tt.__dict__ for t, tt in result.times.items()},
+                    "measured": len(result.steps),
+                    "grid_levels": grid_levels,
+                }
+            },
+        ),
+    )

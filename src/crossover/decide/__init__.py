@@ -1,0 +1,1 @@
+"""crossover decide: the answer, not the grid (docs/decide.md)."""

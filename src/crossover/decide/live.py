@@ -1,0 +1,186 @@
+"""Live: the decide policy driving real measurements through the sweep's own machinery.
+
+Every measurement is a level of the sweep (:meth:`crossover.sweep.runner.SweepRunner.
+measure_level`): the same prompts, raw records in DIR/sweep.db, verification, sweep.json
+and the report. A target's engine stays up while the policy asks for more of it and is
+stopped when it moves to another target. A decision interrupted and run again reads the
+levels it finished from the database (the sweep's resume) and goes on from there: the
+policy is a function of what was measured.
+
+Live, a level is measured whole: a level stopped by time is what a replay can do with the
+recorded stamps (``budget_factor`` is 0 here). Refinement places levels on the sweep's grid,
+the resolution the grid itself would give; with ``refine: true`` in the YAML it measures
+between them too, to the YAML's ``refine_width`` with at most ``refine_budget`` extra
+levels, as ``sweep --refine`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crossover.analysis.schema import SweepFile
+from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
+from crossover.decide.observe import observe
+from crossover.decide.policy import PolicyConfig, Prior, next_step
+from crossover.errors import UsageError
+from crossover.sweep.config import Level, SweepConfig
+from crossover.sweep.runner import SweepEvents, SweepRunner, parse_run_key, run_key
+
+#: a decision stops after this many measurements whatever happens
+MAX_STEPS = 1_000
+
+
+@dataclass
+class TargetTime:
+    """One target's share of the decision: measuring time (the records' stamps) and the
+    wall time its levels took with engine starts and stops (``wall_s``)."""
+
+    measuring_s: float = 0.0
+    wall_s: float = 0.0
+    #: times its engine was started (a target that launches one), else times it was taken up
+    starts: int = 0
+    levels: list[int] = field(default_factory=list)
+    launched: bool = False
+
+
+@dataclass
+class LiveResult:
+    decision: Decision
+    steps: list[Measure]
+    times: dict[str, TargetTime]
+    sweep: SweepFile
+    kept: int
+
+
+def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Observation]:
+    """The levels finished in the sweep's database, as observations, in the order made."""
+    out: list[Observation] = []
+    for row in runner.store.runs():
+        if row.key is None or row.status != "done":
+            continue
+        name, level, rep = parse_run_key(row.key)
+        if name not in names or level.concurrency is None:
+            continue
+        records = runner.store.records(row.run_id)
+        out.append(observe(name, level.concurrency, rep, records, row.summary))
+    return out
+
+
+def question_for(
+    cfg: SweepConfig,
+    kind: QuestionKind,
+    metrics: Sequence[str],
+    at: Sequence[int] = (),
+    slo: Slo | None = None,
+) -> Question:
+    """The question over a sweep config's targets and concurrency levels."""
+    if cfg.rates is not None:
+        raise UsageError("decide works along concurrency levels; this sweep has rates")
+    base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
+    levels = list(base)
+    for t in cfg.targets:
+        levels = sorted(set(levels) | set(t.concurrency or []))
+    if not levels:
+        raise UsageError("decide needs concurrency levels (concurrency: in the YAML)")
+    names = tuple(t.name for t in cfg.targets)
+    if len(names) < 2:
+        raise UsageError("decide compares targets: the sweep needs at least two")
+    bad = [c for c in at if c not in levels]
+    if bad:
+        raise UsageError(
+            f"--at {','.join(map(str, bad))}: not a level of the sweep "
+            f"({','.join(map(str, levels))})"
+        )
+    return Question(
+        kind,
+        names,
+        tuple(levels),
+        tuple(metrics),
+        tuple(at),
+        slo,
+        repeats=max(1, cfg.repeats),
+        # between the grid's levels only where the sweep itself would refine (refine: true)
+        any_level=cfg.refine,
+        group_targets=any(t.launch is not None for t in cfg.targets),
+        # each target's own levels, else the sweep's (as the sweep measures them)
+        target_levels={
+            t.name: tuple(sorted(t.concurrency or base))
+            for t in cfg.targets
+            if t.concurrency or base
+        },
+    )
+
+
+async def decide_live(
+    cfg: SweepConfig,
+    out: Path,
+    question: Question,
+    policy: PolicyConfig | None = None,
+    prior: Prior | None = None,
+    events: SweepEvents | None = None,
+) -> LiveResult:
+    """Measure as the policy asks until it settles; the sweep folder holds everything."""
+    policy = PolicyConfig(
+        **{
+            **(policy or PolicyConfig()).__dict__,
+            "budget_factor": 0.0,
+            "refine_width": cfg.refine_width,
+            "refine_budget": cfg.refine_budget,
+        }
+    )
+    runner = SweepRunner(cfg, out, events)
+    try:
+        obs = stored_observations(runner, question.targets)
+        kept = len(obs)
+        launches = {t.name for t in cfg.targets if t.launch is not None}
+        times = {t: TargetTime(launched=t in launches) for t in question.targets}
+        steps: list[Measure] = []
+        last: str | None = None
+        decision: Decision | None = None
+        for _ in range(MAX_STEPS):
+            step = next_step(question, obs, policy, prior)
+            if isinstance(step, Decision):
+                decision = step
+                break
+            steps.append(step)
+            tt = times[step.target]
+            if step.target != last:
+                if last is not None:
+                    t0 = time.perf_counter()
+                    await runner.release(last)
+                    times[last].wall_s += time.perf_counter() - t0
+                tt.starts += 1
+                last = step.target
+            level = Level("concurrency", step.level)
+            t0 = time.perf_counter()
+            await runner.measure_level(step.target, level, step.repeat)
+            tt.wall_s += time.perf_counter() - t0
+            row = runner.store.finished_by_key(run_key(step.target, level, step.repeat))
+            if row is None:  # the level failed: it holds nothing the policy can read
+                o = Observation(step.target, step.level, step.repeat, {}, 0, 0, 0.0, False)
+            else:
+                o = observe(
+                    step.target,
+                    step.level,
+                    step.repeat,
+                    runner.store.records(row.run_id),
+                    row.summary,
+                )
+            obs.append(o)
+            tt.measuring_s += o.seconds
+            if step.level not in tt.levels:
+                tt.levels.append(step.level)
+        if last is not None:
+            t0 = time.perf_counter()
+            await runner.release(last)
+            times[last].wall_s += time.perf_counter() - t0
+        if decision is None:
+            raise UsageError(f"the decision did not settle in {MAX_STEPS} measurements")
+        sweep = runner.write_sweep_file()
+        return LiveResult(decision, steps, times, sweep, kept)
+    finally:
+        await runner.release()
+        runner.close()

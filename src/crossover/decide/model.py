@@ -1,0 +1,160 @@
+"""What the decide policy reads and says: the question, what was measured, what to do next.
+
+* :class:`Question`: who leads (``lead``, at given levels), where targets cross
+  (``crossover``), or which target has the most capacity under an SLO (``capacity``);
+* :class:`Observation`: one measured (part of a) level of one target, one repeat, reduced
+  to its metric values by :func:`crossover.decide.observe.observe` from its per-request
+  records, with the requests it took and the measuring time they cost;
+* :class:`Measure`: the next measurement (target, level, repeat, how many requests);
+* :class:`Decision`: the answer, with its confidence and what was not measured and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from crossover.analysis.crossovers import Finding, metric_spec
+
+QuestionKind = Literal["lead", "crossover", "capacity"]
+
+#: the throughput metric a curve's saturation is judged on
+SATURATION_METRIC = "total_tokens_per_s"
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A capacity question's limit: ``metric`` (lower is better) at most ``limit``."""
+
+    metric: str
+    limit: float
+
+    def holds(self, value: float) -> bool:
+        return value <= self.limit
+
+    def describe(self) -> str:
+        spec = metric_spec(self.metric)
+        return f"{spec.label} <= {self.limit:g} {spec.unit}".rstrip()
+
+
+@dataclass(frozen=True)
+class Question:
+    """What is asked, over which targets and which levels (concurrency, increasing).
+
+    ``levels`` are the levels the grid would measure (the sweep's); a ``lead`` question
+    measures only ``at`` (default: all of them) and places no level between them.
+    ``any_level`` lets refinement measure a level the grid does not hold (live: yes;
+    replay: only the recorded levels exist). ``group_targets``: measure a target's levels
+    together (each switch to another target is an engine start); where no target starts
+    an engine (servers already up) the first pass goes level by level instead.
+    """
+
+    kind: QuestionKind
+    targets: tuple[str, ...]
+    levels: tuple[int, ...]
+    metrics: tuple[str, ...] = ("total_tokens_per_s", "ttft_ms.p50")
+    at: tuple[int, ...] = ()
+    slo: Slo | None = None
+    repeats: int = 2
+    any_level: bool = False
+    group_targets: bool = True
+    #: a target's own levels where the sweep gives it some (YAML ``concurrency:`` under the
+    #: target): it is measured at no level outside their range
+    target_levels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.targets) < 2:
+            raise ValueError("a decision needs at least two targets")
+        if not self.levels:
+            raise ValueError("a decision needs at least one level")
+        if self.kind == "capacity" and self.slo is None:
+            raise ValueError("a capacity question needs an SLO (metric and limit)")
+        if self.repeats < 1:
+            raise ValueError("repeats must be at least 1")
+
+    def covers(self, target: str, level: int) -> bool:
+        """Whether ``target`` may be measured at ``level``."""
+        own = self.target_levels.get(target)
+        if not own:
+            return True
+        if level in own:
+            return True
+        return self.any_level and min(own) < level < max(own)
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """The levels this question may measure (sorted)."""
+        return tuple(sorted(set(self.at or self.levels)))
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured level of one repeat, or its part up to a time budget (``requests`` of
+    its ``planned`` finished by then; the values are then read from how far every request
+    got: throughput from the tokens received, TTFT of a request still waiting counted as
+    at least the time it waited)."""
+
+    target: str
+    level: int
+    repeat: int
+    values: Mapping[str, float | None]
+    requests: int
+    planned: int
+    seconds: float
+    valid: bool = True
+
+    @property
+    def complete(self) -> bool:
+        return self.requests >= self.planned
+
+    def value(self, metric: str) -> float | None:
+        return self.values.get(metric)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Measure ``target`` at ``level``, repeat ``repeat``: the level's requests until
+    ``budget_s`` seconds of measuring have passed (sequential measurement within the level:
+    what finished by then, and how far the rest got), or the whole level (``None``: also
+    the rest of a level measured in part before). ``why`` says what for."""
+
+    target: str
+    level: int
+    repeat: int
+    budget_s: float | None
+    why: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Levels of ``target`` not measured, and the reason (an inference states its
+    assumption, and ``checked`` what was measured to support it)."""
+
+    target: str
+    levels: tuple[int, ...]
+    reason: str
+    assumption: str = ""
+    checked: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The settled answer.
+
+    ``findings`` are the analysis's own (:func:`crossover.analysis.crossovers.compare_pair`)
+    over what was measured, for the question's metrics and pairs; ``capacity`` holds each
+    target's capacity bracket (last level meeting the SLO, first level failing it, ``None``
+    where it never failed) for a capacity question; ``leader`` is that question's answer.
+    """
+
+    question: Question
+    findings: tuple[Finding, ...]
+    confidence: float
+    skipped: tuple[Skip, ...] = ()
+    capacity: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    leader: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+Step = Measure | Decision

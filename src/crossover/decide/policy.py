@@ -1,0 +1,616 @@
+"""The decide policy: from what was measured so far, the next measurement or the answer.
+
+A pure function of its inputs (:func:`next_step`): the question, the observations in the
+order they were made, the policy's settings and optionally the advisor's prediction. Each
+call works out everything again from the observations, so a resumed decision (or a replay)
+reaches the same step from the same evidence. The order of work (docs/decide.md):
+
+1. **First pass**, target by target (one engine start each): the coarse levels (every
+   ``coarse_step``-fold step of the grid, its last level, and the levels where the prior
+   predicts a crossover), increasing. The first target (the prior's predicted leader, else
+   the question's first) is the reference and is measured whole; a later target's level is
+   measured first for at most ``budget_factor`` times what the reference's same level took
+   (a target far behind shows it long before its level ends), and the rest only when that
+   part leaves a lead open (a gap under ``partial_margin``). A target stops early when its
+   throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency over
+   its last step; a linear curve grows 100%) and every target measured there leads it in
+   throughput by ``stop_margin`` or more (significantly) and is ahead on every metric asked,
+   no gap narrowing: assuming monotone curves (throughput does not fall with concurrency,
+   past saturation a target's latencies grow at least as fast as the leader's), no crossover
+   lies ahead. What of the assumption can be measured is checked where measured (and a
+   replay checks it against the levels the grid measured).
+2. **Repeats where a sign is still uncertain**: a level where one repeat each leaves a
+   metric's difference under ``repeat_margin``, within twice the run-to-run spread measured
+   on either target, or (before any spread is known) under ``unknown_margin``, gets the next
+   repeat of both (up to the grid's repeats), so it is judged as the grid judges it.
+3. **Levels where the answer can still change**: a crossover whose interval is wider than
+   ``refine_width`` of its level gets the bisection of its segment
+   (:func:`crossover.analysis.refine.propose_refinement`), up to ``refine_budget`` levels.
+
+Where engines start (``group_targets``), repeats are taken while a target's engine is up:
+the reference's at each of its levels (``reference_repeats``: every later target is judged
+against them, and a repeat wanted later would cost a restart), a later target's where its
+sign against those before it is uncertain. Steps 2 and 3 prefer the target measured last,
+so its engine keeps running. A capacity
+question ("which target serves the most concurrency under an SLO") instead brackets each
+target's last level meeting the SLO and first level failing it, stops a target once another
+meets the SLO where it fails, and bisects the brackets that decide the leader.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
+from crossover.analysis.refine import bisect_level, propose_refinement
+from crossover.analysis.stats import difference_interval
+from crossover.decide.model import (
+    SATURATION_METRIC,
+    Decision,
+    Measure,
+    Observation,
+    Question,
+    Skip,
+    Step,
+)
+
+#: the assumption behind skipping a saturated target's remaining levels
+MONOTONE = (
+    "throughput does not fall as concurrency grows, and past saturation a target's "
+    "latencies grow at least as fast as the leader's: the gap does not close"
+)
+#: the assumption behind a capacity question's brackets
+LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The policy's settings (docs/decide.md explains each)."""
+
+    confidence: float = 0.95
+    noise_floor_rel: float = 0.03
+    coarse_step: float = 4.0
+    budget_factor: float = 2.0
+    partial_margin: float = 0.25
+    repeat_margin: float = 0.10
+    unknown_margin: float = 0.5
+    stop_margin: float = 0.20
+    saturation_gain: float = 0.35
+    refine_width: float = 0.25
+    refine_budget: int = 8
+    reference_repeats: bool = True
+    refine_inconclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.budget_factor < 0.0:
+            raise ValueError("budget_factor must be 0 (whole levels, first pass) or more")
+        if self.coarse_step <= 1.0:
+            raise ValueError("coarse_step must be above 1")
+
+
+Prior = Mapping[str, Mapping[int, float]]
+
+
+class State:
+    """The observations, indexed: the latest per (target, level, repeat)."""
+
+    def __init__(self, q: Question, obs: Sequence[Observation], cfg: PolicyConfig) -> None:
+        self.q, self.cfg = q, cfg
+        self.runs: dict[tuple[str, int, int], Observation] = {}
+        for o in obs:
+            if o.target in q.targets:
+                self.runs[(o.target, o.level, o.repeat)] = o
+        self.last_target = obs[-1].target if obs else None
+
+    def run(self, t: str, c: int, r: int = 0) -> Observation | None:
+        return self.runs.get((t, c, r))
+
+    def repeats(self, t: str, c: int) -> list[Observation]:
+        return [o for (tt, cc, _), o in sorted(self.runs.items()) if tt == t and cc == c]
+
+    def levels(self, t: str) -> list[int]:
+        """Levels of ``t`` with a valid observation (one the replay could not make holds
+        no values and is no level of its curve)."""
+        return sorted({c for (tt, c, _), o in self.runs.items() if tt == t and o.valid})
+
+    def values(self, t: str, metric: str) -> dict[float, list[float]]:
+        """Per level, the metric of each valid repeat (as the analysis takes them)."""
+        path = metric_spec(metric).key
+        out: dict[float, list[float]] = {}
+        for (tt, c, _), o in sorted(self.runs.items()):
+            v = o.value(path)
+            if tt == t and o.valid and v is not None:
+                out.setdefault(float(c), []).append(v)
+        return out
+
+    def mean(self, t: str, c: int, metric: str) -> float | None:
+        vals = self.values(t, metric).get(float(c))
+        return float(np.mean(vals)) if vals else None
+
+    def advantage(self, lead: str, other: str, c: int, metric: str) -> float | None:
+        """log(lead / other) oriented so positive means ``lead`` is better."""
+        a, b = self.mean(lead, c, metric), self.mean(other, c, metric)
+        if a is None or b is None or a < 0 or b < 0 or a == b == 0:
+            return None
+        adv = math.inf if b == 0 else -math.inf if a == 0 else math.log(a / b)
+        return adv if metric_spec(metric).higher_is_better else -adv
+
+    def significant_lead(self, lead: str, other: str, c: int, metric: str) -> bool:
+        a = self.values(lead, metric).get(float(c))
+        b = self.values(other, metric).get(float(c))
+        if not a or not b:
+            return False
+        d = difference_interval(
+            a, b, confidence=self.cfg.confidence, noise_floor_rel=self.cfg.noise_floor_rel
+        )
+        better = d.lo > 0 if metric_spec(metric).higher_is_better else d.hi < 0
+        return d.significant and better
+
+
+def coarse_levels(grid: Sequence[int], step: float, extra: Sequence[int] = ()) -> list[int]:
+    """The first pass's levels: the grid's first, every ``step``-fold step, its last, and
+    ``extra`` (each snapped to the nearest grid level in log)."""
+    levels = sorted(set(grid))
+    out = [levels[0]]
+    for c in levels[1:]:
+        if c >= out[-1] * step:
+            out.append(c)
+    if out[-1] != levels[-1]:
+        out.append(levels[-1])
+    for e in extra:
+        out.append(min(levels, key=lambda c: abs(math.log2(c) - math.log2(max(e, 1e-9)))))
+    return sorted(set(out))
+
+
+def target_order(q: Question, prior: Prior | None) -> list[str]:
+    """The question's targets, the prior's predicted leader first (on the first metric,
+    averaged in log over the levels it predicts), the rest as the prior ranks them."""
+    names = list(q.targets)
+    if not prior:
+        return names
+    spec = metric_spec(q.metrics[0]) if q.kind != "capacity" else metric_spec(SATURATION_METRIC)
+
+    def score(t: str) -> float:
+        vals = [v for v in (prior.get(t) or {}).values() if v and v > 0]
+        if not vals:
+            return -math.inf
+        s = float(np.mean(np.log(vals)))
+        return s if spec.higher_is_better else -s
+
+    return sorted(names, key=lambda t: (-score(t), names.index(t)))
+
+
+def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
+    """Levels where the prior predicts two targets cross on the first metric (the upper
+    level of each predicted sign change): where to look first."""
+    if not prior:
+        return []
+    out: set[int] = set()
+    names = [t for t in q.targets if prior.get(t)]
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            common = sorted(set(prior[a]) & set(prior[b]))
+            signs = [
+                np.sign(prior[a][c] - prior[b][c]) for c in common if prior[a][c] != prior[b][c]
+            ]
+            cs = [c for c in common if prior[a][c] != prior[b][c]]
+            for k in range(1, len(signs)):
+                if signs[k] != signs[k - 1]:
+                    out.add(int(cs[k - 1]))
+                    out.add(int(cs[k]))
+    return sorted(out)
+
+
+def _gap_open(s: State, t: str, c: int, margin: float) -> bool:
+    """Whether some other target measured at ``c`` is within ``margin`` of ``t`` on some
+    metric (or none is measured there): a part of the level does not settle it."""
+    others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
+    if not others:
+        return True
+    for u in others:
+        for m in s.q.metrics:
+            adv = s.advantage(t, u, c, m)
+            if adv is None or abs(adv) < math.log1p(margin):
+                return True
+    return False
+
+
+def stop_reason(s: State, t: str, before: int) -> Skip | None:
+    """Why ``t`` need not be measured at ``before`` and above, if it need not: its
+    throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency
+    over its last step), and every target measured there leads it in throughput
+    significantly by ``stop_margin`` or more, is ahead on every other metric of the question
+    (point estimate), no gap narrowing from the step before, and its own throughput is not
+    falling."""
+    cfg, q = s.cfg, s.q
+    mine = [c for c in s.levels(t) if c < before]
+    if len(mine) < 2:
+        return None
+    l1, l2 = mine[-2], mine[-1]
+    x1, x2 = s.mean(t, l1, SATURATION_METRIC), s.mean(t, l2, SATURATION_METRIC)
+    if x1 is None or x2 is None or x1 <= 0 or x2 <= 0:
+        return None
+    per_doubling = (x2 / x1) ** (1.0 / math.log2(l2 / l1)) - 1.0
+    if per_doubling >= cfg.saturation_gain:
+        return None
+    leaders = [u for u in q.targets if u != t and s.mean(u, l2, SATURATION_METRIC) is not None]
+    if not leaders:
+        return None
+    for u in leaders:
+        # the leader's own curve, where measured, does not fall (the monotone assumption)
+        u1, u2 = s.mean(u, l1, SATURATION_METRIC), s.mean(u, l2, SATURATION_METRIC)
+        if u1 is not None and u2 is not None and u2 < u1 * (1.0 - cfg.noise_floor_rel):
+            return None
+        tput = s.advantage(u, t, l2, SATURATION_METRIC)
+        if tput is None or tput < math.log1p(cfg.stop_margin):
+            return None
+        if not s.significant_lead(u, t, l2, SATURATION_METRIC):
+            return None
+        for m in {SATURATION_METRIC, *q.metrics}:
+            adv = s.advantage(u, t, l2, m)
+            if adv is None or adv <= 0:
+                return None
+            before_adv = s.advantage(u, t, l1, m)
+            if before_adv is not None and adv < before_adv - math.log1p(cfg.noise_floor_rel):
+                return None  # the gap is narrowing: a crossover may lie ahead
+    skipped = tuple(c for c in q.grid if c >= before and q.covers(t, c))
+    metrics = ", ".join(metric_spec(m).label for m in q.metrics)
+    return Skip(
+        t,
+        skipped,
+        f"{t}'s throughput saturated by {l2} ({per_doubling:+.0%} per doubling from {l1}); "
+        f"{', '.join(leaders)} lead it there by {cfg.stop_margin:.0%} or more in throughput "
+        f"and are ahead on {metrics}, no gap narrowing",
+        MONOTONE,
+        f"measured at {l1} and {l2}: {t}'s throughput flat, the leaders' not falling, "
+        "the throughput lead significant, every gap as wide or wider",
+    )
+
+
+def alone_above(s: State, t: str, c: int) -> Skip | None:
+    """``t``'s levels from ``c`` on when every other target stopped below ``c``: a level
+    only one target is measured at enters no comparison."""
+    others = [u for u in s.q.targets if u != t]
+    if not any(s.q.covers(u, c) for u in others):
+        rest = tuple(lv for lv in s.q.grid if lv >= c and s.q.covers(t, lv))
+        return Skip(t, rest, "no other target is measured there (its own levels end below)")
+    stops = [stop_reason(s, u, c) for u in others]
+    if not stops or any(x is None for x in stops):
+        return None
+    for u in s.q.targets:
+        if u != t and any(lv >= c for lv in s.levels(u)):
+            return None
+    rest = tuple(lv for lv in s.q.grid if lv >= c and s.q.covers(t, lv))
+    names = ", ".join(others)
+    return Skip(t, rest, f"{names} not measured there (skipped above): nothing to compare with")
+
+
+def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+    """The first pass's next measurement, or ``None`` when it is done: target by target
+    where engines start (``q.group_targets``), else level by level (every target at a
+    level before the next level, so the stop rule can cut any target, the first too)."""
+    cfg, q = s.cfg, s.q
+    if q.group_targets:
+        cells = [(i, t, c) for i, t in enumerate(order) for c in coarse]
+    else:
+        cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
+    stopped: set[str] = set()
+    for i, t, c in cells:
+        if t in stopped or not q.covers(t, c):
+            continue
+        o = s.run(t, c)
+        if o is None:
+            if stop_reason(s, t, c) is not None:
+                stopped.add(t)
+                continue
+            if alone_above(s, t, c) is not None:
+                continue
+            ref = s.run(order[0], c) if i > 0 and cfg.budget_factor > 0 else None
+            if ref is None or not ref.complete or ref.seconds <= 0:
+                return Measure(t, c, 0, None, "first pass")
+            budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
+            why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
+            return Measure(t, c, 0, budget, why)
+        if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
+            return Measure(t, c, 0, None, "the level's first part left a lead open")
+        if q.group_targets:
+            # while its engine is up: the reference's repeats (every later target is judged
+            # against them), a later target's where a sign against those before is uncertain
+            reps = s.repeats(t, c)
+            if len(reps) < q.repeats and reps[-1].complete:
+                if (i == 0 and s.cfg.reference_repeats) or any(
+                    _uncertain(s, t, u, c, m)
+                    for u in order[:i]
+                    if s.run(u, c) is not None
+                    for m in q.metrics
+                ):
+                    return Measure(t, c, len(reps), None, "a repeat while its engine is up")
+    return None
+
+
+def _pairs(q: Question) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(q.targets) for b in q.targets[i + 1 :]]
+
+
+def spread(s: State, t: str, metric: str) -> float | None:
+    """The run-to-run difference of ``t`` on ``metric`` measured so far: the median over
+    its repeated levels of the log ratio between their repeats (one outlying level does
+    not make every other level look uncertain), ``None`` before any level was repeated."""
+    diffs = [
+        math.log(max(vals) / min(vals))
+        for vals in s.values(t, metric).values()
+        if len(vals) >= 2 and min(vals) > 0
+    ]
+    return float(np.median(diffs)) if diffs else None
+
+
+def pair_noise(s: State, a: str, b: str, metric: str) -> float:
+    """The relative half-width a single repeat's difference of ``a`` and ``b`` is judged
+    with: the analysis's noise floor, or the run-to-run spread measured on either target
+    where that is larger."""
+    spreads = [x for x in (spread(s, a, metric), spread(s, b, metric)) if x is not None]
+    return max([s.cfg.noise_floor_rel, *(math.expm1(x) for x in spreads)])
+
+
+def _uncertain(s: State, a: str, b: str, c: int, metric: str) -> bool:
+    """Whether one repeat each leaves the sign of ``a`` vs ``b`` at ``c`` uncertain: the
+    difference is under ``repeat_margin``, or within twice the run-to-run spread measured
+    on either target (:func:`pair_noise`), or, before either target's spread on the metric
+    was measured (no level of it repeated), under ``unknown_margin``."""
+    adv = s.advantage(a, b, c, metric)
+    if adv is None or math.isinf(adv):
+        return False
+    if abs(adv) < math.log1p(s.cfg.repeat_margin):
+        return True
+    if spread(s, a, metric) is None or spread(s, b, metric) is None:
+        return abs(adv) < math.log1p(s.cfg.unknown_margin)
+    return abs(adv) < math.log1p(2.0 * pair_noise(s, a, b, metric))
+
+
+def _repeats_wanted(s: State) -> list[Measure]:
+    """The next repeats of levels where a sign is still uncertain."""
+    q = s.q
+    out: list[Measure] = []
+    for a, b in _pairs(q):
+        for c in sorted(set(s.levels(a)) & set(s.levels(b))):
+            ra, rb = s.repeats(a, c), s.repeats(b, c)
+            if len(ra) >= q.repeats and len(rb) >= q.repeats:
+                continue
+            if len(ra) >= 2 and len(rb) >= 2:
+                continue  # Welch's interval speaks for itself
+            if not any(_uncertain(s, a, b, c, m) for m in q.metrics):
+                continue
+            for t, reps in ((a, ra), (b, rb)):
+                if reps and not reps[-1].complete:
+                    out.append(Measure(t, c, reps[-1].repeat, None, "a close difference"))
+                elif len(reps) < q.repeats and len(reps) <= min(len(ra), len(rb)):
+                    out.append(Measure(t, c, len(reps), None, "a sign still uncertain"))
+    return out
+
+
+def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
+    """The analysis's findings for the question's metrics and pairs over what is measured;
+    a level measured once per target is judged with :func:`pair_noise` (``learned_noise``)
+    or the analysis's own noise floor."""
+    out: list[Finding] = []
+    for a, b in _pairs(s.q):
+        for m in s.q.metrics:
+            spec: MetricSpec = metric_spec(m)
+            noise = pair_noise(s, a, b, m) if learned_noise else s.cfg.noise_floor_rel
+            out.extend(
+                compare_pair(
+                    a,
+                    b,
+                    s.values(a, m),
+                    s.values(b, m),
+                    spec,
+                    confidence=s.cfg.confidence,
+                    noise_floor_rel=noise,
+                )
+            )
+    return out
+
+
+def _snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
+    """``mid`` where any level may be measured, else the grid level strictly between ``lo``
+    and ``hi`` nearest it in log (``None`` when there is none)."""
+    if q.any_level:
+        return mid
+    inside = [c for c in q.grid if lo < c < hi]
+    if not inside:
+        return None
+    return min(inside, key=lambda c: abs(math.log2(c) - math.log2(mid)))
+
+
+def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
+    """Levels between measured ones where a crossover is still wider than asked."""
+    cfg, q = s.cfg, s.q
+    if q.kind == "lead":
+        return []
+    spent = len({c for (_, c, _) in s.runs} - set(coarse))
+    if spent >= cfg.refine_budget:
+        return []
+    out: list[Measure] = []
+    every = pair_findings(s)
+    for a, b in _pairs(q):
+        common = sorted(set(s.levels(a)) & set(s.levels(b)))
+        findings = [f for f in every if (f.a, f.b) == (a, b)]
+        new = propose_refinement(
+            findings,
+            common,
+            target_rel_width=cfg.refine_width,
+            include_inconclusive=cfg.refine_inconclusive,
+        )
+        for mid in new:
+            lo = max((c for c in common if c < mid), default=None)
+            hi = min((c for c in common if c > mid), default=None)
+            if lo is None or hi is None:
+                continue
+            level = _snap(q, lo, hi, mid)
+            if level is None or level in common:
+                # the grid holds no level between: as narrow as it can be
+                continue
+            if not (q.covers(a, level) and q.covers(b, level)):
+                continue
+            for t in (a, b):
+                if s.run(t, level) is None:
+                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}"))
+    return out
+
+
+def _prefer_running(s: State, wanted: list[Measure]) -> Measure | None:
+    """The wanted measurement of the target measured last (its engine is up), else the
+    first wanted."""
+    if not wanted:
+        return None
+    for m in wanted:
+        if m.target == s.last_target:
+            return m
+    return wanted[0]
+
+
+def _skips(s: State, order: list[str], coarse: list[int]) -> list[Skip]:
+    out: list[Skip] = []
+    for t in order:
+        for c in coarse:
+            if s.run(t, c) is None:
+                why = stop_reason(s, t, c) or alone_above(s, t, c)
+                if why is not None:
+                    out.append(why)
+                break
+    return out
+
+
+def _check_skips(s: State, skips: list[Skip]) -> list[str]:
+    """Where a measured curve contradicts the monotone assumption a skip relies on."""
+    notes: list[str] = []
+    for sk in skips:
+        if not sk.assumption:
+            continue
+        for t in s.q.targets:
+            levels = sorted(s.values(t, SATURATION_METRIC))
+            means = [s.mean(t, int(c), SATURATION_METRIC) or 0.0 for c in levels]
+            for (c0, m0), (c1, m1) in itertools.pairwise(zip(levels, means, strict=True)):
+                if m1 < m0 * (1.0 - 2 * s.cfg.noise_floor_rel):
+                    notes.append(
+                        f"{t}'s throughput falls from {c0:g} to {c1:g} ({m1 / m0 - 1:+.0%}): "
+                        f"the assumption behind skipping {sk.target} does not hold there"
+                    )
+    return sorted(set(notes))
+
+
+def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
+    """(last level meeting the SLO, first level failing it above it) over what is measured."""
+    slo = s.q.slo
+    assert slo is not None
+    passing: int | None = None
+    for c in s.levels(t):
+        v = s.mean(t, c, slo.metric)
+        if v is None:
+            continue
+        if slo.holds(v):
+            passing = c
+        else:
+            return passing, c
+    return passing, None
+
+
+def _capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
+    q, cfg = s.q, s.cfg
+    skips: list[Skip] = []
+    for t in order:
+        lo, hi = capacity_bracket(s, t)
+        best_other = max(
+            (b[0] for u in order if u != t for b in [capacity_bracket(s, u)] if b[0] is not None),
+            default=None,
+        )
+        if hi is not None and best_other is not None and hi <= best_other:
+            rest = tuple(c for c in q.grid if c > hi)
+            if rest:
+                skips.append(Skip(t, rest, f"{t} fails the SLO at {hi}, where another meets it",
+                                  LATENCY_GROWS))  # fmt: skip
+            continue
+        if hi is None:
+            for c in coarse:
+                if s.run(t, c) is None and c > (lo or 0) and q.covers(t, c):
+                    return Measure(t, c, 0, None, "capacity: first pass")
+            continue
+    # bisect the brackets that decide the leader: the best lower bound's and any that overlap it
+    brackets = {t: capacity_bracket(s, t) for t in order}
+    best = max((b[0] or 0 for b in brackets.values()), default=0)
+    wanted: list[Measure] = []
+    for t, (lo, hi) in brackets.items():
+        if lo is None or hi is None or (hi <= best and lo < best):
+            continue
+        if (hi - lo) <= cfg.refine_width * lo:
+            continue
+        mid = bisect_level(lo, hi)
+        if mid is None:
+            continue
+        level = _snap(q, lo, hi, mid)
+        if level is not None and s.run(t, level) is None and q.covers(t, level):
+            wanted.append(Measure(t, level, 0, None, "capacity: narrowing the bracket"))
+    step = _prefer_running(s, wanted)
+    if step is not None:
+        return step
+    leader, confident = capacity_leader(brackets)
+    return Decision(
+        q,
+        tuple(pair_findings(s)),
+        cfg.confidence if confident else 0.0,
+        tuple(skips),
+        brackets,
+        leader,
+        () if confident else ("the capacity brackets overlap: no target is known to lead",),
+    )
+
+
+def capacity_leader(
+    brackets: Mapping[str, tuple[int | None, int | None]],
+) -> tuple[str | None, bool]:
+    """The target with the highest level meeting the SLO, and whether it surely leads
+    (its level meets the SLO where every other target has failed it)."""
+    ranked = sorted(brackets.items(), key=lambda kv: -(kv[1][0] or 0))
+    if not ranked or ranked[0][1][0] is None:
+        return None, False
+    leader, (lo, _) = ranked[0]
+    assert lo is not None
+    for _, (_, hi) in ranked[1:]:
+        if hi is None or hi > lo:
+            return leader, False
+    return leader, True
+
+
+def next_step(
+    q: Question,
+    observations: Sequence[Observation],
+    cfg: PolicyConfig | None = None,
+    prior: Prior | None = None,
+) -> Step:
+    """The next measurement to make, or the settled :class:`Decision`."""
+    cfg = cfg or PolicyConfig()
+    s = State(q, observations, cfg)
+    order = target_order(q, prior)
+    coarse = coarse_levels(q.grid, cfg.coarse_step, prior_crossings(q, prior))
+    if q.kind == "lead":
+        coarse = list(q.grid)
+    if q.kind == "capacity":
+        return _capacity_step(s, order, coarse)
+    first = _first_pass(s, order, coarse)
+    if isinstance(first, Measure):
+        return first
+    step = _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
+        s, _refinement_wanted(s, coarse)
+    )
+    if step is not None:
+        return step
+    skips = _skips(s, order, coarse)
+    findings = pair_findings(s)
+    return Decision(
+        q, tuple(findings), cfg.confidence, tuple(skips), notes=tuple(_check_skips(s, skips))
+    )

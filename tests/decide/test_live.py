@@ -1,0 +1,180 @@
+"""``crossover decide --config`` on the CPU (issue 42's third proof): the README's two
+calibration servers, ``fast`` and ``batched``, whose throughputs cross at c = 7.2 (known in
+closed form from their latency model), found inside the decision's interval from a third of
+the requests the sweep of the same YAML measures. Real servers, real HTTP, the sweep's own
+database; a second run resumes from it and measures nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossover.calibration.server import build_config, spawn
+from crossover.cli.app import main
+from crossover.records.store import Store
+from crossover.sweep.config import load_sweep_config
+
+pytestmark = pytest.mark.slow
+
+N = 32  # output tokens per request, as the README's sweep
+FAST = {"ttft_ms": 20.0, "itl_ms": 2.0, "itl_per_stream_ms": 0.8}
+BATCHED = {"ttft_ms": 40.0, "itl_ms": 6.0, "itl_per_stream_ms": 0.05}
+#: equal request times (so equal tokens/s): 20 + 31 (2 + 0.8 (c - 1)) = 40 + 31 (6 + 0.05 (c - 1))
+TRUTH = 1.0 + ((40.0 - 20.0) / (N - 1) + 6.0 - 2.0) / (0.8 - 0.05)
+#: the closed form assumes every token sees exactly c - 1 other streams, which a busy
+#: 2-core machine bends by a few percent (tests/sweep/test_sweep_crossover.py: MODEL_SLACK)
+SLACK = 0.08
+
+
+def test_truth_is_the_readmes() -> None:
+    assert round(TRUTH, 1) == 7.2
+
+
+def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config(**FAST)))
+        batched = stack.enter_context(spawn(build_config(**BATCHED)))
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "fast-vs-batched",
+                    # a user who does not know where they cross sweeps 1-64
+                    "concurrency": [1, 2, 4, 8, 16, 32, 64],
+                    "output_tokens": N,
+                    "repeats": 2,
+                    "targets": [
+                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
+                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
+                    ],
+                }
+            )
+        )
+        out = tmp_path / "d"
+        argv = ["decide", "--config", str(config), "--out", str(out)]
+        argv += ["--metric", "total_tokens_per_s", "--json", str(tmp_path / "d.json")]
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        # run again: everything is kept from the database, nothing measured, same answer
+        assert main(argv) == 0
+        again = capsys.readouterr().out
+    decision = json.loads((tmp_path / "d.json").read_text())
+    xs = [f for f in decision["findings"] if f["kind"] == "crossover"]
+    assert len(xs) == 1, printed
+    x = xs[0]
+    assert (x["below"], x["above"]) == ("fast", "batched")
+    lo, hi = x["interval"]
+    assert lo - SLACK * TRUTH <= TRUTH <= hi + SLACK * TRUTH, printed
+    # the sweep of the same YAML: every target, level and repeat
+    cfg = load_sweep_config(config)
+    grid = sum(cfg.requests_for(c) or 0 for c in cfg.concurrency or []) * 2 * cfg.repeats
+    with Store(out / "sweep.db") as store:
+        runs = [r for r in store.runs() if r.status == "done"]
+        measured = sum(len(store.records(r.run_id, include_warmup=False)) for r in runs)
+    assert 0 < measured <= grid / 3, (measured, grid)
+    # what it did not measure, and why; the time per target; the sweep's own files
+    assert "not measured:" in printed
+    assert "fast at 32,64" in printed or "fast at 64" in printed
+    assert "assumes throughput does not fall" in printed
+    assert "time per target" in printed
+    assert (out / "sweep.json").is_file()
+    assert "fast leads below" in again
+    assert f"({len(runs)} kept from before)" in again
+    assert "0 levels measured" not in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["decide"], "give --config sweep.yaml (live) or --replay sweep.db"),
+        (["decide", "--replay", "x.db", "--question", "why"], "--question why"),
+        (["decide", "--replay", "x.db", "--metric", "speed"], "--metric speed"),
+        (["decide", "--replay", "x.db", "--question", "lead"], "needs --at"),
+        (["decide", "--replay", "x.db", "--question", "capacity"], "needs --slo"),
+        (["decide", "--replay", "x.db", "--slo", "ttft<500"], "METRIC<=LIMIT"),
+        (["decide", "--replay", "nowhere.db"], "no such database"),
+        (["decide", "--config", "nowhere.yaml"], "--out DIR is required"),
+    ],
+)
+def test_bad_input_is_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with contextlib.chdir(tmp_path):
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+ENGINE = Path(__file__).resolve().parents[1] / "sweep" / "calib_engine.py"
+
+
+def test_launched_engines_start_once_each_and_are_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Targets that launch an engine (the calibration server dressed as llama-server) are
+    measured target by target: one start each, the engine kept up between its levels and
+    repeats, and stopped before the next target's starts (one GPU)."""
+    from tests.engines.conftest import processes_mentioning
+
+    targets = []
+    for name, settings in (("fast", FAST), ("batched", BATCHED)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(settings))
+        model = tmp_path / f"{name}.gguf"
+        model.write_bytes(b"GGUF stand-in")
+        targets.append(
+            {
+                "name": name,
+                "model": "calibration",
+                "launch": {
+                    "engine": "llamacpp",
+                    "model": str(model),
+                    "executable": [sys.executable, str(ENGINE)],
+                    "parallel": 64,
+                    "health_timeout_s": 30,
+                    "env": {"CALIB_ENGINE_CONFIG": str(path)},
+                },
+            }
+        )
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "launched",
+                "concurrency": [1, 4, 16],
+                "output_tokens": N,
+                "repeats": 2,
+                "targets": targets,
+            }
+        )
+    )
+    out = tmp_path / "d"
+    rc = main(["decide", "--config", str(config), "--out", str(out), "--json",
+               str(tmp_path / "d.json")])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    times = json.loads((tmp_path / "d.json").read_text())["live"]["times"]
+    assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
+    assert all(v["launched"] for v in times.values())
+    assert "1 engine start(s)" in printed
+    # each engine's log holds one launch: started once, never restarted
+    for name in ("fast", "batched"):
+        logs = list((out / "engines").glob(f"{name}*.log"))
+        heads = [
+            line
+            for log in logs
+            for line in log.read_text().splitlines()
+            if line.startswith("# crossover-launch: ")
+        ]
+        assert len(heads) == 1, (name, heads)
+    assert processes_mentioning(str(ENGINE)) == []

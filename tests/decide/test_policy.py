@@ -1,0 +1,224 @@
+"""The decide policy on curves known in closed form: what it measures, what it skips, what
+it concludes. Every measurement is a value from the model (with a fixed, seeded noise), so
+each test can say what the right answer is."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+
+from crossover.decide.model import Decision, Measure, Observation, Question, Slo
+from crossover.decide.policy import (
+    PolicyConfig,
+    coarse_levels,
+    next_step,
+    prior_crossings,
+    target_order,
+)
+
+GRID = (1, 2, 4, 8, 16, 32, 64, 128)
+#: a curve: level -> (total tokens/s, TTFT p50 ms, seconds the level takes)
+Curve = Callable[[int], tuple[float, float, float]]
+
+
+def scaling(per_stream: float, cap: float, ttft: float) -> Curve:
+    """Throughput ``per_stream x c`` up to ``cap``; TTFT grows with the queue past it."""
+
+    def f(c: int) -> tuple[float, float, float]:
+        tput = min(per_stream * c, cap)
+        queue = max(0.0, per_stream * c / cap - 1.0)
+        return tput, ttft * (1.0 + queue), 2.0 + c * 100.0 / tput
+
+    return f
+
+
+def run(
+    q: Question,
+    curves: dict[str, Curve],
+    cfg: PolicyConfig | None = None,
+    noise: float = 0.01,
+    prior: dict[str, dict[int, float]] | None = None,
+) -> tuple[Decision, list[Measure]]:
+    rng = random.Random(7)
+    obs: list[Observation] = []
+    steps: list[Measure] = []
+    for _ in range(500):
+        step = next_step(q, obs, cfg, prior)
+        if isinstance(step, Decision):
+            return step, steps
+        steps.append(step)
+        tput, ttft, secs = curves[step.target](step.level)
+        jitter = 1.0 + rng.uniform(-noise, noise)
+        values = {"total_tokens_per_s": tput * jitter, "ttft_ms.p50": ttft / jitter}
+        obs.append(Observation(step.target, step.level, step.repeat, values, 10, 10, secs))
+    raise AssertionError("the policy did not settle in 500 steps")
+
+
+def crossover_question(**kw: object) -> Question:
+    base: dict[str, object] = {
+        "kind": "crossover",
+        "targets": ("fast", "batched"),
+        "levels": GRID,
+        "metrics": ("total_tokens_per_s",),
+    }
+    base.update(kw)
+    return Question(**base)  # type: ignore[arg-type]
+
+
+# fast: 1,000 tok/s per stream up to 6,000 (saturated from c = 6); batched: 400 per
+# stream up to 40,000. They cross where fast's 6,000 = 400 c: c = 15.
+FAST = scaling(1000.0, 6000.0, 20.0)
+BATCHED = scaling(400.0, 40000.0, 40.0)
+TRUTH = 15.0
+
+
+def test_finds_a_crossover_inside_its_interval() -> None:
+    q = crossover_question(any_level=True, group_targets=False)
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
+    xs = [f for f in d.findings if f.kind == "crossover"]
+    assert len(xs) == 1
+    x = xs[0]
+    assert (x.below, x.above) == ("fast", "batched")
+    assert x.interval is not None
+    assert x.interval[0] <= TRUTH <= x.interval[1]
+    # fewer measurements than the grid's 2 targets x 8 levels x 2 repeats
+    assert len(steps) < 2 * len(GRID) * 2 / 2
+
+
+def test_skips_a_saturated_target_far_behind_and_says_why() -> None:
+    slow = scaling(100.0, 300.0, 80.0)  # saturated by 4, 20x behind at 64
+    d, steps = run(
+        crossover_question(targets=("fast", "slow"), metrics=("total_tokens_per_s", "ttft_ms.p50")),
+        {"fast": BATCHED, "slow": slow},
+    )
+    measured_slow = {s.level for s in steps if s.target == "slow"}
+    assert max(measured_slow) < 64
+    skip = next(s for s in d.skipped if s.target == "slow")
+    assert 128 in skip.levels
+    assert "saturated" in skip.reason
+    assert "does not fall" in skip.assumption
+    assert skip.checked
+    # the answer still names the leader over the levels both were measured at
+    f = next(f for f in d.findings if f.metric == "total_tokens_per_s")
+    assert f.kind == "none"
+    assert f.leader == "fast"
+
+
+def test_no_skip_while_the_trailing_target_still_gains() -> None:
+    # behind, but still scaling: a crossover may lie ahead, so its levels are measured
+    late = scaling(300.0, 100000.0, 80.0)
+    _, steps = run(
+        crossover_question(targets=("a", "late")),
+        {"a": scaling(1000.0, 8000.0, 20.0), "late": late},
+    )
+    assert max(s.level for s in steps if s.target == "late") == 128
+
+
+def test_repeats_only_where_the_sign_is_uncertain() -> None:
+    near = scaling(1020.0, 6100.0, 20.0)  # within 2% of FAST: a close pair
+    far = scaling(100.0, 150.0, 90.0)  # far behind both everywhere
+    d, steps = run(
+        crossover_question(targets=("fast", "near", "far")),
+        {"fast": FAST, "near": near, "far": far},
+    )
+    repeated = {(s.target, s.level) for s in steps if s.repeat == 1}
+    assert any(t == "near" for t, _ in repeated)
+    assert not any(t == "far" for t, _ in repeated)  # far behind: one repeat settles it
+    close = next(f for f in d.findings if (f.a, f.b) == ("fast", "near"))
+    assert close.kind != "crossover"
+
+
+def test_groups_a_targets_levels_where_engines_start() -> None:
+    _, steps = run(crossover_question(), {"fast": FAST, "batched": BATCHED})
+    first_pass = [s.target for s in steps if s.why.startswith("first pass")]
+    switches = sum(1 for a, b in itertools.pairwise(first_pass) if a != b)
+    assert switches == 1  # every level of one target, then the other's
+
+
+def test_level_by_level_where_no_engine_starts() -> None:
+    _, steps = run(crossover_question(group_targets=False), {"fast": FAST, "batched": BATCHED})
+    first = [(s.target, s.level) for s in steps if s.why.startswith("first pass")]
+    assert first[:4] == [("fast", 1), ("batched", 1), ("fast", 4), ("batched", 4)]
+
+
+def test_a_lead_question_measures_only_its_levels() -> None:
+    q = crossover_question(kind="lead", at=(1, 64))
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
+    assert {s.level for s in steps} == {1, 64}
+    per_level = {lv.concurrency: lv.lead for f in d.findings for lv in f.per_level}
+    assert per_level == {1.0: "fast", 64.0: "batched"}
+
+
+def test_capacity_under_an_slo() -> None:
+    # TTFT grows with the queue past saturation: fast meets 50 ms up to c = 15
+    # (20 x c / 6 <= 50), batched up to c = 125 (40 x c / 100 <= 50)
+    q = Question(
+        "capacity",
+        ("fast", "batched"),
+        GRID,
+        ("ttft_ms.p50",),
+        slo=Slo("ttft_ms.p50", 50.0),
+        any_level=True,
+    )
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
+    assert d.leader == "batched"
+    assert d.confidence > 0
+    lo, hi = d.capacity["fast"]
+    assert lo is not None and hi is not None
+    assert lo <= 15 < hi
+    lo, hi = d.capacity["batched"]
+    assert lo is not None and hi is not None
+    assert lo <= 125 < hi
+    # fast is not narrowed once batched meets the SLO where fast fails it
+    assert max(s.level for s in steps if s.target == "fast") <= 64
+
+
+def test_prior_orders_targets_and_looks_where_it_predicts_a_crossing() -> None:
+    q = crossover_question()
+    prior = {
+        "fast": {c: FAST(c)[0] for c in GRID},
+        "batched": {c: BATCHED(c)[0] for c in GRID},
+    }
+    assert target_order(q, prior) == ["batched", "fast"]
+    assert prior_crossings(q, prior) == [8, 16]
+    coarse = coarse_levels(q.grid, 4.0, prior_crossings(q, prior))
+    assert {8, 16} <= set(coarse)
+    d, _ = run(q, {"fast": FAST, "batched": BATCHED}, prior=prior)
+    x = next(f for f in d.findings if f.kind == "crossover")
+    assert x.bracket == (8.0, 16.0)
+
+
+def test_a_level_stopped_by_time_is_completed_when_it_leaves_a_lead_open() -> None:
+    q = crossover_question(group_targets=False)
+    first = Observation("fast", 1, 0, {"total_tokens_per_s": 1000.0}, 4, 4, 5.0)
+    part = Observation("batched", 1, 0, {"total_tokens_per_s": 950.0}, 1, 4, 10.0)
+    step = next_step(q, [first], None)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level) == ("batched", 1)
+    assert step.budget_s == pytest.approx(10.0)  # twice the first target's time there
+    step = next_step(q, [first, part], None)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.budget_s) == ("batched", 1, None)
+    far = Observation("batched", 1, 0, {"total_tokens_per_s": 100.0}, 1, 4, 10.0)
+    step = next_step(q, [first, far], None)
+    assert isinstance(step, Measure)
+    assert step.level != 1  # a 10x gap is settled by the part
+
+
+def test_bad_questions_are_refused() -> None:
+    with pytest.raises(ValueError, match="two targets"):
+        Question("crossover", ("a",), GRID)
+    with pytest.raises(ValueError, match="SLO"):
+        Question("capacity", ("a", "b"), GRID)
+    with pytest.raises(ValueError, match="first"):
+        PolicyConfig(budget_factor=-1.0)
+
+
+def test_coarse_levels_step_and_keep_the_last() -> None:
+    assert coarse_levels(GRID, 4.0) == [1, 4, 16, 64, 128]
+    assert coarse_levels((1, 4, 16, 64, 128, 256, 512), 4.0) == [1, 4, 16, 64, 256, 512]
+    assert math.isclose(coarse_levels((3,), 4.0)[0], 3)
