@@ -1,15 +1,10 @@
 """The embedded default of the main job: real llama.cpp serving a real model.
 
-Two llama-server configurations of the real Gemma 3 270M (Q4_K_M GGUF assembled from
-PyPI) that a user of a small CPU machine would weigh, both on one thread (the other core
-is the client's): one slot, each prompt prefilled in one batch, against eight slots
-with chunked prefill (``--batch-size 16 --ubatch-size 16``: a prompt goes in 16-token
-pieces between the other streams' decode steps, so no stream stalls behind a long
-prefill). One request at a time, the single slot's whole-prompt batch reaches the first
-token sooner; as requests pile up its queue grows (TTFT climbs with every waiting
-request) while the eight slots take them at once. The sweep finds where that flips,
-with an interval. (One slot against eight, both prefilling whole prompts, the earlier
-demo, had no crossover: eight slots led from the first level.)
+Two llama-server configurations a user would weigh on a small CPU machine, on the
+real Gemma 3 270M (Q4_K_M GGUF assembled from PyPI): one parallel slot against
+eight. Slots move the curve: with one slot requests queue (TTFT grows with load)
+while each stream decodes alone; with eight they batch (more tokens/s in total,
+each stream slower). The sweep finds where that trade flips, with an interval.
 
 transformers serve is left out of the CPU demo: it needs a PyTorch install
 (several hundred MB) and Gemma as an HF folder, and would not fit the 15-minute
@@ -23,8 +18,6 @@ from pathlib import Path
 from crossover.sweep.config import SweepConfig, build_sweep_config
 
 DEMO_LEVELS = [1, 2, 4, 8]
-#: the two configurations: one slot, whole-prompt prefill; eight slots, chunked prefill
-DEMO_TARGETS = ("1-slot", "8-slots-chunked")
 
 
 def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfig:
@@ -34,8 +27,8 @@ def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfi
         "model": str(model),
         "context_tokens": 512,
         "executable": [str(server)],
+        "extra_args": ["--threads", "1"],
     }
-    one = ["--threads", "1"]
     return build_sweep_config(
         {
             "name": "demo-gemma3-270m-cpu",
@@ -48,18 +41,14 @@ def demo_config(model: Path, server: Path, *, quick: bool = False) -> SweepConfi
             "repeats": 1 if quick else 3,
             "targets": [
                 {
-                    "name": DEMO_TARGETS[0],
+                    "name": "llamacpp-1-slot",
                     "engine": "llamacpp",
-                    "launch": {**launch, "parallel": 1, "extra_args": one},
+                    "launch": {**launch, "parallel": 1},
                 },
                 {
-                    "name": DEMO_TARGETS[1],
+                    "name": "llamacpp-8-slots",
                     "engine": "llamacpp",
-                    "launch": {
-                        **launch,
-                        "parallel": 8,
-                        "extra_args": [*one, "--batch-size", "16", "--ubatch-size", "16"],
-                    },
+                    "launch": {**launch, "parallel": 8},
                 },
             ],
         }
