@@ -32,6 +32,8 @@ class LaunchSpec:
     env_set: dict[str, str] = field(default_factory=dict)
     env_unset: tuple[str, ...] = ()
     files: dict[Path, str] = field(default_factory=dict)
+    #: the engine serves Prometheus metrics on a port of their own (Triton's --metrics-port)
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True)
