@@ -110,6 +110,15 @@ class TritonInstall:
             "VIRTUAL_ENV": str(self.env),
         }
 
+    def shell_exports(self) -> list[str]:
+        """``launch_env`` as lines of a shell script (the caller's PATH kept)."""
+        env, libs = self.env / "bin", self.libs
+        return [
+            f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+            f'export PATH="{env}:$PATH"',
+            f'export VIRTUAL_ENV="{self.env}"',
+        ]
+
     def launch_args(self) -> list[str]:
         return [f"--backend-directory={self.backends}"]
 

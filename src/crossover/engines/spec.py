@@ -160,6 +160,8 @@ class EngineSpec:
     advise: AdvisorTraits | None = None
     #: settings one log line cannot give alone, derived from the others in place
     derive: Callable[[dict[str, Fact]], None] | None = None
+    #: settings read from the whole log (tables, several lines), after the patterns
+    read_log: Callable[[list[str]], dict[str, Fact]] | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

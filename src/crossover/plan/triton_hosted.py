@@ -12,7 +12,6 @@ are ``text_output`` and the cumulative token counts.
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 from crossover.errors import UsageError
@@ -179,7 +178,6 @@ def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]
     )
     inst = find_triton()
     program = str(inst.tritonserver) if inst else "tritonserver"
-    env = inst.launch_env() if inst else {}
     if inst is None:
         notes.append("no cached tritonserver: serve.sh runs tritonserver from PATH")
     argv = [
@@ -192,7 +190,7 @@ def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]
         f"--metrics-port={req.port + 2}",
         *(inst.launch_args() if inst else []),
     ]
-    exports = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    exports = inst.shell_exports() if inst else []
     plan.files["serve.sh"] = script(
         f"serve {req.model} with Triton (Python backend: {name})",
         {},
@@ -208,5 +206,5 @@ def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]
         spec.cuda_graphs if name == "vllm" else False,
         [],
         resolve_vars(argv, {"PLAN_DIR": "."}),
-        env,
+        {},  # serve.sh exports the server's libraries and the stub's venv
     )

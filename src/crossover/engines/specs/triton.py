@@ -16,6 +16,7 @@ from pathlib import Path
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
+from crossover.engines.logs_triton import read_triton_log
 from crossover.engines.processes import free_port
 from crossover.engines.spec import EngineSpec, LaunchSpec, PlanTraits, VersionProbe, refuse
 
@@ -89,6 +90,7 @@ SPEC = EngineSpec(
     # crossover's Python-backend models count generated tokens (pb_utils.MetricFamily)
     # before each request's final response is sent (crossover.plan.triton_python)
     counter="crossover_generated_tokens_total",
+    read_log=read_triton_log,
     absence_rules=(),
     # checked first: Triton's tensorrt_llm backend prints TensorRT-LLM lines too
     detect=(r"Started HTTPService at", r"model_lifecycle\.cc", r"\|\s*server_version\s*\|"),

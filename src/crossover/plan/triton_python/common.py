@@ -109,8 +109,28 @@ class TokenCounter:
             self._metric.increment(float(n))
 
 
-def settings_line(engine: str, instance: str, settings: dict[str, Any]) -> str:
-    """``crossover-triton-model: {...}``: the hosted engine and the settings it was started
-    with, one JSON object (verify-config reads it from tritonserver's log)."""
-    body = {"engine": engine, "instance": instance, "settings": settings}
+def model_facts(model_config: dict[str, Any]) -> dict[str, Any]:
+    """What Triton made of config.pbtxt (its log does not print it at default verbosity)."""
+    policy = model_config.get("model_transaction_policy") or {}
+    groups = model_config.get("instance_group") or []
+    return {
+        "backend": model_config.get("backend"),
+        "decoupled": bool(policy.get("decoupled", False)),
+        "instance_count": sum(int(g.get("count", 1)) for g in groups) if groups else None,
+        "max_batch_size": model_config.get("max_batch_size"),
+    }
+
+
+def settings_line(
+    engine: str, instance: str, settings: dict[str, Any], model_config: dict[str, Any]
+) -> str:
+    """``crossover-triton-model: {...}``: the hosted engine, the settings it was started
+    with and the model's Triton config, one JSON object (verify-config reads it from
+    tritonserver's log)."""
+    body = {
+        "engine": engine,
+        "instance": instance,
+        "settings": settings,
+        "triton": model_facts(model_config),
+    }
     return f"{SETTINGS_PREFIX} {json.dumps(body, sort_keys=True, default=str)}"

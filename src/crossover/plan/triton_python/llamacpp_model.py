@@ -2,7 +2,7 @@
 
 Written into a model repository by ``crossover plan --engine triton --hosted llamacpp``;
 runs inside the stub. Settings come from config.pbtxt's ``parameters``: ``model_path``
-(the GGUF), ``n_ctx``, ``n_batch``, ``n_threads`` (0: llama.cpp's default),
+(the GGUF), ``n_ctx``, ``n_batch``, ``n_threads`` (0: every CPU the process may use),
 ``n_gpu_layers``, ``seed``, ``default_max_tokens``, and where the library and bindings are
 (``llama_cpp_lib_path``: the folder of ``libllama.so``, set as ``LLAMA_CPP_LIB_PATH``;
 ``llama_cpp_python_dir``: the folder holding ``llama_cpp/``).
@@ -41,7 +41,9 @@ class TritonPythonModel:
         import llama_cpp
 
         self._llama_cpp = llama_cpp
-        threads = int(params.get("n_threads", "0") or 0)
+        # 0: every CPU this process may use (llama-server's default is the physical cores:
+        # the same count where there is no SMT)
+        threads = int(params.get("n_threads", "0") or 0) or len(os.sched_getaffinity(0))
         settings: dict[str, Any] = {
             "model_path": params["model_path"],
             "n_ctx": int(params.get("n_ctx", "4096")),
@@ -49,8 +51,7 @@ class TritonPythonModel:
             "n_gpu_layers": int(params.get("n_gpu_layers", "0")),
             "seed": int(params.get("seed", "0")),
         }
-        if threads > 0:
-            settings["n_threads"] = threads
+        settings["n_threads"] = threads
         self.llm = llama_cpp.Llama(**settings, verbose=params.get("verbose", "false") == "true")
         self.default_max_tokens = int(params.get("default_max_tokens", "128"))
         vocab = self.llm._model.vocab
@@ -69,7 +70,7 @@ class TritonPythonModel:
             "llama_cpp_python": getattr(llama_cpp, "__version__", None),
             "lib": os.environ.get("LLAMA_CPP_LIB_PATH"),
         }
-        print(common.settings_line("llamacpp", instance, effective), flush=True)
+        print(common.settings_line("llamacpp", instance, effective, config), flush=True)
 
     def _hold_eog(self, until: int, prompt_len: int) -> Any:
         eog = self.eog

@@ -62,7 +62,7 @@ class TritonPythonModel:
         vllm = sys.modules.get("vllm")  # absent under the seam's fake engine
         version = getattr(vllm, "__version__", None)
         settings = {**engine_args, "vllm": version}
-        print(common.settings_line("vllm", instance, settings), flush=True)
+        print(common.settings_line("vllm", instance, settings, config), flush=True)
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
