@@ -124,7 +124,7 @@ def _fake_pb() -> tuple[ModuleType, dict[str, float]]:
         def __init__(self, name: str, description: str, kind: str) -> None:
             assert name == "crossover_generated_tokens_total" and kind == "counter"
 
-        def Metric(self, labels: dict[str, str]) -> Metric:  # noqa: N802 (pb_utils' name)
+        def Metric(self, labels: dict[str, str]) -> Metric:
             return Metric(labels)
 
     def get_input_tensor_by_name(request: FakeRequest, name: str) -> FakeTensor | None:
