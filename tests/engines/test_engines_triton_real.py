@@ -35,8 +35,8 @@ def installed() -> tuple[Path, Path]:
     from crossover.models.gemma import ensure_gemma3_270m
 
     ensure_llama_server(cuda=False, progress=False)
-    shared = ensure_libllama(cuda=False, progress=False)
-    inst = ensure_triton(llama_cpp_python_dir=shared.python_dir, progress=False)
+    ensure_libllama(cuda=False, progress=False)
+    inst = ensure_triton(progress=False)
     return inst.tritonserver, ensure_gemma3_270m()
 
 

@@ -26,7 +26,8 @@ pinned NumPy 1.26.4 in ``env``.
 ``env``'s ``site-packages`` naming the engine interpreter's ``site-packages``
 (``--engine-python``): ``.pth`` paths are appended after the venv's own, so NumPy 1.26.4
 still wins. The llama.cpp bindings (``llama_cpp/`` from the pinned sdist, over the
-``libllama.so`` of ``crossover.builds.libllama``) join the same way.
+``libllama.so`` of ``crossover.builds.libllama``) are named by the model's own config
+(``llama_cpp_python_dir``), so one environment serves any build.
 """
 
 from __future__ import annotations
@@ -261,22 +262,17 @@ def _make_env(python: str, env: Path, pth: list[str], quiet: bool) -> None:
 
 
 def ensure_triton(
-    python: str | None = None,
-    engine_python: str | None = None,
-    llama_cpp_python_dir: Path | None = None,
-    progress: bool = True,
+    python: str | None = None, engine_python: str | None = None, progress: bool = True
 ) -> TritonInstall:
     """The cached server + stub environment for ``python`` (default: this interpreter),
-    installing it first if needed. ``engine_python``'s site-packages and the llama.cpp
-    bindings' folder are appended to the stub's ``sys.path``."""
+    installing it first if needed. ``engine_python``'s site-packages are appended to the
+    stub's ``sys.path``."""
     python = python or sys.executable
     info = _python_info(python)
     version = info["version"]
     if version not in STUB_VERSIONS:
         raise UsageError(f"no Triton Python-backend stub for Python {version}")
     extra: list[str] = []
-    if llama_cpp_python_dir is not None:
-        extra.append(str(llama_cpp_python_dir))
     if engine_python is not None:
         eng = _python_info(engine_python)
         if eng["version"] != version:

@@ -81,11 +81,9 @@ def _install_triton(
     from crossover.builds.libllama import ensure_libllama
     from crossover.builds.triton import ensure_triton
 
-    bindings = None
     if llamacpp:
-        shared = ensure_libllama(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
-        bindings = shared.python_dir
-    inst = ensure_triton(python, engine_python, bindings, progress=not quiet)
+        ensure_libllama(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
+    inst = ensure_triton(python, engine_python, progress=not quiet)
     return str(inst.tritonserver)
 
 
