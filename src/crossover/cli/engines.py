@@ -141,6 +141,7 @@ INSTALL_EXAMPLE = (
     "      --engine-python /opt/venv/bin/python    # vLLM in the Python backend\n"
 )
 WHICH_EXAMPLE = "\b\nExample:\n  crossover engines which llamacpp\n"
+LIST_EXAMPLE = "\b\nExample:\n  crossover engines list\n"
 
 
 def register(app: typer.Typer) -> None:
@@ -149,5 +150,5 @@ def register(app: typer.Typer) -> None:
     )
     sub.command("install", epilog=INSTALL_EXAMPLE)(install)
     sub.command("which", epilog=WHICH_EXAMPLE)(which)
-    sub.command("list")(list_engines)
+    sub.command("list", epilog=LIST_EXAMPLE)(list_engines)
     app.add_typer(sub, name="engines")
