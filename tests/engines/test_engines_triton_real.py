@@ -34,8 +34,8 @@ def installed() -> tuple[Path, Path]:
     from crossover.builds.triton import ensure_triton
     from crossover.models.gemma import ensure_gemma3_270m
 
-    ensure_llama_server(cuda=False, progress=False)
-    ensure_libllama(cuda=False, progress=False)
+    ensure_llama_server(progress=False)  # as `make engines` built them (CUDA where a GPU is)
+    ensure_libllama(progress=False)
     inst = ensure_triton(progress=False)
     return inst.tritonserver, ensure_gemma3_270m()
 
