@@ -21,9 +21,12 @@ browser-deps:
 	@command -v chromium >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || true)
 
-# Real engine + real model, cached under $(CACHE) keyed by source version.
+# Real engines + real model, cached under $(CACHE) keyed by source version: llama-server,
+# and tritonserver (the pinned nvidia-pytriton wheel) with libllama.so for its llama.cpp
+# model (a second, shared-library build of the same source: docs/triton.md).
 engines: venv
 	$(BIN)/crossover engines install llamacpp
+	$(BIN)/crossover engines install triton
 
 models: venv
 	$(BIN)/crossover models fetch gemma3-270m

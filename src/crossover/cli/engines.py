@@ -1,4 +1,4 @@
-"""``crossover engines install|which``: engines built from pinned source."""
+"""``crossover engines install|which``: engines built from pinned source or pinned wheels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from crossover.errors import UsageError
 
-_BUILDABLE = ("llamacpp",)
+_BUILDABLE = ("llamacpp", "triton")
 
 
 def _check(engine: str) -> None:
@@ -17,7 +17,7 @@ def _check(engine: str) -> None:
 
 
 def install(
-    engine: Annotated[str, typer.Argument(help="engine to build (llamacpp)")],
+    engine: Annotated[str, typer.Argument(help="engine to build or install (llamacpp, triton)")],
     cuda: Annotated[
         bool | None,
         typer.Option(
@@ -31,29 +31,104 @@ def install(
         int | None, typer.Option("--jobs", "-j", min=1, help="parallel compile jobs")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")] = False,
+    python: Annotated[
+        str | None,
+        typer.Option(help="triton: the Python the backend stub runs (default: this one)"),
+    ] = None,
+    engine_python: Annotated[
+        str | None,
+        typer.Option(
+            help="triton: an interpreter whose packages (torch, vLLM) the stub may import, "
+            "after its own NumPy 1.26"
+        ),
+    ] = None,
+    llamacpp: Annotated[
+        bool,
+        typer.Option(
+            "--llamacpp/--no-llamacpp",
+            help="triton: build libllama.so and the llama.cpp bindings for the stub",
+        ),
+    ] = True,
 ) -> None:
-    """Build the engine from its pinned source (cached; instant when already built)."""
+    """Build the engine from its pinned source, or install its pinned wheel (cached;
+    instant when already done)."""
     import time
-
-    from crossover.builds.llamacpp import ensure_llama_server
 
     _check(engine)
     started = time.monotonic()
-    path = ensure_llama_server(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
+    if engine == "triton":
+        path = _install_triton(cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp)
+        name = "tritonserver"
+    else:
+        from crossover.builds.llamacpp import ensure_llama_server
+
+        built = ensure_llama_server(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
+        path, name = str(built), "llama-server"
     if not quiet:
-        typer.echo(f"llama-server ready in {time.monotonic() - started:.1f} s", err=True)
-    typer.echo(str(path))
+        typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
+    typer.echo(path)
 
 
-def which(engine: Annotated[str, typer.Argument(help="engine (llamacpp)")]) -> None:
+def _install_triton(
+    cuda: bool | None,
+    cuda_arch: str | None,
+    jobs: int | None,
+    quiet: bool,
+    python: str | None,
+    engine_python: str | None,
+    llamacpp: bool,
+) -> str:
+    from crossover.builds.libllama import ensure_libllama
+    from crossover.builds.triton import ensure_triton
+
+    if llamacpp:
+        ensure_libllama(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
+    inst = ensure_triton(python, engine_python, progress=not quiet)
+    return str(inst.tritonserver)
+
+
+def which(engine: Annotated[str, typer.Argument(help="engine (llamacpp, triton)")]) -> None:
     """Print the path of the built engine binary; exit 2 if it is not built yet."""
     from crossover.builds.llamacpp import find_llama_server
 
     _check(engine)
+    if engine == "triton":
+        from crossover.builds.triton import find_triton
+
+        inst = find_triton()
+        if inst is None:
+            raise UsageError(
+                "tritonserver is not installed yet: run `crossover engines install triton`"
+            )
+        typer.echo(str(inst.tritonserver))
+        return
     path = find_llama_server()
     if path is None:
         raise UsageError("llama-server is not built yet: run `crossover engines install llamacpp`")
     typer.echo(str(path))
+
+
+def list_engines() -> None:
+    """Every engine crossover launches, and where its program is here (or how to get it)."""
+    import shutil
+
+    from crossover.builds.llamacpp import find_llama_server
+    from crossover.builds.triton import find_triton
+    from crossover.engines import registry
+
+    for spec in registry.specs():
+        program = spec.default_executable[0]
+        found: str | None = shutil.which(program)
+        how = f"not found ({program} on PATH)"
+        if found is None and spec.name == "llamacpp":
+            built = find_llama_server()
+            found = str(built) if built else None
+            how = "not built: crossover engines install llamacpp"
+        elif found is None and spec.name == "triton":
+            inst = find_triton()
+            found = str(inst.tritonserver) if inst else None
+            how = "not installed: crossover engines install triton"
+        typer.echo(f"{spec.name:<13} {spec.display_name:<20} {found or how}")
 
 
 INSTALL_EXAMPLE = (
@@ -61,8 +136,12 @@ INSTALL_EXAMPLE = (
     "Examples:\n"
     "  crossover engines install llamacpp          # CUDA when nvcc and a GPU are here\n"
     "  crossover engines install llamacpp --cpu -j 2\n"
+    "  crossover engines install triton            # tritonserver 2.51 + llama.cpp bindings\n"
+    "  crossover engines install triton --no-llamacpp --python /usr/bin/python3.12 \\\n"
+    "      --engine-python /opt/venv/bin/python    # vLLM in the Python backend\n"
 )
 WHICH_EXAMPLE = "\b\nExample:\n  crossover engines which llamacpp\n"
+LIST_EXAMPLE = "\b\nExample:\n  crossover engines list\n"
 
 
 def register(app: typer.Typer) -> None:
@@ -71,4 +150,5 @@ def register(app: typer.Typer) -> None:
     )
     sub.command("install", epilog=INSTALL_EXAMPLE)(install)
     sub.command("which", epilog=WHICH_EXAMPLE)(which)
+    sub.command("list", epilog=LIST_EXAMPLE)(list_engines)
     app.add_typer(sub, name="engines")

@@ -27,6 +27,14 @@ def plan_command(
     engine_dir: str = typer.Option(
         "/models/trtllm_engine", "--engine-dir", help="Triton: absolute engine path"
     ),
+    hosted: str = typer.Option(
+        "tensorrtllm",
+        "--hosted",
+        help="Triton: tensorrtllm (the ensemble), or llamacpp / vllm in the Python backend",
+    ),
+    instances: int | None = typer.Option(
+        None, "--instances", min=1, help="Triton Python backend: model instances (default 1)"
+    ),
 ) -> None:
     """Build/serve scripts, engine configs, a Triton repository, and plan.json."""
     from crossover.plan import PlanRequest, make_plan, write_plan
@@ -45,6 +53,8 @@ def plan_command(
             cuda_graphs=not no_cuda_graphs,
             port=port,
             engine_dir=engine_dir,
+            hosted=hosted,
+            instances=instances,
         )
     )
     written = write_plan(plan, out)
@@ -53,7 +63,10 @@ def plan_command(
         typer.echo(f"note: {note}")
 
 
-EXAMPLE = "\b\nExample:\n  crossover plan --engine vllm --model gemma-3-270m --out plan-vllm\n"
+EXAMPLE = (
+    "\b\nExamples:\n  crossover plan --engine vllm --model gemma-3-270m --out plan-vllm\n"
+    "  crossover plan --engine triton --hosted llamacpp --model gemma.gguf --out plan-triton\n"
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,4 +26,5 @@ def launch_spec(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         env_set=env_set,
         env_unset=tuple(k for k in built.env_unset if k not in config.env),
         files=built.files,
+        metrics_port=built.metrics_port,
     )

@@ -51,7 +51,8 @@ SETTINGS: tuple[str, ...] = (
     "mixed_chunk", "tokenizer_workers", "schedule_policy", "stream_interval", "metrics",
     "load_format", "ep", "moe_backend", "moe_kernel", "moe_config", "moe_tuned_config",
     "n_expert", "n_expert_used", "moe_experts_on_cpu", "cpu_moe_layers",
-    "cpu_tensor_overrides",
+    "cpu_tensor_overrides", "triton_models", "backend", "decoupled", "instance_count",
+    "hosted_engine",
 )  # fmt: skip
 ALIASES: dict[str, str] = {
     "graphs": "cuda_graphs",
@@ -201,6 +202,9 @@ def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:
                     origin=pattern.origin,
                 )
                 break
+    if adapter.read_log is not None:
+        for setting, fact in adapter.read_log(lines).items():
+            facts.setdefault(setting, fact)
     text = "\n".join(lines)
     for rule in adapter.absence_rules:
         if rule.setting in facts or rule.missing.search(text):

@@ -100,10 +100,20 @@ def _default_llama_server() -> list[str] | None:
     return [str(path)] if path else None
 
 
+def _default_tritonserver() -> list[str] | None:
+    if shutil.which("tritonserver"):
+        return None
+    from crossover.builds.triton import find_triton
+
+    found = find_triton()
+    return [str(found.tritonserver)] if found else None
+
+
 def _preflight(config: EngineConfig) -> EngineConfig:
     adapter = registry.get(config.engine)
-    if config.engine == "llamacpp" and config.executable is None:
-        built = _default_llama_server()
+    defaults = {"llamacpp": _default_llama_server, "triton": _default_tritonserver}
+    if config.engine in defaults and config.executable is None:
+        built = defaults[config.engine]()
         if built:
             config = config.model_copy(update={"executable": built})
     _resolve_executable(adapter.executable(config)[0], adapter)
@@ -201,6 +211,9 @@ class RunningEngine:
 
     @property
     def metrics_url(self) -> str | None:
+        if self.spec.metrics_port is not None:
+            host = f"[{self.connect_host}]" if ":" in self.connect_host else self.connect_host
+            return f"http://{host}:{self.spec.metrics_port}/metrics"
         path = self.adapter.metrics_path
         return self.url + path if path else None
 

@@ -32,6 +32,8 @@ class LaunchSpec:
     env_set: dict[str, str] = field(default_factory=dict)
     env_unset: tuple[str, ...] = ()
     files: dict[Path, str] = field(default_factory=dict)
+    #: the engine serves Prometheus metrics on a port of their own (Triton's --metrics-port)
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class EngineSpec:
     advise: AdvisorTraits | None = None
     #: settings one log line cannot give alone, derived from the others in place
     derive: Callable[[dict[str, Fact]], None] | None = None
+    #: settings read from the whole log (tables, several lines), after the patterns
+    read_log: Callable[[list[str]], dict[str, Fact]] | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

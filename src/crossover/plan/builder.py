@@ -71,7 +71,22 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
     engine, traits = _traits(req.engine)
     rules: list[str] = []
     is_gguf = quant.startswith("gguf-")
-    if traits.formats == "gguf":
+    formats = traits.formats
+    if req.engine != "triton":
+        if req.hosted != "tensorrtllm" or req.instances is not None:
+            raise UsageError("--hosted and --instances are for --engine triton")
+    elif req.hosted != "tensorrtllm":
+        from crossover.plan.triton_hosted import HOSTED
+
+        if req.hosted not in HOSTED:
+            raise UsageError(f"--hosted must be one of {', '.join(HOSTED)}")
+        formats = "gguf" if req.hosted == "llamacpp" else "16-bit"
+    elif req.instances is not None:
+        raise UsageError(
+            "--instances sets a Python-backend model's instances (--hosted llamacpp or vllm); "
+            "the ensemble's scale with --max-concurrency"
+        )
+    if formats == "gguf":
         if not is_gguf and quant not in ("bf16", "fp16"):
             raise UsageError(
                 f"llama.cpp does not run {quant} checkpoints: pick a GGUF quant "
@@ -81,7 +96,7 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
         return rules
     if is_gguf:
         raise UsageError(f"{quant} runs on llama.cpp only (rule format-engine)")
-    if traits.formats == "16-bit" and quant not in ("bf16", "fp16"):
+    if formats == "16-bit" and quant not in ("bf16", "fp16"):
         raise UsageError(f"{engine.display_name} plans cover bf16/fp16 only")
     if facts is not None:
         bad = tp_heads_verdict(

@@ -124,6 +124,10 @@ def plan_triton(
     notes: list[str],
     rules: list[str],
 ) -> Built:
+    if req.hosted != "tensorrtllm":
+        from crossover.plan.triton_hosted import plan_hosted
+
+        return plan_hosted(req, spec, plan, notes)
     engine_dir = req.engine_dir
     repo = triton.repository(
         req.max_concurrency, spec.model, engine_dir, cuda_graphs=spec.cuda_graphs, with_bls=req.bls

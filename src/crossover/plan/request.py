@@ -25,6 +25,10 @@ class PlanRequest(BaseModel):
     cuda_graphs: bool = True
     port: int = 8000
     engine_dir: str = "/models/trtllm_engine"
+    #: Triton: what the repository hosts (the TensorRT-LLM ensemble, or llamacpp / vllm
+    #: in the Python backend) and that model's instance count (None: one)
+    hosted: str = "tensorrtllm"
+    instances: int | None = None
 
 
 class Plan(BaseModel):

@@ -238,8 +238,18 @@ def _local_launch(
 def _executable_problem(ecfg: EngineConfig, adapter: EngineSpec) -> str | None:
     """Why the engine's program would not start here, or None. llama.cpp without an
     ``executable`` uses a built llama-server (``crossover engines install llamacpp``) as
-    the sweep does; ``python -m MODULE`` programs need MODULE importable by that python."""
+    the sweep does, Triton the installed tritonserver (``crossover engines install
+    triton``); ``python -m MODULE`` programs need MODULE importable by that python."""
     argv = adapter.executable(ecfg)
+    if ecfg.engine == "triton" and ecfg.executable is None and not shutil.which(argv[0]):
+        from crossover.builds.triton import find_triton
+
+        if find_triton() is None:
+            return (
+                "no tritonserver here: `crossover engines install triton` installs one, or "
+                "set launch.executable"
+            )
+        return None
     if ecfg.engine == "llamacpp" and ecfg.executable is None and not shutil.which(argv[0]):
         from crossover.builds.llamacpp import find_llama_server
 

@@ -1,0 +1,232 @@
+"""``crossover plan --engine triton --hosted llamacpp|vllm``: the repository's config as
+Triton's ModelConfig reads it, and the vLLM model run against a fake engine at its seam
+(``make_engine``) with a fake ``triton_python_backend_utils``: streaming, the counts, the
+counter, errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from crossover.cli.app import main
+from crossover.errors import UsageError
+from crossover.plan import triton
+from crossover.plan.triton_hosted import repository, vllm_parameters, write_repository
+
+FINAL = 1
+
+
+def test_repository_config_parses_as_triton_reads_it() -> None:
+    files = repository("vllm", "vllm", vllm_parameters({"model": "/m", "max_num_seqs": 64}), 3)
+    assert set(files) == {"vllm/config.pbtxt", "vllm/1/model.py",
+                          "vllm/1/crossover_triton_common.py"}  # fmt: skip
+    cfg = triton.parse_config(files["vllm/config.pbtxt"])
+    assert cfg.backend == "python" and cfg.max_batch_size == 0
+    assert cfg.model_transaction_policy.decoupled is True
+    assert cfg.instance_group[0].count == 3
+    inputs = {i.name: i for i in cfg.input}
+    assert not inputs["text_input"].optional
+    assert all(inputs[n].optional for n in ("max_tokens", "min_tokens", "ignore_eos", "stream"))
+    args = json.loads(cfg.parameters["engine_args"].string_value)
+    assert args == {"max_num_seqs": 64, "model": "/m"}
+    with pytest.raises(UsageError):
+        repository("sglang", "x", {}, 1)
+    with pytest.raises(UsageError):
+        repository("vllm", "x", {}, 0)
+
+
+def test_plan_cli_refuses_misplaced_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "--engine", "vllm", "--model", "gemma-3-270m", "--hosted", "vllm",
+                 "--out", str(tmp_path)]) != 0  # fmt: skip
+    assert "--hosted and --instances are for --engine triton" in capsys.readouterr().err
+    assert main(["plan", "--engine", "triton", "--model", "gemma-3-270m", "--hosted", "tgi",
+                 "--out", str(tmp_path)]) != 0  # fmt: skip
+    assert "--hosted must be one of" in capsys.readouterr().err
+    assert main(["plan", "--engine", "triton", "--model", "gemma-3-270m", "--instances", "2",
+                 "--out", str(tmp_path)]) != 0  # fmt: skip
+    assert "the ensemble's scale" in capsys.readouterr().err
+
+
+def test_plan_vllm_writes_engine_args(tmp_path: Path) -> None:
+    assert main(["plan", "--engine", "triton", "--hosted", "vllm", "--model", "gemma-3-270m",
+                 "--max-concurrency", "128", "--instances", "2", "--no-cuda-graphs",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    cfg = triton.parse_config((tmp_path / "triton_model_repo/vllm/config.pbtxt").read_text())
+    args = json.loads(cfg.parameters["engine_args"].string_value)
+    assert (args["max_num_seqs"], args["enforce_eager"], args["tensor_parallel_size"]) == (
+        128,
+        True,
+        1,
+    )
+    assert cfg.instance_group[0].count == 2
+    assert "tritonserver" in (tmp_path / "serve.sh").read_text()
+
+
+# --- the vLLM model against fakes -------------------------------------------------------
+
+
+@dataclass
+class FakeTensor:
+    name: str
+    value: Any
+
+    def as_numpy(self) -> Any:
+        return self.value
+
+
+@dataclass
+class FakeSender:
+    sent: list[tuple[Any, int]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def send(self, response: Any = None, flags: int = 0) -> None:
+        self.sent.append((response, flags))
+        if flags == FINAL:
+            self.done.set()
+
+
+@dataclass
+class FakeRequest:
+    inputs: dict[str, Any]
+    sender: FakeSender = field(default_factory=FakeSender)
+
+    def get_response_sender(self) -> FakeSender:
+        return self.sender
+
+
+def _fake_pb() -> tuple[ModuleType, dict[str, float]]:
+    counters: dict[str, float] = {}
+    pb = ModuleType("triton_python_backend_utils")
+
+    class Metric:
+        def __init__(self, labels: dict[str, str]) -> None:
+            self.key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+        def increment(self, n: float) -> None:
+            counters[self.key] = counters.get(self.key, 0.0) + n
+
+    class MetricFamily:
+        COUNTER = "counter"
+
+        def __init__(self, name: str, description: str, kind: str) -> None:
+            assert name == "crossover_generated_tokens_total" and kind == "counter"
+
+        def Metric(self, labels: dict[str, str]) -> Metric:
+            return Metric(labels)
+
+    def get_input_tensor_by_name(request: FakeRequest, name: str) -> FakeTensor | None:
+        if name not in request.inputs:
+            return None
+        return FakeTensor(name, np.array([request.inputs[name]]))
+
+    pb.MetricFamily = MetricFamily  # type: ignore[attr-defined]
+    pb.Tensor = FakeTensor  # type: ignore[attr-defined]
+    pb.InferenceResponse = lambda output_tensors, error=None: SimpleNamespace(  # type: ignore[attr-defined]
+        tensors={t.name: t.value for t in output_tensors}, error=error
+    )
+    pb.TritonError = lambda message: message  # type: ignore[attr-defined]
+    pb.get_input_tensor_by_name = get_input_tensor_by_name  # type: ignore[attr-defined]
+    pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL  # type: ignore[attr-defined]
+    return pb, counters
+
+
+class FakeEngine:
+    """Streams "w0 w1 ..." one token per step, as vLLM's RequestOutput does (cumulative)."""
+
+    def __init__(self, args: dict[str, Any]) -> None:
+        self.args = args
+        self.stopped = False
+
+    async def generate(self, prompt: str, params: Any, request_id: str) -> AsyncIterator[Any]:
+        n = params.max_tokens
+        for i in range(1, n + 1):
+            completion = SimpleNamespace(
+                text="".join(f"w{k} " for k in range(i)), token_ids=list(range(i))
+            )
+            yield SimpleNamespace(
+                outputs=[completion], prompt_token_ids=[0] * len(prompt.split()),
+                finished=i == n,
+            )  # fmt: skip
+
+    def shutdown(self) -> None:
+        self.stopped = True
+
+
+@pytest.fixture
+def vllm_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[tuple[Any, Any, str]]:
+    pb, counters = _fake_pb()
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", pb)
+    files = repository("vllm", "vllm", vllm_parameters({"model": "/m"}, 5), 1)
+    write_repository(tmp_path, files)
+    monkeypatch.syspath_prepend(str(tmp_path / "vllm" / "1"))
+    spec = importlib.util.spec_from_file_location("vllm_model", tmp_path / "vllm/1/model.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "make_engine", FakeEngine)
+    monkeypatch.setattr(mod, "sampling_params", lambda g: g)  # vLLM is not installed here
+    model = mod.TritonPythonModel()
+    config = triton.parse_config(files["vllm/config.pbtxt"])
+    from google.protobuf import json_format
+
+    model_config = json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True))
+    model.initialize(
+        {"model_config": model_config, "model_name": "vllm", "model_instance_name": "vllm_0_0"}
+    )
+    printed = capsys.readouterr().out
+    yield model, counters, printed
+    model.finalize()
+    assert model.engine.stopped
+
+
+def _wait(*requests: FakeRequest) -> None:
+    deadline = time.monotonic() + 10
+    for r in requests:
+        assert r.sender.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def test_vllm_model_streams_counts_and_counts_tokens(vllm_model: tuple[Any, Any, str]) -> None:
+    model, counters, printed = vllm_model
+    assert model.engine.args == {"model": "/m"}
+    line = next(ln for ln in printed.splitlines() if "crossover-triton-model" in ln)
+    body = json.loads(line.split(":", 1)[1])
+    assert body["engine"] == "vllm" and body["triton"]["decoupled"] is True
+    a = FakeRequest({"text_input": b"one two three", "max_tokens": 4, "min_tokens": 4,
+                     "return_num_output_tokens": True, "return_num_input_tokens": True})  # fmt: skip
+    b = FakeRequest({"text_input": b"x", "stream": False})
+    model.execute([a, b])  # returns at once: decoupled
+    _wait(a, b)
+    texts = [r.tensors["text_output"][0].decode() for r, _ in a.sender.sent]
+    assert "".join(texts) == "w0 w1 w2 w3 "
+    assert [f for _, f in a.sender.sent] == [0, 0, 0, FINAL]
+    last = a.sender.sent[-1][0].tensors
+    assert (int(last["num_output_tokens"][0]), int(last["num_input_tokens"][0])) == (4, 3)
+    (only, flags), = b.sender.sent  # fmt: skip
+    assert flags == FINAL and only.tensors["text_output"][0].decode().count("w") == 5
+    assert "num_output_tokens" not in only.tensors  # not asked
+    assert counters == {"instance=vllm_0_0,model=vllm": 9.0}
+
+
+def test_vllm_model_refuses_bad_requests(vllm_model: tuple[Any, Any, str]) -> None:
+    model, counters, _ = vllm_model
+    bad = [FakeRequest({"max_tokens": 3}), FakeRequest({"text_input": b"x", "max_tokens": 0})]
+    model.execute(bad)
+    _wait(*bad)
+    errors = [r.sender.sent[-1][0].error for r in bad]
+    assert errors == ["text_input is missing", "max_tokens must be >= 1, got 0"]
+    assert counters == {}
