@@ -72,12 +72,14 @@ def test_gemma_closed_loop_is_valid_and_usage_counted(gemma: str, tmp_path: Path
 def test_shared_prefix_and_drawn_lengths_on_the_real_server(gemma: str, tmp_path: Path) -> None:
     """Two 48-token prefixes shared round robin, the rest of each prompt and its output
     length drawn per request: every request gets its own N, and llama-server's prompt cache
-    shows in what it reports (``usage.prompt_tokens_details.cached_tokens``)."""
+    shows in what it reports (``usage.prompt_tokens_details.cached_tokens``). The seed is
+    fixed: without ``--seed`` every run draws new lengths, and how much llama-server reuses
+    depends on them."""
     out = tmp_path / "summary.json"
     rc = main(["run", "--url", gemma, "--engine", "llamacpp", "--model", "gemma",
                "--concurrency", "1", "--requests", "6", "--warmup", "0",
                "--output-tokens", "uniform:2-9", "--input-tokens", "uniform:4-12",
-               "--shared-prefix", "2x48", "--quiet",
+               "--shared-prefix", "2x48", "--seed", "0", "--quiet",
                "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
     assert rc == 0
     s = json.loads(out.read_text())
