@@ -15,7 +15,6 @@ from the same sdist, so the bindings and the library are one version by construc
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.builds.cache import cache_dir, cache_subdir, file_lock
-from crossover.builds.llamacpp import BuildConfig, build_config
+from crossover.builds.llamacpp import BuildConfig, build_config, build_key
 from crossover.builds.llamacpp_source import (
     LLAMA_CPP_PYTHON_VERSION,
     SDIST_SHA256,
@@ -53,16 +52,7 @@ class SharedBuild:
 
     @property
     def key(self) -> str:
-        payload = json.dumps(
-            {
-                "source": source_version(),
-                "sdist_sha256": SDIST_SHA256,
-                "flags": list(self.cmake_flags),
-                "target": TARGET,
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+        return build_key(self.cmake_flags, TARGET)
 
     @property
     def build_dir(self) -> Path:

@@ -95,6 +95,20 @@ def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def build_key(cmake_flags: tuple[str, ...], target: str) -> str:
+    """A build's cache key: the pinned source, its sdist, the CMake flags and the target."""
+    payload = json.dumps(
+        {
+            "source": source_version(),
+            "sdist_sha256": SDIST_SHA256,
+            "flags": list(cmake_flags),
+            "target": target,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class BuildConfig:
     """One build's identity: the source and the CMake flags (jobs do not change output)."""
@@ -105,16 +119,7 @@ class BuildConfig:
 
     @property
     def key(self) -> str:
-        payload = json.dumps(
-            {
-                "source": source_version(),
-                "sdist_sha256": SDIST_SHA256,
-                "flags": list(self.cmake_flags),
-                "target": BINARY,
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+        return build_key(self.cmake_flags, BINARY)
 
     @property
     def label(self) -> str:
