@@ -11,6 +11,7 @@ no concurrency, an open-loop rate), ``capacity`` 4 before its first rate.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 REQUESTS_PER_SLOT = 4
 RUN_MIN_REQUESTS = 32
@@ -33,14 +34,33 @@ def level_requests(level: float) -> int:
     return max(LEVEL_MIN_REQUESTS, math.ceil(REQUESTS_PER_SLOT * level))
 
 
-def run_warmup(concurrency: int | None) -> int:
-    return min(concurrency or WARMUP_WITHOUT_CONCURRENCY, RUN_MAX_WARMUP)
-
-
-def level_warmup(concurrency: int | None) -> int:
+def warmup(concurrency: int | None, kind: Literal["run", "level", "capacity"]) -> int:
+    """The warm-up rule, the one place it lives: fill the slots once, a run up to 16
+    requests, a sweep level up to 8, 4 with no concurrency (an open loop); capacity 4
+    before its first rate."""
+    if kind == "capacity":
+        return CAPACITY_WARMUP
     if concurrency is None:
         return WARMUP_WITHOUT_CONCURRENCY
-    return min(concurrency, LEVEL_MAX_WARMUP)
+    return min(concurrency, RUN_MAX_WARMUP if kind == "run" else LEVEL_MAX_WARMUP)
+
+
+def warmup_concurrency(concurrency: int | None, warm: int) -> int:
+    """Requests in flight during warm-up: the level's concurrency (an open loop: up to
+    8), never more than the warm-up requests themselves."""
+    return max(1, min(warm, concurrency or LEVEL_MAX_WARMUP))
+
+
+#: prompts built ahead for a level held for a duration: 16 per slot, at least 64 (more
+#: are built as the level goes)
+TIMED_PROMPTS_PER_SLOT = 16
+TIMED_MIN_PROMPTS = 64
+
+
+def timed_prompts(concurrency: int | None) -> int:
+    """Prompts built before a closed-loop level held for a duration (4 slots for an open
+    loop)."""
+    return max(TIMED_MIN_PROMPTS, TIMED_PROMPTS_PER_SLOT * (concurrency or 4))
 
 
 RUN_REQUESTS_HELP = f"{REQUESTS_PER_SLOT}x concurrency, at least {RUN_MIN_REQUESTS}"

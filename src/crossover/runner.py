@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from crossover import defaults
 from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter, scrape
@@ -285,7 +286,7 @@ def prompts_needed(config: RunConfig) -> int:
     duration run builds more as it goes (``PromptFeed``)."""
     if config.requests:
         return config.requests
-    floor = max(64, 16 * (config.concurrency or 4))
+    floor = defaults.timed_prompts(config.concurrency)
     if config.rate_rps and config.duration_s:
         return max(floor, math.ceil(config.rate_rps * config.duration_s * 1.1))
     return floor
@@ -620,7 +621,12 @@ async def _execute_here(
         try:
             if warm:
                 await closed_loop(
-                    send, config.concurrency or min(warm, 8), warm, None, abort, warmup=True
+                    send,
+                    defaults.warmup_concurrency(config.concurrency, warm),
+                    warm,
+                    None,
+                    abort,
+                    warmup=True,
                 )
             if config.mode == "concurrency" and not abort.is_set():
                 assert config.concurrency is not None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from crossover.sweep.config import load_sweep_config
-from crossover.sweep.reference import SECTIONS, main, render
+from crossover.sweep.config import SweepConfig, load_sweep_config
+from crossover.sweep.reference import SECTIONS, main, render, rows
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sweep-yaml.md"
 
@@ -19,13 +21,27 @@ def test_committed_reference_is_current() -> None:
     )
 
 
-@pytest.mark.parametrize(("heading", "model"), [(s[0], s[2]) for s in SECTIONS])
-def test_every_key_is_listed_and_explained(heading: str, model: type) -> None:
+@pytest.mark.parametrize(("heading", "models"), [(s[0], s[2]) for s in SECTIONS])
+def test_every_key_is_listed_and_explained(heading: str, models: Any) -> None:
     text = render()
     body = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    for name, field in model.model_fields.items():
-        assert f"| `{name}` |" in body, (heading, name)
-        assert field.description, f"{model.__name__}.{name} has no description"
+    for model in models if isinstance(models, tuple) else (models,):
+        for name in rows_of(model):
+            assert f"| `{name}` |" in body, (heading, name)
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
+
+
+def rows_of(model: type[BaseModel]) -> list[str]:
+    return re.findall(r"^\| `([a-z_]+)` \|", "\n".join(rows(model)), re.M)
+
+
+def test_every_top_level_key_is_in_a_top_level_section() -> None:
+    """The sweep's own keys and those of the parts it is built from, each once."""
+    text = render()
+    top = "".join(p for p in text.split("\n## ") if p.startswith("Top level"))
+    for name in SweepConfig.model_fields:
+        assert top.count(f"| `{name}` |") == 1, name
 
 
 def test_the_example_in_the_reference_is_a_valid_sweep(tmp_path: Path) -> None:

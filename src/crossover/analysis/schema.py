@@ -31,6 +31,8 @@ from pydantic import (
 )
 
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
+from crossover.spec.load import Axis as Axis
+from crossover.spec.load import level_label as level_label
 
 SWEEP_SCHEMA = "crossover.sweep/1"
 RUN_SCHEMA = "crossover.run/1"
@@ -95,14 +97,6 @@ class GpuSample(BaseModel):
     power_w: float | None = None
     sm_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
-
-
-Axis = Literal["concurrency", "rate"]
-
-
-def level_label(axis: Axis, level: float) -> str:
-    """``c=4`` for a concurrency level, ``rate=2.5`` (requests/s) for a rate level."""
-    return f"c={level:g}" if axis == "concurrency" else f"rate={level:g}"
 
 
 class Placement(BaseModel):

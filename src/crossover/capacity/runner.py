@@ -14,49 +14,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
-from crossover import defaults
 from crossover.analysis.slo import SloTerm, per_request_limits
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
-from crossover.config import (
-    RunConfig,
-    TimeoutsConfig,
-    normalize_shape,
-    shape_conflict,
-    trace_lengths,
-)
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
+from crossover.spec.limits import Limits
+from crossover.spec.load import Warmup
+from crossover.spec.run import RunConfig, level_run
+from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.workload import Tokenizer
-from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs, trace_specs
 from crossover.workload.trace import read_trace
 
 
-class CapacityConfig(BaseModel):
-    """``crossover capacity``'s settings, validated once at the edge."""
-
-    model_config = {"extra": "forbid"}
+class CapacityConfig(Limits, Warmup, Workload):
+    """``crossover capacity``'s settings, validated once at the edge: the workload,
+    warm-up and limits parts (``crossover.spec``) and the search's own keys."""
 
     url: str
     engine: str = "openai"
     model: str
-    endpoint: Literal["completions", "chat"] = "completions"
-    output_tokens: int = Field(ge=1)
-    input_tokens: int = Field(200, ge=1)
-    #: per-request lengths and shared prefixes (``crossover.workload.shape``)
-    input_lengths: LengthDist | None = None
-    output_lengths: LengthDist | None = None
-    shared_prefix: SharedPrefix | None = None
-    #: replay this trace at every level (``crossover.workload.trace``): a level's rate is
-    #: the trace's mean rate times its speed factor, so the search runs over the speed
-    trace: Path | None = None
-    trace_block_tokens: int = Field(512, ge=1, le=1_000_000)
     slo: list[SloTerm] = Field(min_length=1)
     precision: float = Field(0.1, gt=0, le=4)
     #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
@@ -64,11 +47,6 @@ class CapacityConfig(BaseModel):
     max_rps: float | None = Field(None, gt=0)
     min_rps: float | None = Field(None, gt=0)
     duration_s_per_level: float = Field(10.0, gt=0)
-    #: closed-loop warm-up before the first level only
-    warmup_requests: int = Field(defaults.CAPACITY_WARMUP, ge=0)
-    seed: int = 0
-    tokenizer: str | None = None
-    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     #: stop a level whose requests in flight keep growing
     early_stop: bool = True
     sample_interval_s: float = Field(0.2, gt=0)
@@ -87,17 +65,12 @@ class CapacityConfig(BaseModel):
     def _range(self) -> CapacityConfig:
         if self.max_rps is not None and self.min_rps is not None and self.min_rps >= self.max_rps:
             raise ValueError("the minimum rate must be below the maximum rate")
-        conflict = shape_conflict(
-            trace=self.trace,
-            sessions=None,
-            prompts_file=None,
-            input_lengths=self.input_lengths,
-            output_lengths=self.output_lengths,
-            shared_prefix=self.shared_prefix,
-        )
-        if conflict is not None:
-            raise ValueError(conflict)
         return self
+
+    @property
+    def warmup(self) -> int:
+        """Closed-loop warm-up before the first level only."""
+        return self.warmup_for(None, "capacity")
 
     def trace_speed(self, rate: float) -> float | None:
         """The trace's speed factor that makes its mean rate ``rate`` (None: no trace)."""
@@ -106,28 +79,20 @@ class CapacityConfig(BaseModel):
         return rate / read_trace(self.trace).mean_rate(1.0)
 
     def run_config(self, rate: float, warmup: int, level: int = 0) -> RunConfig:
-        """The run of one level; ``level`` (0, 1, ...): a trace's texts are the level's own
-        (``seed + level``), as every level replays the trace from its first line."""
+        """The run of one level (``spec.run.level_run``, the sweep's constructor too);
+        ``level`` (0, 1, ...): a trace's texts are the level's own (``seed + level``), as
+        every level replays the trace from its first line."""
         speed = self.trace_speed(rate)
-        return RunConfig(
+        return level_run(
+            self,
             url=self.url,
             engine=self.engine,
             model=self.model,
-            endpoint=self.endpoint,
             rate_rps=rate,
             duration_s=self.duration_s_per_level,
             warmup_requests=warmup,
-            output_tokens=self.output_tokens,
-            input_tokens=self.input_tokens,
-            input_lengths=self.input_lengths,
-            output_lengths=self.output_lengths,
-            shared_prefix=self.shared_prefix,
-            trace=self.trace,
             trace_speed=speed or 1.0,
-            trace_block_tokens=self.trace_block_tokens,
-            tokenizer=self.tokenizer,
             seed=self.seed + level if speed is not None else self.seed,
-            timeouts=self.timeouts,
             slo=per_request_limits(self.slo),
         )
 
@@ -163,7 +128,7 @@ class CapacityRunner:
         """Hold ``rate`` for the level's duration; True when every SLO term is met."""
         cfg = self.config
         started = time.perf_counter()
-        warmup = 0 if self._warm else cfg.warmup_requests
+        warmup = 0 if self._warm else cfg.warmup
         self._warm = True
         run_cfg = cfg.run_config(rate, warmup, len(self.levels))
         if not self.levels:
@@ -286,13 +251,7 @@ class CapacityRunner:
 
     def shape(self) -> dict[str, str]:
         """The per-request shape in compact form, as a run and a sweep record it."""
-        cfg = self.config
-        out = shape_specs(
-            input_lengths=cfg.input_lengths,
-            output_lengths=cfg.output_lengths,
-            shared_prefix=cfg.shared_prefix,
-        )
-        return out | trace_specs(cfg.trace, cfg.trace_block_tokens)
+        return self.config.shape()
 
     def close(self) -> None:
         self.store.close()

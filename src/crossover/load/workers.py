@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from crossover import defaults
 from crossover.load.looplag import probe_interval_s as lag_probe_interval
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
@@ -181,7 +182,7 @@ def plan_shares(
                 requests=reqs[k],
                 duration_s=duration_s,
                 warmup=warm[k],
-                warmup_concurrency=max(1, min(warm[k], c or 8)),
+                warmup_concurrency=defaults.warmup_concurrency(c, warm[k]),
                 prompt_offset=0 if by_part else offset,
                 warmup_offset=warm_offset,
                 # a shared schedule needs the run's own seed; independent ones their own

@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import ValidationError
-
-from crossover.errors import UsageError, validation_line
+from crossover.errors import UsageError
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
@@ -115,7 +113,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
                 f"{cfg.output_tokens} output) but launch.context_tokens is {context}",
             )
         )
-    out.findings += _endpoint(cfg, where, adapter.dialect)
+    out.findings += _endpoint(cfg, t, where, adapter.dialect)
     if local:
         out.findings += _local_launch(ecfg, adapter, where, reps.replicas)
     elif not _looks_like_path(ecfg.model) and adapter.model_is_local:
@@ -149,7 +147,7 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
     where = f"target {t.name}"
     urls = t.base_urls
     out = TargetCheck(t.name, ", ".join(urls) + f" ({t.engine or 'openai'} dialect)")
-    out.findings += _endpoint(cfg, where, t.engine or "openai")
+    out.findings += _endpoint(cfg, t, where, t.engine or "openai")
     if local:
         for u in urls:
             try:
@@ -161,24 +159,12 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
     return out
 
 
-def _endpoint(cfg: SweepConfig, where: str, dialect: str) -> list[Finding]:
-    """The run config every level of this target gets, validated as ``crossover run``
-    validates its flags (the endpoint, the dialect's support of it)."""
-    from crossover.config import RunConfig
-
-    try:
-        RunConfig(
-            url="http://127.0.0.1:8000",
-            engine=dialect,
-            model="m",
-            endpoint=cfg.endpoint,  # checked here
-            concurrency=1,
-            output_tokens=cfg.output_tokens,
-            input_tokens=cfg.input_tokens,
-        )
-    except ValidationError as exc:
-        return [Finding(where, validation_line(exc))]
-    return []
+def _endpoint(cfg: SweepConfig, t: TargetConfig, where: str, dialect: str) -> list[Finding]:
+    """Every level's run config of this target, built as the sweep builds it and validated
+    as ``crossover run`` validates its flags (the endpoint and the dialect's support of it,
+    sessions held for a duration, ...): the same one line ``run`` would print."""
+    refused = cfg.level_refusal(t, dialect)
+    return [Finding(where, refused)] if refused is not None else []
 
 
 def _looks_like_path(model: str) -> bool:

@@ -9,7 +9,6 @@ config, plus ``replicas`` and ``gpus_per_replica``). The shape ``crossover advis
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -17,58 +16,19 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from crossover import defaults
-from crossover.analysis.schema import Axis, RooflineFacts, level_label
-from crossover.config import (
-    TimeoutsConfig,
-    base_url,
-    normalize_shape,
-    shape_conflict,
-    trace_lengths,
-)
+from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.spec.limits import Limits
+from crossover.spec.load import Level, Warmup
+from crossover.spec.run import RunConfig, base_url, level_run
+from crossover.spec.workload import Workload
 from crossover.transport import Transport
-from crossover.workload.sessions import Sessions
-from crossover.workload.shape import LengthDist, SharedPrefix, shape_specs, trace_specs
+
+__all__ = ["Level", "ReplicasConfig", "SweepConfig", "TargetConfig"]
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
-
-
-@dataclass(frozen=True, order=True)
-class Level:
-    """One level of a sweep: ``value`` concurrent requests (closed loop), or ``value``
-    requests/s arriving as a Poisson process (open loop, ``axis`` ``rate``)."""
-
-    axis: Axis
-    value: float  # an int for concurrency
-
-    @property
-    def label(self) -> str:
-        return level_label(self.axis, self.value)
-
-    @property
-    def concurrency(self) -> int | None:
-        return int(self.value) if self.axis == "concurrency" else None
-
-    @property
-    def rate(self) -> float | None:
-        return float(self.value) if self.axis == "rate" else None
-
-    @property
-    def key(self) -> str:
-        """Its part of a run key: ``c=4`` (as sweeps always wrote) or ``rate=2.5``."""
-        if self.axis == "concurrency":
-            return f"c={int(self.value)}"
-        return f"rate={float(self.value):.12g}"
-
-    @classmethod
-    def from_key(cls, part: str) -> Level:
-        if part.startswith("rate="):
-            return cls("rate", float(part[5:]))
-        if part.startswith("c="):
-            return cls("concurrency", int(part[2:]))
-        raise ValueError(f"not a level: {part!r}")
 
 
 class TargetConfig(BaseModel):
@@ -194,9 +154,7 @@ class ReplicasConfig(BaseModel):
 REPLICA_KEYS: tuple[str, ...] = tuple(ReplicasConfig.model_fields)
 
 
-class SweepConfig(BaseModel):
-    model_config = {"extra": "forbid"}
-
+class SweepConfig(Limits, Warmup, Workload):
     name: str = Field("sweep", description="the sweep's name, shown in the report")
     targets: list[TargetConfig] = Field(
         min_length=1, description="what to measure: a list of targets (keys below)"
@@ -227,58 +185,11 @@ class SweepConfig(BaseModel):
     duration_s_per_level: float | None = Field(
         None, gt=0, description="or measure each level for this many seconds"
     )
-    warmup_requests: int | None = Field(
-        None,
-        ge=0,
-        description=f"warm-up requests per level (default: {defaults.LEVEL_WARMUP_HELP})",
-    )
     warmup_every_level: bool = Field(
         True,
         description="false: warm up only the first level after each engine start (slow engines)",
     )
     repeats: int = Field(1, ge=1, le=100, description="runs per level; intervals need 2 or more")
-    output_tokens: int = Field(
-        ...,
-        ge=1,
-        description="exactly this many tokens per request, or a distribution each request "
-        "draws its own exact N from (uniform:64-512, lognormal:256,128,16-1024, ...)",
-    )
-    input_tokens: int | None = Field(
-        200,
-        ge=1,
-        description="prompt length in tokens, or a distribution; null with prompts_file: "
-        "each prompt as written (the dataset's own lengths)",
-    )
-    input_lengths: LengthDist | None = Field(
-        None, description="per-request prompt lengths (or give input_tokens a distribution)"
-    )
-    output_lengths: LengthDist | None = Field(
-        None, description="per-request output lengths (or give output_tokens a distribution)"
-    )
-    shared_prefix: SharedPrefix | None = Field(
-        None, description="PxL[:random]: P shared prefixes of L tokens before each prompt"
-    )
-    trace: Path | None = Field(
-        None,
-        description="replay this Mooncake-style JSONL trace at every level: with rates, "
-        "each rate is the trace's mean arrival rate scaled to it (its speed factor)",
-    )
-    trace_block_tokens: int = Field(
-        512, ge=1, description="tokens per hash_ids block of the trace (Mooncake: 512)"
-    )
-    sessions: Sessions | None = Field(
-        None,
-        description="multi-turn sessions {turns: T, think_s: S}: each turn carries its "
-        "session's history; concurrency and rates then count sessions",
-    )
-    endpoint: str = Field("completions", description="completions or chat")
-    seed: int = Field(0, description="seed of the prompts")
-    prompts_file: Path | None = Field(
-        None, description="prompts from a JSONL or ShareGPT file instead of synthetic ones"
-    )
-    tokenizer: str | None = Field(
-        None, description="HF tokenizer folder or GGUF file for exact prompt lengths"
-    )
     refine: bool = Field(
         False, description="measure between bracketing levels to narrow crossovers"
     )
@@ -287,12 +198,6 @@ class SweepConfig(BaseModel):
         0.25,
         gt=0,
         description="refine narrows a crossover until its interval is this fraction of its level",
-    )
-    timeouts: TimeoutsConfig = Field(
-        default_factory=TimeoutsConfig, description="per-request limits (keys below)"
-    )
-    allowed_failures: int = Field(
-        0, ge=0, description="failed requests a run may have and still be valid"
     )
     workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
         1,
@@ -367,13 +272,6 @@ class SweepConfig(BaseModel):
         except UsageError as exc:
             raise ValueError(str(exc).removeprefix("--slo: ")) from None
 
-    @field_validator("endpoint")
-    @classmethod
-    def _endpoint(cls, v: str) -> str:
-        if v not in ("completions", "chat"):
-            raise ValueError(f"endpoint {v!r}: completions or chat")
-        return v
-
     def per_request_slo(self) -> dict[str, float]:
         """What one request must meet to count as goodput (``RunConfig.slo``)."""
         if self.slo is None:
@@ -390,11 +288,6 @@ class SweepConfig(BaseModel):
         if dup:
             raise ValueError(f"target names must be unique: {', '.join(sorted(dup))}")
         return v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shape(cls, data: Any) -> Any:
-        return trace_lengths(normalize_shape(data))
 
     @model_validator(mode="after")
     def _budget(self) -> SweepConfig:
@@ -419,16 +312,6 @@ class SweepConfig(BaseModel):
                 raise ValueError(f"target {own[0]}: own concurrency levels in a rate sweep")
         if self.trace is not None and self.rates is None:
             raise ValueError("a trace sets its own arrivals: give rates (its scaled mean rate)")
-        conflict = shape_conflict(
-            trace=self.trace,
-            sessions=self.sessions,
-            prompts_file=self.prompts_file,
-            input_lengths=self.input_lengths,
-            output_lengths=self.output_lengths,
-            shared_prefix=self.shared_prefix,
-        )
-        if conflict is not None:
-            raise ValueError(conflict)
         return self
 
     def trace_speed(self, rate: float) -> float:
@@ -437,6 +320,52 @@ class SweepConfig(BaseModel):
 
         assert self.trace is not None
         return rate / read_trace(self.trace).mean_rate(1.0)
+
+    def level_run(
+        self,
+        level: Level,
+        urls: list[str],
+        dialect: str,
+        model: str,
+        *,
+        warmup: int | None = None,
+        workers: int = 1,
+        transport: Transport | None = None,
+    ) -> RunConfig:
+        """The run of one level (``spec.run.level_run``, the constructor capacity uses
+        too): a combination ``crossover run`` refuses raises its ``ValidationError``."""
+        return level_run(
+            self,
+            url=urls[0],
+            urls=urls if len(urls) > 1 else [],
+            engine=dialect,
+            model=model,
+            concurrency=level.concurrency,
+            # a trace sets its own arrivals: the level's rate is its scaled mean rate
+            rate_rps=None if self.trace is not None else level.rate,
+            trace_speed=self.trace_speed(level.rate) if self.trace and level.rate else 1.0,
+            requests=self.requests_for_level(level),
+            duration_s=self.duration_s_per_level,
+            warmup_requests=self.warmup_for(level.concurrency, "level")
+            if warmup is None
+            else warmup,
+            workers=workers,
+            transport=transport or self.transport,
+            slo=self.per_request_slo(),
+        )
+
+    def level_refusal(self, target: TargetConfig, dialect: str) -> str | None:
+        """Why a level of ``target`` would be refused as ``crossover run`` refuses it (None:
+        none would), found before anything is measured: every base level is built as the
+        sweep will build it, with a stand-in URL where the target launches an engine."""
+        urls = target.base_urls or ["http://127.0.0.1:8000"]
+        levels = [Level("concurrency", c) for c in target.concurrency or []] or self.levels()
+        for level in levels:
+            try:
+                self.level_run(level, urls, dialect, target.model or "m")
+            except ValidationError as exc:
+                return validation_line(exc)
+        return None
 
     @property
     def axis(self) -> Axis:
@@ -481,16 +410,6 @@ class SweepConfig(BaseModel):
             # only when set: a fixed-length sweep keeps the identity it always had
             **self.shape(),
         }
-
-    def shape(self) -> dict[str, str]:
-        """The per-request shape in compact form ({} for fixed lengths, no prefix)."""
-        out = shape_specs(
-            input_lengths=self.input_lengths,
-            output_lengths=self.output_lengths,
-            shared_prefix=self.shared_prefix,
-            sessions=self.sessions,
-        )
-        return out | trace_specs(self.trace, self.trace_block_tokens)
 
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:

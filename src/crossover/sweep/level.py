@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crossover import defaults
 from crossover.analysis import TargetInfo
 from crossover.config import RunConfig
 from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
@@ -212,10 +211,7 @@ class TargetSession:
 
     # --- one level --------------------------------------------------------
     def warmup_for(self, level: Level) -> int:
-        cfg = self.sweep
-        if cfg.warmup_requests is not None:
-            return cfg.warmup_requests
-        return defaults.level_warmup(level.concurrency)
+        return self.sweep.warmup_for(level.concurrency, "level")
 
     def workers_for(self, level: Level) -> int:
         """The level's load processes: the sweep's number, or (``auto``) sized from the
@@ -233,39 +229,17 @@ class TargetSession:
         return auto_workers(level.concurrency, cores, self.loop_p99_ms)
 
     def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
-        cfg = self.sweep
         warmup = self.warmup_for(level)
-        if self.warm and not cfg.warmup_every_level:
+        if self.warm and not self.sweep.warmup_every_level:
             warmup = 0
-        return RunConfig(
-            url=urls[0],
-            urls=urls if len(urls) > 1 else [],
-            engine=dialect,
-            model=model,
-            endpoint=cfg.endpoint,
-            concurrency=level.concurrency,
-            # a trace sets its own arrivals: the level's rate is its scaled mean rate
-            rate_rps=None if cfg.trace is not None else level.rate,
-            trace=cfg.trace,
-            trace_speed=cfg.trace_speed(level.rate) if cfg.trace and level.rate else 1.0,
-            trace_block_tokens=cfg.trace_block_tokens,
-            requests=cfg.requests_for_level(level),
-            duration_s=cfg.duration_s_per_level,
-            warmup_requests=warmup,
-            output_tokens=cfg.output_tokens,
-            input_tokens=cfg.input_tokens,
-            input_lengths=cfg.input_lengths,
-            output_lengths=cfg.output_lengths,
-            shared_prefix=cfg.shared_prefix,
-            sessions=cfg.sessions,
-            prompts_file=cfg.prompts_file,
-            tokenizer=cfg.tokenizer,
-            seed=cfg.seed,
-            timeouts=cfg.timeouts,
-            allowed_failures=cfg.allowed_failures,
+        return self.sweep.level_run(
+            level,
+            urls,
+            dialect,
+            model,
+            warmup=warmup,
             workers=self.workers_for(level),
-            transport=self.cfg.transport or cfg.transport,
-            slo=cfg.per_request_slo(),
+            transport=self.cfg.transport,
         )
 
     async def prepare(self, level: Level) -> RunConfig:

@@ -17,13 +17,28 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from crossover.analysis.schema import RooflineFacts
-from crossover.config import TimeoutsConfig
 from crossover.engines.config import EngineConfig
+from crossover.spec.limits import Limits, Timeouts
+from crossover.spec.load import Warmup
+from crossover.spec.workload import Workload
 from crossover.sweep.config import ReplicasConfig, SweepConfig, TargetConfig
 
-#: (heading, where the keys go, model), in the order a reader meets them
-SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
+#: (heading, where the keys go, model), in the order a reader meets them; the top level
+#: is the sweep's own keys, then the parts it is built from (``crossover.spec``)
+SECTIONS: tuple[tuple[str, str, type[BaseModel] | tuple[type[BaseModel], ...]], ...] = (
     ("Top level", "the top of the file", SweepConfig),
+    (
+        "Top level: workload",
+        "the top of the file too: the workload part, declared once for `crossover run`, "
+        "`sweep` and `capacity` (`crossover.spec.workload`)",
+        Workload,
+    ),
+    (
+        "Top level: warm-up and limits",
+        "the top of the file too: the warm-up and limits parts (`crossover.spec.load`, "
+        "`crossover.spec.limits`), as `crossover run` takes them",
+        (Warmup, Limits),
+    ),
     ("targets", "each item of `targets:`", TargetConfig),
     ("launch", "a target's `launch:` block (the engine launch config)", EngineConfig),
     (
@@ -32,7 +47,7 @@ SECTIONS: tuple[tuple[str, str, type[BaseModel]], ...] = (
         "the load round robin over them (logs `engines/NAME.log`, `NAME-r1.log`, ...)",
         ReplicasConfig,
     ),
-    ("timeouts", "`timeouts:`", TimeoutsConfig),
+    ("timeouts", "`timeouts:`", Timeouts),
     ("roofline", "each item of `roofline:` (or a target's `roofline:`)", RooflineFacts),
 )
 
@@ -131,18 +146,37 @@ def default_text(field: Any) -> str:
     return f"`{value}`"
 
 
-def section(heading: str, where: str, model: type[BaseModel]) -> str:
-    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+#: the parts a model is built from: their keys are shown in their own sections
+PARTS: tuple[type[BaseModel], ...] = (Workload, Warmup, Limits)
+
+
+def rows(model: type[BaseModel]) -> list[str]:
+    """One table row per key the model declares itself (a part's keys are the part's)."""
+    inherited = {
+        k
+        for part in PARTS
+        if part is not model and issubclass(model, part)
+        for k in part.model_fields
+    }
+    out = []
     for name, field in model.model_fields.items():
+        if name in inherited:
+            continue
         meaning = (field.description or "").replace("|", "\\|")
-        rows.append(
+        out.append(
             f"| `{name}` | {type_name(field.annotation)} | {default_text(field)} | {meaning} |"
         )
-    return f"## {heading}\n\nKeys of {where}.\n\n" + "\n".join(rows) + "\n"
+    return out
 
 
 def render() -> str:
-    return "\n".join([HEADER, *(section(*s) for s in SECTIONS)])
+    out = [HEADER]
+    for heading, where, models in SECTIONS:
+        table = ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for model in models if isinstance(models, tuple) else (models,):
+            table += rows(model)
+        out.append(f"## {heading}\n\nKeys of {where}.\n\n" + "\n".join(table) + "\n")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

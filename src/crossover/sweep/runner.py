@@ -226,16 +226,13 @@ class SweepRunner:
 
     # --- prompts ----------------------------------------------------------
     def _warmup(self, level: Level) -> int:
-        cfg = self.config
-        if cfg.warmup_requests is not None:
-            return cfg.warmup_requests
-        return defaults.level_warmup(level.concurrency)
+        return self.config.warmup_for(level.concurrency, "level")
 
     def _slice_length(self, level: Level) -> int:
         cfg = self.config
         measured = cfg.requests_for_level(level)
         if measured is None and level.concurrency is not None:
-            measured = max(64, 16 * level.concurrency)
+            measured = defaults.timed_prompts(level.concurrency)
         elif measured is None:  # as many as the open loop schedules for the duration
             measured = int(level.value * (cfg.duration_s_per_level or 0) * 1.5) + 16
         return measured + self._warmup(level)

@@ -25,9 +25,9 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
+from pydantic import BaseModel, Field
 
 from crossover.dialects.base import Dialect, Endpoint
 from crossover.dialects.openai import OpenAIDialect, token_event
@@ -60,12 +60,28 @@ def clean_server_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    connect_s: float = 10.0
-    first_token_s: float = 300.0
-    gap_s: float = 60.0
-    total_s: float = 1800.0
+class Timeouts(BaseModel):
+    """Per-request limits; each ends the request as ``timeout`` (``crossover run --help``).
+    Defined once: ``crossover run``'s flags, a sweep's and capacity's ``timeouts:`` and the
+    transports all read this model."""
+
+    model_config = {"extra": "forbid", "frozen": True}  # conect_s must not pass as default
+
+    connect_s: float = Field(
+        10.0,
+        gt=0,
+        description="a new connection: DNS and the TCP (and TLS) connect; inside "
+        "first_token_s. The connections opened before the load (a GET of /health each) "
+        "are given up after twice this",
+    )
+    first_token_s: float = Field(
+        300.0,
+        gt=0,
+        description="from just before the request is sent to the first chunk carrying "
+        "generated text",
+    )
+    gap_s: float = Field(60.0, gt=0, description="between chunks after the first token")
+    total_s: float = Field(1800.0, gt=0, description="from send to the end of the stream")
 
 
 def keep(record: RequestRecord, t_last: int | None, text_chars: int) -> None:

@@ -1,0 +1,210 @@
+"""``crossover run``'s settings: one load level against one endpoint, built from the
+workload, warm-up and limits parts, and the one constructor of a sweep's or a capacity
+search's level run (``level_run``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator, model_validator
+
+from crossover import defaults
+from crossover.dialects import DIALECTS
+from crossover.errors import unknown_choice
+from crossover.spec.limits import Limits
+from crossover.spec.load import Warmup
+from crossover.spec.workload import Workload, normalize_shape, trace_lengths
+from crossover.transport import Transport
+
+#: the refusal of sessions held for a duration, whoever asks (run, sweep, capacity)
+SESSIONS_NOT_TIMED = "sessions count requests: give a request count, not a duration"
+
+
+def base_url(v: str) -> str:
+    """The server's base URL (``http://host:8000``), checked: crossover adds the API path
+    (``/v1/completions``, ``/v2/models/...``) itself, so a URL ending in one would 404."""
+    p = urlparse(v)
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise ValueError(f"not an http(s) URL: {v!r}")
+    v = v.rstrip("/")
+    last = p.path.rstrip("/").rsplit("/", 1)[-1]
+    if last in ("v1", "v2"):
+        raise ValueError(
+            f"{v!r} ends in /{last}: give the server's base URL, {v.removesuffix('/' + last)!r}"
+            " (crossover adds the API path itself)"
+        )
+    return v
+
+
+def _trace_defaults(data: Any) -> Any:
+    """With ``trace``: the open loop's mean rate, the request count and the nominal
+    lengths come from the trace; a rate or concurrency given as well is refused."""
+    if not isinstance(data, dict) or data.get("trace") is None:
+        return data
+    from crossover.workload.trace import read_trace
+
+    data = trace_lengths(data)
+    trace = read_trace(Path(data["trace"]))
+    speed = float(data.get("trace_speed") or 1.0)
+    rate = trace.mean_rate(speed)
+    given = data.get("rate_rps")
+    # a config written out and read back (a worker's, a Ray actor's) holds the trace's own
+    # rate: that one is no conflict
+    if data.get("concurrency") is not None or (
+        given is not None and not math.isclose(float(given), rate, rel_tol=1e-9)
+    ):
+        raise ValueError("a trace sets its own arrivals: no concurrency or rate with it")
+    data = {**data, "rate_rps": rate}
+    if data.get("requests") is None and data.get("duration_s") is None:
+        data["requests"] = len(trace.requests)
+    return data
+
+
+class RunConfig(Limits, Warmup, Workload):
+    """One load level against one endpoint (``crossover run``)."""
+
+    url: str
+    #: base URLs of identical replicas (``url`` is the first): request i goes to replica
+    #: i mod N; empty for one server
+    urls: list[str] = Field(default_factory=list)
+    engine: str = "openai"
+    model: str
+    concurrency: int | None = Field(None, ge=1, le=100_000)
+    rate_rps: float | None = Field(None, gt=0)
+    max_in_flight: int | None = Field(None, ge=1)
+    requests: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    trace_speed: float = Field(1.0, gt=0, le=1e6)
+    slo: dict[str, float] = Field(default_factory=dict)
+    api_key_env: str | None = None
+    workers: int = Field(1, ge=1, le=256)
+    #: the client that sends the requests (``crossover.transport.client``); https URLs go
+    #: through aiohttp whichever is chosen
+    transport: Transport = "aiohttp"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, data: Any) -> Any:
+        return _trace_defaults(normalize_shape(data))
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return base_url(v)
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        return [base_url(u) for u in v]
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        if v not in DIALECTS:
+            raise ValueError(unknown_choice("engine", v, DIALECTS))
+        return v
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
+                raise ValueError(f"unknown SLO {k!r}; use ttft_ms, tpot_ms, e2e_ms")
+            if x <= 0:
+                raise ValueError(f"SLO {k} must be positive")
+        return v
+
+    @model_validator(mode="after")
+    def _load(self) -> RunConfig:
+        if (self.concurrency is None) == (self.rate_rps is None):
+            raise ValueError("give exactly one of --concurrency or --rate")
+        if self.requests is None and self.duration_s is None:
+            self.requests = defaults.run_requests(self.concurrency)
+        if self.requests is not None and self.duration_s is not None:
+            raise ValueError("give --requests or --duration-s, not both")
+        if self.engine == "triton" and self.endpoint == "chat":
+            raise ValueError("the triton dialect has no chat endpoint")
+        if self.urls and self.urls[0] != self.url:
+            raise ValueError("url must be the first of urls")
+        if self.sessions is not None and self.duration_s is not None:
+            raise ValueError(SESSIONS_NOT_TIMED)
+        return self
+
+    def workload_shape(self) -> dict[str, str]:
+        """The per-request shape in compact form (recorded with each run; {} when the
+        lengths are fixed and no prefix is shared)."""
+        return self.shape(self.trace_speed)
+
+    def trace_offsets_ns(self) -> list[int] | None:
+        """The trace's send offsets at ``trace_speed`` (None without a trace)."""
+        if self.trace is None:
+            return None
+        from crossover.workload.trace import read_trace
+
+        return read_trace(self.trace).offsets_ns(self.trace_speed)
+
+    @property
+    def replica_urls(self) -> list[str]:
+        """The base URLs the load goes to, round robin: ``urls``, or ``url`` alone."""
+        return self.urls or [self.url]
+
+    def replica_for(self, index: int) -> int | None:
+        """The replica that request ``index`` goes to; ``None`` with one server."""
+        return index % len(self.urls) if len(self.urls) > 1 else None
+
+    @property
+    def mode(self) -> Literal["concurrency", "rate"]:
+        return "concurrency" if self.concurrency is not None else "rate"
+
+    @property
+    def warmup(self) -> int:
+        return self.warmup_for(self.concurrency, "run")
+
+
+def level_run(parts: Workload, /, **load: Any) -> RunConfig:
+    """The run of one level of a sweep or a capacity search: every workload and limits key
+    of ``parts`` (and its warm-up unless ``load`` sets one) copied by name, the level's own
+    keys (URL, dialect, level, budget) from ``load``. A combination ``crossover run`` refuses
+    raises the same ``ValidationError`` here, so ``sweep --check`` and ``capacity`` refuse it
+    with the same line before anything is measured."""
+    keys = [*Workload.model_fields]
+    if isinstance(parts, Limits):
+        keys += [*Limits.model_fields]
+    data = {k: getattr(parts, k) for k in keys}
+    if isinstance(parts, Warmup):
+        data["warmup_requests"] = parts.warmup_requests
+    return RunConfig.model_validate(data | load)
+
+
+def parse_named_url(text: str, flag: str) -> tuple[str, str, dict[str, str]]:
+    """``NAME=URL[,engine=E,model=M]`` (``--target``, ``--reference``, ``--candidate``) ->
+    (name, URL as given, settings); a mistake is one ``UsageError`` naming ``flag``."""
+    from crossover.errors import UsageError
+
+    if "=" not in text:
+        raise UsageError(f"{flag} {text!r}: expected NAME=URL[,engine=E,model=M]")
+    name, rest = text.split("=", 1)
+    parts = rest.split(",")
+    settings: dict[str, str] = {}
+    for p in parts[1:]:
+        if "=" not in p:
+            raise UsageError(f"{flag} {text!r}: expected key=value after the URL, got {p!r}")
+        k, v = p.split("=", 1)
+        if k.strip() not in ("engine", "model"):
+            raise UsageError(f"{flag} {text!r}: unknown setting {k!r} (engine, model)")
+        settings[k.strip()] = v.strip()
+    return name.strip(), parts[0].strip(), settings
+
+
+def run_seed(given: int | None) -> int:
+    """The run's seed: ``--seed`` as given, else a per-run nonce, so a run's prompts are
+    never the prompts an earlier run sent to the same server (a prefix-caching engine
+    would serve them from its cache). The run's JSON keeps the seed it used."""
+    if given is not None:
+        return given
+    import secrets
+
+    return secrets.randbelow(2**31)
