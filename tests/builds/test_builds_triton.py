@@ -42,7 +42,7 @@ def test_install_layout_and_stub_environment(inst: TritonInstall) -> None:
 
 def test_launch_uses_the_install(inst: TritonInstall, tmp_path: Path) -> None:
     from crossover.engines.adapters import launch_spec
-    from crossover.engines.config import engine_config
+    from crossover.engines.registry import engine_config
 
     cfg = engine_config(engine="triton", model=str(tmp_path), executable=[str(inst.tritonserver)])
     spec = launch_spec(cfg, 8123, tmp_path)

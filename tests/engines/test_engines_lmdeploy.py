@@ -8,8 +8,8 @@ import pytest
 
 from crossover.engines import registry
 from crossover.engines.adapters import launch_spec
-from crossover.engines.config import engine_config
 from crossover.engines.effective import LaunchRecord, effective_settings, header_line
+from crossover.engines.registry import engine_config
 from crossover.errors import UsageError
 
 

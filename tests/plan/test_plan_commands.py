@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossover.engines.adapters import launch_spec
-from crossover.engines.config import engine_config
+from crossover.engines.registry import engine_config
 from crossover.plan.commands import PlanLaunch, engine_argv
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from crossover.cli.app import main
 from crossover.engines import launch_spec
-from crossover.sweep.config import launch_config, load_sweep_config
+from crossover.engines.config import EngineConfig
+from crossover.sweep.config import TargetConfig, load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(
@@ -35,6 +36,11 @@ def test_the_gpu_job_configs_are_found() -> None:
     assert {"scripts/h200/sweep-a.yaml", "scripts/h200/sweep-b.yaml"} <= names
 
 
+def _engine(target: TargetConfig) -> EngineConfig:
+    assert target.launch is not None
+    return target.launch.engine_config()
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_committed_sweep_config_builds_every_launch(path: Path, tmp_path: Path) -> None:
     config = load_sweep_config(path)
@@ -42,7 +48,7 @@ def test_committed_sweep_config_builds_every_launch(path: Path, tmp_path: Path) 
     for target in config.targets:
         if target.launch is None:
             continue  # an already-running server (url:)
-        spec = launch_spec(launch_config(target), 8000, tmp_path)
+        spec = launch_spec(_engine(target), 8000, tmp_path)
         assert spec.argv and "127.0.0.1" in spec.argv  # bound to loopback unless told
 
 
@@ -75,9 +81,6 @@ def test_nocache_llamacpp_targets_turn_the_prompt_cache_off(tmp_path: Path) -> N
     config = load_sweep_config(ROOT / "scripts/h200/sweep-a.yaml")
     by_name = {t.name: t for t in config.targets}
     for name in ("llamacpp-graphs-nocache", "llamacpp-nographs"):
-        argv = launch_spec(launch_config(by_name[name]), 8000, tmp_path).argv
+        argv = launch_spec(_engine(by_name[name]), 8000, tmp_path).argv
         assert argv[argv.index("--cache-ram") + 1] == "0"
-    assert (
-        "--cache-ram"
-        not in launch_spec(launch_config(by_name["llamacpp-graphs"]), 1, tmp_path).argv
-    )
+    assert "--cache-ram" not in launch_spec(_engine(by_name["llamacpp-graphs"]), 1, tmp_path).argv

@@ -33,10 +33,9 @@ async def capacity_per_target(
 ) -> CapacitySet:
     """``base``: the CapacityConfig fields shared by every target (SLO, precision, ...)."""
     from crossover.errors import UsageError
-    from crossover.sweep.config import replicas_config
 
     for t in sweep.targets:
-        if t.urls is not None or (t.launch is not None and replicas_config(t).replicas > 1):
+        if t.urls is not None or (t.launch is not None and t.launch.replicas > 1):
             raise UsageError(f"target {t.name}: capacity searches one server, not replicas")
     results: list[CapacityFile] = []
     for t in sweep.targets:
@@ -55,12 +54,11 @@ async def capacity_per_target(
 async def _launched(
     t: TargetConfig, base: dict[str, Any], folder: Path, events: CapacityEvents
 ) -> CapacityFile:
-    from crossover.engines import registry
     from crossover.engines.lifecycle import start
-    from crossover.sweep.config import launch_config
 
-    ecfg = launch_config(t)
-    adapter = registry.get(ecfg.engine)
+    assert t.launch is not None
+    ecfg = t.launch.engine_config()
+    adapter = t.launch.adapter
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     # started from the main thread, as the sweep does, so the engine dies with us
     engine = start(ecfg, folder / "engine.log")

@@ -7,7 +7,7 @@ Heavy work happens only when called: importing this package starts nothing.
 from __future__ import annotations
 
 from crossover.engines.adapters import launch_spec
-from crossover.engines.config import EngineConfig, engine_config
+from crossover.engines.config import EngineConfig
 from crossover.engines.effective import (
     Check,
     EffectiveSettings,
@@ -20,7 +20,7 @@ from crossover.engines.effective import (
     parse_expect,
 )
 from crossover.engines.lifecycle import RunningEngine, alaunch, launch, start
-from crossover.engines.registry import ENGINES, UnknownEngine
+from crossover.engines.registry import ENGINES, UnknownEngine, engine_config
 from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe
 
 __all__ = [

@@ -1,7 +1,9 @@
 """The one validated launch configuration for every engine adapter.
 
 Built once at the edge (CLI flags, sweep YAML, ``plan.json``) and passed down; the
-adapters translate it into each engine's own flags. Knobs an engine cannot take are
+adapters translate it into each engine's own flags. The engine's name is checked where
+the config is built (``registry.engine_config``, ``spec.target.LaunchTarget``): this
+module imports no engine, so the registry's specs can import it. Knobs an engine cannot take are
 refused by its adapter (``UsageError``) rather than silently dropped.
 """
 
@@ -11,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from crossover.errors import UsageError, validation_line
 
 
 class EngineConfig(BaseModel):
@@ -84,18 +84,6 @@ class EngineConfig(BaseModel):
         default=600.0, gt=0, description="seconds to wait for the engine to answer health checks"
     )
 
-    @field_validator("engine")
-    @classmethod
-    def _known_engine(cls, value: str) -> str:
-        # looked up here, not imported above: the registry's specs import this module
-        from crossover.engines import registry
-
-        try:
-            registry.get(value)
-        except registry.UnknownEngine as exc:
-            raise ValueError(str(exc)) from None
-        return value
-
     @field_validator("host", "model")
     @classmethod
     def _not_empty(cls, value: str) -> str:
@@ -112,14 +100,3 @@ class EngineConfig(BaseModel):
 
     def model_path(self) -> Path:
         return Path(self.model).expanduser()
-
-
-def engine_config(**fields: object) -> EngineConfig:
-    """Build an ``EngineConfig``, turning validation errors into one-line ``UsageError``s."""
-    from pydantic import ValidationError
-
-    try:
-        return EngineConfig.model_validate(fields)
-    except ValidationError as exc:
-        line = validation_line(exc, model=EngineConfig)
-        raise UsageError(f"bad engine config: {line}") from None

@@ -3,8 +3,8 @@
 Each engine is one module under ``crossover.engines.specs`` exporting ``SPEC`` (an
 ``EngineSpec``); adding an engine is adding its module to ``_MODULES`` (docs/architecture.md,
 "Adding an engine"). The registry is looked up where a name is used (``get``), never
-imported by the modules the specs import (``engines.config`` checks a name through it
-only when validating), so there is no import cycle. An unknown name is one
+imported by the modules the specs import, so there is no import cycle: a config is
+checked against it where it is built (``engine_config``). An unknown name is one
 ``UnknownEngine`` error naming the known ones: no caller has an ``else`` branch for the
 engines it forgot.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from types import ModuleType
 
+from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
 from crossover.engines.specs import (
     llamacpp,
@@ -24,7 +25,7 @@ from crossover.engines.specs import (
     trtllm,
     vllm,
 )
-from crossover.errors import UsageError, unknown_choice
+from crossover.errors import UsageError, unknown_choice, validation_line
 
 # The order is the order engines are listed in (the advisor's candidates among them).
 _MODULES: tuple[ModuleType, ...] = (llamacpp, vllm, sglang, trtllm, transformers, triton, lmdeploy)
@@ -82,3 +83,15 @@ def counters() -> tuple[str, ...]:
 def metric_names() -> tuple[str, ...]:
     """Every Prometheus series a sweep keeps, over all engines."""
     return tuple(n for s in ENGINES.values() for n in s.metric_names)
+
+
+def engine_config(**fields: object) -> EngineConfig:
+    """An ``EngineConfig`` of a known engine; a mistake is one ``UsageError`` line."""
+    from pydantic import ValidationError
+
+    get(str(fields.get("engine")))
+    try:
+        return EngineConfig.model_validate(fields)
+    except ValidationError as exc:
+        line = validation_line(exc, model=EngineConfig)
+        raise UsageError(f"bad engine config: {line}") from None

@@ -47,7 +47,7 @@ def engine_argv(engine: str, s: PlanLaunch) -> tuple[list[str], dict[str, str], 
     plan starts an engine exactly as ``crossover sweep`` would."""
     from crossover.engines import registry
     from crossover.engines.adapters import launch_spec
-    from crossover.engines.config import engine_config
+    from crossover.engines.registry import engine_config
 
     traits = registry.get(engine).plan
     if traits is None or traits.fields is None:

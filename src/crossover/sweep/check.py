@@ -89,14 +89,12 @@ def check_config(
 def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
     if t.launch is None:
         return _check_url_target(cfg, t, local)
-    from crossover.engines import registry
     from crossover.engines.adapters import launch_spec
-    from crossover.sweep.config import launch_config, replicas_config
 
     where = f"target {t.name}"
-    ecfg = launch_config(t)  # validated with the file: cannot fail here
-    reps = replicas_config(t)
-    adapter = registry.get(ecfg.engine)
+    ecfg = t.launch.engine_config()  # validated with the file
+    reps = t.launch
+    adapter = t.launch.adapter
     out = TargetCheck(t.name, adapter.display_name)
     try:  # the adapter refuses a knob its engine does not take; nothing is written
         spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))

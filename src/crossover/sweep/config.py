@@ -10,148 +10,29 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
-from crossover.dialects import DIALECTS
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
-from crossover.spec.run import RunConfig, base_url, level_run
+from crossover.spec.run import RunConfig, level_run
+from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
 from crossover.spec.workload import Workload
 from crossover.transport import Transport
 
-__all__ = ["Level", "ReplicasConfig", "SweepConfig", "TargetConfig"]
-
-if TYPE_CHECKING:
-    from crossover.engines.config import EngineConfig
-
-
-class TargetConfig(BaseModel):
-    model_config = {"extra": "forbid"}
-
-    name: str = Field(
-        min_length=1,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9_.+-]+$",
-        description="the target's name in tables, charts and --only (letters, digits, _.+-)",
-    )
-    url: str | None = Field(
-        None, description="base URL of a running server (http://host:8000, no /v1); or launch"
-    )
-    urls: list[str] | None = Field(
-        None,
-        min_length=1,
-        description="base URLs of identical running replicas, instead of url: request i goes "
-        "to replica i mod N (data parallelism)",
-    )
-    engine: str | None = Field(
-        None,
-        description="request dialect of a URL target (openai, vllm, sglang, trtllm, triton, "
-        "llamacpp, transformers); for a launched target, the engine to launch",
-    )
-    model: str | None = Field(
-        None,
-        description="model name sent in requests (default: for a URL target, the one "
-        "model its server lists; for launch, the launched model's path)",
-    )
-    launch: dict[str, Any] | None = Field(
-        None, description="launch this engine instead of measuring a URL: the keys below"
-    )
-    roofline: dict[str, Any] | None = Field(
-        None, description="this target's roofline facts (the keys of roofline, below)"
-    )
-    concurrency: list[int] | None = Field(
-        None,
-        min_length=1,
-        description="this target's own levels (default: the sweep's), e.g. one engine goes further",
-    )
-    transport: Transport | None = Field(
-        None,
-        description="this target's HTTP client (default: the sweep's transport), e.g. two "
-        "targets on one engine that differ only in the client",
-    )
-    resources: dict[str, float] | None = Field(
-        None,
-        description="with --ray: the Ray resources this target's actor (its engine and load) "
-        "asks for, e.g. {GPU: 2} or {CPU: 4, node-b: 1} (custom ones as `ray start "
-        "--resources` names them); default CPU 1 and, for a launched engine, GPU = "
-        "replicas x gpus_per_replica, else tp x pp (GPU: 0 for an engine on CPU)",
-    )
-
-    @field_validator("resources")
-    @classmethod
-    def _resources(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is not None and any(not q >= 0 or math.isinf(q) for q in v.values()):
-            raise ValueError("resources: each amount must be a number, 0 or more")
-        return v
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        return base_url(v) if v is not None else None
-
-    @field_validator("urls")
-    @classmethod
-    def _urls(cls, v: list[str] | None) -> list[str] | None:
-        return [base_url(u) for u in v] if v is not None else None
-
-    @field_validator("concurrency")
-    @classmethod
-    def _levels(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and any(c < 1 for c in v):
-            raise ValueError("concurrency levels must be at least 1")
-        return sorted(set(v)) if v is not None else None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> TargetConfig:
-        kinds = [k for k in ("url", "urls", "launch") if getattr(self, k) is not None]
-        if not kinds:
-            raise ValueError(f"target {self.name}: give either url or launch")
-        if len(kinds) > 1:
-            raise ValueError(
-                f"target {self.name}: give one of url, urls or launch, not {' and '.join(kinds)}"
-            )
-        remote = self.launch is None
-        if remote and self.engine is not None and self.engine not in DIALECTS:
-            raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
-        if self.launch is not None and self.engine is None and "engine" not in self.launch:
-            raise ValueError(f"target {self.name}: launch needs an engine")
-        return self
-
-    @property
-    def base_urls(self) -> list[str]:
-        """The running server's base URLs: one for ``url``, N for ``urls``, none for launch."""
-        if self.urls is not None:
-            return list(self.urls)
-        return [self.url] if self.url is not None else []
-
-
-class ReplicasConfig(BaseModel):
-    """The keys of a ``launch:`` block that say how many copies of the engine to start."""
-
-    model_config = {"extra": "forbid"}
-
-    replicas: int = Field(
-        1,
-        ge=1,
-        description="identical copies of the engine, each on its own port; the load goes "
-        "round robin over them (request i to replica i mod N)",
-    )
-    gpus_per_replica: int | None = Field(
-        None,
-        ge=1,
-        description="replica k gets CUDA_VISIBLE_DEVICES = GPUs k*K .. k*K+K-1 (K this value); "
-        "not with CUDA_VISIBLE_DEVICES in env",
-    )
-
-
-#: keys of a ``launch:`` block that are the sweep's, not the engine's
-REPLICA_KEYS: tuple[str, ...] = tuple(ReplicasConfig.model_fields)
+__all__ = [
+    "REPLICA_KEYS",
+    "LaunchTarget",
+    "Level",
+    "ReplicasConfig",
+    "SweepConfig",
+    "TargetConfig",
+]
 
 
 class SweepConfig(Limits, Warmup, Workload):
@@ -474,10 +355,6 @@ def _validated(
         if names and loc in names:
             raise UsageError(validation_line(exc, names=names)) from None
         raise UsageError(validation_line(exc, where, model=SweepConfig, names=names)) from None
-    for i, target in enumerate(cfg.targets):
-        if target.launch is not None:
-            launch_config(target, where, f"targets.{i}.launch")
-            replicas_config(target, where, f"targets.{i}.launch")
     return cfg
 
 
@@ -486,48 +363,8 @@ def ray_resources(target: TargetConfig) -> dict[str, float]:
     (CPU 1 for the load; a launched engine's GPUs: replicas x gpus_per_replica, else
     tp x pp, per replica)."""
     out: dict[str, float] = {"CPU": 1.0}
-    if target.launch is not None:
-        ecfg = launch_config(target)
-        reps = replicas_config(target)
-        per = reps.gpus_per_replica or ecfg.tp * ecfg.pp
-        out["GPU"] = float(reps.replicas * per)
+    if (launch := target.launch) is not None:
+        per = launch.gpus_per_replica or launch.tp * launch.pp
+        out["GPU"] = float(launch.replicas * per)
     out.update(target.resources or {})
     return {k: v for k, v in out.items() if v > 0}
-
-
-def launch_config(
-    target: TargetConfig, where: str | None = None, loc: str = "launch"
-) -> EngineConfig:
-    """The target's ``launch:`` block as an ``EngineConfig`` (its ``engine`` defaults to the
-    target's); a mistake is one ``UsageError`` line naming the key and the closest valid one."""
-    from crossover.engines.config import EngineConfig
-
-    launch = {k: v for k, v in (target.launch or {}).items() if k not in REPLICA_KEYS}
-    launch.setdefault("engine", target.engine)
-    try:
-        return EngineConfig.model_validate(launch)
-    except ValidationError as exc:
-        where = where or f"target {target.name}"
-        raise UsageError(validation_line(exc, where, model=EngineConfig, loc_prefix=loc)) from None
-
-
-def replicas_config(
-    target: TargetConfig, where: str | None = None, loc: str = "launch"
-) -> ReplicasConfig:
-    """How many replicas of the target's launched engine to start, and their GPUs; a
-    mistake (or CUDA_VISIBLE_DEVICES in env beside gpus_per_replica) is one ``UsageError``."""
-    where = where or f"target {target.name}"
-    launch = target.launch or {}
-    try:
-        reps = ReplicasConfig.model_validate({k: launch[k] for k in REPLICA_KEYS if k in launch})
-    except ValidationError as exc:
-        raise UsageError(
-            validation_line(exc, where, model=ReplicasConfig, loc_prefix=loc)
-        ) from None
-    env = launch.get("env") or {}
-    if reps.gpus_per_replica is not None and "CUDA_VISIBLE_DEVICES" in env:
-        raise UsageError(
-            f"{where}: {loc}: gpus_per_replica and env CUDA_VISIBLE_DEVICES both choose the "
-            "GPUs; give one of them"
-        )
-    return reps

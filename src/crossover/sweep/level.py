@@ -30,7 +30,7 @@ from crossover.errors import (
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
 from crossover.runner import Progress, WorkersRunner, execute, probe
-from crossover.sweep.config import Level, SweepConfig, TargetConfig, launch_config, replicas_config
+from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
 
@@ -93,10 +93,8 @@ class TargetSession:
         t = self.cfg
         if t.launch is None:
             return t.base_urls, t.engine or "openai", t.model or ""
-        from crossover.engines import registry
-
-        ecfg = launch_config(t)
-        adapter = registry.get(ecfg.engine)
+        ecfg = t.launch.engine_config()
+        adapter = t.launch.adapter
         if not self.engines or not all(e.alive() for e in self.engines):
             if self.engines:
                 await self.stop()
@@ -143,7 +141,8 @@ class TargetSession:
         from crossover.engines.lifecycle import start
         from crossover.engines.processes import free_port
 
-        reps = replicas_config(self.cfg)
+        assert self.cfg.launch is not None
+        reps = self.cfg.launch
         configs = []
         ports: set[int] = set()
         for k in range(reps.replicas):
