@@ -27,8 +27,15 @@ def program(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
+    """A GGUF file whose header reads (no tensors: the check opens the header only)."""
+    import gguf
+
     path = tmp_path / "m.gguf"
-    path.write_bytes(b"GGUF")
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
     return path
 
 
@@ -161,3 +168,33 @@ def test_check_needs_no_out_and_remote_needs_check(
     assert "--out DIR is required (or --check" in capsys.readouterr().err
     assert main(["sweep", "--config", str(path), "--remote", "--out", str(tmp_path / "o")]) == 2
     assert "--remote goes with --check" in capsys.readouterr().err
+
+
+def test_check_opens_the_gguf_header(
+    tmp_path: Path, program: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file named .gguf that is not one is refused at --check, not at launch."""
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"<html>not a model</html>")
+    text = HEAD + "targets:\n" + _launch("a", program, fake) + _launch("b", program, model)
+    path = _write(tmp_path, text)
+    assert main(["sweep", "--config", str(path), "--check"]) == 2
+    out = capsys.readouterr().out
+    assert f"model {fake}: not a GGUF file (its header does not read: GGUF magic invalid)" in out
+    assert "ok    b:" in out  # the real header passes
+
+
+def test_every_schema_problem_is_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two bad engine names (a launched one and a URL's dialect) and a bad key: all three
+    in the one line, not only the first."""
+    text = HEAD + (
+        "targets:\n  - name: a\n    launch: {engine: vlm, model: m}\n"
+        "  - name: b\n    url: http://127.0.0.1:9\n    engine: sglng\n"
+        "  - name: c\n    launch: {engine: llamacpp, model: m.gguf, tpp: 2}\n"
+    )
+    assert main(["sweep", "--config", str(_write(tmp_path, text)), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "targets.0.launch.engine: unknown engine 'vlm'; did you mean 'vllm'?" in err
+    assert "targets.1: unknown engine 'sglng'; did you mean 'sglang'?" in err
+    assert "targets.2.launch.tpp: unknown key; did you mean 'tp'?" in err

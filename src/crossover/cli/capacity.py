@@ -161,24 +161,19 @@ def _capacity_of_targets(
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
+    from crossover.spec.workload import Workload
     from crossover.sweep.config import load_sweep_config
 
     sweep = load_sweep_config(config)
-    base = {
-        "output_tokens": flags["output_tokens"] or sweep.output_tokens,
-        "input_tokens": flags["input_tokens"] or sweep.input_tokens or 200,
-        # a flag's fixed length replaces the YAML's distribution for that length
-        "input_lengths": None if flags["input_tokens"] else sweep.input_lengths,
-        "output_lengths": None if flags["output_tokens"] else sweep.output_lengths,
-        "shared_prefix": sweep.shared_prefix,
-        "trace": flags["trace"] or sweep.trace,
-        "trace_block_tokens": (
-            flags["trace_block_tokens"] if flags["trace"] else sweep.trace_block_tokens
-        ),
-        "endpoint": sweep.endpoint,
-        "seed": sweep.seed,
-        "tokenizer": sweep.tokenizer,
-        "timeouts": sweep.timeouts,
+    # the sweep's whole workload and limits, as its own levels would take them
+    base: dict[str, Any] = {k: getattr(sweep, k) for k in (*Workload.model_fields, "timeouts")}
+    if flags["output_tokens"]:  # a flag's fixed length replaces the YAML's distribution
+        base |= {"output_tokens": flags["output_tokens"], "output_lengths": None}
+    if flags["input_tokens"]:
+        base |= {"input_tokens": flags["input_tokens"], "input_lengths": None}
+    if flags["trace"]:
+        base |= {"trace": flags["trace"], "trace_block_tokens": flags["trace_block_tokens"]}
+    base |= {
         "slo": terms,
         "precision": flags["precision"],
         "start_rps": flags["start_rate"],
@@ -188,10 +183,17 @@ def _capacity_of_targets(
         "warmup_requests": flags["warmup"],
         "early_stop": flags["early_stop"],
     }
-    try:  # everything but the target, checked before any engine starts
-        CapacityConfig.model_validate({**base, "url": "http://check", "model": "m"})
-    except ValidationError as exc:
-        raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
+    for t in sweep.targets:  # every target's first level, checked before any engine starts
+        dialect = t.launch.adapter.dialect if t.launch is not None else t.engine or "openai"
+        url = (t.base_urls or ["http://127.0.0.1:8000"])[0]
+        try:
+            cfg = CapacityConfig.model_validate(
+                {**base, "url": url, "engine": dialect, "model": t.model or "m"}
+            )
+            cfg.run_config(cfg.start_rps, 0)
+        except ValidationError as exc:
+            line = validation_line(exc, flags=True, names=CAPACITY_FLAGS)
+            raise UsageError(f"target {t.name}: {line}") from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     console = make_console(stderr=True)

@@ -173,6 +173,11 @@ class EngineSpec:
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)
 
+    @property
+    def reads_gguf(self) -> bool:
+        """The engine's model is one GGUF file (the others read a folder or a hub id)."""
+        return self.plan is not None and self.plan.formats == "gguf"
+
 
 def refuse(config: EngineConfig, engine: str, **knobs: str) -> None:
     """Refuse knobs the engine cannot take, naming the alternative."""

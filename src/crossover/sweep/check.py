@@ -165,6 +165,21 @@ def _endpoint(cfg: SweepConfig, t: TargetConfig, where: str, dialect: str) -> li
     return [Finding(where, refused)] if refused is not None else []
 
 
+def gguf_problem(path: Path) -> str | None:
+    """Why ``path`` is not a GGUF file an engine could load (None: its header reads): the
+    header is opened with the ``gguf`` package (memory-mapped, the tensors not read)."""
+    try:
+        from gguf import GGUFReader
+
+        fields = GGUFReader(path, "r").fields
+    except Exception as exc:  # any failure to parse is the finding
+        text = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return f"not a GGUF file (its header does not read: {text})"
+    if "general.architecture" not in fields:
+        return "a GGUF header without general.architecture: no engine knows what model it is"
+    return None
+
+
 def _looks_like_path(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~")) or model.endswith((".gguf", ".json"))
 
@@ -197,10 +212,15 @@ def _local_launch(
                     f"{_model_kind(ecfg.engine)})",
                 )
             )
-        elif ecfg.engine == "llamacpp" and path.is_dir():
+        elif adapter.reads_gguf and path.is_dir():
             out.append(
-                Finding(where, f"model {ecfg.model} is a folder: llama-server reads one GGUF file")
+                Finding(
+                    where,
+                    f"model {ecfg.model} is a folder: {adapter.display_name} reads one GGUF file",
+                )
             )
+        elif adapter.reads_gguf and (problem := gguf_problem(path)) is not None:
+            out.append(Finding(where, f"model {ecfg.model}: {problem}"))
     else:
         out.append(
             Finding(
