@@ -14,14 +14,10 @@ from crossover.spec.run import (
 )
 from crossover.spec.workload import normalize_shape, shape_conflict, trace_lengths
 
-#: the per-request limits' old name
-TimeoutsConfig = Timeouts
-
 __all__ = [
     "SESSIONS_NOT_TIMED",
     "RunConfig",
     "Timeouts",
-    "TimeoutsConfig",
     "base_url",
     "level_run",
     "normalize_shape",

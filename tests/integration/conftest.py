@@ -12,7 +12,7 @@ import pytest
 from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import serve, spawn
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig, TimeoutsConfig
+from crossover.config import RunConfig, Timeouts
 from crossover.records.store import Store
 from crossover.runner import RunOutcome, execute
 from crossover.transport import Transport
@@ -88,7 +88,7 @@ def run_against(
         }
         kw.update(run_kw)
         if timeouts:
-            kw["timeouts"] = TimeoutsConfig(**timeouts)
+            kw["timeouts"] = Timeouts(**timeouts)
         tokenizer: Tokenizer | None = WordTokenizer() if text else None
         if text == "server":
             tokenizer = ServerTokenizer(url, "calibration")

@@ -201,7 +201,7 @@ def test_a_server_that_accepts_nothing_holds_the_run_no_longer_than_its_limits(
     import socket
     import time
 
-    from crossover.config import RunConfig, TimeoutsConfig
+    from crossover.config import RunConfig, Timeouts
     from crossover.runner import execute
 
     listener = socket.socket()
@@ -212,7 +212,7 @@ def test_a_server_that_accepts_nothing_holds_the_run_no_longer_than_its_limits(
     config = RunConfig(
         url=url, model="m", engine="vllm", concurrency=8, requests=8, output_tokens=4,
         input_tokens=8, warmup_requests=0,
-        timeouts=TimeoutsConfig(connect_s=0.5, first_token_s=1.0, gap_s=1.0, total_s=5.0),
+        timeouts=Timeouts(connect_s=0.5, first_token_s=1.0, gap_s=1.0, total_s=5.0),
     )  # fmt: skip
     t0 = time.monotonic()
     try:

@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover import defaults
+from crossover.capacity.runner import CapacityConfig
+from crossover.cli.common import default_of, help_of
 from crossover.errors import UsageError
+from crossover.spec.workload import Workload
 
 if TYPE_CHECKING:
     from crossover.capacity import CapacityFile, CapacityLevel
@@ -40,11 +43,13 @@ def capacity(
     output_tokens: Annotated[
         int | None, typer.Option(help="Exactly this many tokens per request")
     ] = None,
-    engine: Annotated[str, typer.Option(help="Request dialect")] = "openai",
+    engine: Annotated[str, typer.Option(help="Request dialect")] = default_of(
+        CapacityConfig, "engine"
+    ),
     input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
-    ] = 0.1,
+    ] = default_of(CapacityConfig, "precision"),
     start_rate: Annotated[
         float | None,
         typer.Option(help="First rate tried (requests/s; default 1, with --trace its own rate)"),
@@ -53,13 +58,15 @@ def capacity(
     min_rate: Annotated[
         float | None, typer.Option(help="Give up below (default start rate / 64)")
     ] = None,
-    duration_s_per_level: Annotated[float, typer.Option(help="Seconds each rate is held")] = 10.0,
+    duration_s_per_level: Annotated[
+        float, typer.Option(help="Seconds each rate is held")
+    ] = default_of(CapacityConfig, "duration_s_per_level"),
     warmup: Annotated[
         int, typer.Option(help="Warm-up requests before the first level")
     ] = defaults.CAPACITY_WARMUP,
     early_stop: Annotated[
         bool, typer.Option(help="Stop a level early once its queue keeps growing")
-    ] = True,
+    ] = default_of(CapacityConfig, "early_stop"),
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -68,10 +75,12 @@ def capacity(
         ),
     ] = None,
     trace_block_tokens: Annotated[
-        int, typer.Option(help="Tokens per hash_ids block of the trace (Mooncake: 512)")
-    ] = 512,
-    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
-    seed: Annotated[int, typer.Option()] = 0,
+        int, typer.Option(help=help_of(Workload, "trace_block_tokens"))
+    ] = default_of(Workload, "trace_block_tokens"),
+    tokenizer: Annotated[str | None, typer.Option(help=help_of(Workload, "tokenizer"))] = None,
+    seed: Annotated[int, typer.Option(help=help_of(Workload, "seed"))] = default_of(
+        Workload, "seed"
+    ),
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write crossover.capacity/1 here")
     ] = None,

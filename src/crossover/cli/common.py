@@ -9,7 +9,7 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from crossover.errors import UsageError, validation_line
 
@@ -62,6 +62,23 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
         return asyncio.run(main())
     return uvloop.run(main())
+
+
+def default_of(model: type[BaseModel], name: str) -> Any:
+    """A flag's default, read from the model field it sets: never restated by hand."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def help_of(model: type[BaseModel], name: str, more: str = "", show_default: bool = False) -> str:
+    """A flag's help: the description of the model field it sets (capitalized); with
+    ``show_default`` its default too, for a flag whose own default is None (a YAML's key
+    is kept unless the flag is given), which typer would not show."""
+    field = model.model_fields[name]
+    text = field.description or ""
+    text = text[:1].upper() + text[1:] + more
+    if show_default:
+        text += f" [default: {field.get_default(call_default_factory=True)}]"
+    return text
 
 
 def validated(schema: type[T], names: dict[str, str] | None = None, **values: Any) -> T:

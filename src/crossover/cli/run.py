@@ -9,7 +9,11 @@ from typing import Annotated, Any
 import typer
 
 from crossover import defaults
+from crossover.cli.common import default_of, help_of
 from crossover.errors import InvalidRunError, UsageError
+from crossover.spec.limits import Limits, Timeouts
+from crossover.spec.run import RunConfig
+from crossover.spec.workload import Workload
 
 EXAMPLE = (
     "\b\n"
@@ -29,7 +33,9 @@ SUMMARIZE_EXAMPLE = (
 
 #: options ``crossover sweep`` takes as ``run`` does (the same flag, help and parsing);
 #: each defaults to None there, so a YAML's key is kept unless the flag is given
-EndpointOpt = Annotated[str | None, typer.Option(help="completions or chat [default: completions]")]
+EndpointOpt = Annotated[
+    str | None, typer.Option(help=help_of(Workload, "endpoint", show_default=True))
+]
 TurnsOpt = Annotated[
     int | None,
     typer.Option(
@@ -119,7 +125,7 @@ def run(
         typer.Option(
             help="Request dialect: openai, vllm, sglang, trtllm, triton, llamacpp, transformers"
         ),
-    ] = "openai",
+    ] = default_of(RunConfig, "engine"),
     endpoint: EndpointOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
     rate: Annotated[
@@ -142,20 +148,20 @@ def run(
     input_tokens: Annotated[
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
-    ] = "200",
+    ] = str(default_of(Workload, "input_tokens")),
     turns: TurnsOpt = None,
     think_s: ThinkOpt = None,
     trace: TraceOpt = None,
     trace_speed: Annotated[
         float, typer.Option(help="Replay the trace this many times faster")
-    ] = 1.0,
+    ] = default_of(RunConfig, "trace_speed"),
     trace_block_tokens: Annotated[
-        int, typer.Option(help="Tokens per hash_ids block of the trace (Mooncake: 512)")
-    ] = 512,
+        int, typer.Option(help=help_of(Workload, "trace_block_tokens"))
+    ] = default_of(Workload, "trace_block_tokens"),
     shared_prefix: SharedPrefixOpt = None,
     prompts: PromptsOpt = None,
     prompt_lengths: PromptLengthsOpt = None,
-    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help=help_of(Workload, "tokenizer"))] = None,
     seed: Annotated[
         int | None,
         typer.Option(
@@ -163,36 +169,26 @@ def run(
             "is sent again to a server a run measured before; the run's JSON keeps it]"
         ),
     ] = None,
-    timeout_s: Annotated[
-        float, typer.Option(help="Total time limit per request, from send to the end of stream")
-    ] = 1800.0,
+    timeout_s: Annotated[float, typer.Option(help=help_of(Timeouts, "total_s"))] = default_of(
+        Timeouts, "total_s"
+    ),
     first_token_timeout_s: Annotated[
-        float,
-        typer.Option(
-            help="Per request, from just before it is sent until the first chunk carrying "
-            "generated text: connecting, sending, queueing, the response headers and the "
-            "prefill all count (role-only chunks do not end it)"
-        ),
-    ] = 300.0,
-    gap_timeout_s: Annotated[
-        float, typer.Option(help="Longest allowed gap between chunks after the first token")
-    ] = 60.0,
+        float, typer.Option(help=help_of(Timeouts, "first_token_s"))
+    ] = default_of(Timeouts, "first_token_s"),
+    gap_timeout_s: Annotated[float, typer.Option(help=help_of(Timeouts, "gap_s"))] = default_of(
+        Timeouts, "gap_s"
+    ),
     connect_timeout_s: Annotated[
-        float,
-        typer.Option(
-            help="Per new connection: resolving the host and the TCP (and TLS) connect; "
-            "it runs inside the first-token limit. Reused keep-alive connections skip it. "
-            "The connections opened before the load (a GET of /health each) are given up "
-            "after twice it"
-        ),
-    ] = 10.0,
+        float, typer.Option(help=help_of(Timeouts, "connect_s"))
+    ] = default_of(Timeouts, "connect_s"),
     max_event_bytes: Annotated[
         int,
         typer.Option(
-            help="Largest SSE event (or unfinished line) accepted; a bigger one ends the "
-            "request as event_too_large"
+            help=help_of(
+                Limits, "max_event_bytes", "; a bigger one ends the request as event_too_large"
+            )
         ),
-    ] = 1024 * 1024,
+    ] = default_of(Limits, "max_event_bytes"),
     metrics_url: Annotated[
         str,
         typer.Option(
@@ -201,8 +197,8 @@ def run(
         ),
     ] = "auto",
     allowed_failures: Annotated[
-        int, typer.Option(help="Failed requests tolerated in a valid run")
-    ] = 0,
+        int, typer.Option(help=help_of(Limits, "allowed_failures"))
+    ] = default_of(Limits, "allowed_failures"),
     slo: Annotated[
         str | None,
         typer.Option(
@@ -257,10 +253,10 @@ def run(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.config import RunConfig, TimeoutsConfig, base_url, run_seed
     from crossover.dialects.discovery import pick_model, served_models
     from crossover.records.store import Store, check_writable
     from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
+    from crossover.spec.run import base_url, run_seed
     from crossover.workload import load_tokenizer
 
     terms = parse_slo(slo) if slo is not None else []
@@ -305,7 +301,7 @@ def run(
         max_event_bytes=max_event_bytes,
         transport=parse_transport(transport),
         timeouts=validated(
-            TimeoutsConfig,
+            Timeouts,
             names=TIMEOUT_FLAGS,
             connect_s=connect_timeout_s,
             first_token_s=first_token_timeout_s,
@@ -392,7 +388,7 @@ RUN_FLAGS = {
     "urls": "--url",
     "slo": "--slo",
 }
-#: TimeoutsConfig fields and the flags that set them
+#: Timeouts fields and the flags that set them
 TIMEOUT_FLAGS = {
     "connect_s": "--connect-timeout-s",
     "first_token_s": "--first-token-timeout-s",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover import defaults
+from crossover.cli.common import default_of, help_of
 from crossover.cli.run import (
     EndpointOpt,
     PromptLengthsOpt,
@@ -20,6 +21,9 @@ from crossover.cli.run import (
 )
 from crossover.config import parse_named_url
 from crossover.errors import InvalidRunError, UsageError
+from crossover.spec.run import RunConfig
+from crossover.spec.workload import Workload
+from crossover.sweep.config import SweepConfig
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
     from rich.console import Console
@@ -76,7 +80,10 @@ def sweep(
         list[str] | None, typer.Option(help="NAME=URL[,engine=E,model=M]; repeat")
     ] = None,
     engine: Annotated[
-        str | None, typer.Option(help="Default request dialect of --target [default: openai]")
+        str | None,
+        typer.Option(
+            help=f"Default request dialect of --target [default: {default_of(RunConfig, 'engine')}]"
+        ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Levels, e.g. 1,2,4,8,16")] = None,
@@ -103,7 +110,10 @@ def sweep(
     ] = None,
     input_tokens: Annotated[
         str | None,
-        typer.Option(help="Prompt length in tokens, or a distribution [default: 200]"),
+        typer.Option(
+            help="Prompt length in tokens, or a distribution "
+            f"[default: {default_of(Workload, 'input_tokens')}]"
+        ),
     ] = None,
     endpoint: EndpointOpt = None,
     turns: TurnsOpt = None,
@@ -113,13 +123,13 @@ def sweep(
     prompts: PromptsOpt = None,
     prompt_lengths: PromptLengthsOpt = None,
     repeats: Annotated[
-        int | None, typer.Option(help="Runs per level (intervals need >= 2) [default: 1]")
+        int | None, typer.Option(help=help_of(SweepConfig, "repeats", show_default=True))
     ] = None,
     refine: Annotated[
         bool, typer.Option(help="Measure between bracketing levels to narrow crossovers")
     ] = False,
     refine_budget: Annotated[
-        int | None, typer.Option(help="Extra levels --refine may add [default: 8]")
+        int | None, typer.Option(help=help_of(SweepConfig, "refine_budget", show_default=True))
     ] = None,
     slo: Annotated[
         str | None,
@@ -128,8 +138,10 @@ def sweep(
             "counts when it meets each limit)"
         ),
     ] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="HF tokenizer folder or GGUF file")] = None,
-    seed: Annotated[int | None, typer.Option(help="Prompt seed [default: 0]")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help=help_of(Workload, "tokenizer"))] = None,
+    seed: Annotated[
+        int | None, typer.Option(help=help_of(Workload, "seed", show_default=True))
+    ] = None,
     report: Annotated[bool, typer.Option(help="Render DIR/report.html at the end")] = True,
     allow_invalid: Annotated[bool, typer.Option(help="Exit 0 even with invalid runs")] = False,
     only: Annotated[
@@ -157,12 +169,15 @@ def sweep(
         typer.Option(
             help="Load processes per level, or auto (sized per level from its streams and "
             "the previous level's client loop lag); with --ray, Ray actors spread over the "
-            "cluster's nodes [default: 1]"
+            f"cluster's nodes [default: {default_of(SweepConfig, 'workers')}]"
         ),
     ] = None,
     transport: Annotated[
         str | None,
-        typer.Option(help="The HTTP client of every level: aiohttp or lean [default: aiohttp]"),
+        typer.Option(
+            help="The HTTP client of every level: aiohttp or lean "
+            f"[default: {default_of(SweepConfig, 'transport')}]"
+        ),
     ] = None,
     check: Annotated[
         bool,

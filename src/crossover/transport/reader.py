@@ -70,18 +70,24 @@ class Timeouts(BaseModel):
     connect_s: float = Field(
         10.0,
         gt=0,
-        description="a new connection: DNS and the TCP (and TLS) connect; inside "
-        "first_token_s. The connections opened before the load (a GET of /health each) "
-        "are given up after twice this",
+        description="a new connection: resolving the host and the TCP (and TLS) connect; "
+        "it runs inside the first-token limit, and reused keep-alive connections skip it. "
+        "The connections opened before the load (a GET of /health each) are given up "
+        "after twice it",
     )
     first_token_s: float = Field(
         300.0,
         gt=0,
-        description="from just before the request is sent to the first chunk carrying "
-        "generated text",
+        description="from just before the request is sent until the first chunk carrying "
+        "generated text: connecting, sending, queueing, the response headers and the "
+        "prefill all count (role-only chunks do not end it)",
     )
-    gap_s: float = Field(60.0, gt=0, description="between chunks after the first token")
-    total_s: float = Field(1800.0, gt=0, description="from send to the end of the stream")
+    gap_s: float = Field(
+        60.0, gt=0, description="the longest gap allowed between chunks after the first token"
+    )
+    total_s: float = Field(
+        1800.0, gt=0, description="the whole request, from send to the end of the stream"
+    )
 
 
 def keep(record: RequestRecord, t_last: int | None, text_chars: int) -> None:
