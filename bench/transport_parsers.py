@@ -30,10 +30,11 @@ the load (``process_time``) per token received:
 * ``crossover``: ``stream_request`` as the runner calls it (records, dialect, timeouts);
 * ``aiohttp``: the same read loop without the record: ``make_session``, ``readchunk``,
   stamps from ``StampingHandler``, ``SSEParser``, ``orjson`` and the dialect per event;
-* ``lean``: ``crossover.transport.lean`` (``asyncio.Protocol`` + ``ChunkedSSEParser``),
-  the same per-event work, the request's task woken per read (as aiohttp's is);
-* ``lean-sink``: the same, the per-event work done inside ``data_received`` (a sink),
-  the task woken only at the end of the response.
+
+(The ``lean`` and ``lean-sink`` rows of ``docs/results/transport_parsers.md`` came from a
+prototype ``asyncio.Protocol`` client that became ``crossover.transport.leanhttp``,
+``--transport lean``, measured in ``docs/results/client_overhead_lean.md``; the
+prototype is gone.)
 
     python bench/transport_parsers.py --json /tmp/parsers.json
     python bench/transport_parsers.py --e2e --concurrency 256 --tokens 256 --json /tmp/e2e.json
@@ -432,7 +433,6 @@ def parsers_table(res: dict[str, Any]) -> str:
 
 
 async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
-    from urllib.parse import urlsplit
 
     from crossover.dialects.base import RequestSpec
     from crossover.dialects.openai import VLLMDialect
@@ -444,7 +444,6 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
         open_connections,
         stream_request,
     )
-    from crossover.transport.lean import LeanPool, post_request
 
     dialect = VLLMDialect()
     spec = RequestSpec("calibration", "one two three four five six seven eight", tokens)
@@ -468,100 +467,51 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
                 if info.emitted_ns is not None:
                     late.append(t - info.emitted_ns)
 
-    if kind in ("lean", "lean-sink"):
-        parts = urlsplit(url)
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        pool = LeanPool(host, port)
-        await pool.open(c)  # connected before the load, as open_connections does
-        request = post_request(host, port, path, payload)
+    async with make_session(None, timeouts) as session:
+        await open_connections(session, url, c)
 
-        async def one() -> None:
-            conn = await pool.acquire()
+        async def one_xo() -> None:
+            rec = RequestRecord(index=0, expected_output_tokens=tokens, t_send_ns=0)
+            await stream_request(session, url + path, body, dialect, "completions", rec,
+                                 timeouts)  # fmt: skip
+            assert rec.error_kind is None, rec.error
+            counts.append(len(rec.chunk_arrival_ns))
+            late.extend(a - e for a, e in zip(rec.chunk_arrival_ns, rec.chunk_emitted_ns or [],
+                                              strict=True))  # fmt: skip
+            stamped.append(all(rec.chunk_arrival_ns))
+
+        async def one_aio() -> None:
             arrivals: list[int] = []
-            if kind == "lean-sink":  # the per-event work inside data_received
-
-                def sink(evs: list[StampedEvent]) -> None:
-                    for raw, _event, _id, t in evs:
-                        if raw[:6] == b"[DONE]":
-                            continue
-                        info = parse(loads(raw), "completions")
-                        if info.text:
-                            arrivals.append(t)
-                            if info.emitted_ns is not None:
-                                late.append(t - info.emitted_ns)
-
-                conn.send(request, sink)
-                head = await conn.wait_head()
-                assert head.status == 200, head
-                await conn.wait_end()
-            else:
-                conn.send(request)
-                head = await conn.wait_head()
-                assert head.status == 200, head
-                assert head.event_stream, head
+            hdrs = {"Content-Type": "application/json"}
+            async with session.post(url + path, data=payload, headers=hdrs) as resp:
+                assert resp.status == 200
+                content = resp.content
+                rx = _arrivals_of(resp)
+                assert rx is not None
+                sse = SSEParser()
+                consumed = 0
                 while True:
-                    evs = await conn.next_events()
-                    if not evs:
+                    data, _ = await content.readchunk()
+                    if data:
+                        consumed += len(data)
+                        while len(rx) > 1 and rx[0][1] < consumed:
+                            rx.popleft()
+                        t = rx[0][0]
+                        await per_event([(e.data, t) for e in sse.feed(data)], arrivals)
+                    elif content.at_eof():
+                        await per_event([(e.data, 0) for e in sse.close()], arrivals)
                         break
-                    await per_event([(e[0], e[3]) for e in evs], arrivals)
             counts.append(len(arrivals))
             stamped.append(all(arrivals))
-            pool.release(conn)
 
+        fn = one_xo if kind == "crossover" else one_aio
         times0 = os.times()
         cpu0 = time.process_time()
         t0 = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(c)))
+        await asyncio.gather(*(fn() for _ in range(c)))
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         times1 = os.times()
-        pool.close()
-    else:
-        async with make_session(None, timeouts) as session:
-            await open_connections(session, url, c)
-
-            async def one_xo() -> None:
-                rec = RequestRecord(index=0, expected_output_tokens=tokens, t_send_ns=0)
-                await stream_request(session, url + path, body, dialect, "completions", rec,
-                                     timeouts)  # fmt: skip
-                assert rec.error_kind is None, rec.error
-                counts.append(len(rec.chunk_arrival_ns))
-                late.extend(a - e for a, e in zip(rec.chunk_arrival_ns, rec.chunk_emitted_ns or [],
-                                                  strict=True))  # fmt: skip
-                stamped.append(all(rec.chunk_arrival_ns))
-
-            async def one_aio() -> None:
-                arrivals: list[int] = []
-                hdrs = {"Content-Type": "application/json"}
-                async with session.post(url + path, data=payload, headers=hdrs) as resp:
-                    assert resp.status == 200
-                    content = resp.content
-                    rx = _arrivals_of(resp)
-                    assert rx is not None
-                    sse = SSEParser()
-                    consumed = 0
-                    while True:
-                        data, _ = await content.readchunk()
-                        if data:
-                            consumed += len(data)
-                            while len(rx) > 1 and rx[0][1] < consumed:
-                                rx.popleft()
-                            t = rx[0][0]
-                            await per_event([(e.data, t) for e in sse.feed(data)], arrivals)
-                        elif content.at_eof():
-                            await per_event([(e.data, 0) for e in sse.close()], arrivals)
-                            break
-                counts.append(len(arrivals))
-                stamped.append(all(arrivals))
-
-            fn = one_xo if kind == "crossover" else one_aio
-            times0 = os.times()
-            cpu0 = time.process_time()
-            t0 = time.perf_counter()
-            await asyncio.gather(*(fn() for _ in range(c)))
-            wall = time.perf_counter() - t0
-            cpu = time.process_time() - cpu0
-            times1 = os.times()
     tokens_got = sum(counts)
     return {
         "client": kind, "concurrency": c, "tokens_requested": tokens * c,
@@ -637,7 +587,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--clients", default="crossover,aiohttp,lean,lean-sink")
+    ap.add_argument("--clients", default="crossover,aiohttp")
     ap.add_argument("--client", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, help="write the results here")

@@ -21,6 +21,7 @@ from crossover.engines import EngineConfig, engine_config, launch_spec
 from crossover.engines.registry import names
 from crossover.engines.specs.transformers import ENTRY as TRANSFORMERS_ENTRY
 from crossover.errors import UsageError
+from crossover.spec.target import LaunchTarget
 
 CONTRACT_DIALECTS = {"openai", "vllm", "sglang", "trtllm", "triton", "llamacpp", "transformers"}
 
@@ -261,8 +262,11 @@ def test_metrics_endpoints_from_engines_md() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ValidationError):
-        cfg(engine="ollama", model="m")
+    # the name is checked where a config is built (the registry; a sweep's launch block)
+    with pytest.raises(UsageError, match="unknown engine 'ollama'"):
+        engine_config(engine="ollama", model="m")
+    with pytest.raises(ValidationError, match="unknown engine 'ollama'"):
+        LaunchTarget(engine="ollama", model="m")
     with pytest.raises(UsageError, match="bad engine config: port"):
         engine_config(engine="vllm", model="m", port=70000)
     assert engine_config(engine="vllm", model="m").host == "127.0.0.1"

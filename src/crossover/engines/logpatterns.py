@@ -99,10 +99,6 @@ def _mib_to_gib(m: re.Match[str]) -> Value:
     return round(float(m.group(1)) / 1024.0, 3)
 
 
-def _sum_gb(m: re.Match[str]) -> Value:
-    return round(float(m.group(1)) + float(m.group(2)), 3)
-
-
 def _none_or_lower(m: re.Match[str]) -> Value:
     raw = (m.group(1) or "none").strip("'\"")
     return "none" if raw in ("None", "") else raw.lower()

@@ -104,11 +104,6 @@ def compact_sizes(sizes: list[int]) -> str:
     return f"{len(sizes)} sizes, {min(sizes)}-{max(sizes)}"
 
 
-def _bs_max(v: pyrepr.PyValue) -> Value | None:
-    sizes = _graph_bs(v)
-    return max(sizes) if sizes else _int(v)
-
-
 def _bs_compact(v: pyrepr.PyValue) -> Value | None:
     sizes = _graph_bs(v)
     return compact_sizes(sizes) if sizes else None
