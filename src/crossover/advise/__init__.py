@@ -24,7 +24,7 @@ from crossover.advise.hardware import (
 from crossover.advise.model import ModelFacts, known_models, load_model
 from crossover.advise.results import SweepResults, load_results
 from crossover.advise.rules import all_rules, kernel_check, normalize_quant
-from crossover.advise.sweep_config import SweepConfig, emit_sweep
+from crossover.advise.sweep_config import EmittedSweep, emit_sweep
 
 __all__ = [
     "SCHEMA",
@@ -32,11 +32,11 @@ __all__ = [
     "AllReduceCurve",
     "AlphaBeta",
     "Calibration",
+    "EmittedSweep",
     "EngineProfile",
     "GpuSpec",
     "Layout",
     "ModelFacts",
-    "SweepConfig",
     "SweepResults",
     "System",
     "TableCurve",

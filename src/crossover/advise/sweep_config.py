@@ -57,7 +57,10 @@ class SweepTarget(BaseModel):
     launch: Launch
 
 
-class SweepConfig(BaseModel):
+class EmittedSweep(BaseModel):
+    """The sweep file ``--emit-sweep`` writes: the keys it sets of the one sweep config
+    (``crossover.sweep.config.SweepConfig``, which reads it back); no defaults of its own."""
+
     name: str
     concurrency: list[int]
     requests_per_level: int
@@ -66,7 +69,7 @@ class SweepConfig(BaseModel):
     #: the advice's shared prefix as the sweep's workload: one prefix of N tokens before
     #: each prompt's own ``input_tokens`` (crossover sweep's ``shared_prefix: 1xN``)
     shared_prefix: str | None = None
-    repeats: int = 3
+    repeats: int
     targets: list[SweepTarget]
     #: candidates not in ``targets`` and why (their files were not given, ...)
     left_out: list[str] = Field(default_factory=list, exclude=True)
@@ -168,7 +171,7 @@ def emit_sweep(
     gguf: str | None = None,
     max_targets: int = 4,
     repeats: int = 3,
-) -> SweepConfig:
+) -> EmittedSweep:
     """Top recommendation of each regime first, then runners-up, up to ``max_targets``.
 
     ``model``: the HF folder or hub id vLLM, SGLang, TensorRT-LLM and transformers load;
@@ -211,7 +214,7 @@ def emit_sweep(
         if len(targets) >= max_targets:
             break
     shared = int(workload.get("shared_prefix_tokens") or 0)
-    return SweepConfig(
+    return EmittedSweep(
         name=f"advise-{advice['model']['name']}-{advice['hardware']['gpu']}".replace("/", "_"),
         concurrency=levels,
         requests_per_level=defaults.level_requests(max(levels)),
