@@ -59,10 +59,13 @@ do not edit by hand. `crossover sweep --config FILE` reads these keys; an unknow
 is refused with the closest valid one. Flags given with `--config` override the file.
 
 `crossover sweep --config FILE --check` checks the whole file and measures nothing: each
-target's knobs against its engine (the launch command is built and shown), model paths,
+target's knobs against its engine (the launch command is built and shown), model paths
+(a GGUF file's header is opened: a file that is not one is refused here, not at launch),
 executables, fixed ports, URLs, the tokenizer and prompt files, prompt + output tokens
-against a launched engine's `context_tokens`, roofline entries naming real targets; exit 0,
-or 2 with every problem listed. A sweep that runs does the same before its first level, so
+against a launched engine's `context_tokens`, every level's run as `crossover run`
+validates it (refused in the same words: e.g. `sessions` with `duration_s_per_level`),
+roofline entries naming real targets; exit 0, or 2 with every problem listed. A schema
+mistake (an unknown key, a bad value, an unknown engine) lists every one in its line. A sweep that runs does the same before its first level, so
 a mistake in the last target never waits for the first ones to be measured. For a config
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
 everything but what only that machine can answer (model paths, executables, ports, URLs,
