@@ -89,3 +89,14 @@ def test_the_engine_registry_imports_no_config_that_imports_it() -> None:
 def test_the_checker_sees_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_entry_points_import_no_cli_but_the_top_one() -> None:
+    """``python -m crossover.calibration`` starts the server through the calibration
+    package's own command, not through the CLI package (no upward arrow)."""
+    for path in SRC.rglob("__main__.py"):
+        if path.parent == SRC:
+            continue  # ``python -m crossover`` is the CLI
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("crossover.cli"), path

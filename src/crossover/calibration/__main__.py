@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     import typer
     from typer.exceptions import TyperException  # typer's own (vendored) click errors
 
-    from crossover.cli.calibration import calibration_server
+    from crossover.calibration.command import calibration_server
     from crossover.errors import CrossoverError
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

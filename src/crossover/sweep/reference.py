@@ -65,8 +65,9 @@ executables, fixed ports, URLs, the tokenizer and prompt files, prompt + output 
 against a launched engine's `context_tokens`, every level's run as `crossover run`
 validates it (refused in the same words: e.g. `sessions` with `duration_s_per_level`),
 roofline entries naming real targets; exit 0, or 2 with every problem listed. A schema
-mistake (an unknown key, a bad value, an unknown engine) lists every one in its line. A sweep that runs does the same before its first level, so
-a mistake in the last target never waits for the first ones to be measured. For a config
+mistake (an unknown key, a bad value, an unknown engine) lists every one in its line.
+A sweep that runs does the same before its first level, so a mistake in the last target
+never waits for the first ones to be measured. For a config
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
 everything but what only that machine can answer (model paths, executables, ports, URLs,
 tokenizer and prompt files); a sweep run with `--ray` skips those too (the paths are the
