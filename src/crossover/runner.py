@@ -153,7 +153,7 @@ def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
 def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
     if config.tokenizer:
         return load_tokenizer(config.tokenizer)
-    if config.engine in SERVER_TOKENIZE:
+    if config.dialect in SERVER_TOKENIZE:
         server = ServerTokenizer(config.url, config.model)
         if server.available():
             return server
@@ -335,7 +335,7 @@ def make_context(
         mode=config.mode,
         output_tokens=config.output_tokens,
         endpoint=config.endpoint,
-        engine=EngineInfo(name=config.engine, url=config.url, model=config.model, version=version),
+        engine=EngineInfo(name=config.dialect, url=config.url, model=config.model, version=version),
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         concurrency=config.concurrency,
         rate_rps=config.rate_rps,
@@ -349,7 +349,7 @@ def make_context(
         ),
         seed=config.seed,
         tokenizer=tokenizer.name if tokenizer else None,
-        expects_finish_reason=get_dialect(config.engine).has_done_sentinel,
+        expects_finish_reason=get_dialect(config.dialect).has_done_sentinel,
         allowed_failures=config.allowed_failures,
         slo=config.slo,
         client_floor=client_floor,
@@ -404,9 +404,9 @@ async def execute(
     Ray actors over a cluster's nodes (``crossover.load.rayworkers.run_ray_workers``).
     """
     headers = api_headers(config)
-    dialect = get_dialect(config.engine)
+    dialect = get_dialect(config.dialect)
     if config.endpoint not in dialect.endpoints:
-        raise UsageError(f"engine {config.engine} has no {config.endpoint} endpoint")
+        raise UsageError(f"engine {config.dialect} has no {config.endpoint} endpoint")
     n_measured = prompts_needed(config)
     build_more: Callable[[int, int], list[Prompt]] | None = None
     if prompts is not None and config.requests is None:
@@ -583,7 +583,7 @@ async def _execute_here(
     """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
     lag probe's readings during the measured load. ``build_more`` makes prompts past
     ``prompts`` as a duration run goes (``PromptFeed``)."""
-    dialect = get_dialect(config.engine)
+    dialect = get_dialect(config.dialect)
     warm = config.warmup
     feed = PromptFeed(prompts, n_measured, build_more, PROMPTS_AHEAD * (config.concurrency or 4))
     sink = RecordSink(store, run_id, record_hold_s)

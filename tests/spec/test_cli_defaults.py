@@ -30,7 +30,7 @@ def _flag_default(command: Any, name: str) -> Any:
         ("allowed_failures", RunConfig, "allowed_failures"),
         ("trace_block_tokens", RunConfig, "trace_block_tokens"),
         ("trace_speed", RunConfig, "trace_speed"),
-        ("engine", RunConfig, "engine"),
+        ("engine", RunConfig, "dialect"),
     ],
 )
 def test_run_flags_default_to_the_model(flag: str, model: Any, field: str) -> None:

@@ -125,7 +125,7 @@ def run(
         typer.Option(
             help="Request dialect: openai, vllm, sglang, trtllm, triton, llamacpp, transformers"
         ),
-    ] = default_of(RunConfig, "engine"),
+    ] = default_of(RunConfig, "dialect"),
     endpoint: EndpointOpt = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
     rate: Annotated[
@@ -319,7 +319,7 @@ def run(
     for base in config.replica_urls:
         probe(base, api_headers(config))
         # an LLM server of this dialect, or one line and exit 2 before anything runs
-        listed = served_models(base, config.engine, model, api_headers(config))
+        listed = served_models(base, config.dialect, model, api_headers(config))
         if base == config.url:
             picked, said = pick_model(base, listed, model)
             if said is not None:
@@ -361,7 +361,7 @@ def run(
     where = config.url
     if len(config.replica_urls) > 1:
         where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
-    print_summary(make_console(), summary, f"{config.engine} @ {where}")
+    print_summary(make_console(), summary, f"{config.dialect} @ {where}")
     for t in terms:  # each term against the run, as capacity judges a level
         v = t.measured(summary)
         met = "meets" if v is not None and v <= t.limit else "misses"
@@ -380,6 +380,8 @@ def run(
 #: RunConfig fields whose flag is not ``--`` + the field's name
 RUN_FLAGS = {
     "rate_rps": "--rate",
+    "dialect": "--engine",
+    "engine": "--engine",
     "warmup_requests": "--warmup",
     "prompts_file": "--prompts",
     # a distribution given to --output-tokens is checked as output_tokens (FieldError)

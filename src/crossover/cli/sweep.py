@@ -82,7 +82,8 @@ def sweep(
     engine: Annotated[
         str | None,
         typer.Option(
-            help=f"Default request dialect of --target [default: {default_of(RunConfig, 'engine')}]"
+            help="Default request dialect of --target "
+            f"[default: {default_of(RunConfig, 'dialect')}]"
         ),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Default model name of --target")] = None,

@@ -54,7 +54,7 @@ async def prompt_probe(
         rec = await send_prompt(
             session,
             one,
-            get_dialect(config.engine),
+            get_dialect(config.dialect),
             prompt,
             index=PROBE_INDEX,
             warmup=True,

@@ -250,7 +250,7 @@ async def _worker(
     from crossover.transport.http import Timeouts
 
     config = RunConfig.model_validate_json(config_json)
-    dialect = get_dialect(config.engine)
+    dialect = get_dialect(config.dialect)
     timeouts = Timeouts(**config.timeouts.model_dump())
     n_prompts = len(prompts)
     abort = asyncio.Event()

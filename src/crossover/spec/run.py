@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from crossover import defaults
 from crossover.dialects import DIALECTS
@@ -70,7 +70,9 @@ class RunConfig(Limits, Warmup, Workload):
     #: base URLs of identical replicas (``url`` is the first): request i goes to replica
     #: i mod N; empty for one server
     urls: list[str] = Field(default_factory=list)
-    engine: str = "openai"
+    #: the request dialect (``crossover.dialects``), not the engine: a launched lmdeploy
+    #: speaks ``openai``; ``engine`` is still read for it (old configs, ``--engine``)
+    dialect: str = Field("openai", validation_alias=AliasChoices("dialect", "engine"))
     model: str
     concurrency: int | None = Field(None, ge=1, le=100_000)
     rate_rps: float | None = Field(None, gt=0)
@@ -100,9 +102,9 @@ class RunConfig(Limits, Warmup, Workload):
     def _urls(cls, v: list[str]) -> list[str]:
         return [base_url(u) for u in v]
 
-    @field_validator("engine")
+    @field_validator("dialect")
     @classmethod
-    def _engine(cls, v: str) -> str:
+    def _dialect(cls, v: str) -> str:
         if v not in DIALECTS:
             raise ValueError(unknown_choice("engine", v, DIALECTS))
         return v
@@ -125,7 +127,7 @@ class RunConfig(Limits, Warmup, Workload):
             self.requests = defaults.run_requests(self.concurrency)
         if self.requests is not None and self.duration_s is not None:
             raise ValueError("give --requests or --duration-s, not both")
-        if self.engine == "triton" and self.endpoint == "chat":
+        if self.dialect == "triton" and self.endpoint == "chat":
             raise ValueError("the triton dialect has no chat endpoint")
         if self.urls and self.urls[0] != self.url:
             raise ValueError("url must be the first of urls")
