@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,20 @@ FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm"
 LEVELS = [1, 4]
 PER_LEVEL = 8
 OUT_TOKENS = 24
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for a reaper counts as gone)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.2)
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +98,8 @@ def test_sweep_vllm_model_in_tritonserver(tritonserver: Path, tmp_path: Path) ->
     assert seen["fork_exitcode"] == 0 and seen["forked"]["numpy"] == "1.26.4", seen
     assert seen["worker_rc"] == 0 and seen["worker"].startswith("1.26.4 "), seen
     assert Path(seen["executable"]).name.startswith("python"), seen
+    # the engine core's stand-in did not outlive the server the sweep stopped
+    assert not _alive(int(seen["core_pid"])), seen["core_pid"]
     got = tmp_path / "verify.json"
     assert main(["verify-config", str(log), "--json", str(got)]) in (0, 1)
     facts = json.loads(got.read_text())["settings"]
