@@ -20,7 +20,8 @@ import yaml
 from crossover.cli.app import main
 from crossover.records.store import Store
 
-pytestmark = [pytest.mark.slow]
+# llamacpp: the Triton install `make engines` makes (as tests/builds/test_builds_triton.py)
+pytestmark = [pytest.mark.llamacpp, pytest.mark.slow]
 
 FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_vllm"
 LEVELS = [1, 4]
