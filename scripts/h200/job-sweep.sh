@@ -101,7 +101,9 @@ SW=$!
 # multicast guard: engine log lines (not crossover's launch header) naming mnnvl/NVLS
 while kill -0 $SW 2>/dev/null; do
   if grep -hv '^# crossover-launch:' $W/$NAME/engines/*.log 2>/dev/null | grep -qiE 'mnnvl|NVLS (is )?enabled'; then
-    say "MULTICAST in an engine log: stopping"; kill -TERM $SW; sleep 5; pkill -9 -f 'vllm serve'; break
+    say "MULTICAST in an engine log: stopping"; kill -TERM $SW; sleep 5
+    # then whatever still holds the GPU, by PID (never by name: a pattern can match a caller)
+    for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader); do kill -9 "$p"; done; break
   fi
   [ $(el) -ge $END ] && { say "time: stopping the sweep (it resumes)"; kill -TERM $SW; }
   sleep 3
