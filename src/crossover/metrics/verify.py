@@ -26,7 +26,7 @@ from crossover.metrics.witness import (
     output_disagrees,
 )
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport.http import STALE_IDLE_S
+from crossover.transport.reuse import STALE_IDLE_S
 
 #: warnings with these codes make a run ``unverified`` (a count has no second witness
 #: that agrees); any ``error`` makes it ``invalid``
