@@ -199,18 +199,17 @@ class PoolConnector(aiohttp.TCPConnector):
         if isinstance(protocol, StampingHandler):
             protocol.released_ns = time.perf_counter_ns()
             habit = protocol.habit
-            if (
-                habit is not None
-                and habit.closes is None
-                and not (should_close or protocol.should_close or self._closed)
-            ):
-                self._loop.call_later(SETTLE_S, self._settled, key, protocol, habit)
-                return
+            if habit is not None and not (should_close or protocol.should_close or self._closed):
+                if habit.closes is None:
+                    self._loop.call_later(SETTLE_S, self._settled, key, protocol, habit)
+                    return
+                # a server that closes after a streamed response: never reused into it
+                should_close = habit.closes
         super()._release(key, protocol, should_close=should_close)
 
     def _settled(self, key: ConnectionKey, protocol: StampingHandler, habit: ServerHabit) -> None:
         habit.settled(protocol.is_connected())
-        super()._release(key, protocol)
+        super()._release(key, protocol, should_close=habit.closes is True)
 
 
 def stamp_arrivals(connector: aiohttp.BaseConnector) -> bool:

@@ -572,8 +572,8 @@ class LeanSession:
         """Back to the pool when its response was read whole and it stays open; after a
         response to a generation request (``habit``: its server's, while not known) it
         is held out of the pool for ``SETTLE_S`` first."""
-        if not conn.reusable or self.closed:
-            self.drop(conn)
+        if not conn.reusable or self.closed or (habit is not None and habit.closes):
+            self.drop(conn)  # (a server that closes after a streamed response: never reused)
             return
         conn.released_ns = time.perf_counter_ns()
         conn.habit = habit
@@ -587,7 +587,7 @@ class LeanSession:
         if not still_open:
             habit.saw_close(conn.released_ns)
         habit.settled(still_open)
-        if still_open and not self.closed:
+        if still_open and not self.closed and not habit.closes:
             self._idle.setdefault((target[0], target[1]), []).append(conn)
         else:
             self.drop(conn)
