@@ -289,11 +289,12 @@ async def stream_request(
 ) -> RequestRecord:
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
-    ``record.t_send_ns`` is set here, just before the request is written. A request
-    whose reused idle pooled connection turns out to be stale (the server closed it
-    after the previous response, as llama-server does) is retried, up to
-    ``STALE_RETRIES`` times, each retry recorded; one whose new connection closes before
-    a response was dropped by the server and fails.
+    ``record.t_send_ns`` is set here, just before the request is written. To a server
+    seen to close its connection after a streamed response (llama-server) the request
+    goes with ``Connection: close`` (``record.connection_close``). A close before any
+    response is judged by ``reuse.judge_close``: a stale reused connection is retried, up
+    to ``STALE_RETRIES`` times, each retry recorded; any other close dropped the request,
+    a failure.
     One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
     """
     payload = orjson.dumps(body)
