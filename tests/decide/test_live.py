@@ -178,3 +178,72 @@ def test_launched_engines_start_once_each_and_are_stopped(
         ]
         assert len(heads) == 1, (name, heads)
     assert processes_mentioning(str(ENGINE)) == []
+
+
+def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path: Path) -> None:
+    """A later target's level is sequential: batched at c = 1 (2.7x slower than fast there)
+    stops after its first requests, a valid run of the requests it sent with the requests
+    planned and why it stopped kept; run again, it is read back as a part and kept. Asked
+    again with a margin the part no longer settles, the rest is measured: the level
+    again, whole, under the same key (the newer run stands, the part stays stored)."""
+    import asyncio
+
+    from crossover.decide.live import decide_live, question_for
+    from crossover.decide.policy import PolicyConfig
+    from crossover.sweep.runner import SEQUENTIAL_STOP
+
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config(**FAST)))
+        batched = stack.enter_context(spawn(build_config(**BATCHED)))
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "sequential",
+                    "concurrency": [1, 2],
+                    "output_tokens": N,
+                    "requests_per_level": 24,
+                    "repeats": 1,
+                    "targets": [
+                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
+                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
+                    ],
+                }
+            )
+        )
+        cfg = load_sweep_config(config)
+        q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+        out = tmp_path / "d"
+        out.mkdir()
+        first = asyncio.run(decide_live(cfg, out, q))
+        with Store(out / "sweep.db") as store:
+            runs = {r.key: r for r in store.runs() if r.status == "done"}
+            stopped = runs["batched|c=1|r=0"]
+            sent = len(store.records(stopped.run_id, include_warmup=False))
+            samples = [d for s, _, d in store.samples(stopped.run_id) if s == SEQUENTIAL_STOP]
+            whole = len(store.records(runs["fast|c=1|r=0"].run_id, include_warmup=False))
+        # the reference is whole; the later target stopped after a wave, well before 24
+        assert whole == 24
+        assert 4 <= sent < 24
+        assert samples and samples[0]["planned"] == 24 and "stopped after" in samples[0]["why"]
+        assert (stopped.summary or {})["verdict"] == "valid"
+        assert (stopped.summary or {})["requests"]["sent"] == sent
+        assert first.times["batched"].stopped
+        # the same question again: read back (a part, settled), nothing measured
+        again = asyncio.run(decide_live(cfg, out, q))
+        assert again.steps == [] and again.kept == len(runs)
+        # a question the part does not settle (a 300% margin): the rest, the level again
+        strict = PolicyConfig(partial_margin=3.0)
+        more = asyncio.run(decide_live(cfg, out, q, strict))
+    assert [(m.target, m.level, m.budget_s, m.sequential) for m in more.steps][:1] == [
+        ("batched", 1, None, False)
+    ]
+    with Store(out / "sweep.db") as store:
+        keyed = [r for r in store.runs() if r.key == "batched|c=1|r=0" and r.status == "done"]
+        assert len(keyed) == 2  # the part stays stored
+        latest = store.finished_by_key("batched|c=1|r=0")
+        assert latest is not None and latest.run_id != stopped.run_id
+        assert len(store.records(latest.run_id, include_warmup=False)) == 24
+    sweep = json.loads((out / "sweep.json").read_text())
+    run = next(r for r in sweep["runs"] if r["target"] == "batched" and r["concurrency"] == 1)
+    assert run["summary"]["requests"]["sent"] == 24

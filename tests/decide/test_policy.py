@@ -209,6 +209,35 @@ def test_a_level_stopped_by_time_is_completed_when_it_leaves_a_lead_open() -> No
     assert step.level != 1  # a 10x gap is settled by the part
 
 
+def test_a_live_first_pass_level_is_sequential_and_stops_only_when_settled() -> None:
+    from crossover.decide.policy import part_settled
+
+    q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
+    live = PolicyConfig(budget_factor=0.0, sequential=True)
+    first = Observation("fast", 1, 0, {"total_tokens_per_s": 1000.0, "ttft_ms.p50": 20.0},
+                        16, 16, 5.0)  # fmt: skip
+    step = next_step(q, [], live)
+    assert isinstance(step, Measure) and not step.sequential  # the reference: whole
+    step = next_step(q, [first], live)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.budget_s, step.sequential) == ("batched", 1, None, True)
+    # every metric 25% or more away from every target measured there: settled
+    far = {"total_tokens_per_s": 400.0, "ttft_ms.p50": 60.0}
+    why = part_settled(q, [first], live, "batched", 1, far)
+    assert why is not None and "fast" in why
+    # one metric close (TTFT within 10%), or nothing measured there: go on
+    assert part_settled(q, [first], live, "batched", 1, {**far, "ttft_ms.p50": 21.0}) is None
+    assert part_settled(q, [first], live, "batched", 4, far) is None
+    # read back as a part that settled it, it is not measured again; one that does not is
+    part = Observation("batched", 1, 0, far, 4, 16, 2.0)
+    step = next_step(q, [first, part], live)
+    assert isinstance(step, Measure) and step.level != 1
+    close = Observation("batched", 1, 0, {**far, "total_tokens_per_s": 950.0}, 4, 16, 2.0)
+    step = next_step(q, [first, close], live)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.sequential) == ("batched", 1, False)
+
+
 def test_bad_questions_are_refused() -> None:
     with pytest.raises(ValueError, match="two targets"):
         Question("crossover", ("a",), GRID)

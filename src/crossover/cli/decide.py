@@ -120,6 +120,13 @@ def decide(
             "at more measuring)"
         ),
     ] = False,
+    live_levels: Annotated[
+        bool,
+        typer.Option(
+            help="Replay: levels as a live decision measures them (whole, or sequential, "
+            "stopped at a request's end), not cut at a time budget"
+        ),
+    ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
     from crossover.cli.common import parse_list
@@ -142,7 +149,10 @@ def decide(
     from crossover.decide.policy import PolicyConfig
 
     policy = PolicyConfig(
-        reference_repeats=reference_repeats, refine_inconclusive=refine_inconclusive
+        reference_repeats=reference_repeats,
+        refine_inconclusive=refine_inconclusive,
+        budget_factor=0.0 if live_levels else PolicyConfig.budget_factor,
+        sequential=live_levels,
     )
     if replay is not None:
         if out is not None:
@@ -152,6 +162,8 @@ def decide(
     assert config is not None
     if target:
         raise UsageError("--target picks a replay's targets; a live decision takes the YAML's")
+    if live_levels:
+        raise UsageError("--live-levels goes with --replay (a live decision's levels are live)")
     if out is None:
         raise UsageError("--out DIR is required with --config")
     _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
@@ -267,6 +279,8 @@ def _live(
             f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
             f"levels {levels}"
         )
+        for why in tt.stopped:
+            typer.echo(f"    level {why}")
     wall = sum(tt.wall_s for tt in result.times.values())
     meas = sum(tt.measuring_s for tt in result.times.values())
     grid_levels = len(q.levels) * len(q.targets) * q.repeats

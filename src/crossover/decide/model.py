@@ -117,13 +117,18 @@ class Measure:
     """Measure ``target`` at ``level``, repeat ``repeat``: the level's requests until
     ``budget_s`` seconds of measuring have passed (sequential measurement within the level:
     what finished by then, and how far the rest got), or the whole level (``None``: also
-    the rest of a level measured in part before). ``why`` says what for."""
+    the rest of a level measured in part before: live, the level measured again whole).
+    ``why`` says what for."""
 
     target: str
     level: int
     repeat: int
     budget_s: float | None
     why: str
+    #: sequential within the level: stop sending once what finished settles the level's
+    #: comparison with every other target measured there (``policy.part_settled``), else
+    #: run to the level's planned requests (live; a replay with ``--live-levels``)
+    sequential: bool = False
 
 
 @dataclass(frozen=True)

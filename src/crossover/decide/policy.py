@@ -64,6 +64,9 @@ MONOTONE = (
     "throughput does not fall as concurrency grows, and past saturation a target's "
     "latencies grow at least as fast as the leader's: the gap does not close"
 )
+#: a sequential level's fewest finished requests before it may stop (and one wave of
+#: its closed loop: as many as it has streams)
+MIN_PART = 4
 #: the assumption behind a capacity question's brackets
 LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
 
@@ -85,6 +88,9 @@ class PolicyConfig:
     refine_budget: int = 8
     reference_repeats: bool = True
     refine_inconclusive: bool = False
+    #: with ``budget_factor`` 0: a later target's first-pass level stops once what
+    #: finished settles it (:func:`part_settled`), as a live level does
+    sequential: bool = False
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
@@ -220,6 +226,41 @@ def _gap_open(s: State, t: str, c: int, margin: float) -> bool:
     return False
 
 
+def part_settled(
+    q: Question,
+    observations: Sequence[Observation],
+    cfg: PolicyConfig,
+    target: str,
+    level: int,
+    values: Mapping[str, float | None],
+) -> str | None:
+    """Why a sequential level of ``target`` may stop with ``values`` (what finished of it
+    so far), if it may: every other target measured at ``level`` is at least
+    ``partial_margin`` away from it on every metric asked (the same test that asks for the
+    rest of a level measured in part, :func:`_gap_open`), so the rest of the level cannot
+    turn a sign the analysis reads with its 3% noise floor. ``None``: go on (also where no
+    other target is measured there: nothing to settle against)."""
+    s = State(q, observations, cfg)
+    others = [u for u in q.targets if u != target and s.mean(u, level, SATURATION_METRIC)]
+    if not others:
+        return None
+    gaps: list[float] = []
+    for u in others:
+        for m in q.metrics:
+            spec = metric_spec(m)
+            a, b = values.get(spec.key), s.mean(u, level, m)
+            if a is None or b is None or a <= 0 or b <= 0:
+                return None
+            adv = math.log(a / b)
+            if abs(adv) < math.log1p(cfg.partial_margin):
+                return None
+            gaps.append(abs(adv))
+    return (
+        f"at least {math.expm1(min(gaps)):.0%} from {', '.join(others)} on every metric "
+        f"asked (a {cfg.partial_margin:.0%} margin settles it)"
+    )
+
+
 def stop_reason(s: State, t: str, before: int) -> Skip | None:
     """Why ``t`` need not be measured at ``before`` and above, if it need not: its
     throughput has saturated (grown under ``saturation_gain`` per doubling of concurrency
@@ -310,8 +351,13 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
                 continue
             if alone_above(s, t, c) is not None:
                 continue
-            ref = s.run(order[0], c) if i > 0 and cfg.budget_factor > 0 else None
+            ref = s.run(order[0], c) if i > 0 else None
             if ref is None or not ref.complete or ref.seconds <= 0:
+                return Measure(t, c, 0, None, "first pass")
+            if cfg.budget_factor <= 0:
+                if cfg.sequential:
+                    why = "first pass, stopped once it settles against those measured there"
+                    return Measure(t, c, 0, None, why, sequential=True)
                 return Measure(t, c, 0, None, "first pass")
             budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
             why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"

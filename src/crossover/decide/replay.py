@@ -13,8 +13,9 @@ The database is only read (opened read-only, never written).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ import orjson
 
 from crossover.analysis.crossovers import Finding
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
-from crossover.decide.observe import metric_values, observe
+from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.decide.policy import (
+    MIN_PART,
     PolicyConfig,
     Prior,
     State,
@@ -32,6 +34,7 @@ from crossover.decide.policy import (
     capacity_leader,
     next_step,
     pair_findings,
+    part_settled,
 )
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
@@ -121,16 +124,64 @@ class Recorded:
             return 0.0, 0
         return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
 
-    def observe(self, t: str, c: int, r: int, budget_s: float | None) -> Observation:
+    def observe(
+        self,
+        t: str,
+        c: int,
+        r: int,
+        budget_s: float | None,
+        settle: Callable[[Mapping[str, float | None]], str | None] | None = None,
+    ) -> Observation:
+        """The level as the policy asked for it: whole, up to ``budget_s``, or sequential
+        (``settle``: as a live level stops, :meth:`sequential`)."""
         run = self.runs.get((t, c, r))
         if run is None:  # never recorded: measured, and it holds nothing
             return Observation(t, c, r, {}, 0, 0, 0.0, valid=False)
+        if settle is not None:
+            part = self.sequential(run, settle)
+            if part is not None:
+                return part
         if budget_s is None and run.summary is not None:  # the whole level: its summary
             seconds, planned = self.span(run.run_id)
             valid = run.summary.get("verdict") == "valid"
             values = metric_values(run.summary)
             return Observation(t, c, r, values, planned, planned, seconds, valid)
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
+
+    def sequential(
+        self, run: RecordedRun, settle: Callable[[Mapping[str, float | None]], str | None]
+    ) -> Observation | None:
+        """The level as a live sequential level would have ended (``crossover.decide.live.
+        SequentialWatch``): its measured requests taken as they finished, from one wave on
+        (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each; at
+        the first it answers, the requests sent by then finish (the drain) and the level is
+        their summary, as the sweep's own summarizer computes it. ``None``: it never stops
+        (the whole level)."""
+        from crossover.metrics.run import RunContext, summarize
+
+        records = self.records(run.run_id)
+        measured = [x for x in records if not x.warmup]
+        finished = sorted(measured, key=end_ns)
+        first = max(run.level, MIN_PART)
+        so_far = Finished()
+        for n, rec in enumerate(finished[:-1], start=1):
+            so_far.add(rec)
+            if n < first or settle(so_far.values()) is None:
+                continue
+            cut = end_ns(finished[n - 1])
+            sent = [x for x in records if x.warmup or x.t_send_ns <= cut]
+            try:
+                ctx = RunContext.model_validate(run.context)
+            except ValueError:
+                return None
+            summary = summarize(sent, ctx).to_json_dict()
+            part = [x for x in sent if not x.warmup]
+            valid = summary.get("verdict") == "valid"
+            return Observation(
+                run.target, run.level, run.repeat, metric_values(summary), len(part),
+                len(measured), span_s(sent), valid,
+            )  # fmt: skip
+        return None
 
     def close(self) -> None:
         self.db.close()
@@ -307,7 +358,10 @@ def replay(
                 decision = step
                 break
             steps.append(step)
-            obs.append(rec.observe(step.target, step.level, step.repeat, step.budget_s))
+            settle = None
+            if step.sequential:
+                settle = functools.partial(part_settled, q, list(obs), cfg, step.target, step.level)
+            obs.append(rec.observe(step.target, step.level, step.repeat, step.budget_s, settle))
         if decision is None:
             raise RuntimeError(f"the policy did not settle in {MAX_STEPS} steps")
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
