@@ -84,7 +84,7 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert "not measured:" in printed
     assert "fast at 32,64" in printed or "fast at 64" in printed
     assert "assumes throughput does not fall" in printed
-    assert "time per target" in printed
+    assert "GPU time per target" in printed and "GPU-minutes), measured" in printed
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
     assert f"({len(runs)} kept from before)" in again
@@ -163,7 +163,12 @@ def test_launched_engines_start_once_each_and_are_stopped(
                str(tmp_path / "d.json")])  # fmt: skip
     printed = capsys.readouterr().out
     assert rc == 0, printed
-    times = json.loads((tmp_path / "d.json").read_text())["live"]["times"]
+    live = json.loads((tmp_path / "d.json").read_text())["live"]
+    times = live["times"]
+    # the GPU time per target: each engine from its start to its stop, measured
+    assert set(live["gpu_time"]["per_target"]) == {"fast", "batched"}
+    for t, gpu_s in live["gpu_time"]["per_target"].items():
+        assert gpu_s >= times[t]["measuring_s"] > 0
     assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
     assert all(v["launched"] for v in times.values())
     assert "1 engine start(s)" in printed

@@ -129,6 +129,9 @@ class Measure:
     #: comparison with every other target measured there (``policy.part_settled``), else
     #: run to the level's planned requests (live; a replay with ``--live-levels``)
     sequential: bool = False
+    #: the targets whose comparison with ``target`` this measurement is for (empty: every
+    #: other target)
+    concerns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,19 @@ class Skip:
     reason: str
     assumption: str = ""
     checked: str = ""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A measurement the decision wanted and did not make within its time budget: what it
+    was for, its estimated cost, and the comparisons it would have settled."""
+
+    target: str
+    level: int
+    repeat: int
+    seconds: float
+    why: str
+    concerns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,18 @@ class Decision:
     capacity: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
     leader: str | None = None
     notes: tuple[str, ...] = ()
+    #: measurements not made within the time budget (``PolicyConfig.budget``)
+    deferred: tuple[Deferred, ...] = ()
+    #: the budget: (seconds allowed, the grid's measuring time as estimated), if any
+    budget: tuple[float, float] | None = None
+
+    def unsettled(self, a: str, b: str) -> list[Deferred]:
+        """The deferred measurements that would have settled ``a`` vs ``b`` further."""
+        return [
+            d
+            for d in self.deferred
+            if (d.target == a and b in d.concerns) or (d.target == b and a in d.concerns)
+        ]
 
 
 Step = Measure | Decision

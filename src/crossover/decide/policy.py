@@ -52,6 +52,7 @@ from crossover.analysis.stats import difference_interval
 from crossover.decide.model import (
     SATURATION_METRIC,
     Decision,
+    Deferred,
     Measure,
     Observation,
     Question,
@@ -91,6 +92,16 @@ class PolicyConfig:
     #: with ``budget_factor`` 0: a later target's first-pass level stops once what
     #: finished settles it (:func:`part_settled`), as a live level does
     sequential: bool = False
+    #: a time budget: at most this share of the grid's measuring time (estimated from the
+    #: levels measured, :func:`grid_estimate`); a measurement that would pass it is
+    #: deferred, and the answer says what it would have settled (``None``: no budget)
+    budget: float | None = None
+    #: an engine start's cost in the budget's seconds (a measurement of a target whose
+    #: engine is not up costs this too; 0: starts are free, as a replay's measuring time)
+    start_s: float = 0.0
+    #: the grid's measuring time where it is known (a replay: the records'), else it is
+    #: estimated from the levels measured (:func:`grid_estimate`)
+    grid_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
@@ -112,6 +123,11 @@ class State:
             if o.target in q.targets:
                 self.runs[(o.target, o.level, o.repeat)] = o
         self.last_target = obs[-1].target if obs else None
+        #: measurements deferred by the time budget (``next_step`` fills it)
+        self.deferred: set[tuple[str, int, int]] = set()
+        #: parts of levels whose rest was deferred by the budget while they leave a gap
+        #: open: no level of a curve (``next_step`` fills it)
+        self.unsettled: set[tuple[str, int, int]] = set()
 
     def run(self, t: str, c: int, r: int = 0) -> Observation | None:
         return self.runs.get((t, c, r))
@@ -128,9 +144,10 @@ class State:
         """Per level, the metric of each valid repeat (as the analysis takes them)."""
         path = metric_spec(metric).key
         out: dict[float, list[float]] = {}
-        for (tt, c, _), o in sorted(self.runs.items()):
+        for key, o in sorted(self.runs.items()):
+            tt, c, _ = key
             v = o.value(path)
-            if tt == t and o.valid and v is not None:
+            if tt == t and o.valid and v is not None and key not in self.unsettled:
                 out.setdefault(float(c), []).append(v)
         return out
 
@@ -345,6 +362,8 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
         if t in stopped or not q.covers(t, c):
             continue
         o = s.run(t, c)
+        if o is None and (t, c, 0) in s.deferred:
+            continue
         if o is None:
             if stop_reason(s, t, c) is not None:
                 stopped.add(t)
@@ -363,11 +382,15 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
             why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
             return Measure(t, c, 0, budget, why)
         if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
+            if (t, c, 0) in s.deferred:
+                continue
             return Measure(t, c, 0, None, "the level's first part left a lead open")
         if q.group_targets:
             # while its engine is up: the reference's repeats (every later target is judged
             # against them), a later target's where a sign against those before is uncertain
             reps = s.repeats(t, c)
+            if (t, c, len(reps)) in s.deferred:
+                continue
             if len(reps) < q.repeats and reps[-1].complete:
                 if (i == 0 and s.cfg.reference_repeats) or any(
                     _uncertain(s, t, u, c, m)
@@ -432,11 +455,16 @@ def _repeats_wanted(s: State) -> list[Measure]:
             if not any(_uncertain(s, a, b, c, m) for m in q.metrics):
                 continue
             for t, reps in ((a, ra), (b, rb)):
+                u = b if t == a else a
                 if reps and not reps[-1].complete:
-                    out.append(Measure(t, c, reps[-1].repeat, None, "a close difference"))
+                    out.append(
+                        Measure(t, c, reps[-1].repeat, None, "a close difference", concerns=(u,))
+                    )
                 elif len(reps) < q.repeats and len(reps) <= min(len(ra), len(rb)):
-                    out.append(Measure(t, c, len(reps), None, "a sign still uncertain"))
-    return out
+                    out.append(
+                        Measure(t, c, len(reps), None, "a sign still uncertain", concerns=(u,))
+                    )
+    return [m for m in out if (m.target, m.level, m.repeat) not in s.deferred]
 
 
 def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
@@ -504,8 +532,9 @@ def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
             if not (q.covers(a, level) and q.covers(b, level)):
                 continue
             for t in (a, b):
-                if s.run(t, level) is None:
-                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}"))
+                if s.run(t, level) is None and (t, level, 0) not in s.deferred:
+                    u = b if t == a else a
+                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}", concerns=(u,)))
     return out
 
 
@@ -647,16 +676,100 @@ def next_step(
         coarse = list(q.grid)
     if q.kind == "capacity":
         return _capacity_step(s, order, coarse)
-    first = _first_pass(s, order, coarse)
-    if isinstance(first, Measure):
-        return first
-    step = _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
-        s, _refinement_wanted(s, coarse)
-    )
+    deferred: list[Deferred] = []
+    budget: tuple[float, float] | None = None
+    if cfg.budget is not None:
+        grid = cfg.grid_s if cfg.grid_s is not None else grid_estimate(s)
+        budget = (cfg.budget * grid, grid)
+        spent = spent_seconds(observations, cfg.start_s)
+    while True:
+        step = _wanted(s, order, coarse)
+        if step is None or budget is None:
+            break
+        cost = measure_cost(s, step)
+        if spent + cost <= budget[0]:
+            return step
+        # over the budget: deferred, and the next wanted measurement is weighed instead
+        key = (step.target, step.level, step.repeat)
+        s.deferred.add(key)
+        part = s.runs.get(key)
+        if part is not None and not part.complete:
+            s.unsettled.add(key)  # its part leaves a gap open: no level of the curve
+        concerns = step.concerns or tuple(u for u in q.targets if u != step.target)
+        deferred.append(Deferred(step.target, step.level, step.repeat, cost, step.why, concerns))
     if step is not None:
         return step
     skips = _skips(s, order, coarse)
     findings = pair_findings(s)
     return Decision(
-        q, tuple(findings), cfg.confidence, tuple(skips), notes=tuple(_check_skips(s, skips))
+        q,
+        tuple(findings),
+        cfg.confidence,
+        tuple(skips),
+        notes=tuple(_check_skips(s, skips)),
+        deferred=tuple(deferred),
+        budget=budget,
     )
+
+
+def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+    """The next measurement the policy wants (first pass, repeats, refinement), the
+    deferred ones aside."""
+    first = _first_pass(s, order, coarse)
+    if first is not None:
+        return first
+    return _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
+        s, _refinement_wanted(s, coarse)
+    )
+
+
+def level_seconds(s: State, t: str, c: int) -> float:
+    """The measuring time of ``t``'s level ``c``, whole: as measured (a part's extrapolated
+    to its planned requests), else from ``t``'s nearest level measured (no faster per
+    request above it: its time times ``c`` over that level's, the saturated case; the same
+    time below), else the other targets' at ``c``, else 0."""
+
+    def own(u: str, lv: int) -> float | None:
+        whole = [o.seconds for o in s.repeats(u, lv) if o.valid and o.complete and o.planned]
+        return float(np.mean(whole)) if whole else None
+
+    # a part of the level: at least what it took
+    part = max((o.seconds for o in s.repeats(t, c) if not o.complete), default=0.0)
+    mine = own(t, c)
+    if mine is not None:
+        return mine
+    measured = [(lv, v) for lv in s.levels(t) if (v := own(t, lv)) is not None]
+    if measured:
+        lv, v = min(measured, key=lambda x: abs(math.log2(x[0]) - math.log2(c)))
+        return max(part, v * math.sqrt(max(1.0, c / lv)))
+    others = [v for u in s.q.targets if u != t and (v := own(u, c)) is not None]
+    return max(part, float(np.mean(others)) if others else 0.0)
+
+
+def grid_estimate(s: State) -> float:
+    """The grid's measuring time, estimated from the levels measured: every target's
+    every level and repeat (:func:`level_seconds`), and one engine start per target."""
+    q = s.q
+    total = sum(
+        q.repeats * level_seconds(s, t, c) for t in q.targets for c in q.levels if q.covers(t, c)
+    )
+    return total + len(q.targets) * s.cfg.start_s
+
+
+def spent_seconds(observations: Sequence[Observation], start_s: float) -> float:
+    """The measuring time of every observation made (a part and the level measured
+    again both count), and an engine start at each switch of target."""
+    starts = sum(
+        1 for i, o in enumerate(observations) if i == 0 or o.target != observations[i - 1].target
+    )
+    return sum(o.seconds for o in observations) + starts * start_s
+
+
+def measure_cost(s: State, m: Measure) -> float:
+    """What ``m`` is expected to cost: its level's time (at most its budget), and an
+    engine start where its target is not the one measured last."""
+    est = level_seconds(s, m.target, m.level)
+    if m.budget_s is not None:
+        est = min(est, m.budget_s)
+    start = s.cfg.start_s if m.target != s.last_target else 0.0
+    return est + start

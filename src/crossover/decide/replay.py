@@ -13,6 +13,7 @@ The database is only read (opened read-only, never written).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,11 @@ from crossover.records.model import RequestRecord
 
 #: a replay stops after this many steps whatever happens (a policy bug must not spin)
 MAX_STEPS = 10_000
+#: an engine start's GPU time where none is given (``--start-s``): the middle of the
+#: 1.5-2 min the H200 decisions' engine starts took (issue 42; the committed MoE run's
+#: SGLang log: 70 s from its first line to "Application startup complete")
+START_S = 105.0
+START_S_SOURCE = "the middle of the 1.5-2 min the H200 decisions' engine starts took (issue 42)"
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,9 @@ class Comparison:
     grid: str
     decided: str
     same: bool
+    #: not the grid's, and the answer says why: a measurement that would settle it was
+    #: deferred by the time budget (``Decision.unsettled``)
+    deferred: bool = False
 
 
 @dataclass
@@ -215,6 +224,12 @@ class ReplayResult:
     #: engine starts the decision's order implies (a target's first level, and again
     #: each time it is measured after another target)
     starts: int = 0
+    #: the same, per target
+    starts_by_target: dict[str, int] = field(default_factory=dict)
+
+    def gpu_seconds(self, start_s: float) -> dict[str, float]:
+        """Each target's GPU time: its measuring time and ``start_s`` per engine start."""
+        return {t: s + self.starts_by_target.get(t, 0) * start_s for t, s in self.seconds.items()}
 
     @property
     def contradictions(self) -> list[str]:
@@ -267,6 +282,12 @@ class ReplayResult:
     @property
     def same(self) -> bool:
         return all(c.same for c in self.comparisons)
+
+    @property
+    def same_or_said(self) -> bool:
+        """Every conclusion the grid's, or one the answer says it left unsettled within
+        its time budget (and why)."""
+        return all(c.same or c.deferred for c in self.comparisons)
 
     @property
     def fraction(self) -> float:
@@ -349,6 +370,12 @@ def replay(
             },
         )
         cfg = cfg or PolicyConfig()
+        if cfg.budget is not None and cfg.grid_s is None:
+            # the grid's measuring time is known here: the budget is a share of it
+            total = sum(
+                rec.span(run.run_id)[0] for (t, _, _), run in rec.runs.items() if t in names
+            )
+            cfg = dataclasses.replace(cfg, grid_s=total)
         obs: list[Observation] = []
         steps: list[Measure] = []
         decision: Decision | None = None
@@ -391,9 +418,9 @@ def replay(
                 for m in q.metrics:
                     g = [f for f in grid if (f.a, f.b, f.metric) == (a, b, m)]
                     d = [f for f in decision.findings if (f.a, f.b, f.metric) == (a, b, m)]
-                    comparisons.append(
-                        Comparison(a, b, m, describe(g), describe(d), same_conclusion(g, d))
-                    )
+                    same = same_conclusion(g, d)
+                    said = not same and bool(decision.unsettled(a, b))
+                    comparisons.append(Comparison(a, b, m, describe(g), describe(d), same, said))
         used: dict[tuple[str, int, int], float] = {}
         for o in obs:
             key = (o.target, o.level, o.repeat)
@@ -410,9 +437,11 @@ def replay(
                 grid_duration[t] += float(window or 0.0)
         measured = {t: sorted({o.level for o in obs if o.target == t and o.planned}) for t in names}
         starts, last = 0, None
+        by_target: dict[str, int] = {t: 0 for t in names}
         for st in steps:
             if st.target != last:
                 starts += 1
+                by_target[st.target] += 1
                 last = st.target
         return ReplayResult(
             decision,
@@ -425,6 +454,7 @@ def replay(
             grid_duration,
             measured,
             starts,
+            by_target,
         )
     finally:
         rec.close()
