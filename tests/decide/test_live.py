@@ -102,6 +102,9 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         (["decide", "--replay", "x.db", "--slo", "ttft<500"], "METRIC<=LIMIT"),
         (["decide", "--replay", "nowhere.db"], "no such database"),
         (["decide", "--config", "nowhere.yaml"], "--out DIR is required"),
+        (["decide", "--replay", "x.db", "--remote"], "--remote goes with --check"),
+        (["decide", "--replay", "x.db", "--check"], "--check goes with --config"),
+        (["decide", "--replay", "x.db", "--budget", "2"], "--budget 2"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -252,3 +255,21 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
     sweep = json.loads((out / "sweep.json").read_text())
     run = next(r for r in sweep["runs"] if r["target"] == "batched" and r["concurrency"] == 1)
     assert run["summary"]["requests"]["sent"] == 24
+
+
+def test_check_passes_the_h200_moe_decision_here_and_prints_its_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Proof 2's YAML, checked as on the H200 (its paths are that machine's): it passes,
+    measures nothing, and the plan starts from the prior's predicted leader."""
+    root = Path(__file__).resolve().parents[2]
+    config = root / "scripts" / "h200" / "decide-moe-a.yaml"
+    prior = root / "docs" / "results" / "h200" / "moe" / "prediction.json"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--prior", str(prior)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "OK, 3 target(s) checked; nothing measured" in printed
+    assert "the grid is 54 levels" in printed
+    assert "reference vllm (the prior's predicted leader)" in printed
+    assert "  vllm: 1,4,16,64,256\n" in printed  # 512: vllm's alone
+    assert "  llamacpp-q8: 1,4,16,64\n" in printed

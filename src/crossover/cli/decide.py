@@ -135,6 +135,21 @@ def decide(
             "105, the H200 starts' 1.5-2 min]"
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="With --config: check the YAML whole and print the decision's plan (question, "
+            "order, first-pass levels); nothing measured",
+        ),
+    ] = False,
+    remote: Annotated[
+        bool,
+        typer.Option(
+            "--remote",
+            help="With --check: the config is for another machine (its paths not looked up here)",
+        ),
+    ] = False,
     live_levels: Annotated[
         bool,
         typer.Option(
@@ -160,6 +175,10 @@ def decide(
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
     if start_s is not None and start_s < 0:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
+    if remote and not check:
+        raise UsageError("--remote goes with --check")
+    if check and config is None:
+        raise UsageError("--check goes with --config sweep.yaml")
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
     from crossover.decide.replay import load_prior
@@ -188,8 +207,13 @@ def decide(
         raise UsageError("--target picks a replay's targets; a live decision takes the YAML's")
     if live_levels:
         raise UsageError("--live-levels goes with --replay (a live decision's levels are live)")
+    if check:
+        if out is not None:
+            raise UsageError("--check measures nothing: it takes no --out")
+        _check(config, kind, metrics, levels_at, the_slo, the_prior, policy, remote)
+        return
     if out is None:
-        raise UsageError("--out DIR is required with --config")
+        raise UsageError("--out DIR is required with --config (or --check to check it only)")
     _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
 
 
@@ -286,6 +310,47 @@ def _replay(
             },
         ),
     )
+
+
+def _check(
+    config: Path,
+    kind: QuestionKind,
+    metrics: list[str],
+    at: list[int],
+    slo: Slo | None,
+    prior: Any,
+    policy: PolicyConfig,
+    remote: bool,
+) -> None:
+    """``--check``: the YAML checked as ``sweep --check`` does, and the decision's plan."""
+    from crossover.cli.sweep import report_check
+    from crossover.decide.live import question_for
+    from crossover.decide.policy import coarse_levels, prior_crossings, target_order
+    from crossover.sweep.check import check_config
+    from crossover.sweep.config import load_sweep_config
+
+    cfg = load_sweep_config(config, {})
+    q = question_for(cfg, kind, metrics, at, slo)
+    report_check(check_config(cfg, local=not remote, only=None), str(config))
+    order = target_order(q, prior)
+    coarse = coarse_levels(q.grid, policy.coarse_step, prior_crossings(q, prior))
+    if kind == "lead":
+        coarse = list(q.grid)
+    grid_runs = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
+    how = "target by target (one engine start each)" if q.group_targets else "level by level"
+    typer.echo(
+        f"decide plan: {kind} on {', '.join(metrics)}; the grid is {grid_runs} levels "
+        f"({len(q.targets)} targets, {q.repeats} repeat(s))"
+    )
+    first = "the prior's predicted leader" if prior else "the YAML's first"
+    typer.echo(f"  first pass {how}, reference {order[0]} ({first}); sequential levels after it")
+    for t in order:
+        # a level no other target is measured at enters no comparison
+        mine = [
+            c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)
+        ]
+        typer.echo(f"  {t}: {','.join(map(str, mine))}")
+    typer.echo("  then repeats where a sign is uncertain and levels where a crossover is wide")
 
 
 def _live(
