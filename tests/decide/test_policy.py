@@ -251,3 +251,21 @@ def test_coarse_levels_step_and_keep_the_last() -> None:
     assert coarse_levels(GRID, 4.0) == [1, 4, 16, 64, 128]
     assert coarse_levels((1, 4, 16, 64, 128, 256, 512), 4.0) == [1, 4, 16, 64, 256, 512]
     assert math.isclose(coarse_levels((3,), 4.0)[0], 3)
+
+
+def test_a_time_budget_defers_what_would_pass_it_and_says_what_it_was_for() -> None:
+    q = crossover_question()
+    free, _ = run(q, {"fast": FAST, "batched": BATCHED})
+    assert free.budget is None and not free.deferred
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED}, cfg=PolicyConfig(budget=0.15))
+    assert d.budget is not None and d.deferred
+    allowed, grid = d.budget
+    assert allowed == pytest.approx(0.15 * grid)
+    assert len(steps) < len(run(q, {"fast": FAST, "batched": BATCHED})[1])
+    for x in d.deferred:
+        assert x.seconds > 0 and x.why
+        assert x.concerns == (("batched",) if x.target == "fast" else ("fast",))
+    assert d.unsettled("fast", "batched")
+    # a budget the whole decision fits in defers nothing
+    roomy, _ = run(q, {"fast": FAST, "batched": BATCHED}, cfg=PolicyConfig(budget=1.0))
+    assert not roomy.deferred

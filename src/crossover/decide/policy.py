@@ -42,7 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -353,7 +353,8 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
     where engines start (``q.group_targets``), else level by level (every target at a
     level before the next level, so the stop rule can cut any target, the first too)."""
     cfg, q = s.cfg, s.q
-    if q.group_targets:
+    grouped = q.group_targets
+    if grouped:
         cells = [(i, t, c) for i, t in enumerate(order) for c in coarse]
     else:
         cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
@@ -385,14 +386,14 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
             if (t, c, 0) in s.deferred:
                 continue
             return Measure(t, c, 0, None, "the level's first part left a lead open")
-        if q.group_targets:
+        if grouped:
             # while its engine is up: the reference's repeats (every later target is judged
             # against them), a later target's where a sign against those before is uncertain
             reps = s.repeats(t, c)
             if (t, c, len(reps)) in s.deferred:
                 continue
             if len(reps) < q.repeats and reps[-1].complete:
-                if (i == 0 and s.cfg.reference_repeats) or any(
+                if (i == 0 and _repeat_up_front(s, t, c)) or any(
                     _uncertain(s, t, u, c, m)
                     for u in order[:i]
                     if s.run(u, c) is not None
@@ -400,6 +401,18 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
                 ):
                     return Measure(t, c, len(reps), None, "a repeat while its engine is up")
     return None
+
+
+def _repeat_up_front(s: State, t: str, c: int) -> bool:
+    """Whether the reference's repeat at ``c`` is taken while its engine is up, before
+    any later target shows the sign there uncertain: always (``reference_repeats``), but
+    under a time budget only where the level costs less than half an engine start (a
+    repeat wanted later costs a start more; one never wanted costs the level)."""
+    if not s.cfg.reference_repeats:
+        return False
+    if s.cfg.budget is None:
+        return True
+    return level_seconds(s, t, c) < 0.5 * s.cfg.start_s
 
 
 def _pairs(q: Question) -> list[tuple[str, str]]:
@@ -699,6 +712,19 @@ def next_step(
         deferred.append(Deferred(step.target, step.level, step.repeat, cost, step.why, concerns))
     if step is not None:
         return step
+    if deferred:
+        # the budget ended the decision: an inconclusive bracket's bisection is what more
+        # time would measure next; said, not measured
+        wide = State(q, observations, replace(cfg, refine_inconclusive=True, refine_budget=10**6))
+        wide.deferred, wide.unsettled = s.deferred, s.unsettled
+        for m in _refinement_wanted(wide, coarse):
+            key = (m.target, m.level, m.repeat)
+            if key in s.deferred:
+                continue
+            s.deferred.add(key)
+            why = f"{m.why} (an inconclusive bracket)"
+            cost = measure_cost(s, m)
+            deferred.append(Deferred(m.target, m.level, m.repeat, cost, why, m.concerns))
     skips = _skips(s, order, coarse)
     findings = pair_findings(s)
     return Decision(
