@@ -67,32 +67,36 @@ def test_replay_on_a_committed_decision(pytestconfig: pytest.Config, name: str) 
         assert r.fraction <= 1 / 3
 
 
-#: the close pairs under a time budget of a third of the grid's measuring time: the share
-#: each stays under (SGLang's first levels of a target cost more than estimated before any
-#: of it was measured: its warm-up and compile come before the level's time cut)
-BUDGETED = {"sglang-a": 0.40, "vllm-a": 1 / 3}
+#: under ``--budget 0.33`` (a third of the grid's measuring time) every committed decision
+#: stays within it, never contradicts the grid, and each conclusion is the grid's, or one
+#: the answer says it left unsettled within the budget (with what would settle it); the
+#: prefix decision's two TTFT pairs the grid calls inconclusive from noisy repeats stay
+#: called (docs/decide.md), as without a budget
+DIFFERING = {"prefix": 2}
 
 
-@pytest.mark.parametrize("name", sorted(BUDGETED))
-def test_a_time_budget_says_what_it_left_unsettled(pytestconfig: pytest.Config, name: str) -> None:
+@pytest.mark.parametrize("name", DECISIONS)
+def test_a_third_of_the_grid_says_what_it_left_unsettled(
+    pytestconfig: pytest.Config, name: str
+) -> None:
     assert pytestconfig.cache is not None
     db = database(pytestconfig.cache, name)
     r = replay(db, cfg=PolicyConfig(budget=0.33))
-    assert r.fraction <= BUDGETED[name]
-    assert r.decision.budget is not None and r.decision.deferred
-    # never a lead the grid calls the other way; a conclusion that is not the grid's is
-    # one the answer says was left unsettled within the budget, or "inconclusive"
+    assert r.fraction <= 1 / 3
+    assert r.decision.budget is not None
     assert r.contradictions == []
-    for c in r.comparisons:
-        assert c.same or c.deferred or c.decided == "inconclusive", c
-    assert any(c.deferred for c in r.comparisons)
+    differing = [c for c in r.comparisons if not (c.same or c.deferred)]
+    assert len(differing) == DIFFERING.get(name, 0), differing
+    if name in ("moe", "vllm-b"):
+        assert r.same
     # each deferred measurement says what it would have cost and settled
     for x in r.decision.deferred:
         assert x.seconds > 0 and x.concerns and x.target not in x.concerns
-    from crossover.decide.text import decision_lines
+    if any(c.deferred for c in r.comparisons):
+        from crossover.decide.text import decision_lines
 
-    text = "\n".join(decision_lines(r.decision))
-    assert "not measured within the time budget" in text and "need more time" in text
+        text = "\n".join(decision_lines(r.decision))
+        assert "not measured within the time budget" in text and "need more time" in text
 
 
 def test_the_replay_reads_the_database_and_never_writes_it(

@@ -175,15 +175,17 @@ class State:
         return d.significant and better
 
 
-def coarse_levels(grid: Sequence[int], step: float, extra: Sequence[int] = ()) -> list[int]:
-    """The first pass's levels: the grid's first, every ``step``-fold step, its last, and
-    ``extra`` (each snapped to the nearest grid level in log)."""
+def coarse_levels(
+    grid: Sequence[int], step: float, extra: Sequence[int] = (), keep_last: bool = True
+) -> list[int]:
+    """The first pass's levels: the grid's first, every ``step``-fold step, its last
+    (``keep_last``), and ``extra`` (each snapped to the nearest grid level in log)."""
     levels = sorted(set(grid))
     out = [levels[0]]
     for c in levels[1:]:
         if c >= out[-1] * step:
             out.append(c)
-    if out[-1] != levels[-1]:
+    if keep_last and out[-1] != levels[-1]:
         out.append(levels[-1])
     for e in extra:
         out.append(min(levels, key=lambda c: abs(math.log2(c) - math.log2(max(e, 1e-9)))))
@@ -684,7 +686,11 @@ def next_step(
     cfg = cfg or PolicyConfig()
     s = State(q, observations, cfg)
     order = target_order(q, prior)
-    coarse = coarse_levels(q.grid, cfg.coarse_step, prior_crossings(q, prior))
+    # under a time budget the grid's last level is not added to the 4-fold steps: the top
+    # level is the dearest, and what it would settle is said when it is not measured
+    coarse = coarse_levels(
+        q.grid, cfg.coarse_step, prior_crossings(q, prior), keep_last=cfg.budget is None
+    )
     if q.kind == "lead":
         coarse = list(q.grid)
     if q.kind == "capacity":
@@ -727,12 +733,24 @@ def next_step(
             deferred.append(Deferred(m.target, m.level, m.repeat, cost, why, m.concerns))
     skips = _skips(s, order, coarse)
     findings = pair_findings(s)
+    notes = _check_skips(s, skips)
+    if budget is not None:
+        for t in order:
+            skipped = {c for sk in skips if sk.target == t for c in sk.levels}
+            left = [
+                c for c in q.grid if q.covers(t, c) and not s.repeats(t, c) and c not in skipped
+            ]
+            if left:
+                notes.append(
+                    f"{t} not measured at {','.join(map(str, left))}: the time budget "
+                    "measured the first pass's levels and those the answer needed"
+                )
     return Decision(
         q,
         tuple(findings),
         cfg.confidence,
         tuple(skips),
-        notes=tuple(_check_skips(s, skips)),
+        notes=tuple(notes),
         deferred=tuple(deferred),
         budget=budget,
     )
@@ -766,7 +784,8 @@ def level_seconds(s: State, t: str, c: int) -> float:
         return mine
     measured = [(lv, v) for lv in s.levels(t) if (v := own(t, lv)) is not None]
     if measured:
-        lv, v = min(measured, key=lambda x: abs(math.log2(x[0]) - math.log2(c)))
+        # the nearest in log, the higher of two as near (a first level holds the warm-up)
+        lv, v = min(measured, key=lambda x: (abs(math.log2(x[0]) - math.log2(c)), -x[0]))
         return max(part, v * math.sqrt(max(1.0, c / lv)))
     others = [v for u in s.q.targets if u != t and (v := own(u, c)) is not None]
     return max(part, float(np.mean(others)) if others else 0.0)
