@@ -269,3 +269,21 @@ def test_a_time_budget_defers_what_would_pass_it_and_says_what_it_was_for() -> N
     # a budget the whole decision fits in defers nothing
     roomy, _ = run(q, {"fast": FAST, "batched": BATCHED}, cfg=PolicyConfig(budget=1.0))
     assert not roomy.deferred
+
+
+def test_a_part_cut_by_time_never_shows_a_latency_lead() -> None:
+    """A part cut at a time budget bounds its TTFT p50 from below: a bound under the
+    other target's shows nothing (the rest is measured), one over it shows the target
+    behind (settled)."""
+    q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
+    first = Observation("fast", 1, 0, {"total_tokens_per_s": 1000.0, "ttft_ms.p50": 50.0},
+                        4, 4, 5.0)  # fmt: skip
+    ahead = Observation("batched", 1, 0, {"total_tokens_per_s": 100.0, "ttft_ms.p50": 10.0},
+                        1, 4, 10.0, budget_cut=True)  # fmt: skip
+    step = next_step(q, [first, ahead], None)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.budget_s) == ("batched", 1, None)
+    behind = Observation("batched", 1, 0, {"total_tokens_per_s": 100.0, "ttft_ms.p50": 90.0},
+                         1, 4, 10.0, budget_cut=True)  # fmt: skip
+    step = next_step(q, [first, behind], None)
+    assert isinstance(step, Measure) and step.level != 1

@@ -103,6 +103,9 @@ class Observation:
     planned: int
     seconds: float
     valid: bool = True
+    #: a part cut at a time budget (``observe(budget_s=...)``): its latencies are lower
+    #: bounds of the level's (a sequential level's part is its own finished requests)
+    budget_cut: bool = False
 
     @property
     def complete(self) -> bool:

@@ -180,4 +180,6 @@ def observe(
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)
     spent = (cut - min(r.t_send_ns for r in records)) / 1e9
-    return Observation(target, level, repeat, values, finished, planned, spent, valid)
+    return Observation(
+        target, level, repeat, values, finished, planned, spent, valid, budget_cut=True
+    )

@@ -237,10 +237,16 @@ def _gap_open(s: State, t: str, c: int, margin: float) -> bool:
     others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
     if not others:
         return True
+    part = s.run(t, c)
+    cut = part is not None and not part.complete and part.budget_cut
     for u in others:
         for m in s.q.metrics:
             adv = s.advantage(t, u, c, m)
             if adv is None or abs(adv) < math.log1p(margin):
+                return True
+            if cut and adv > 0 and not metric_spec(m).higher_is_better:
+                # a part cut by time bounds a latency from below: it can show the target
+                # behind, never ahead
                 return True
     return False
 
