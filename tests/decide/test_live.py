@@ -233,7 +233,9 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
         # the reference is whole; the later target stopped after a wave, well before 24
         assert whole == 24
         assert 4 <= sent < 24
-        assert samples and samples[0]["planned"] == 24 and "stopped after" in samples[0]["why"]
+        assert (
+            samples and samples[0]["planned"] == 24 and "stopped sending once" in samples[0]["why"]
+        )
         assert (stopped.summary or {})["verdict"] == "valid"
         assert (stopped.summary or {})["requests"]["sent"] == sent
         assert first.times["batched"].stopped

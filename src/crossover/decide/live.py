@@ -94,7 +94,7 @@ class SequentialWatch:
         if why is None:
             return None
         planned = f" of {self.planned}" if self.planned is not None else ""
-        return f"stopped after {n}{planned} requests: {why}"
+        return f"stopped sending once {n}{planned} requests had finished: {why}"
 
 
 def stop_of(runner: SweepRunner, run_id: str) -> tuple[int | None, str | None]:
