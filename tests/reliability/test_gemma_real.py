@@ -69,6 +69,30 @@ def test_gemma_closed_loop_is_valid_and_usage_counted(gemma: str, tmp_path: Path
         assert r.finish_reason == "length"
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "lean"])
+def test_one_stream_at_a_time_is_never_retried(gemma: str, tmp_path: Path, transport: str) -> None:
+    """llama-server closes its connection after each streamed response (its headers say
+    keep-alive): the next request, sent at once, came back retried (11 of 12) or dropped
+    (issue 43). The habit is learned from the first responses, the rest go with
+    ``Connection: close``, said once: 0 retries, 0 failed."""
+    out = tmp_path / "summary.json"
+    rc = main(["run", "--url", gemma, "--engine", "llamacpp", "--model", "gemma",
+               "--concurrency", "1", "--requests", "8", "--warmup", "0",
+               "--output-tokens", "4", "--input-tokens", "16", "--quiet",
+               "--transport", transport, "--out", str(tmp_path), "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    s = json.loads(out.read_text())
+    assert s["verdict"] == "valid", s["problems"]
+    assert (s["requests"]["failed"], s["requests"]["retries"]) == (0, 0)
+    found = {p["code"]: p for p in s["problems"]}
+    assert "requests_retried" not in found
+    assert found["server_closes_connections"]["severity"] == "info"
+    with Store(tmp_path / "results.db") as store:
+        (run,) = store.runs()
+        recs = store.records(run.run_id, include_warmup=False)
+    assert recs[-1].connection_close and not recs[0].connection_close
+
+
 def test_shared_prefix_and_drawn_lengths_on_the_real_server(gemma: str, tmp_path: Path) -> None:
     """Two 48-token prefixes shared round robin, the rest of each prompt and its output
     length drawn per request: every request gets its own N, and llama-server's prompt cache
