@@ -14,6 +14,7 @@ import yaml
 from crossover.calibration.server import build_config, spawn
 from crossover.cli.app import main
 from tests.engines.conftest import processes_mentioning
+from tests.ggufs import stand_in_gguf
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ def test_capacity_per_target_of_a_sweep_yaml(
     settings = tmp_path / "calibration.json"
     settings.write_text(json.dumps(MODEL))
     gguf = tmp_path / "model.gguf"
-    gguf.write_bytes(b"GGUF stand-in")
+    stand_in_gguf(gguf)
     out = tmp_path / "cap.json"
     with spawn(build_config(**MODEL)) as url:
         config = tmp_path / "sweep.yaml"

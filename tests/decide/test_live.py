@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.ggufs import stand_in_gguf
 
 from crossover.calibration.server import build_config, spawn
 from crossover.cli.app import main
@@ -134,7 +135,7 @@ def test_launched_engines_start_once_each_and_are_stopped(
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(settings))
         model = tmp_path / f"{name}.gguf"
-        model.write_bytes(b"GGUF stand-in")
+        stand_in_gguf(model)
         targets.append(
             {
                 "name": name,

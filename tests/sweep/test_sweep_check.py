@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from crossover.cli.app import main
+from tests.ggufs import stand_in_gguf
 
 HEAD = "concurrency: [1, 2]\noutput_tokens: 8\ninput_tokens: 16\n"
 
@@ -28,15 +29,7 @@ def program(tmp_path: Path) -> Path:
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     """A GGUF file whose header reads (no tensors: the check opens the header only)."""
-    import gguf
-
-    path = tmp_path / "m.gguf"
-    writer = gguf.GGUFWriter(path, "llama")
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return stand_in_gguf(tmp_path / "m.gguf")
 
 
 @pytest.fixture

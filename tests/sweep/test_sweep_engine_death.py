@@ -19,6 +19,7 @@ from crossover.cli.app import main
 from crossover.engines import lifecycle
 from crossover.records.store import Store
 from tests.engines.conftest import processes_mentioning
+from tests.ggufs import stand_in_gguf
 
 from .conftest import crossover_cmd, start_and_interrupt
 
@@ -31,7 +32,7 @@ def _config(tmp_path: Path, die_after: int) -> Path:
     settings = tmp_path / "calibration.json"
     settings.write_text(json.dumps({"ttft_ms": 5.0, "itl_ms": 5.0}))
     model = tmp_path / "model.gguf"
-    model.write_bytes(b"GGUF stand-in")
+    stand_in_gguf(model)
     cfg = {
         "name": "engine-death",
         "targets": [{

@@ -34,6 +34,7 @@ import yaml
 from crossover.engines.processes import free_port
 from crossover.records.store import Store
 from tests.engines.conftest import processes_mentioning
+from tests.ggufs import stand_in_gguf
 
 from .conftest import (
     Linear,
@@ -379,7 +380,7 @@ def _launched_b(tmp_path: Path) -> dict[str, Any]:
     settings = tmp_path / "calibration.json"
     settings.write_text(json.dumps({"ttft_ms": 5.0, "itl_ms": 5.0}))
     model = tmp_path / "model.gguf"
-    model.write_bytes(b"GGUF stand-in")
+    stand_in_gguf(model)
     return {
         "name": "B",
         "model": "calibration",

@@ -22,6 +22,7 @@ from crossover.engines import lifecycle
 from crossover.engines.effective import read_header
 from crossover.records.store import Store
 from tests.engines.conftest import processes_mentioning
+from tests.ggufs import stand_in_gguf
 
 from .conftest import Linear, crossover_cmd, read_sweep, servers, start_and_interrupt
 
@@ -79,7 +80,7 @@ def _launched(tmp_path: Path, **launch: Any) -> dict[str, Any]:
     settings = tmp_path / "calibration.json"
     settings.write_text(json.dumps({"ttft_ms": 2.0, "itl_ms": 2.0}))
     model = tmp_path / "model.gguf"
-    model.write_bytes(b"GGUF stand-in")
+    stand_in_gguf(model)
     block = {
         "engine": "llamacpp",
         "model": str(model),
