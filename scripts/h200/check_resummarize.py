@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from crossover.measure import resummarize
 from crossover.records.store import Store
-from crossover.runner import resummarize
 
 ROOT = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
 FIGURES = ("total_tokens_per_s", "output_tokens_per_s", "requests_per_s")

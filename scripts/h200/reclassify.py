@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from crossover.measure import resummarize
 from crossover.records.store import Store
-from crossover.runner import resummarize
 from crossover.sweep.config import load_sweep_config
-from crossover.sweep.runner import SweepRunner
+from crossover.sweep.driver import SweepRunner
 
 OLD = "stream ended without [DONE]"
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from crossover.measure import resummarize
 from crossover.metrics.witness import retokenize
 from crossover.records.store import Store
-from crossover.runner import resummarize
 from crossover.sweep.config import load_sweep_config
-from crossover.sweep.runner import SweepRunner
+from crossover.sweep.driver import SweepRunner
 from crossover.workload import load_tokenizer
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from crossover.measure import resummarize
 from crossover.records.store import Store
-from crossover.runner import resummarize
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200" / "sweep"
 

@@ -13,8 +13,8 @@ from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import serve, spawn
 from crossover.calibration.tokenizer import WordTokenizer
 from crossover.config import RunConfig, Timeouts
+from crossover.measure import RunOutcome, execute
 from crossover.records.store import Store
-from crossover.runner import RunOutcome, execute
 from crossover.transport import Transport
 from crossover.workload import ServerTokenizer, Tokenizer
 

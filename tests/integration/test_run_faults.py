@@ -159,8 +159,8 @@ def test_refused_connection(tmp_path: Path) -> None:
     import asyncio
 
     from crossover.config import RunConfig
+    from crossover.measure import execute
     from crossover.records.store import Store
-    from crossover.runner import execute
 
     store = Store(tmp_path / "r.db")
     cfg = RunConfig(
@@ -185,8 +185,8 @@ def test_honest_figures_match_the_configured_latencies(tmp_path: Path) -> None:
 
     from crossover.calibration.server import spawn
     from crossover.config import RunConfig
+    from crossover.measure import execute
     from crossover.records.store import Store
-    from crossover.runner import execute
 
     cfg = calib(ttft_ms=30.0, itl_ms=10.0)
     with spawn(cfg) as url:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from crossover.calibration.config import CalibrationConfig
+from crossover.measure import RunOutcome
 from crossover.records.store import Store
-from crossover.runner import RunOutcome
 from tests.integration.conftest import calib, codes, problems, run_against
 
 N = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crossover.runner import resummarize
+from crossover.measure import resummarize
 from tests.integration.conftest import calib, run_against
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from crossover.measure import RunOutcome
 from crossover.records.store import Store
-from crossover.runner import RunOutcome
 from tests.integration.conftest import calib, codes, run_against
 
 N = 16
@@ -178,7 +178,7 @@ def test_a_duration_run_sends_every_measured_request_a_new_prompt(tmp_path: Path
 def test_prompts_sent_again_are_marked_and_warned(tmp_path: Path) -> None:
     """A sweep's level is given its prompts: past them a prompt is sent again, and the
     record and the summary say so."""
-    from crossover.runner import PromptFeed
+    from crossover.measure import PromptFeed
     from crossover.workload import synthetic_prompts
 
     prompts = synthetic_prompts(6, 8, 0, None)
@@ -228,7 +228,7 @@ def test_a_server_that_accepts_nothing_holds_the_run_no_longer_than_its_limits(
     import time
 
     from crossover.config import RunConfig, Timeouts
-    from crossover.runner import execute
+    from crossover.measure import execute
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
+from crossover.measure import resummarize
 from crossover.metrics.summary import RunSummary
 from crossover.records.store import Store
-from crossover.runner import resummarize
 
 #: a record as the store held it before ``after_done_events`` and ``stream_tokens``
 OLD_RECORD = {

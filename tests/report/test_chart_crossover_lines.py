@@ -74,7 +74,7 @@ def test_the_terminal_lists_crossovers_under_a_heading_without_a_cross(
     from rich.console import Console
 
     from crossover.cli.sweep import print_outcome
-    from crossover.sweep.runner import SweepOutcome
+    from crossover.sweep.driver import SweepOutcome
 
     sweep = _sweep()
     outcome = SweepOutcome(sweep, analyze_sweep(sweep), 16, 0)

@@ -1,6 +1,6 @@
 """Measure levels for the capacity search: one open-loop run per rate tried.
 
-Glue only: the config -> the search (``search.py``) -> one ``crossover.runner.execute``
+Glue only: the config -> the search (``search.py``) -> one ``crossover.measure.execute``
 per rate (Poisson arrivals on the absolute schedule, ``queue_ms`` counted), with an
 overload watcher (``overload.py``) that stops a level whose queue keeps growing -> the
 ``crossover.capacity/1`` file. Every run and its records go to ``DIR/capacity.db``.
@@ -22,9 +22,9 @@ from crossover.analysis.slo import SloTerm, per_request_limits
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
+from crossover.measure import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
-from crossover.runner import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
 from crossover.spec.run import RunConfig, level_run

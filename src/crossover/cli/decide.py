@@ -372,7 +372,7 @@ def _live(
     from crossover.records.store import check_writable
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
-    from crossover.sweep.runner import SweepEvents
+    from crossover.sweep.driver import SweepEvents
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)

@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from crossover.measure import Progress
 from crossover.metrics.summary import RunSummary, Stats
-from crossover.runner import Progress
 
 VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
 

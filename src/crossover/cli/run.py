@@ -254,8 +254,8 @@ def run(
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.dialects.discovery import pick_model, served_models
+    from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.records.store import Store, check_writable
-    from crossover.runner import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.spec.run import base_url, run_seed
     from crossover.workload import load_tokenizer
 
@@ -457,8 +457,8 @@ def summarize_cmd(
 
     from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
+    from crossover.measure import resummarize
     from crossover.records.store import Store
-    from crossover.runner import resummarize
 
     if not db.is_file():
         raise UsageError(f"{db}: no such database")

@@ -31,12 +31,12 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
 
     from crossover.analysis.crossovers import Finding
     from crossover.analysis.schema import SweepFile, SweepRun
+    from crossover.measure import Progress
     from crossover.metrics.summary import RunSummary
-    from crossover.runner import Progress
     from crossover.sweep.check import CheckReport
     from crossover.sweep.cluster import RayCluster
     from crossover.sweep.config import SweepConfig
-    from crossover.sweep.runner import SweepOutcome
+    from crossover.sweep.driver import SweepOutcome
 
 EXAMPLE = (
     "\b\n"
@@ -423,7 +423,7 @@ async def run_live(
     from rich.markup import escape
 
     from crossover.cli.render import progress_line
-    from crossover.sweep.runner import SweepEvents, SweepRunner
+    from crossover.sweep.driver import SweepEvents, SweepRunner
 
     progress_now: list[Progress | None] = [None]
     label = [""]

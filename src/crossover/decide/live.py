@@ -1,6 +1,6 @@
 """Live: the decide policy driving real measurements through the sweep's own machinery.
 
-Every measurement is a level of the sweep (:meth:`crossover.sweep.runner.SweepRunner.
+Every measurement is a level of the sweep (:meth:`crossover.sweep.driver.SweepRunner.
 measure_level`): the same prompts, raw records in DIR/sweep.db, verification, sweep.json
 and the report. A target's engine stays up while the policy asks for more of it and is
 stopped when it moves to another target. A decision interrupted and run again reads the
@@ -36,7 +36,7 @@ from crossover.decide.policy import MIN_PART, PolicyConfig, Prior, next_step, pa
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
 from crossover.sweep.config import Level, SweepConfig
-from crossover.sweep.runner import (
+from crossover.sweep.driver import (
     SEQUENTIAL_STOP,
     SweepEvents,
     SweepRunner,

@@ -140,7 +140,7 @@ def _free_port_shown(argv: list[str], port: int) -> list[str]:
 
 def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
     from crossover.dialects.discovery import pick_model, served_models
-    from crossover.runner import probe
+    from crossover.measure import probe
 
     where = f"target {t.name}"
     urls = t.base_urls

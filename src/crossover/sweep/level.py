@@ -3,7 +3,7 @@ target's load runs.
 
 A ``TargetSession`` owns the target's launched engine (its replicas, restarts after a
 death, the warm-up state) and measures one level at a time into a ``RecordWriter``:
-the sweep's own database in a local sweep (``crossover.sweep.runner``), or on a Ray node
+the sweep's own database in a local sweep (``crossover.sweep.driver``), or on a Ray node
 the relay that streams every write back to the driver's database
 (``crossover.sweep.actor``). The same code runs in both places; the caller plans the
 levels, hands out the prompts and keeps the sweep file.
@@ -27,9 +27,9 @@ from crossover.errors import (
     TargetUnreachableError,
     UsageError,
 )
+from crossover.measure import Progress, WorkersRunner, execute, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
-from crossover.runner import Progress, WorkersRunner, execute, probe
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer

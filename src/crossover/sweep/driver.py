@@ -36,10 +36,10 @@ from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, ServerMetricsSample
 from crossover.config import RunConfig
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
+from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
-from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
