@@ -43,10 +43,10 @@ def calibrate(
     import orjson
     from rich.table import Table
 
-    from crossover.calibration.floor import measure_floors, save_results
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, parse_transport
     from crossover.errors import UsageError
+    from crossover.metrics.client_floor import measure_floors, save_results
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
     if any(c < 1 for c in levels):

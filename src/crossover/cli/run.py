@@ -249,12 +249,12 @@ def run(
     from rich.live import Live
 
     from crossover.analysis.slo import parse_slo, per_request_limits
-    from crossover.calibration.floor import resolve_client_floor
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.dialects.discovery import pick_model, served_models
     from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
+    from crossover.metrics.client_floor import resolve_client_floor
     from crossover.records.store import Store, check_writable
     from crossover.spec.run import base_url, run_seed
     from crossover.workload import load_tokenizer

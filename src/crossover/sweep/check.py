@@ -339,7 +339,7 @@ def _check_sweep(cfg: SweepConfig, local: bool) -> list[Finding]:
         except UsageError as exc:
             out.append(Finding("prompts_file", str(exc)))
     if cfg.client_floor not in ("auto", "off"):
-        from crossover.calibration.floor import resolve_client_floor
+        from crossover.metrics.client_floor import resolve_client_floor
 
         try:
             resolve_client_floor(cfg.client_floor, None)

@@ -182,7 +182,7 @@ class SweepRunner:
         #: measure only these targets this time; the others' stored runs stay in sweep.json
         self.only = only
         config.check_only(only)
-        from crossover.calibration.floor import resolve_client_floor
+        from crossover.metrics.client_floor import resolve_client_floor
 
         # a bad floor file fails before work, and before sweep.db exists
         resolve_client_floor(config.client_floor, None)

@@ -312,7 +312,7 @@ class TargetSession:
         scraper = asyncio.ensure_future(
             scrape_loop(metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu)
         )
-        from crossover.calibration.floor import resolve_client_floor
+        from crossover.metrics.client_floor import resolve_client_floor
 
         floor, _ = resolve_client_floor(
             self.sweep.client_floor, level.concurrency, transport=run_cfg.transport

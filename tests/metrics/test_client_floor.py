@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from crossover.calibration.floor import (
+from crossover.errors import UsageError
+from crossover.metrics.client_floor import (
     FloorCache,
     load_cache,
     lookup,
@@ -14,7 +15,6 @@ from crossover.calibration.floor import (
     resolve_client_floor,
     save_results,
 )
-from crossover.errors import UsageError
 
 
 @pytest.fixture(scope="module")
