@@ -204,6 +204,9 @@ class RunConfig(BaseModel):
     prompts_file: Path | None = None
     tokenizer: str | None = None
     seed: int = 0
+    #: an open loop's arrival times from this seed instead of ``seed`` (a sweep's repeats
+    #: each draw their own arrivals, the same for every target)
+    arrival_seed: int | None = None
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     allowed_failures: int = Field(0, ge=0)
     slo: dict[str, float] = Field(default_factory=dict)
@@ -304,6 +307,11 @@ class RunConfig(BaseModel):
     @property
     def mode(self) -> Literal["concurrency", "rate"]:
         return "concurrency" if self.concurrency is not None else "rate"
+
+    @property
+    def arrivals_seed(self) -> int:
+        """The seed of an open loop's arrival times."""
+        return self.seed if self.arrival_seed is None else self.arrival_seed
 
     @property
     def warmup(self) -> int:

@@ -347,6 +347,7 @@ def make_context(
             else "synthetic"
         ),
         seed=config.seed,
+        arrival_seed=config.arrival_seed,
         tokenizer=tokenizer.name if tokenizer else None,
         expects_finish_reason=get_dialect(config.engine).has_done_sentinel,
         allowed_failures=config.allowed_failures,
@@ -634,7 +635,7 @@ async def _execute_here(
                 requests=config.requests,
                 duration_s=config.duration_s,
                 abort=abort,
-                seed=config.seed,
+                seed=config.arrivals_seed,
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
                 offsets_ns=config.trace_offsets_ns(),

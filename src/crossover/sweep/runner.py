@@ -48,6 +48,16 @@ if TYPE_CHECKING:
     from crossover.sweep.cluster import RayCluster
 
 
+def repeat_arrival_seed(seed: int, repeat: int) -> int:
+    """The arrival seed of an open-loop repeat: repeat 0 keeps the prompts' seed (the
+    arrivals a sweep drew before repeats had their own), later repeats a seed apart."""
+    return seed + ARRIVAL_SEED_STRIDE * repeat
+
+
+#: how far apart the repeats' arrival seeds are: beyond any seed a sweep is given by hand
+ARRIVAL_SEED_STRIDE = 1_000_003
+
+
 def run_key(target: str, level: Level, repeat: int) -> str:
     return f"{target}|{level.key}|r={repeat}"
 
@@ -303,6 +313,12 @@ class SweepRunner:
             raise
         finally:
             t.info = backend.info
+        if run_cfg.mode == "rate" and run_cfg.trace is None:
+            # each repeat its own arrivals (recorded in its summary), so the repeats'
+            # spread holds the arrivals' noise; every target gets the same ones
+            run_cfg = run_cfg.model_copy(
+                update={"arrival_seed": repeat_arrival_seed(run_cfg.seed, r)}
+            )
 
         async def build(count: int, first: int) -> list[Prompt]:
             return await backend.build_prompts(run_cfg, count, first)
