@@ -190,11 +190,18 @@ def build_prompts(
             first,
         )
     if config.prompts_file is not None:
-        prompts = dataset_prompts(
-            config.prompts_file, count, config.input_tokens, tokenizer, config.seed, first
-        )
         out = config.output_lengths
-        if out is None:
+        replies = out.max if out is not None and out.dist == "dataset" else None
+        prompts = dataset_prompts(
+            config.prompts_file,
+            count,
+            config.input_tokens,
+            tokenizer,
+            config.seed,
+            first,
+            reply_cap=replies,
+        )
+        if out is None or replies is not None:
             return prompts
         return [replace(p, output_tokens=out.draw(config.seed, "output", p.id)) for p in prompts]
     assert config.input_tokens is not None
