@@ -19,7 +19,7 @@ def test_one_slot_against_eight_chunked_on_one_thread_each() -> None:
     assert one.launch["extra_args"] == ["--threads", "1"]
     args = eight.launch["extra_args"]
     assert args[:2] == ["--threads", "1"]
-    assert args[args.index("--batch-size") + 1] == args[args.index("--ubatch-size") + 1] == "16"
+    assert args[args.index("--batch-size") + 1] == args[args.index("--ubatch-size") + 1] == "8"
     assert cfg.concurrency == [1, 2, 4, 8] and cfg.repeats == 3 and cfg.interleave
     quick = demo_config(Path("/m/gemma.gguf"), Path("/b/llama-server"), quick=True)
     assert quick.concurrency == [1, 2, 4] and quick.repeats == 1
