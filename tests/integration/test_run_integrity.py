@@ -17,7 +17,8 @@ import pytest
 from crossover.calibration.config import CalibrationConfig
 from crossover.records.store import Store
 from crossover.runner import RunOutcome
-from tests.integration.conftest import calib, codes, problems, run_against, stamped_bounds
+from tests.integration.conftest import calib, codes, problems, run_against
+from tests.timing import stamped_bounds
 
 N = 16
 REQUESTS = 16
