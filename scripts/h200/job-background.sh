@@ -26,7 +26,9 @@ if [ "${MOE:-0}" = 1 ]; then
     echo "moe gguf rc=$? $(( $(date +%s) - T0 ))s"
   fi
 else
-$XO models synth --arch llama-3-8b --format hf --dtype bf16 --out $W/mh -q > $W/synth-hf.log 2>&1
+# HF_CONFIG_ONLY=1: config and tokenizer only (every HF target loads dummy weights)
+CO=""; [ "${HF_CONFIG_ONLY:-0}" = 1 ] && CO=--config-only
+$XO models synth --arch llama-3-8b --format hf --dtype bf16 $CO --out $W/mh -q > $W/synth-hf.log 2>&1
 echo "hf rc=$? $(( $(date +%s) - T0 ))s"
 # DENSE_GGUF=0: build llama.cpp but write no dense GGUF
 if [ "${LLAMA:-1}" = 1 ] && [ "${DENSE_GGUF:-1}" = 1 ]; then

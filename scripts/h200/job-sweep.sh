@@ -48,6 +48,17 @@ if [ -f $W/vllm.started ] && [ "${NEED_SGLANG:-0}" = 1 ]; then
   while [ ! -f $W/sglang.done ] && [ $(el) -lt 300 ]; do sleep 3; done
   say "SGLang install: $(cat $W/sglang.done 2>/dev/null)"; tail -2 $W/install-sglang.log
 fi
+# NEED_TRITON=1 (a triton target, scripts/h200/job-triton.sh): wait for tritonserver's
+# install and the repository, then import what the model imports in the stub's environment
+# (NumPy 1.26.4 first, torch and vLLM from the machine's venv): a failure shows here in
+# seconds rather than after a server start
+if [ "${NEED_TRITON:-0}" = 1 ]; then
+  [ -f $W/triton.started ] || { say "no Triton install started: run job-triton.sh first"; exit 5; }
+  while [ ! -f $W/triton.done ] && [ $(el) -lt 300 ]; do sleep 3; done
+  say "Triton install: $(cat $W/triton.done 2>/dev/null)"; tail -4 $W/triton-install.log
+  TENV=$(python3 -c "from crossover.builds.triton import find_triton as f; i=f(); print(i.env if i else '')")
+  [ -n "$TENV" ] && PYTHONPATH= timeout 240 "$TENV/bin/python" -c "import numpy, torch, vllm, sys; print('stub env imports: python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'vllm', vllm.__version__)" 2>&1 | tail -5
+fi
 # vLLM's tuned fused-MoE configs: put back what an earlier sweep hid (a call killed at its
 # limit never ran its trap), then hide them for this one if asked
 HID=$W/hidden-moe-configs
@@ -90,17 +101,22 @@ SW=$!
 # multicast guard: engine log lines (not crossover's launch header) naming mnnvl/NVLS
 while kill -0 $SW 2>/dev/null; do
   if grep -hv '^# crossover-launch:' $W/$NAME/engines/*.log 2>/dev/null | grep -qiE 'mnnvl|NVLS (is )?enabled'; then
-    say "MULTICAST in an engine log: stopping"; kill -TERM $SW; sleep 5; pkill -9 -f 'vllm serve'; break
+    say "MULTICAST in an engine log: stopping"; kill -TERM $SW; sleep 5
+    # then whatever still holds the GPU, by PID (never by name: a pattern can match a caller)
+    for p in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader); do kill -9 "$p"; done; break
   fi
   [ $(el) -ge $END ] && { say "time: stopping the sweep (it resumes)"; kill -TERM $SW; }
   sleep 3
 done
 wait $SW; say "sweep rc=$?"
+# anything still on the GPU after the sweep stopped its engines (a hosted engine's
+# processes outliving tritonserver would show here)
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
 tail -40 $W/$NAME/sweep-$T0.log
 # which fused-MoE config and backend each vLLM target used, and llama.cpp's offload lines
 ( cd $W/$NAME/engines 2>/dev/null && grep -HE "Using configuration from|Using default MoE config|MoE backend|Fp8MoeBackend|model buffer size|n_threads|offload|CPU_REPACK" *.log | cut -c1-260 | sort -u )
 python3 -c "import sqlite3,sys; d=sqlite3.connect('$W/$NAME/sweep.db'); d.execute('PRAGMA wal_checkpoint(TRUNCATE)'); d.close()"
-cp $W/install-vllm.log $W/install-sglang.log $W/install.log $W/background.log $W/build.log $W/synth-*.log $W/host.txt $W/host.json $W/$NAME/ 2>/dev/null
+cp $W/triton-install.log $W/install-vllm.log $W/install-sglang.log $W/install.log $W/background.log $W/build.log $W/synth-*.log $W/host.txt $W/host.json $W/$NAME/ 2>/dev/null
 # the device tool brings back files of at most 16 MiB: split (cat the parts to unpack)
 # (packed aside first: a later sweep of the same call replaces every part, never half of them)
 rm -rf $W/pack && mkdir -p $W/pack && tar czf - -C $W $NAME | split -b 15M - $W/pack/$NAME.tgz.part- \

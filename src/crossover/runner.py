@@ -93,8 +93,12 @@ class Progress:
     output_tokens: int = 0
     started_ns: int = field(default_factory=time.perf_counter_ns)
     ttfts_ms: list[float] = field(default_factory=list)
+    #: called with every record as it arrives (``crossover decide``'s sequential stop)
+    listener: Callable[[RequestRecord], None] | None = None
 
     def update(self, r: RequestRecord) -> None:
+        if self.listener is not None:
+            self.listener(r)
         if r.warmup:
             self.warmup_done += 1
             self.warmup_failed += 0 if r.ok else 1
@@ -387,6 +391,7 @@ async def execute(
     record_hold_s: float = HOLD_S,
     placement: dict[str, Any] | None = None,
     workers_runner: WorkersRunner | None = None,
+    drain: asyncio.Event | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
     when the level ends, however it ends); the summary at the end.
@@ -395,7 +400,10 @@ async def execute(
     ``failed`` with an ``engine_died`` problem. Cancellation (Ctrl-C) marks it
     ``interrupted``; every record already written stays. ``stop`` (an overload watcher)
     ends the load the same way, but the run is ``done``: what was measured stands, with
-    the requests cut short recorded as failed.
+    the requests cut short recorded as failed. ``drain`` (``crossover decide``'s sequential
+    stop) ends a closed loop gently: nothing more is sent, every request in flight
+    finishes, and the run is ``done`` with the requests it sent (one process's load only:
+    with ``workers > 1`` the level runs whole).
 
     Second witnesses of the counts, taken outside the load: with a ``tokenizer``, the
     streamed text of every request is re-tokenized once, after the level (and on the
@@ -477,7 +485,7 @@ async def execute(
         else:
             status = await _execute_here(
                 config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, timeouts, lags, record_hold_s, build_more,
+                progress, halt, timeouts, lags, record_hold_s, build_more, drain,
             )  # fmt: skip
     finally:
         if relay is not None:
@@ -586,6 +594,7 @@ async def _execute_here(
     lags: list[float],
     record_hold_s: float = HOLD_S,
     build_more: Callable[[int, int], list[Prompt]] | None = None,
+    drain: asyncio.Event | None = None,
 ) -> str:
     """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
     lag probe's readings during the measured load. ``build_more`` makes prompts past
@@ -651,6 +660,7 @@ async def _execute_here(
                 sessions=(
                     (config.sessions.turns, config.sessions.think_s) if config.sessions else None
                 ),
+                drain=drain,
             )
         except asyncio.CancelledError:
             sink.flush()  # every record received is written before the run is marked

@@ -84,7 +84,7 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert "not measured:" in printed
     assert "fast at 32,64" in printed or "fast at 64" in printed
     assert "assumes throughput does not fall" in printed
-    assert "time per target" in printed
+    assert "GPU time per target" in printed and "GPU-minutes), measured" in printed
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
     assert f"({len(runs)} kept from before)" in again
@@ -102,6 +102,9 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         (["decide", "--replay", "x.db", "--slo", "ttft<500"], "METRIC<=LIMIT"),
         (["decide", "--replay", "nowhere.db"], "no such database"),
         (["decide", "--config", "nowhere.yaml"], "--out DIR is required"),
+        (["decide", "--replay", "x.db", "--remote"], "--remote goes with --check"),
+        (["decide", "--replay", "x.db", "--check"], "--check goes with --config"),
+        (["decide", "--replay", "x.db", "--budget", "2"], "--budget 2"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -163,7 +166,12 @@ def test_launched_engines_start_once_each_and_are_stopped(
                str(tmp_path / "d.json")])  # fmt: skip
     printed = capsys.readouterr().out
     assert rc == 0, printed
-    times = json.loads((tmp_path / "d.json").read_text())["live"]["times"]
+    live = json.loads((tmp_path / "d.json").read_text())["live"]
+    times = live["times"]
+    # the GPU time per target: each engine from its start to its stop, measured
+    assert set(live["gpu_time"]["per_target"]) == {"fast", "batched"}
+    for t, gpu_s in live["gpu_time"]["per_target"].items():
+        assert gpu_s >= times[t]["measuring_s"] > 0
     assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
     assert all(v["launched"] for v in times.values())
     assert "1 engine start(s)" in printed
@@ -178,3 +186,92 @@ def test_launched_engines_start_once_each_and_are_stopped(
         ]
         assert len(heads) == 1, (name, heads)
     assert processes_mentioning(str(ENGINE)) == []
+
+
+def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path: Path) -> None:
+    """A later target's level is sequential: batched at c = 1 (2.7x slower than fast there)
+    stops after its first requests, a valid run of the requests it sent with the requests
+    planned and why it stopped kept; run again, it is read back as a part and kept. Asked
+    again with a margin the part no longer settles, the rest is measured: the level
+    again, whole, under the same key (the newer run stands, the part stays stored)."""
+    import asyncio
+
+    from crossover.decide.live import decide_live, question_for
+    from crossover.decide.policy import PolicyConfig
+    from crossover.sweep.runner import SEQUENTIAL_STOP
+
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config(**FAST)))
+        batched = stack.enter_context(spawn(build_config(**BATCHED)))
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "sequential",
+                    "concurrency": [1, 2],
+                    "output_tokens": N,
+                    "requests_per_level": 24,
+                    "repeats": 1,
+                    "targets": [
+                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
+                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
+                    ],
+                }
+            )
+        )
+        cfg = load_sweep_config(config)
+        q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+        out = tmp_path / "d"
+        out.mkdir()
+        first = asyncio.run(decide_live(cfg, out, q))
+        with Store(out / "sweep.db") as store:
+            runs = {r.key: r for r in store.runs() if r.status == "done"}
+            stopped = runs["batched|c=1|r=0"]
+            sent = len(store.records(stopped.run_id, include_warmup=False))
+            samples = [d for s, _, d in store.samples(stopped.run_id) if s == SEQUENTIAL_STOP]
+            whole = len(store.records(runs["fast|c=1|r=0"].run_id, include_warmup=False))
+        # the reference is whole; the later target stopped after a wave, well before 24
+        assert whole == 24
+        assert 4 <= sent < 24
+        assert (
+            samples and samples[0]["planned"] == 24 and "stopped sending once" in samples[0]["why"]
+        )
+        assert (stopped.summary or {})["verdict"] == "valid"
+        assert (stopped.summary or {})["requests"]["sent"] == sent
+        assert first.times["batched"].stopped
+        # the same question again: read back (a part, settled), nothing measured
+        again = asyncio.run(decide_live(cfg, out, q))
+        assert again.steps == [] and again.kept == len(runs)
+        # a question the part does not settle (a 300% margin): the rest, the level again
+        strict = PolicyConfig(partial_margin=3.0)
+        more = asyncio.run(decide_live(cfg, out, q, strict))
+    assert [(m.target, m.level, m.budget_s, m.sequential) for m in more.steps][:1] == [
+        ("batched", 1, None, False)
+    ]
+    with Store(out / "sweep.db") as store:
+        keyed = [r for r in store.runs() if r.key == "batched|c=1|r=0" and r.status == "done"]
+        assert len(keyed) == 2  # the part stays stored
+        latest = store.finished_by_key("batched|c=1|r=0")
+        assert latest is not None and latest.run_id != stopped.run_id
+        assert len(store.records(latest.run_id, include_warmup=False)) == 24
+    sweep = json.loads((out / "sweep.json").read_text())
+    run = next(r for r in sweep["runs"] if r["target"] == "batched" and r["concurrency"] == 1)
+    assert run["summary"]["requests"]["sent"] == 24
+
+
+def test_check_passes_the_h200_moe_decision_here_and_prints_its_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Proof 2's YAML, checked as on the H200 (its paths are that machine's): it passes,
+    measures nothing, and the plan starts from the prior's predicted leader."""
+    root = Path(__file__).resolve().parents[2]
+    config = root / "scripts" / "h200" / "decide-moe-a.yaml"
+    prior = root / "docs" / "results" / "h200" / "moe" / "prediction.json"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--prior", str(prior)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "OK, 3 target(s) checked; nothing measured" in printed
+    assert "the grid is 54 levels" in printed
+    assert "reference vllm (the prior's predicted leader)" in printed
+    assert "  vllm: 1,4,16,64,256\n" in printed  # 512: vllm's alone
+    assert "  llamacpp-q8: 1,4,16,64\n" in printed

@@ -209,6 +209,35 @@ def test_a_level_stopped_by_time_is_completed_when_it_leaves_a_lead_open() -> No
     assert step.level != 1  # a 10x gap is settled by the part
 
 
+def test_a_live_first_pass_level_is_sequential_and_stops_only_when_settled() -> None:
+    from crossover.decide.policy import part_settled
+
+    q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
+    live = PolicyConfig(budget_factor=0.0, sequential=True)
+    first = Observation("fast", 1, 0, {"total_tokens_per_s": 1000.0, "ttft_ms.p50": 20.0},
+                        16, 16, 5.0)  # fmt: skip
+    step = next_step(q, [], live)
+    assert isinstance(step, Measure) and not step.sequential  # the reference: whole
+    step = next_step(q, [first], live)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.budget_s, step.sequential) == ("batched", 1, None, True)
+    # every metric 25% or more away from every target measured there: settled
+    far = {"total_tokens_per_s": 400.0, "ttft_ms.p50": 60.0}
+    why = part_settled(q, [first], live, "batched", 1, far)
+    assert why is not None and "fast" in why
+    # one metric close (TTFT within 10%), or nothing measured there: go on
+    assert part_settled(q, [first], live, "batched", 1, {**far, "ttft_ms.p50": 21.0}) is None
+    assert part_settled(q, [first], live, "batched", 4, far) is None
+    # read back as a part that settled it, it is not measured again; one that does not is
+    part = Observation("batched", 1, 0, far, 4, 16, 2.0)
+    step = next_step(q, [first, part], live)
+    assert isinstance(step, Measure) and step.level != 1
+    close = Observation("batched", 1, 0, {**far, "total_tokens_per_s": 950.0}, 4, 16, 2.0)
+    step = next_step(q, [first, close], live)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.sequential) == ("batched", 1, False)
+
+
 def test_bad_questions_are_refused() -> None:
     with pytest.raises(ValueError, match="two targets"):
         Question("crossover", ("a",), GRID)
@@ -222,3 +251,39 @@ def test_coarse_levels_step_and_keep_the_last() -> None:
     assert coarse_levels(GRID, 4.0) == [1, 4, 16, 64, 128]
     assert coarse_levels((1, 4, 16, 64, 128, 256, 512), 4.0) == [1, 4, 16, 64, 256, 512]
     assert math.isclose(coarse_levels((3,), 4.0)[0], 3)
+
+
+def test_a_time_budget_defers_what_would_pass_it_and_says_what_it_was_for() -> None:
+    q = crossover_question()
+    free, _ = run(q, {"fast": FAST, "batched": BATCHED})
+    assert free.budget is None and not free.deferred
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED}, cfg=PolicyConfig(budget=0.15))
+    assert d.budget is not None and d.deferred
+    allowed, grid = d.budget
+    assert allowed == pytest.approx(0.15 * grid)
+    assert len(steps) < len(run(q, {"fast": FAST, "batched": BATCHED})[1])
+    for x in d.deferred:
+        assert x.seconds > 0 and x.why
+        assert x.concerns == (("batched",) if x.target == "fast" else ("fast",))
+    assert d.unsettled("fast", "batched")
+    # a budget the whole decision fits in defers nothing
+    roomy, _ = run(q, {"fast": FAST, "batched": BATCHED}, cfg=PolicyConfig(budget=1.0))
+    assert not roomy.deferred
+
+
+def test_a_part_cut_by_time_never_shows_a_latency_lead() -> None:
+    """A part cut at a time budget bounds its TTFT p50 from below: a bound under the
+    other target's shows nothing (the rest is measured), one over it shows the target
+    behind (settled)."""
+    q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
+    first = Observation("fast", 1, 0, {"total_tokens_per_s": 1000.0, "ttft_ms.p50": 50.0},
+                        4, 4, 5.0)  # fmt: skip
+    ahead = Observation("batched", 1, 0, {"total_tokens_per_s": 100.0, "ttft_ms.p50": 10.0},
+                        1, 4, 10.0, budget_cut=True)  # fmt: skip
+    step = next_step(q, [first, ahead], None)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level, step.budget_s) == ("batched", 1, None)
+    behind = Observation("batched", 1, 0, {"total_tokens_per_s": 100.0, "ttft_ms.p50": 90.0},
+                         1, 4, 10.0, budget_cut=True)  # fmt: skip
+    step = next_step(q, [first, behind], None)
+    assert isinstance(step, Measure) and step.level != 1

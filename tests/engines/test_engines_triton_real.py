@@ -88,6 +88,8 @@ def test_sweep_triton_beside_llama_server(installed: tuple[Path, Path], tmp_path
         assert s["verdict"] == "valid", (target, conc, s.get("problems"))
         req = s["requests"]
         assert (req["succeeded"], req["failed"], req["matched"]) == (PER_LEVEL, 0, PER_LEVEL)
+        # llama-server closes after each streamed response: learned, never raced (issue 43)
+        assert req["retries"] == 0, (target, conc, s.get("problems"))
     for target, _, s in runs:
         if target != "triton":
             continue

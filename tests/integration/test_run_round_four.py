@@ -103,6 +103,32 @@ def test_requests_the_server_drops_are_failures_never_retried(tmp_path: Path, fa
             assert ("(RST)" in r.error) is (fault == "drop_request_rst")
 
 
+@pytest.mark.usefixtures("each_transport")
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_server_that_closes_after_each_streamed_response_is_learned_never_retried(
+    tmp_path: Path, concurrency: int
+) -> None:
+    """llama-server's habit on the calibration server: each streamed response's
+    connection closed 20 ms after it (its FIN after the client's next request went out),
+    what arrives before read and never answered. The c=1 level that came back invalid
+    ("closed a reused connection ... idle 1 ms (FIN) ... the request was dropped") and
+    the 5 retries of a 6-request run: now valid, 0 failed, 0 retries, and once the habit
+    was seen each request went with ``Connection: close``, said in one info line."""
+    out, store = run_against(
+        calib("close_after_stream", chat_template_tokens=0), tmp_path, concurrency=concurrency
+    )
+    s = out.summary
+    assert s.verdict == "valid", s.problems
+    assert (s.requests.failed, s.requests.retries) == (0, 0)
+    assert "requests_retried" not in codes(out)
+    assert codes(out)["server_closes_connections"] == "info"
+    records = store.records(out.run_id, include_warmup=False)
+    assert all(r.ok and r.retries == 0 for r in records)
+    # the first responses' connections were held until the server's FIN showed its
+    # habit; the requests sent after it went with Connection: close
+    assert not records[0].connection_close and records[-1].connection_close
+
+
 def test_a_counter_reset_during_the_level_is_no_lie(tmp_path: Path) -> None:
     """The engine's counter starts again from 0 mid-level with a new ``_created``: read
     as a series it is no witness then (info), never ``usage over-reports`` (issue 43)."""

@@ -73,6 +73,22 @@ def test_plan_vllm_writes_engine_args(tmp_path: Path) -> None:
     )
     assert cfg.instance_group[0].count == 2
     assert "tritonserver" in (tmp_path / "serve.sh").read_text()
+    # what `vllm serve` would get from crossover's plan, not the in-process defaults
+    assert (args["max_num_batched_tokens"], args["gpu_memory_utilization"]) == (8192, 0.9)
+    assert "load_format" not in args
+
+
+def test_plan_vllm_load_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--engine", "triton", "--hosted", "vllm", "--model", "gemma-3-270m",
+                 "--load-format", "dummy", "--out", str(tmp_path / "t")]) == 0  # fmt: skip
+    cfg = triton.parse_config((tmp_path / "t/triton_model_repo/vllm/config.pbtxt").read_text())
+    assert json.loads(cfg.parameters["engine_args"].string_value)["load_format"] == "dummy"
+    assert main(["plan", "--engine", "vllm", "--model", "gemma-3-270m",
+                 "--load-format", "dummy", "--out", str(tmp_path / "v")]) == 0  # fmt: skip
+    assert "--load-format dummy" in (tmp_path / "v/serve.sh").read_text()
+    assert main(["plan", "--engine", "llamacpp", "--model", "gemma-3-270m",
+                 "--load-format", "dummy", "--out", str(tmp_path / "l")]) == 2  # fmt: skip
+    assert "--load-format is for vLLM" in capsys.readouterr().err
 
 
 # --- the vLLM model against fakes -------------------------------------------------------

@@ -1,21 +1,24 @@
 """Connections as servers really treat them, on each transport: a reused pooled
 connection the server closed is retried on another (and the retry recorded), a request
-a new connection drops (FIN or RST) is a failure and never retried, a body cut mid-chunk
-is a truncated stream, a body that ends with its connection (HTTP/1.0) is whole."""
+a new connection drops (FIN or RST) is a failure and never retried, a server that
+closes after each streamed response (llama-server) is learned before any request races
+its close, a body cut mid-chunk is a truncated stream, a body that ends with its
+connection (HTTP/1.0) is whole."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
 import pytest
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport import http
+from crossover.transport import reuse
 from crossover.transport.client import Transport, make_client, stream_request
 from crossover.transport.http import Timeouts
 
@@ -54,10 +57,12 @@ async def read_request(reader: asyncio.StreamReader) -> bool:
 
 
 def fetch(
-    transport: Transport, script: Script, n: int = 1, pause_s: float = 0.0
+    transport: Transport, script: Script, n: int = 1, pause_s: float | Sequence[float] = 0.0
 ) -> tuple[list[RequestRecord], int]:
-    """``n`` requests one after another on one session (``pause_s`` apart); the records
-    and the number of connections the server accepted."""
+    """``n`` requests one after another on one session (``pause_s`` apart, or the pause
+    before each after the first); the records and the number of connections the server
+    accepted."""
+    pauses = [pause_s] * (n - 1) if isinstance(pause_s, float | int) else list(pause_s)
     accepted = [0]
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -75,7 +80,7 @@ def fetch(
             async with make_client(transport) as session:
                 for i in range(n):
                     if i:
-                        await asyncio.sleep(pause_s)
+                        await asyncio.sleep(pauses[i - 1])
                     rec = RequestRecord(index=i, expected_output_tokens=2, t_send_ns=0)
                     await stream_request(
                         session, f"http://127.0.0.1:{port}/v1/completions", {"stream": True},
@@ -93,7 +98,7 @@ def fetch(
 @pytest.fixture
 def short_idle(monkeypatch: pytest.MonkeyPatch) -> float:
     """A keep-alive timeout of 50 ms for the client's judgement (servers' are seconds)."""
-    monkeypatch.setattr(http, "STALE_IDLE_S", 0.05)
+    monkeypatch.setattr(reuse, "STALE_IDLE_S", 0.05)
     return 0.05
 
 
@@ -182,7 +187,8 @@ def test_a_connection_closed_as_its_response_ended_is_stale_never_a_drop(
 def test_a_request_dropped_on_a_connection_just_reused_is_a_failure(
     transport: Transport,
 ) -> None:
-    """The connection served a response a moment ago: no keep-alive timeout closed it,
+    """The connection served a response a moment ago (and stayed open the ``SETTLE_S``
+    it was held, so the server keeps its connections): no keep-alive timeout closed it,
     the server dropped the request sent on it (issue 43: 5% dropped, 0 failed)."""
 
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
@@ -191,11 +197,41 @@ def test_a_request_dropped_on_a_connection_just_reused_is_a_failure(
             await writer.drain()
         await read_request(reader)
 
-    (first, second), accepted = fetch(transport, script, n=2)
+    (first, second), accepted = fetch(transport, script, n=2, pause_s=reuse.SETTLE_S + 0.05)
     assert first.ok
     assert second.error_kind == "connection_error"
     assert "dropped" in (second.error or "") and "idle" in (second.error or "")
     assert (second.retries, accepted) == (0, 1)
+
+
+def test_a_server_that_closes_after_each_streamed_response_is_never_raced(
+    transport: Transport,
+) -> None:
+    """llama-server closes its connection after each streamed response though it says
+    ``Keep-Alive``: its FIN can come after the client wrote the next request on it, which
+    it then reads and discards (cpp-httplib's drain), and the wire cannot tell that from
+    a drop (issue 43: c=1 came back invalid, "idle 1 ms (FIN)"). Here the FIN comes 20 ms
+    late: the second and third requests, sent at once, must not take the first's
+    connection; the fourth, after the FIN was seen, goes with ``Connection: close`` on
+    a connection of its own. No request fails, none is retried."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
+        if not await read_request(reader):
+            return
+        writer.write(HEAD + GOOD)
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write_eof()  # the FIN, late
+        with contextlib.suppress(TimeoutError):  # what arrives is read and never answered
+            async with asyncio.timeout(0.1):
+                while await read_request(reader):
+                    pass
+
+    records, accepted = fetch(transport, script, n=4, pause_s=[0.0, 0.0, 0.06])
+    assert all(r.ok for r in records), [r.error for r in records]
+    assert [r.retries for r in records] == [0, 0, 0, 0]
+    assert accepted == 4  # a connection per request: none was reused into the close
+    assert [r.connection_close for r in records] == [False, False, False, True]
 
 
 def test_reused_connections_all_closed_fail_after_the_recorded_retries(

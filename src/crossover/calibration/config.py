@@ -40,6 +40,10 @@ FaultName = Literal[
     # the request read, the connection closed before any response: FIN, or RST
     "drop_request",
     "drop_request_rst",
+    # llama-server's habit: the connection closed after each streamed response though
+    # its headers keep it alive, the FIN ``close_after_stream_ms`` late; a request that
+    # arrives before it is read and never answered (cpp-httplib's drain before its close)
+    "close_after_stream",
     "split_events",
     # counts a second witness contradicts
     "usage_inflated",
@@ -148,6 +152,7 @@ class CalibrationConfig(BaseModel):
     heartbeat_ms: float = Field(default=50.0, gt=0.0)
     usage_total_extra: int = Field(default=100)
     oversized_event_bytes: int = Field(default=2 * 1024 * 1024, ge=1)
+    close_after_stream_ms: float = Field(default=20.0, ge=0.0)
     # ground truth kept for GET /calibration/truth
     truth_max_requests: int = Field(default=100_000, ge=0)
 

@@ -70,6 +70,11 @@ def _abort_with_reset(request: web.Request) -> None:
     transport.abort()
 
 
+#: close_after_stream: how long the server reads (and discards) what arrives after its
+#: FIN before it closes the connection (cpp-httplib's ``drain_and_close_socket``: 100 ms)
+DRAIN_S = 0.1
+
+
 #: split_characters: the character two tokens make (2 bytes in UTF-8, as Cyrillic is)
 SPLIT_CHARACTER = " \u0416"
 
@@ -82,6 +87,34 @@ class Handlers:
         self.state = state
         block = config.prefix_cache_block_tokens
         self.prefix = PrefixCache(block) if block else None
+        #: connections closing after a streamed response (close_after_stream), each set
+        #: once closed: a request that arrives on one is never answered
+        self.closing: dict[asyncio.BaseTransport, asyncio.Event] = {}
+
+    def close_after(self, request: web.Request) -> None:
+        """close_after_stream: the FIN ``close_after_stream_ms`` after the response, then
+        ``DRAIN_S`` of reading what arrives, then the close (as llama-server does)."""
+        transport = request.transport
+        if transport is None or transport in self.closing:
+            return
+        closed = self.closing[transport] = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def fin() -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None and not transport.is_closing():
+                try:
+                    sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+            loop.call_later(DRAIN_S, close)
+
+        def close() -> None:
+            transport.close()
+            closed.set()
+            self.closing.pop(transport, None)
+
+        loop.call_later(self.config.close_after_stream_ms / 1e3, fin)
 
     # --- small endpoints -------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -149,6 +182,12 @@ class Handlers:
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         arrival = time.perf_counter_ns()
         cfg, state = self.config, self.state
+        closed = self.closing.get(request.transport) if request.transport else None
+        if closed is not None:
+            # the connection closes after its streamed response: read, never answered
+            await request.read()
+            await closed.wait()
+            raise asyncio.CancelledError
         try:
             req = parse_generation(orjson.loads(await request.read()), chat, cfg)
         except orjson.JSONDecodeError:
@@ -320,6 +359,8 @@ class Handlers:
                 await out.write(out.chunk(cfg.token_text, None, False, time.perf_counter_ns()))
                 await out.write(_DONE)
         await resp.write_eof()
+        if "close_after_stream" in faults:
+            self.close_after(request)
         return resp
 
     async def _break(self, out: Emitter, plan: Plan) -> int:

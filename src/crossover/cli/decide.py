@@ -120,6 +120,43 @@ def decide(
             "at more measuring)"
         ),
     ] = False,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Measure at most this share of the grid's measuring time (estimated from "
+            "the levels measured, e.g. 0.33); what it leaves unsettled is said, with why"
+        ),
+    ] = None,
+    start_s: Annotated[
+        float | None,
+        typer.Option(
+            help="An engine start's GPU time in seconds: weighed with --budget against what "
+            "a measurement can change, and a replay's GPU time per target [replay default: "
+            "105, the H200 starts' 1.5-2 min]"
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="With --config: check the YAML whole and print the decision's plan (question, "
+            "order, first-pass levels); nothing measured",
+        ),
+    ] = False,
+    remote: Annotated[
+        bool,
+        typer.Option(
+            "--remote",
+            help="With --check: the config is for another machine (its paths not looked up here)",
+        ),
+    ] = False,
+    live_levels: Annotated[
+        bool,
+        typer.Option(
+            help="Replay: levels as a live decision measures them (whole, or sequential, "
+            "stopped at a request's end), not cut at a time budget"
+        ),
+    ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
     from crossover.cli.common import parse_list
@@ -134,6 +171,14 @@ def decide(
     the_slo = parse_slo(slo) if slo else None
     if kind == "capacity" and the_slo is None:
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
+    if budget is not None and not 0.0 < budget <= 1.0:
+        raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
+    if start_s is not None and start_s < 0:
+        raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
+    if remote and not check:
+        raise UsageError("--remote goes with --check")
+    if check and config is None:
+        raise UsageError("--check goes with --config sweep.yaml")
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
     from crossover.decide.replay import load_prior
@@ -142,18 +187,33 @@ def decide(
     from crossover.decide.policy import PolicyConfig
 
     policy = PolicyConfig(
-        reference_repeats=reference_repeats, refine_inconclusive=refine_inconclusive
+        reference_repeats=reference_repeats,
+        refine_inconclusive=refine_inconclusive,
+        budget_factor=0.0 if live_levels else PolicyConfig.budget_factor,
+        sequential=live_levels,
+        budget=budget,
+        start_s=start_s or 0.0,
     )
     if replay is not None:
         if out is not None:
             raise UsageError("--out goes with --config; a replay writes nothing but --json")
-        _replay(replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out, policy)
+        _replay(
+            replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out, policy,
+            start_s,
+        )  # fmt: skip
         return
     assert config is not None
     if target:
         raise UsageError("--target picks a replay's targets; a live decision takes the YAML's")
+    if live_levels:
+        raise UsageError("--live-levels goes with --replay (a live decision's levels are live)")
+    if check:
+        if out is not None:
+            raise UsageError("--check measures nothing: it takes no --out")
+        _check(config, kind, metrics, levels_at, the_slo, the_prior, policy, remote)
+        return
     if out is None:
-        raise UsageError("--out DIR is required with --config")
+        raise UsageError("--out DIR is required with --config (or --check to check it only)")
     _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
 
 
@@ -179,8 +239,9 @@ def _replay(
     prior: Any,
     json_out: Path | None,
     policy: PolicyConfig,
+    start_s: float | None,
 ) -> None:
-    from crossover.decide.replay import replay
+    from crossover.decide.replay import START_S, START_S_SOURCE, replay
     from crossover.decide.text import decision_json, decision_lines
 
     r = replay(
@@ -197,13 +258,28 @@ def _replay(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
         f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
     )
+    per_start = START_S if start_s is None else start_s
+    source = START_S_SOURCE if start_s is None else "--start-s"
+    gpu = r.gpu_seconds(per_start)
+    typer.echo(
+        f"GPU time per target (measuring + engine starts x {per_start:.0f} s, estimated: {source}):"
+    )
+    for t, g in gpu.items():
+        n = r.starts_by_target.get(t, 0)
+        typer.echo(f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) = {g:.0f} s")
+    typer.echo(f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes)")
     for line in r.assumption_checks:
         typer.echo(f"checked against the grid: {line}")
     same = sum(c.same for c in r.comparisons)
-    typer.echo(f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same")
+    said = sum(c.deferred for c in r.comparisons)
+    also = f", {said} left unsettled within the budget (said above)" if said else ""
+    typer.echo(
+        f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same{also}"
+    )
     for c in r.comparisons:
         if not c.same:
-            typer.echo(f"  differs: {c.a} vs {c.b}, {c.metric}: grid {c.grid}; decide {c.decided}")
+            how = "unsettled" if c.deferred else "differs"
+            typer.echo(f"  {how}: {c.a} vs {c.b}, {c.metric}: grid {c.grid}; decide {c.decided}")
     _write_json(
         json_out,
         decision_json(
@@ -216,11 +292,65 @@ def _replay(
                     "grid_duration_s": r.grid_duration_s,
                     "fraction": r.fraction,
                     "starts": r.starts,
+                    "gpu_time": {
+                        "start_s": per_start,
+                        "start_s_source": source,
+                        "per_target": {
+                            t: {
+                                "measuring_s": r.seconds[t],
+                                "starts": r.starts_by_target.get(t, 0),
+                                "total_s": g,
+                            }
+                            for t, g in gpu.items()
+                        },
+                        "total_s": sum(gpu.values()),
+                    },
                     "same": [c.__dict__ for c in r.comparisons],
                 }
             },
         ),
     )
+
+
+def _check(
+    config: Path,
+    kind: QuestionKind,
+    metrics: list[str],
+    at: list[int],
+    slo: Slo | None,
+    prior: Any,
+    policy: PolicyConfig,
+    remote: bool,
+) -> None:
+    """``--check``: the YAML checked as ``sweep --check`` does, and the decision's plan."""
+    from crossover.cli.sweep import report_check
+    from crossover.decide.live import question_for
+    from crossover.decide.policy import coarse_levels, prior_crossings, target_order
+    from crossover.sweep.check import check_config
+    from crossover.sweep.config import load_sweep_config
+
+    cfg = load_sweep_config(config, {})
+    q = question_for(cfg, kind, metrics, at, slo)
+    report_check(check_config(cfg, local=not remote, only=None), str(config))
+    order = target_order(q, prior)
+    coarse = coarse_levels(q.grid, policy.coarse_step, prior_crossings(q, prior))
+    if kind == "lead":
+        coarse = list(q.grid)
+    grid_runs = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
+    how = "target by target (one engine start each)" if q.group_targets else "level by level"
+    typer.echo(
+        f"decide plan: {kind} on {', '.join(metrics)}; the grid is {grid_runs} levels "
+        f"({len(q.targets)} targets, {q.repeats} repeat(s))"
+    )
+    first = "the prior's predicted leader" if prior else "the YAML's first"
+    typer.echo(f"  first pass {how}, reference {order[0]} ({first}); sequential levels after it")
+    for t in order:
+        # a level no other target is measured at enters no comparison
+        mine = [
+            c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)
+        ]
+        typer.echo(f"  {t}: {','.join(map(str, mine))}")
+    typer.echo("  then repeats where a sign is uncertain and levels where a crossover is wide")
 
 
 def _live(
@@ -259,7 +389,10 @@ def _live(
     result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
     for line in decision_lines(result.decision):
         typer.echo(line)
-    typer.echo("time per target (wall: engine starts, warm-ups, levels; measuring: the stamps):")
+    typer.echo(
+        "GPU time per target (wall, measured: the engine up from its start to its stop, "
+        "warm-ups and levels; measuring: the records' stamps):"
+    )
     for t, tt in result.times.items():
         levels = ",".join(map(str, sorted(tt.levels))) or "none"
         starts = f", {tt.starts} engine start(s)" if tt.launched else ""
@@ -267,8 +400,11 @@ def _live(
             f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
             f"levels {levels}"
         )
+        for why in tt.stopped:
+            typer.echo(f"    level {why}")
     wall = sum(tt.wall_s for tt in result.times.values())
     meas = sum(tt.measuring_s for tt in result.times.values())
+    typer.echo(f"  GPU time: {wall:.1f} s ({wall / 60:.1f} GPU-minutes), measured")
     grid_levels = len(q.levels) * len(q.targets) * q.repeats
     typer.echo(
         f"total: {wall:.1f} s wall, {meas:.1f} s measuring; {len(result.steps)} levels measured "
@@ -283,6 +419,11 @@ def _live(
                 "live": {
                     "out": str(out),
                     "times": {t: tt.__dict__ for t, tt in result.times.items()},
+                    "gpu_time": {
+                        "per_target": {t: tt.wall_s for t, tt in result.times.items()},
+                        "total_s": wall,
+                        "how": "measured: each target's engine from its start to its stop",
+                    },
                     "measured": len(result.steps),
                     "grid_levels": grid_levels,
                 }

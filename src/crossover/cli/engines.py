@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -49,15 +50,27 @@ def install(
             help="triton: build libllama.so and the llama.cpp bindings for the stub",
         ),
     ] = True,
+    wheels: Annotated[
+        Path | None,
+        typer.Option(
+            help="triton, without a network: a folder with the nvidia-pytriton wheel and the "
+            "stub environment's (NumPy 1.26.4, typing-extensions, diskcache, Jinja2, "
+            "MarkupSafe, for the stub's Python)"
+        ),
+    ] = None,
 ) -> None:
     """Build the engine from its pinned source, or install its pinned wheel (cached;
     instant when already done)."""
     import time
 
     _check(engine)
+    if wheels is not None and engine != "triton":
+        raise UsageError("--wheels is for triton (llama.cpp builds from its pinned source)")
     started = time.monotonic()
     if engine == "triton":
-        path = _install_triton(cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp)
+        path = _install_triton(
+            cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp, wheels
+        )
         name = "tritonserver"
     else:
         from crossover.builds.llamacpp import ensure_llama_server
@@ -77,13 +90,14 @@ def _install_triton(
     python: str | None,
     engine_python: str | None,
     llamacpp: bool,
+    wheels: Path | None = None,
 ) -> str:
     from crossover.builds.libllama import ensure_libllama
     from crossover.builds.triton import ensure_triton
 
     if llamacpp:
         ensure_libllama(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
-    inst = ensure_triton(python, engine_python, progress=not quiet)
+    inst = ensure_triton(python, engine_python, progress=not quiet, wheels=wheels)
     return str(inst.tritonserver)
 
 

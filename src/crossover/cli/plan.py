@@ -35,6 +35,12 @@ def plan_command(
     instances: int | None = typer.Option(
         None, "--instances", min=1, help="Triton Python backend: model instances (default 1)"
     ),
+    load_format: str | None = typer.Option(
+        None,
+        "--load-format",
+        help="vLLM (--engine vllm, or triton --hosted vllm): e.g. dummy, random weights "
+        "from a config-only folder (for measuring)",
+    ),
 ) -> None:
     """Build/serve scripts, engine configs, a Triton repository, and plan.json."""
     from crossover.plan import PlanRequest, make_plan, write_plan
@@ -55,6 +61,7 @@ def plan_command(
             engine_dir=engine_dir,
             hosted=hosted,
             instances=instances,
+            load_format=load_format,
         )
     )
     written = write_plan(plan, out)

@@ -7,8 +7,16 @@ stopped when it moves to another target. A decision interrupted and run again re
 levels it finished from the database (the sweep's resume) and goes on from there: the
 policy is a function of what was measured.
 
-Live, a level is measured whole: a level stopped by time is what a replay can do with the
-recorded stamps (``budget_factor`` is 0 here). Refinement places levels on the sweep's grid,
+A later target's first-pass level is sequential (:class:`SequentialWatch`): it sees each
+request as it finishes and, from one wave of the closed loop on (as many finished as the
+level has streams), stops sending once what finished settles its comparison with every
+other target measured there (:func:`crossover.decide.policy.part_settled`); the requests
+in flight finish and the run is a valid one of the requests it sent, the requests planned
+and why it stopped kept with it (a ``sequential_stop`` sample). Run again, the decision
+reads that back (the level is ``complete`` false); where the policy then wants the rest
+of it, the level is measured again whole under the same key (the newer run stands in
+sweep.json, the part stays stored): two parts of a closed loop measured apart cannot be
+joined into one level. Refinement places levels on the sweep's grid,
 the resolution the grid itself would give; with ``refine: true`` in the YAML it measures
 between them too, to the YAML's ``refine_width`` with at most ``refine_budget`` extra
 levels, as ``sweep --refine`` does.
@@ -23,11 +31,18 @@ from pathlib import Path
 
 from crossover.analysis.schema import SweepFile
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
-from crossover.decide.observe import observe
-from crossover.decide.policy import PolicyConfig, Prior, next_step
+from crossover.decide.observe import Finished, observe
+from crossover.decide.policy import MIN_PART, PolicyConfig, Prior, next_step, part_settled
 from crossover.errors import UsageError
+from crossover.records.model import RequestRecord
 from crossover.sweep.config import Level, SweepConfig
-from crossover.sweep.runner import SweepEvents, SweepRunner, parse_run_key, run_key
+from crossover.sweep.runner import (
+    SEQUENTIAL_STOP,
+    SweepEvents,
+    SweepRunner,
+    parse_run_key,
+    run_key,
+)
 
 #: a decision stops after this many measurements whatever happens
 MAX_STEPS = 1_000
@@ -44,6 +59,51 @@ class TargetTime:
     starts: int = 0
     levels: list[int] = field(default_factory=list)
     launched: bool = False
+    #: levels stopped within (sequential), with why
+    stopped: list[str] = field(default_factory=list)
+
+
+class SequentialWatch:
+    """Sees a sequential level's records as they arrive and says when it may stop."""
+
+    def __init__(
+        self,
+        question: Question,
+        observations: Sequence[Observation],
+        policy: PolicyConfig,
+        target: str,
+        level: int,
+        planned: int | None,
+    ) -> None:
+        self.q, self.obs, self.policy = question, list(observations), policy
+        self.target, self.level, self.planned = target, level, planned
+        self.done = Finished()
+        #: one wave of the closed loop first (every stream's first request), at least 4
+        self.first = max(level, MIN_PART)
+
+    def __call__(self, rec: RequestRecord) -> str | None:
+        if rec.warmup:
+            return None
+        self.done.add(rec)
+        n = self.done.count
+        if n < self.first or (self.planned is not None and n >= self.planned):
+            return None
+        why = part_settled(
+            self.q, self.obs, self.policy, self.target, self.level, self.done.values()
+        )
+        if why is None:
+            return None
+        planned = f" of {self.planned}" if self.planned is not None else ""
+        return f"stopped sending once {n}{planned} requests had finished: {why}"
+
+
+def stop_of(runner: SweepRunner, run_id: str) -> tuple[int | None, str | None]:
+    """The requests planned and the reason of a level stopped on purpose, if it was."""
+    for source, _, data in runner.store.samples(run_id):
+        if source == SEQUENTIAL_STOP:
+            planned = data.get("planned")
+            return (int(planned) if planned is not None else None), str(data.get("why") or "")
+    return None, None
 
 
 @dataclass
@@ -65,7 +125,8 @@ def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Obser
         if name not in names or level.concurrency is None:
             continue
         records = runner.store.records(row.run_id)
-        out.append(observe(name, level.concurrency, rep, records, row.summary))
+        planned, _ = stop_of(runner, row.run_id)
+        out.append(observe(name, level.concurrency, rep, records, row.summary, planned=planned))
     return out
 
 
@@ -127,6 +188,7 @@ async def decide_live(
         **{
             **(policy or PolicyConfig()).__dict__,
             "budget_factor": 0.0,
+            "sequential": True,
             "refine_width": cfg.refine_width,
             "refine_budget": cfg.refine_budget,
         }
@@ -155,20 +217,37 @@ async def decide_live(
                 tt.starts += 1
                 last = step.target
             level = Level("concurrency", step.level)
+            key = run_key(step.target, level, step.repeat)
+            # the rest of a level stopped before: measured again whole (see above)
+            again = any(
+                (o.target, o.level, o.repeat) == (step.target, step.level, step.repeat) for o in obs
+            )
+            watch = (
+                SequentialWatch(
+                    question, obs, policy, step.target, step.level,
+                    cfg.requests_for(step.level),
+                )
+                if step.sequential
+                else None
+            )  # fmt: skip
             t0 = time.perf_counter()
-            await runner.measure_level(step.target, level, step.repeat)
+            await runner.measure_level(step.target, level, step.repeat, watch, again=again)
             tt.wall_s += time.perf_counter() - t0
-            row = runner.store.finished_by_key(run_key(step.target, level, step.repeat))
+            row = runner.store.finished_by_key(key)
             if row is None:  # the level failed: it holds nothing the policy can read
                 o = Observation(step.target, step.level, step.repeat, {}, 0, 0, 0.0, False)
             else:
+                planned, why = stop_of(runner, row.run_id)
                 o = observe(
                     step.target,
                     step.level,
                     step.repeat,
                     runner.store.records(row.run_id),
                     row.summary,
+                    planned=planned,
                 )
+                if why is not None:
+                    tt.stopped.append(f"{step.level} r={step.repeat}: {why}")
             obs.append(o)
             tt.measuring_s += o.seconds
             if step.level not in tt.levels:

@@ -103,6 +103,9 @@ class Observation:
     planned: int
     seconds: float
     valid: bool = True
+    #: a part cut at a time budget (``observe(budget_s=...)``): its latencies are lower
+    #: bounds of the level's (a sequential level's part is its own finished requests)
+    budget_cut: bool = False
 
     @property
     def complete(self) -> bool:
@@ -117,13 +120,21 @@ class Measure:
     """Measure ``target`` at ``level``, repeat ``repeat``: the level's requests until
     ``budget_s`` seconds of measuring have passed (sequential measurement within the level:
     what finished by then, and how far the rest got), or the whole level (``None``: also
-    the rest of a level measured in part before). ``why`` says what for."""
+    the rest of a level measured in part before: live, the level measured again whole).
+    ``why`` says what for."""
 
     target: str
     level: int
     repeat: int
     budget_s: float | None
     why: str
+    #: sequential within the level: stop sending once what finished settles the level's
+    #: comparison with every other target measured there (``policy.part_settled``), else
+    #: run to the level's planned requests (live; a replay with ``--live-levels``)
+    sequential: bool = False
+    #: the targets whose comparison with ``target`` this measurement is for (empty: every
+    #: other target)
+    concerns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,19 @@ class Skip:
     reason: str
     assumption: str = ""
     checked: str = ""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A measurement the decision wanted and did not make within its time budget: what it
+    was for, its estimated cost, and the comparisons it would have settled."""
+
+    target: str
+    level: int
+    repeat: int
+    seconds: float
+    why: str
+    concerns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -155,6 +179,18 @@ class Decision:
     capacity: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
     leader: str | None = None
     notes: tuple[str, ...] = ()
+    #: measurements not made within the time budget (``PolicyConfig.budget``)
+    deferred: tuple[Deferred, ...] = ()
+    #: the budget: (seconds allowed, the grid's measuring time as estimated), if any
+    budget: tuple[float, float] | None = None
+
+    def unsettled(self, a: str, b: str) -> list[Deferred]:
+        """The deferred measurements that would have settled ``a`` vs ``b`` further."""
+        return [
+            d
+            for d in self.deferred
+            if (d.target == a and b in d.concerns) or (d.target == b and a in d.concerns)
+        ]
 
 
 Step = Measure | Decision

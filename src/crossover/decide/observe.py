@@ -39,7 +39,7 @@ def metric_values(summary: RunSummary | Mapping[str, Any]) -> dict[str, float | 
     return {spec.key: summary_value(summary, spec.path) for spec in METRICS}
 
 
-def _end(r: RequestRecord) -> int:
+def end_ns(r: RequestRecord) -> int:
     return max(e for e in (r.t_done_ns, r.t_last_ns, r.t_first_ns, r.t_send_ns) if e)
 
 
@@ -47,7 +47,7 @@ def span_s(records: Sequence[RequestRecord]) -> float:
     """Seconds from the first request sent to the last one's end, on their one clock."""
     if not records:
         return 0.0
-    return max(0.0, (max(_end(r) for r in records) - min(r.t_send_ns for r in records)) / 1e9)
+    return max(0.0, (max(end_ns(r) for r in records) - min(r.t_send_ns for r in records)) / 1e9)
 
 
 def _p50(values: list[float]) -> float | None:
@@ -88,6 +88,63 @@ def cut_values(measured: Sequence[RequestRecord], cut_ns: int) -> dict[str, floa
     return out
 
 
+class Finished:
+    """A level's measured requests as they finish, and their metrics so far, as a
+    sequential level sees them while it runs (a request is seen when it ends): throughput
+    the tokens of those finished over the time from the first one's send to the last one's
+    end, latencies their p50s. Read at a wave's end of a closed loop (every stream's
+    request finished once), the requests in flight then have barely started, so the
+    throughput is about the level's (a little under it). Adding is O(1) per request."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.start: int | None = None
+        self.end = 0
+        self.out_tok = 0
+        self.prompt_tok = 0
+        self.ttft: list[float] = []
+        self.tpot: list[float] = []
+        self.itl: list[float] = []
+
+    def add(self, r: RequestRecord) -> None:
+        if r.warmup:
+            return
+        self.count += 1
+        if not r.ok:
+            return
+        self.start = r.t_send_ns if self.start is None else min(self.start, r.t_send_ns)
+        self.end = max(self.end, end_ns(r))
+        counts = rq.tokens_per_chunk(r)
+        self.out_tok += sum(counts) if counts is not None else (r.completion_tokens or 0)
+        self.prompt_tok += r.prompt_tokens or 0
+        if r.t_first_ns is not None:
+            self.ttft.append((r.t_first_ns - r.t_send_ns) / 1e6)
+        if (v := rq.tpot_ms(r)) is not None:
+            self.tpot.append(v)
+        self.itl += rq.itl_ms(r)
+
+    def values(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {spec.key: None for spec in METRICS}
+        if self.start is None:
+            return out
+        dur_s = (self.end - self.start) / 1e9
+        if dur_s > 0:
+            out["total_tokens_per_s"] = (self.out_tok + self.prompt_tok) / dur_s
+            out["output_tokens_per_s"] = self.out_tok / dur_s
+        out["ttft_ms.p50"] = _p50(self.ttft)
+        out["tpot_ms.p50"] = _p50(self.tpot)
+        out["itl_ms.p50"] = _p50(self.itl)
+        return out
+
+
+def completed_values(done: Sequence[RequestRecord]) -> dict[str, float | None]:
+    """The metrics of the finished measured requests ``done`` (:class:`Finished`)."""
+    f = Finished()
+    for r in done:
+        f.add(r)
+    return f.values()
+
+
 def observe(
     target: str,
     level: int,
@@ -95,11 +152,20 @@ def observe(
     records: Sequence[RequestRecord],
     summary: Mapping[str, Any] | None,
     budget_s: float | None = None,
+    planned: int | None = None,
 ) -> Observation:
     """The observation of a level's records, whole (``budget_s`` ``None``, or the level
     finished within it) or as they stood ``budget_s`` seconds after its first measured
-    request was sent (the warm-up before it is spent time, not budget)."""
+    request was sent (the warm-up before it is spent time, not budget). ``planned``: the
+    requests the level was planned with, where it was stopped before them (a sequential
+    level, live: its summary over the requests it sent, ``complete`` false)."""
     measured = [r for r in records if not r.warmup]
+    if planned is not None and budget_s is None and len(measured) < planned:
+        values = metric_values(summary) if summary is not None else {}
+        valid = (summary or {}).get("verdict") == "valid"
+        return Observation(
+            target, level, repeat, values, len(measured), planned, span_s(records), valid
+        )
     planned = len(measured)
     valid = (summary or {}).get("verdict") == "valid"
     whole = span_s(records)
@@ -108,10 +174,12 @@ def observe(
         return Observation(target, level, repeat, values, planned, planned, whole, valid)
     start = min(r.t_send_ns for r in measured)
     cut = start + int(budget_s * 1e9)
-    if cut >= max(_end(r) for r in records):
+    if cut >= max(end_ns(r) for r in records):
         values = metric_values(summary) if summary is not None else {}
         return Observation(target, level, repeat, values, planned, planned, whole, valid)
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)
     spent = (cut - min(r.t_send_ns for r in records)) / 1e9
-    return Observation(target, level, repeat, values, finished, planned, spent, valid)
+    return Observation(
+        target, level, repeat, values, finished, planned, spent, valid, budget_cut=True
+    )

@@ -42,7 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from crossover.analysis.stats import difference_interval
 from crossover.decide.model import (
     SATURATION_METRIC,
     Decision,
+    Deferred,
     Measure,
     Observation,
     Question,
@@ -64,6 +65,9 @@ MONOTONE = (
     "throughput does not fall as concurrency grows, and past saturation a target's "
     "latencies grow at least as fast as the leader's: the gap does not close"
 )
+#: a sequential level's fewest finished requests before it may stop (and one wave of
+#: its closed loop: as many as it has streams)
+MIN_PART = 4
 #: the assumption behind a capacity question's brackets
 LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
 
@@ -85,6 +89,19 @@ class PolicyConfig:
     refine_budget: int = 8
     reference_repeats: bool = True
     refine_inconclusive: bool = False
+    #: with ``budget_factor`` 0: a later target's first-pass level stops once what
+    #: finished settles it (:func:`part_settled`), as a live level does
+    sequential: bool = False
+    #: a time budget: at most this share of the grid's measuring time (estimated from the
+    #: levels measured, :func:`grid_estimate`); a measurement that would pass it is
+    #: deferred, and the answer says what it would have settled (``None``: no budget)
+    budget: float | None = None
+    #: an engine start's cost in the budget's seconds (a measurement of a target whose
+    #: engine is not up costs this too; 0: starts are free, as a replay's measuring time)
+    start_s: float = 0.0
+    #: the grid's measuring time where it is known (a replay: the records'), else it is
+    #: estimated from the levels measured (:func:`grid_estimate`)
+    grid_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
@@ -106,6 +123,11 @@ class State:
             if o.target in q.targets:
                 self.runs[(o.target, o.level, o.repeat)] = o
         self.last_target = obs[-1].target if obs else None
+        #: measurements deferred by the time budget (``next_step`` fills it)
+        self.deferred: set[tuple[str, int, int]] = set()
+        #: parts of levels whose rest was deferred by the budget while they leave a gap
+        #: open: no level of a curve (``next_step`` fills it)
+        self.unsettled: set[tuple[str, int, int]] = set()
 
     def run(self, t: str, c: int, r: int = 0) -> Observation | None:
         return self.runs.get((t, c, r))
@@ -122,9 +144,10 @@ class State:
         """Per level, the metric of each valid repeat (as the analysis takes them)."""
         path = metric_spec(metric).key
         out: dict[float, list[float]] = {}
-        for (tt, c, _), o in sorted(self.runs.items()):
+        for key, o in sorted(self.runs.items()):
+            tt, c, _ = key
             v = o.value(path)
-            if tt == t and o.valid and v is not None:
+            if tt == t and o.valid and v is not None and key not in self.unsettled:
                 out.setdefault(float(c), []).append(v)
         return out
 
@@ -152,15 +175,17 @@ class State:
         return d.significant and better
 
 
-def coarse_levels(grid: Sequence[int], step: float, extra: Sequence[int] = ()) -> list[int]:
-    """The first pass's levels: the grid's first, every ``step``-fold step, its last, and
-    ``extra`` (each snapped to the nearest grid level in log)."""
+def coarse_levels(
+    grid: Sequence[int], step: float, extra: Sequence[int] = (), keep_last: bool = True
+) -> list[int]:
+    """The first pass's levels: the grid's first, every ``step``-fold step, its last
+    (``keep_last``), and ``extra`` (each snapped to the nearest grid level in log)."""
     levels = sorted(set(grid))
     out = [levels[0]]
     for c in levels[1:]:
         if c >= out[-1] * step:
             out.append(c)
-    if out[-1] != levels[-1]:
+    if keep_last and out[-1] != levels[-1]:
         out.append(levels[-1])
     for e in extra:
         out.append(min(levels, key=lambda c: abs(math.log2(c) - math.log2(max(e, 1e-9)))))
@@ -212,12 +237,53 @@ def _gap_open(s: State, t: str, c: int, margin: float) -> bool:
     others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
     if not others:
         return True
+    part = s.run(t, c)
+    cut = part is not None and not part.complete and part.budget_cut
     for u in others:
         for m in s.q.metrics:
             adv = s.advantage(t, u, c, m)
             if adv is None or abs(adv) < math.log1p(margin):
                 return True
+            if cut and adv > 0 and not metric_spec(m).higher_is_better:
+                # a part cut by time bounds a latency from below: it can show the target
+                # behind, never ahead
+                return True
     return False
+
+
+def part_settled(
+    q: Question,
+    observations: Sequence[Observation],
+    cfg: PolicyConfig,
+    target: str,
+    level: int,
+    values: Mapping[str, float | None],
+) -> str | None:
+    """Why a sequential level of ``target`` may stop with ``values`` (what finished of it
+    so far), if it may: every other target measured at ``level`` is at least
+    ``partial_margin`` away from it on every metric asked (the same test that asks for the
+    rest of a level measured in part, :func:`_gap_open`), so the rest of the level cannot
+    turn a sign the analysis reads with its 3% noise floor. ``None``: go on (also where no
+    other target is measured there: nothing to settle against)."""
+    s = State(q, observations, cfg)
+    others = [u for u in q.targets if u != target and s.mean(u, level, SATURATION_METRIC)]
+    if not others:
+        return None
+    gaps: list[float] = []
+    for u in others:
+        for m in q.metrics:
+            spec = metric_spec(m)
+            a, b = values.get(spec.key), s.mean(u, level, m)
+            if a is None or b is None or a <= 0 or b <= 0:
+                return None
+            adv = math.log(a / b)
+            if abs(adv) < math.log1p(cfg.partial_margin):
+                return None
+            gaps.append(abs(adv))
+    return (
+        f"at least {math.expm1(min(gaps)):.0%} from {', '.join(others)} on every metric "
+        f"asked (a {cfg.partial_margin:.0%} margin settles it)"
+    )
 
 
 def stop_reason(s: State, t: str, before: int) -> Skip | None:
@@ -295,7 +361,8 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
     where engines start (``q.group_targets``), else level by level (every target at a
     level before the next level, so the stop rule can cut any target, the first too)."""
     cfg, q = s.cfg, s.q
-    if q.group_targets:
+    grouped = q.group_targets
+    if grouped:
         cells = [(i, t, c) for i, t in enumerate(order) for c in coarse]
     else:
         cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
@@ -304,26 +371,37 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
         if t in stopped or not q.covers(t, c):
             continue
         o = s.run(t, c)
+        if o is None and (t, c, 0) in s.deferred:
+            continue
         if o is None:
             if stop_reason(s, t, c) is not None:
                 stopped.add(t)
                 continue
             if alone_above(s, t, c) is not None:
                 continue
-            ref = s.run(order[0], c) if i > 0 and cfg.budget_factor > 0 else None
+            ref = s.run(order[0], c) if i > 0 else None
             if ref is None or not ref.complete or ref.seconds <= 0:
+                return Measure(t, c, 0, None, "first pass")
+            if cfg.budget_factor <= 0:
+                if cfg.sequential:
+                    why = "first pass, stopped once it settles against those measured there"
+                    return Measure(t, c, 0, None, why, sequential=True)
                 return Measure(t, c, 0, None, "first pass")
             budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
             why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
             return Measure(t, c, 0, budget, why)
         if not o.complete and _gap_open(s, t, c, cfg.partial_margin):
+            if (t, c, 0) in s.deferred:
+                continue
             return Measure(t, c, 0, None, "the level's first part left a lead open")
-        if q.group_targets:
+        if grouped:
             # while its engine is up: the reference's repeats (every later target is judged
             # against them), a later target's where a sign against those before is uncertain
             reps = s.repeats(t, c)
+            if (t, c, len(reps)) in s.deferred:
+                continue
             if len(reps) < q.repeats and reps[-1].complete:
-                if (i == 0 and s.cfg.reference_repeats) or any(
+                if (i == 0 and _repeat_up_front(s, t, c)) or any(
                     _uncertain(s, t, u, c, m)
                     for u in order[:i]
                     if s.run(u, c) is not None
@@ -331,6 +409,18 @@ def _first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None
                 ):
                     return Measure(t, c, len(reps), None, "a repeat while its engine is up")
     return None
+
+
+def _repeat_up_front(s: State, t: str, c: int) -> bool:
+    """Whether the reference's repeat at ``c`` is taken while its engine is up, before
+    any later target shows the sign there uncertain: always (``reference_repeats``), but
+    under a time budget only where the level costs less than half an engine start (a
+    repeat wanted later costs a start more; one never wanted costs the level)."""
+    if not s.cfg.reference_repeats:
+        return False
+    if s.cfg.budget is None:
+        return True
+    return level_seconds(s, t, c) < 0.5 * s.cfg.start_s
 
 
 def _pairs(q: Question) -> list[tuple[str, str]]:
@@ -386,11 +476,16 @@ def _repeats_wanted(s: State) -> list[Measure]:
             if not any(_uncertain(s, a, b, c, m) for m in q.metrics):
                 continue
             for t, reps in ((a, ra), (b, rb)):
+                u = b if t == a else a
                 if reps and not reps[-1].complete:
-                    out.append(Measure(t, c, reps[-1].repeat, None, "a close difference"))
+                    out.append(
+                        Measure(t, c, reps[-1].repeat, None, "a close difference", concerns=(u,))
+                    )
                 elif len(reps) < q.repeats and len(reps) <= min(len(ra), len(rb)):
-                    out.append(Measure(t, c, len(reps), None, "a sign still uncertain"))
-    return out
+                    out.append(
+                        Measure(t, c, len(reps), None, "a sign still uncertain", concerns=(u,))
+                    )
+    return [m for m in out if (m.target, m.level, m.repeat) not in s.deferred]
 
 
 def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
@@ -458,8 +553,9 @@ def _refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
             if not (q.covers(a, level) and q.covers(b, level)):
                 continue
             for t in (a, b):
-                if s.run(t, level) is None:
-                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}"))
+                if s.run(t, level) is None and (t, level, 0) not in s.deferred:
+                    u = b if t == a else a
+                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}", concerns=(u,)))
     return out
 
 
@@ -596,21 +692,135 @@ def next_step(
     cfg = cfg or PolicyConfig()
     s = State(q, observations, cfg)
     order = target_order(q, prior)
-    coarse = coarse_levels(q.grid, cfg.coarse_step, prior_crossings(q, prior))
+    # under a time budget the grid's last level is not added to the 4-fold steps: the top
+    # level is the dearest, and what it would settle is said when it is not measured
+    coarse = coarse_levels(
+        q.grid, cfg.coarse_step, prior_crossings(q, prior), keep_last=cfg.budget is None
+    )
     if q.kind == "lead":
         coarse = list(q.grid)
     if q.kind == "capacity":
         return _capacity_step(s, order, coarse)
-    first = _first_pass(s, order, coarse)
-    if isinstance(first, Measure):
-        return first
-    step = _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
-        s, _refinement_wanted(s, coarse)
-    )
+    deferred: list[Deferred] = []
+    budget: tuple[float, float] | None = None
+    if cfg.budget is not None:
+        grid = cfg.grid_s if cfg.grid_s is not None else grid_estimate(s)
+        budget = (cfg.budget * grid, grid)
+        spent = spent_seconds(observations, cfg.start_s)
+    while True:
+        step = _wanted(s, order, coarse)
+        if step is None or budget is None:
+            break
+        cost = measure_cost(s, step)
+        if spent + cost <= budget[0]:
+            return step
+        # over the budget: deferred, and the next wanted measurement is weighed instead
+        key = (step.target, step.level, step.repeat)
+        s.deferred.add(key)
+        part = s.runs.get(key)
+        if part is not None and not part.complete:
+            s.unsettled.add(key)  # its part leaves a gap open: no level of the curve
+        concerns = step.concerns or tuple(u for u in q.targets if u != step.target)
+        deferred.append(Deferred(step.target, step.level, step.repeat, cost, step.why, concerns))
     if step is not None:
         return step
+    if deferred:
+        # the budget ended the decision: an inconclusive bracket's bisection is what more
+        # time would measure next; said, not measured
+        wide = State(q, observations, replace(cfg, refine_inconclusive=True, refine_budget=10**6))
+        wide.deferred, wide.unsettled = s.deferred, s.unsettled
+        for m in _refinement_wanted(wide, coarse):
+            key = (m.target, m.level, m.repeat)
+            if key in s.deferred:
+                continue
+            s.deferred.add(key)
+            why = f"{m.why} (an inconclusive bracket)"
+            cost = measure_cost(s, m)
+            deferred.append(Deferred(m.target, m.level, m.repeat, cost, why, m.concerns))
     skips = _skips(s, order, coarse)
     findings = pair_findings(s)
+    notes = _check_skips(s, skips)
+    if budget is not None:
+        for t in order:
+            skipped = {c for sk in skips if sk.target == t for c in sk.levels}
+            left = [
+                c for c in q.grid if q.covers(t, c) and not s.repeats(t, c) and c not in skipped
+            ]
+            if left:
+                notes.append(
+                    f"{t} not measured at {','.join(map(str, left))}: the time budget "
+                    "measured the first pass's levels and those the answer needed"
+                )
     return Decision(
-        q, tuple(findings), cfg.confidence, tuple(skips), notes=tuple(_check_skips(s, skips))
+        q,
+        tuple(findings),
+        cfg.confidence,
+        tuple(skips),
+        notes=tuple(notes),
+        deferred=tuple(deferred),
+        budget=budget,
     )
+
+
+def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+    """The next measurement the policy wants (first pass, repeats, refinement), the
+    deferred ones aside."""
+    first = _first_pass(s, order, coarse)
+    if first is not None:
+        return first
+    return _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
+        s, _refinement_wanted(s, coarse)
+    )
+
+
+def level_seconds(s: State, t: str, c: int) -> float:
+    """The measuring time of ``t``'s level ``c``, whole: as measured (a part's extrapolated
+    to its planned requests), else from ``t``'s nearest level measured (no faster per
+    request above it: its time times ``c`` over that level's, the saturated case; the same
+    time below), else the other targets' at ``c``, else 0."""
+
+    def own(u: str, lv: int) -> float | None:
+        whole = [o.seconds for o in s.repeats(u, lv) if o.valid and o.complete and o.planned]
+        return float(np.mean(whole)) if whole else None
+
+    # a part of the level: at least what it took
+    part = max((o.seconds for o in s.repeats(t, c) if not o.complete), default=0.0)
+    mine = own(t, c)
+    if mine is not None:
+        return mine
+    measured = [(lv, v) for lv in s.levels(t) if (v := own(t, lv)) is not None]
+    if measured:
+        # the nearest in log, the higher of two as near (a first level holds the warm-up)
+        lv, v = min(measured, key=lambda x: (abs(math.log2(x[0]) - math.log2(c)), -x[0]))
+        return max(part, v * math.sqrt(max(1.0, c / lv)))
+    others = [v for u in s.q.targets if u != t and (v := own(u, c)) is not None]
+    return max(part, float(np.mean(others)) if others else 0.0)
+
+
+def grid_estimate(s: State) -> float:
+    """The grid's measuring time, estimated from the levels measured: every target's
+    every level and repeat (:func:`level_seconds`), and one engine start per target."""
+    q = s.q
+    total = sum(
+        q.repeats * level_seconds(s, t, c) for t in q.targets for c in q.levels if q.covers(t, c)
+    )
+    return total + len(q.targets) * s.cfg.start_s
+
+
+def spent_seconds(observations: Sequence[Observation], start_s: float) -> float:
+    """The measuring time of every observation made (a part and the level measured
+    again both count), and an engine start at each switch of target."""
+    starts = sum(
+        1 for i, o in enumerate(observations) if i == 0 or o.target != observations[i - 1].target
+    )
+    return sum(o.seconds for o in observations) + starts * start_s
+
+
+def measure_cost(s: State, m: Measure) -> float:
+    """What ``m`` is expected to cost: its level's time (at most its budget), and an
+    engine start where its target is not the one measured last."""
+    est = level_seconds(s, m.target, m.level)
+    if m.budget_s is not None:
+        est = min(est, m.budget_s)
+    start = s.cfg.start_s if m.target != s.last_target else 0.0
+    return est + start

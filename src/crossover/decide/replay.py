@@ -13,8 +13,10 @@ The database is only read (opened read-only, never written).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,9 @@ import orjson
 
 from crossover.analysis.crossovers import Finding
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
-from crossover.decide.observe import metric_values, observe
+from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.decide.policy import (
+    MIN_PART,
     PolicyConfig,
     Prior,
     State,
@@ -32,12 +35,18 @@ from crossover.decide.policy import (
     capacity_leader,
     next_step,
     pair_findings,
+    part_settled,
 )
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
 
 #: a replay stops after this many steps whatever happens (a policy bug must not spin)
 MAX_STEPS = 10_000
+#: an engine start's GPU time where none is given (``--start-s``): the middle of the
+#: 1.5-2 min the H200 decisions' engine starts took (issue 42; the committed MoE run's
+#: SGLang log: 70 s from its first line to "Application startup complete")
+START_S = 105.0
+START_S_SOURCE = "the middle of the 1.5-2 min the H200 decisions' engine starts took (issue 42)"
 
 
 @dataclass(frozen=True)
@@ -121,16 +130,64 @@ class Recorded:
             return 0.0, 0
         return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
 
-    def observe(self, t: str, c: int, r: int, budget_s: float | None) -> Observation:
+    def observe(
+        self,
+        t: str,
+        c: int,
+        r: int,
+        budget_s: float | None,
+        settle: Callable[[Mapping[str, float | None]], str | None] | None = None,
+    ) -> Observation:
+        """The level as the policy asked for it: whole, up to ``budget_s``, or sequential
+        (``settle``: as a live level stops, :meth:`sequential`)."""
         run = self.runs.get((t, c, r))
         if run is None:  # never recorded: measured, and it holds nothing
             return Observation(t, c, r, {}, 0, 0, 0.0, valid=False)
+        if settle is not None:
+            part = self.sequential(run, settle)
+            if part is not None:
+                return part
         if budget_s is None and run.summary is not None:  # the whole level: its summary
             seconds, planned = self.span(run.run_id)
             valid = run.summary.get("verdict") == "valid"
             values = metric_values(run.summary)
             return Observation(t, c, r, values, planned, planned, seconds, valid)
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
+
+    def sequential(
+        self, run: RecordedRun, settle: Callable[[Mapping[str, float | None]], str | None]
+    ) -> Observation | None:
+        """The level as a live sequential level would have ended (``crossover.decide.live.
+        SequentialWatch``): its measured requests taken as they finished, from one wave on
+        (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each; at
+        the first it answers, the requests sent by then finish (the drain) and the level is
+        their summary, as the sweep's own summarizer computes it. ``None``: it never stops
+        (the whole level)."""
+        from crossover.metrics.run import RunContext, summarize
+
+        records = self.records(run.run_id)
+        measured = [x for x in records if not x.warmup]
+        finished = sorted(measured, key=end_ns)
+        first = max(run.level, MIN_PART)
+        so_far = Finished()
+        for n, rec in enumerate(finished[:-1], start=1):
+            so_far.add(rec)
+            if n < first or settle(so_far.values()) is None:
+                continue
+            cut = end_ns(finished[n - 1])
+            sent = [x for x in records if x.warmup or x.t_send_ns <= cut]
+            try:
+                ctx = RunContext.model_validate(run.context)
+            except ValueError:
+                return None
+            summary = summarize(sent, ctx).to_json_dict()
+            part = [x for x in sent if not x.warmup]
+            valid = summary.get("verdict") == "valid"
+            return Observation(
+                run.target, run.level, run.repeat, metric_values(summary), len(part),
+                len(measured), span_s(sent), valid,
+            )  # fmt: skip
+        return None
 
     def close(self) -> None:
         self.db.close()
@@ -146,6 +203,9 @@ class Comparison:
     grid: str
     decided: str
     same: bool
+    #: not the grid's, and the answer says why: a measurement that would settle it was
+    #: deferred by the time budget (``Decision.unsettled``)
+    deferred: bool = False
 
 
 @dataclass
@@ -164,6 +224,12 @@ class ReplayResult:
     #: engine starts the decision's order implies (a target's first level, and again
     #: each time it is measured after another target)
     starts: int = 0
+    #: the same, per target
+    starts_by_target: dict[str, int] = field(default_factory=dict)
+
+    def gpu_seconds(self, start_s: float) -> dict[str, float]:
+        """Each target's GPU time: its measuring time and ``start_s`` per engine start."""
+        return {t: s + self.starts_by_target.get(t, 0) * start_s for t, s in self.seconds.items()}
 
     @property
     def contradictions(self) -> list[str]:
@@ -216,6 +282,12 @@ class ReplayResult:
     @property
     def same(self) -> bool:
         return all(c.same for c in self.comparisons)
+
+    @property
+    def same_or_said(self) -> bool:
+        """Every conclusion the grid's, or one the answer says it left unsettled within
+        its time budget (and why)."""
+        return all(c.same or c.deferred for c in self.comparisons)
 
     @property
     def fraction(self) -> float:
@@ -298,6 +370,12 @@ def replay(
             },
         )
         cfg = cfg or PolicyConfig()
+        if cfg.budget is not None and cfg.grid_s is None:
+            # the grid's measuring time is known here: the budget is a share of it
+            total = sum(
+                rec.span(run.run_id)[0] for (t, _, _), run in rec.runs.items() if t in names
+            )
+            cfg = dataclasses.replace(cfg, grid_s=total)
         obs: list[Observation] = []
         steps: list[Measure] = []
         decision: Decision | None = None
@@ -307,7 +385,10 @@ def replay(
                 decision = step
                 break
             steps.append(step)
-            obs.append(rec.observe(step.target, step.level, step.repeat, step.budget_s))
+            settle = None
+            if step.sequential:
+                settle = functools.partial(part_settled, q, list(obs), cfg, step.target, step.level)
+            obs.append(rec.observe(step.target, step.level, step.repeat, step.budget_s, settle))
         if decision is None:
             raise RuntimeError(f"the policy did not settle in {MAX_STEPS} steps")
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
@@ -337,9 +418,9 @@ def replay(
                 for m in q.metrics:
                     g = [f for f in grid if (f.a, f.b, f.metric) == (a, b, m)]
                     d = [f for f in decision.findings if (f.a, f.b, f.metric) == (a, b, m)]
-                    comparisons.append(
-                        Comparison(a, b, m, describe(g), describe(d), same_conclusion(g, d))
-                    )
+                    same = same_conclusion(g, d)
+                    said = not same and bool(decision.unsettled(a, b))
+                    comparisons.append(Comparison(a, b, m, describe(g), describe(d), same, said))
         used: dict[tuple[str, int, int], float] = {}
         for o in obs:
             key = (o.target, o.level, o.repeat)
@@ -356,9 +437,11 @@ def replay(
                 grid_duration[t] += float(window or 0.0)
         measured = {t: sorted({o.level for o in obs if o.target == t and o.planned}) for t in names}
         starts, last = 0, None
+        by_target: dict[str, int] = {t: 0 for t in names}
         for st in steps:
             if st.target != last:
                 starts += 1
+                by_target[st.target] += 1
                 last = st.target
         return ReplayResult(
             decision,
@@ -371,6 +454,7 @@ def replay(
             grid_duration,
             measured,
             starts,
+            by_target,
         )
     finally:
         rec.close()

@@ -50,6 +50,24 @@ def decision_lines(d: Decision) -> list[str]:
                 lines.append(f"    assumes {s.assumption}")
             if s.checked:
                 lines.append(f"    checked: {s.checked}")
+    if d.budget is not None:
+        allowed, grid = d.budget
+        lines.append(
+            f"time budget: {allowed:.0f} s of measuring (of the grid's {grid:.0f} s, "
+            "estimated from the levels measured)"
+        )
+    if d.deferred:
+        lines.append("not measured within the time budget (each would have cost about):")
+        for x in d.deferred:
+            lines.append(
+                f"  {x.target} at {x.level} (repeat {x.repeat + 1}): {x.seconds:.0f} s, "
+                f"{x.why}; it would settle {x.target} vs {', '.join(x.concerns)} further"
+            )
+        pairs = sorted({tuple(sorted((x.target, u))) for x in d.deferred for u in x.concerns})
+        lines.append(
+            "  so these comparisons stand only on what was measured, and need more time: "
+            + "; ".join(f"{a} vs {b}" for a, b in pairs)
+        )
     for n in d.notes:
         lines.append(f"note: {n}")
     return lines
@@ -100,5 +118,7 @@ def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[s
             for s in d.skipped
         ],
         "notes": list(d.notes),
+        "budget": ({"seconds": d.budget[0], "grid_estimate_s": d.budget[1]} if d.budget else None),
+        "deferred": [x.__dict__ for x in d.deferred],
         **(extra or {}),
     }

@@ -56,13 +56,17 @@ async def closed_loop(
     abort: asyncio.Event,
     first_index: int = 0,
     warmup: bool = False,
+    drain: asyncio.Event | None = None,
 ) -> None:
+    """``C`` workers sending ``requests`` (or for ``duration_s``); once ``drain`` is set
+    no worker sends another request and the load ends when those in flight have (a
+    level stopped on purpose: every request it sent finishes)."""
     counter = itertools.count(first_index)
     last = None if requests is None else first_index + requests
     deadline = None if duration_s is None else time.perf_counter_ns() + int(duration_s * 1e9)
 
     async def worker() -> None:
-        while not abort.is_set():
+        while not abort.is_set() and not (drain is not None and drain.is_set()):
             i = next(counter)
             if last is not None and i >= last:
                 return
@@ -238,12 +242,14 @@ async def measured_load(
     part: tuple[int, int] = (0, 1),
     start_ns: int | None = None,
     offsets_from: int = 0,
+    drain: asyncio.Event | None = None,
 ) -> list[float]:
     """The measured part of a load, in-process or in a worker: a closed loop at
     ``concurrency`` or else an open loop at ``rate_rps``, with the heap frozen and the
     event loop's own lag probed throughout (every ``probe_interval_s``). Returns the
     probe's lags (ms). ``part`` and ``start_ns``: an open loop's part of a schedule shared
-    by several workers (``open_loop``)."""
+    by several workers (``open_loop``). ``drain``: a closed loop sends nothing more once it
+    is set (``closed_loop``); the other loads ignore it."""
     from crossover.load.looplag import LoopLagProbe, frozen_heap
 
     probe = LoopLagProbe(probe_interval_s)
@@ -257,7 +263,7 @@ async def measured_load(
             )  # fmt: skip
         elif not abort.is_set():
             if concurrency is not None:
-                await closed_loop(send, concurrency, requests, duration_s, abort)
+                await closed_loop(send, concurrency, requests, duration_s, abort, drain=drain)
             else:
                 assert rate_rps is not None
                 await open_loop(

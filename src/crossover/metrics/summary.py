@@ -37,6 +37,9 @@ ProblemCode = Literal[
     "prompts_reused",
     # a request sent again after a reused idle connection closed before any response
     "requests_retried",
+    # the server closed its connection after each streamed response: requests went with
+    # Connection: close, each on a connection of its own
+    "server_closes_connections",
     # protocol deviations
     "not_streamed",
     "content_type",

@@ -26,7 +26,7 @@ from crossover.metrics.witness import (
     output_disagrees,
 )
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport.http import STALE_IDLE_S
+from crossover.transport.reuse import STALE_IDLE_S
 
 #: warnings with these codes make a run ``unverified`` (a count has no second witness
 #: that agrees); any ``error`` makes it ``invalid``
@@ -110,10 +110,22 @@ def verify(
             "info",
             sum(r.retries for r in retried),
             f"{sum(r.retries for r in retried)} retries of {len(retried)} requests, each "
-            f"after a reused connection idle {STALE_IDLE_S:g} s or more closed before a "
-            f"response ({'; '.join(reasons)}): a keep-alive connection the server had "
-            "closed; each request's figures are its served attempt's",
+            "after a reused connection closed before a response, the server having closed "
+            f"it before the request was written or after it idled {STALE_IDLE_S:g} s or "
+            f"more ({'; '.join(reasons)}): a keep-alive connection the server had closed; "
+            "each request's figures are its served attempt's",
         )
+    closing = [r for r in records if r.connection_close]
+    add_problem(
+        problems,
+        "server_closes_connections",
+        "info",
+        len(closing),
+        "the server closed its connection after each streamed response though it kept it "
+        f"alive by its headers: {len(closing)} requests went with Connection: close, "
+        "each on a connection of its own (none was reused into that close; a TCP connect "
+        "is in their TTFT, as it would be after any close)",
+    )
     if ctx.expects_finish_reason:
         bad = [r for r in ok if r.finish_reason != "length"]
         reasons = sorted({str(r.finish_reason) for r in bad})

@@ -72,6 +72,10 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
     rules: list[str] = []
     is_gguf = quant.startswith("gguf-")
     formats = traits.formats
+    if req.load_format is not None and not (
+        req.engine == "vllm" or (req.engine == "triton" and req.hosted == "vllm")
+    ):
+        raise UsageError("--load-format is for vLLM (--engine vllm, or triton --hosted vllm)")
     if req.engine != "triton":
         if req.hosted != "tensorrtllm" or req.instances is not None:
             raise UsageError("--hosted and --instances are for --engine triton")
@@ -146,6 +150,7 @@ def make_plan(req: PlanRequest) -> Plan:
         port=req.port,
         cuda_graphs=req.cuda_graphs,
         moe=bool(facts is not None and facts.is_moe),
+        load_format=req.load_format,
     )
     plan = Plan()
     graphs, build, serve, env = _writer(traits)(req, spec, facts, plan, notes, rules)

@@ -32,6 +32,7 @@ class PlanLaunch(BaseModel):
     port: int = 8000
     cuda_graphs: bool = True
     moe: bool = False
+    load_format: str | None = None  # vLLM's --load-format / AsyncEngineArgs.load_format
 
 
 def graph_batch_sizes(max_batch: int) -> list[int]:

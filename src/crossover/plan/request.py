@@ -29,6 +29,9 @@ class PlanRequest(BaseModel):
     #: in the Python backend) and that model's instance count (None: one)
     hosted: str = "tensorrtllm"
     instances: int | None = None
+    #: vLLM's load format (``dummy``: random weights from a config-only folder, for
+    #: measuring); None: vLLM's default
+    load_format: str | None = None
 
 
 class Plan(BaseModel):

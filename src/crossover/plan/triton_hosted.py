@@ -146,16 +146,24 @@ def _llamacpp_parameters(spec: PlanLaunch) -> tuple[dict[str, str], str]:
 
 
 def _vllm_parameters(spec: PlanLaunch) -> dict[str, str]:
+    """The engine args of ``crossover plan --engine vllm``'s launch: the batched-token
+    budget and memory share are written out, because vLLM's defaults depend on who starts
+    it (0.26.0 on an H200: 8,192 batched tokens for ``vllm serve``, 2,048 for an engine
+    built from ``AsyncEngineArgs``, ``vllm/engine/arg_utils.py``)."""
     args: dict[str, object] = {
         "model": spec.model,
         "tensor_parallel_size": spec.tp,
         "pipeline_parallel_size": spec.pp,
         "max_num_seqs": spec.max_concurrency,
         "max_model_len": spec.max_seq_len,
+        "max_num_batched_tokens": spec.max_num_tokens,
+        "gpu_memory_utilization": 0.90,
         "enforce_eager": not spec.cuda_graphs,
     }
     if spec.online_quant and spec.quant:
         args["quantization"] = spec.quant
+    if spec.load_format is not None:
+        args["load_format"] = spec.load_format
     return vllm_parameters(args)
 
 

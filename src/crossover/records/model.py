@@ -88,11 +88,16 @@ class RequestRecord(BaseModel):
     #: boundaries; a chunk never); records of older versions have it only where the
     #: whole text fell short of usage or over it
     chunk_text_tokens: int | None = None
-    #: times the request was sent again: only after a reused idle pooled connection
-    #: closed before any response (the request never reached the server's handler)
+    #: times the request was sent again: only after a reused pooled connection, closed
+    #: by the server before the request was written or idle ``STALE_IDLE_S`` or more,
+    #: closed before any response
     retries: int = 0
     #: why each retry was made, in order (e.g. ``"reused connection closed (FIN)"``)
     retry_reasons: list[str] = Field(default_factory=list)
+    #: sent with ``Connection: close`` on a connection of its own: the run had seen the
+    #: server close its connection right after a streamed response (llama-server does,
+    #: though its headers keep it alive), so none was reused into that close
+    connection_close: bool = False
     #: the prompt was sent before in this run (a duration or rate run that outran the
     #: prompts it could build): a prefix-caching engine may serve it from its cache
     prompt_reused: bool = False

@@ -281,8 +281,9 @@ class RayTarget:
 
     async def measure(
         self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
-        prompts: list[Prompt], progress: Progress,
+        prompts: list[Prompt], progress: Progress, drain: asyncio.Event | None = None,
     ) -> LevelResult:  # fmt: skip
+        # ``drain`` is not relayed to the node: a Ray level runs whole
         job = {
             "run_cfg": run_cfg.model_dump_json(),
             "level": level.key,

@@ -313,9 +313,10 @@ class TargetSession:
         placement: dict[str, Any] | None = None,
         record_hold_s: float = HOLD_S,
         workers_runner: WorkersRunner | None = None,
+        drain: asyncio.Event | None = None,
     ) -> LevelResult:
         """Measure one level (after ``prepare``) into ``store``: scrapes beside it, a dying
-        engine failing it."""
+        engine failing it; ``drain`` set, it sends nothing more (``execute``)."""
         abort = asyncio.Event()
         reason: list[str] = []
         loop = asyncio.get_running_loop()
@@ -360,6 +361,7 @@ class TargetSession:
                 record_hold_s=record_hold_s,
                 placement=placement,
                 workers_runner=workers_runner,
+                drain=drain,
             )
         finally:
             scraper.cancel()

@@ -37,6 +37,7 @@ from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, Serve
 from crossover.config import RunConfig
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.metrics.summary import RunSummary
+from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.runner import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
@@ -78,6 +79,13 @@ def interleaved_order(
     return out
 
 
+#: a level stopped on purpose before its planned requests (``crossover decide``): the
+#: ``samples`` source holding the requests planned and why it stopped
+SEQUENTIAL_STOP = "sequential_stop"
+#: sees each record of a level as it arrives; a reason (str) stops the level there
+LevelWatch = Callable[[RequestRecord], str | None]
+
+
 def run_key(target: str, level: Level, repeat: int) -> str:
     return f"{target}|{level.key}|r={repeat}"
 
@@ -115,9 +123,11 @@ class TargetRunner(Protocol):
 
     async def measure(
         self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
-        prompts: list[Prompt], progress: Progress,
+        prompts: list[Prompt], progress: Progress, drain: asyncio.Event | None = None,
     ) -> LevelResult:  # fmt: skip
-        """One level, its records and run in the sweep's database."""
+        """One level, its records and run in the sweep's database; ``drain`` set, the
+        level sends nothing more and ends when its requests in flight have (here only:
+        a Ray node's level runs whole)."""
 
     async def stop(self) -> None:
         """Stop the target's engine (and, on Ray, its actor)."""
@@ -153,12 +163,12 @@ class LocalTarget:
 
     async def measure(
         self, run_cfg: RunConfig, level: Level, *, run_id: str, key: str,
-        prompts: list[Prompt], progress: Progress,
+        prompts: list[Prompt], progress: Progress, drain: asyncio.Event | None = None,
     ) -> LevelResult:  # fmt: skip
         tokenizer = self._tokenizer_for(run_cfg)
         return await self.session.measure(
             run_cfg, level, self.runner.store, run_id=run_id, key=key, prompts=prompts,
-            progress=progress, tokenizer=tokenizer, placement=LOCAL_PLACEMENT,
+            progress=progress, tokenizer=tokenizer, placement=LOCAL_PLACEMENT, drain=drain,
         )  # fmt: skip
 
     async def stop(self) -> None:
@@ -316,8 +326,14 @@ class SweepRunner:
             return self._prompts[start : start + length]
 
     # --- one level --------------------------------------------------------
-    async def _level(self, t: _Target, backend: TargetRunner, level: Level, r: int) -> bool:
-        """Measure one level; False when the target cannot go on (its Ray node is gone)."""
+    async def _level(
+        self, t: _Target, backend: TargetRunner, level: Level, r: int,
+        watch: LevelWatch | None = None,
+    ) -> bool:  # fmt: skip
+        """Measure one level; False when the target cannot go on (its Ray node is gone).
+        ``watch`` sees every record as it arrives; once it gives a reason the level sends
+        nothing more (its requests in flight finish) and the reason is kept with the run
+        (a ``sequential_stop`` sample: the requests planned and why it stopped)."""
         name = t.cfg.name
         try:
             run_cfg = await backend.prepare(level)
@@ -345,11 +361,29 @@ class SweepRunner:
 
         prompts = await self._prompts_for(level, r, build)
         progress = Progress(total=run_cfg.requests)
+        run_id = new_run_id()
+        drain: asyncio.Event | None = None
+        if watch is not None:
+            drain = asyncio.Event()
+            stop = drain
+
+            def listen(rec: RequestRecord) -> None:
+                if stop.is_set():
+                    return
+                why = watch(rec)
+                if why is not None:
+                    stop.set()
+                    self.store.add_sample(
+                        run_id, SEQUENTIAL_STOP, 0.0,
+                        {"planned": run_cfg.requests, "why": why},
+                    )  # fmt: skip
+
+            progress.listener = listen
         if self.events.on_level_start:
             self.events.on_level_start(name, level, r, progress)
         result = await backend.measure(
-            run_cfg, level, run_id=new_run_id(), key=run_key(name, level, r), prompts=prompts,
-            progress=progress,
+            run_cfg, level, run_id=run_id, key=run_key(name, level, r), prompts=prompts,
+            progress=progress, drain=drain,
         )  # fmt: skip
         self.ran += 1
         if result.status == "failed":
@@ -429,14 +463,19 @@ class SweepRunner:
                     await backend.stop()
 
     # --- one level at a time (``crossover decide``) --------------------------
-    async def measure_level(self, name: str, level: Level, repeat: int) -> bool:
+    async def measure_level(
+        self, name: str, level: Level, repeat: int,
+        watch: LevelWatch | None = None, again: bool = False,
+    ) -> bool:  # fmt: skip
         """Measure one level of target ``name`` (kept, not measured again, when it is done
-        already), leaving its engine up for the next call; the engine of another target
-        still up is stopped first (one GPU). False when the target cannot go on."""
+        already, unless ``again``: the newer run then stands for the level, the older stays
+        stored), leaving its engine up for the next call; the engine of another target
+        still up is stopped first (one GPU). ``watch``: a sequential level (``_level``).
+        False when the target cannot go on."""
         t = next((x for x in self.targets if x.cfg.name == name), None)
         if t is None:
             raise UsageError(f"no target {name} in this sweep")
-        if self._done(name, level, repeat):
+        if not again and self._done(name, level, repeat):
             self.skipped += 1
             if self.events.on_skip:
                 self.events.on_skip(name, level, repeat)
@@ -447,7 +486,7 @@ class SweepRunner:
         backend = self._open.get(name)
         if backend is None:
             backend = self._open[name] = self._backend(t)
-        return await self._level(t, backend, level, repeat)
+        return await self._level(t, backend, level, repeat, watch)
 
     async def release(self, name: str | None = None) -> None:
         """Stop the engine ``measure_level`` left up for ``name`` (every one: ``None``)."""

@@ -24,22 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
-import select
 import time
 from collections import deque
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ConnectionKey
 
 from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
 from crossover.transport.protocol import (
     is_decoding_error,
     is_event_stream,
+    media_type,
     not_a_stream,
 )
 from crossover.transport.reader import (
@@ -51,6 +54,18 @@ from crossover.transport.reader import (
     fail,
     keep,
 )
+from crossover.transport.reuse import (
+    SETTLE_S,
+    STALE_BACKOFF_S,
+    STALE_RETRIES,
+    Habits,
+    ServerHabit,
+    Stale,
+    closed_how,
+    judge_close,
+    peer_closed,
+    retrying,
+)
 from crossover.transport.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
 
 __all__ = [
@@ -59,6 +74,7 @@ __all__ = [
     "READ_BUFSIZE",
     "STALE_BACKOFF_S",
     "STALE_RETRIES",
+    "PoolConnector",
     "StampingHandler",
     "Timeouts",
     "clean_server_text",
@@ -69,45 +85,13 @@ __all__ = [
 ]
 
 READ_BUFSIZE = 4 * 1024 * 1024  # long contexts: a 64 KiB buffer throttles (vLLM #39963)
-#: a request whose reused idle pooled connection closed before any response is retried
-#: on another (several pooled connections may have been closed by the server at once);
-#: a new connection that closes so is a request the server dropped: a failure, never
-#: retried. Each retry is in the record (``retries``, ``retry_reasons``)
-STALE_RETRIES = 4
-#: a reused connection is stale when the server had closed it before the request was
-#: written (``peer_closed``: llama-server closes pooled connections as a response ends),
-#: or when it sat idle at least this long before the request (servers close idle
-#: keep-alive connections after seconds: uvicorn's ``--timeout-keep-alive``, vLLM's and
-#: SGLang's server, 5 s by default; cpp-httplib's, llama-server's, 5 s), so a close in
-#: flight as the request went out is not taken for a drop. Any other close before a
-#: response dropped the request: a failure
-STALE_IDLE_S = 1.0
-_POLLRDHUP: int = getattr(select, "POLLRDHUP", 0)
-
-
-def peer_closed(transport: object) -> bool:
-    """The peer has closed the connection (its FIN, or a reset, is in the socket's
-    queue, not yet read by the event loop): one ``poll`` of the socket, no read."""
-    get = getattr(transport, "get_extra_info", None)
-    sock = get("socket") if get is not None else None
-    if sock is None:
-        return False
-    try:
-        fd = sock.fileno()
-        if fd < 0:
-            return True
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | _POLLRDHUP)
-        events = poller.poll(0)
-    except (OSError, ValueError):
-        return False
-    hung = _POLLRDHUP | select.POLLHUP | select.POLLERR
-    return any(ev & hung for _, ev in events)
-
-
-#: waits before each retry of a stale pooled connection (not counted in TTFT: t_send_ns
-#: is taken again for the attempt that is served)
-STALE_BACKOFF_S = (0.0, 0.002, 0.02, 0.1)
+#: the habit of the server the request being written goes to (``stream_request`` sets
+#: it around the write; the connection keeps it for what follows the response)
+_HABIT: contextvars.ContextVar[ServerHabit | None] = contextvars.ContextVar(
+    "crossover_habit", default=None
+)
+_JSON = {"Content-Type": "application/json"}
+_CLOSE = {"Content-Type": "application/json", "Connection": "close"}
 
 
 class StampingHandler(ResponseHandler):
@@ -116,7 +100,9 @@ class StampingHandler(ResponseHandler):
     ``rx`` holds ``(perf_counter_ns at arrival, body bytes of the current response fed
     so far)`` for the response ``rx_payload`` (its ``StreamReader``); a new response on
     the connection gets a new deque, so a reader holding the old one is never confused by
-    the next request's bytes.
+    the next request's bytes. It also keeps what ``crossover.transport.reuse`` judges a
+    close by: how long it idled before its request, whether the server had closed it
+    then, and, between requests, when its response ended and whose habit it shows.
     """
 
     rx_payload: object | None = None
@@ -125,29 +111,61 @@ class StampingHandler(ResponseHandler):
     last_rx_ns: int = 0
     #: how long it had idled when the request now on it was written
     idle_ns: int = 0
+    #: the server had closed the connection when the request now on it was written
+    closed_before: bool = False
+    #: when its last response ended and the connection was let go: None while a request
+    #: is on it
+    released_ns: int | None = None
+    #: the habit of the server its last streamed response came from (a close soon after
+    #: it, with no request on the connection, shows that the server closes after one)
+    habit: ServerHabit | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.last_rx_ns = time.perf_counter_ns()
         super().connection_made(transport)
 
-    #: the server had closed the connection when the request now on it was written
-    closed_before: bool = False
-
     def set_response_params(self, **kwargs: Any) -> None:
         # called as each request is about to be written on the connection
         self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
         self.closed_before = peer_closed(self.transport)
+        self.released_ns = None
+        self.habit = _HABIT.get()
         super().set_response_params(**kwargs)
+
+    def is_connected(self) -> bool:
+        """aiohttp's check before it hands out a pooled connection: also closed when the
+        server's FIN (or reset) is in the socket, not yet read (never written on then)."""
+        if not super().is_connected():
+            return False
+        if self.released_ns is not None and peer_closed(self.transport):
+            if self.habit is not None:
+                self.habit.saw_close(self.released_ns)
+            return False
+        return True
+
+    def feed_data(self, data: Any, *args: Any) -> None:
+        # each response parsed: only an event stream's end shows what the server does
+        # after one (llama-server keeps a connection its error or JSON answer came on)
+        message = data[0]
+        if self.habit is not None and not (
+            message.code == 200
+            and media_type(message.headers.get("Content-Type")) == "text/event-stream"
+        ):
+            self.habit = None
+        super().feed_data(data, *args)
+
+    def eof_received(self) -> None:
+        if self.habit is not None:  # the server's FIN with no request on the connection
+            self.habit.saw_close(self.released_ns)
+        super().eof_received()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
         exception = getattr(self, "exception", None)  # aiohttp's DataQueue's
         raised = exception() if callable(exception) else None
-        if isinstance(raised, BaseException):  # what the waiting request raises: was it stale?
+        if isinstance(raised, BaseException):  # what the waiting request raises
             with contextlib.suppress(AttributeError):
-                raised.crossover_stale = (  # type: ignore[attr-defined]
-                    self.closed_before or self.idle_ns >= STALE_IDLE_S * 1e9
-                )
+                raised.crossover_closed_before = self.closed_before  # type: ignore[attr-defined]
                 raised.crossover_idle_ns = self.idle_ns  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
@@ -162,6 +180,36 @@ class StampingHandler(ResponseHandler):
         rx = self.rx
         if rx is not None:
             rx.append((t, payload.total_bytes))
+
+
+class PoolConnector(aiohttp.TCPConnector):
+    """aiohttp's connector with ``StampingHandler`` connections and the session's
+    ``Habits``: a connection that served a streamed response from a server whose habit
+    is not known yet is held out of the pool for ``SETTLE_S`` (its server closes it in
+    that time, or keeps it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.habits = Habits()
+        stamp_arrivals(self)
+
+    def _release(
+        self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False
+    ) -> None:
+        if isinstance(protocol, StampingHandler):
+            protocol.released_ns = time.perf_counter_ns()
+            habit = protocol.habit
+            if habit is not None and not (should_close or protocol.should_close or self._closed):
+                if habit.closes is None:
+                    self._loop.call_later(SETTLE_S, self._settled, key, protocol, habit)
+                    return
+                # a server that closes after a streamed response: never reused into it
+                should_close = habit.closes
+        super()._release(key, protocol, should_close=should_close)
+
+    def _settled(self, key: ConnectionKey, protocol: StampingHandler, habit: ServerHabit) -> None:
+        habit.settled(protocol.is_connected())
+        super()._release(key, protocol, should_close=habit.closes is True)
 
 
 def stamp_arrivals(connector: aiohttp.BaseConnector) -> bool:
@@ -189,10 +237,8 @@ def make_session(
 ) -> aiohttp.ClientSession:
     """The run's one session: no connection cap (the load strategy is the cap)."""
     t = timeouts or Timeouts()
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
-    stamp_arrivals(connector)
     return aiohttp.ClientSession(
-        connector=connector,
+        connector=PoolConnector(limit=0, ttl_dns_cache=300, force_close=False),
         headers=headers,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, connect=t.connect_s),
         read_bufsize=READ_BUFSIZE,
@@ -201,57 +247,20 @@ def make_session(
     )
 
 
-class _Stale(Exception):
-    """A reused idle keep-alive connection was already closed by the server; ``reason``
-    says how (FIN or RST), for the record."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def closed_how(exc: BaseException | None) -> str:
-    """FIN (an orderly close) or RST (a reset), from the exception the close raised."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, OSError):  # ClientOSError, ConnectionResetError: a reset
-            return "RST"
-        seen = seen.__cause__
-    return "FIN"
-
-
-def stale(record: RequestRecord, reason: str, attempt: int) -> bool:
-    """Record a reused connection's close: a retry (True) while ``STALE_RETRIES`` are
-    left, else the request's failure (False)."""
-    if attempt == STALE_RETRIES:
-        fail(
-            record,
-            "connection_error",
-            f"{reason}, {STALE_RETRIES} retries made: the server closed every connection "
-            "before responding",
-        )
-        return False
-    record.retries += 1
-    record.retry_reasons.append(reason)
-    return True
-
-
-def dropped(record: RequestRecord, how: str, idle_ns: int | None = None) -> RequestRecord:
-    """A connection that was new (``idle_ns`` None), or reused, open when the request was
-    written and idle less than ``STALE_IDLE_S`` before it, closed after the request and
-    before any response: the server dropped the request. A failure, never retried (it
-    may have reached the engine)."""
-    which = (
-        "a new connection"
-        if idle_ns is None
-        else f"a reused connection, open when the request went out, idle {idle_ns / 1e6:.0f} ms"
-    )
-    return fail(
-        record,
-        "connection_error",
-        f"the server closed {which} ({how}) after the request and before any response: "
-        "the request was dropped",
-    )
+def habit_of(session: aiohttp.ClientSession, url: str) -> ServerHabit | None:
+    """The habit of ``url``'s server as ``session`` has seen it (None: a session whose
+    connector keeps no habits)."""
+    connector = session.connector
+    if not isinstance(connector, PoolConnector):
+        return None
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return connector.habits.of(parts.hostname or "", port)
 
 
 async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
@@ -280,28 +289,26 @@ async def stream_request(
 ) -> RequestRecord:
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
-    ``record.t_send_ns`` is set here, just before the request is written. A request
-    whose reused idle pooled connection turns out to be stale (the server closed it
-    after the previous response, as llama-server does) is retried, up to
-    ``STALE_RETRIES`` times, each retry recorded; one whose new connection closes before
-    a response was dropped by the server and fails.
+    ``record.t_send_ns`` is set here, just before the request is written. To a server
+    seen to close its connection after a streamed response (llama-server) the request
+    goes with ``Connection: close`` (``record.connection_close``). A close before any
+    response is judged by ``reuse.judge_close``: a stale reused connection is retried, up
+    to ``STALE_RETRIES`` times, each retry recorded; any other close dropped the request,
+    a failure.
     One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
     """
     payload = orjson.dumps(body)
-    for attempt in range(STALE_RETRIES + 1):
-        try:
-            return await _attempt(
-                session, url, payload, dialect, endpoint, record, timeouts, keep_text,
-                max_event_bytes,
-            )  # fmt: skip
-        except _Stale as exc:
-            if not stale(record, exc.reason, attempt):
-                return record
-            # let the loop read the FINs of other pooled connections the server closed at
-            # the same moment (seen with llama-server at c=64 on the H200: five retries in
-            # 1.7 ms all drew closed connections), so the next try gets a live or new one
-            await asyncio.sleep(STALE_BACKOFF_S[attempt])
-    return record  # pragma: no cover
+    habit = habit_of(session, url)
+    close = habit is not None and habit.closes is True
+    record.connection_close = close
+
+    async def attempt() -> RequestRecord:
+        return await _attempt(
+            session, url, payload, dialect, endpoint, record, timeouts, keep_text,
+            max_event_bytes, None if close else habit, close,
+        )  # fmt: skip
+
+    return await retrying(attempt, record)
 
 
 async def _attempt(
@@ -314,7 +321,11 @@ async def _attempt(
     timeouts: Timeouts,
     keep_text: bool,
     max_event_bytes: int,
+    habit: ServerHabit | None = None,
+    close: bool = False,
 ) -> RequestRecord:
+    """One attempt; ``habit``: the server's, for the connection to show once its
+    streamed response ends; ``close``: sent with ``Connection: close``."""
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns
@@ -331,22 +342,26 @@ async def _attempt(
                 resp_cm = session.post(
                     url,
                     data=payload,
-                    headers={"Content-Type": "application/json"},
+                    headers=_CLOSE if close else _JSON,
                     trace_request_ctx=conn_state,
                 )
-                resp = await resp_cm.__aenter__()
+                token = _HABIT.set(habit)
+                try:
+                    resp = await resp_cm.__aenter__()
+                finally:
+                    _HABIT.reset(token)
             except aiohttp.ClientConnectorError:
                 raise
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                how = closed_how(exc)
-                idle_ns = getattr(exc, "crossover_idle_ns", None)
-                if conn_state["reused"] and getattr(exc, "crossover_stale", True):
-                    # a pooled connection the server had closed (a write that failed on
-                    # it says nothing more: taken as closed before the request)
-                    raise _Stale(
-                        f"a reused idle connection closed ({how}) before a response"
-                    ) from exc
-                return dropped(record, how, idle_ns if conn_state["reused"] else None)
+                # a write that failed on a reused connection says nothing more: taken as
+                # closed before the request
+                return judge_close(
+                    record,
+                    reused=conn_state["reused"],
+                    closed_before=getattr(exc, "crossover_closed_before", True),
+                    idle_ns=getattr(exc, "crossover_idle_ns", 0),
+                    how=closed_how(exc),
+                )
             content = resp.content
             try:
                 record.status = resp.status
@@ -411,7 +426,7 @@ async def _attempt(
         timed_out = rd.timed_out(timeouts)
         if timed_out is not None:
             return timed_out
-    except _Stale:
+    except Stale:
         raise
     except aiohttp.ClientConnectorError as exc:
         return fail(record, "connection_error", f"cannot connect: {exc.os_error}")

@@ -26,9 +26,9 @@ Where it differs from the aiohttp transport, on purpose:
 * the events of a read that also broke the body's framing are still read (aiohttp's
   ``StreamReader`` raises its payload error before the chunks it holds).
 
-A request is one keep-alive connection of the session's pool, one request at a time; a
-pooled connection the server had closed (no response head before the close) is retried
-as the aiohttp transport retries it (``STALE_RETRIES``, ``STALE_BACKOFF_S``).
+A request is one keep-alive connection of the session's pool, one request at a time;
+which connection is reused, and what a close before the response head means, is
+``crossover.transport.reuse``'s rule, the aiohttp transport's too.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.http import STALE_BACKOFF_S, closed_how, dropped, peer_closed, stale
 from crossover.transport.lean import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
     is_json,
@@ -60,6 +59,16 @@ from crossover.transport.protocol import (
     why_not_a_stream,
 )
 from crossover.transport.reader import EventReader, Timeouts, fail, keep
+from crossover.transport.reuse import (
+    SETTLE_S,
+    Habits,
+    ServerHabit,
+    Stale,
+    closed_how,
+    judge_close,
+    peer_closed,
+    retrying,
+)
 from crossover.transport.sse import MAX_EVENT_BYTES
 
 #: bytes of a non-200 body kept for the error (as the aiohttp transport reads them)
@@ -75,10 +84,9 @@ _IDLE, _HEAD, _SSE, _BODY = range(4)
 Target = tuple[str, int, str, str]
 
 
-class _Stale(Exception):
-    """The connection closed before a response head: a pooled keep-alive connection
-    the server had already closed (retried, when it was reused), or a server that
-    dropped the request (on a new connection: a failure)."""
+class _Closed(Exception):
+    """The connection closed before a response head (``reuse.judge_close`` says what
+    that means)."""
 
 
 class _CannotConnect(Exception):
@@ -165,6 +173,10 @@ class LeanStreamConnection(asyncio.Protocol):
         #: request now on it was written
         self.last_rx_ns = time.perf_counter_ns()
         self.idle_ns = 0
+        #: when its last response ended and it was let go (None while a request is on
+        #: it), and the habit of the server that response came from
+        self.released_ns: int | None = None
+        self.habit: ServerHabit | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -201,6 +213,10 @@ class LeanStreamConnection(asyncio.Protocol):
             self._body(data, t)
         else:  # bytes no request asked for: the connection cannot be trusted with one
             self.close()
+
+    def eof_received(self) -> None:
+        if self.habit is not None:  # the server's FIN with no request on the connection
+            self.habit.saw_close(self.released_ns)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
@@ -357,6 +373,7 @@ class LeanStreamConnection(asyncio.Protocol):
         if self.reused and peer_closed(transport):
             return False  # the server closed it in the pool: its FIN is not read yet
         self.idle_ns = time.perf_counter_ns() - self.last_rx_ns
+        self.released_ns = None
         self._state = _HEAD
         self._max = max_event_bytes
         self.head = None
@@ -384,7 +401,7 @@ class LeanStreamConnection(asyncio.Protocol):
         while self.head is None:
             if self.error is not None:
                 if isinstance(self.error, _Lost):
-                    raise _Stale from self.error
+                    raise _Closed from self.error
                 raise self.error
             await self.wait()
         return self.head
@@ -452,6 +469,7 @@ class LeanSession:
         lines.pop("content-type", None)  # the request's own, as aiohttp's post gives it
         self._lines = "".join(v + "\r\n" for v in lines.values())
         self._idle: dict[tuple[str, int], list[LeanStreamConnection]] = {}
+        self.habits = Habits()
         self._open: set[LeanStreamConnection] = set()
         self._targets: dict[str, Target | None] = {}
         self._batch: _Batch | None = None  # the running loop's, made by ``acquire``
@@ -502,23 +520,36 @@ class LeanSession:
         self._targets[url] = got
         return got
 
-    def request(self, target: Target, method: str, payload: bytes | None) -> bytes:
+    def request(
+        self, target: Target, method: str, payload: bytes | None, close: bool = False
+    ) -> bytes:
+        """The request's bytes (``close``: with ``Connection: close``)."""
         head = f"{method} {target[3]} HTTP/1.1\r\nHost: {target[2]}\r\n{self._lines}"
+        if close:
+            head += "Connection: close\r\n"
         if payload is None:
             return (head + "\r\n").encode("latin-1")
         head += f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
         return head.encode("latin-1") + payload
 
+    def habit(self, target: Target) -> ServerHabit:
+        """What the session has seen of ``target``'s server's connections."""
+        return self.habits.of(target[0], target[1])
+
     async def acquire(self, target: Target, fresh: bool = False) -> LeanStreamConnection:
-        """An idle connection to ``target``, else a new one (``fresh``: always new)."""
+        """An idle connection to ``target``, else a new one (``fresh``: always new). A
+        pooled one the server has closed (its FIN in the socket, not read yet) is
+        dropped, never written on."""
         key = (target[0], target[1])
         idle = self._idle.get(key)
         while idle and not fresh:
             conn = idle.pop()
-            if not conn.closed:
+            if not conn.closed and not peer_closed(conn.transport):
                 conn.reused = True
                 return conn
-            self._open.discard(conn)
+            if conn.habit is not None:
+                conn.habit.saw_close(conn.released_ns)
+            self.drop(conn)
         loop = asyncio.get_running_loop()
         batch = self._batch
         if batch is None or batch.loop is not loop:
@@ -535,8 +566,28 @@ class LeanSession:
         self._open.add(conn)
         return conn
 
-    def release(self, conn: LeanStreamConnection, target: Target) -> None:
-        if conn.reusable and not self.closed:
+    def release(
+        self, conn: LeanStreamConnection, target: Target, habit: ServerHabit | None = None
+    ) -> None:
+        """Back to the pool when its response was read whole and it stays open; after a
+        response to a generation request (``habit``: its server's, while not known) it
+        is held out of the pool for ``SETTLE_S`` first."""
+        if not conn.reusable or self.closed or (habit is not None and habit.closes):
+            self.drop(conn)  # (a server that closes after a streamed response: never reused)
+            return
+        conn.released_ns = time.perf_counter_ns()
+        conn.habit = habit
+        if habit is not None and habit.closes is None:
+            asyncio.get_running_loop().call_later(SETTLE_S, self._settled, conn, target, habit)
+        else:
+            self._idle.setdefault((target[0], target[1]), []).append(conn)
+
+    def _settled(self, conn: LeanStreamConnection, target: Target, habit: ServerHabit) -> None:
+        still_open = not conn.closed and not peer_closed(conn.transport)
+        if not still_open:
+            habit.saw_close(conn.released_ns)
+        habit.settled(still_open)
+        if still_open and not self.closed and not habit.closes:
             self._idle.setdefault((target[0], target[1]), []).append(conn)
         else:
             self.drop(conn)
@@ -566,20 +617,18 @@ async def stream_request(
             session.fallback(), url, body, dialect, endpoint, record, timeouts, keep_text,
             max_event_bytes,
         )  # fmt: skip
-    request = session.request(target, "POST", orjson.dumps(body))
-    for attempt in range(len(STALE_BACKOFF_S) + 1):
-        try:
-            return await _attempt(
-                session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
-                max_event_bytes,
-            )  # fmt: skip
-        except _Stale as exc:
-            if not stale(record, str(exc), attempt):
-                return record
-            # as the aiohttp transport: let the loop read the FINs of other pooled
-            # connections the server closed at the same moment
-            await asyncio.sleep(STALE_BACKOFF_S[attempt])
-    return record  # pragma: no cover
+    habit = session.habit(target)
+    close = habit.closes is True
+    record.connection_close = close
+    request = session.request(target, "POST", orjson.dumps(body), close)
+
+    async def attempt() -> RequestRecord:
+        return await _attempt(
+            session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
+            max_event_bytes, None if close else habit,
+        )  # fmt: skip
+
+    return await retrying(attempt, record)
 
 
 async def _attempt(
@@ -593,6 +642,7 @@ async def _attempt(
     timeouts: Timeouts,
     keep_text: bool,
     max_event_bytes: int,
+    habit: ServerHabit | None = None,
 ) -> RequestRecord:
     # the read loop of http._attempt, event for event (``EventReader.take``): only where the
     # events come from differs (each carries its own read's stamp, the framing is the
@@ -614,14 +664,17 @@ async def _attempt(
                 session.drop(conn)
                 if not conn.reused:
                     return fail(record, "connection_error", "a new connection closed at once")
-                raise _Stale("a reused idle connection closed before the request was written")
+                raise Stale("a reused idle connection closed before the request was written")
             try:
                 head = await conn.response_head()
-            except _Stale as exc:
-                how = closed_how(exc.__cause__)
-                if not conn.reused or conn.idle_ns < http.STALE_IDLE_S * 1e9:
-                    return dropped(record, how, conn.idle_ns if conn.reused else None)
-                raise _Stale(f"a reused idle connection closed ({how}) before a response") from exc
+            except _Closed as exc:
+                return judge_close(
+                    record,
+                    reused=conn.reused,
+                    closed_before=False,  # send() saw it open
+                    idle_ns=conn.idle_ns,
+                    how=closed_how(exc.__cause__),
+                )
             record.status = head.status
             if head.status != 200:
                 text = (await conn.read_body())[:ERROR_BODY_BYTES].decode("utf-8", "replace")
@@ -671,7 +724,7 @@ async def _attempt(
         timed_out = rd.timed_out(timeouts)
         if timed_out is not None:
             return timed_out
-    except _Stale:
+    except Stale:
         raise
     except _CannotConnect as exc:
         return fail(record, "connection_error", f"cannot connect: {exc.os_error}")
@@ -692,7 +745,10 @@ async def _attempt(
             # must not reach the record after this request let go of it
             conn.sink = None
             if reusable:
-                session.release(conn, target)
+                # only an event stream's end shows what the server does after one
+                h = conn.head
+                streamed = h is not None and h.status == 200 and h.event_stream
+                session.release(conn, target, habit if streamed else None)
             else:
                 session.drop(conn)  # mid-response, broken, or not read to its end
     head_bytes = conn.parser.first_bytes if conn is not None and conn.parser else None
@@ -727,7 +783,7 @@ async def open_connections(
                 await conn.read_body()
                 return head is not None
         except (
-            _Stale, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError, TimeoutError
+            _Closed, _CannotConnect, _ConnectTimeout, HeadError, BodyError, OSError, TimeoutError
         ):  # fmt: skip
             return False
         finally:

@@ -153,6 +153,8 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
     }
     if s.online_quant and s.quant == "fp8":
         fields["quant"] = "fp8"
+    if s.load_format is not None:
+        fields["load_format"] = s.load_format
     extra = SPEC.ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and SPEC.ep_flag else []
     return fields, extra, {}
 
