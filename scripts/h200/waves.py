@@ -25,7 +25,7 @@ from typing import Any
 
 from crossover.metrics.run import ttft_by_wave
 from crossover.records.store import Store
-from crossover.sweep.runner import parse_run_key
+from crossover.sweep.driver import parse_run_key
 
 
 def open_db(arg: str) -> Path:

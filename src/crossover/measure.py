@@ -195,11 +195,18 @@ def build_prompts(
             first,
         )
     if config.prompts_file is not None:
-        prompts = dataset_prompts(
-            config.prompts_file, count, config.input_tokens, tokenizer, config.seed, first
-        )
         out = config.output_lengths
-        if out is None:
+        replies = out.max if out is not None and out.dist == "dataset" else None
+        prompts = dataset_prompts(
+            config.prompts_file,
+            count,
+            config.input_tokens,
+            tokenizer,
+            config.seed,
+            first,
+            reply_cap=replies,
+        )
+        if out is None or replies is not None:
             return prompts
         return [replace(p, output_tokens=out.draw(config.seed, "output", p.id)) for p in prompts]
     assert config.input_tokens is not None
@@ -352,6 +359,7 @@ def make_context(
             else "synthetic"
         ),
         seed=config.seed,
+        arrival_seed=config.arrival_seed,
         tokenizer=tokenizer.name if tokenizer else None,
         expects_finish_reason=get_dialect(config.dialect).has_done_sentinel,
         allowed_failures=config.allowed_failures,
@@ -649,7 +657,7 @@ async def _execute_here(
                 requests=config.requests,
                 duration_s=config.duration_s,
                 abort=abort,
-                seed=config.seed,
+                seed=config.arrivals_seed,
                 max_in_flight=config.max_in_flight,
                 probe_interval_s=_probe_interval(config),
                 offsets_ns=config.trace_offsets_ns(),

@@ -218,7 +218,14 @@ def test_truth_reports_per_request_emission(body: Body) -> None:
     assert rec["done"]
     assert rec["configured_ttft_ms"] == 5.0
     assert rec["configured_gap_ms"] == 2.0
-    assert rec["emitted_gap_ms"] == pytest.approx(2.0, rel=0.1)
+    # written no earlier than due (less 1 ms of timer); later by the server's own lag,
+    # which on a shared machine has no fixed bound, so the emitted gap is the configured
+    # one moved at most by that lag over the 19 gaps
+    assert rec["emitted_ttft_ms"] >= 5.0 - 1.0
+    span_ms = (rec["last_emit_ns"] - rec["first_emit_ns"]) / 1e6
+    assert rec["emitted_gap_ms"] == pytest.approx(span_ms / 19)
+    moved = (rec["max_lag_ms"] + 1.0) / 19
+    assert abs(rec["emitted_gap_ms"] - 2.0) <= moved, rec
     assert truth["emission_lag_ms"]["count"] == 20
     assert empty["requests"] == []
     assert empty["requests_total"] == 0

@@ -72,3 +72,38 @@ def test_prompt_lengths_needs_a_prompt_file(
                "--prompt-lengths", "all", "--out", str(tmp_path / "o")])  # fmt: skip
     assert rc == 2
     assert "expected fit or dataset" in capsys.readouterr().err
+
+
+def test_output_lengths_from_the_datasets_replies(tmp_path: Path) -> None:
+    """``--output-tokens dataset:MAX``: each request asks for its conversation's reply
+    length (the calibration server counts words), capped, and every target gets the same."""
+    convs = [("a b c", "one two three four"), ("d e", "x " * 30), ("f", "yes")]
+    data = [{"conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": r}]}
+            for p, r in convs]  # fmt: skip
+    file = tmp_path / "sharegpt.json"
+    file.write_text(json.dumps(data))
+    out = tmp_path / "sweep"
+    base = BASE[:-3] + BASE[-1:]  # without its --output-tokens 4
+    assert "--output-tokens" not in base
+    with servers(Linear(1.0, 0.0), Linear(1.5, 0.0)) as (ua, ub):
+        rc = main(["sweep", *target_flags({"A": ua, "B": ub}), *base, "--prompts", str(file),
+                   "--prompt-lengths", "dataset", "--output-tokens", "dataset:16",
+                   "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    want = {"a b c": 4, "d e": 16, "f": 1}
+    with Store(out / "sweep.db") as store:
+        by_id = {p["id"]: p for p in store.get_meta("prompts")}
+        asked: dict[str, list[tuple[int, int]]] = {}
+        for row in store.runs():
+            assert row.key is not None
+            for r in store.records(row.run_id):
+                assert r.prompt_id is not None
+                p = by_id[r.prompt_id]
+                assert r.expected_output_tokens == want[p["text"]] == r.completion_tokens
+                asked.setdefault(row.key.split("|")[0], []).append(
+                    (r.prompt_id, r.expected_output_tokens)
+                )
+    assert sorted(asked["A"]) == sorted(asked["B"])
+    for s in _summaries(out):
+        assert s["verdict"] == "valid"
+        assert s["workload"]["shape"] == {"output_lengths": "dataset:16"}  # type: ignore[index]

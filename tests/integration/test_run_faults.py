@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from crossover.metrics.requests import DELIVERY_GAP_NS
 from tests.integration.conftest import TRANSPORT, calib, codes, problems, run_against
+
+#: how early a loop's timer may fire: libuv (uvloop) counts whole milliseconds
+TIMER_MS = 1.0
 
 #: every fault on each transport: both must report the same
 pytestmark = pytest.mark.usefixtures("each_transport")
@@ -180,15 +184,27 @@ def test_refused_connection(tmp_path: Path) -> None:
 
 
 def test_honest_figures_match_the_configured_latencies(tmp_path: Path) -> None:
-    """Server in its own process: TTFT and TPOT within a few percent of the truth."""
+    """Server in its own process: TTFT and TPOT are the configured 30 ms and 10 ms plus
+    only what this run itself measured the server and the client adding.
+
+    The machine is shared, so no fixed percentage holds: the tolerance is this run's own
+    overhead, from the server's stamps on every chunk (``crossover_emit_ns``, the client's
+    clock) and its truth (arrival, lag behind its deadlines). A configured latency is
+    physics on the other side: nothing measured can come in below it.
+    """
     import asyncio
+    import json
+    import statistics
+    import urllib.request
 
     from crossover.calibration.server import spawn
     from crossover.config import RunConfig
     from crossover.measure import execute
     from crossover.records.store import Store
 
-    cfg = calib(ttft_ms=30.0, itl_ms=10.0)
+    ttft, itl, n = 30.0, 10.0, 32
+    cfg = calib(ttft_ms=ttft, itl_ms=itl)
+    store = Store(tmp_path / "r.db")
     with spawn(cfg) as url:
         run = RunConfig(
             url=url,
@@ -196,21 +212,82 @@ def test_honest_figures_match_the_configured_latencies(tmp_path: Path) -> None:
             engine="vllm",
             concurrency=4,
             requests=16,
-            output_tokens=32,
+            output_tokens=n,
             input_tokens=20,
             warmup_requests=4,
             transport=TRANSPORT[0],
         )
-        out = asyncio.run(execute(run, Store(tmp_path / "r.db")))
+        out = asyncio.run(execute(run, store))
+        with urllib.request.urlopen(f"{url}/calibration/truth", timeout=10) as resp:
+            truth = json.load(resp)
     s = out.summary
     assert s.verdict == "valid"
-    # never earlier than configured; later only by the loops' timer granularity (~1-3 ms)
-    assert s.ttft_ms.min is not None and s.ttft_ms.min >= 29.5
-    assert s.ttft_ms.p50 is not None and s.ttft_ms.p50 <= 30.0 * 1.15
-    assert s.tpot_ms.p50 == pytest.approx(10.0, rel=0.03)
-    assert s.itl_ms.mean == pytest.approx(10.0, rel=0.03)
-    assert s.load.achieved_concurrency == pytest.approx(4.0, rel=0.05)
-    # 4 streams, one token each per 10 ms: ~400 output tokens/s in the steady window
-    assert s.throughput.output_tokens_per_s == pytest.approx(
-        4 * 32 / (30 + 31 * 10) * 1000, rel=0.08
+    recs = store.records(out.run_id, include_warmup=False)
+    assert len(recs) == 16
+    # the server's record of each request, found by the stamp on its first chunk
+    by_first = {t["first_emit_ns"]: t for t in truth["requests"]}
+    ms = 1e-6
+    decode = (n - 1) * itl  # the server's deadlines: last token this long after the first
+    ttfts, ttft_hi = [], []
+    tpot_lo, tpot_hi, gap_lo, gap_hi, gap_tokens = [], [], 0.0, 0.0, 0
+    for r in recs:
+        assert r.chunk_emitted_ns is not None and len(r.chunk_emitted_ns) == n
+        assert r.t_first_ns is not None and r.t_last_ns is not None
+        t = by_first[r.chunk_emitted_ns[0]]
+        assert t["configured_ttft_ms"] == ttft and t["configured_gap_ms"] == pytest.approx(itl)
+        # one clock: the request is sent before the server has it, and every chunk
+        # arrives after the server wrote it
+        assert r.t_send_ns <= t["arrival_ns"]
+        d = [(a - e) * ms for a, e in zip(r.chunk_arrival_ns, r.chunk_emitted_ns, strict=True)]
+        assert min(d) >= 0
+        # TTFT is stamped at the first token's arrival, from the send
+        assert r.t_first_ns == r.chunk_arrival_ns[0]
+        ttfts.append((r.t_first_ns - r.t_send_ns) * ms)
+        # the server writes each token within [deadline - TIMER_MS, deadline + its lag]
+        # (its own figure): the client sees it that plus the way in (send to the
+        # server's arrival) and the way out (this chunk's delivery delay)
+        lag = t["max_lag_ms"] + TIMER_MS
+        transit = (t["arrival_ns"] - r.t_send_ns) * ms
+        ttft_hi.append(ttft + transit + lag + d[0])
+        # TPOT spreads last minus first over the tokens after the first delivery (k > 1
+        # when a late first token arrived together with the next ones)
+        a = r.chunk_arrival_ns
+        k = 1
+        while k < n and a[k] - a[k - 1] < DELIVERY_GAP_NS:
+            k += 1
+        lo, hi = decode - lag - d[0], decode + lag + d[-1]
+        tpot_lo.append(lo / (n - k))
+        tpot_hi.append(hi / (n - k))
+        # ITL's first delivery is stamped with its last event, up to k - 1 gaps later
+        gap_lo += lo - (k - 1) * DELIVERY_GAP_NS * ms
+        gap_hi += hi
+        gap_tokens += n - k
+    # never earlier than configured (the deadline runs from the server's arrival); and
+    # the summary's TTFT is the first token's arrival less the send, request by request
+    assert s.ttft_ms.min is not None and s.ttft_ms.min >= ttft - TIMER_MS
+    assert s.ttft_ms.p50 == pytest.approx(statistics.median(ttfts))
+    # later only by what this run measured each request's way adding (medians keep the
+    # order of per-request bounds): a TTFT from the second token's stamp (+10 ms) or the
+    # last's (+310 ms) lands beyond it unless the median request lost that much
+    assert s.ttft_ms.p50 <= statistics.median(ttft_hi), ttft_hi
+    # each request's time per token is the configured 10 ms, moved only by the server's
+    # lag and the delivery of its first and last token, over the tokens after the first:
+    # an ITL doubled, or spread over N rather than N - 1 gaps (-0.3 ms), falls outside
+    # while the median request is delayed less than 10 ms
+    assert s.tpot_ms.p50 is not None
+    assert statistics.median(tpot_lo) <= s.tpot_ms.p50 <= statistics.median(tpot_hi), (
+        tpot_lo,
+        tpot_hi,
     )
+    assert s.itl_ms.mean is not None
+    assert gap_lo / gap_tokens <= s.itl_ms.mean <= gap_hi / gap_tokens
+    # 4 streams in flight at most; a loaded client only leaves gaps between requests
+    assert s.load.achieved_concurrency is not None
+    assert 3.0 <= s.load.achieved_concurrency <= 4.0 + 1e-9
+    # the throughput is what the streams in flight deliver (Little's law, in this run's
+    # own figures), never above 4 streams at the configured pace
+    assert s.e2e_ms.mean is not None and s.throughput.output_tokens_per_s is not None
+    ideal = 4 * n / (ttft + (n - 1) * itl) * 1000
+    assert s.throughput.output_tokens_per_s <= ideal * 1.08
+    little = s.load.achieved_concurrency * n / s.e2e_ms.mean * 1000
+    assert s.throughput.output_tokens_per_s == pytest.approx(little, rel=0.08)

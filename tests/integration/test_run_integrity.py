@@ -18,6 +18,7 @@ from crossover.calibration.config import CalibrationConfig
 from crossover.measure import RunOutcome
 from crossover.records.store import Store
 from tests.integration.conftest import calib, codes, problems, run_against
+from tests.timing import stamped_bounds
 
 N = 16
 REQUESTS = 16
@@ -48,16 +49,15 @@ def _honest(out: RunOutcome, store: Store) -> None:
     assert s.requests.matched == REQUESTS
     assert s.witnesses.output_tokens.stream_chunks == REQUESTS * N
     assert s.witnesses.output_tokens.stream_text == REQUESTS * N
-    # the server stamps each chunk as it writes it (same clock): its own time per token
-    truth = []
-    for r in store.records(out.run_id, include_warmup=False):
-        e = r.chunk_emitted_ns
-        assert e is not None and len(e) == N
-        truth.append((e[-1] - e[0]) / (N - 1) / 1e6)
-    # (loose: the server shares this loop, on a shared 2-core machine; ITL's mean is the
-    # delivery time per token, the server's time per token)
-    assert s.tpot_ms.p50 == pytest.approx(statistics.median(truth), rel=0.25)
-    assert s.itl_ms.mean == pytest.approx(statistics.mean(truth), rel=0.25)
+    # the server stamps each chunk as it writes it (same clock): TPOT and ITL are its own
+    # time per token moved only by the delivery delays this run measured (the server
+    # shares this loop, on a shared 2-core machine, so no fixed percentage holds)
+    recs = store.records(out.run_id, include_warmup=False)
+    assert all(r.chunk_emitted_ns is not None and len(r.chunk_emitted_ns) == N for r in recs)
+    tpot_lo, tpot_hi, itl_lo, itl_hi = stamped_bounds(recs)
+    assert s.tpot_ms.p50 is not None and s.itl_ms.mean is not None
+    assert statistics.median(tpot_lo) <= s.tpot_ms.p50 <= statistics.median(tpot_hi)
+    assert itl_lo <= s.itl_ms.mean <= itl_hi
     assert s.ttft_ms.p50 is not None and s.ttft_ms.p50 >= 5.0
 
 

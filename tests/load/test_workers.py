@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from crossover.measure import RunOutcome, execute
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.transport import Transport
+from tests.timing import stamped_bounds
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def _run(url: str, tmp: Path, workers: int, **kw: object) -> tuple[RunOutcome, S
 
 
 def test_two_workers_match_one(server: str, tmp_path: Path, transport: Transport) -> None:
-    one, _ = _run(server, tmp_path, 1, transport=transport)
+    one, store_one = _run(server, tmp_path, 1, transport=transport)
     two, store = _run(server, tmp_path, 2, transport=transport)
     s1, s2 = one.summary, two.summary
     assert s2.load.workers == 2 and s1.load.workers == 1
@@ -56,13 +58,25 @@ def test_two_workers_match_one(server: str, tmp_path: Path, transport: Transport
     assert {r.worker for r in stored} == {0, 1}
     warm = [r for r in store.records(two.run_id) if r.warmup]
     assert sorted(r.index for r in warm) == list(range(4))
-    assert s2.tpot_ms.p50 == pytest.approx(s1.tpot_ms.p50, rel=0.15)
-    # means, not p50s: on a busy machine chunks coalesce into one read (gaps of 0)
-    assert s2.itl_ms.mean == pytest.approx(s1.itl_ms.mean, rel=0.15)
+    # each run's TPOT and ITL are the server's own time per token (its stamps on every
+    # chunk, one clock across the processes) moved only by the delivery delays that run
+    # measured: two runs one after the other on a shared machine see different noise, so
+    # each is held to its own truth rather than to the other's figure
+    for out, st in ((one, store_one), (two, store)):
+        s = out.summary
+        tpot_lo, tpot_hi, itl_lo, itl_hi = stamped_bounds(
+            st.records(out.run_id, include_warmup=False)
+        )
+        assert s.tpot_ms.p50 is not None and s.itl_ms.mean is not None
+        assert statistics.median(tpot_lo) <= s.tpot_ms.p50 <= statistics.median(tpot_hi)
+        assert itl_lo <= s.itl_ms.mean <= itl_hi
+        # the throughput is what the streams in flight deliver (Little's law, in this
+        # run's own figures): a worker whose tokens went uncounted falls outside
+        assert s.load.achieved_concurrency is not None and s.e2e_ms.mean is not None
+        assert s.throughput.output_tokens_per_s is not None
+        little = s.load.achieved_concurrency * 24 / s.e2e_ms.mean * 1000
+        assert s.throughput.output_tokens_per_s == pytest.approx(little, rel=0.1)
     assert s2.load.achieved_concurrency == pytest.approx(8, rel=0.2)
-    assert s2.throughput.output_tokens_per_s == pytest.approx(
-        s1.throughput.output_tokens_per_s, rel=0.3
-    )
     stored_summary = store.run(two.run_id)
     assert stored_summary is not None and stored_summary.summary is not None
     assert stored_summary.summary["load"]["workers"] == 2

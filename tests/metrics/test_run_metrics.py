@@ -174,6 +174,33 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
     assert s.goodput is not None and s.goodput.fraction == pytest.approx(0.5)
 
 
+def test_open_loop_window_counts_what_was_served_as_goodput_does() -> None:
+    """An open loop at 10 requests/s for 2 s, each request taking 0.5 s: every arrival
+    is served, so requests/s, goodput (every request meets the SLO) and the arrivals are
+    one rate, and output tokens/s is that rate times the output length. A window from
+    the first send to the last counted 15 of 20 completions there: 7.9 requests/s."""
+    recs = [good(i, i / 10, i / 10 + 0.1, 0.2) for i in range(21)]  # done 0.5 s after send
+    s = summarize(recs, ctx(mode="rate", concurrency=None, rate_rps=10.0, slo={"e2e_ms": 600}))
+    assert s.window.opened_by == "first_completion" and s.window.steady
+    assert (s.window.start_s, s.window.end_s) == (pytest.approx(0.5), pytest.approx(2.5))
+    assert s.load.arriving_rps == pytest.approx(10.0)
+    assert s.throughput.requests_per_s == pytest.approx(10.0, rel=1e-6)
+    assert s.throughput.output_tokens_per_s == pytest.approx(30.0, rel=1e-6)
+    assert s.goodput is not None and s.goodput.fraction == 1.0
+    assert s.goodput.requests_per_s == s.throughput.requests_per_s
+    # half of them too slow for the SLO: goodput half of what was served
+    slow = [good(i, i / 10, i / 10 + 0.1, 0.2 if i % 2 else 0.3) for i in range(21)]
+    s = summarize(slow, ctx(mode="rate", concurrency=None, rate_rps=10.0, slo={"e2e_ms": 600}))
+    assert s.goodput is not None and s.goodput.requests_per_s is not None
+    assert s.throughput.requests_per_s is not None
+    # the window: from the first completion (request 1 at 0.6 s) to the last (2.7 s); the
+    # 20 completions after the first, 9 of them (odd) in time
+    assert s.throughput.requests_per_s == pytest.approx(20 / 2.1, rel=1e-6)
+    assert s.goodput.requests_per_s == pytest.approx(9 / 2.1, rel=1e-6)
+    # a closed loop keeps the window where its target is in flight
+    assert summarize(recs, ctx()).window.opened_by == "target_in_flight"
+
+
 def test_client_floor_flags_latencies_near_the_client_overhead() -> None:
     recs = [good(0, 0, 0.1, 0.0005), good(1, 0, 0.1, 0.0005)]
     floor = ClientFloor(delivery_p50_ms=0.3, source="test")

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from crossover.cli.app import main
+from crossover.sweep.config import Level
+
 from .conftest import Linear, child_env, crossover_cmd, db_runs, read_sweep, servers
 
 FAST = Linear(a_ms=2.0, b_ms=0.0, ttft_ms=2.0)
@@ -111,4 +114,31 @@ def test_a_target_can_have_its_own_levels(tmp_path: Path) -> None:
     assert [r.key for r in sorted(runs, key=lambda r: r.created_at)] == [
         "A|c=1|r=0", "A|c=2|r=0", "A|c=4|r=0", "A|c=1|r=1", "A|c=2|r=1", "A|c=4|r=1",
         "B|c=1|r=0", "B|c=2|r=0", "B|c=1|r=1", "B|c=2|r=1",
+    ]  # fmt: skip
+
+
+def test_interleave_measures_each_level_target_after_target(tmp_path: Path) -> None:
+    """``interleave: true``: both engines up together and each level's repeat measured A, B
+    (B, A at odd repeats), so a drifting load on a shared machine hits both alike."""
+    from crossover.sweep.driver import interleaved_order
+
+    with servers(Linear(1.0, 0.0), Linear(2.0, 0.0)) as (ua, ub):
+        config = tmp_path / "sweep.yaml"
+        config.write_text(yaml.safe_dump({
+            "targets": [{"name": n, "url": u, "engine": "vllm", "model": "calibration"}
+                        for n, u in (("A", ua), ("B", ub))],
+            "concurrency": [1, 2], "repeats": 2, "requests_per_level": 4,
+            "output_tokens": 4, "input_tokens": 8, "warmup_requests": 0, "interleave": True,
+        }))  # fmt: skip
+        out = tmp_path / "s"
+        assert main(["sweep", "--config", str(config), "--out", str(out), "--no-report"]) == 0
+    keys = [r.key for r in db_runs(out)]
+    assert keys == [
+        "A|c=1|r=0", "B|c=1|r=0", "A|c=2|r=0", "B|c=2|r=0",
+        "B|c=1|r=1", "A|c=1|r=1", "B|c=2|r=1", "A|c=2|r=1",
+    ]  # fmt: skip
+    # what is left of a resumed sweep keeps the order
+    lv = Level("concurrency", 4)
+    assert interleaved_order([("A", [(lv, 1)]), ("B", [(lv, 0), (lv, 1)])]) == [
+        ("B", lv, 0), ("B", lv, 1), ("A", lv, 1),
     ]  # fmt: skip

@@ -5,11 +5,14 @@ follow the arrivals, shifted by about one request time. Past its capacity they c
 server's own pace, slower than the arrivals, and the requests in flight keep growing for as
 long as the level lasts (the rule ``crossover capacity`` applies while a level runs,
 ``crossover.capacity.overload``). After the level the summary tells the same: the requests
-that arrived over the sending window (first to last send) against those served, counted
-from the first possible completion (the level's start plus the fastest request) to the
-last one. A level is overloaded when it served less than ``SERVED_SHARE`` of the arrival
-rate. Its throughput is then the server's capacity and its latencies grow with the level's
-length: a sweep flags such a level wherever it shows it.
+that arrived over the sending window (first to last send) against those served over the
+open loop's steady window (from the first completion to the last: the window its
+throughputs and goodput are counted in, so "served" and goodput are one count, equal
+when every request met the SLO). A summary stored before that window counts the served
+ones from the first possible completion (the level's start plus the fastest request)
+to the last one. A level is overloaded when it served less than ``SERVED_SHARE`` of the
+arrival rate. Its throughput is then the server's capacity and its latencies grow with
+the level's length: a sweep flags such a level wherever it shows it.
 """
 
 from __future__ import annotations
@@ -55,7 +58,16 @@ def open_loop_load(summary: RunSummary) -> Overload | None:
     window = summary.window.duration_s
     if sent < MIN_REQUESTS or not window or window <= 0:
         return None
-    arriving = (sent - 1) / window  # first to last send: sent - 1 gaps
+    arriving = summary.load.arriving_rps
+    if arriving is None:  # stored before it was: the window ran from first to last send
+        arriving = (sent - 1) / window  # first to last send: sent - 1 gaps
+    served_in_window = summary.throughput.requests_per_s
+    if (
+        summary.window.opened_by == "first_completion"
+        and summary.window.steady
+        and served_in_window is not None
+    ):
+        return Overload(arriving_rps=arriving, served_rps=served_in_window)
     fastest_s = (summary.e2e_ms.min or 0.0) / 1000.0
     serving_s = (summary.duration_s or 0.0) - fastest_s
     ok = summary.requests.succeeded

@@ -5,6 +5,13 @@ CMake's Makefile generator prints ``[ 42%] Building ...`` and Ninja prints
 line per 10% step otherwise (``make test`` output stays readable in CI logs), and, when
 one file compiles for minutes (ggml-cpu.c at 10%), a line every 30 s saying how long
 that step has been going, so a slow compile never reads as a hang.
+
+The last line's step is not what holds a parallel build: with ``-j2`` the other job runs
+through the small files and the library's link waits for the big one (the bar sat at
+"10% Building C ggml-cpu.c.o", then at 19% on a link, for minutes). ``BuildProgress``
+keeps the objects started whose target is not built yet (``Built target X`` ends them
+all), and once the percent has not moved for a while the bar and the heartbeat name the
+oldest of them and how long it has been compiling: what the build is waiting on.
 """
 
 from __future__ import annotations
@@ -33,6 +40,59 @@ def parse_progress(line: str) -> tuple[float, str] | None:
     return None
 
 
+_OBJECT = re.compile(r"^Building \S+ object (?:.*/)?CMakeFiles/([^/]+)\.dir/(?:.*/)?([^/]+)$")
+_BUILT = re.compile(r"^Built target (\S+)$")
+#: the percent unmoved this long: say what the build waits on
+WAITING_AFTER_S = 20.0
+
+
+class BuildProgress:
+    """Where a build is, from its output lines (``feed``): the percent, the last step,
+    and the objects started whose target is not built yet."""
+
+    def __init__(self) -> None:
+        self.percent = 0.0
+        self.step = ""
+        self.moved_at: float | None = None
+        #: object -> (its target, when its compile started)
+        self.pending: dict[str, tuple[str, float]] = {}
+
+    def feed(self, line: str, now: float) -> bool:
+        """Take one output line seen at ``now`` (monotonic seconds); True if it was a
+        progress line."""
+        parsed = parse_progress(line.rstrip())
+        if parsed is None:
+            return False
+        percent, step = parsed
+        if percent != self.percent or self.moved_at is None:
+            self.moved_at = now
+        self.percent, self.step = percent, short_step(step)
+        if m := _OBJECT.match(step):
+            self.pending[m.group(2)] = (m.group(1), now)
+        elif m := _BUILT.match(step):
+            done = m.group(1)
+            self.pending = {k: v for k, v in self.pending.items() if v[0] != done}
+        return True
+
+    def waiting(self, now: float) -> str | None:
+        """``ggml-cpu.c.o for 2 min 10 s``: the oldest compile whose target is not built,
+        once the percent has not moved for ``WAITING_AFTER_S``; else None."""
+        if not self.pending or self.moved_at is None or now - self.moved_at < WAITING_AFTER_S:
+            return None
+        name, (_, started) = min(self.pending.items(), key=lambda kv: kv[1][1])
+        return f"{name} for {_secs(now - started)}"
+
+    def describe(self, now: float) -> str:
+        """The step, and what the build waits on when it has not moved for a while."""
+        wait = self.waiting(now)
+        return f"{self.step}; waiting on {wait}" if wait else self.step
+
+
+def _secs(s: float) -> str:
+    n = int(s)
+    return f"{n // 60} min {n % 60:02d} s" if n >= 60 else f"{n} s"
+
+
 def short_step(step: str) -> str:
     """``Building CXX object common/CMakeFiles/x.dir/a/b.cpp.o`` -> ``Building CXX b.cpp.o``."""
     words = step.replace(" object ", " ").split()
@@ -43,6 +103,8 @@ def short_step(step: str) -> str:
 
 #: seconds without a new step before a plain (non-terminal) build says it is still going
 HEARTBEAT_S = 30.0
+#: how often a terminal's bar is refreshed while no line comes
+TICK_S = 5.0
 
 
 def _lines(stream: IO[str], every_s: float) -> Iterator[str | None]:
@@ -102,33 +164,40 @@ def run_build_command(cmd: list[str], log: IO[str], title: str, show: bool, perc
             TimeElapsedColumn(),
             TextColumn("[dim]{task.fields[step]}"),
         )
+        state = BuildProgress()
         with Progress(*columns, console=console, transient=False) as bar:
             task = bar.add_task(title, total=100.0 if percent else None, step="")
-            for line in proc.stdout:
-                log.write(line)
-                parsed = parse_progress(line.rstrip())
-                if parsed is not None:
-                    bar.update(task, completed=parsed[0], step=short_step(parsed[1]))
+            for line in _lines(proc.stdout, TICK_S):
+                now = time.monotonic()
+                if line is not None:
+                    log.write(line)
+                    if not state.feed(line, now):
+                        continue
+                bar.update(task, completed=state.percent, step=state.describe(now)[:90])
             if proc.wait() == 0 and percent:
                 bar.update(task, completed=100.0, step="done")
     else:
         if show:
             console.print(f"{title} ...")
         last_step = -1
-        at, step, since = 0.0, "", time.monotonic()
+        plain = BuildProgress()
+        since = time.monotonic()
         for got in _lines(proc.stdout, HEARTBEAT_S):
+            now = time.monotonic()
             if got is None:  # nothing said for a while: a long compile, not a hang
                 if show and percent:
-                    console.print(f"  {at:3.0f}%  {step} (still compiling, {_ago(since)})")
+                    wait = plain.waiting(now)
+                    said = f"waiting on {wait}" if wait else f"still compiling, {_ago(since)}"
+                    console.print(f"  {plain.percent:3.0f}%  {plain.step} ({said})")
                 continue
             log.write(got)
-            parsed = parse_progress(got.rstrip())
-            if parsed is None:
+            if not plain.feed(got, now):
                 continue
-            at, step, since = parsed[0], short_step(parsed[1]), time.monotonic()
+            since = now
+            at = plain.percent
             if show and percent and int(at) // 10 > last_step:
                 last_step = int(at) // 10
-                console.print(f"  {int(at):3d}%  {step}")
+                console.print(f"  {int(at):3d}%  {plain.step}")
         proc.wait()
     log.flush()
     if proc.returncode != 0:

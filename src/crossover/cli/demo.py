@@ -21,7 +21,7 @@ def demo(
     quick: Annotated[bool, typer.Option(help="Fewer levels and tokens (about 2 minutes)")] = False,
     fresh: Annotated[bool, typer.Option(help="Discard earlier results in OUT first")] = False,
 ) -> None:
-    """Real llama.cpp serving the real Gemma 3 270M: 1 slot vs 8, swept over concurrency."""
+    """Real llama.cpp, real Gemma 3 270M: 1 slot vs 8 with chunked prefill, swept."""
     import shutil
 
     from crossover.builds.llamacpp import ensure_llama_server
@@ -38,7 +38,7 @@ def demo(
     check_writable(out)
     console.print(
         "[bold]crossover demo[/]: llama-server (built from the pinned llama.cpp source) "
-        "serving Gemma 3 270M Q4_K_M, 1 parallel slot vs 8"
+        "serving Gemma 3 270M Q4_K_M, 1 slot vs 8 slots with chunked prefill"
     )
     server = ensure_llama_server(progress=True)
     model = ensure_gemma3_270m(progress=True)

@@ -117,7 +117,8 @@ def run(
         typer.Option(
             help="Exactly this many tokens per request, or a distribution each request draws "
             "its own exact N from: uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
-            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE (required unless --trace)"
+            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE; with --prompts, dataset:MAX (each "
+            "prompt's own reply length, at most MAX) (required unless --trace)"
         ),
     ] = None,
     engine: Annotated[

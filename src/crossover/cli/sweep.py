@@ -106,7 +106,8 @@ def sweep(
         typer.Option(
             help="Exactly this many tokens per request, or a distribution each request draws "
             "its own exact N from (uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
-            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE)"
+            "lognormal:MEAN,SD[,MIN-MAX], empirical:FILE; with --prompts, dataset:MAX: each "
+            "prompt's own reply length, at most MAX)"
         ),
     ] = None,
     input_tokens: Annotated[

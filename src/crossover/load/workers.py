@@ -346,7 +346,7 @@ def shares_of(config: RunConfig) -> list[Share]:
         requests=config.requests,
         duration_s=config.duration_s,
         warmup=config.warmup,
-        seed=config.seed,
+        seed=config.arrivals_seed,
         turns=config.sessions.turns if config.sessions else None,
         trace=config.trace is not None,
     )

@@ -22,6 +22,8 @@ class RunContext(BaseModel):
     input_tokens: int | None = None
     prompts: str = "synthetic"
     seed: int = 0
+    #: open loop: the seed of the arrival times, where not ``seed`` (a sweep's repeat)
+    arrival_seed: int | None = None
     tokenizer: str | None = None
     #: the dialect reports a finish reason (Triton's stream does not)
     expects_finish_reason: bool = True

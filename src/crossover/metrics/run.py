@@ -93,6 +93,46 @@ def _sum(parts: list[Throughput]) -> Throughput:
     )
 
 
+def opens_on_completion(span: WindowSpan) -> bool:
+    """An open loop's window: from the first completion to the last."""
+    return span.opened_by == "first_completion"
+
+
+def done_in(r: RequestRecord, span: WindowSpan) -> bool:
+    """``r`` completed inside the window. The open loop's window runs from one completion
+    to another: the first is its edge, and the n completions there are n - 1 intervals
+    (as n sends from the first to the last are), so it counts the ones after it."""
+    t = r.t_done_ns
+    if t is None:
+        return False
+    if opens_on_completion(span):
+        return span.start_ns < t <= span.end_ns
+    return span.start_ns <= t <= span.end_ns
+
+
+def served(ok: list[RequestRecord], start: int, end: int) -> Throughput:
+    """An open loop's throughputs: the requests completed after ``start`` up to ``end``
+    (the window from the first completion to the last) and their tokens, whole. Every
+    request's tokens count where it completed, so with every request served, output
+    tokens/s is requests/s times the output length: the work done, at the rate done."""
+    dur_s = (end - start) / 1e9
+    out_tok = prompt_tok = done = 0
+    for r in ok:
+        if r.t_done_ns is None or not start < r.t_done_ns <= end:
+            continue
+        done += 1
+        counts = rq.tokens_per_chunk(r)
+        if counts is not None:
+            out_tok += sum(counts)
+        if r.prompt_tokens is not None and r.t_first_ns is not None:
+            prompt_tok += r.prompt_tokens
+    return Throughput(
+        total_tokens_per_s=(out_tok + prompt_tok) / dur_s,
+        output_tokens_per_s=out_tok / dur_s,
+        requests_per_s=done / dur_s,
+    )
+
+
 @dataclass
 class _Timeline:
     """One clock's window and throughputs."""
@@ -112,10 +152,12 @@ def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
     span = steady_window(records, target)
     t0 = records[0].t_send_ns if records else 0
 
-    def throughput(start: int, end: int) -> Throughput:
+    def throughput(start: int, end: int, by_request: bool = False) -> Throughput:
         dur_s = (end - start) / 1e9
         if dur_s <= 0:
             return Throughput()
+        if by_request:
+            return served(ok, start, end)
         out_tok = prompt_tok = done = 0
         for r in ok:
             counts = rq.tokens_per_chunk(r)
@@ -143,17 +185,27 @@ def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
         return _Timeline(None, Throughput(), Throughput(), Window(), None, duration)
     return _Timeline(
         span,
-        throughput(span.start_ns, span.end_ns),
+        throughput(span.start_ns, span.end_ns, opens_on_completion(span)),
         throughput(t0, max(ends)) if ends else Throughput(),
         Window(
             start_s=(span.start_ns - t0) / 1e9,
             end_s=(span.end_ns - t0) / 1e9,
             duration_s=span.duration_ns / 1e9,
             steady=span.steady,
+            opened_by=span.opened_by,
         ),
         span.achieved_concurrency,
         duration,
     )
+
+
+def sending_rate(records: list[RequestRecord]) -> float | None:
+    """Requests sent per second from the first send to the last (``records`` on one
+    clock): n sends are n - 1 gaps. None for fewer than two."""
+    sends = [r.t_send_ns for r in records]
+    if len(sends) < 2 or max(sends) <= min(sends):
+        return None
+    return (len(sends) - 1) / ((max(sends) - min(sends)) / 1e9)
 
 
 def ttft_by_wave(records: list[RequestRecord], target: int | None) -> Waves | None:
@@ -270,6 +322,10 @@ def summarize(
     queue = stats(rq.queue_ms(r) for r in records)
 
     waves = ttft_by_wave(records, target) if len(clocks) == 1 else None
+    arriving = None
+    if ctx.mode == "rate":
+        rates = [sending_rate(group) for group in clocks.values()]
+        arriving = None if any(x is None for x in rates) else sum(x or 0.0 for x in rates)
 
     goodput = None
     if ctx.slo and window.duration_s:
@@ -286,13 +342,7 @@ def summarize(
             sp, dur = line.span, line.window.duration_s
             if sp is None or not dur:
                 continue
-            n = sum(
-                1
-                for r in good
-                if (node is None or r.node == node)
-                and r.t_done_ns is not None
-                and sp.start_ns <= r.t_done_ns <= sp.end_ns
-            )
+            n = sum(1 for r in good if (node is None or r.node == node) and done_in(r, sp))
             rate += n / dur
         goodput = Goodput(
             slo=ctx.slo,
@@ -340,6 +390,8 @@ def summarize(
             mode="rate" if ctx.mode == "rate" else "concurrency",
             concurrency=ctx.concurrency,
             rate_rps=ctx.rate_rps,
+            arriving_rps=arriving,
+            arrival_seed=ctx.arrival_seed if ctx.mode == "rate" else None,
             achieved_concurrency=achieved,
             workers=ctx.workers,
             transport=ctx.transport,

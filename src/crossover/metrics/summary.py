@@ -106,6 +106,13 @@ class Load(BaseModel):
     mode: Literal["concurrency", "rate"]
     concurrency: int | None = None
     rate_rps: float | None = None
+    #: open loop: requests sent per second, from the first send to the last (the arrivals
+    #: as they came: a Poisson schedule's own rate is ``rate_rps`` only on average); None
+    #: for a closed loop and in summaries stored before it was recorded
+    arriving_rps: float | None = None
+    #: open loop: the seed of the arrival times (a sweep gives each repeat its own, the
+    #: same for every target); None where it was the prompts' seed (``workload.seed``)
+    arrival_seed: int | None = None
     achieved_concurrency: float | None = None
     workers: int = 1
     #: the client transport that sent the requests (aiohttp or lean); None for runs
@@ -120,12 +127,17 @@ class Throughput(BaseModel):
 
 
 class Window(BaseModel):
-    """The steady window (target concurrency in flight), relative to the first send."""
+    """The steady window, relative to the first send: closed loop, while the target
+    concurrency is in flight; open loop, from the first completion to the last."""
 
     start_s: float | None = None
     end_s: float | None = None
     duration_s: float | None = None
     steady: bool = Field(False, description="False when the run never reached its target")
+    #: what opened it: ``target_in_flight``, ``first_completion`` (open loop) or
+    #: ``first_send`` (no steady window: the whole run); None in summaries stored before
+    #: it was recorded (an open-loop one then ran from the first send to the last)
+    opened_by: str | None = None
 
 
 class Waves(BaseModel):

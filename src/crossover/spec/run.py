@@ -80,6 +80,9 @@ class RunConfig(Limits, Warmup, Workload):
     requests: int | None = Field(None, ge=1)
     duration_s: float | None = Field(None, gt=0)
     trace_speed: float = Field(1.0, gt=0, le=1e6)
+    #: an open loop's arrival times from this seed instead of ``seed`` (a sweep's repeats
+    #: each draw their own arrivals, the same for every target)
+    arrival_seed: int | None = None
     slo: dict[str, float] = Field(default_factory=dict)
     api_key_env: str | None = None
     workers: int = Field(1, ge=1, le=256)
@@ -160,6 +163,11 @@ class RunConfig(Limits, Warmup, Workload):
     @property
     def mode(self) -> Literal["concurrency", "rate"]:
         return "concurrency" if self.concurrency is not None else "rate"
+
+    @property
+    def arrivals_seed(self) -> int:
+        """The seed of an open loop's arrival times."""
+        return self.seed if self.arrival_seed is None else self.arrival_seed
 
     @property
     def warmup(self) -> int:

@@ -102,6 +102,8 @@ def shape_conflict(
         )
     if prompts_file is not None and (input_lengths or shared_prefix):
         return "input_lengths and shared_prefix shape synthetic prompts: not with a prompt file"
+    if output_lengths is not None and output_lengths.dist == "dataset" and prompts_file is None:
+        return "output lengths dataset:MAX are the prompt file's replies: give a prompt file"
     return None
 
 

@@ -74,6 +74,12 @@ class SweepConfig(Limits, Warmup, Workload):
     refine: bool = Field(
         False, description="measure between bracketing levels to narrow crossovers"
     )
+    interleave: bool = Field(
+        False,
+        description="every target's engine up together, each level's repeat measured "
+        "target after target (A, B, then B, A): a shared machine's drifting load moves "
+        "both alike; the engines must fit side by side",
+    )
     refine_budget: int = Field(8, ge=1, description="extra levels refine may add")
     refine_width: float = Field(
         0.25,

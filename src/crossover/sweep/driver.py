@@ -49,6 +49,36 @@ if TYPE_CHECKING:
     from crossover.sweep.cluster import RayCluster
 
 
+def repeat_arrival_seed(seed: int, repeat: int) -> int:
+    """The arrival seed of an open-loop repeat: repeat 0 keeps the prompts' seed (the
+    arrivals a sweep drew before repeats had their own), later repeats a seed apart."""
+    return seed + ARRIVAL_SEED_STRIDE * repeat
+
+
+#: how far apart the repeats' arrival seeds are: beyond any seed a sweep is given by hand
+ARRIVAL_SEED_STRIDE = 1_000_003
+
+
+def interleaved_order(
+    todo: list[tuple[str, list[tuple[Level, int]]]],
+) -> list[tuple[str, Level, int]]:
+    """The runs of every target, by repeat, then level, then target: the targets in
+    their order at even repeats and reversed at odd ones, so neither always goes first."""
+    keys: dict[tuple[int, Level], list[str]] = {}
+    for name, runs in todo:
+        for level, r in runs:
+            keys.setdefault((r, level), []).append(name)
+    out = []
+    repeats = sorted({r for r, _ in keys})
+    for r in repeats:
+        for (rep, level), names in keys.items():
+            if rep != r:
+                continue
+            for name in names if r % 2 == 0 else reversed(names):
+                out.append((name, level, r))
+    return out
+
+
 #: a level stopped on purpose before its planned requests (``crossover decide``): the
 #: ``samples`` source holding the requests planned and why it stopped
 SEQUENTIAL_STOP = "sequential_stop"
@@ -316,6 +346,12 @@ class SweepRunner:
             raise
         finally:
             t.info = backend.info
+        if run_cfg.mode == "rate" and run_cfg.trace is None:
+            # each repeat its own arrivals (recorded in its summary), so the repeats'
+            # spread holds the arrivals' noise; every target gets the same ones
+            run_cfg = run_cfg.model_copy(
+                update={"arrival_seed": repeat_arrival_seed(run_cfg.seed, r)}
+            )
 
         async def build(count: int, first: int) -> list[Prompt]:
             return await backend.build_prompts(run_cfg, count, first)
@@ -392,6 +428,37 @@ class SweepRunner:
         finally:
             await backend.stop()
 
+    async def _run_interleaved(self, plans: list[tuple[_Target, list[tuple[Level, int]]]]) -> None:
+        """``interleave``: every target's engine up together, and each level's repeat
+        measured target after target before the next (A, B at repeat 0; B, A at repeat 1;
+        ...), so a load that drifts on a shared machine moves every target alike instead of
+        deciding the comparison (measured one target after the other, a 2-core machine's
+        drift made, then unmade, a crossover). A target that cannot go on drops out; the
+        others continue."""
+        order = interleaved_order([(t.cfg.name, todo) for t, todo in plans])
+        by_name = {t.cfg.name: t for t, _ in plans}
+        backends: dict[str, TargetRunner] = {}
+        gone: set[str] = set()
+        try:
+            for name, level, r in order:
+                if name in gone:
+                    continue
+                t = by_name[name]
+                backend = backends.get(name)
+                if backend is None:
+                    backend = backends[name] = self._backend(t)
+                try:
+                    going = await self._level(t, backend, level, r)
+                except EngineError:
+                    going = False
+                if not going:
+                    gone.add(name)
+                    await backend.stop()
+        finally:
+            for name, backend in backends.items():
+                if name not in gone:
+                    await backend.stop()
+
     # --- one level at a time (``crossover decide``) --------------------------
     async def measure_level(
         self, name: str, level: Level, repeat: int,
@@ -447,6 +514,9 @@ class SweepRunner:
                 if self.events.on_skip:
                     self.events.on_skip(t.cfg.name, c, r)
             plans.append((t, todo))
+        if self.cluster is None and self.config.interleave:
+            await self._run_interleaved(plans)
+            return
         if self.cluster is None:  # one target after another: one GPU is enough
             for t, todo in plans:
                 await self._run_target(t, todo)

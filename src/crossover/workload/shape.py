@@ -17,7 +17,10 @@ sweep YAML take; a mapping with the same fields works in YAML too):
 * ``lognormal:512,256[,MIN-MAX]``: a lognormal with that mean and standard deviation (of the
   lengths themselves, not of their logarithm), the long-tailed shape of chat traffic;
 * ``empirical:PATH``: lengths drawn with replacement from a file (one integer per line, or a
-  JSON list of integers).
+  JSON list of integers);
+* ``dataset:MAX`` (output lengths, with a prompt file): each request's own reply in the
+  file (a ShareGPT conversation's first assistant turn after its prompt), counted with the
+  tokenizer and capped at MAX; every engine gets the same prompts, so the same lengths.
 
 A shared prefix (``--shared-prefix 4x2048`` or ``4x2048:random``): P distinct prefixes of L
 tokens; request ``i`` starts with prefix ``i mod P`` (``round_robin``, the default) or a seeded
@@ -35,7 +38,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-DistKind = Literal["fixed", "uniform", "normal", "lognormal", "empirical"]
+DistKind = Literal["fixed", "uniform", "normal", "lognormal", "empirical", "dataset"]
 
 
 class LengthDist(BaseModel):
@@ -61,6 +64,7 @@ class LengthDist(BaseModel):
             "normal": ("mean", "sd"),
             "lognormal": ("mean", "sd"),
             "empirical": ("file",),
+            "dataset": ("max",),
         }
         missing = [f for f in need[self.dist] if getattr(self, f) is None]
         if missing:
@@ -81,14 +85,20 @@ class LengthDist(BaseModel):
             return f"uniform:{self.min}-{self.max}"
         if self.dist in ("normal", "lognormal"):
             return f"{self.dist}:{_num(self.mean)},{_num(self.sd)}{b}"
+        if self.dist == "dataset":
+            return f"dataset:{self.max}"
         return f"empirical:{self.file}"
 
     def nominal(self) -> int:
         """One length that stands for the distribution in a one-number summary: the fixed
-        value, else the mean (of the file's values for ``empirical``), rounded."""
+        value, else the mean (of the file's values for ``empirical``), rounded; for
+        ``dataset`` its cap (the replies are counted only with the prompts)."""
         if self.dist == "fixed":
             assert self.value is not None
             return self.value
+        if self.dist == "dataset":
+            assert self.max is not None
+            return self.max
         if self.dist == "uniform":
             assert self.min is not None
             assert self.max is not None
@@ -100,6 +110,8 @@ class LengthDist(BaseModel):
 
     def draw(self, seed: int, stream: str, index: int) -> int:
         """The length of request ``index`` (same for every engine and level)."""
+        if self.dist == "dataset":
+            raise ValueError("dataset lengths come with the prompt file's replies, not drawn")
         if self.dist == "fixed":
             assert self.value is not None
             return self.value
@@ -167,6 +179,8 @@ def parse_length(text: str | int | dict[str, Any] | LengthDist) -> LengthDist:
     s = str(text).strip()
     kind, sep, rest = s.partition(":")
     try:
+        if s == "dataset":
+            raise ValueError("the dataset's reply lengths need a cap: dataset:MAX")
         if not sep:
             return LengthDist(dist="fixed", value=int(s))
         if kind == "uniform":
@@ -186,11 +200,13 @@ def parse_length(text: str | int | dict[str, Any] | LengthDist) -> LengthDist:
             )
         if kind == "empirical":
             return LengthDist(dist="empirical", file=Path(rest))
+        if kind == "dataset":
+            return LengthDist(dist="dataset", max=int(rest))
     except ValueError as exc:
         raise ValueError(f"length {s!r}: {_first_line(exc)}") from None
     raise ValueError(
         f"length {s!r}: use N, uniform:MIN-MAX, normal:MEAN,SD[,MIN-MAX], "
-        "lognormal:MEAN,SD[,MIN-MAX] or empirical:PATH"
+        "lognormal:MEAN,SD[,MIN-MAX], empirical:PATH or dataset:MAX (with a prompt file)"
     )
 
 
