@@ -49,7 +49,9 @@ def test_committed_sweep_config_builds_every_launch(path: Path, tmp_path: Path) 
         if target.launch is None:
             continue  # an already-running server (url:)
         spec = launch_spec(_engine(target), 8000, tmp_path)
-        assert spec.argv and "127.0.0.1" in spec.argv  # bound to loopback unless told
+        # bound to loopback unless told, as `--host 127.0.0.1` or `--http-address=127.0.0.1`
+        assert any(a == "127.0.0.1" or a.endswith("=127.0.0.1") for a in spec.argv), spec.argv
+        assert not any(a.endswith("0.0.0.0") for a in spec.argv), spec.argv
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -139,13 +139,17 @@ def test_refine_narrows_with_fewer_levels_than_a_fine_grid(tmp_path: Path) -> No
     # ((4, 16), or wider when the repeats at 16 do not tell the targets apart)
     coarse_runs = [r for r in sweep["runs"] if r["concurrency"] in COARSE]
     coarse_file = SweepFile.model_validate({**sweep, "runs": coarse_runs, "crossovers": []})
-    (coarse,) = [
-        f for f in analyze_sweep(coarse_file) if f.metric == "itl_ms.p50" and f.kind == "crossover"
-    ]
+    findings = [f for f in analyze_sweep(coarse_file) if f.kind == "crossover" and f.bracket]
+    (coarse,) = [f for f in findings if f.metric == "itl_ms.p50"]
     assert coarse.bracket is not None
     c_lo, c_hi = coarse.bracket
     assert c_lo <= truth <= c_hi
-    assert all(c_lo < c < c_hi for c in added), added  # measured only inside it
+    assert any(c_lo < c < c_hi for c in added), added  # the ITL bracket was refined
+    # and nothing was measured outside every coarse bracket: a level refinement adds lies
+    # inside the bracket of some crossover (on a busy machine a tail metric such as TTFT
+    # p99 can cross too, and its bracket is refined as well)
+    brackets = [f.bracket for f in findings if f.bracket is not None]
+    assert all(any(lo < c < hi for lo, hi in brackets) for c in added), (added, brackets)
     # refinement narrowed the measured bracket, and the interval lies inside it
     lo, hi = refined["bracket"]
     assert c_lo <= lo < hi <= c_hi
