@@ -8,9 +8,10 @@ published ones:
 
     python scripts/h200/check_resummarize.py [docs/results/h200/vllm-a ...]
 
-(no argument: every folder under docs/results/h200). A figure that moved fails (exit 1);
+(no argument: every folder under docs/results/h200). A figure that moved fails (exit 1)
+unless it is one of EXPLAINED below (each with the rule of docs/metrics.md that moved it);
 a verdict that changed is listed (later integrity rules may judge old records more
-strictly: say why where it happens).
+strictly: docs/results/h200/README.md, "Re-summarized with today's code", says why).
 """
 
 from __future__ import annotations
@@ -29,6 +30,23 @@ ROOT = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
 FIGURES = ("total_tokens_per_s", "output_tokens_per_s", "requests_per_s")
 STATS = [(m, s) for m in ("ttft_ms", "tpot_ms", "e2e_ms") for s in ("mean", "p50", "p99")]
 
+#: Figures that moved for a stated reason, pinned one by one (folder, run key, figure):
+#: TPOT divides by the tokens after the first delivery (N - k), where the published figures
+#: divided by N - 1; these runs had requests whose first two chunks arrived together.
+_N_MINUS_K = "TPOT over the tokens after the first delivery (N - k, docs/metrics.md)"
+EXPLAINED: dict[tuple[str, str, str], str] = {
+    ("sglang-a", "sglang-nographs|c=128|r=1", "tpot_ms.mean"): _N_MINUS_K,
+    ("sglang-a", "sglang-nographs|c=512|r=0", "tpot_ms.mean"): _N_MINUS_K,
+    ("vllm-a", "vllm|c=64|r=0", "tpot_ms.mean"): _N_MINUS_K,
+    ("vllm-a", "vllm|c=128|r=1", "tpot_ms.mean"): _N_MINUS_K,
+    ("vllm-a", "vllm-fp8|c=64|r=1", "tpot_ms.mean"): _N_MINUS_K,
+    ("vllm-a", "vllm-fp8|c=64|r=1", "tpot_ms.p99"): _N_MINUS_K,
+    ("vllm-b", "vllm|c=1|r=0", "tpot_ms.mean"): _N_MINUS_K,
+    ("vllm-b", "vllm|c=16|r=0", "tpot_ms.mean"): _N_MINUS_K,
+}
+#: and an explained figure may move by this much at most (the largest seen: 0.1%)
+EXPLAINED_REL = 0.002
+
 
 def _close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
@@ -36,8 +54,8 @@ def _close(a: float | None, b: float | None) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
 
 
-def check(folder: Path, tmp: Path) -> tuple[int, list[str], list[str]]:
-    """Runs checked, figures moved, verdicts changed."""
+def check(folder: Path, tmp: Path) -> tuple[int, list[str], list[str], list[str]]:
+    """Runs checked, figures moved, figures moved for a stated reason, verdicts changed."""
     db = tmp / f"{folder.name}.db"
     if (folder / "sweep.db").is_file():
         shutil.copy(folder / "sweep.db", db)
@@ -47,6 +65,7 @@ def check(folder: Path, tmp: Path) -> tuple[int, list[str], list[str]]:
     published = json.loads((folder / "sweep.json").read_text("utf-8"))
     store = Store(db)
     moved: list[str] = []
+    explained: list[str] = []
     verdicts: list[str] = []
     checked = 0
     try:
@@ -63,14 +82,20 @@ def check(folder: Path, tmp: Path) -> tuple[int, list[str], list[str]]:
                     moved.append(f"{key} {f}: {want['throughput'][f]} -> {got['throughput'][f]}")
             for m, s in STATS:
                 exp = (want.get(m) or {}).get(s)
-                if exp is not None and not _close(got[m].get(s), exp):
-                    moved.append(f"{key} {m}.{s}: {exp} -> {got[m].get(s)}")
+                now = got[m].get(s)
+                if exp is None or _close(now, exp):
+                    continue
+                why = EXPLAINED.get((folder.name, key, f"{m}.{s}"))
+                if why and now is not None and abs(now - exp) <= EXPLAINED_REL * abs(exp):
+                    explained.append(f"{key} {m}.{s}: {exp:.6g} -> {now:.6g} ({why})")
+                else:
+                    moved.append(f"{key} {m}.{s}: {exp} -> {now}")
             if got["verdict"] != want["verdict"]:
                 verdicts.append(f"{key}: {want['verdict']} -> {got['verdict']}")
     finally:
         store.close()
         db.unlink()
-    return checked, moved, verdicts
+    return checked, moved, explained, verdicts
 
 
 def main(folders: list[Path]) -> int:
@@ -81,12 +106,12 @@ def main(folders: list[Path]) -> int:
                 (folder / "sweep.db").is_file() or (folder / "sweep.db.xz").is_file()
             ):
                 continue
-            checked, moved, verdicts = check(folder, Path(t))
+            checked, moved, explained, verdicts = check(folder, Path(t))
             print(
                 f"{folder.name}: {checked} runs, {len(moved)} figures moved, "
-                f"{len(verdicts)} verdicts changed"
+                f"{len(explained)} moved for a stated reason, {len(verdicts)} verdicts changed"
             )
-            for line in moved + verdicts:
+            for line in moved + explained + verdicts:
                 print(f"  {line}")
             failed = failed or bool(moved)
     return 1 if failed else 0
