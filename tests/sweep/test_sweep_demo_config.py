@@ -14,10 +14,10 @@ def test_one_slot_against_eight_chunked_on_one_thread_each() -> None:
     one, eight = cfg.targets
     assert (one.name, eight.name) == DEMO_TARGETS == ("1-slot", "8-slots-chunked")
     assert one.launch is not None and eight.launch is not None
-    assert (one.launch["parallel"], eight.launch["parallel"]) == (1, 8)
-    assert one.launch["model"] == eight.launch["model"] == "/m/gemma.gguf"
-    assert one.launch["extra_args"] == ["--threads", "1"]
-    args = eight.launch["extra_args"]
+    assert (one.launch.parallel, eight.launch.parallel) == (1, 8)
+    assert str(one.launch.model) == str(eight.launch.model) == "/m/gemma.gguf"
+    assert one.launch.extra_args == ["--threads", "1"]
+    args = list(eight.launch.extra_args or [])
     assert args[:2] == ["--threads", "1"]
     assert args[args.index("--batch-size") + 1] == args[args.index("--ubatch-size") + 1] == "8"
     assert cfg.concurrency == [1, 2, 4, 8] and cfg.repeats == 3 and cfg.interleave
