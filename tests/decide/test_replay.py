@@ -153,9 +153,9 @@ def test_the_replay_prints_gpu_time_per_target_with_the_start_estimate_named(
     out = tmp_path / "d.json"
     assert main(["decide", "--replay", str(db), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "GPU time per target" in printed and "issue 42" in printed
+    assert "GPU time per target" in printed and "docs/results/h200" in printed
     gpu = json.loads(out.read_text())["replay"]["gpu_time"]
-    assert gpu["start_s"] == START_S and "issue 42" in gpu["start_s_source"]
+    assert gpu["start_s"] == START_S and "docs/results/h200" in gpu["start_s_source"]
     per = gpu["per_target"]
     for t, v in per.items():
         assert v["total_s"] == pytest.approx(v["measuring_s"] + v["starts"] * START_S), t
