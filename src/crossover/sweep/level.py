@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from crossover.analysis import TargetInfo
-from crossover.config import RunConfig
 from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
 from crossover.errors import (
     EngineError,
@@ -30,6 +29,7 @@ from crossover.errors import (
 from crossover.measure import Progress, WorkersRunner, execute, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
+from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
 from crossover.workload import Prompt, Tokenizer
