@@ -624,7 +624,7 @@ class SweepRunner:
                 ),
                 "repeats": self.config.repeats,
                 "name": self.config.name,
-                **({"slo": self.config.slo} if self.config.slo else {}),
+                **({"slo": self.config.slo.text()} if self.config.slo else {}),
             },
         )
         xs, inc = findings_to_schema(analyze_sweep(sweep))
