@@ -9,7 +9,6 @@ overload watcher (``overload.py``) that stops a level whose queue keeps growing 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from crossover.spec.load import Warmup
 from crossover.spec.run import RunConfig, level_run
 from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
+from crossover.tasks import alongside
 from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
 
@@ -152,9 +152,8 @@ class CapacityRunner:
             self.events.on_level_start(rate, progress)
         stop = asyncio.Event()
         detector = OverloadDetector()
-        watcher = asyncio.ensure_future(self._watch(progress, detector, stop))
         run_id = new_run_id()
-        try:
+        async with alongside(self._watch(progress, detector, stop)):
             outcome = await execute(
                 run_cfg,
                 self.store,
@@ -165,10 +164,6 @@ class CapacityRunner:
                 progress=progress,
                 stop=stop,
             )
-        finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
         summary = outcome.summary
         overloaded = stop.is_set()
         if overloaded:
