@@ -1,10 +1,13 @@
-"""The package graph of ``src/crossover`` has no cycle and the CLI sits on top.
+"""The package graph of ``src/crossover`` points down its layers, has no circle, and only
+``python -m crossover`` sits above the CLI.
 
-Every ``import crossover.X`` / ``from crossover.X import`` (at any depth of a module, a
-lazy import inside a function included) is an edge from the importing package to X.
-``__main__.py`` files are entry points, the top layer by nature (``python -m
-crossover.calibration`` starts the calibration server through its CLI command), so they
-are left out of the graph.
+Every ``import crossover.X``, ``from crossover.X import``, ``from crossover import X`` and
+relative import (at any depth of a module, a lazy import inside a function included) is
+an edge from the importing package (or top-level module) to X. A subpackage's
+``__main__.py`` belongs to its package: ``python -m crossover.calibration`` starts the
+calibration server through the calibration package's own command, so an import of the
+CLI there is an upward arrow and a circle, caught like any other. Only
+``crossover/__main__.py`` (node ``__main__``) is the entry point above the CLI.
 """
 
 from __future__ import annotations
@@ -16,31 +19,71 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "crossover"
 
+#: bottom to top: a package may import its own layer's and lower layers' packages only
+#: (within a layer the circle check still holds). The data flows up: spec -> workload ->
+#: load (dialect + transport) -> records -> metrics -> sweep/analysis -> report. Moving a
+#: package to another layer is a decision made here, not a side effect of an import.
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(layer.split())
+    for layer in (
+        "errors versions multicast defaults tasks",
+        "builds calibration dialects records workload",
+        "models engines transport",
+        "spec",
+        "load quality",
+        "metrics",
+        "measure",
+        "analysis advise",
+        "sweep report plan commbench",
+        "capacity decide",
+        "cli",
+        "__main__",
+    )
+)
 
-def _package(path: Path) -> str:
-    rel = path.relative_to(SRC)
+
+def _node(path: Path, root: Path) -> str:
+    rel = path.relative_to(root)
     return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 else rel.stem
 
 
-def _edges() -> dict[str, dict[str, set[str]]]:
+def _exists(root: Path, name: str) -> bool:
+    return (root / name).is_dir() or (root / f"{name}.py").is_file()
+
+
+def _imported(node: ast.AST, package: list[str]) -> list[str]:
+    """Dotted names an import statement reaches (``package``: the importing module's
+    package, for relative imports)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        up = package[: len(package) - (node.level - 1)]
+        base = ".".join([*up, *([base] if base else [])])
+    # `from crossover import x` (or `from .. import x`) names a subpackage or module x
+    if base == "crossover":
+        return [f"crossover.{a.name}" for a in node.names]
+    return [base]
+
+
+def _edges(root: Path = SRC) -> dict[str, dict[str, set[str]]]:
     edges: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for path in SRC.rglob("*.py"):
-        if path.name == "__main__.py":
-            continue
-        here = _package(path)
+    for path in root.rglob("*.py"):
+        here = _node(path, root)
+        rel = path.relative_to(root.parent)
+        package = [*rel.parts[:-1]]  # crossover/calibration/__main__.py -> crossover.calibration
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-                # `from crossover import x` names a subpackage or module x
-                if node.module == "crossover":
-                    names = [f"crossover.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
+            for name in _imported(node, package):
                 parts = name.split(".")
-                if parts[0] == "crossover" and len(parts) > 1 and parts[1] != here:
-                    edges[here][parts[1]].add(str(path.relative_to(SRC)))
+                if (
+                    parts[0] == "crossover"
+                    and len(parts) > 1
+                    and parts[1] != here
+                    and _exists(root, parts[1])  # not a name of crossover/__init__.py
+                ):
+                    edges[here][parts[1]].add(str(path.relative_to(root)))
     return edges
 
 
@@ -66,6 +109,22 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def _layer(name: str) -> int:
+    for k, layer in enumerate(LAYERS):
+        if name in layer:
+            return k
+    raise AssertionError(f"{name} is in no layer: add it to LAYERS in tests/test_layering.py")
+
+
+def _upward(edges: dict[str, dict[str, set[str]]]) -> list[str]:
+    return [
+        f"{a} -> {b}: {sorted(files)[:3]}"
+        for a, to in sorted(edges.items())
+        for b, files in sorted(to.items())
+        if _layer(b) > _layer(a)
+    ]
+
+
 def test_no_import_cycle_between_packages() -> None:
     edges = _edges()
     graph = {a: set(b) for a, b in edges.items()}
@@ -75,9 +134,19 @@ def test_no_import_cycle_between_packages() -> None:
         raise AssertionError("import cycle: " + "; ".join(where))
 
 
-def test_only_entry_points_import_the_cli() -> None:
+def test_no_import_points_up_the_layers() -> None:
+    assert _upward(_edges()) == []
+
+
+def test_every_package_has_a_layer() -> None:
+    names = {_node(p, SRC) for p in SRC.rglob("*.py")} - {"__init__"}
+    assert sorted(n for n in names if not any(n in layer for layer in LAYERS)) == []
+    assert sorted(n for layer in LAYERS for n in layer if not _exists(SRC, n)) == []
+
+
+def test_only_the_entry_point_imports_the_cli() -> None:
     users = {a: sorted(b["cli"]) for a, b in _edges().items() if "cli" in b}
-    assert users == {}
+    assert set(users) <= {"__main__"}, users
 
 
 def test_the_engine_registry_imports_no_config_that_imports_it() -> None:
@@ -91,12 +160,49 @@ def test_the_checker_sees_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_entry_points_import_no_cli_but_the_top_one() -> None:
-    """``python -m crossover.calibration`` starts the server through the calibration
-    package's own command, not through the CLI package (no upward arrow)."""
-    for path in SRC.rglob("__main__.py"):
-        if path.parent == SRC:
-            continue  # ``python -m crossover`` is the CLI
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith("crossover.cli"), path
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    src = root / "crossover"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text, encoding="utf-8")
+    return src
+
+
+def test_the_checker_sees_a_subpackage_entry_point_reaching_up_to_the_cli(
+    tmp_path: Path,
+) -> None:
+    """``python -m crossover.calibration`` importing the CLI, written any of four ways, is
+    an upward arrow and a circle (the CLI imports the calibration command)."""
+    forms = [
+        "from crossover.cli.app import main\n",
+        "import crossover.cli.app\n",
+        "from crossover import cli\n",
+        "def main():\n    from ..cli import app\n",
+    ]
+    for k, form in enumerate(forms):
+        src = _tree(
+            tmp_path / str(k),
+            {
+                "errors.py": "",
+                "cli/__init__.py": "",
+                "cli/app.py": "from crossover.calibration.command import serve\n",
+                "calibration/__init__.py": "",
+                "calibration/command.py": "from crossover.errors import UsageError\n",
+                "calibration/__main__.py": form,
+            },
+        )
+        edges = _edges(src)
+        assert edges["calibration"]["cli"] == {"calibration/__main__.py"}, form
+        assert _cycle({a: set(b) for a, b in edges.items()}) == [
+            "calibration",
+            "cli",
+            "calibration",
+        ]
+        assert _upward(edges) == ["calibration -> cli: ['calibration/__main__.py']"]
+
+
+def test_the_checker_sees_an_upward_arrow_without_a_circle(tmp_path: Path) -> None:
+    src = _tree(tmp_path, {"spec/__init__.py": "", "spec/slo.py": "import crossover.metrics\n", "metrics/__init__.py": ""})  # fmt: skip
+    edges = _edges(src)
+    assert _cycle({a: set(b) for a, b in edges.items()}) is None
+    assert _upward(edges) == ["spec -> metrics: ['spec/slo.py']"]

@@ -26,7 +26,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from crossover import defaults
-from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter, scrape
 from crossover.errors import UsageError
@@ -52,6 +51,7 @@ from crossover.metrics.witness import (
 )
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
+from crossover.spec.run import RunConfig
 from crossover.transport.client import make_client
 from crossover.transport.http import Timeouts
 from crossover.workload import (

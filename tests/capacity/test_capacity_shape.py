@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crossover.analysis.slo import parse_slo
 from crossover.capacity.runner import CapacityConfig
+from crossover.spec.slo import parse_slo
 
 
 def test_capacity_levels_carry_the_shape() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from crossover.analysis.slo import parse_slo
 from crossover.calibration.server import build_config, spawn
 from crossover.capacity.runner import CapacityConfig
 from crossover.cli.app import main
 from crossover.records.store import Store
+from crossover.spec.slo import parse_slo
 from crossover.workload.trace import read_trace
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The search, the SLO terms and the overload detector, without a server."""
+"""The search and the overload detector, without a server (the SLO terms: tests/spec)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import math
 
 import pytest
 
-from crossover.analysis.slo import per_request_limits
-from crossover.capacity import OverloadDetector, parse_slo, search_capacity
+from crossover.capacity import OverloadDetector, search_capacity
 from crossover.capacity.search import SearchResult, grid_levels
-from crossover.errors import UsageError
 
 
 def _search(
@@ -55,42 +53,6 @@ def test_grid_of_the_same_precision() -> None:
     g = grid_levels(1.0, 16.0, 0.1)
     assert g[0] == 1.0 and g[-1] >= 16.0 > g[-2]
     assert all(math.isclose(b / a, 1.1) for a, b in itertools.pairwise(g))
-
-
-def test_slo_terms_parse_and_give_the_per_request_limits() -> None:
-    terms = parse_slo("ttft_ms.p99=500, tpot_ms.p50=50,ttft_ms.p50=200,queue_ms.max=10")
-    assert [str(t) for t in terms] == [
-        "ttft_ms.p99<=500", "tpot_ms.p50<=50", "ttft_ms.p50<=200", "queue_ms.max<=10",
-    ]  # fmt: skip
-    assert per_request_limits(terms) == {"ttft_ms": 200.0, "tpot_ms": 50.0}
-
-
-def test_one_slo_syntax_for_run_sweep_and_capacity() -> None:
-    """``METRIC=LIMIT`` (run's old form) is ``METRIC.max=LIMIT``: every request within it;
-    its per-request limit is what run's goodput always used."""
-    (term,) = parse_slo("ttft_ms=500")
-    assert str(term) == "ttft_ms.max<=500"
-    assert per_request_limits(parse_slo("ttft_ms=500,tpot_ms=50")) == {
-        "ttft_ms": 500.0,
-        "tpot_ms": 50.0,
-    }
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("ttft_ms", "expected METRIC.STAT=LIMIT"),
-        ("ttfb_ms.p99=500", "unknown metric 'ttfb_ms'"),
-        ("ttft_ms.p42=500", "unknown statistic 'p42'"),
-        ("ttft_ms.p99=fast", "not a number"),
-        ("ttft_ms.p99=-1", "positive"),
-        ("ttft_ms.p99=1,ttft_ms.p99=2", "given twice"),
-        ("", "at least one term"),
-    ],
-)
-def test_bad_slo_is_one_line(text: str, message: str) -> None:
-    with pytest.raises(UsageError, match=message):
-        parse_slo(text)
 
 
 def test_overload_detector_stable_vs_growing() -> None:

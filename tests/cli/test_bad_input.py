@@ -222,7 +222,7 @@ run_keys = st.sampled_from(
 @given(st.dictionaries(run_keys, json_values, max_size=8))
 def test_random_run_configs_validate_or_fail_cleanly(data: dict[str, Any]) -> None:
     from crossover.cli.common import validated
-    from crossover.config import RunConfig
+    from crossover.spec.run import RunConfig
 
     try:
         validated(RunConfig, **data)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from crossover.decide.model import Decision, Measure, Observation, Question, Slo
+from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import (
     PolicyConfig,
     coarse_levels,
@@ -19,6 +19,7 @@ from crossover.decide.policy import (
     prior_crossings,
     target_order,
 )
+from crossover.spec.slo import SloTerm
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128)
 #: a curve: level -> (total tokens/s, TTFT p50 ms, seconds the level takes)
@@ -161,7 +162,7 @@ def test_capacity_under_an_slo() -> None:
         ("fast", "batched"),
         GRID,
         ("ttft_ms.p50",),
-        slo=Slo("ttft_ms.p50", 50.0),
+        slo=SloTerm(metric="ttft_ms", stat="p50", limit=50.0),
         any_level=True,
     )
     d, steps = run(q, {"fast": FAST, "batched": BATCHED})

@@ -12,9 +12,10 @@ import pytest
 from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import serve, spawn
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig, Timeouts
 from crossover.measure import RunOutcome, execute
 from crossover.records.store import Store
+from crossover.spec.limits import Timeouts
+from crossover.spec.run import RunConfig
 from crossover.transport import Transport
 from crossover.workload import ServerTokenizer, Tokenizer
 

@@ -162,9 +162,9 @@ def test_open_loop_rate(tmp_path: Path) -> None:
 def test_refused_connection(tmp_path: Path) -> None:
     import asyncio
 
-    from crossover.config import RunConfig
     from crossover.measure import execute
     from crossover.records.store import Store
+    from crossover.spec.run import RunConfig
 
     store = Store(tmp_path / "r.db")
     cfg = RunConfig(
@@ -198,9 +198,9 @@ def test_honest_figures_match_the_configured_latencies(tmp_path: Path) -> None:
     import urllib.request
 
     from crossover.calibration.server import spawn
-    from crossover.config import RunConfig
     from crossover.measure import execute
     from crossover.records.store import Store
+    from crossover.spec.run import RunConfig
 
     ttft, itl, n = 30.0, 10.0, 32
     cfg = calib(ttft_ms=ttft, itl_ms=itl)

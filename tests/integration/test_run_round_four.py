@@ -227,8 +227,9 @@ def test_a_server_that_accepts_nothing_holds_the_run_no_longer_than_its_limits(
     import socket
     import time
 
-    from crossover.config import RunConfig, Timeouts
     from crossover.measure import execute
+    from crossover.spec.limits import Timeouts
+    from crossover.spec.run import RunConfig
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -12,9 +12,9 @@ import pytest
 
 from crossover.calibration.server import spawn
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig
 from crossover.measure import RunOutcome, execute
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 from tests.integration.conftest import calib, codes, run_against
 
 N = 16

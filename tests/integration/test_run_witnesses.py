@@ -11,9 +11,9 @@ import pytest
 
 from crossover.calibration.server import serve
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig
 from crossover.measure import RunOutcome, execute, resummarize
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 from tests.integration.conftest import calib, codes, problems, run_against
 
 N = 16  # output tokens per request (run_against's default)

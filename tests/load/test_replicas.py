@@ -15,9 +15,9 @@ import pytest
 from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.server import spawn
 from crossover.cli.app import main
-from crossover.config import RunConfig
 from crossover.measure import execute
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 
 REQUESTS = 24
 WARMUP = 4

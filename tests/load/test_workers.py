@@ -12,11 +12,11 @@ import pytest
 
 from crossover.calibration.config import CalibrationConfig
 from crossover.calibration.server import spawn
-from crossover.config import RunConfig
 from crossover.load.workers import plan_shares
 from crossover.measure import RunOutcome, execute
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 from crossover.transport import Transport
 from tests.timing import stamped_bounds
 

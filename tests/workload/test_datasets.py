@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig
 from crossover.errors import UsageError
 from crossover.measure import build_prompts
+from crossover.spec.run import RunConfig
 from crossover.workload.datasets import dataset_prompts, read_conversations
 from crossover.workload.shape import parse_length
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from crossover.config import RunConfig
+from crossover.spec.run import RunConfig
 from crossover.workload import synthetic_prompts
 from crossover.workload.shape import LengthDist, parse_length, parse_shared_prefix
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.config import RunConfig
 from crossover.errors import UsageError
+from crossover.spec.run import RunConfig
 from crossover.workload.trace import read_trace, trace_prompts
 
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "trace-sample.jsonl"

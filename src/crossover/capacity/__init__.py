@@ -3,7 +3,6 @@ term, found by bracketing and bisection on measured open-loop levels."""
 
 from __future__ import annotations
 
-from crossover.analysis.slo import SloTerm, parse_slo
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import LevelOutcome, SearchResult, search_capacity
@@ -15,7 +14,5 @@ __all__ = [
     "OverloadDetector",
     "SearchResult",
     "SloCheck",
-    "SloTerm",
-    "parse_slo",
     "search_capacity",
 ]

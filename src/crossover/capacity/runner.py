@@ -9,16 +9,15 @@ overload watcher (``overload.py``) that stops a level whose queue keeps growing 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from crossover.analysis.slo import SloTerm, per_request_limits
+from crossover.analysis.schema import summary_value
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
@@ -28,7 +27,9 @@ from crossover.records.store import Store
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
 from crossover.spec.run import RunConfig, level_run
+from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
+from crossover.tasks import alongside
 from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
 
@@ -40,7 +41,7 @@ class CapacityConfig(Limits, Warmup, Workload):
     url: str
     engine: str = "openai"
     model: str
-    slo: list[SloTerm] = Field(min_length=1)
+    slo: Slo
     precision: float = Field(0.1, gt=0, le=4)
     #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
     start_rps: float = Field(1.0, gt=0)
@@ -60,6 +61,13 @@ class CapacityConfig(Limits, Warmup, Workload):
             if data.get("trace") is not None:
                 data["start_rps"] = read_trace(Path(data["trace"])).mean_rate(1.0)
         return data
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: Slo) -> Slo:
+        if not v:
+            raise ValueError("give at least one term, e.g. ttft_ms.p99=500")
+        return v
 
     @model_validator(mode="after")
     def _range(self) -> CapacityConfig:
@@ -93,7 +101,7 @@ class CapacityConfig(Limits, Warmup, Workload):
             warmup_requests=warmup,
             trace_speed=speed or 1.0,
             seed=self.seed + level if speed is not None else self.seed,
-            slo=per_request_limits(self.slo),
+            slo=self.slo.per_request(),
         )
 
 
@@ -103,13 +111,12 @@ class CapacityEvents:
     on_level_done: Callable[[CapacityLevel], None] | None = None
 
 
-def checks(terms: list[SloTerm], summary: RunSummary) -> list[SloCheck]:
+def checks(slo: Slo, summary: RunSummary) -> list[SloCheck]:
+    """Each term against the level's summary."""
     out = []
-    for t in terms:
-        v = t.measured(summary)
-        out.append(
-            SloCheck(term=t.path, limit=t.limit, measured=v, met=v is not None and v <= t.limit)
-        )
+    for t in slo:
+        v = summary_value(summary, t.path)
+        out.append(SloCheck(term=t.path, limit=t.limit, measured=v, met=t.holds(v)))
     return out
 
 
@@ -145,9 +152,8 @@ class CapacityRunner:
             self.events.on_level_start(rate, progress)
         stop = asyncio.Event()
         detector = OverloadDetector()
-        watcher = asyncio.ensure_future(self._watch(progress, detector, stop))
         run_id = new_run_id()
-        try:
+        async with alongside(self._watch(progress, detector, stop)):
             outcome = await execute(
                 run_cfg,
                 self.store,
@@ -158,10 +164,6 @@ class CapacityRunner:
                 progress=progress,
                 stop=stop,
             )
-        finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
         summary = outcome.summary
         overloaded = stop.is_set()
         if overloaded:

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from crossover.analysis.slo import SloTerm
 from crossover.capacity.search import Verdict
 from crossover.metrics.summary import RunSummary
+from crossover.spec.slo import Slo
 
 CAPACITY_SCHEMA = "crossover.capacity/1"
 
@@ -47,7 +47,8 @@ class CapacityFile(BaseModel):
 
     schema_: Literal["crossover.capacity/1"] = Field(default="crossover.capacity/1", alias="schema")
     target: dict[str, Any]
-    slo: list[SloTerm]
+    #: written as a list of terms (``metric``, ``stat``, ``limit``)
+    slo: Slo
     precision: float
     verdict: Verdict
     max_rate_rps: float | None

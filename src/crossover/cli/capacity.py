@@ -15,6 +15,7 @@ from crossover.spec.workload import Workload
 
 if TYPE_CHECKING:
     from crossover.capacity import CapacityFile, CapacityLevel
+    from crossover.spec.slo import Slo
 
 
 EXAMPLE = (
@@ -93,12 +94,12 @@ def capacity(
 
     from pydantic import ValidationError
 
-    from crossover.capacity import parse_slo
     from crossover.capacity.runner import CapacityConfig
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
     from crossover.records.store import check_writable
+    from crossover.spec.slo import parse_slo
 
     terms = parse_slo(slo)
     if config is not None:
@@ -157,7 +158,7 @@ CAPACITY_FLAGS = {
 
 
 def _capacity_of_targets(
-    config: Path, terms: Any, flags: dict[str, Any], json_path: Path | None, out: Path | None
+    config: Path, terms: Slo, flags: dict[str, Any], json_path: Path | None, out: Path | None
 ) -> None:
     """``--config``: capacity per target of a sweep YAML, side by side."""
     import tempfile
@@ -306,7 +307,7 @@ def print_result(result: CapacityFile) -> None:
             f"{lv.seconds:.1f}",
         )
     stdout.print(table)
-    slo = ", ".join(str(t) for t in result.slo)
+    slo = str(result.slo)
     lo, hi = result.interval
     if result.verdict == "found":
         assert lo is not None

@@ -10,8 +10,9 @@ import typer
 from crossover.errors import UsageError
 
 if TYPE_CHECKING:
-    from crossover.decide.model import QuestionKind, Slo
+    from crossover.decide.model import QuestionKind
     from crossover.decide.policy import PolicyConfig
+    from crossover.spec.slo import SloTerm
 
 
 EXAMPLE = (
@@ -29,21 +30,21 @@ def register(app: typer.Typer) -> None:
     app.command("decide", epilog=EXAMPLE)(decide)
 
 
-def parse_slo(text: str) -> Slo:
-    """``ttft_ms.p99<=500`` (or ``=500``): a latency metric and its limit."""
-    from crossover.decide.model import Slo
+def parse_slo(text: str) -> SloTerm:
+    """``ttft_ms.p99<=500`` (or ``=500``): one SLO term on a compared latency metric."""
+    from crossover.spec.slo import parse_slo as parse_terms
 
-    for sep in ("<=", "="):
-        if sep in text:
-            metric, _, limit = text.partition(sep)
-            try:
-                value = float(limit)
-            except ValueError:
-                break
-            metric = metric.strip()
-            _check_metric(metric, "--slo")
-            return Slo(metric, value)
-    raise UsageError(f"--slo {text!r}: give METRIC<=LIMIT, e.g. ttft_ms.p99<=500")
+    try:
+        terms = list(parse_terms(text))
+    except UsageError as exc:
+        why = str(exc).removeprefix("--slo: ")
+        raise UsageError(
+            f"--slo {text!r}: give METRIC<=LIMIT, e.g. ttft_ms.p99<=500 ({why})"
+        ) from None
+    if len(terms) != 1:
+        raise UsageError(f"--slo {text!r}: give one term, METRIC<=LIMIT")
+    _check_metric(terms[0].path, "--slo")
+    return terms[0]
 
 
 def _check_metric(key: str, flag: str) -> None:
@@ -235,7 +236,7 @@ def _replay(
     metrics: list[str],
     targets: list[str] | None,
     at: list[int],
-    slo: Slo | None,
+    slo: SloTerm | None,
     prior: Any,
     json_out: Path | None,
     policy: PolicyConfig,
@@ -317,7 +318,7 @@ def _check(
     kind: QuestionKind,
     metrics: list[str],
     at: list[int],
-    slo: Slo | None,
+    slo: SloTerm | None,
     prior: Any,
     policy: PolicyConfig,
     remote: bool,
@@ -359,7 +360,7 @@ def _live(
     kind: QuestionKind,
     metrics: list[str],
     at: list[int],
-    slo: Slo | None,
+    slo: SloTerm | None,
     prior: Any,
     json_out: Path | None,
     policy: PolicyConfig,

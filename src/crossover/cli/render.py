@@ -132,7 +132,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             Text(
                 f"goodput {_f(s.goodput.requests_per_s, '.2f')} req/s "
                 f"({_f(None if s.goodput.fraction is None else s.goodput.fraction * 100, '.0f')}"
-                f"% meet {', '.join(f'{k}<={v:g}' for k, v in s.goodput.slo.items())} "
+                f"% meet {', '.join(f'{k}<={v:g}' for k, v in s.goodput.slo.limits().items())} "
                 "per request)"
             )
         )

@@ -249,7 +249,7 @@ def run(
     """Drive one endpoint at one load level with matched work, verify it, report."""
     from rich.live import Live
 
-    from crossover.analysis.slo import parse_slo, per_request_limits
+    from crossover.analysis.schema import summary_value
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
@@ -258,9 +258,10 @@ def run(
     from crossover.metrics.client_floor import resolve_client_floor
     from crossover.records.store import Store, check_writable
     from crossover.spec.run import base_url, run_seed
+    from crossover.spec.slo import Slo, parse_slo
     from crossover.workload import load_tokenizer
 
-    terms = parse_slo(slo) if slo is not None else []
+    terms = parse_slo(slo) if slo is not None else Slo()
     for more in url[1:]:  # the first is checked with the rest of the config, as always
         try:
             base_url(more)
@@ -296,7 +297,7 @@ def run(
         tokenizer=tokenizer,
         seed=run_seed(seed),
         allowed_failures=allowed_failures,
-        slo=per_request_limits(terms),
+        slo=terms.per_request(),
         api_key_env=api_key_env,
         workers=_workers(workers, concurrency),
         max_event_bytes=max_event_bytes,
@@ -364,8 +365,8 @@ def run(
         where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
     print_summary(make_console(), summary, f"{config.dialect} @ {where}")
     for t in terms:  # each term against the run, as capacity judges a level
-        v = t.measured(summary)
-        met = "meets" if v is not None and v <= t.limit else "misses"
+        v = summary_value(summary, t.path)
+        met = "meets" if t.holds(v) else "misses"
         typer.echo(f"SLO {t}: {met} ({'-' if v is None else f'{v:,.1f}'})")
     if json_path is not None:
         import orjson

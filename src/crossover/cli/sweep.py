@@ -19,9 +19,8 @@ from crossover.cli.run import (
     TurnsOpt,
     prompt_lengths_input,
 )
-from crossover.config import parse_named_url
 from crossover.errors import InvalidRunError, UsageError
-from crossover.spec.run import RunConfig
+from crossover.spec.run import RunConfig, parse_named_url
 from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
 

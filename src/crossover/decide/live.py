@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.analysis.schema import SweepFile
-from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
+from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
 from crossover.decide.observe import Finished, observe
 from crossover.decide.policy import MIN_PART, PolicyConfig, Prior, next_step, part_settled
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
+from crossover.spec.slo import SloTerm
 from crossover.sweep.config import Level, SweepConfig
 from crossover.sweep.driver import (
     SEQUENTIAL_STOP,
@@ -135,7 +136,7 @@ def question_for(
     kind: QuestionKind,
     metrics: Sequence[str],
     at: Sequence[int] = (),
-    slo: Slo | None = None,
+    slo: SloTerm | None = None,
 ) -> Question:
     """The question over a sweep config's targets and concurrency levels."""
     if cfg.rates is not None:

@@ -15,27 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from crossover.analysis.crossovers import Finding, metric_spec
+from crossover.analysis.crossovers import Finding
+from crossover.spec.slo import SloTerm
 
 QuestionKind = Literal["lead", "crossover", "capacity"]
 
 #: the throughput metric a curve's saturation is judged on
 SATURATION_METRIC = "total_tokens_per_s"
-
-
-@dataclass(frozen=True)
-class Slo:
-    """A capacity question's limit: ``metric`` (lower is better) at most ``limit``."""
-
-    metric: str
-    limit: float
-
-    def holds(self, value: float) -> bool:
-        return value <= self.limit
-
-    def describe(self) -> str:
-        spec = metric_spec(self.metric)
-        return f"{spec.label} <= {self.limit:g} {spec.unit}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -55,7 +41,8 @@ class Question:
     levels: tuple[int, ...]
     metrics: tuple[str, ...] = ("total_tokens_per_s", "ttft_ms.p50")
     at: tuple[int, ...] = ()
-    slo: Slo | None = None
+    #: a capacity question's limit: one SLO term on a compared metric (``ttft_ms.p99``)
+    slo: SloTerm | None = None
     repeats: int = 2
     any_level: bool = False
     group_targets: bool = True

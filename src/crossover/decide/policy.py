@@ -606,7 +606,7 @@ def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
     assert slo is not None
     passing: int | None = None
     for c in s.levels(t):
-        v = s.mean(t, c, slo.metric)
+        v = s.mean(t, c, slo.path)
         if v is None:
             continue
         if slo.holds(v):

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from crossover.analysis.crossovers import Finding
-from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind, Slo
+from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.decide.policy import (
     MIN_PART,
@@ -39,6 +39,7 @@ from crossover.decide.policy import (
 )
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
+from crossover.spec.slo import SloTerm
 
 #: a replay stops after this many steps whatever happens (a policy bug must not spin)
 MAX_STEPS = 10_000
@@ -344,7 +345,7 @@ def replay(
     metrics: Sequence[str] = ("total_tokens_per_s", "ttft_ms.p50"),
     targets: Sequence[str] | None = None,
     at: Sequence[int] = (),
-    slo: Slo | None = None,
+    slo: SloTerm | None = None,
     cfg: PolicyConfig | None = None,
     prior: Prior | None = None,
 ) -> ReplayResult:
@@ -404,7 +405,7 @@ def replay(
                 Comparison(
                     "capacity",
                     "",
-                    slo.metric if slo else "",
+                    slo.path if slo else "",
                     f"{leader} leads" if leader else "none meets the SLO",
                     f"{decision.leader} leads" if decision.leader else "none meets the SLO",
                     leader == decision.leader,

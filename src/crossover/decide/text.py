@@ -7,6 +7,13 @@ from typing import Any
 
 from crossover.analysis.crossovers import format_crossover, metric_spec
 from crossover.decide.model import Decision
+from crossover.spec.slo import SloTerm
+
+
+def slo_text(term: SloTerm) -> str:
+    """``TTFT p99 <= 500 ms``: the term as the compared metric is labelled."""
+    spec = metric_spec(term.path)
+    return f"{spec.label} <= {term.limit:g} {spec.unit}".rstrip()
 
 
 def _levels(levels: tuple[int, ...] | list[int]) -> str:
@@ -20,7 +27,7 @@ def decision_lines(d: Decision) -> list[str]:
     lines: list[str] = []
     if q.kind == "capacity":
         assert q.slo is not None
-        lines.append(f"question: which target serves the most concurrency with {q.slo.describe()}")
+        lines.append(f"question: which target serves the most concurrency with {slo_text(q.slo)}")
         for t, (lo, hi) in d.capacity.items():
             meets = f"meets it up to {lo}" if lo is not None else "fails it at every level"
             fails = f", fails it at {hi}" if hi is not None else ", never failed it"
@@ -84,7 +91,7 @@ def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[s
             "levels": list(q.levels),
             "metrics": list(q.metrics),
             "at": list(q.at),
-            "slo": {"metric": q.slo.metric, "limit": q.slo.limit} if q.slo else None,
+            "slo": {"metric": q.slo.path, "limit": q.slo.limit} if q.slo else None,
             "repeats": q.repeats,
         },
         "confidence": d.confidence,

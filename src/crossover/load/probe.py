@@ -15,10 +15,10 @@ compares every offset, warm-up included (``crossover.metrics.prompts``).
 
 from __future__ import annotations
 
-from crossover.config import RunConfig
 from crossover.dialects import get_dialect
 from crossover.load.send import send_prompt
 from crossover.records.model import RequestRecord
+from crossover.spec.run import RunConfig
 from crossover.transport.client import make_client
 from crossover.transport.http import Timeouts
 from crossover.workload import Tokenizer, synthetic_prompts

@@ -32,7 +32,7 @@ from crossover.workload import Prompt, prompt_of_row, prompt_row
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from crossover.config import RunConfig
+    from crossover.spec.run import RunConfig
 
 #: how long one ``take`` waits on a worker for records (s)
 TAKE_WAIT_S = 0.1

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from crossover.config import RunConfig
 from crossover.dialects import Dialect, RequestSpec
 from crossover.records.model import RequestRecord
+from crossover.spec.run import RunConfig
 from crossover.transport.client import Session, open_connections, stream_request
 from crossover.transport.http import Timeouts
 from crossover.workload import Prompt

@@ -46,7 +46,7 @@ from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
 
 if TYPE_CHECKING:
-    from crossover.config import RunConfig
+    from crossover.spec.run import RunConfig
 
 #: streams one event loop carries under ``--workers auto``: at 256 streams one loop's
 #: p99 lag passed 1 ms on the calibration server (docs/results/client_overhead.md)
@@ -242,10 +242,10 @@ async def _worker(
     """One worker's share. ``start``: where the parent puts the measured load's start time
     before it says go (``.value``, a ``perf_counter_ns`` reading shared by the workers of
     one machine); None: each worker starts its open loop when it hears go."""
-    from crossover.config import RunConfig
     from crossover.dialects import get_dialect
     from crossover.load.send import open_replica_connections, send_prompt
     from crossover.load.strategies import closed_loop, measured_load
+    from crossover.spec.run import RunConfig
     from crossover.transport.client import make_client
     from crossover.transport.http import Timeouts
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from crossover.metrics.summary import ClientFloor, EngineInfo
+from crossover.spec.slo import Slo, SloLimits
 
 
 class RunContext(BaseModel):
@@ -28,7 +29,8 @@ class RunContext(BaseModel):
     #: the dialect reports a finish reason (Triton's stream does not)
     expects_finish_reason: bool = True
     allowed_failures: int = 0
-    slo: dict[str, float] = Field(default_factory=dict)
+    #: what one request had to meet to count as goodput (``RunConfig.slo``)
+    slo: SloLimits = Field(default_factory=Slo)
     client_floor: ClientFloor | None = None
     #: flag latency percentiles within this multiple of the client floor
     floor_multiple: float = 3.0

@@ -329,12 +329,11 @@ def summarize(
 
     goodput = None
     if ctx.slo and window.duration_s:
+        limits = ctx.slo.per_request()
 
         def meets(r: RequestRecord) -> bool:
             checks = {"ttft_ms": rq.ttft_ms(r), "tpot_ms": rq.tpot_ms(r), "e2e_ms": rq.e2e_ms(r)}
-            return all(
-                checks.get(k) is not None and (checks[k] or 0.0) <= v for k, v in ctx.slo.items()
-            )
+            return all(t.holds(checks.get(t.metric)) for t in limits)
 
         good = [r for r in ok if meets(r)]
         rate = 0.0  # per clock: the good requests done in its window over its duration

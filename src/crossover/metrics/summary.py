@@ -9,6 +9,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from crossover.spec.slo import SloLimits
+
 Verdict = Literal["valid", "unverified", "invalid"]
 Severity = Literal["error", "warning", "info"]
 
@@ -160,7 +162,8 @@ class Waves(BaseModel):
 
 
 class Goodput(BaseModel):
-    slo: dict[str, float]
+    #: what one request had to meet (``RunConfig.slo``): a mapping of metric to limit
+    slo: SloLimits
     requests_per_s: float | None = None
     fraction: float | None = None
 

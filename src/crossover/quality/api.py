@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 import orjson
 
-from crossover.config import parse_named_url
 from crossover.engines import registry
 from crossover.engines.spec import QualityAPI
 from crossover.errors import UsageError
 from crossover.quality.score import Position
+from crossover.spec.run import parse_named_url
 
 #: engines whose spec gives the quality API's fields, and a plain OpenAI server
 ENGINES = (*registry.with_trait("quality"), "openai")

@@ -7,4 +7,6 @@ means the same thing, with the same bounds and the same refusals, wherever it is
 Files keep their flat keys (``output_tokens:`` at the top of a sweep YAML): the parts are
 base classes, not nested blocks. A sweep level's and a capacity level's run is made by
 one constructor, ``run.level_run``, which copies every workload and limits key by name.
+``slo`` is the one SLO type (terms such as ``ttft_ms.p99<=500``) that run, sweep,
+capacity and decide hold.
 """

@@ -16,6 +16,7 @@ from crossover.dialects import DIALECTS
 from crossover.errors import unknown_choice
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
+from crossover.spec.slo import PER_REQUEST, Slo, SloLimits
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.transport import Transport
 
@@ -83,7 +84,9 @@ class RunConfig(Limits, Warmup, Workload):
     #: an open loop's arrival times from this seed instead of ``seed`` (a sweep's repeats
     #: each draw their own arrivals, the same for every target)
     arrival_seed: int | None = None
-    slo: dict[str, float] = Field(default_factory=dict)
+    #: what one request must meet to count as goodput (``Slo.per_request``), written as a
+    #: mapping of metric to limit
+    slo: SloLimits = Field(default_factory=Slo)
     api_key_env: str | None = None
     workers: int = Field(1, ge=1, le=256)
     #: the client that sends the requests (``crossover.transport.client``); https URLs go
@@ -114,12 +117,10 @@ class RunConfig(Limits, Warmup, Workload):
 
     @field_validator("slo")
     @classmethod
-    def _slo(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, x in v.items():
-            if k not in ("ttft_ms", "tpot_ms", "e2e_ms"):
-                raise ValueError(f"unknown SLO {k!r}; use ttft_ms, tpot_ms, e2e_ms")
-            if x <= 0:
-                raise ValueError(f"SLO {k} must be positive")
+    def _slo(cls, v: Slo) -> Slo:
+        if not v.is_per_request:
+            k = next(t.path for t in v if t.metric not in PER_REQUEST or t.stat != "max")
+            raise ValueError(f"unknown SLO {k!r}; use ttft_ms, tpot_ms, e2e_ms")
         return v
 
     @model_validator(mode="after")

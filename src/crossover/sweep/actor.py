@@ -29,11 +29,11 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crossover.config import RunConfig
 from crossover.errors import CrossoverError
 from crossover.load.rayworkers import actor_loop, drain, run_ray_workers
 from crossover.measure import Progress, build_prompts, choose_tokenizer
 from crossover.records.model import RequestRecord
+from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig
 from crossover.sweep.level import TargetSession
 from crossover.sweep.scrape import NVMLSampler

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from crossover.analysis import TargetInfo
-from crossover.config import RunConfig
 from crossover.engines.effective import keep_earlier_log
 from crossover.errors import CrossoverError, EngineError, NodeLostError, UsageError
 from crossover.measure import Progress, make_context, resummarize
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 from crossover.sweep.actor import LOG_DIR_MARK, Item
 from crossover.sweep.config import Level, SweepConfig, TargetConfig, ray_resources
 from crossover.sweep.level import LevelResult

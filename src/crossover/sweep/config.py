@@ -21,6 +21,7 @@ from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
 from crossover.spec.run import RunConfig, level_run
+from crossover.spec.slo import Slo, SloText
 from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
 from crossover.spec.workload import Workload
 from crossover.transport import Transport
@@ -113,7 +114,7 @@ class SweepConfig(Limits, Warmup, Workload):
     scrape_interval_s: float = Field(
         1.0, gt=0, description="seconds between scrapes of the engine's Prometheus metrics"
     )
-    slo: str | dict[str, float] | None = Field(
+    slo: SloText | None = Field(
         None,
         description="SLO terms for goodput, as capacity --slo takes them: "
         "'ttft_ms.p99=500,tpot_ms.p50=50' or {ttft_ms.p99: 500}; a request counts as "
@@ -148,24 +149,14 @@ class SweepConfig(Limits, Warmup, Workload):
 
     @field_validator("slo")
     @classmethod
-    def _slo(cls, v: str | dict[str, float] | None) -> str | None:
-        if v is None:
-            return None
-        from crossover.analysis.slo import parse_slo
+    def _slo(cls, v: Slo | None) -> Slo | None:
+        if v is not None and not v:
+            raise ValueError("give at least one term, e.g. ttft_ms.p99=500")
+        return v
 
-        text = v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items())
-        try:
-            return ",".join(f"{t.path}={t.limit:g}" for t in parse_slo(text))
-        except UsageError as exc:
-            raise ValueError(str(exc).removeprefix("--slo: ")) from None
-
-    def per_request_slo(self) -> dict[str, float]:
+    def per_request_slo(self) -> Slo:
         """What one request must meet to count as goodput (``RunConfig.slo``)."""
-        if self.slo is None:
-            return {}
-        from crossover.analysis.slo import parse_slo, per_request_limits
-
-        return per_request_limits(parse_slo(str(self.slo)))
+        return self.slo.per_request() if self.slo is not None else Slo()
 
     @field_validator("targets")
     @classmethod

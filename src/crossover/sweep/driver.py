@@ -34,12 +34,12 @@ from crossover.analysis import (
 )
 from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, ServerMetricsSample
-from crossover.config import RunConfig
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
+from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
@@ -624,7 +624,7 @@ class SweepRunner:
                 ),
                 "repeats": self.config.repeats,
                 "name": self.config.name,
-                **({"slo": self.config.slo} if self.config.slo else {}),
+                **({"slo": self.config.slo.text()} if self.config.slo else {}),
             },
         )
         xs, inc = findings_to_schema(analyze_sweep(sweep))

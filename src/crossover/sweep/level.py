@@ -12,14 +12,12 @@ levels, hands out the prompts and keeps the sweep file.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crossover.analysis import TargetInfo
-from crossover.config import RunConfig
 from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
 from crossover.errors import (
     EngineError,
@@ -30,8 +28,10 @@ from crossover.errors import (
 from crossover.measure import Progress, WorkersRunner, execute, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import HOLD_S, RecordWriter
+from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.scrape import NVMLSampler, scrape_loop
+from crossover.tasks import alongside
 from crossover.workload import Prompt, Tokenizer
 
 #: where a local sweep's runs say they ran
@@ -309,15 +309,13 @@ class TargetSession:
         gpu: list[dict[str, Any]] = []
         url = run_cfg.url
         metrics_url = self.engine.metrics_url if self.engine is not None else f"{url}/metrics"
-        scraper = asyncio.ensure_future(
-            scrape_loop(metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu)
-        )
         from crossover.metrics.client_floor import resolve_client_floor
 
         floor, _ = resolve_client_floor(
             self.sweep.client_floor, level.concurrency, transport=run_cfg.transport
         )
-        try:
+        scraper = scrape_loop(metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu)
+        async with alongside(scraper):
             outcome = await execute(
                 run_cfg,
                 store,
@@ -336,10 +334,6 @@ class TargetSession:
                 workers_runner=workers_runner,
                 drain=drain,
             )
-        finally:
-            scraper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await scraper
         lag = outcome.summary.client_loop
         if lag is not None and lag.p99_ms is not None:
             self.loop_p99_ms = lag.p99_ms  # the next level's workers: auto

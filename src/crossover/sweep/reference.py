@@ -20,6 +20,7 @@ from crossover.analysis.schema import RooflineFacts
 from crossover.engines.config import EngineConfig
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.load import Warmup
+from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload
 from crossover.sweep.config import ReplicasConfig, SweepConfig, TargetConfig
 
@@ -112,7 +113,14 @@ With `crossover sweep --ray ADDRESS|auto` each target is a Ray actor placed by i
 
 def type_name(annotation: Any) -> str:
     """``int | None`` -> ``integer or null``; ``list[int]`` -> ``list of integer``."""
-    names = {int: "integer", float: "number", str: "text", bool: "true/false", Path: "path"}
+    names = {
+        int: "integer",
+        float: "number",
+        str: "text",
+        bool: "true/false",
+        Path: "path",
+        Slo: "text or mapping",
+    }
     if annotation in names:
         return names[annotation]
     if annotation is type(None):
