@@ -311,12 +311,14 @@ def published_shape(p: PublishedOffload) -> cost.OffloadShape:
     )
 
 
-def _llamacpp_gpu_terms() -> tuple[float, float, float]:
+def offload_gpu_terms() -> tuple[float, float, float]:
     """(bandwidth efficiency, step us per layer, us per sequence per MoE layer) of the
-    llama.cpp profile: the GPU side of an offloaded model as llama.cpp runs it."""
+    profile of the engine that offloads experts (llama.cpp's): the GPU side of an
+    offloaded model as that engine runs it."""
+    from crossover.advise import traits
     from crossover.advise.efficiency import load_calibration
 
-    p = load_calibration().profile("llamacpp")
+    p = load_calibration().profile(traits.cpu_offload_engine())
     if p is None:  # pragma: no cover - the packaged calibration has it
         return cost.BANDWIDTH_EFFICIENCY, 0.0, 0.0
     moe_us = p.moe_seq_us_per_layer
@@ -326,7 +328,7 @@ def _llamacpp_gpu_terms() -> tuple[float, float, float]:
 def published_step(
     p: PublishedOffload, constants: cost.OffloadConstants | None = None
 ) -> tuple[cost.OffloadStep, str]:
-    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    eff, step_us, seq_us = offload_gpu_terms()
     host, how = cost.host_bandwidth(p.host_bandwidth_gbs)
     step = cost.offload_step(
         published_shape(p),
@@ -429,7 +431,7 @@ def offload_prediction(
     shape = cost.offload_shape(model, c.quant)
     if shape is None or not c.n_cpu_moe:
         raise ValueError("offload_prediction needs an MoE candidate with n_cpu_moe")
-    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    eff, step_us, seq_us = offload_gpu_terms()
     host, _ = cost.host_bandwidth(req.host_mem_bandwidth)
     batch = max(1, min(conc, max_batch if max_batch is not None else conc))
     step = cost.offload_step(
