@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from crossover.advise import cost
+from crossover.advise import cost, traits
 from crossover.advise.cost import MemoryFit, Prediction
 from crossover.advise.model import ModelFacts
 from crossover.advise.rules import UntunedClass, moe_config_table, moe_untuned_classes
@@ -315,7 +315,6 @@ def offload_gpu_terms() -> tuple[float, float, float]:
     """(bandwidth efficiency, step us per layer, us per sequence per MoE layer) of the
     profile of the engine that offloads experts (llama.cpp's): the GPU side of an
     offloaded model as that engine runs it."""
-    from crossover.advise import traits
     from crossover.advise.efficiency import load_calibration
 
     p = load_calibration().profile(traits.cpu_offload_engine())
@@ -409,10 +408,12 @@ def offload_variant(
         }
     )
     _, how = cost.host_bandwidth(req.host_mem_bandwidth)
+    rule = traits.of(cand.engine).cpu_moe_offload_rule
+    offload_rule = [rule] if rule is not None else []
     return Evaluated(
         candidate=cand.model_copy(update={"n_cpu_moe": off.n_cpu_moe, "host_memory": how}),
         fit=moved,
-        rules=["seed-2-kernel-check", "memory-fit", "llamacpp-moe-cpu-offload"],
+        rules=["seed-2-kernel-check", "memory-fit", *offload_rule],
         notes=[
             f"{off.flag}: the experts of {off.n_cpu_moe} of {req.model.moe_layers} layers "
             f"({off.cpu_gib:.1f} GiB) in host memory, read by the CPU each token; estimate "
