@@ -34,6 +34,9 @@ from crossover.advise.calibrate import (
 from crossover.advise.efficiency import EngineProfile, load_calibration, parse_calibration
 from crossover.cli.app import main as cli_main
 from crossover.errors import UsageError
+from crossover.metrics.summary import RunSummary
+
+from . import sweepfile_builder as sb
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = [
@@ -57,16 +60,7 @@ TRUTH = EngineProfile(
 
 
 def _run(target: str, c: int, out: float, tpot: float) -> dict[str, Any]:
-    return {
-        "target": target,
-        "concurrency": c,
-        "repeat": 0,
-        "summary": {
-            "verdict": "valid",
-            "throughput": {"output_tokens_per_s": out, "total_tokens_per_s": out * 456 / 256},
-            "tpot_ms": {"p50": tpot},
-        },
-    }
+    return sb.run(target, c, output=out, total=out * 456 / 256, tpot_p50=tpot)
 
 
 def synthetic_sweep(
@@ -89,22 +83,19 @@ def synthetic_sweep(
         )
         k = (skew or {}).get(c, 1.0)
         runs.append(_run("vllm", c, pred.output_tok_s * k, pred.step_ms / k))
-    data = {
-        "schema": "crossover.sweep/1",
-        "workload": {"input_tokens": 200, "output_tokens": 256},
-        "roofline": [{"target": "vllm", "gpu": "H200", "bandwidth_gb_s": 4800 * 0.9}],
-        "targets": [
-            {
-                "name": "vllm",
-                "engine": "vllm",
-                "settings": {"tp": 1, "quant": "none", "dtype": "bfloat16", "cuda_graphs": True},
-            }
+    data = sb.sweep_file(
+        [
+            sb.target(
+                "vllm",
+                "vllm",
+                {"tp": 1, "quant": "none", "dtype": "bfloat16", "cuda_graphs": True},
+            )
         ],
-        "runs": runs,
-    }
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sweep.json").write_text(json.dumps(data))
-    return folder / "sweep.json"
+        runs,
+        workload={"input_tokens": 200, "output_tokens": 256},
+        roofline=[sb.roofline("vllm", "H200", 4800 * 0.9)],
+    )
+    return sb.write_sweep(folder, data)
 
 
 # --- the fitted constants as data ---------------------------------------------------
@@ -399,12 +390,12 @@ def test_calibrated_estimates_sit_near_the_measurement_and_below_the_roofline() 
 def test_a_stalled_repeat_is_left_out_and_named() -> None:
     from crossover.advise.results import drop_stalled
 
-    def s(ttft: float | None, out: float) -> dict[str, Any]:
-        return {"ttft_ms": {"p50": ttft}, "throughput": {"output_tokens_per_s": out}}
+    def s(ttft: float | None, out: float) -> RunSummary:
+        return RunSummary.model_validate(sb.summary(ttft_p50=ttft, output=out))
 
     # the H200 llama.cpp pair at one user: 49 ms vs 8,821 ms (prompt-cache saves)
     kept, n = drop_stalled([s(49.0, 185.0), s(8821.0, 25.0)])
-    assert (n, [k["throughput"]["output_tokens_per_s"] for k in kept]) == (1, [185.0])
+    assert (n, [k.throughput.output_tokens_per_s for k in kept]) == (1, [185.0])
     assert drop_stalled([s(49.0, 185.0), s(480.0, 180.0)])[1] == 0  # 9.8x: kept
     assert drop_stalled([s(8821.0, 25.0)])[1] == 0  # one repeat: nothing to compare
     assert drop_stalled([s(None, 1.0), s(10.0, 2.0)])[1] == 0

@@ -10,6 +10,8 @@ import yaml
 
 from crossover.cli.app import main
 
+from . import sweepfile_builder as sb
+
 
 def test_advise_writes_json_and_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, sweep = tmp_path / "advice.json", tmp_path / "sweep.yaml"
@@ -55,28 +57,12 @@ def test_advise_writes_json_and_sweep(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_advise_with_results_and_allreduce_table(tmp_path: Path) -> None:
     sweep = tmp_path / "run"
     sweep.mkdir()
-    (sweep / "sweep.json").write_text(
-        json.dumps(
-            {
-                "schema": "crossover.sweep/1",
-                "targets": [{"name": "a", "engine": "vllm", "settings": {"tp": 2}}],
-                "runs": [
-                    {
-                        "target": "a",
-                        "concurrency": 8,
-                        "repeat": 0,
-                        "summary": {
-                            "verdict": "valid",
-                            "throughput": {
-                                "output_tokens_per_s": 900.0,
-                                "total_tokens_per_s": 2700.0,
-                            },
-                            "tpot_ms": {"p50": 8.0},
-                        },
-                    }
-                ],
-            }
-        )
+    sb.write_sweep(
+        sweep,
+        sb.sweep_file(
+            [sb.target("a", "vllm", {"tp": 2})],
+            [sb.run("a", 8, output=900.0, total=2700.0, tpot_p50=8.0)],
+        ),
     )
     table = tmp_path / "ar.json"
     table.write_text(

@@ -25,6 +25,8 @@ from crossover.advise import (
 from crossover.advise.reference import compare_references
 from crossover.errors import UsageError
 
+from . import sweepfile_builder as sb
+
 
 def test_kv_bytes_split_and_replicated() -> None:
     m = load_model("llama-3.1-8b")  # 8 KV heads
@@ -163,34 +165,18 @@ def test_prediction_vs_reference_measurements() -> None:
 
 def _sweep(tmp_path: Path) -> Path:
     def run(target: str, c: int, out: float, tpot: float, verdict: str = "valid") -> dict[str, Any]:
-        return {
-            "target": target,
-            "concurrency": c,
-            "repeat": 0,
-            "summary": {
-                "verdict": verdict,
-                "throughput": {"total_tokens_per_s": out * 3, "output_tokens_per_s": out},
-                "tpot_ms": {"p50": tpot},
-            },
-        }
+        return sb.run(target, c, output=out, total=out * 3, tpot_p50=tpot, verdict=verdict)
 
-    data = {
-        "schema": "crossover.sweep/1",
-        "targets": [
-            {
-                "name": "vllm-tp4",
-                "engine": "vllm",
-                "settings": {"launch": {"tp": 4, "quant": "fp8"}},
-            }
-        ],
-        "runs": [
+    data = sb.sweep_file(
+        [sb.target("vllm-tp4", "vllm", {"launch": {"tp": 4, "quant": "fp8"}})],
+        [
             run("vllm-tp4", 1, 300.0, 3.0),
             run("vllm-tp4", 1, 320.0, 3.2),
             run("vllm-tp4", 64, 9000.0, 7.0),
             run("vllm-tp4", 64, 1.0, 1.0, verdict="invalid"),
         ],
-    }
-    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    )
+    sb.write_sweep(tmp_path, data)
     return tmp_path
 
 
@@ -274,30 +260,11 @@ def test_emitted_targets_match_back_from_results(tmp_path: Path) -> None:
     runs = []
     for target in config["targets"]:
         for c in config["concurrency"]:
-            runs.append(
-                {
-                    "target": target["name"],
-                    "concurrency": c,
-                    "repeat": 0,
-                    "summary": {
-                        "verdict": "valid",
-                        "throughput": {
-                            "output_tokens_per_s": 100.0 * c,
-                            "total_tokens_per_s": 300.0 * c,
-                        },
-                        "tpot_ms": {"p50": 10.0},
-                    },
-                }
-            )
-    sweep = {
-        "schema": "crossover.sweep/1",
-        "runs": runs,
-        "targets": [
-            {"name": t["name"], "engine": t["engine"], "settings": t["launch"]}
-            for t in config["targets"]
-        ],
-    }
-    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+            runs.append(sb.run(target["name"], c, output=100.0 * c, total=300.0 * c, tpot_p50=10.0))
+    sweep = sb.sweep_file(
+        [sb.target(t["name"], t["engine"], t["launch"]) for t in config["targets"]], runs
+    )
+    sb.write_sweep(tmp_path, sweep)
     advice = advise(req, results=load_results(tmp_path))
     measured = {
         (r["engine"], r["config"]["tp"], r["config"]["pp"])

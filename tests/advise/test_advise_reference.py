@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,10 @@ from crossover.advise.reference import (
     markdown,
     target_quant,
 )
+from crossover.analysis.schema import TargetInfo
 from crossover.cli.app import main as cli_main
+
+from . import sweepfile_builder as sb
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT / "docs/results/h200/sweep"
@@ -69,8 +73,9 @@ def test_the_doc_table_is_the_scripts_output() -> None:
         ({"settings": {"model": "/tmp/hf"}}, None),
     ],
 )
-def test_target_quant(target: dict[str, object], want: str | None) -> None:
-    assert target_quant(target) == want
+def test_target_quant(target: dict[str, Any], want: str | None) -> None:
+    assert target_quant(TargetInfo.model_validate(sb.target("t", **target))) == want
+    assert target_quant(None) is None  # a target that runs name but the file never declared
 
 
 def test_two_protocol_alpha_beta() -> None:

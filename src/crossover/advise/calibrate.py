@@ -45,7 +45,8 @@ from crossover.advise.fit import Point, fit, fit_moe, heldout, heldout_moe, in_s
 from crossover.advise.fit_report import Report, at_bound, markdown
 from crossover.advise.hardware import find_gpu, system_from_flags
 from crossover.advise.model import load_model
-from crossover.advise.results import load_results
+from crossover.advise.results import read_sweep, results_of
+from crossover.analysis.schema import SweepFile
 from crossover.engines import registry
 from crossover.errors import UsageError
 
@@ -77,14 +78,9 @@ ALLREDUCE_TABLE = "data/allreduce/h200x2-nvlink.json"
 SMALL_MESSAGE_BYTES = 64 * 1024
 
 
-def _roofline_bandwidth(path: str, gpu: str) -> float:
+def _roofline_bandwidth(sweep: SweepFile, gpu: str) -> float:
     """The sweep's measured copy rate over the datasheet bandwidth (cost's default if none)."""
-    data = json.loads(Path(path).read_text("utf-8"))
-    rates = [
-        float(r["bandwidth_gb_s"])
-        for r in data.get("roofline") or []
-        if isinstance(r, dict) and isinstance(r.get("bandwidth_gb_s"), int | float)
-    ]
+    rates = [r.bandwidth_gb_s for r in sweep.roofline]
     if not rates:
         return cost.BANDWIDTH_EFFICIENCY
     return sum(rates) / len(rates) / find_gpu(gpu).memory_bandwidth_gbs
@@ -107,7 +103,9 @@ def load_points(
     sources: list[Source] = []
     unused = set(exclude)
     for path in paths:
-        res = load_results(path)
+        file = path / "sweep.json" if path.is_dir() else path
+        sweep = read_sweep(file)
+        res = results_of(sweep, file)
         left_out = sorted(
             {m.target for m in res.measured if any(_excluded(e, path, m.target) for e in exclude)}
         )
@@ -117,7 +115,7 @@ def load_points(
             raise UsageError(f"{res.path}: no GPU in its roofline entries; give --gpu")
         if res.input_tokens is None or res.output_tokens is None:
             raise UsageError(f"{res.path}: no workload input/output tokens")
-        bw = _roofline_bandwidth(res.path, where)
+        bw = _roofline_bandwidth(sweep, where)
         res = res.model_copy(update={"gpu": where})
         for m in res.measured:
             if m.target in left_out:

@@ -11,12 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from crossover.advise import memory, moe
+from crossover.advise import memory, moe, traits
 from crossover.advise.cost import Layout, MemoryFit, cached_prefix_tokens
 from crossover.advise.formats import default_formats, parse_quants
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts, quant_from_config
 from crossover.advise.rules import ENGINES, Verdict, check_tp_heads, cite, kernel_check, rule
+from crossover.engines import registry
 from crossover.errors import UsageError
 
 Regime = Literal["low", "mid", "high"]
@@ -104,10 +105,12 @@ def regimes_for(concurrency: list[int]) -> list[tuple[Regime, int]]:
 
 
 def layouts(engine: str, system: System) -> list[tuple[int, int, str | None]]:
+    """(TP, PP, split mode) of every layout the engine can take on the system's GPUs."""
     n = system.count
-    if engine == "transformers":
+    layout = traits.of(engine).layout
+    if layout == "single-device":
         return [(1, 1, None)]
-    if engine == "llamacpp":
+    if layout == "layer-split":
         modes: list[tuple[int, int, str | None]] = [(1, 1, "none")]
         return modes + [(1, k, "layer") for k in range(2, n + 1)]
     return [(tp, pp, None) for tp in range(1, n + 1) for pp in range(1, n + 1) if tp * pp <= n]
@@ -162,7 +165,8 @@ def formats_for(
     quantized checkpoint: it weighs its GGUF formats (a conversion) for one."""
     model = req.model
     ckpt = quant_from_config(model)
-    if engine == "llamacpp" and ckpt is not None and not ckpt.startswith("gguf-"):
+    gguf = registry.get(engine).reads_gguf
+    if gguf and ckpt is not None and not ckpt.startswith("gguf-"):
         ckpt = None  # an FP8/AWQ/MXFP4 checkpoint: llama.cpp serves a GGUF made from it
     asked = parse_quants(req.quant) or ([ckpt] if ckpt is not None else None)
     sixteen = "fp16" if (model.dtype or "").lower() in ("float16", "fp16", "half") else "bf16"
@@ -176,7 +180,7 @@ def formats_for(
         return list(dict.fromkeys(names)), False
     out = []
     for q in asked:
-        if engine == "llamacpp" and q in ("bf16", "fp16") and model.gguf_file_type is None:
+        if gguf and q in ("bf16", "fp16") and model.gguf_file_type is None:
             q = "gguf-f16" if q == "fp16" else "gguf-bf16"
         out.append(q)
     return list(dict.fromkeys(out)), True
@@ -204,6 +208,9 @@ def _screen_format(
 ) -> tuple[list[Evaluated], list[dict[str, Any]]]:
     system, model = req.system, req.model
     fam = system.gpu.sm_family
+    spec, own = registry.get(engine), traits.of(engine)
+    # the sizes its custom all-reduce runs at (None: the advisor has no rule for one)
+    allreduce_tps = spec.custom_allreduce_tps if own.custom_allreduce_rule else None
     kept: list[Evaluated] = []
     rejected: list[dict[str, Any]] = []
     quant = {"gguf-bf16": "bf16", "gguf-f16": "fp16"}.get(eng_quant, eng_quant)
@@ -229,11 +236,11 @@ def _screen_format(
                 reason=f"TP={tp} over TCP: "
                 f"{2 * model.layers} all-reduces per token at the TCP latency floor",
             )
-        if bad is not None and engine == "vllm" and tp not in (2, 4, 6, 8):
+        if bad is not None and allreduce_tps is not None and tp not in allreduce_tps:
             bad = Verdict(
                 rule=bad.rule,
-                reason=f"{bad.reason}; vLLM's custom all-reduce "
-                f"does not run at {tp} GPUs either (vllm-custom-allreduce)",
+                reason=f"{bad.reason}; {spec.display_name}'s custom all-reduce "
+                f"does not run at {tp} GPUs either ({own.custom_allreduce_rule})",
             )
         if bad is None and "trtllm-sm120-fp8-block-moe" in kc.notes and model.experts:
             per_gpu = model.experts / tp
@@ -258,13 +265,10 @@ def _screen_format(
         )
         if not fit.fits:
             row = _memory_reject(engine, cfg, fit, min_c, context, system.gpu.id)
-            if engine == "llamacpp":
+            if own.cpu_moe_offload_rule is not None:
                 off = moe.cpu_offload(model, eng_quant, fit, tp * pp)
                 if off is not None:
-                    row["moe_offload"] = {
-                        **off.model_dump(),
-                        "rule": "llamacpp-moe-cpu-offload",
-                    }
+                    row["moe_offload"] = {**off.model_dump(), "rule": own.cpu_moe_offload_rule}
                     row["reason"] += f"; {off.reason}"
                     kept.append(moe.offload_variant(req, cand, fit, off))
             rejected.append(row)
@@ -276,19 +280,24 @@ def _screen_format(
         if kc.convert:
             ev.notes.append(f"convert the checkpoint to GGUF first: {kc.convert}")
             ev.rules.append("format-engine")
-        if engine == "llamacpp" and pp > 1:
-            ev.rules.append("llamacpp-split-modes")
-            if system.interconnect == "tcp":
-                ev.rules.append("llamacpp-rpc-tcp")
-                ev.notes.append("layers sharded over TCP with --rpc (trusted network only)")
-        if engine == "transformers" and system.count > 1:
-            ev.rules.append("transformers-single-device")
+        if own.pipeline_rule is not None and pp > 1:
+            ev.rules.append(own.pipeline_rule)
+            if system.interconnect == "tcp" and own.pipeline_over_tcp is not None:
+                ev.rules.append(own.pipeline_over_tcp.rule)
+                ev.notes.append(own.pipeline_over_tcp.note)
+        if own.multi_gpu_rule is not None and system.count > 1:
+            ev.rules.append(own.multi_gpu_rule)
         if tp > 1:
             ev.rules.append("tp-divides-heads")
-            if engine == "vllm" and (tp not in (2, 4, 6, 8) or (tp > 2 and not system.p2p)):
-                ev.rules.append("vllm-custom-allreduce")
+            if (
+                allreduce_tps is not None
+                and own.custom_allreduce_rule is not None
+                and (tp not in allreduce_tps or (tp > 2 and not system.p2p))
+            ):
+                ev.rules.append(own.custom_allreduce_rule)
                 ev.notes.append(
-                    f"vLLM custom all-reduce off at TP={tp} on {system.interconnect}: NCCL fallback"
+                    f"{spec.display_name} custom all-reduce off at TP={tp} on "
+                    f"{system.interconnect}: NCCL fallback"
                 )
             if not system.p2p:
                 ev.rules.extend(["seed-3-tp-over-pp", "consumer-no-p2p"])

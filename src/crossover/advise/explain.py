@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from crossover.advise import cost, efficiency
+from crossover.advise import cost, efficiency, traits
 from crossover.advise.candidates import AdviceRequest, Candidate, Evaluated, Regime
 from crossover.advise.cost import AllReduceCurve, Layout, MemoryFit, Prediction
 from crossover.advise.efficiency import Basis, Calibration
@@ -33,8 +33,6 @@ TIE_FRACTION = 0.10
 #: met the engine's own measurement (SGLang on vLLM's profile measured 11-16% below it at
 #: 256-512 streams, docs/results/h200/sglang-a), rounded up. It ranks by the low end.
 BORROWED: tuple[float, float] = (0.30, 0.12)
-#: llama-server's slots when -np is not given (auto: 4, with a unified KV cache; PR #16736)
-LLAMACPP_DEFAULT_SLOTS = 4
 
 
 def _preference() -> dict[str, tuple[str, ...]]:
@@ -309,14 +307,10 @@ def recommendation(
         if raise_to is not None:
             reasons.append(raise_to)
             headline.append(raise_to)
-    if c.engine == "trtllm":
-        reasons.append(
-            "TensorRT-LLM sizes its KV cache from 90% of the memory left after the weights "
-            "(KvCacheConfig.free_gpu_memory_fraction), vLLM and SGLang from 90% of the whole "
-            "GPU (--gpu-memory-utilization): on the same memory it admits more sequences "
-            "(memory-engine-budgets)"
-        )
-        rules.append("memory-engine-budgets")
+    own = traits.of(c.engine)
+    if own.kv_budget_note is not None:
+        reasons.append(own.kv_budget_note.note)
+        rules.append(own.kv_budget_note.rule)
     rules.append("quant-format-quality")
     fmt_line = f"{c.quant}: quality cost {fmt.cost}" + ("" if fmt.measured else " (cited)")
     reasons.append(f"{fmt_line}; {fmt.source}")
@@ -330,8 +324,7 @@ def recommendation(
         rules.append("seed-3-tp-over-pp")
     if c.pp > 1:
         reasons.append(
-            f"{'layer split' if c.engine == 'llamacpp' else 'PP'}={c.pp}: "
-            "stages run in sequence per token"
+            f"{'layer split' if own.layer_split else 'PP'}={c.pp}: stages run in sequence per token"
         )
     lead: list[str] = []  # the reasons that say where the row ranks and why, first
     if placement is not None:
@@ -360,14 +353,14 @@ def recommendation(
     tie_value = value / (1 - BORROWED[0]) if basis.kind == "borrowed" else value
     if tie_value >= best * (1 - TIE_FRACTION):
         pref = (
-            "vLLM for MoE tensor parallelism"
-            if (req.model.is_moe and c.tp > 1 and c.engine == "vllm")
+            f"{registry.get(c.engine).display_name} for MoE tensor parallelism"
+            if (req.model.is_moe and c.tp > 1 and own.moe_tensor_parallel)
             else (f"engine order for {regime} concurrency: {', '.join(PREFERENCE[regime])}")
         )
         reasons.append(f"within {TIE_FRACTION:.0%} of the best figure; {pref}")
         rules.append("seed-1-engine-choice")
-    traits = registry.get(c.engine).advise
-    if traits is not None and traits.graphs_matter and regime != "high":
+    spec = registry.get(c.engine)
+    if spec.advise is not None and spec.advise.graphs_matter and regime != "high":
         reasons.append("CUDA graphs on: confirm from the startup log")
         rules.append("seed-5-cuda-graphs-verify")
     if req.shared_prefix_tokens:
@@ -378,27 +371,26 @@ def recommendation(
             if cached
             else f"no prefix cache: all {req.input_tokens} prompt tokens prefilled"
         )
-    if c.engine == "llamacpp":
-        reasons.append(
-            "--cache-ram 0: the default host prompt cache saves slot state per new request "
-            "on the server's thread"
-        )
-        rules.append("llamacpp-host-prompt-cache")
-        most = max(req.concurrency)
-        if most > LLAMACPP_DEFAULT_SLOTS:
+    cache_off = own.host_prompt_cache
+    if cache_off is not None:
+        reasons.append(cache_off.reason)
+        rules.append(cache_off.rule)
+        most, slots = max(req.concurrency), own.slots
+        start = f"start {spec.display_name} with {cache_off.flag}"
+        if slots is not None and most > slots.default:
+            wait = most - slots.default
             reasons.append(
-                f"-np {most}: llama-server's default is {LLAMACPP_DEFAULT_SLOTS} slots, with "
-                f"which {most - LLAMACPP_DEFAULT_SLOTS} of {most} requests would wait for one; "
+                f"{slots.flag} {most}: {spec.display_name}'s default is {slots.default} slots, "
+                f"with which {wait} of {most} requests would wait for one; "
                 "the figures assume a slot per request"
             )
-            rules.append("llamacpp-parallel-slots")
+            rules.append(slots.rule)
             headline.append(
-                f"start llama-server with --cache-ram 0 -np {most} (by default "
-                f"{LLAMACPP_DEFAULT_SLOTS} slots: {most - LLAMACPP_DEFAULT_SLOTS} of {most} "
-                "would queue)"
+                f"{start} {slots.flag} {most} (by default "
+                f"{slots.default} slots: {wait} of {most} would queue)"
             )
         else:
-            headline.append("start llama-server with --cache-ram 0")
+            headline.append(start)
     if measured is not None:
         err = measured["prediction_error_pct"].get(metric_key(regime))
         others = [o["target"] for o in measured.get("other_targets") or []]
@@ -453,10 +445,10 @@ def _utilization_for(req: AdviceRequest, engine: str, fit: MemoryFit, conc: int)
     from crossover.advise import memory
 
     rule = memory.engine_memory(engine)
-    if rule.utilization_of != "total" or rule.utilization >= 0.95:
+    flag = traits.of(engine).kv_fraction_flag
+    if rule.utilization_of != "total" or rule.utilization >= 0.95 or flag is None:
         return None
     total = req.system.gpu.memory_gib
-    flag = "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
     short = fit.kv_gib_per_seq_per_gpu * conc - (fit.usable_gib_per_gpu - fit.weights_gib_per_gpu)
     need = rule.utilization + short / total
     if need <= 0.95:
@@ -498,7 +490,7 @@ def nvlink_wall(
     by_tp: dict[int, float] = {}
     for ev in kept:
         c = ev.candidate
-        if c.pp != 1 or c.engine in ("llamacpp", "transformers") or c.tp in by_tp:
+        if c.pp != 1 or not traits.of(c.engine).tensor_parallel or c.tp in by_tp:
             continue
         p = predict_candidate(req, c, curve, conc, ev.fit.max_concurrency, calibration)
         by_tp[c.tp] = p.decode_tok_s_per_user

@@ -24,7 +24,6 @@ by the advisor's offload model, ``moe.offload_prediction``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from statistics import mean
@@ -35,7 +34,7 @@ from pydantic import BaseModel, Field
 from crossover.advise import accuracy, cost
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.model import load_model
-from crossover.advise.results import Measured, load_results
+from crossover.advise.results import Measured, read_sweep, results_of
 from crossover.errors import UsageError
 
 LIMIT_PCT = 15.0
@@ -206,8 +205,9 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
     for path in sweeps:
         folder = path.parent.name
         facts = FACTS.get(folder, SweepFacts())
-        results = load_results(path)
-        workload = json.loads(path.read_text("utf-8")).get("workload") or {}
+        sweep = read_sweep(path)
+        results = results_of(sweep, path)
+        workload = sweep.workload or {}
         prefix = _shared_prefix(workload)
         if prefix and results.input_tokens is not None:
             # the sweep's input_tokens are each prompt's own, after the shared prefix

@@ -174,6 +174,7 @@ def fit(
 
 def parse_reserve(text: str | None) -> dict[str, float]:
     """``--reserve-gib``: ``1.5`` (every engine) or ``llamacpp=0.8,vllm=2``; key ``*``: all."""
+    from crossover.advise import traits
     from crossover.advise.rules import ENGINES
 
     out: dict[str, float] = {}
@@ -181,7 +182,7 @@ def parse_reserve(text: str | None) -> dict[str, float]:
         if not item.strip():
             continue
         engine, sep, value = item.rpartition("=")
-        key = engine.strip().lower().replace("llama.cpp", "llamacpp") if sep else "*"
+        key = traits.canonical(engine) if sep else "*"
         try:
             gib = float(value)
         except ValueError:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from crossover.advise import cost
+from crossover.advise import cost, traits
 from crossover.advise.cost import MemoryFit, Prediction
 from crossover.advise.model import ModelFacts
 from crossover.advise.rules import UntunedClass, moe_config_table, moe_untuned_classes
@@ -311,12 +311,13 @@ def published_shape(p: PublishedOffload) -> cost.OffloadShape:
     )
 
 
-def _llamacpp_gpu_terms() -> tuple[float, float, float]:
+def offload_gpu_terms() -> tuple[float, float, float]:
     """(bandwidth efficiency, step us per layer, us per sequence per MoE layer) of the
-    llama.cpp profile: the GPU side of an offloaded model as llama.cpp runs it."""
+    profile of the engine that offloads experts (llama.cpp's): the GPU side of an
+    offloaded model as that engine runs it."""
     from crossover.advise.efficiency import load_calibration
 
-    p = load_calibration().profile("llamacpp")
+    p = load_calibration().profile(traits.cpu_offload_engine())
     if p is None:  # pragma: no cover - the packaged calibration has it
         return cost.BANDWIDTH_EFFICIENCY, 0.0, 0.0
     moe_us = p.moe_seq_us_per_layer
@@ -326,7 +327,7 @@ def _llamacpp_gpu_terms() -> tuple[float, float, float]:
 def published_step(
     p: PublishedOffload, constants: cost.OffloadConstants | None = None
 ) -> tuple[cost.OffloadStep, str]:
-    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    eff, step_us, seq_us = offload_gpu_terms()
     host, how = cost.host_bandwidth(p.host_bandwidth_gbs)
     step = cost.offload_step(
         published_shape(p),
@@ -407,10 +408,12 @@ def offload_variant(
         }
     )
     _, how = cost.host_bandwidth(req.host_mem_bandwidth)
+    rule = traits.of(cand.engine).cpu_moe_offload_rule
+    offload_rule = [rule] if rule is not None else []
     return Evaluated(
         candidate=cand.model_copy(update={"n_cpu_moe": off.n_cpu_moe, "host_memory": how}),
         fit=moved,
-        rules=["seed-2-kernel-check", "memory-fit", "llamacpp-moe-cpu-offload"],
+        rules=["seed-2-kernel-check", "memory-fit", *offload_rule],
         notes=[
             f"{off.flag}: the experts of {off.n_cpu_moe} of {req.model.moe_layers} layers "
             f"({off.cpu_gib:.1f} GiB) in host memory, read by the CPU each token; estimate "
@@ -429,7 +432,7 @@ def offload_prediction(
     shape = cost.offload_shape(model, c.quant)
     if shape is None or not c.n_cpu_moe:
         raise ValueError("offload_prediction needs an MoE candidate with n_cpu_moe")
-    eff, step_us, seq_us = _llamacpp_gpu_terms()
+    eff, step_us, seq_us = offload_gpu_terms()
     host, _ = cost.host_bandwidth(req.host_mem_bandwidth)
     batch = max(1, min(conc, max_batch if max_batch is not None else conc))
     step = cost.offload_step(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crossover.advise import cost, memory
+from crossover.advise import cost, memory, traits
 from crossover.advise.candidates import AdviceRequest, Evaluated
 from crossover.advise.cost import Layout
 from crossover.advise.rules import check_tp_heads, kernel_check
@@ -67,10 +67,11 @@ def _more_gpus(
 ) -> str | None:
     """The fewest GPUs above ``start`` on which the engine's layout fits."""
     m = req.model
+    kind = traits.of(engine).layout
     for n in range(start + 1, MAX_GPUS + 1):
-        if engine == "transformers":
+        if kind == "single-device":
             return None
-        if engine == "llamacpp":
+        if kind == "layer-split":
             options = [(Layout(pp=n), f"{n} GPUs (layer split)")]
         else:
             options = [

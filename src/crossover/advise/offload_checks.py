@@ -64,7 +64,7 @@ def predict(
         raise UsageError(f"{model_name} is not a mixture of experts: nothing to offload")
     spec = find_gpu(gpu)
     host_gbs, how = cost.host_bandwidth(host)
-    eff, step_us, seq_us = moe._llamacpp_gpu_terms()
+    eff, step_us, seq_us = moe.offload_gpu_terms()
     lines = [
         f"{model_name} {quant} on {spec.id} ({spec.memory_bandwidth_gbs:g} GB/s), {how}, "
         f"PCIe {pcie_gbs or cost.offload_constants().pcie_gbs:g} GB/s",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from crossover.advise import traits
 from crossover.advise.candidates import Candidate, CandidateKey, Evaluated, Regime
 from crossover.advise.cost import Prediction
 from crossover.advise.efficiency import Basis, Calibration
@@ -32,7 +33,7 @@ def borrowed_low(value: float) -> float:
 
 def prefers(engine: str, regime: Regime, model: ModelFacts, tp: int) -> int:
     order = PREFERENCE[regime]
-    if model.is_moe and tp > 1 and engine == "vllm":
+    if model.is_moe and tp > 1 and traits.of(engine).moe_tensor_parallel:
         return -1  # rule 1: vLLM for MoE tensor parallelism
     return order.index(engine)
 
@@ -71,7 +72,7 @@ def basis_of(
     if c.n_cpu_moe:  # llama.cpp with experts in host memory: no sweep measured it
         return Basis(
             kind="borrowed",
-            profile="llamacpp",
+            profile=c.engine,
             label=f"offload model, --n-cpu-moe {c.n_cpu_moe}: {c.host_memory or 'host memory'}"
             ", never measured",
         )
@@ -177,7 +178,7 @@ def _pct(a: float, b: float) -> float:
 
 def label(c: Candidate) -> str:
     """ "vllm fp8 tp=2", "llamacpp gguf-q4_k_m split=2" (the terminal's row name)."""
-    if c.engine == "llamacpp":
+    if traits.of(c.engine).layer_split:
         lay = f"split={c.pp}" if c.pp > 1 else "1 GPU"
     else:
         lay = f"tp={c.tp}" + (f" pp={c.pp}" if c.pp > 1 else "")

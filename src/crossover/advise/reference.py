@@ -17,7 +17,6 @@ table kept in ``docs/results/h200/prediction-vs-measurement.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -30,7 +29,7 @@ from crossover.advise import cost
 from crossover.advise.cost import AllReduceCurve, Layout
 from crossover.advise.hardware import system_from_flags
 from crossover.advise.model import ModelFacts, load_model
-from crossover.advise.results import load_results, target_quant
+from crossover.advise.results import read_sweep, results_of, target_quant, tpot_p50
 from crossover.errors import UsageError
 
 
@@ -116,26 +115,26 @@ def compare_sweep(
 
     The GPU comes from the sweep's roofline entries unless given; the model is given
     (a sweep's targets name local paths). TP/PP come from the target's settings."""
-    results = load_results(path)
-    data = json.loads(Path(results.path).read_text("utf-8"))
-    targets = {str(t["name"]): t for t in data.get("targets") or [] if isinstance(t, dict)}
+    file = path / "sweep.json" if path.is_dir() else path
+    data = read_sweep(file, "--sweep")
+    results = results_of(data, file)
     if gpu is None:
-        gpu = next((r.get("gpu") for r in data.get("roofline") or [] if r.get("gpu")), None)
+        gpu = next((r.gpu for r in data.roofline if r.gpu), None)
     if gpu is None:
         raise UsageError(f"{results.path}: no GPU in its roofline entries; give --gpu")
-    workload = data.get("workload") or {}
+    workload = data.workload or {}
     try:
         input_tokens, output_tokens = int(workload["input_tokens"]), int(workload["output_tokens"])
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{results.path}: no workload input/output tokens") from exc
-    tpots = _tpot_p50(data)
+    tpots = tpot_p50(data)
     out: list[Comparison] = []
     for m in results.measured:
         if m.output_tok_s is None:
             continue
         layout = Layout(tp=m.tp, pp=m.pp)
         system = system_from_flags(gpu, max(gpus, layout.gpus))
-        quant = target_quant(targets.get(m.target, {})) or "bf16"
+        quant = target_quant(data.target(m.target)) or "bf16"
         pred = cost.predict(
             model,
             system,
@@ -169,16 +168,6 @@ class _NoComm:
 
 
 _NO_COMM: AllReduceCurve = _NoComm()
-
-
-def _tpot_p50(data: dict[str, Any]) -> dict[tuple[str, int], float]:
-    acc: dict[tuple[str, int], list[float]] = {}
-    for run in data.get("runs") or []:
-        s = run.get("summary") or {}
-        v = (s.get("tpot_ms") or {}).get("p50")
-        if s.get("verdict") == "valid" and isinstance(v, int | float):
-            acc.setdefault((str(run["target"]), int(run["concurrency"])), []).append(float(v))
-    return {k: sum(v) / len(v) for k, v in acc.items()}
 
 
 def markdown(rows: list[Comparison]) -> str:

@@ -7,15 +7,16 @@ target says) quant agree; only ``valid`` runs count. Measurements override predi
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from crossover.errors import UsageError
+from crossover.analysis.schema import SweepFile, TargetInfo
+from crossover.errors import UsageError, validation_line
+from crossover.metrics.summary import RunSummary
 
 
 class Measured(BaseModel):
@@ -46,9 +47,9 @@ class Measured(BaseModel):
 STALL_TTFT_RATIO = 10.0
 
 
-def drop_stalled(summaries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def drop_stalled(summaries: list[RunSummary]) -> tuple[list[RunSummary], int]:
     """``summaries`` of one target and level without the stalled repeats, and their count."""
-    ttfts = [_num(s, "ttft_ms", "p50") for s in summaries]
+    ttfts = [s.ttft_ms.p50 for s in summaries]
     known = [t for t in ttfts if t]
     if len(known) < 2:
         return summaries, 0
@@ -144,24 +145,18 @@ def _as_int(value: Any, default: int) -> int:
         return default
 
 
-def _num(d: Any, *keys: str) -> float | None:
-    for key in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None
-
-
 _GGUF_TYPE = re.compile(r"[-_.](f16|bf16|q8_0|q6_k|q5_k_m|q5_0|q4_k_m|q4_0|q3_k_m|q2_k)\.gguf$")
 
 
-def target_quant(target: dict[str, Any]) -> str | None:
+def target_quant(target: TargetInfo | None) -> str | None:
     """A sweep target's weight format: settings (quant, else dtype) or the GGUF file name.
 
     vLLM reads back ``quant: none`` for an unquantized checkpoint: the dtype says then."""
     from crossover.advise.rules import normalize_quant
 
-    settings = target.get("settings") or {}
+    if target is None:
+        return None
+    settings = target.settings
     raw_launch = settings.get("launch")
     launch: dict[str, Any] = raw_launch if isinstance(raw_launch, dict) else {}
     for key in ("quant", "dtype"):
@@ -171,50 +166,74 @@ def target_quant(target: dict[str, Any]) -> str | None:
                 return normalize_quant(str(raw))
             except UsageError:
                 return None
-    model = str(target.get("model") or settings.get("model") or launch.get("model") or "")
+    model = str(target.model or settings.get("model") or launch.get("model") or "")
     m = _GGUF_TYPE.search(model.lower())
     return f"gguf-{m.group(1)}" if m else None
 
 
-def _workload_int(workload: Any, key: str) -> int | None:
-    value = workload.get(key) if isinstance(workload, dict) else None
+def _workload_int(workload: dict[str, Any] | None, key: str) -> int | None:
+    value = (workload or {}).get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def load_results(sweep_dir: Path) -> SweepResults:
-    path = sweep_dir / "sweep.json" if sweep_dir.is_dir() else sweep_dir
+def read_sweep(path: Path, flag: str = "--results") -> SweepFile:
+    """``DIR/sweep.json`` (or the file itself) as the typed sweep file; a file that cannot
+    be read, or is not a ``crossover.sweep/1`` file, is a usage error naming ``flag``."""
+    path = path / "sweep.json" if path.is_dir() else path
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--results: cannot read {path} ({exc})") from exc
-    if not isinstance(data, dict) or data.get("schema") != "crossover.sweep/1":
-        raise UsageError(f"--results: {path} is not a crossover.sweep/1 file")
-    targets: dict[str, dict[str, Any]] = {}
-    for t in data.get("targets") or []:
-        if isinstance(t, dict) and "name" in t:
-            targets[str(t["name"])] = t
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for run in data.get("runs") or []:
-        if not isinstance(run, dict):
+        sweep = SweepFile.read(path)
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot read {path} ({exc})") from exc
+    except ValidationError as exc:
+        raise UsageError(
+            f"{flag}: {path} is not a crossover.sweep/1 file ({validation_line(exc)})"
+        ) from None
+    except ValueError as exc:
+        raise UsageError(f"{flag}: cannot read {path} ({exc})") from exc
+    if "schema_" not in sweep.model_fields_set:
+        raise UsageError(f"{flag}: {path} is not a crossover.sweep/1 file (no schema)")
+    return sweep
+
+
+def tpot_p50(sweep: SweepFile) -> dict[tuple[str, int], float]:
+    """Mean TPOT p50 of the valid repeats, per (target, concurrency)."""
+    acc: dict[tuple[str, int], list[float]] = {}
+    for run in sweep.runs:
+        v = run.summary.tpot_ms.p50
+        if run.is_valid and v is not None and run.concurrency is not None:
+            acc.setdefault((run.target, run.concurrency), []).append(v)
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def load_results(sweep_dir: Path) -> SweepResults:
+    """The measured figures of ``DIR/sweep.json`` (or of that file)."""
+    path = sweep_dir / "sweep.json" if sweep_dir.is_dir() else sweep_dir
+    return results_of(read_sweep(path), path)
+
+
+def results_of(data: SweepFile, path: Path) -> SweepResults:
+    """The measured figures of a sweep file read from ``path``."""
+    targets = {t.name: t for t in data.targets}
+    groups: dict[tuple[str, int], list[RunSummary]] = {}
+    for run in data.runs:
+        if not run.is_valid:
             continue
-        summary = run.get("summary") or {}
-        if summary.get("verdict") != "valid":
-            continue
-        key = (str(run.get("target")), _as_int(run.get("concurrency"), 0))
-        groups.setdefault(key, []).append(summary)
+        groups.setdefault((run.target, run.concurrency or 0), []).append(run.summary)
     measured: list[Measured] = []
-    for (name, conc), every in sorted(groups.items()):
+    for (name, conc), every in sorted(groups.items(), key=lambda kv: kv[0]):
         summaries, stalled = drop_stalled(every)
-        target = targets.get(name, {})
-        settings = target.get("settings") or {}
-        engine = str(target.get("engine") or settings.get("engine") or "")
+        target = targets.get(name)
+        settings = target.settings if target is not None else {}
+        engine = str(
+            (target.engine if target is not None else None) or settings.get("engine") or ""
+        )
         quant = target_quant(target)
         graphs = _setting(settings, "cuda_graphs")
         cpu_moe = _setting(settings, "cpu_moe_layers")
         tuned = _setting(settings, "moe_tuned_config")
-        outs = [v for s in summaries if (v := _num(s, "throughput", "output_tokens_per_s"))]
-        tots = [v for s in summaries if (v := _num(s, "throughput", "total_tokens_per_s"))]
-        tpots = [v for s in summaries if (v := _num(s, "tpot_ms", "p50"))]
+        outs = [v for s in summaries if (v := s.throughput.output_tokens_per_s)]
+        tots = [v for s in summaries if (v := s.throughput.total_tokens_per_s)]
+        tpots = [v for s in summaries if (v := s.tpot_ms.p50)]
         measured.append(
             Measured(
                 target=name,
@@ -233,16 +252,11 @@ def load_results(sweep_dir: Path) -> SweepResults:
                 moe_tuned_config=tuned if isinstance(tuned, bool) else None,
             )
         )
-    roofline = data.get("roofline") or []
-    gpu = next(
-        (str(r["gpu"]) for r in roofline if isinstance(r, dict) and r.get("gpu")),
-        None,
-    )
-    workload = data.get("workload")
+    gpu = next((r.gpu for r in data.roofline if r.gpu), None)
     return SweepResults(
         path=str(path),
         measured=measured,
-        input_tokens=_workload_int(workload, "input_tokens"),
-        output_tokens=_workload_int(workload, "output_tokens"),
+        input_tokens=_workload_int(data.workload, "input_tokens"),
+        output_tokens=_workload_int(data.workload, "output_tokens"),
         gpu=gpu,
     )

@@ -180,7 +180,7 @@ def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -
     fmt_key = "gguf" if quant.startswith("gguf-") else quant
     fmt = table["formats"].get(fmt_key)
     if fmt is None:
-        if engine == "llamacpp" or fmt_key == "gguf":
+        if registry.get(engine).reads_gguf or fmt_key == "gguf":
             return KernelCheck(
                 ok=False,
                 rule="format-engine",

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from crossover import defaults
+from crossover.advise import traits
 from crossover.engines import registry
 
 
@@ -121,14 +122,15 @@ def _launch(
     tp, pp = int(cfg.get("tp", 1)), int(cfg.get("pp", 1))
     graphs = bool(cfg.get("cuda_graphs", True))
     note = None
-    if engine == "llamacpp":
+    own = traits.of(engine)
+    if own.layer_split:
         # the quantization is the GGUF file's; GPUs are split with --split-mode
         split = str(cfg.get("split_mode") or ("layer" if pp > 1 else "none"))
         launch = Launch(
             model=model,
             parallel=parallel,
             cuda_graphs=graphs,
-            prompt_cache_mib=0,
+            prompt_cache_mib=0 if own.host_prompt_cache is not None else None,
             extra_args=["--split-mode", split],
         )
         if cfg.get("n_cpu_moe"):  # the offload variant: those layers' experts in host memory
@@ -140,16 +142,16 @@ def _launch(
             and quant.startswith("gguf-")
             and quant.removeprefix("gguf-") not in (model.lower())
         ):
-            note = f"llama.cpp serves the GGUF's own type; the advice assumed {quant}"
+            note = f"{traits.prose(engine)} serves the GGUF's own type; the advice assumed {quant}"
         return launch, note
-    if engine == "transformers":
+    if own.layout == "single-device":
         # continuous batching sizes itself; one device
         return Launch(model=model, cuda_graphs=graphs), None
     ask = None
     if quant and quant not in UNQUANTIZED:
         if quant in _online_quants(engine):
             ask = quant
-        elif quant != checkpoint_quant or engine == "trtllm":
+        elif quant != checkpoint_quant or own.quant_from_own_checkpoint:
             note = f"{model} must be a {quant} checkpoint ({engine} reads it from its config)"
     return (
         Launch(

@@ -21,19 +21,15 @@ def parse_int_list(text: str, flag: str) -> list[int]:
 
 
 def parse_versions(text: str | None) -> dict[str, str]:
+    from crossover.advise import traits
     from crossover.advise.rules import ENGINES, version_key
 
     out: dict[str, str] = {}
     for item in (text or "").split(","):
         if not item.strip():
             continue
-        engine, sep, version = item.partition("=")
-        engine = (
-            engine.strip()
-            .lower()
-            .replace("tensorrt-llm", "trtllm")
-            .replace("llama.cpp", "llamacpp")
-        )
+        name, sep, version = item.partition("=")
+        engine = traits.canonical(name)
         if not sep or engine not in ENGINES or not version.strip():
             raise UsageError(
                 f"--engine-versions wants ENGINE=VERSION[,...] with ENGINE in "
@@ -227,8 +223,10 @@ _LAYOUT_KEYS = {"tp", "pp", "gpus", "quant", "cuda_graphs", "split_mode"}
 
 def _row_name(engine: str, cfg: dict[str, Any]) -> str:
     """ "vllm fp8 tp=2", "llamacpp gguf-q4_k_m split=2"; other settings as key=value."""
+    from crossover.advise import traits
+
     tp, pp = cfg["tp"], cfg["pp"]
-    if engine == "llamacpp":
+    if traits.of(engine).layer_split:
         layout = f"split={pp}" if pp > 1 else "1 GPU"
     else:
         layout = f"tp={tp}" + (f" pp={pp}" if pp > 1 else "")
