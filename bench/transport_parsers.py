@@ -14,7 +14,7 @@ per read, as a transport would take it:
   either ``SSEParser`` or the SSE layer of ``ChunkedSSEParser`` (``chunked=False``);
 * ``h11``: ``receive_data``/``next_event``, the same two SSE layers;
 * ``hand``: ``crossover.transport.chunked_sse.ChunkedSSEParser`` (pure Python,
-  ``bytes.find``), the head by ``crossover.transport.lean.parse_head``.
+  ``bytes.find``), the head by ``crossover.transport.head.parse_head``.
 
 Every candidate must yield exactly the reference's payloads, each stamped by the read
 holding the event's last byte (checked first, with read indices as stamps). Then each
@@ -60,7 +60,7 @@ from typing import Any
 import orjson
 
 from crossover.transport.chunked_sse import ChunkedSSEParser, StampedEvent
-from crossover.transport.lean import parse_head
+from crossover.transport.head import parse_head
 from crossover.transport.sse import SSEParser
 
 Stamp = Callable[[int], int]  # read index -> stamp

@@ -52,7 +52,7 @@ from crossover.transport.chunked_sse import (
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.lean import HeadError, ResponseHead, parse_head
+from crossover.transport.head import HeadError, ResponseHead, parse_head
 from crossover.transport.protocol import (
     is_json,
     media_type,
@@ -129,8 +129,7 @@ class _Batch:
 
 
 class LeanStreamConnection(asyncio.Protocol):
-    """One keep-alive connection; one request at a time (the runner's; ``lean.py``'s
-    ``LeanConnection`` is the prototype the parser bench measures).
+    """One keep-alive connection; one request at a time.
 
     ``data_received`` stamps each read; before the head it gathers the head, then the
     body goes to a ``ChunkedSSEParser``: read as SSE (``events``, then ``final`` once the
