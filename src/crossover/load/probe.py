@@ -15,9 +15,10 @@ compares every offset, warm-up included (``crossover.metrics.prompts``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from crossover.config import RunConfig
-from crossover.dialects import get_dialect
-from crossover.load.send import send_prompt
+from crossover.load.send import send_prompt, stream_options
 from crossover.records.model import RequestRecord
 from crossover.transport.client import make_client
 from crossover.transport.http import Timeouts
@@ -50,16 +51,9 @@ async def prompt_probe(
         return None
     (prompt,) = synthetic_prompts(1, length, config.seed, tokenizer, PROBE_PROMPT_ID)
     one = config.model_copy(update={"output_tokens": 1})
-    async with make_client(config.transport, headers, timeouts) as session:
+    options = replace(stream_options(config, keep_text=False), timeouts=timeouts)
+    async with make_client(config.transport, headers, timeouts) as transport:
         rec = await send_prompt(
-            session,
-            one,
-            get_dialect(config.dialect),
-            prompt,
-            index=PROBE_INDEX,
-            warmup=True,
-            t_scheduled_ns=None,
-            timeouts=timeouts,
-            keep_text=False,
+            transport, one, options, prompt, index=PROBE_INDEX, warmup=True, t_scheduled_ns=None
         )
     return rec

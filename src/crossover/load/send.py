@@ -10,24 +10,33 @@ import asyncio
 from collections.abc import Callable
 
 from crossover.config import RunConfig
-from crossover.dialects import Dialect, RequestSpec
+from crossover.dialects import RequestSpec, get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport.client import Session, open_connections, stream_request
+from crossover.transport.client import StreamOptions, Transport
 from crossover.transport.http import Timeouts
 from crossover.workload import Prompt
 
 
+def stream_options(config: RunConfig, keep_text: bool) -> StreamOptions:
+    """How a run reads each response: its dialect, endpoint, timeouts and event cap."""
+    return StreamOptions(
+        get_dialect(config.dialect),
+        config.endpoint,
+        Timeouts(**config.timeouts.model_dump()),
+        keep_text,
+        config.max_event_bytes,
+    )
+
+
 async def send_prompt(
-    session: Session,
+    transport: Transport,
     config: RunConfig,
-    dialect: Dialect,
+    options: StreamOptions,
     prompt: Prompt,
     *,
     index: int,
     warmup: bool,
     t_scheduled_ns: int | None,
-    timeouts: Timeouts,
-    keep_text: bool,
     worker: int = 0,
     replica: int | None = None,
     on_cancel: Callable[[RequestRecord], None] | None = None,
@@ -57,18 +66,9 @@ async def send_prompt(
         prompt_reused=reused,
     )
     base = config.url if replica is None else config.urls[replica]
+    dialect = options.dialect
     try:
-        await stream_request(
-            session,
-            base + dialect.path(spec),
-            dialect.body(spec),
-            dialect,
-            config.endpoint,
-            rec,
-            timeouts,
-            keep_text,
-            config.max_event_bytes,
-        )
+        await transport.stream(base + dialect.path(spec), dialect.body(spec), rec, options)
     except asyncio.CancelledError:
         if rec.t_send_ns and on_cancel is not None:
             rec.error_kind = "connection_error"
@@ -78,7 +78,7 @@ async def send_prompt(
     return rec
 
 
-async def open_replica_connections(session: Session, config: RunConfig, count: int) -> None:
+async def open_replica_connections(transport: Transport, config: RunConfig, count: int) -> None:
     """``open_connections`` for ``count`` streams spread round robin over the replicas,
     each GET bounded by twice the connect timeout."""
     urls = config.replica_urls
@@ -89,4 +89,4 @@ async def open_replica_connections(session: Session, config: RunConfig, count: i
     for k, url in enumerate(urls):
         share = count // len(urls) + (1 if k < count % len(urls) else 0)
         if share:
-            await open_connections(session, url, share, limit_s=limit_s)
+            await transport.open_connections(url, share, limit_s=limit_s)
