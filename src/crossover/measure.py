@@ -33,7 +33,7 @@ from crossover.errors import UsageError
 from crossover.load.loop import LevelLoad, run_share, whole_share
 from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
-from crossover.load.send import send_prompt, stream_options
+from crossover.load.send import PromptSender, stream_options
 from crossover.load.workers import LoadHooks
 from crossover.metrics.loop import loop_lag
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
@@ -658,24 +658,19 @@ async def _load_here(
             hooks.on_measure_start()
 
     async with make_client(config.transport, load.headers, options.timeouts) as transport:
+        sender = PromptSender(
+            transport,
+            config,
+            options,
+            on_cancel=keep,
+            cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
+        )
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             p, reused = (feed.warmup(i), False) if warmup else feed.measured(i)
             if progress is not None and not warmup:
                 progress.sent += 1
-            rec = await send_prompt(
-                transport,
-                config,
-                options,
-                p,
-                index=i,
-                warmup=warmup,
-                t_scheduled_ns=t_sched,
-                replica=config.replica_for(i),
-                on_cancel=keep,
-                cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
-                reused=reused,
-            )
+            rec = await sender.send(p, i, warmup, t_sched, config.replica_for(i), reused)
             hooks.on_record(rec)
             return rec
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from crossover.config import RunConfig
-from crossover.load.send import send_prompt, stream_options
+from crossover.load.send import PromptSender, stream_options
 from crossover.records.model import RequestRecord
 from crossover.transport.client import make_client
 from crossover.transport.http import Timeouts
@@ -53,7 +53,5 @@ async def prompt_probe(
     one = config.model_copy(update={"output_tokens": 1})
     options = replace(stream_options(config, keep_text=False), timeouts=timeouts)
     async with make_client(config.transport, headers, timeouts) as transport:
-        rec = await send_prompt(
-            transport, one, options, prompt, index=PROBE_INDEX, warmup=True, t_scheduled_ns=None
-        )
+        rec = await PromptSender(transport, one, options).send(prompt, PROBE_INDEX, True, None)
     return rec

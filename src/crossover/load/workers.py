@@ -248,7 +248,7 @@ async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> No
     """One worker's share, through the load loop every executor runs (``run_share``)."""
     from crossover.config import RunConfig
     from crossover.load.loop import LevelLoad, run_share
-    from crossover.load.send import send_prompt, stream_options
+    from crossover.load.send import PromptSender, stream_options
     from crossover.transport.client import make_client
 
     config = RunConfig.model_validate_json(job.config_json)
@@ -275,6 +275,14 @@ async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> No
     watcher = loop.create_task(watch_stop())
 
     async with make_client(config.transport, job.headers, options.timeouts) as transport:
+        sender = PromptSender(
+            transport,
+            config,
+            options,
+            worker=share.worker,
+            on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
+            cancel_reason=lambda: "the run was aborted",
+        )
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             reused = False
@@ -287,20 +295,7 @@ async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> No
                 p = prompts[(share.prompt_offset + i) % n_prompts]
                 # the run's request index, so the replicas share the load evenly
                 replica = config.replica_for(share.prompt_offset + i)
-            rec = await send_prompt(
-                transport,
-                config,
-                options,
-                p,
-                index=i,
-                warmup=warmup,
-                t_scheduled_ns=t_sched,
-                worker=share.worker,
-                replica=replica,
-                on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
-                cancel_reason=lambda: "the run was aborted",
-                reused=reused,
-            )
+            rec = await sender.send(p, i, warmup, t_sched, replica, reused)
             out.put(("record", share.worker, rec.to_json()))
             return rec
 

@@ -34,17 +34,24 @@ class StreamOptions:
 
 class Transport(Protocol):
     """One run's HTTP client: one session (its keep-alive pool) for every request, whose
-    lifetime is the ``async with``. Both transports fill the same record with the same
-    error kinds, and stamp each chunk with ``perf_counter_ns`` where its bytes arrive."""
+        lifetime is the ``async with``. Both transports fill the same record with the same
+        error kinds, and stamp each chunk with ``perf_counter_ns`` where its bytes arrive. An
+    implementation subclasses it for its ``async with`` (ended by ``close``)."""
 
-    async def __aenter__(self) -> Self: ...
+    async def __aenter__(self) -> Self:
+        return self
 
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None: ...
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection (what ``async with`` does at its end)."""
+        ...
 
     async def stream(
         self, url: str, body: dict[str, Any], record: RequestRecord, options: StreamOptions

@@ -28,8 +28,8 @@ import contextvars
 import functools
 import time
 from collections import deque
-from types import SimpleNamespace, TracebackType
-from typing import Any, Self
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -38,7 +38,7 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.client_reqrep import ConnectionKey
 
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport.base import StreamOptions
+from crossover.transport.base import StreamOptions, Transport
 from crossover.transport.protocol import (
     is_decoding_error,
     is_event_stream,
@@ -467,7 +467,7 @@ async def open_connections(
     return sum(results)
 
 
-class AiohttpTransport:
+class AiohttpTransport(Transport):
     """The aiohttp transport (``crossover.transport.base.Transport``): the run's one
     ``aiohttp.ClientSession`` (``make_session``, or ``session`` where one is given)."""
 
@@ -479,15 +479,7 @@ class AiohttpTransport:
     ) -> None:
         self.session = session if session is not None else make_session(headers, timeouts)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
         await self.session.close()
 
     async def stream(

@@ -36,14 +36,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport.base import StreamOptions
+from crossover.transport.base import StreamOptions, Transport
 from crossover.transport.chunked_sse import (
     BodyError,
     ChunkedSSEParser,
@@ -442,7 +441,7 @@ def _refused_coding(head: ResponseHead) -> str | None:
     return None
 
 
-class LeanSession:
+class LeanSession(Transport):
     """The lean transport (``crossover.transport.base.Transport``): keep-alive pools per
     ``host:port``, the run's headers, and, for ``https://`` URLs, the aiohttp transport
     (``fallback``)."""
@@ -475,17 +474,6 @@ class LeanSession:
         self._fallback: AiohttpTransport | None = None
         self.closed = False
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def close(self) -> None:
         self.closed = True
         for conn in list(self._open):
@@ -496,7 +484,7 @@ class LeanSession:
         # may end (asyncio.run), so no socket outlives the session
         await asyncio.sleep(0)
         if self._fallback is not None:
-            await self._fallback.session.close()
+            await self._fallback.close()
 
     def fallback(self) -> AiohttpTransport:
         """The aiohttp transport for what this one does not send (``https://``)."""
