@@ -4,10 +4,10 @@ The in-process load (``crossover.measure``), each worker process
 (``crossover.load.workers``) and each Ray actor (``crossover.load.rayworkers``, which
 runs the worker's code) call ``run_share`` with what differs between them: their
 ``Share`` of the load (``crossover.load.workers.plan_shares``; the whole of it
-in-process: ``whole_share``), how a request is
-sent and where its record goes (``send``), and what happens between the warm-up and the
-measured load (``start``: in-process, the progress clock starts; a worker says it is
-ready and waits for the parent's go).
+in-process: ``whole_share``), how a request is sent and where its record goes
+(``send``), and what happens between the warm-up and the measured load (``start``:
+in-process, the progress clock starts; a worker says it is ready and waits for the
+parent's go).
 """
 
 from __future__ import annotations
