@@ -14,7 +14,7 @@ per read, as a transport would take it:
   either ``SSEParser`` or the SSE layer of ``ChunkedSSEParser`` (``chunked=False``);
 * ``h11``: ``receive_data``/``next_event``, the same two SSE layers;
 * ``hand``: ``crossover.transport.chunked_sse.ChunkedSSEParser`` (pure Python,
-  ``bytes.find``), the head by ``crossover.transport.lean.parse_head``.
+  ``bytes.find``), the head by ``crossover.transport.head.parse_head``.
 
 Every candidate must yield exactly the reference's payloads, each stamped by the read
 holding the event's last byte (checked first, with read indices as stamps). Then each
@@ -27,7 +27,8 @@ streams ``--tokens`` tokens to ``--concurrency`` concurrent streams; each client
 its own process (``--client``) on the other cores and reports its CPU seconds during
 the load (``process_time``) per token received:
 
-* ``crossover``: ``stream_request`` as the runner calls it (records, dialect, timeouts);
+* ``crossover``: the aiohttp ``Transport``'s ``stream`` as the runner calls it (records,
+  dialect, timeouts);
 * ``aiohttp``: the same read loop without the record: ``make_session``, ``readchunk``,
   stamps from ``StampingHandler``, ``SSEParser``, ``orjson`` and the dialect per event;
 
@@ -60,7 +61,7 @@ from typing import Any
 import orjson
 
 from crossover.transport.chunked_sse import ChunkedSSEParser, StampedEvent
-from crossover.transport.lean import parse_head
+from crossover.transport.head import parse_head
 from crossover.transport.sse import SSEParser
 
 Stamp = Callable[[int], int]  # read index -> stamp
@@ -438,11 +439,11 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
     from crossover.dialects.openai import VLLMDialect
     from crossover.records.model import RequestRecord
     from crossover.transport.http import (
+        AiohttpTransport,
+        StreamOptions,
         Timeouts,
         _arrivals_of,
         make_session,
-        open_connections,
-        stream_request,
     )
 
     dialect = VLLMDialect()
@@ -467,13 +468,14 @@ async def _client(kind: str, url: str, c: int, tokens: int) -> dict[str, Any]:
                 if info.emitted_ns is not None:
                     late.append(t - info.emitted_ns)
 
+    options = StreamOptions(dialect, "completions", timeouts)
     async with make_session(None, timeouts) as session:
-        await open_connections(session, url, c)
+        transport = AiohttpTransport(session=session)
+        await transport.open_connections(url, c)
 
         async def one_xo() -> None:
             rec = RequestRecord(index=0, expected_output_tokens=tokens, t_send_ns=0)
-            await stream_request(session, url + path, body, dialect, "completions", rec,
-                                 timeouts)  # fmt: skip
+            await transport.stream(url + path, body, rec, options)
             assert rec.error_kind is None, rec.error
             counts.append(len(rec.chunk_arrival_ns))
             late.extend(a - e for a, e in zip(rec.chunk_arrival_ns, rec.chunk_emitted_ns or [],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crossover.transport import TRANSPORTS, Transport
+from crossover.transport import TRANSPORTS, TransportName
 
 
 @pytest.fixture(autouse=True)
@@ -16,8 +16,8 @@ def _isolated_client_floor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 
 @pytest.fixture(params=TRANSPORTS)
-def transport(request: pytest.FixtureRequest) -> Transport:
+def transport(request: pytest.FixtureRequest) -> TransportName:
     """Each transport in turn (``--transport``), for the tests that must pass on both:
     any difference in what they record fails a test."""
-    value: Transport = request.param
+    value: TransportName = request.param
     return value

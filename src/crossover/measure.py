@@ -29,10 +29,11 @@ from crossover import defaults
 from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter, scrape
 from crossover.errors import UsageError
+from crossover.load.loop import LevelLoad, run_share, whole_share
 from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
-from crossover.load.send import open_replica_connections, send_prompt
-from crossover.load.strategies import closed_loop, measured_load
+from crossover.load.send import PromptSender, stream_options
+from crossover.load.workers import LoadHooks
 from crossover.metrics.loop import loop_lag
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
 from crossover.metrics.summary import (
@@ -63,15 +64,8 @@ from crossover.workload import (
     synthetic_prompts,
 )
 
-#: runs a level's load over ``config.workers`` workers: (config, prompts, n_measured,
-#: headers, keep_text, on_record, abort, on_measure_start, lags), as ``run_workers``
-WorkersRunner = Callable[
-    [
-        RunConfig, list[Prompt], int, dict[str, str], bool, Callable[[RequestRecord], None],
-        asyncio.Event, Callable[[], None] | None, list[float] | None,
-    ],
-    Awaitable[None],
-]  # fmt: skip
+#: runs a level's load over ``config.workers`` workers, as ``run_workers``
+WorkersRunner = Callable[[LevelLoad, LoadHooks], Awaitable[None]]
 
 #: engines whose server has a llama.cpp- or vLLM-style /tokenize
 SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
@@ -477,17 +471,21 @@ async def execute(
         if counter is not None and metrics_url is not None
         else None
     )
+    plan = Execution(
+        load=LevelLoad(config, prompts, n_measured, headers, keep_text),
+        store=store,
+        run_id=run_id,
+        records=records,
+        lags=lags,
+        abort=halt,
+        progress=progress,
+        record_hold_s=record_hold_s,
+        build_more=build_more,
+        drain=drain,
+        workers_runner=workers_runner,
+    )
     try:
-        if config.workers > 1:
-            status = await _execute_workers(
-                config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, lags, record_hold_s, workers_runner,
-            )  # fmt: skip
-        else:
-            status = await _execute_here(
-                config, store, run_id, prompts, n_measured, headers, keep_text, records,
-                progress, halt, timeouts, lags, record_hold_s, build_more, drain,
-            )  # fmt: skip
+        status = await _execute(plan)
     finally:
         if relay is not None:
             relay.cancel()
@@ -580,130 +578,43 @@ def _probe_interval(config: RunConfig) -> float:
     return probe_interval_s(config.concurrency if config.mode == "concurrency" else None)
 
 
-async def _execute_here(
-    config: RunConfig,
-    store: RecordWriter,
-    run_id: str,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    records: list[RequestRecord],
-    progress: Progress | None,
-    abort: asyncio.Event,
-    timeouts: Timeouts,
-    lags: list[float],
-    record_hold_s: float = HOLD_S,
-    build_more: Callable[[int, int], list[Prompt]] | None = None,
-    drain: asyncio.Event | None = None,
-) -> str:
-    """The load in this process's event loop (``workers == 1``); ``lags`` gets the loop
-    lag probe's readings during the measured load. ``build_more`` makes prompts past
-    ``prompts`` as a duration run goes (``PromptFeed``)."""
-    dialect = get_dialect(config.dialect)
-    warm = config.warmup
-    feed = PromptFeed(prompts, n_measured, build_more, PROMPTS_AHEAD * (config.concurrency or 4))
-    sink = RecordSink(store, run_id, record_hold_s)
-    async with make_client(config.transport, headers, timeouts) as session:
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How ``execute`` runs a level's load, built once: the load itself, where its
+    records go (``store`` under ``run_id``, and ``records``), the loop-lag readings
+    (``lags``), the event that stops it (``abort``) and the live ``progress``."""
 
-        def keep(rec: RequestRecord) -> None:
-            sink.add(rec)
-            records.append(rec)
-
-        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
-            p, reused = (feed.warmup(i), False) if warmup else feed.measured(i)
-            if progress is not None and not warmup:
-                progress.sent += 1
-            rec = await send_prompt(
-                session,
-                config,
-                dialect,
-                p,
-                index=i,
-                warmup=warmup,
-                t_scheduled_ns=t_sched,
-                timeouts=timeouts,
-                keep_text=keep_text,
-                replica=config.replica_for(i),
-                on_cancel=keep,
-                cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
-                reused=reused,
-            )
-            keep(rec)
-            if progress is not None:
-                progress.update(rec)
-            return rec
-
-        status = "done"
-        try:
-            if warm:
-                await closed_loop(
-                    send,
-                    defaults.warmup_concurrency(config.concurrency, warm),
-                    warm,
-                    None,
-                    abort,
-                    warmup=True,
-                )
-            if config.mode == "concurrency" and not abort.is_set():
-                assert config.concurrency is not None
-                await open_replica_connections(session, config, config.concurrency)
-            if progress is not None:
-                progress.started_ns = time.perf_counter_ns()
-            lags += await measured_load(
-                send,
-                concurrency=config.concurrency if config.mode == "concurrency" else None,
-                rate_rps=config.rate_rps,
-                requests=config.requests,
-                duration_s=config.duration_s,
-                abort=abort,
-                seed=config.arrivals_seed,
-                max_in_flight=config.max_in_flight,
-                probe_interval_s=_probe_interval(config),
-                offsets_ns=config.trace_offsets_ns(),
-                # a sweep level's prompts are its slice of the trace's: line id, at its time
-                offsets_from=prompts[0].id if prompts else 0,
-                sessions=(
-                    (config.sessions.turns, config.sessions.think_s) if config.sessions else None
-                ),
-                drain=drain,
-            )
-        except asyncio.CancelledError:
-            sink.flush()  # every record received is written before the run is marked
-            store.finish_run(run_id, "interrupted", None)
-            raise
-        finally:
-            sink.flush()
-            await feed.close()
-        if abort.is_set():
-            status = "failed"
-    return status
+    load: LevelLoad
+    store: RecordWriter
+    run_id: str
+    records: list[RequestRecord]
+    lags: list[float]
+    abort: asyncio.Event
+    progress: Progress | None = None
+    #: how long finished records may wait before they are handed to ``store``
+    record_hold_s: float = HOLD_S
+    #: makes prompts past ``load.prompts`` as a duration run goes (``PromptFeed``); in
+    #: this process only
+    build_more: Callable[[int, int], list[Prompt]] | None = None
+    #: a closed loop sends nothing more once it is set (this process's load only)
+    drain: asyncio.Event | None = None
+    #: runs the load of ``workers > 1`` (``crossover.load.workers.run_workers`` if None)
+    workers_runner: WorkersRunner | None = None
 
 
-async def _execute_workers(
-    config: RunConfig,
-    store: RecordWriter,
-    run_id: str,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    records: list[RequestRecord],
-    progress: Progress | None,
-    abort: asyncio.Event,
-    lags: list[float],
-    record_hold_s: float = HOLD_S,
-    workers_runner: WorkersRunner | None = None,
-) -> str:
-    """The load spread over ``config.workers`` processes (``crossover.load.workers``)."""
-    from crossover.load.workers import run_workers
+async def _execute(plan: Execution) -> str:
+    """The level's load, in this process's event loop (``workers == 1``) or over
+    ``config.workers`` workers; every record is kept (``RecordSink``) however it ends.
+    Returns the run's status: ``failed`` where ``abort`` was set."""
+    progress = plan.progress
+    sink = RecordSink(plan.store, plan.run_id, plan.record_hold_s)
 
-    runner = workers_runner or run_workers
-    sink = RecordSink(store, run_id, record_hold_s)
+    def keep(rec: RequestRecord) -> None:
+        sink.add(rec)
+        plan.records.append(rec)
 
     def on_record(rec: RequestRecord) -> None:
-        sink.add(rec)
-        records.append(rec)
+        keep(rec)
         if progress is not None:
             progress.update(rec)
 
@@ -711,18 +622,65 @@ async def _execute_workers(
         if progress is not None:
             progress.started_ns = time.perf_counter_ns()
 
+    hooks = LoadHooks(on_record, plan.abort, on_measure_start, plan.lags)
     try:
-        await runner(
-            config, prompts, n_measured, headers, keep_text, on_record, abort, on_measure_start,
-            lags,
-        )  # fmt: skip
+        if plan.load.config.workers > 1:
+            from crossover.load.workers import run_workers
+
+            await (plan.workers_runner or run_workers)(plan.load, hooks)
+        else:
+            await _load_here(plan, hooks, keep)
     except asyncio.CancelledError:
-        sink.flush()
-        store.finish_run(run_id, "interrupted", None)
+        sink.flush()  # every record received is written before the run is marked
+        plan.store.finish_run(plan.run_id, "interrupted", None)
         raise
     finally:
         sink.flush()
-    return "failed" if abort.is_set() else "done"
+    return "failed" if plan.abort.is_set() else "done"
+
+
+async def _load_here(
+    plan: Execution, hooks: LoadHooks, keep: Callable[[RequestRecord], None]
+) -> None:
+    """The load in this process's event loop, through the load loop of every executor
+    (``run_share``); ``hooks.lags`` gets the loop-lag probe's readings during the
+    measured load, ``keep`` a request cut short by cancellation. Prompts past the level's
+    are built as a duration run goes (``PromptFeed``)."""
+    load, abort, progress = plan.load, plan.abort, plan.progress
+    config = load.config
+    options = stream_options(config, load.keep_text)
+    feed = PromptFeed(
+        load.prompts, load.n_measured, plan.build_more, PROMPTS_AHEAD * (config.concurrency or 4)
+    )
+
+    async def start() -> None:
+        if hooks.on_measure_start is not None:
+            hooks.on_measure_start()
+
+    async with make_client(config.transport, load.headers, options.timeouts) as transport:
+        sender = PromptSender(
+            transport,
+            config,
+            options,
+            on_cancel=keep,
+            cancel_reason=lambda: "the run was aborted" if abort.is_set() else "interrupted",
+        )
+
+        async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+            p, reused = (feed.warmup(i), False) if warmup else feed.measured(i)
+            if progress is not None and not warmup:
+                progress.sent += 1
+            rec = await sender.send(p, i, warmup, t_sched, config.replica_for(i), reused)
+            hooks.on_record(rec)
+            return rec
+
+        try:
+            lags = await run_share(
+                transport, load, whole_share(config), send, abort, start, plan.drain
+            )
+            plan.lags.extend(lags or [])
+        finally:
+            await feed.close()
 
 
 def resummarize(store: Store, run_id: str) -> RunSummary:

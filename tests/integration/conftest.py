@@ -16,11 +16,11 @@ from crossover.measure import RunOutcome, execute
 from crossover.records.store import Store
 from crossover.spec.limits import Timeouts
 from crossover.spec.run import RunConfig
-from crossover.transport import Transport
+from crossover.transport import TransportName
 from crossover.workload import ServerTokenizer, Tokenizer
 
 #: the transport ``run_against`` uses unless a test names one (``each_transport``)
-TRANSPORT: list[Transport] = ["aiohttp"]
+TRANSPORT: list[TransportName] = ["aiohttp"]
 
 #: problem codes whose presence depends on how busy the test machine is, not on the
 #: server: on a shared 2-core machine the client's own loop lag reaches the percentiles
@@ -30,7 +30,7 @@ MACHINE_DEPENDENT = frozenset({"client_made_percentiles", "grouped_delivery"})
 
 
 @pytest.fixture
-def each_transport(transport: Transport) -> Iterator[Transport]:
+def each_transport(transport: TransportName) -> Iterator[TransportName]:
     """``run_against`` (and the test's own configs) on ``transport``: a module whose
     tests must pass on both transports uses it autouse."""
     TRANSPORT[0] = transport

@@ -17,7 +17,7 @@ from crossover.measure import RunOutcome, execute
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.run import RunConfig
-from crossover.transport import Transport
+from crossover.transport import TransportName
 from tests.timing import stamped_bounds
 
 
@@ -44,7 +44,7 @@ def _run(url: str, tmp: Path, workers: int, **kw: object) -> tuple[RunOutcome, S
     return asyncio.run(execute(RunConfig(**cfg), store)), store  # type: ignore[arg-type]
 
 
-def test_two_workers_match_one(server: str, tmp_path: Path, transport: Transport) -> None:
+def test_two_workers_match_one(server: str, tmp_path: Path, transport: TransportName) -> None:
     one, store_one = _run(server, tmp_path, 1, transport=transport)
     two, store = _run(server, tmp_path, 2, transport=transport)
     s1, s2 = one.summary, two.summary

@@ -14,8 +14,8 @@ import orjson
 from crossover.dialects import get_dialect
 from crossover.dialects.base import ChunkInfo
 from crossover.records.model import RequestRecord
-from crossover.transport.client import Transport, make_client, stream_request
-from crossover.transport.http import StampingHandler, Timeouts
+from crossover.transport.client import StreamOptions, TransportName, make_client
+from crossover.transport.http import AiohttpTransport, StampingHandler, Timeouts
 from crossover.transport.leanhttp import LeanSession, LeanStreamConnection
 
 
@@ -87,10 +87,11 @@ def _stamping_connections(session: object) -> set[type]:
     it moves, this fails loudly)."""
     if isinstance(session, LeanSession):
         return {type(c) for c in session._open}
-    return {type(p) for p in session.connector._acquired}  # type: ignore[attr-defined]
+    assert isinstance(session, AiohttpTransport)
+    return {type(p) for p in session.session.connector._acquired}  # type: ignore[union-attr]
 
 
-def test_last_tokens_arriving_together_are_stamped_together(transport: Transport) -> None:
+def test_last_tokens_arriving_together_are_stamped_together(transport: TransportName) -> None:
     n = 4
     ready = threading.Event()
     sent: list[int] = []
@@ -98,17 +99,16 @@ def test_last_tokens_arriving_together_are_stamped_together(transport: Transport
 
     async def go() -> list[RequestRecord]:
         records = [RequestRecord(index=i, expected_output_tokens=2, t_send_ns=0) for i in range(n)]
+        timeouts = Timeouts(first_token_s=5, gap_s=5, total_s=10)
+        options = StreamOptions(SlowDialect(), "completions", timeouts)  # type: ignore[arg-type]
         async with make_client(transport) as session:
             tasks = [
                 asyncio.create_task(
-                    stream_request(
-                        session,
+                    session.stream(
                         f"http://127.0.0.1:{port}/v1/completions",
                         {"model": "m", "prompt": "p", "stream": True},
-                        SlowDialect(),  # type: ignore[arg-type]
-                        "completions",
                         r,
-                        Timeouts(first_token_s=5, gap_s=5, total_s=10),
+                        options,
                     )
                 )
                 for r in records

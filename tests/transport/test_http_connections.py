@@ -9,13 +9,13 @@ from aiohttp import web
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport.client import Transport, make_client, open_connections, stream_request
+from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import Timeouts
 
 SSE = b'data: {"choices": [{"index": 0, "text": " a", "finish_reason": "length"}]}\n\n'
 
 
-def test_open_connections_are_the_ones_the_load_uses(transport: Transport) -> None:
+def test_open_connections_are_the_ones_the_load_uses(transport: TransportName) -> None:
     async def go() -> tuple[int, set[object], set[object]]:
         peers: list[set[object]] = [set(), set()]
         phase = [0]
@@ -41,15 +41,13 @@ def test_open_connections_are_the_ones_the_load_uses(transport: Transport) -> No
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
             async with make_client(transport) as session:
-                answered = await open_connections(session, url, 8)
+                answered = await session.open_connections(url, 8)
                 phase[0] = 1
 
                 async def post() -> None:
                     rec = RequestRecord(index=0, expected_output_tokens=1, t_send_ns=0)
-                    await stream_request(
-                        session, url + "/v1/completions", {"stream": True},
-                        get_dialect("vllm"), "completions", rec, Timeouts(),
-                    )  # fmt: skip
+                    options = StreamOptions(get_dialect("vllm"), "completions", Timeouts())
+                    await session.stream(url + "/v1/completions", {"stream": True}, rec, options)
                     assert rec.ok, rec.error
 
                 await asyncio.gather(*(post() for _ in range(8)))
@@ -64,7 +62,7 @@ def test_open_connections_are_the_ones_the_load_uses(transport: Transport) -> No
 
 
 def test_the_warm_up_of_a_server_that_accepts_but_never_answers_is_bounded(
-    transport: Transport,
+    transport: TransportName,
 ) -> None:
     """A listening socket nobody accepts from: the kernel completes the handshakes into
     its queue and no answer ever comes (issue 43: a full accept queue held a run 216 s
@@ -78,7 +76,7 @@ def test_the_warm_up_of_a_server_that_accepts_but_never_answers_is_bounded(
         try:
             async with make_client(transport, None, Timeouts(connect_s=0.5)) as session:
                 t0 = asyncio.get_running_loop().time()
-                answered = await open_connections(session, url, 16, limit_s=0.5)
+                answered = await session.open_connections(url, 16, limit_s=0.5)
                 return answered, asyncio.get_running_loop().time() - t0
         finally:
             listener.close()

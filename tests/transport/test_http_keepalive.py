@@ -19,7 +19,7 @@ import pytest
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
 from crossover.transport import reuse
-from crossover.transport.client import Transport, make_client, stream_request
+from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import Timeouts
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
@@ -57,7 +57,7 @@ async def read_request(reader: asyncio.StreamReader) -> bool:
 
 
 def fetch(
-    transport: Transport, script: Script, n: int = 1, pause_s: float | Sequence[float] = 0.0
+    transport: TransportName, script: Script, n: int = 1, pause_s: float | Sequence[float] = 0.0
 ) -> tuple[list[RequestRecord], int]:
     """``n`` requests one after another on one session (``pause_s`` apart, or the pause
     before each after the first); the records and the number of connections the server
@@ -76,17 +76,17 @@ def fetch(
         server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         records = []
+        timeouts = Timeouts(first_token_s=5, gap_s=5, total_s=10)
+        options = StreamOptions(get_dialect("vllm"), "completions", timeouts, keep_text=True)
         try:
             async with make_client(transport) as session:
                 for i in range(n):
                     if i:
                         await asyncio.sleep(pauses[i - 1])
                     rec = RequestRecord(index=i, expected_output_tokens=2, t_send_ns=0)
-                    await stream_request(
-                        session, f"http://127.0.0.1:{port}/v1/completions", {"stream": True},
-                        get_dialect("vllm"), "completions", rec,
-                        Timeouts(first_token_s=5, gap_s=5, total_s=10), keep_text=True,
-                    )  # fmt: skip
+                    await session.stream(
+                        f"http://127.0.0.1:{port}/v1/completions", {"stream": True}, rec, options
+                    )
                     records.append(rec)
         finally:
             server.close()
@@ -103,7 +103,7 @@ def short_idle(monkeypatch: pytest.MonkeyPatch) -> float:
 
 
 def test_a_pooled_connection_the_server_closed_is_retried(
-    transport: Transport, short_idle: float
+    transport: TransportName, short_idle: float
 ) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         # the first connection serves one response, then drops the next request unanswered
@@ -131,7 +131,7 @@ def test_a_pooled_connection_the_server_closed_is_retried(
 
 
 def test_a_request_a_new_connection_drops_fails_and_is_never_retried(
-    transport: Transport,
+    transport: TransportName,
 ) -> None:
     """The server read the request and closed the connection it came on (opened for it):
     the request was dropped, perhaps after it reached the engine. Sending it again would
@@ -147,7 +147,7 @@ def test_a_request_a_new_connection_drops_fails_and_is_never_retried(
     assert (rec.retries, accepted) == (0, 1)
 
 
-def test_a_request_reset_on_a_new_connection_fails_with_rst(transport: Transport) -> None:
+def test_a_request_reset_on_a_new_connection_fails_with_rst(transport: TransportName) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         await read_request(reader)
         sock = writer.get_extra_info("socket")
@@ -161,7 +161,7 @@ def test_a_request_reset_on_a_new_connection_fails_with_rst(transport: Transport
 
 
 def test_a_connection_closed_as_its_response_ended_is_stale_never_a_drop(
-    transport: Transport,
+    transport: TransportName,
 ) -> None:
     """llama-server closes a pooled connection as the response ends; the next request,
     sent at once, may take it before the loop has read the FIN: the server had closed
@@ -185,7 +185,7 @@ def test_a_connection_closed_as_its_response_ended_is_stale_never_a_drop(
 
 
 def test_a_request_dropped_on_a_connection_just_reused_is_a_failure(
-    transport: Transport,
+    transport: TransportName,
 ) -> None:
     """The connection served a response a moment ago (and stayed open the ``SETTLE_S``
     it was held, so the server keeps its connections): no keep-alive timeout closed it,
@@ -205,7 +205,7 @@ def test_a_request_dropped_on_a_connection_just_reused_is_a_failure(
 
 
 def test_a_server_that_closes_after_each_streamed_response_is_never_raced(
-    transport: Transport,
+    transport: TransportName,
 ) -> None:
     """llama-server closes its connection after each streamed response though it says
     ``Keep-Alive``: its FIN can come after the client wrote the next request on it, which
@@ -235,7 +235,7 @@ def test_a_server_that_closes_after_each_streamed_response_is_never_raced(
 
 
 def test_reused_connections_all_closed_fail_after_the_recorded_retries(
-    transport: Transport, short_idle: float
+    transport: TransportName, short_idle: float
 ) -> None:
     """Every connection serves one response, then closes the next request unanswered:
     the second request's retries each draw a reused connection only while the pool has
@@ -253,7 +253,7 @@ def test_reused_connections_all_closed_fail_after_the_recorded_retries(
     assert second.retries == 1 and accepted == 2
 
 
-def test_a_body_cut_mid_chunk_is_a_truncated_stream(transport: Transport) -> None:
+def test_a_body_cut_mid_chunk_is_a_truncated_stream(transport: TransportName) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         await read_request(reader)
         writer.write(HEAD + chunk(event(" a")))
@@ -268,7 +268,7 @@ def test_a_body_cut_mid_chunk_is_a_truncated_stream(transport: Transport) -> Non
     assert len(rec.chunk_arrival_ns) == 1 and rec.t_last_ns == rec.chunk_arrival_ns[0]
 
 
-def test_a_body_that_ends_with_its_connection_is_whole(transport: Transport) -> None:
+def test_a_body_that_ends_with_its_connection_is_whole(transport: TransportName) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + event(" a"))
@@ -279,7 +279,7 @@ def test_a_body_that_ends_with_its_connection_is_whole(transport: Transport) -> 
     assert rec.ok and rec.saw_done and rec.text == " a b", rec.error
 
 
-def test_an_error_body_is_read_and_the_connection_kept(transport: Transport) -> None:
+def test_an_error_body_is_read_and_the_connection_kept(transport: TransportName) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         body = b'{"error": "busy"}'
         while await read_request(reader):

@@ -15,16 +15,16 @@ from aiohttp import web
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport.client import Transport, make_client, stream_request
+from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import Timeouts
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: the transport of the running test (set by ``_each_transport``)
-TRANSPORT: list[Transport] = ["aiohttp"]
+TRANSPORT: list[TransportName] = ["aiohttp"]
 
 
 @pytest.fixture(autouse=True)
-def _each_transport(transport: Transport) -> None:
+def _each_transport(transport: TransportName) -> None:
     TRANSPORT[0] = transport
 
 
@@ -77,16 +77,11 @@ def fetch_with(
         dialect = get_dialect("vllm")
         try:
             async with make_client(TRANSPORT[0]) as session:
-                await stream_request(
-                    session,
+                await session.stream(
                     f"http://127.0.0.1:{port}/v1/completions",
                     {"model": "m", "prompt": "p", "stream": True},
-                    dialect,
-                    "completions",
                     rec,
-                    timeouts,
-                    keep_text=True,
-                    max_event_bytes=max_event_bytes,
+                    StreamOptions(dialect, "completions", timeouts, True, max_event_bytes),
                 )
         finally:
             await runner.cleanup()

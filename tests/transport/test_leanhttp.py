@@ -12,8 +12,9 @@ from aiohttp import web
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
+from crossover.transport.base import StreamOptions
 from crossover.transport.http import Timeouts
-from crossover.transport.leanhttp import LeanSession, stream_request
+from crossover.transport.leanhttp import LeanSession
 
 
 def _record() -> RequestRecord:
@@ -31,11 +32,11 @@ def test_https_goes_through_an_aiohttp_session() -> None:
                 "/v1/x?a=1",
             )
             rec = _record()
-            await stream_request(
-                session, "https://127.0.0.1:9/v1/completions", {}, get_dialect("vllm"),
-                "completions", rec, Timeouts(connect_s=2, first_token_s=5),
-            )  # fmt: skip
-            return rec, session._fallback
+            options = StreamOptions(
+                get_dialect("vllm"), "completions", Timeouts(connect_s=2, first_token_s=5)
+            )
+            await session.stream("https://127.0.0.1:9/v1/completions", {}, rec, options)
+            return rec, session.fallback().session
 
     rec, fallback = asyncio.run(go())
     assert isinstance(fallback, aiohttp.ClientSession) and fallback.closed
@@ -70,10 +71,12 @@ def test_the_run_headers_go_with_each_request_and_identity_is_asked_for() -> Non
         rec = _record()
         try:
             async with LeanSession({"Authorization": "Bearer k"}) as session:
-                await stream_request(
-                    session, f"http://127.0.0.1:{port}/v1/completions", {"stream": True},
-                    get_dialect("vllm"), "completions", rec, Timeouts(first_token_s=5),
-                )  # fmt: skip
+                options = StreamOptions(
+                    get_dialect("vllm"), "completions", Timeouts(first_token_s=5)
+                )
+                await session.stream(
+                    f"http://127.0.0.1:{port}/v1/completions", {"stream": True}, rec, options
+                )
         finally:
             await runner.cleanup()
         return rec

@@ -17,7 +17,7 @@ import pytest
 
 from crossover.dialects import get_dialect
 from crossover.records.model import RequestRecord
-from crossover.transport.client import Transport, make_client, stream_request
+from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import Timeouts
 
 uvicorn = pytest.importorskip("uvicorn")
@@ -80,7 +80,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[str]:
     thread.join(10)
 
 
-def _fetch(transport: Transport, url: str) -> list[RequestRecord]:
+def _fetch(transport: TransportName, url: str) -> list[RequestRecord]:
     async def go() -> list[RequestRecord]:
         out: list[RequestRecord] = []
         timeouts = Timeouts(first_token_s=10, gap_s=10, total_s=30)
@@ -93,10 +93,8 @@ def _fetch(transport: Transport, url: str) -> list[RequestRecord]:
                 ]
 
                 def one(rec: RequestRecord) -> Any:
-                    return stream_request(
-                        session, f"{url}/v1/completions", body, get_dialect("vllm"),
-                        "completions", rec, timeouts, keep_text=True,
-                    )  # fmt: skip
+                    options = StreamOptions(get_dialect("vllm"), "completions", timeouts, True)
+                    return session.stream(f"{url}/v1/completions", body, rec, options)
 
                 await asyncio.gather(*(one(rec) for rec in recs))
                 out += recs
@@ -105,7 +103,9 @@ def _fetch(transport: Transport, url: str) -> list[RequestRecord]:
     return asyncio.run(asyncio.wait_for(go(), 60))
 
 
-def test_a_uvicorn_stream_reads_alike_on_both_transports(server: str, transport: Transport) -> None:
+def test_a_uvicorn_stream_reads_alike_on_both_transports(
+    server: str, transport: TransportName
+) -> None:
     records = _fetch(transport, server)
     want = "".join(f" w{i}" for i in range(TOKENS))
     for rec in records:

@@ -16,7 +16,7 @@ from crossover.errors import UsageError, validation_line
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from crossover.transport import Transport
+    from crossover.transport import TransportName
 
 T = TypeVar("T")
 
@@ -102,7 +102,7 @@ def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> lis
     return out
 
 
-def parse_transport(text: str) -> Transport:
+def parse_transport(text: str) -> TransportName:
     """``--transport``: one of ``TRANSPORTS``."""
     from crossover.transport import TRANSPORTS
 

@@ -47,7 +47,10 @@ MAX_STEPS = 10_000
 #: 1.5-2 min the H200 decisions' engine starts took (issue 42; the committed MoE run's
 #: SGLang log: 70 s from its first line to "Application startup complete")
 START_S = 105.0
-START_S_SOURCE = "the middle of the 1.5-2 min the committed H200 decisions' engine starts took (docs/results/h200)"
+START_S_SOURCE = (
+    "the middle of the 1.5-2 min the committed H200 decisions' engine starts took"
+    " (docs/results/h200)"
+)
 
 
 @dataclass(frozen=True)

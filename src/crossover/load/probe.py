@@ -15,8 +15,9 @@ compares every offset, warm-up included (``crossover.metrics.prompts``).
 
 from __future__ import annotations
 
-from crossover.dialects import get_dialect
-from crossover.load.send import send_prompt
+from dataclasses import replace
+
+from crossover.load.send import PromptSender, stream_options
 from crossover.records.model import RequestRecord
 from crossover.spec.run import RunConfig
 from crossover.transport.client import make_client
@@ -50,16 +51,7 @@ async def prompt_probe(
         return None
     (prompt,) = synthetic_prompts(1, length, config.seed, tokenizer, PROBE_PROMPT_ID)
     one = config.model_copy(update={"output_tokens": 1})
-    async with make_client(config.transport, headers, timeouts) as session:
-        rec = await send_prompt(
-            session,
-            one,
-            get_dialect(config.dialect),
-            prompt,
-            index=PROBE_INDEX,
-            warmup=True,
-            t_scheduled_ns=None,
-            timeouts=timeouts,
-            keep_text=False,
-        )
+    options = replace(stream_options(config, keep_text=False), timeouts=timeouts)
+    async with make_client(config.transport, headers, timeouts) as transport:
+        rec = await PromptSender(transport, one, options).send(prompt, PROBE_INDEX, True, None)
     return rec

@@ -1,10 +1,11 @@
 """Load workers as Ray actors spread over a cluster's nodes (``sweep --ray --workers N``).
 
-The same split and the same worker loop as ``crossover.load.workers`` (``plan_shares``,
-``_worker``), with a Ray actor in place of each worker process: ``LoadWorker`` runs its
-share on its own event loop (one thread living as long as the actor), queues its
-records, and the parent (the target's actor, on the engine's node) takes them, numbers
-them in arrival order and tags each with the node that sent it. Warm-up first in every
+The same split and the same worker as ``crossover.load.workers`` (``plan_shares``,
+``_worker``, which runs the load loop of every executor, ``crossover.load.loop``), with
+a Ray actor in place of each worker process: ``LoadWorker`` runs its share on its own
+event loop (one thread living as long as the actor), queues its records, and the parent
+(the target's actor, on the engine's node) takes them, numbers them in arrival order and
+tags each with the node that sent it. Warm-up first in every
 worker, then the measured load starts in all of them when the parent says go.
 
 Timestamps stay per worker: a record's stamps are its node's ``perf_counter_ns``, and the
@@ -22,17 +23,16 @@ import queue
 import re
 import threading
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from crossover.load.workers import Share, _worker, shares_of
-from crossover.records.model import RequestRecord
-from crossover.workload import Prompt, prompt_of_row, prompt_row
+from crossover.load.workers import WorkerJob, WorkerLink, _worker, shares_of
+from crossover.workload import prompt_of_row, prompt_row
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from crossover.spec.run import RunConfig
+    from crossover.load.loop import LevelLoad
+    from crossover.load.workers import LoadHooks
 
 #: how long one ``take`` waits on a worker for records (s)
 TAKE_WAIT_S = 0.1
@@ -90,21 +90,10 @@ class LoadWorker:
     def where(self) -> tuple[str, str]:
         return self.node_id, self.node_ip
 
-    def start(
-        self,
-        config_json: bytes,
-        share: Share,
-        prompts: list[dict[str, Any]],
-        n_measured: int,
-        headers: dict[str, str],
-        keep_text: bool,
-    ) -> None:
-        ps = [prompt_of_row(p) for p in prompts]
-        work = _worker(
-            config_json, share, ps, n_measured, headers, keep_text, self.outbox,
-            self.go_event, self.stop_event,  # type: ignore[arg-type]
-        )  # fmt: skip
-        asyncio.run_coroutine_threadsafe(_report(work, share.worker, self.outbox), self.loop)
+    def start(self, job: WorkerJob, prompts: list[dict[str, Any]]) -> None:
+        link = WorkerLink(self.outbox, self.go_event, self.stop_event)
+        work = _worker(job, [prompt_of_row(p) for p in prompts], link)
+        asyncio.run_coroutine_threadsafe(_report(work, job.share.worker, self.outbox), self.loop)
 
     def go(self) -> None:
         self.go_event.set()
@@ -125,23 +114,14 @@ async def _report(work: Any, worker: int, out: queue.SimpleQueue[tuple[str, int,
         out.put(("error", worker, traceback.format_exc(limit=8)))
 
 
-async def run_ray_workers(
-    config: RunConfig,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    on_record: Callable[[RequestRecord], None],
-    abort: asyncio.Event,
-    on_measure_start: Callable[[], None] | None = None,
-    lags: list[float] | None = None,
-) -> None:
+async def run_ray_workers(load: LevelLoad, hooks: LoadHooks) -> None:
     """``crossover.load.workers.run_workers`` with Ray actors, spread over the nodes
     (Ray's SPREAD strategy, one CPU each); every record says its ``worker`` and ``node``."""
     import ray
 
     from crossover.load.workers import WorkerError, WorkerMessages
 
+    config, abort = load.config, hooks.abort
     shares = shares_of(config)
     here_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
     cls: Any = ray.remote(LoadWorker).options(
@@ -152,7 +132,7 @@ async def run_ray_workers(
     async def call(ref: Any) -> Any:
         return await asyncio.wrap_future(ref.future())
 
-    plain = [prompt_row(p) for p in prompts]
+    plain = [prompt_row(p) for p in load.prompts]
 
     def stop_all() -> None:
         for a in actors:
@@ -162,7 +142,7 @@ async def run_ray_workers(
         for a in actors:
             a.go.remote()
 
-    said = WorkerMessages(len(actors), on_record, lags, on_measure_start, go_all, stop_all)
+    said = WorkerMessages(len(actors), hooks, go_all, stop_all)
     try:
         where = await asyncio.gather(*(call(a.where.remote()) for a in actors))
         for a, s, (_, ip) in zip(actors, shares, where, strict=True):
@@ -174,7 +154,10 @@ async def run_ray_workers(
                         "urls": [on_node(u, here_ip) for u in config.urls],
                     }
                 )
-            a.start.remote(cfg.model_dump_json().encode(), s, plain, n_measured, headers, keep_text)
+            job = WorkerJob(
+                cfg.model_dump_json().encode(), s, load.n_measured, load.headers, load.keep_text
+            )
+            a.start.remote(job, plain)
         while not said.done:
             if abort.is_set():
                 stop_all()

@@ -35,7 +35,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.synchronize import Event as MpEvent
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -46,6 +45,7 @@ from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
 
 if TYPE_CHECKING:
+    from crossover.load.loop import LevelLoad
     from crossover.spec.run import RunConfig
 
 #: streams one event loop carries under ``--workers auto``: at 256 streams one loop's
@@ -82,7 +82,8 @@ START_LEAD_NS = 50_000_000
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """One worker's part of the load."""
+    """One loop's part of a level's load: a worker's (``plan_shares``), or the whole level
+    run in-process (``crossover.load.loop.whole_share``)."""
 
     worker: int
     concurrency: int | None
@@ -199,72 +200,89 @@ def plan_shares(
 # --- the worker process --------------------------------------------------------------
 
 
-def _worker_main(
-    config_json: bytes,
-    share: Share,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    out: Any,
-    go: MpEvent,
-    stop: MpEvent,
-    start: Any,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class WorkerJob:
+    """What one worker runs, sent to its process (or Ray actor) whole: the run's config
+    (as JSON, a worker on another node reaches the engine at its own URL), its share, and
+    the level's measured prompts count, headers and ``keep_text``; the prompts go beside
+    it (a Ray actor gets them as plain rows)."""
+
+    config_json: bytes
+    share: Share
+    n_measured: int
+    headers: dict[str, str]
+    keep_text: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLink:
+    """How a worker and its parent talk: ``out`` takes the worker's messages
+    (``put((kind, worker, payload))``), the parent sets ``go`` and ``stop``
+    (``is_set()``), and puts the measured load's start time in ``start`` (``.value``, a
+    ``perf_counter_ns`` reading shared by the workers of one machine) before it says go;
+    ``start`` None: each worker starts its open loop when it hears go."""
+
+    out: Any
+    go: Any
+    stop: Any
+    start: Any = None
+
+
+def _worker_main(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> None:
     """Entry point of one worker process (spawned: no inherited event loop)."""
+    worker = job.share.worker
     try:
-        work = _worker(
-            config_json, share, prompts, n_measured, headers, keep_text, out, go, stop, start
-        )
+        work = _worker(job, prompts, link)
         try:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a core dependency on Linux
             asyncio.run(work)
         else:
             uvloop.run(work)
-        out.put(("done", share.worker, None))
+        link.out.put(("done", worker, None))
     except BaseException:  # report anything, including KeyboardInterrupt, to the parent
-        out.put(("error", share.worker, traceback.format_exc(limit=8)))
+        link.out.put(("error", worker, traceback.format_exc(limit=8)))
 
 
-async def _worker(
-    config_json: bytes,
-    share: Share,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    out: Any,
-    go: MpEvent,
-    stop: MpEvent,
-    start: Any = None,
-) -> None:
-    """One worker's share. ``start``: where the parent puts the measured load's start time
-    before it says go (``.value``, a ``perf_counter_ns`` reading shared by the workers of
-    one machine); None: each worker starts its open loop when it hears go."""
-    from crossover.dialects import get_dialect
-    from crossover.load.send import open_replica_connections, send_prompt
-    from crossover.load.strategies import closed_loop, measured_load
+async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> None:
+    """One worker's share, through the load loop every executor runs (``run_share``)."""
+    from crossover.load.loop import LevelLoad, run_share
+    from crossover.load.send import PromptSender, stream_options
     from crossover.spec.run import RunConfig
     from crossover.transport.client import make_client
-    from crossover.transport.http import Timeouts
 
-    config = RunConfig.model_validate_json(config_json)
-    dialect = get_dialect(config.dialect)
-    timeouts = Timeouts(**config.timeouts.model_dump())
+    config = RunConfig.model_validate_json(job.config_json)
+    load = LevelLoad(config, prompts, job.n_measured, job.headers, job.keep_text)
+    share, out, n_measured = job.share, link.out, job.n_measured
+    options = stream_options(config, job.keep_text)
     n_prompts = len(prompts)
     abort = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     async def watch_stop() -> None:
         # polled: a thread blocked on stop.wait() would hold up the loop's shutdown
-        while not stop.is_set():  # noqa: ASYNC110
+        while not link.stop.is_set():  # noqa: ASYNC110
             await asyncio.sleep(_STOP_POLL_S)
         abort.set()
 
+    async def ready() -> int | None:
+        out.put(("ready", share.worker, None))
+        while not link.go.is_set() and not abort.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(0.002)
+        start = link.start
+        return (start.value or None) if start is not None else None
+
     watcher = loop.create_task(watch_stop())
 
-    async with make_client(config.transport, headers, timeouts) as session:
+    async with make_client(config.transport, job.headers, options.timeouts) as transport:
+        sender = PromptSender(
+            transport,
+            config,
+            options,
+            worker=share.worker,
+            on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
+            cancel_reason=lambda: "the run was aborted",
+        )
 
         async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
             reused = False
@@ -277,56 +295,14 @@ async def _worker(
                 p = prompts[(share.prompt_offset + i) % n_prompts]
                 # the run's request index, so the replicas share the load evenly
                 replica = config.replica_for(share.prompt_offset + i)
-            rec = await send_prompt(
-                session,
-                config,
-                dialect,
-                p,
-                index=i,
-                warmup=warmup,
-                t_scheduled_ns=t_sched,
-                timeouts=timeouts,
-                keep_text=keep_text,
-                worker=share.worker,
-                replica=replica,
-                on_cancel=lambda r: out.put(("record", share.worker, r.to_json())),
-                cancel_reason=lambda: "the run was aborted",
-                reused=reused,
-            )
+            rec = await sender.send(p, i, warmup, t_sched, replica, reused)
             out.put(("record", share.worker, rec.to_json()))
             return rec
 
         try:
-            if share.warmup:
-                await closed_loop(
-                    send, share.warmup_concurrency, share.warmup, None, abort, warmup=True
-                )
-            if share.concurrency is not None:
-                await open_replica_connections(session, config, share.concurrency)
-            out.put(("ready", share.worker, None))
-            while not go.is_set() and not abort.is_set():  # noqa: ASYNC110
-                await asyncio.sleep(0.002)
-            if abort.is_set():
-                return
-            lags = await measured_load(
-                send,
-                concurrency=share.concurrency,
-                rate_rps=share.rate_rps,
-                requests=share.requests,
-                duration_s=share.duration_s,
-                abort=abort,
-                seed=share.seed,
-                max_in_flight=share.max_in_flight,
-                probe_interval_s=share.probe_interval_s,
-                offsets_ns=config.trace_offsets_ns(),
-                offsets_from=prompts[0].id if prompts else 0,
-                sessions=(
-                    (config.sessions.turns, config.sessions.think_s) if config.sessions else None
-                ),
-                part=share.part or (0, 1),
-                start_ns=(start.value or None) if start is not None else None,
-            )
-            out.put(("lag", share.worker, lags))
+            lags = await run_share(transport, load, share, send, abort, ready)
+            if lags is not None:
+                out.put(("lag", share.worker, lags))
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -356,6 +332,18 @@ class WorkerError(RuntimeError):
     """A worker process failed; carries its traceback."""
 
 
+@dataclass(frozen=True, slots=True)
+class LoadHooks:
+    """What the executor of a level's load reports to: every record (``on_record``), the
+    start of the measured load (``on_measure_start``) and the event loops' lag readings
+    (``lags``, ms, pooled); ``abort`` stops the load."""
+
+    on_record: Callable[[RequestRecord], None]
+    abort: asyncio.Event
+    on_measure_start: Callable[[], None] | None = None
+    lags: list[float] | None = None
+
+
 class WorkerMessages:
     """What the workers of one load say (``record``, ``lag``, ``ready``, ``error``,
     ``done``), however they say it (worker processes here, Ray actors in
@@ -364,18 +352,12 @@ class WorkerMessages:
     on a worker's error."""
 
     def __init__(
-        self,
-        workers: int,
-        on_record: Callable[[RequestRecord], None],
-        lags: list[float] | None,
-        on_measure_start: Callable[[], None] | None,
-        go: Callable[[], None],
-        stop: Callable[[], None],
+        self, workers: int, hooks: LoadHooks, go: Callable[[], None], stop: Callable[[], None]
     ) -> None:
         self.workers = workers
-        self.on_record = on_record
-        self.lags = lags
-        self.on_measure_start = on_measure_start
+        self.on_record = hooks.on_record
+        self.lags = hooks.lags
+        self.on_measure_start = hooks.on_measure_start
         self.go = go
         self.stop = stop
         self.next_index = {False: 0, True: 0}
@@ -420,23 +402,14 @@ class WorkerMessages:
             self.finished.add(k)
 
 
-async def run_workers(
-    config: RunConfig,
-    prompts: list[Prompt],
-    n_measured: int,
-    headers: dict[str, str],
-    keep_text: bool,
-    on_record: Callable[[RequestRecord], None],
-    abort: asyncio.Event,
-    on_measure_start: Callable[[], None] | None = None,
-    lags: list[float] | None = None,
-) -> None:
-    """Run ``config`` (a ``RunConfig`` with ``workers > 1``) over worker processes.
+async def run_workers(load: LevelLoad, hooks: LoadHooks) -> None:
+    """Run ``load`` (its config with ``workers > 1``) over worker processes.
 
-    ``on_record`` gets every record, renumbered: measured records 0, 1, ... and warm-up
-    records 0, 1, ... in the order they arrive here; ``record.worker`` says whose it was.
-    ``lags`` gets every worker's event-loop lag readings (ms), pooled.
+    ``hooks.on_record`` gets every record, renumbered: measured records 0, 1, ... and
+    warm-up records 0, 1, ... in the order they arrive here; ``record.worker`` says whose
+    it was. ``hooks.lags`` gets every worker's event-loop lag readings (ms), pooled.
     """
+    config, abort = load.config, hooks.abort
     shares = shares_of(config)
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -444,10 +417,15 @@ async def run_workers(
     stop = ctx.Event()
     start = ctx.Value("q", 0, lock=False)
     cfg_json = config.model_dump_json().encode()
+    link = WorkerLink(out, go, stop, start)
+
+    def job(s: Share) -> WorkerJob:
+        return WorkerJob(cfg_json, s, load.n_measured, load.headers, load.keep_text)
+
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(cfg_json, s, prompts, n_measured, headers, keep_text, out, go, stop, start),
+            args=(job(s), load.prompts, link),
             name=f"crossover-worker-{s.worker}",
             daemon=True,
         )
@@ -464,7 +442,7 @@ async def run_workers(
         start.value = time.perf_counter_ns() + START_LEAD_NS
         go.set()
 
-    said = WorkerMessages(len(procs), on_record, lags, on_measure_start, go_all, stop.set)
+    said = WorkerMessages(len(procs), hooks, go_all, stop.set)
 
     def get() -> tuple[str, int, Any] | None:
         try:

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from crossover.errors import UsageError, validation_line
 from crossover.metrics.summary import ClientFloor
-from crossover.transport import Transport
+from crossover.transport import TransportName
 
 FLOOR_SCHEMA = "crossover.floor/1"
 #: the probe's sleep: short enough to see stalls, long enough to cost nothing
@@ -109,7 +109,7 @@ class FloorResult(BaseModel):
     itl_error_pct: float | None = None
     server: ServerLag = Field(default_factory=ServerLag)
     #: the client measured (``--transport``); floors cached before it was recorded: aiohttp
-    transport: Transport = "aiohttp"
+    transport: TransportName = "aiohttp"
 
     def client_floor(self, source: str | None = None) -> ClientFloor:
         return ClientFloor(
@@ -161,14 +161,14 @@ async def measure_floor_at(
     tokens_per_chunk: int = 1,
     requests: int | None = None,
     model: str = "calibration",
-    transport: Transport = "aiohttp",
+    transport: TransportName = "aiohttp",
 ) -> FloorResult:
     """Measure at ``url`` (a calibration server already configured for ``itl_ms``) with
     the client of ``transport``."""
     from crossover.dialects import RequestSpec, get_dialect
     from crossover.metrics import requests as rq
     from crossover.records.model import RequestRecord
-    from crossover.transport.client import make_client, stream_request
+    from crossover.transport.client import StreamOptions, make_client
     from crossover.transport.http import Timeouts
 
     n = requests if requests is not None else concurrency
@@ -177,6 +177,7 @@ async def measure_floor_at(
     body = dialect.body(spec)
     target = url + dialect.path(spec)
     timeouts = Timeouts(first_token_s=120.0, gap_s=60.0, total_s=3600.0)
+    options = StreamOptions(dialect, "completions", timeouts)
     records: list[RequestRecord] = []
     send_lags: list[float] = []
     loop_lags: list[float] = []
@@ -198,7 +199,7 @@ async def measure_floor_at(
             intended = start_ns
             for i in counter:
                 rec = RequestRecord(index=i, expected_output_tokens=output_tokens, t_send_ns=0)
-                await stream_request(session, target, body, dialect, "completions", rec, timeouts)
+                await session.stream(target, body, rec, options)
                 send_lags.append((rec.t_send_ns - intended) / 1e6)
                 records.append(rec)
                 intended = rec.t_done_ns or time.perf_counter_ns()
@@ -301,7 +302,7 @@ def measure_floor(
     ttft_ms: float = 5.0,
     url: str | None = None,
     pin: bool = True,
-    transport: Transport = "aiohttp",
+    transport: TransportName = "aiohttp",
 ) -> FloorResult:
     """One level. Without ``url`` the calibration server is spawned in its own process,
     pinned to a core of its own when the machine has two or more."""
@@ -329,7 +330,7 @@ def measure_floors(
     ttft_ms: float = 5.0,
     url: str | None = None,
     pin: bool = True,
-    transport: Transport = "aiohttp",
+    transport: TransportName = "aiohttp",
 ) -> list[FloorResult]:
     """Several levels against one server (spawned once unless ``url`` is given)."""
     from crossover.calibration.server import CalibrationConfig, spawn
@@ -401,7 +402,7 @@ def save_results(results: list[FloorResult], path: Path | None = None) -> Path:
 
 
 def lookup(
-    cache: FloorCache, concurrency: int | None, transport: Transport = "aiohttp"
+    cache: FloorCache, concurrency: int | None, transport: TransportName = "aiohttp"
 ) -> FloorResult | None:
     """The measurement at the nearest concurrency (ties: the higher, the more cautious);
     among several at that level, the newest. ``None`` concurrency: the highest level.
@@ -423,7 +424,7 @@ def resolve_client_floor(
     choice: str,
     concurrency: int | None,
     path: Path | None = None,
-    transport: Transport = "aiohttp",
+    transport: TransportName = "aiohttp",
 ) -> tuple[ClientFloor | None, str]:
     """``auto`` (the cache), ``off``, or a floor JSON file; returns the floor and a note."""
     if choice == "off":

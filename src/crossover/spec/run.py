@@ -18,7 +18,7 @@ from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
 from crossover.spec.slo import PER_REQUEST, Slo, SloLimits
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
-from crossover.transport import Transport
+from crossover.transport import TransportName
 
 #: the refusal of sessions held for a duration, whoever asks (run, sweep, capacity)
 SESSIONS_NOT_TIMED = "sessions count requests: give a request count, not a duration"
@@ -91,7 +91,7 @@ class RunConfig(Limits, Warmup, Workload):
     workers: int = Field(1, ge=1, le=256)
     #: the client that sends the requests (``crossover.transport.client``); https URLs go
     #: through aiohttp whichever is chosen
-    transport: Transport = "aiohttp"
+    transport: TransportName = "aiohttp"
 
     @model_validator(mode="before")
     @classmethod

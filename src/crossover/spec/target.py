@@ -16,7 +16,7 @@ from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
 from crossover.errors import unknown_choice
 from crossover.spec.run import base_url
-from crossover.transport import Transport
+from crossover.transport import TransportName
 
 
 class ReplicasConfig(BaseModel):
@@ -115,7 +115,7 @@ class TargetConfig(BaseModel):
         min_length=1,
         description="this target's own levels (default: the sweep's), e.g. one engine goes further",
     )
-    transport: Transport | None = Field(
+    transport: TransportName | None = Field(
         None,
         description="this target's HTTP client (default: the sweep's transport), e.g. two "
         "targets on one engine that differ only in the client",

@@ -24,7 +24,7 @@ from crossover.spec.run import RunConfig, level_run
 from crossover.spec.slo import Slo, SloText
 from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
 from crossover.spec.workload import Workload
-from crossover.transport import Transport
+from crossover.transport import TransportName
 
 __all__ = [
     "REPLICA_KEYS",
@@ -106,7 +106,7 @@ class SweepConfig(Limits, Warmup, Workload):
                 raise ValueError(f"expected a number or auto, got {v!r}") from None
         return v
 
-    transport: Transport = Field(
+    transport: TransportName = Field(
         "aiohttp",
         description="the HTTP client of every level (as crossover run --transport): aiohttp "
         "or lean; https URLs use aiohttp",
@@ -208,7 +208,7 @@ class SweepConfig(Limits, Warmup, Workload):
         *,
         warmup: int | None = None,
         workers: int = 1,
-        transport: Transport | None = None,
+        transport: TransportName | None = None,
     ) -> RunConfig:
         """The run of one level (``spec.run.level_run``, the constructor capacity uses
         too): a combination ``crossover run`` refuses raises its ``ValidationError``."""

@@ -2,7 +2,8 @@
 
 from typing import Literal
 
-#: the client that sends a run's requests (``crossover.transport.client``): aiohttp, or
-#: the lean ``asyncio.Protocol`` client (plain http; https goes through aiohttp)
-Transport = Literal["aiohttp", "lean"]
-TRANSPORTS: tuple[Transport, ...] = ("aiohttp", "lean")
+#: the name of the client that sends a run's requests (``crossover.transport.client``):
+#: aiohttp, or the lean ``asyncio.Protocol`` client (plain http; https goes through
+#: aiohttp); the client itself is a ``crossover.transport.base.Transport``
+TransportName = Literal["aiohttp", "lean"]
+TRANSPORTS: tuple[TransportName, ...] = ("aiohttp", "lean")

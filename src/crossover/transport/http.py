@@ -37,8 +37,8 @@ import orjson
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.client_reqrep import ConnectionKey
 
-from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
+from crossover.transport.base import StreamOptions, Transport
 from crossover.transport.protocol import (
     is_decoding_error,
     is_event_stream,
@@ -66,7 +66,7 @@ from crossover.transport.reuse import (
     peer_closed,
     retrying,
 )
-from crossover.transport.sse import MAX_EVENT_BYTES, EventTooLarge, SSEParser
+from crossover.transport.sse import EventTooLarge, SSEParser
 
 __all__ = [
     "AFTER_DONE_S",
@@ -74,8 +74,10 @@ __all__ = [
     "READ_BUFSIZE",
     "STALE_BACKOFF_S",
     "STALE_RETRIES",
+    "AiohttpTransport",
     "PoolConnector",
     "StampingHandler",
+    "StreamOptions",
     "Timeouts",
     "clean_server_text",
     "make_session",
@@ -280,59 +282,48 @@ async def stream_request(
     session: aiohttp.ClientSession,
     url: str,
     body: dict[str, Any],
-    dialect: Dialect,
-    endpoint: Endpoint,
     record: RequestRecord,
-    timeouts: Timeouts,
-    keep_text: bool = False,
-    max_event_bytes: int = MAX_EVENT_BYTES,
+    options: StreamOptions,
 ) -> RequestRecord:
     """Send one streaming request and fill ``record`` as the bytes arrive.
 
     ``record.t_send_ns`` is set here, just before the request is written. To a server
     seen to close its connection after a streamed response (llama-server) the request
     goes with ``Connection: close`` (``record.connection_close``). A close before any
-    response is judged by ``reuse.judge_close``: a stale reused connection is retried, up
-    to ``STALE_RETRIES`` times, each retry recorded; any other close dropped the request,
-    a failure.
-    One SSE event (or an unfinished line) may hold at most ``max_event_bytes``.
+    response is judged by ``reuse.judge_close``: a stale reused connection is retried
+    (``reuse.retrying``), each retry recorded; any other close dropped the request, a
+    failure. One SSE event (or an unfinished line) may hold at most
+    ``options.max_event_bytes``.
     """
     payload = orjson.dumps(body)
-    habit = habit_of(session, url)
-    close = habit is not None and habit.closes is True
-    record.connection_close = close
 
-    async def attempt() -> RequestRecord:
-        return await _attempt(
-            session, url, payload, dialect, endpoint, record, timeouts, keep_text,
-            max_event_bytes, None if close else habit, close,
-        )  # fmt: skip
+    async def attempt(habit: ServerHabit | None, close: bool) -> RequestRecord:
+        return await _attempt(session, url, payload, record, options, habit, close)
 
-    return await retrying(attempt, record)
+    return await retrying(attempt, record, habit_of(session, url))
 
 
 async def _attempt(
     session: aiohttp.ClientSession,
     url: str,
     payload: bytes,
-    dialect: Dialect,
-    endpoint: Endpoint,
     record: RequestRecord,
-    timeouts: Timeouts,
-    keep_text: bool,
-    max_event_bytes: int,
+    options: StreamOptions,
     habit: ServerHabit | None = None,
     close: bool = False,
 ) -> RequestRecord:
     """One attempt; ``habit``: the server's, for the connection to show once its
     streamed response ends; ``close``: sent with ``Connection: close``."""
+    dialect, timeouts, max_event_bytes = options.dialect, options.timeouts, options.max_event_bytes
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns
     total_deadline = now() + timeouts.total_s
     head: bytes | None = None  # the first bytes of the body, once any arrived
     parser = SSEParser(max_event_bytes)
-    rd = EventReader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
+    rd = EventReader(
+        record, dialect, options.endpoint, timeouts, options.keep_text, now, total_deadline
+    )
     conn_state = {"reused": False}
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
@@ -474,3 +465,29 @@ async def open_connections(
 
     results = await asyncio.gather(*(one() for _ in range(max(count, 0))))
     return sum(results)
+
+
+class AiohttpTransport(Transport):
+    """The aiohttp transport (``crossover.transport.base.Transport``): the run's one
+    ``aiohttp.ClientSession`` (``make_session``, or ``session`` where one is given)."""
+
+    def __init__(
+        self,
+        headers: dict[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.session = session if session is not None else make_session(headers, timeouts)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def stream(
+        self, url: str, body: dict[str, Any], record: RequestRecord, options: StreamOptions
+    ) -> RequestRecord:
+        return await stream_request(self.session, url, body, record, options)
+
+    async def open_connections(
+        self, base_url: str, count: int, path: str = "/health", limit_s: float = 10.0
+    ) -> int:
+        return await open_connections(self.session, base_url, count, path, limit_s)

@@ -36,23 +36,21 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
 
-from crossover.dialects.base import Dialect, Endpoint
 from crossover.records.model import ErrorKind, RequestRecord
-from crossover.transport import http
+from crossover.transport.base import StreamOptions, Transport
 from crossover.transport.chunked_sse import (
     BodyError,
     ChunkedSSEParser,
     OversizeEvent,
     StampedEvent,
 )
-from crossover.transport.lean import HeadError, ResponseHead, parse_head
+from crossover.transport.head import HeadError, ResponseHead, parse_head
+from crossover.transport.http import AiohttpTransport
 from crossover.transport.protocol import (
     is_json,
     media_type,
@@ -129,8 +127,7 @@ class _Batch:
 
 
 class LeanStreamConnection(asyncio.Protocol):
-    """One keep-alive connection; one request at a time (the runner's; ``lean.py``'s
-    ``LeanConnection`` is the prototype the parser bench measures).
+    """One keep-alive connection; one request at a time.
 
     ``data_received`` stamps each read; before the head it gathers the head, then the
     body goes to a ``ChunkedSSEParser``: read as SSE (``events``, then ``final`` once the
@@ -444,9 +441,10 @@ def _refused_coding(head: ResponseHead) -> str | None:
     return None
 
 
-class LeanSession:
-    """The lean transport's session: keep-alive pools per ``host:port``, the run's
-    headers, and, for ``https://`` URLs, an aiohttp session (``make_session``)."""
+class LeanSession(Transport):
+    """The lean transport (``crossover.transport.base.Transport``): keep-alive pools per
+    ``host:port``, the run's headers, and, for ``https://`` URLs, the aiohttp transport
+    (``fallback``)."""
 
     def __init__(
         self, headers: dict[str, str] | None = None, timeouts: Timeouts | None = None
@@ -473,19 +471,8 @@ class LeanSession:
         self._open: set[LeanStreamConnection] = set()
         self._targets: dict[str, Target | None] = {}
         self._batch: _Batch | None = None  # the running loop's, made by ``acquire``
-        self._fallback: aiohttp.ClientSession | None = None
+        self._fallback: AiohttpTransport | None = None
         self.closed = False
-
-    async def __aenter__(self) -> LeanSession:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         self.closed = True
@@ -499,11 +486,21 @@ class LeanSession:
         if self._fallback is not None:
             await self._fallback.close()
 
-    def fallback(self) -> aiohttp.ClientSession:
-        """The aiohttp session for what this transport does not send (``https://``)."""
+    def fallback(self) -> AiohttpTransport:
+        """The aiohttp transport for what this one does not send (``https://``)."""
         if self._fallback is None:
-            self._fallback = http.make_session(self._header_dict or None, self.timeouts)
+            self._fallback = AiohttpTransport(self._header_dict or None, self.timeouts)
         return self._fallback
+
+    async def stream(
+        self, url: str, body: dict[str, Any], record: RequestRecord, options: StreamOptions
+    ) -> RequestRecord:
+        return await stream_request(self, url, body, record, options)
+
+    async def open_connections(
+        self, base_url: str, count: int, path: str = "/health", limit_s: float = 10.0
+    ) -> int:
+        return await open_connections(self, base_url, count, path, limit_s)
 
     def target(self, url: str) -> Target | None:
         """Where a plain ``http://`` URL goes; None for any other (aiohttp sends it)."""
@@ -601,34 +598,22 @@ async def stream_request(
     session: LeanSession,
     url: str,
     body: dict[str, Any],
-    dialect: Dialect,
-    endpoint: Endpoint,
     record: RequestRecord,
-    timeouts: Timeouts,
-    keep_text: bool = False,
-    max_event_bytes: int = MAX_EVENT_BYTES,
+    options: StreamOptions,
 ) -> RequestRecord:
     """``crossover.transport.http.stream_request`` on the lean transport: the same
     record, the same error kinds. A URL other than ``http://`` (TLS) goes through the
     session's aiohttp fallback, that transport unchanged."""
     target = session.target(url)
     if target is None:
-        return await http.stream_request(
-            session.fallback(), url, body, dialect, endpoint, record, timeouts, keep_text,
-            max_event_bytes,
-        )  # fmt: skip
-    habit = session.habit(target)
-    close = habit.closes is True
-    record.connection_close = close
-    request = session.request(target, "POST", orjson.dumps(body), close)
+        return await session.fallback().stream(url, body, record, options)
+    payload = orjson.dumps(body)
 
-    async def attempt() -> RequestRecord:
-        return await _attempt(
-            session, target, url, request, dialect, endpoint, record, timeouts, keep_text,
-            max_event_bytes, None if close else habit,
-        )  # fmt: skip
+    async def attempt(habit: ServerHabit | None, close: bool) -> RequestRecord:
+        request = session.request(target, "POST", payload, close)
+        return await _attempt(session, target, url, request, record, options, habit)
 
-    return await retrying(attempt, record)
+    return await retrying(attempt, record, session.habit(target))
 
 
 async def _attempt(
@@ -636,25 +621,24 @@ async def _attempt(
     target: Target,
     url: str,
     request: bytes,
-    dialect: Dialect,
-    endpoint: Endpoint,
     record: RequestRecord,
-    timeouts: Timeouts,
-    keep_text: bool,
-    max_event_bytes: int,
+    options: StreamOptions,
     habit: ServerHabit | None = None,
 ) -> RequestRecord:
     # the read loop of http._attempt, event for event (``EventReader.take``): only where the
     # events come from differs (each carries its own read's stamp, the framing is the
     # parser's), and that it runs inside ``data_received``, so the task sleeps until the
     # stream ends or breaks instead of waking per read
+    dialect, timeouts, max_event_bytes = options.dialect, options.timeouts, options.max_event_bytes
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns
     total_deadline = now() + timeouts.total_s
     conn: LeanStreamConnection | None = None
     reusable = False
-    rd = EventReader(record, dialect, endpoint, timeouts, keep_text, now, total_deadline)
+    rd = EventReader(
+        record, dialect, options.endpoint, timeouts, options.keep_text, now, total_deadline
+    )
     try:
         async with asyncio.timeout_at(min(total_deadline, now() + timeouts.first_token_s)) as cm:
             rd.cm = cm
@@ -768,7 +752,7 @@ async def open_connections(
     Returns the requests answered."""
     target = session.target(base_url + path)
     if target is None:
-        return await http.open_connections(session.fallback(), base_url, count, path, limit_s)
+        return await session.fallback().open_connections(base_url, count, path, limit_s)
     request = session.request(target, "GET", None)
 
     async def one() -> bool:

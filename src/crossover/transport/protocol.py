@@ -1,7 +1,8 @@
 """What the protocol says about a response that is not a good event stream.
 
 Off the hot path: each function runs once per response, or once when an event breaks
-it, never per chunk. ``stream_request`` turns the answers into a failed record.
+it, never per chunk. ``stream_request`` (either transport's) turns the answers into a
+failed record.
 """
 
 from __future__ import annotations

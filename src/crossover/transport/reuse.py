@@ -177,13 +177,22 @@ def stale(record: RequestRecord, reason: str, attempt: int) -> bool:
 
 
 async def retrying(
-    attempt: Callable[[], Awaitable[RequestRecord]], record: RequestRecord
+    attempt: Callable[[ServerHabit | None, bool], Awaitable[RequestRecord]],
+    record: RequestRecord,
+    habit: ServerHabit | None,
 ) -> RequestRecord:
-    """``attempt`` until it is not ``Stale``: up to ``STALE_RETRIES`` more times, each
-    recorded, after ``STALE_BACKOFF_S``."""
+    """One request to a server of ``habit`` (None: not kept), for both transports:
+    ``attempt(learn, close)`` until it is not ``Stale``, up to ``STALE_RETRIES`` more
+    times, each recorded, after ``STALE_BACKOFF_S``. To a server seen to close its
+    connection after a streamed response each attempt goes with ``Connection: close``
+    (``close``, and ``record.connection_close``), with nothing left to learn; else
+    ``learn`` is the habit its connection shows once the streamed response ends."""
+    close = habit is not None and habit.closes is True
+    record.connection_close = close
+    learn = None if close else habit
     for n in range(STALE_RETRIES + 1):
         try:
-            return await attempt()
+            return await attempt(learn, close)
         except Stale as exc:
             if not stale(record, exc.reason, n):
                 return record

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from crossover.transport.lean import HeadError, parse_head
+from crossover.transport.head import HeadError, parse_head
 
 # --- parse_head ---------------------------------------------------------------------------
 

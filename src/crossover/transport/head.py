@@ -4,21 +4,14 @@ follows straight into ``ChunkedSSEParser``. What the head says the lean transpor
 read (a Content-Encoding, a Transfer-Encoding other than chunked, not HTTP/1.x) is a
 ``HeadError``.
 
-(The prototype client that once lived here, measured in
-``docs/results/transport_parsers.md``, became ``leanhttp``; it is gone.)
+(This module was ``lean.py``, home of the prototype client measured in
+``docs/results/transport_parsers.md``; the prototype became ``leanhttp`` and only the
+head parser stayed here.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-
-from crossover.transport.chunked_sse import (
-    StampedEvent,
-)
-
-#: called from ``data_received`` with the events each read completed
-Sink = Callable[[list[StampedEvent]], None]
 
 #: a response head longer than this is an error
 MAX_HEAD_BYTES = 64 * 1024
@@ -52,13 +45,13 @@ class ResponseHead:
         return int(value)
 
     def check_codings(self) -> None:
-        """``HeadError`` for a body coded other than chunked (the prototype decodes none)."""
+        """``HeadError`` for a body coded other than chunked (the lean transport decodes none)."""
         te = self.headers.get("transfer-encoding")
         if te is not None and te.strip().lower() != "chunked":
             raise HeadError(f"Transfer-Encoding {te[:40]!r}: only chunked is read")
         ce = self.headers.get("content-encoding")
         if ce is not None and ce.strip().lower() != "identity":
-            raise HeadError(f"Content-Encoding {ce[:40]!r}: the prototype decodes none")
+            raise HeadError(f"Content-Encoding {ce[:40]!r}: the lean transport decodes none")
 
     @property
     def keep_alive(self) -> bool:
