@@ -657,7 +657,7 @@ async def _load_here(
         if hooks.on_measure_start is not None:
             hooks.on_measure_start()
 
-    async with make_client(config.transport, load.headers, options.timeouts) as transport:
+    async with make_client(config.transport, load.headers, options.limits) as transport:
         sender = PromptSender(
             transport,
             config,

@@ -51,7 +51,7 @@ async def prompt_probe(
         return None
     (prompt,) = synthetic_prompts(1, length, config.seed, tokenizer, PROBE_PROMPT_ID)
     one = config.model_copy(update={"output_tokens": 1})
-    options = replace(stream_options(config, keep_text=False), timeouts=timeouts)
+    options = replace(stream_options(config, keep_text=False), limits=timeouts)
     async with make_client(config.transport, headers, timeouts) as transport:
         rec = await PromptSender(transport, one, options).send(prompt, PROBE_INDEX, True, None)
     return rec

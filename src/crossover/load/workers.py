@@ -274,7 +274,7 @@ async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> No
 
     watcher = loop.create_task(watch_stop())
 
-    async with make_client(config.transport, job.headers, options.timeouts) as transport:
+    async with make_client(config.transport, job.headers, options.limits) as transport:
         sender = PromptSender(
             transport,
             config,

@@ -25,7 +25,8 @@ class StreamOptions:
 
     dialect: Dialect
     endpoint: Endpoint
-    timeouts: Timeouts
+    #: the run's timeouts (declared once, in ``crossover.spec.limits``), carried to each read
+    limits: Timeouts
     #: keep the streamed text on the record (for the text witness)
     keep_text: bool = False
     #: the largest SSE event (or unfinished line) a response may hold

@@ -314,7 +314,7 @@ async def _attempt(
 ) -> RequestRecord:
     """One attempt; ``habit``: the server's, for the connection to show once its
     streamed response ends; ``close``: sent with ``Connection: close``."""
-    dialect, timeouts, max_event_bytes = options.dialect, options.timeouts, options.max_event_bytes
+    dialect, timeouts, max_event_bytes = options.dialect, options.limits, options.max_event_bytes
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns

@@ -629,7 +629,7 @@ async def _attempt(
     # events come from differs (each carries its own read's stamp, the framing is the
     # parser's), and that it runs inside ``data_received``, so the task sleeps until the
     # stream ends or breaks instead of waking per read
-    dialect, timeouts, max_event_bytes = options.dialect, options.timeouts, options.max_event_bytes
+    dialect, timeouts, max_event_bytes = options.dialect, options.limits, options.max_event_bytes
     loop = asyncio.get_running_loop()
     now = loop.time
     perf = time.perf_counter_ns
