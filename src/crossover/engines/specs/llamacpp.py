@@ -20,11 +20,13 @@ from crossover.engines.logs_moe import llamacpp_moe_launch
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
+    InstallTraits,
     LaunchSpec,
     PlanFields,
     PlanLaunch,
     PlanTraits,
     QualityAPI,
+    TritonHostedTraits,
     VersionProbe,
     on_off,
     refuse,
@@ -256,4 +258,18 @@ SPEC = EngineSpec(
         writer="crossover.plan.builder:gguf_script", fields=plan_fields, formats="gguf"
     ),
     advise=AdvisorTraits(preference=(1, 2, 3), prefix_cache=True),
+    model_kind="one GGUF file",
+    install=InstallTraits(find="crossover.builds.llamacpp:find_llama_server"),
+    # llama-cpp-python's Llama in the Python backend (crossover.plan.triton_python)
+    triton_hosted=TritonHostedTraits(
+        model_file="llamacpp_model.py",
+        parameters="crossover.plan.triton_hosted:llamacpp_launch_parameters",
+        settings={
+            "n_ctx": ("context_tokens", int),
+            "n_threads": ("threads", int),
+            "n_gpu_layers": ("gpu_layers", int),
+            "model_path": ("model", str),
+        },
+        formats="gguf",
+    ),
 )

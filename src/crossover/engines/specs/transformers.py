@@ -112,4 +112,5 @@ SPEC = EngineSpec(
     tp_heads_rule=None,
     plan=PlanTraits(fields=plan_fields, formats="16-bit"),
     advise=AdvisorTraits(preference=(4, 4, 4), graphs_matter=False),
+    model_kind="an HF model folder",
 )

@@ -18,7 +18,14 @@ from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
 from crossover.engines.logs_triton import read_triton_log
 from crossover.engines.processes import free_port
-from crossover.engines.spec import EngineSpec, LaunchSpec, PlanTraits, VersionProbe, refuse
+from crossover.engines.spec import (
+    EngineSpec,
+    InstallTraits,
+    LaunchSpec,
+    PlanTraits,
+    VersionProbe,
+    refuse,
+)
 
 
 def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
@@ -97,5 +104,7 @@ SPEC = EngineSpec(
     detect_first=True,
     model_is_local=True,
     source="triton-inference-server/server docs/customization_guide; tritonserver --help",
-    plan=PlanTraits(writer="crossover.plan.nvidia:plan_triton", versioned=True),
+    plan=PlanTraits(writer="crossover.plan.nvidia:plan_triton", versioned=True, hosts=True),
+    model_kind="a Triton model repository folder",
+    install=InstallTraits(find="crossover.builds.triton:find_tritonserver", kind="wheel"),
 )
