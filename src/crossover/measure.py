@@ -27,8 +27,8 @@ from typing import Any
 
 from crossover import defaults
 from crossover.config import RunConfig
-from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter, scrape
+from crossover.engines.registry import dialect as get_dialect
 from crossover.errors import UsageError
 from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
@@ -73,8 +73,6 @@ WorkersRunner = Callable[
     Awaitable[None],
 ]  # fmt: skip
 
-#: engines whose server has a llama.cpp- or vLLM-style /tokenize
-SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
 #: the run's samples table keeps the loop lag under this source, for ``summarize``
 LOOP_SAMPLE = "client_loop"
 
@@ -157,7 +155,7 @@ def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
 def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
     if config.tokenizer:
         return load_tokenizer(config.tokenizer)
-    if config.dialect in SERVER_TOKENIZE:
+    if get_dialect(config.dialect).server_tokenize:
         server = ServerTokenizer(config.url, config.model)
         if server.available():
             return server

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from crossover.dialects.base import Dialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
@@ -181,7 +182,9 @@ class QualityAPI:
 class EngineSpec:
     name: str
     display_name: str  # used in messages: "llama-server exited with status 1 ..."
-    dialect: str  # request dialect name (crossover.dialects; docs/interfaces.md)
+    #: the request dialect it speaks (crossover.dialects), named after it: the name a run
+    #: against its URL gives (``--engine``; docs/interfaces.md)
+    dialect: Dialect
     default_executable: tuple[str, ...]
     build: Builder
     flags: FlagTable  # settings <-> flags, for launching and for reading argv back

@@ -16,7 +16,7 @@ compares every offset, warm-up included (``crossover.metrics.prompts``).
 from __future__ import annotations
 
 from crossover.config import RunConfig
-from crossover.dialects import get_dialect
+from crossover.engines.registry import dialect
 from crossover.load.send import send_prompt
 from crossover.records.model import RequestRecord
 from crossover.transport.client import make_client
@@ -54,7 +54,7 @@ async def prompt_probe(
         rec = await send_prompt(
             session,
             one,
-            get_dialect(config.dialect),
+            dialect(config.dialect),
             prompt,
             index=PROBE_INDEX,
             warmup=True,

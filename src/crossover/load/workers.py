@@ -243,7 +243,7 @@ async def _worker(
     before it says go (``.value``, a ``perf_counter_ns`` reading shared by the workers of
     one machine); None: each worker starts its open loop when it hears go."""
     from crossover.config import RunConfig
-    from crossover.dialects import get_dialect
+    from crossover.engines.registry import dialect as get_dialect
     from crossover.load.send import open_replica_connections, send_prompt
     from crossover.load.strategies import closed_loop, measured_load
     from crossover.transport.client import make_client

@@ -111,7 +111,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
                 f"{cfg.output_tokens} output) but launch.context_tokens is {context}",
             )
         )
-    out.findings += _endpoint(cfg, t, where, adapter.dialect)
+    out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
     if local:
         out.findings += _local_launch(ecfg, adapter, where, reps.replicas)
     elif not _looks_like_path(ecfg.model) and adapter.model_is_local:
@@ -140,6 +140,7 @@ def _free_port_shown(argv: list[str], port: int) -> list[str]:
 
 def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
     from crossover.dialects.discovery import pick_model, served_models
+    from crossover.engines import registry
     from crossover.measure import probe
 
     where = f"target {t.name}"
@@ -150,7 +151,8 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
         for u in urls:
             try:
                 probe(u, {}, timeout_s=5.0)
-                listed = served_models(u, t.engine or "openai", t.model, timeout_s=5.0)
+                dialect = registry.dialect(t.engine or "openai")
+                listed = served_models(u, dialect, t.model, timeout_s=5.0)
                 pick_model(u, listed, t.model)  # several listed and none named: say so
             except UsageError as exc:
                 out.findings.append(Finding(where, str(exc)))

@@ -11,6 +11,7 @@ import itertools
 import re
 from pathlib import Path
 
+from crossover.dialects import LlamaCppDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
@@ -201,7 +202,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name="llamacpp",
     display_name="llama-server",
-    dialect="llamacpp",
+    dialect=LlamaCppDialect(name="llamacpp"),
     default_executable=("llama-server",),
     build=build,
     flags=FLAGS,

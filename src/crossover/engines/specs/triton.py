@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import TritonDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
@@ -77,7 +78,7 @@ def _flag_int(args: list[str], flag: str) -> int | None:
 SPEC = EngineSpec(
     name="triton",
     display_name="tritonserver",
-    dialect="triton",
+    dialect=TritonDialect(name="triton"),
     default_executable=("tritonserver",),
     build=build,
     flags=FlagTable(),  # every setting lives in the model repository (crossover plan)

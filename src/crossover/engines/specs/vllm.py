@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from crossover.dialects import VLLMDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
@@ -163,7 +164,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name="vllm",
     display_name="vLLM",
-    dialect="vllm",
+    dialect=VLLMDialect(name="vllm"),
     default_executable=("vllm",),
     build=build,
     flags=FLAGS,
