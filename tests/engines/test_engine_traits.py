@@ -77,3 +77,20 @@ def test_the_triton_hosted_engines_and_their_models() -> None:
         assert "class TritonPythonModel" in model_source(hosted.model_file)
     with pytest.raises(ValueError, match="no Triton Python-backend model"):
         model_source("common.py")
+
+
+def test_sweep_check_says_how_to_build_a_missing_llama_server(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gguf = empty_cache / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    config = empty_cache / "sweep.yaml"
+    config.write_text(
+        "concurrency: [1]\noutput_tokens: 8\ninput_tokens: 16\ntargets:\n"
+        f"  - name: t\n    launch: {{engine: llamacpp, model: {gguf}}}\n"
+    )
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert main(["sweep", "--config", str(config), "--check"]) != 0
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert "no llama-server here: `crossover engines install llamacpp` builds one" in said
