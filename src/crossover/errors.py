@@ -98,7 +98,7 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 
 
 def unknown_choice(what: str, value: str, choices: Iterable[str]) -> str:
-    """``unknown engine 'vlm'; did you mean 'vllm'? (known: ...)``: one line."""
+    """``unknown endpoint 'chta'; did you mean 'chat'? (known: ...)``: one line."""
     names = sorted(choices)
     near = closest(value, names)
     hint = f"; did you mean {near!r}?" if near else ""

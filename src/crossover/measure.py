@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from crossover import defaults
-from crossover.dialects import get_dialect
 from crossover.engines.counters import counter_after, read_counter, scrape
+from crossover.engines.registry import dialect as get_dialect
 from crossover.errors import UsageError
 from crossover.load.loop import LevelLoad, run_share, whole_share
 from crossover.load.looplag import probe_interval_s
@@ -67,8 +67,6 @@ from crossover.workload import (
 #: runs a level's load over ``config.workers`` workers, as ``run_workers``
 WorkersRunner = Callable[[LevelLoad, LoadHooks], Awaitable[None]]
 
-#: engines whose server has a llama.cpp- or vLLM-style /tokenize
-SERVER_TOKENIZE = {"llamacpp", "vllm", "openai"}
 #: the run's samples table keeps the loop lag under this source, for ``summarize``
 LOOP_SAMPLE = "client_loop"
 
@@ -151,7 +149,7 @@ def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
 def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
     if config.tokenizer:
         return load_tokenizer(config.tokenizer)
-    if config.dialect in SERVER_TOKENIZE:
+    if get_dialect(config.dialect).server_tokenize:
         server = ServerTokenizer(config.url, config.model)
         if server.available():
             return server

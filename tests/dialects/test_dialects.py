@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from crossover.dialects import DIALECTS, RequestSpec, get_dialect
+from crossover.dialects import RequestSpec
+from crossover.engines.registry import DIALECTS
+from crossover.engines.registry import dialect as get_dialect
 from crossover.errors import UsageError
 
 SPEC = RequestSpec(model="m", prompt="hello", output_tokens=64)

@@ -23,6 +23,7 @@ from crossover.dialects.discovery import (
     pick_model,
     served_models,
 )
+from crossover.engines.registry import dialect
 from crossover.errors import UsageError
 
 
@@ -66,7 +67,7 @@ def json_server(routes: dict[tuple[str, str], Any]) -> type[BaseHTTPRequestHandl
 
 def test_a_plain_web_server_is_refused_on_one_line() -> None:
     with serve(Quiet) as url, pytest.raises(NotAnLLMServerError) as exc:
-        served_models(url, "openai", "m")
+        served_models(url, dialect("openai"), "m")
     line = str(exc.value)
     assert "\n" not in line
     assert "GET /v1/models answered 404" in line
@@ -83,24 +84,24 @@ def test_each_dialect_asks_its_own_listing() -> None:
         ("POST", "/v2/repository/index"): [{"name": "ens", "state": "READY"}],
     }
     with serve(json_server(routes)) as url:
-        assert served_models(url, "vllm", None) == ["a", "b"]
-        assert served_models(url, "triton", "ens") == ["ens"]
-        assert served_models(url, "triton", None) == ["ens"]
+        assert served_models(url, dialect("vllm"), None) == ["a", "b"]
+        assert served_models(url, dialect("triton"), "ens") == ["ens"]
+        assert served_models(url, dialect("triton"), None) == ["ens"]
         with pytest.raises(NotAnLLMServerError, match="GET /v2/models/other answered 404"):
-            served_models(url, "triton", "other")
+            served_models(url, dialect("triton"), "other")
     # llama.cpp without /v1/models: /props names the model it loaded
     props = {("GET", "/props"): {"default_generation_settings": {}, "model_path": "/m.gguf"}}
     with serve(json_server(props)) as url:
-        assert served_models(url, "llamacpp", None) == ["/m.gguf"]
+        assert served_models(url, dialect("llamacpp"), None) == ["/m.gguf"]
         with pytest.raises(NotAnLLMServerError):
-            served_models(url, "sglang", None)
+            served_models(url, dialect("sglang"), None)
 
 
 def test_nothing_listening_is_cannot_reach() -> None:
     with serve(Quiet) as url:
         pass
     with pytest.raises(UsageError, match="cannot reach"):
-        served_models(url, "openai", None)
+        served_models(url, dialect("openai"), None)
 
 
 def test_pick_model() -> None:

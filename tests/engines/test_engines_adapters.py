@@ -34,7 +34,7 @@ def test_registry_covers_every_engine_with_a_contract_dialect() -> None:
     assert set(ADAPTERS) == set(names())
     for name, adapter in ADAPTERS.items():
         assert adapter.name == name
-        assert adapter.dialect in CONTRACT_DIALECTS
+        assert adapter.dialect.name in CONTRACT_DIALECTS
         assert adapter.health_path.startswith("/")
         # lmdeploy's log lines are not modelled yet (crossover.engines.specs.lmdeploy)
         assert adapter.log_patterns or name in ("triton", "lmdeploy")

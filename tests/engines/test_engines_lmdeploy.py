@@ -15,7 +15,7 @@ from crossover.errors import UsageError
 
 def test_registered_with_its_dialect() -> None:
     spec = registry.get("lmdeploy")
-    assert spec.dialect == "llamacpp"
+    assert spec.dialect == registry.get("llamacpp").dialect
     assert spec.health_path == "/health"
     assert spec.plan is None and spec.advise is None  # not a plan or advisor engine
 

@@ -246,3 +246,64 @@ def test_vllm_model_refuses_bad_requests(vllm_model: tuple[Any, Any, str]) -> No
     errors = [r.sender.sent[-1][0].error for r in bad]
     assert errors == ["text_input is missing", "max_tokens must be >= 1, got 0"]
     assert counters == {}
+
+
+def _fake_llama_cpp() -> ModuleType:
+    """llama-cpp-python's surface the model's ``initialize`` reads (no library loaded)."""
+    fake = ModuleType("llama_cpp")
+
+    class Llama:
+        def __init__(self, **settings: Any) -> None:
+            self.n_threads = settings["n_threads"]
+            self._ctx = settings["n_ctx"]
+            self._model = SimpleNamespace(vocab="vocab")
+
+        def n_vocab(self) -> int:
+            return 8
+
+        def n_ctx(self) -> int:
+            return self._ctx
+
+    fake.Llama = Llama  # type: ignore[attr-defined]
+    fake.llama_vocab_is_eog = lambda vocab, t: t == 7  # type: ignore[attr-defined]
+    fake.__version__ = "0.0-fake"  # type: ignore[attr-defined]
+    return fake
+
+
+def test_the_llamacpp_models_settings_line_reads_back_through_its_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The model names its engine as its config.pbtxt says (the spec's name), and
+    verify-config maps the line's settings with that spec's table."""
+    from google.protobuf import json_format
+
+    from crossover.engines.logs_triton import read_triton_log
+    from crossover.plan.triton_hosted import llamacpp_parameters
+
+    pb, _ = _fake_pb()
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", pb)
+    monkeypatch.setitem(sys.modules, "llama_cpp", _fake_llama_cpp())
+    params = llamacpp_parameters("/m.gguf", "", "", n_ctx=1024, n_threads=3)
+    files = repository("llamacpp", "gemma", params, 1)
+    write_repository(tmp_path, files)
+    monkeypatch.syspath_prepend(str(tmp_path / "gemma" / "1"))
+    spec = importlib.util.spec_from_file_location("llamacpp_model", tmp_path / "gemma/1/model.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    config = triton.parse_config(files["gemma/config.pbtxt"])
+    model_config = json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True))
+    mod.TritonPythonModel().initialize(
+        {"model_config": model_config, "model_name": "gemma", "model_instance_name": "gemma_0_0"}
+    )
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "crossover-triton-model" in ln)
+    assert json.loads(line.split(":", 1)[1])["engine"] == "llamacpp"
+    facts = read_triton_log([line])
+    got = {k: facts[k].value for k in ("hosted_engine", "context_tokens", "threads", "model")}
+    assert got == {
+        "hosted_engine": "llamacpp",
+        "context_tokens": 1024,
+        "threads": 3,
+        "model": "/m.gguf",
+    }
+    assert facts["decoupled"].value is True

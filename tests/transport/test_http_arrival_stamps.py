@@ -11,8 +11,8 @@ import time
 
 import orjson
 
-from crossover.dialects import get_dialect
 from crossover.dialects.base import ChunkInfo
+from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import AiohttpTransport, StampingHandler, Timeouts

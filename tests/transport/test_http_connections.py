@@ -7,7 +7,7 @@ import socket
 
 from aiohttp import web
 
-from crossover.dialects import get_dialect
+from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.transport.client import StreamOptions, TransportName, make_client
 from crossover.transport.http import Timeouts

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import orjson
 import pytest
 
-from crossover.dialects import get_dialect
+from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.transport import reuse
 from crossover.transport.client import StreamOptions, TransportName, make_client

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from crossover.dialects import get_dialect
+from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.transport.base import StreamOptions
 from crossover.transport.http import Timeouts

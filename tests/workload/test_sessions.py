@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from crossover.calibration.tokenizer import WordTokenizer
-from crossover.dialects import RequestSpec, get_dialect
+from crossover.dialects import RequestSpec
+from crossover.engines.registry import dialect as get_dialect
 from crossover.workload.sessions import Sessions, session_prompts
 
 

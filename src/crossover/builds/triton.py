@@ -377,3 +377,9 @@ def find_triton() -> TritonInstall | None:
     if not found:
         return None
     return max(found, key=lambda pair: pair[0])[1]
+
+
+def find_tritonserver() -> Path | None:
+    """The newest cached install's ``tritonserver``, without installing; None if none."""
+    inst = find_triton()
+    return inst.tritonserver if inst else None

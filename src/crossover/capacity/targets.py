@@ -65,6 +65,7 @@ async def _launched(
     try:
         await engine.await_healthy(ecfg.health_timeout_s)
         model = t.model or ecfg.model
-        return await _search(base, engine.url, adapter.dialect, str(model), folder, events)
+        name = adapter.dialect.name
+        return await _search(base, engine.url, name, str(model), folder, events)
     finally:
         await asyncio.to_thread(engine.stop)

@@ -194,7 +194,7 @@ def _capacity_of_targets(
         "early_stop": flags["early_stop"],
     }
     for t in sweep.targets:  # every target's first level, checked before any engine starts
-        dialect = t.launch.adapter.dialect if t.launch is not None else t.engine or "openai"
+        dialect = t.launch.adapter.dialect.name if t.launch is not None else t.engine or "openai"
         url = (t.base_urls or ["http://127.0.0.1:8000"])[0]
         try:
             cfg = CapacityConfig.model_validate(

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crossover.errors import UsageError
 
-_BUILDABLE = ("llamacpp", "triton")
+if TYPE_CHECKING:
+    from crossover.engines.spec import EngineSpec, InstallTraits
 
 
-def _check(engine: str) -> None:
-    if engine not in _BUILDABLE:
-        raise UsageError(f"unknown engine {engine!r} to build; buildable: {', '.join(_BUILDABLE)}")
+def _check(engine: str) -> tuple[EngineSpec, InstallTraits]:
+    """The spec of an engine ``crossover engines install`` gets, and how it gets it."""
+    from crossover.engines import registry
+
+    spec = registry.ENGINES.get(engine)
+    if spec is None or spec.install is None:
+        buildable = registry.with_trait("install")
+        raise UsageError(f"unknown engine {engine!r} to build; buildable: {', '.join(buildable)}")
+    return spec, spec.install
 
 
 def install(
@@ -63,20 +70,20 @@ def install(
     instant when already done)."""
     import time
 
-    _check(engine)
-    if wheels is not None and engine != "triton":
+    spec, how = _check(engine)
+    if wheels is not None and how.kind != "wheel":
         raise UsageError("--wheels is for triton (llama.cpp builds from its pinned source)")
     started = time.monotonic()
-    if engine == "triton":
+    name = spec.default_executable[0]
+    if how.kind == "wheel":
         path = _install_triton(
             cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp, wheels
         )
-        name = "tritonserver"
     else:
         from crossover.builds.llamacpp import ensure_llama_server
 
         built = ensure_llama_server(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
-        path, name = str(built), "llama-server"
+        path = str(built)
     if not quiet:
         typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
     typer.echo(path)
@@ -103,22 +110,13 @@ def _install_triton(
 
 def which(engine: Annotated[str, typer.Argument(help="engine (llamacpp, triton)")]) -> None:
     """Print the path of the built engine binary; exit 2 if it is not built yet."""
-    from crossover.builds.llamacpp import find_llama_server
+    from crossover.engines.install import cached_program, install_hint
 
-    _check(engine)
-    if engine == "triton":
-        from crossover.builds.triton import find_triton
-
-        inst = find_triton()
-        if inst is None:
-            raise UsageError(
-                "tritonserver is not installed yet: run `crossover engines install triton`"
-            )
-        typer.echo(str(inst.tritonserver))
-        return
-    path = find_llama_server()
+    spec, how = _check(engine)
+    path = cached_program(spec)
     if path is None:
-        raise UsageError("llama-server is not built yet: run `crossover engines install llamacpp`")
+        program = spec.default_executable[0]
+        raise UsageError(f"{program} is not {how.done} yet: run `{install_hint(spec)}`")
     typer.echo(str(path))
 
 
@@ -126,22 +124,17 @@ def list_engines() -> None:
     """Every engine crossover launches, and where its program is here (or how to get it)."""
     import shutil
 
-    from crossover.builds.llamacpp import find_llama_server
-    from crossover.builds.triton import find_triton
     from crossover.engines import registry
+    from crossover.engines.install import cached_program, install_hint
 
     for spec in registry.specs():
         program = spec.default_executable[0]
         found: str | None = shutil.which(program)
         how = f"not found ({program} on PATH)"
-        if found is None and spec.name == "llamacpp":
-            built = find_llama_server()
+        if found is None and spec.install is not None:
+            built = cached_program(spec)
             found = str(built) if built else None
-            how = "not built: crossover engines install llamacpp"
-        elif found is None and spec.name == "triton":
-            inst = find_triton()
-            found = str(inst.tritonserver) if inst else None
-            how = "not installed: crossover engines install triton"
+            how = f"not {spec.install.done}: {install_hint(spec)}"
         typer.echo(f"{spec.name:<13} {spec.display_name:<20} {found or how}")
 
 

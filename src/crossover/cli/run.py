@@ -254,6 +254,7 @@ def run(
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
     from crossover.dialects.discovery import pick_model, served_models
+    from crossover.engines import registry
     from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.metrics.client_floor import resolve_client_floor
     from crossover.records.store import Store, check_writable
@@ -321,7 +322,8 @@ def run(
     for base in config.replica_urls:
         probe(base, api_headers(config))
         # an LLM server of this dialect, or one line and exit 2 before anything runs
-        listed = served_models(base, config.dialect, model, api_headers(config))
+        dialect = registry.dialect(config.dialect)
+        listed = served_models(base, dialect, model, api_headers(config))
         if base == config.url:
             picked, said = pick_model(base, listed, model)
             if said is not None:

@@ -1,4 +1,9 @@
-"""Request dialects: one per engine. Each builds a body and parses a chunk (pure)."""
+"""Request dialects: one per wire format. Each builds a body and parses a chunk (pure).
+
+An engine's spec holds the dialect it speaks, named after it; the registry
+(``crossover.engines.registry.dialect``) finds a dialect by name, the plain ``openai``
+one included.
+"""
 
 from __future__ import annotations
 
@@ -12,28 +17,17 @@ from crossover.dialects.openai import (
     VLLMDialect,
 )
 from crossover.dialects.triton import TritonDialect
-from crossover.errors import UsageError, unknown_choice
 
-#: every dialect by its own name (an engine's spec names the one it speaks)
-DIALECTS: dict[str, Dialect] = {
-    d.name: d
-    for d in (
-        OpenAIDialect(),
-        VLLMDialect(),
-        SGLangDialect(),
-        TRTLLMDialect(),
-        TritonDialect(),
-        LlamaCppDialect(),
-        TransformersDialect(),
-    )
-}
-
-
-def get_dialect(name: str) -> Dialect:
-    try:
-        return DIALECTS[name]
-    except KeyError:
-        raise UsageError(unknown_choice("engine dialect", name, DIALECTS)) from None
-
-
-__all__ = ["DIALECTS", "ChunkInfo", "Dialect", "Endpoint", "RequestSpec", "get_dialect"]
+__all__ = [
+    "ChunkInfo",
+    "Dialect",
+    "Endpoint",
+    "LlamaCppDialect",
+    "OpenAIDialect",
+    "RequestSpec",
+    "SGLangDialect",
+    "TRTLLMDialect",
+    "TransformersDialect",
+    "TritonDialect",
+    "VLLMDialect",
+]

@@ -59,6 +59,16 @@ class Dialect(Protocol):
     @property
     def endpoints(self) -> tuple[Endpoint, ...]: ...
 
+    @property
+    def server_tokenize(self) -> bool:
+        """The server has a llama.cpp- or vLLM-style ``/tokenize`` (exact prompt lengths)."""
+        ...
+
+    @property
+    def model_lists(self) -> tuple[str, ...]:
+        """The answers that list its models, in the order asked (``discovery``)."""
+        ...
+
     def path(self, spec: RequestSpec) -> str: ...
 
     def body(self, spec: RequestSpec) -> dict[str, Any]: ...

@@ -2,7 +2,7 @@
 
 Asked before anything is measured (``crossover run``, each URL target of a sweep): a
 plain web server answers ``/`` too, and measuring it produces a run of failed requests
-and an HTML page in the error lines. Each dialect has its own listing:
+and an HTML page in the error lines. Each dialect names its listings (``model_lists``):
 
 * OpenAI-compatible servers (vLLM, SGLang, TensorRT-LLM's ``trtllm-serve``, llama.cpp,
   crossover's calibration server): ``GET /v1/models`` answers ``{"data": [{"id": ...}]}``
@@ -24,6 +24,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from crossover.dialects.base import Dialect
 from crossover.errors import UsageError
 
 #: characters of an unexpected body quoted in the refusal
@@ -104,9 +105,24 @@ def _health_ids(doc: Any) -> list[str] | None:
     return [] if isinstance(doc, dict) else None
 
 
+#: (path, POST, reader) of each listing a dialect names, the repository's without a model
+_LISTS: dict[str, tuple[str, bool, Any]] = {
+    "models": ("/v1/models", False, _openai_ids),
+    "props": ("/props", False, _props_ids),
+    "health": ("/health", False, _health_ids),
+    "repository": ("/v2/repository/index", True, _triton_index_ids),
+}
+
+
+def _ask(kind: str, model: str | None) -> tuple[str, bool, Any]:
+    if kind == "repository" and model:
+        return (f"/v2/models/{model}", False, _triton_model(model))
+    return _LISTS[kind]
+
+
 def served_models(
     url: str,
-    dialect: str,
+    dialect: Dialect,
     model: str | None,
     headers: dict[str, str] | None = None,
     timeout_s: float = 10.0,
@@ -115,18 +131,7 @@ def served_models(
     names none, e.g. a health check); raises ``NotAnLLMServerError`` with one line when
     it answers, but not as such a server, and ``UsageError`` when nothing answers."""
     hdrs = headers or {}
-    asks: list[tuple[str, bool, Any]]
-    if dialect == "triton":
-        if model:
-            asks = [(f"/v2/models/{model}", False, _triton_model(model))]
-        else:
-            asks = [("/v2/repository/index", True, _triton_index_ids)]
-    elif dialect == "llamacpp":
-        asks = [("/v1/models", False, _openai_ids), ("/props", False, _props_ids)]
-    elif dialect == "transformers":
-        asks = [("/v1/models", False, _openai_ids), ("/health", False, _health_ids)]
-    else:
-        asks = [("/v1/models", False, _openai_ids)]
+    asks = [_ask(kind, model) for kind in dialect.model_lists]
     first: tuple[str, _Answer] | None = None
     for path, post, read in asks:
         ans = _fetch(url + path, hdrs, timeout_s, post=post)
@@ -141,10 +146,11 @@ def served_models(
     assert first is not None
     path, ans = first
     verb = "POST" if path == "/v2/repository/index" else "GET"
-    what = "a model list" if dialect != "triton" or not model else f"model {model!r}'s metadata"
+    metadata = "repository" in dialect.model_lists and model
+    what = f"model {model!r}'s metadata" if metadata else "a model list"
     said = f"{ans.status}" + (f" {ans.reason}" if ans.reason else "")
     raise NotAnLLMServerError(
-        f"{url} does not answer as an LLM server ({dialect} dialect): {verb} {path} "
+        f"{url} does not answer as an LLM server ({dialect.name} dialect): {verb} {path} "
         f"answered {said}, not {what}: {one_line(ans.body)}"
     )
 

@@ -106,10 +106,14 @@ class OpenAIDialect:
     """Standard fields only: ``max_tokens`` and usage. Cannot force N tokens,
     so a model that stops at EOS is caught by verification, not hidden."""
 
+    #: the plain dialect's name; an engine's spec names its own dialect
     name: str = "openai"
     has_done_sentinel: bool = True
     endpoints: tuple[Endpoint, ...] = ("completions", "chat")
     include_stream_options: bool = True
+    server_tokenize: bool = True
+    #: ``GET /v1/models`` (``crossover.dialects.discovery``)
+    model_lists: tuple[str, ...] = ("models",)
 
     def path(self, spec: RequestSpec) -> str:
         return "/v1/chat/completions" if spec.endpoint == "chat" else "/v1/completions"
@@ -190,8 +194,6 @@ class OpenAIDialect:
 class VLLMDialect(OpenAIDialect):
     """vLLM: ``min_tokens`` + ``ignore_eos`` force the length."""
 
-    name: str = "vllm"
-
     def matched_fields(self, n: int) -> dict[str, Any]:
         return {"max_tokens": n, "min_tokens": n, "ignore_eos": True}
 
@@ -200,14 +202,14 @@ class VLLMDialect(OpenAIDialect):
 class SGLangDialect(VLLMDialect):
     """SGLang's OpenAI API: same fields; ``include_usage`` defaults to false there."""
 
-    name: str = "sglang"
+    server_tokenize: bool = False
 
 
 @dataclass(frozen=True)
 class TRTLLMDialect(VLLMDialect):
     """trtllm-serve: its request models forbid unknown fields, so nothing extra."""
 
-    name: str = "trtllm"
+    server_tokenize: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,8 @@ class LlamaCppDialect(OpenAIDialect):
     every request is verified from usage rather than trusted.
     """
 
-    name: str = "llamacpp"
+    #: ``/props`` names the model it loaded where ``/v1/models`` does not answer
+    model_lists: tuple[str, ...] = ("models", "props")
 
     def matched_fields(self, n: int) -> dict[str, Any]:
         return {"max_tokens": n, "ignore_eos": True}
@@ -229,7 +232,9 @@ class TransformersDialect(OpenAIDialect):
     """transformers serve: ``ignore_eos``/``min_tokens`` get 422; the length is forced
     through ``generation_config``, a JSON *string*."""
 
-    name: str = "transformers"
+    server_tokenize: bool = False
+    #: ``/v1/models`` fails without an HF cache folder: ``/health`` is its word
+    model_lists: tuple[str, ...] = ("models", "health")
 
     def matched_fields(self, n: int) -> dict[str, Any]:
         gen = json.dumps({"min_new_tokens": n, "max_new_tokens": n}, separators=(",", ":"))

@@ -16,9 +16,12 @@ from crossover.dialects.openai import as_int
 
 @dataclass(frozen=True)
 class TritonDialect:
-    name: str = "triton"
+    name: str  # the engine spec's
     has_done_sentinel: bool = False
     endpoints: tuple[Endpoint, ...] = ("completions",)
+    server_tokenize: bool = False
+    #: a model's metadata, or the repository index (``crossover.dialects.discovery``)
+    model_lists: tuple[str, ...] = ("repository",)
 
     def path(self, spec: RequestSpec) -> str:
         return f"/v2/models/{spec.model}/generate_stream"

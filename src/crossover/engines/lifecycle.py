@@ -45,6 +45,7 @@ from crossover.engines.effective import (
     keep_earlier_log,
     read_log,
 )
+from crossover.engines.install import cached_program
 from crossover.engines.processes import (
     check_port_free,
     exit_description,
@@ -89,31 +90,19 @@ def _resolve_executable(program: str, adapter: EngineSpec) -> str:
     )
 
 
-def _default_llama_server() -> list[str] | None:
-    if shutil.which("llama-server"):
+def _default_cached(adapter: EngineSpec) -> list[str] | None:
+    """The program ``crossover engines install`` cached, where the default one is not on
+    PATH (None: on PATH, or nothing cached)."""
+    if shutil.which(adapter.default_executable[0]):
         return None
-    try:
-        from crossover.builds.llamacpp import find_llama_server
-    except ImportError:
-        return None
-    path = find_llama_server()
+    path = cached_program(adapter)
     return [str(path)] if path else None
-
-
-def _default_tritonserver() -> list[str] | None:
-    if shutil.which("tritonserver"):
-        return None
-    from crossover.builds.triton import find_triton
-
-    found = find_triton()
-    return [str(found.tritonserver)] if found else None
 
 
 def _preflight(config: EngineConfig) -> EngineConfig:
     adapter = registry.get(config.engine)
-    defaults = {"llamacpp": _default_llama_server, "triton": _default_tritonserver}
-    if config.engine in defaults and config.executable is None:
-        built = defaults[config.engine]()
+    if adapter.install is not None and config.executable is None:
+        built = _default_cached(adapter)
         if built:
             config = config.model_copy(update={"executable": built})
     _resolve_executable(adapter.executable(config)[0], adapter)

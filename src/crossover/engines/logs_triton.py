@@ -6,7 +6,7 @@ each model started (``TRITONBACKEND_ModelInstanceInitialize: <model>_<group>_<n>
 line per instance), and the line crossover's Python-backend models print at start-up
 (``crossover-triton-model: {json}``: the hosted engine, the settings it was started with,
 and the model's config as Triton handed it over: backend, decoupled, instance count),
-mapped to crossover's canonical settings.
+mapped to crossover's canonical settings by the hosted engine's spec (``triton_hosted``).
 
 Origins: triton-inference-server/server ``src/server.cc`` (the tables),
 python_backend ``src/python_be.cc`` (instance lines), ``crossover.plan.triton_python``.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from crossover.engines.launchrec import Fact
@@ -27,22 +27,6 @@ _CROSSOVER = "crossover.plan.triton_python (the model's settings line)"
 SETTINGS_PREFIX = "crossover-triton-model:"
 _ROW = re.compile(r"^\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*([^|]*?)\s*\|")
 _INSTANCE = re.compile(r"TRITONBACKEND_ModelInstanceInitialize: (\S+?)_(\d+)_(\d+) \(")
-
-#: (hosted engine, its setting) -> (canonical setting, conversion)
-_HOSTED: dict[tuple[str, str], tuple[str, Callable[[Any], Any]]] = {
-    ("llamacpp", "n_ctx"): ("context_tokens", int),
-    ("llamacpp", "n_threads"): ("threads", int),
-    ("llamacpp", "n_gpu_layers"): ("gpu_layers", int),
-    ("llamacpp", "model_path"): ("model", str),
-    ("vllm", "model"): ("model", str),
-    ("vllm", "tensor_parallel_size"): ("tp", int),
-    ("vllm", "pipeline_parallel_size"): ("pp", int),
-    ("vllm", "max_num_seqs"): ("parallel_slots", int),
-    ("vllm", "max_model_len"): ("context_tokens", int),
-    ("vllm", "enforce_eager"): ("cuda_graphs", lambda v: not bool(v)),
-    ("vllm", "gpu_memory_utilization"): ("gpu_memory_utilization", float),
-    ("vllm", "quantization"): ("quant", str),
-}
 
 
 def _fact(setting: str, value: Any, line: int, evidence: str, origin: str) -> Fact:
@@ -110,6 +94,14 @@ def read_triton_log(lines: list[str]) -> dict[str, Fact]:
     return facts
 
 
+def _hosted_settings(engine: str) -> Mapping[str, tuple[str, Callable[[Any], Any]]]:
+    """The hosted engine's settings as its spec maps them (none for an engine unknown here)."""
+    from crossover.engines import registry  # the registry holds the spec that reads this log
+
+    spec = registry.ENGINES.get(engine)
+    return spec.triton_hosted.settings if spec and spec.triton_hosted else {}
+
+
 def _hosted(lines: list[str], facts: dict[str, Fact]) -> None:
     for no, line in enumerate(lines, start=1):
         at = line.find(SETTINGS_PREFIX)
@@ -130,8 +122,9 @@ def _hosted(lines: list[str], facts: dict[str, Fact]) -> None:
                 "decoupled", _fact("decoupled", triton["decoupled"], no, evidence, _CROSSOVER)
             )
         settings = body.get("settings") or {}
+        hosted = _hosted_settings(engine)
         for key, raw in settings.items() if isinstance(settings, dict) else ():
-            target = _HOSTED.get((engine, key))
+            target = hosted.get(key)
             if target is None or raw is None:
                 continue
             name, convert = target

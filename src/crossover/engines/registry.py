@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from types import ModuleType
 
+from crossover.dialects import Dialect, OpenAIDialect
 from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
 from crossover.engines.specs import (
@@ -46,6 +47,28 @@ def _collect() -> dict[str, EngineSpec]:
 
 
 ENGINES: dict[str, EngineSpec] = _collect()
+
+
+def _dialects() -> dict[str, Dialect]:
+    out: dict[str, Dialect] = {OpenAIDialect().name: OpenAIDialect()}
+    for spec in ENGINES.values():
+        known = out.setdefault(spec.dialect.name, spec.dialect)
+        if known != spec.dialect:
+            raise RuntimeError(f"two dialects are named {spec.dialect.name!r}")
+    return out
+
+
+#: every request dialect by name: the plain OpenAI one and each engine's (a run against a
+#: URL names one with ``--engine``)
+DIALECTS: dict[str, Dialect] = _dialects()
+
+
+def dialect(name: str) -> Dialect:
+    """The dialect named ``name``; a ``UsageError`` naming the known ones."""
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise UsageError(unknown_choice("engine dialect", name, DIALECTS)) from None
 
 
 def names() -> tuple[str, ...]:

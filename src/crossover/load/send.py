@@ -10,7 +10,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crossover.dialects import RequestSpec, get_dialect
+from crossover.dialects import RequestSpec
+from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.spec.run import RunConfig
 from crossover.transport.client import StreamOptions, Transport

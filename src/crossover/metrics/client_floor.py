@@ -165,14 +165,14 @@ async def measure_floor_at(
 ) -> FloorResult:
     """Measure at ``url`` (a calibration server already configured for ``itl_ms``) with
     the client of ``transport``."""
-    from crossover.dialects import RequestSpec, get_dialect
+    from crossover.dialects import RequestSpec, VLLMDialect
     from crossover.metrics import requests as rq
     from crossover.records.model import RequestRecord
     from crossover.transport.client import StreamOptions, make_client
     from crossover.transport.http import Timeouts
 
     n = requests if requests is not None else concurrency
-    dialect = get_dialect("vllm")
+    dialect = VLLMDialect()  # the calibration server's API: vLLM's fields
     spec = RequestSpec(model, "one two three four five six seven eight", output_tokens)
     body = dialect.body(spec)
     target = url + dialect.path(spec)

@@ -152,7 +152,7 @@ def _drop_extra_tokens(backend: Any, n_tokens: int) -> Any:
 
 
 def _gguf_converter() -> Any:
-    """transformers' GGUF tokenizer converter, wherever this version keeps it: 5.24 in
+    """The transformers library's GGUF tokenizer converter, wherever this version keeps it: 5.24 in
     ``integrations.gguf.gguf_tokenizer_mapping``; 4.x and 5.17 (the H200's) in
     ``integrations.ggml``. Without it the build falls back to ``AutoTokenizer``, whose
     GGUF path in 5.17 imports torch and gives Llama 3's vocabulary GPT-2's regex."""

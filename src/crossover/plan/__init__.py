@@ -3,8 +3,11 @@
 Public API::
 
     from crossover.plan import PlanRequest, make_plan, write_plan
-    plan = make_plan(PlanRequest(engine="triton", model="llama-3.1-8b", tp=2, quant="fp8"))
+    plan = make_plan(PlanRequest(engine=name, model="llama-3.1-8b", tp=2, quant="fp8"))
     write_plan(plan, Path("out"))
+
+where ``name`` is an engine whose spec has the ``plan`` trait
+(``crossover.engines.registry.with_trait("plan")``).
 
 A plan is a set of files (``build.sh``, ``serve.sh``, YAML, a Triton model repository)
 plus ``plan.json``, whose ``expect`` block (``cuda_graphs``, ``tp``, ``quant``) is what

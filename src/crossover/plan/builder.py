@@ -72,19 +72,21 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
     rules: list[str] = []
     is_gguf = quant.startswith("gguf-")
     formats = traits.formats
-    if req.load_format is not None and not (
-        req.engine == "vllm" or (req.engine == "triton" and req.hosted == "vllm")
-    ):
-        raise UsageError("--load-format is for vLLM (--engine vllm, or triton --hosted vllm)")
-    if req.engine != "triton":
-        if req.hosted != "tensorrtllm" or req.instances is not None:
-            raise UsageError("--hosted and --instances are for --engine triton")
-    elif req.hosted != "tensorrtllm":
-        from crossover.plan.triton_hosted import HOSTED
+    from crossover.plan.triton_hosted import ENSEMBLE, hosted_choices, hosted_traits
 
-        if req.hosted not in HOSTED:
-            raise UsageError(f"--hosted must be one of {', '.join(HOSTED)}")
-        formats = "gguf" if req.hosted == "llamacpp" else "16-bit"
+    hosted = registry.ENGINES.get(req.hosted) if traits.hosts else None
+    hosted_load_format = hosted is not None and (
+        hosted.triton_hosted is not None and hosted.triton_hosted.load_format
+    )
+    if req.load_format is not None and not (traits.load_format or hosted_load_format):
+        raise UsageError("--load-format is for vLLM (--engine vllm, or triton --hosted vllm)")
+    if not traits.hosts:
+        if req.hosted != ENSEMBLE or req.instances is not None:
+            raise UsageError("--hosted and --instances are for --engine triton")
+    elif req.hosted != ENSEMBLE:
+        if req.hosted not in hosted_choices():
+            raise UsageError(f"--hosted must be one of {', '.join(hosted_choices())}")
+        formats = hosted_traits(req.hosted).formats
     elif req.instances is not None:
         raise UsageError(
             "--instances sets a Python-backend model's instances (--hosted llamacpp or vllm); "

@@ -67,7 +67,7 @@ def plan_trtllm(
         plan.executable.append("build.sh")
     # the TensorRT-engine path (also what Triton serves), for reference and --backend tensorrt
     try:
-        _engine_build_script(plan, spec, facts, req, "build_engine.sh")
+        _engine_build_script(plan, spec, facts, req, "build_engine.sh", "./trtllm_engine")
     except UsageError as exc:
         notes.append(f"no build_engine.sh (TensorRT-engine path): {exc}")
     argv = commands.trtllm_serve_args(
@@ -101,6 +101,7 @@ def _engine_build_script(
     facts: ModelFacts | None,
     req: PlanRequest,
     name: str,
+    engine_dir: str,
     extra: list[str] | None = None,
 ) -> list[list[str]]:
     arch = facts.architecture if facts else None
@@ -109,7 +110,7 @@ def _engine_build_script(
     plan.files[name] = script(
         f"convert {req.model} and build a TensorRT-LLM {req.trtllm_version} engine "
         f"(tp={spec.tp}, pp={spec.pp}, {spec.quant})",
-        _trtllm_vars(spec, req.engine_dir if req.engine == "triton" else "./trtllm_engine"),
+        _trtllm_vars(spec, engine_dir),
         body,
     )
     plan.executable.append(name)
@@ -141,7 +142,7 @@ def plan_triton(
         for m in pythons
     ]
     extra = [explain("PLAN_DIR"), 'PLAN_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"', *copy]
-    build = _engine_build_script(plan, spec, facts, req, "build.sh", extra)
+    build = _engine_build_script(plan, spec, facts, req, "build.sh", engine_dir, extra)
     pre, post = triton.instance_counts(req.max_concurrency)
     rules += ["plan-triton-instance-count", "plan-triton-cuda-graph-mode"]
     notes.append(

@@ -11,9 +11,14 @@ are ``text_output`` and the cumulative token counts.
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
+from crossover.engines import registry
+from crossover.engines.spec import TritonHostedTraits
 from crossover.errors import UsageError
 from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
@@ -21,8 +26,25 @@ from crossover.plan.script import command_line, explain, script, var
 from crossover.plan.triton_models import ModelConfigSpec, Tensor
 from crossover.plan.triton_python import COMMON_FILE, common_source, model_source
 
-#: what ``--hosted`` takes: the TensorRT-LLM ensemble, or an engine in the Python backend
-HOSTED = ("tensorrtllm", "llamacpp", "vllm")
+#: ``--hosted``'s default: the TensorRT-LLM ensemble (the others: an engine in the Python
+#: backend, each a spec with ``triton_hosted``)
+ENSEMBLE = "tensorrtllm"
+#: the engine's name as its model reads it from config.pbtxt's parameters (its log line)
+ENGINE_PARAMETER = "engine"
+
+
+def hosted_choices() -> tuple[str, ...]:
+    """What ``--hosted`` takes: the ensemble, or an engine in the Python backend."""
+    return (ENSEMBLE, *registry.with_trait("triton_hosted"))
+
+
+def hosted_traits(engine: str) -> TritonHostedTraits:
+    """How ``engine`` runs in the Python backend; ``UsageError`` if it does not."""
+    spec = registry.ENGINES.get(engine)
+    if spec is None or spec.triton_hosted is None:
+        known = ", ".join(registry.with_trait("triton_hosted"))
+        raise UsageError(f"no Python-backend model for {engine!r} ({known})")
+    return spec.triton_hosted
 
 
 def _in(name: str, dtype: str, optional: bool = True) -> Tensor:
@@ -104,11 +126,11 @@ def repository(
     """``{relative path: content}``: the config, model.py and its helper."""
     from crossover.plan.triton import render
 
-    if engine not in ("llamacpp", "vllm"):
-        raise UsageError(f"no Python-backend model for {engine!r} (llamacpp, vllm)")
+    traits = hosted_traits(engine)
+    parameters = {**parameters, ENGINE_PARAMETER: engine}
     return {
         f"{name}/config.pbtxt": render(model_config(name, parameters, instances)),
-        f"{name}/1/model.py": model_source(engine),
+        f"{name}/1/model.py": model_source(traits.model_file),
         f"{name}/1/{COMMON_FILE}": common_source(),
     }
 
@@ -126,7 +148,8 @@ def write_repository(root: Path, files: dict[str, str]) -> list[Path]:
     return written
 
 
-def _llamacpp_parameters(spec: PlanLaunch) -> tuple[dict[str, str], str]:
+def llamacpp_launch_parameters(spec: PlanLaunch) -> tuple[dict[str, str], str | None]:
+    """The llama.cpp model's parameters for the plan's launch, and the build it loads."""
     from crossover.builds.libllama import find_libllama
 
     shared = find_libllama()
@@ -145,7 +168,7 @@ def _llamacpp_parameters(spec: PlanLaunch) -> tuple[dict[str, str], str]:
     return params, f"llama.cpp {shared.base.label} build {shared.key} ({shared.lib_dir})"
 
 
-def _vllm_parameters(spec: PlanLaunch) -> dict[str, str]:
+def vllm_launch_parameters(spec: PlanLaunch) -> tuple[dict[str, str], str | None]:
     """The engine args of ``crossover plan --engine vllm``'s launch: the batched-token
     budget and memory share are written out, because vLLM's defaults depend on who starts
     it (0.26.0 on an H200: 8,192 batched tokens for ``vllm serve``, 2,048 for an engine
@@ -164,7 +187,7 @@ def _vllm_parameters(spec: PlanLaunch) -> dict[str, str]:
         args["quantization"] = spec.quant
     if spec.load_format is not None:
         args["load_format"] = spec.load_format
-    return vllm_parameters(args)
+    return vllm_parameters(args), None
 
 
 def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]) -> Built:
@@ -172,11 +195,15 @@ def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]
     from crossover.builds.triton import find_triton
 
     name = req.hosted
-    if name == "llamacpp":
-        params, built = _llamacpp_parameters(spec)
+    traits = hosted_traits(name)
+    module, _, function = traits.parameters.partition(":")
+    write = cast(
+        Callable[[PlanLaunch], tuple[dict[str, str], str | None]],
+        getattr(importlib.import_module(module), function),
+    )
+    params, built = write(spec)
+    if built is not None:
         notes.append(f"the model loads {built}")
-    else:
-        params = _vllm_parameters(spec)
     instances = req.instances or 1
     for rel, content in repository(name, name, params, instances).items():
         plan.files[f"triton_model_repo/{rel}"] = content
@@ -211,7 +238,7 @@ def plan_hosted(req: PlanRequest, spec: PlanLaunch, plan: Plan, notes: list[str]
     )
     plan.executable.append("serve.sh")
     return (
-        spec.cuda_graphs if name == "vllm" else False,
+        spec.cuda_graphs if traits.cuda_graphs else False,
         [],
         resolve_vars(argv, {"PLAN_DIR": "."}),
         {},  # serve.sh exports the server's libraries and the stub's venv

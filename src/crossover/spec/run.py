@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from crossover import defaults
-from crossover.dialects import DIALECTS
+from crossover.engines import registry
 from crossover.errors import unknown_choice
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
@@ -111,8 +111,8 @@ class RunConfig(Limits, Warmup, Workload):
     @field_validator("dialect")
     @classmethod
     def _dialect(cls, v: str) -> str:
-        if v not in DIALECTS:
-            raise ValueError(unknown_choice("engine", v, DIALECTS))
+        if v not in registry.DIALECTS:
+            raise ValueError(unknown_choice("engine", v, registry.DIALECTS))
         return v
 
     @field_validator("slo")
@@ -131,8 +131,8 @@ class RunConfig(Limits, Warmup, Workload):
             self.requests = defaults.run_requests(self.concurrency)
         if self.requests is not None and self.duration_s is not None:
             raise ValueError("give --requests or --duration-s, not both")
-        if self.dialect == "triton" and self.endpoint == "chat":
-            raise ValueError("the triton dialect has no chat endpoint")
+        if self.endpoint not in registry.dialect(self.dialect).endpoints:
+            raise ValueError(f"the {self.dialect} dialect has no {self.endpoint} endpoint")
         if self.urls and self.urls[0] != self.url:
             raise ValueError("url must be the first of urls")
         if self.sessions is not None and self.duration_s is not None:

@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from crossover.dialects import DIALECTS
 from crossover.engines import registry
 from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
@@ -172,8 +171,8 @@ class TargetConfig(BaseModel):
                 f"target {self.name}: give one of url, urls or launch, not {' and '.join(kinds)}"
             )
         remote = self.launch is None
-        if remote and self.engine is not None and self.engine not in DIALECTS:
-            raise ValueError(unknown_choice("engine", self.engine, DIALECTS))
+        if remote and self.engine is not None and self.engine not in registry.DIALECTS:
+            raise ValueError(unknown_choice("engine", self.engine, registry.DIALECTS))
         return self
 
     @property

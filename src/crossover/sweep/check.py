@@ -111,7 +111,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
                 f"{cfg.output_tokens} output) but launch.context_tokens is {context}",
             )
         )
-    out.findings += _endpoint(cfg, t, where, adapter.dialect)
+    out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
     if local:
         out.findings += _local_launch(ecfg, adapter, where, reps.replicas)
     elif not _looks_like_path(ecfg.model) and adapter.model_is_local:
@@ -119,7 +119,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
             Finding(
                 where,
                 f"model {ecfg.model!r} is a name, not a path: {adapter.display_name} reads "
-                f"{_model_kind(ecfg.engine)}",
+                f"{adapter.model_kind}",
             )
         )
     return out
@@ -140,6 +140,7 @@ def _free_port_shown(argv: list[str], port: int) -> list[str]:
 
 def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck:
     from crossover.dialects.discovery import pick_model, served_models
+    from crossover.engines import registry
     from crossover.measure import probe
 
     where = f"target {t.name}"
@@ -150,7 +151,8 @@ def _check_url_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetC
         for u in urls:
             try:
                 probe(u, {}, timeout_s=5.0)
-                listed = served_models(u, t.engine or "openai", t.model, timeout_s=5.0)
+                dialect = registry.dialect(t.engine or "openai")
+                listed = served_models(u, dialect, t.model, timeout_s=5.0)
                 pick_model(u, listed, t.model)  # several listed and none named: say so
             except UsageError as exc:
                 out.findings.append(Finding(where, str(exc)))
@@ -184,14 +186,6 @@ def _looks_like_path(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~")) or model.endswith((".gguf", ".json"))
 
 
-def _model_kind(engine: str) -> str:
-    return {
-        "llamacpp": "one GGUF file",
-        "triton": "a Triton model repository folder",
-        "transformers": "an HF model folder",
-    }.get(engine, "an HF model folder or a hub id (ORG/NAME)")
-
-
 def _local_launch(
     ecfg: EngineConfig, adapter: EngineSpec, where: str, replicas: int
 ) -> list[Finding]:
@@ -209,7 +203,7 @@ def _local_launch(
                 Finding(
                     where,
                     f"model path not found: {ecfg.model} ({adapter.display_name} reads "
-                    f"{_model_kind(ecfg.engine)})",
+                    f"{adapter.model_kind})",
                 )
             )
         elif adapter.reads_gguf and path.is_dir():
@@ -245,21 +239,13 @@ def _executable_problem(ecfg: EngineConfig, adapter: EngineSpec) -> str | None:
     the sweep does, Triton the installed tritonserver (``crossover engines install
     triton``); ``python -m MODULE`` programs need MODULE importable by that python."""
     argv = adapter.executable(ecfg)
-    if ecfg.engine == "triton" and ecfg.executable is None and not shutil.which(argv[0]):
-        from crossover.builds.triton import find_triton
+    install = adapter.install
+    if install is not None and ecfg.executable is None and not shutil.which(argv[0]):
+        from crossover.engines.install import cached_program, install_hint
 
-        if find_triton() is None:
+        if cached_program(adapter) is None:
             return (
-                "no tritonserver here: `crossover engines install triton` installs one, or "
-                "set launch.executable"
-            )
-        return None
-    if ecfg.engine == "llamacpp" and ecfg.executable is None and not shutil.which(argv[0]):
-        from crossover.builds.llamacpp import find_llama_server
-
-        if find_llama_server() is None:
-            return (
-                "no llama-server here: `crossover engines install llamacpp` builds one, or "
+                f"no {argv[0]} here: `{install_hint(adapter)}` {install.does} one, or "
                 "set launch.executable"
             )
         return None

@@ -19,6 +19,7 @@ from typing import Any
 
 from crossover.analysis import TargetInfo
 from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
+from crossover.engines import registry
 from crossover.errors import (
     EngineError,
     NotLLMServerTargetError,
@@ -118,7 +119,7 @@ class TargetSession:
                 settings=settings,
             )
             self._say("healthy at " + ", ".join(e.url for e in engines))
-        return [e.url for e in self.engines], adapter.dialect, t.model or ecfg.model
+        return [e.url for e in self.engines], adapter.dialect.name, t.model or ecfg.model
 
     def replica_log(self, k: int) -> Path:
         """``NAME.log`` for replica 0 (as a single engine's), ``NAME-rK.log`` for the others;
@@ -252,7 +253,9 @@ class TargetSession:
                 try:
                     await asyncio.to_thread(probe, u, {})
                     if self.model is None:  # an LLM server of its dialect, asked once
-                        got = await asyncio.to_thread(served_models, u, dialect, model or None)
+                        got = await asyncio.to_thread(
+                            served_models, u, registry.dialect(dialect), model or None
+                        )
                         listed = got if listed is None else listed
                 except NotAnLLMServerError as exc:
                     raise NotLLMServerTargetError(str(exc)) from None

@@ -11,6 +11,7 @@ import itertools
 import re
 from pathlib import Path
 
+from crossover.dialects import LlamaCppDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
@@ -20,11 +21,13 @@ from crossover.engines.logs_moe import llamacpp_moe_launch
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
+    InstallTraits,
     LaunchSpec,
     PlanFields,
     PlanLaunch,
     PlanTraits,
     QualityAPI,
+    TritonHostedTraits,
     VersionProbe,
     on_off,
     refuse,
@@ -199,7 +202,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name="llamacpp",
     display_name="llama-server",
-    dialect="llamacpp",
+    dialect=LlamaCppDialect(name="llamacpp"),
     default_executable=("llama-server",),
     build=build,
     flags=FLAGS,
@@ -256,4 +259,18 @@ SPEC = EngineSpec(
         writer="crossover.plan.builder:gguf_script", fields=plan_fields, formats="gguf"
     ),
     advise=AdvisorTraits(preference=(1, 2, 3), prefix_cache=True),
+    model_kind="one GGUF file",
+    install=InstallTraits(find="crossover.builds.llamacpp:find_llama_server"),
+    # llama-cpp-python's Llama in the Python backend (crossover.plan.triton_python)
+    triton_hosted=TritonHostedTraits(
+        model_file="llamacpp_model.py",
+        parameters="crossover.plan.triton_hosted:llamacpp_launch_parameters",
+        settings={
+            "n_ctx": ("context_tokens", int),
+            "n_threads": ("threads", int),
+            "n_gpu_layers": ("gpu_layers", int),
+            "model_path": ("model", str),
+        },
+        formats="gguf",
+    ),
 )

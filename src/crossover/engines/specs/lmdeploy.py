@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import LlamaCppDialect
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable, fmt_g
 from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe, refuse
@@ -70,7 +71,8 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 SPEC = EngineSpec(
     name="lmdeploy",
     display_name="lmdeploy api_server",
-    dialect="llamacpp",  # max_tokens + ignore_eos, no min_tokens (see above)
+    # max_tokens + ignore_eos, no min_tokens (see above): llama-server's, by its name
+    dialect=LlamaCppDialect(name="llamacpp"),
     default_executable=("lmdeploy",),
     build=build,
     flags=FLAGS,

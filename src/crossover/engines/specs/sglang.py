@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import SGLangDialect
 from crossover.engines import logs_sglang
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
@@ -164,7 +165,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name=NAME,
     display_name="SGLang",
-    dialect=NAME,
+    dialect=SGLangDialect(name=NAME),
     default_executable=("python3", "-m", "sglang.launch_server"),
     build=build,
     flags=FLAGS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import TransformersDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable
@@ -86,7 +87,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name="transformers",
     display_name="transformers serve",
-    dialect="transformers",
+    dialect=TransformersDialect(name="transformers"),
     default_executable=("python3", "-c", ENTRY),
     build=build,
     flags=FLAGS,
@@ -112,4 +113,5 @@ SPEC = EngineSpec(
     tp_heads_rule=None,
     plan=PlanTraits(fields=plan_fields, formats="16-bit"),
     advise=AdvisorTraits(preference=(4, 4, 4), graphs_matter=False),
+    model_kind="an HF model folder",
 )

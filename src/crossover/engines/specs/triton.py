@@ -13,12 +13,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import TritonDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
 from crossover.engines.logs_triton import read_triton_log
 from crossover.engines.processes import free_port
-from crossover.engines.spec import EngineSpec, LaunchSpec, PlanTraits, VersionProbe, refuse
+from crossover.engines.spec import (
+    EngineSpec,
+    InstallTraits,
+    LaunchSpec,
+    PlanTraits,
+    VersionProbe,
+    refuse,
+)
 
 
 def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
@@ -70,7 +78,7 @@ def _flag_int(args: list[str], flag: str) -> int | None:
 SPEC = EngineSpec(
     name="triton",
     display_name="tritonserver",
-    dialect="triton",
+    dialect=TritonDialect(name="triton"),
     default_executable=("tritonserver",),
     build=build,
     flags=FlagTable(),  # every setting lives in the model repository (crossover plan)
@@ -97,5 +105,7 @@ SPEC = EngineSpec(
     detect_first=True,
     model_is_local=True,
     source="triton-inference-server/server docs/customization_guide; tritonserver --help",
-    plan=PlanTraits(writer="crossover.plan.nvidia:plan_triton", versioned=True),
+    plan=PlanTraits(writer="crossover.plan.nvidia:plan_triton", versioned=True, hosts=True),
+    model_kind="a Triton model repository folder",
+    install=InstallTraits(find="crossover.builds.triton:find_tritonserver", kind="wheel"),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from crossover.dialects import TRTLLMDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable, fmt_g
@@ -118,7 +119,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 SPEC = EngineSpec(
     name="trtllm",
     display_name="trtllm-serve",
-    dialect="trtllm",
+    dialect=TRTLLMDialect(name="trtllm"),
     default_executable=("trtllm-serve",),
     build=build,
     flags=FLAGS,

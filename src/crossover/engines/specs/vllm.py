@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from crossover.dialects import VLLMDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
@@ -26,6 +27,7 @@ from crossover.engines.spec import (
     PlanLaunch,
     PlanTraits,
     QualityAPI,
+    TritonHostedTraits,
     VersionProbe,
     refuse,
 )
@@ -162,7 +164,7 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
 SPEC = EngineSpec(
     name="vllm",
     display_name="vLLM",
-    dialect="vllm",
+    dialect=VLLMDialect(name="vllm"),
     default_executable=("vllm",),
     build=build,
     flags=FLAGS,
@@ -191,6 +193,23 @@ SPEC = EngineSpec(
     custom_allreduce_tps=(2, 4, 6, 8),
     ep_flag="--enable-expert-parallel",
     quality=QualityAPI(completion_fields={"ignore_eos": True, "return_tokens_as_token_ids": True}),
-    plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
+    plan=PlanTraits(fields=plan_fields, online_quants=("fp8",), load_format=True),
     advise=AdvisorTraits(preference=(2, 1, 0), prefix_cache=True),
+    # its async engine in the Python backend (crossover.plan.triton_python)
+    triton_hosted=TritonHostedTraits(
+        model_file="vllm_model.py",
+        parameters="crossover.plan.triton_hosted:vllm_launch_parameters",
+        settings={
+            "model": ("model", str),
+            "tensor_parallel_size": ("tp", int),
+            "pipeline_parallel_size": ("pp", int),
+            "max_num_seqs": ("parallel_slots", int),
+            "max_model_len": ("context_tokens", int),
+            "enforce_eager": ("cuda_graphs", lambda v: not bool(v)),
+            "gpu_memory_utilization": ("gpu_memory_utilization", float),
+            "quantization": ("quant", str),
+        },
+        cuda_graphs=True,
+        load_format=True,
+    ),
 )

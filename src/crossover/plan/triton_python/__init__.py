@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from importlib import resources
 
-#: the engines a Python-backend model is written for
-ENGINES = ("llamacpp", "vllm")
 COMMON_FILE = "crossover_triton_common.py"
 
 
-def model_source(engine: str) -> str:
-    """The ``model.py`` text for ``engine`` (one of ``ENGINES``)."""
-    if engine not in ENGINES:
-        raise ValueError(f"no Triton Python-backend model for {engine!r}")
-    return resources.files(__package__).joinpath(f"{engine}_model.py").read_text("utf-8")
+def model_source(file: str) -> str:
+    """The text of the model file ``file`` here (an engine spec's ``triton_hosted``
+    names its own)."""
+    source = resources.files(__package__).joinpath(file)
+    if not file.endswith("_model.py") or not source.is_file():
+        raise ValueError(f"no Triton Python-backend model {file!r}")
+    return source.read_text("utf-8")
 
 
 def common_source() -> str:

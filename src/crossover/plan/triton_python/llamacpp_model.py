@@ -5,7 +5,8 @@ runs inside the stub. Settings come from config.pbtxt's ``parameters``: ``model_
 (the GGUF), ``n_ctx``, ``n_batch``, ``n_threads`` (0: every CPU the process may use),
 ``n_gpu_layers``, ``seed``, ``default_max_tokens``, and where the library and bindings are
 (``llama_cpp_lib_path``: the folder of ``libllama.so``, set as ``LLAMA_CPP_LIB_PATH``;
-``llama_cpp_python_dir``: the folder holding ``llama_cpp/``).
+``llama_cpp_python_dir``: the folder holding ``llama_cpp/``), and ``engine``: the name
+crossover's engine spec gives llama.cpp (the settings line's).
 
 One ``Llama`` per model instance (a stub process each); a ``Llama`` decodes one sequence
 at a time, so each instance serves its requests one after another (``execute`` returns
@@ -70,7 +71,8 @@ class TritonPythonModel:
             "llama_cpp_python": getattr(llama_cpp, "__version__", None),
             "lib": os.environ.get("LLAMA_CPP_LIB_PATH"),
         }
-        print(common.settings_line("llamacpp", instance, effective, config), flush=True)
+        # the name crossover's spec gives this engine (config.pbtxt)
+        print(common.settings_line(params["engine"], instance, effective, config), flush=True)
 
     def _hold_eog(self, until: int, prompt_len: int) -> Any:
         eog = self.eog

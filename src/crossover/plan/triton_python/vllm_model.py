@@ -2,7 +2,8 @@
 
 Written into a model repository by ``crossover plan --engine triton --hosted vllm``; runs
 inside the stub. config.pbtxt's ``engine_args`` parameter is a JSON object of
-``vllm.AsyncEngineArgs`` fields (model, tensor_parallel_size, max_num_seqs, ...).
+``vllm.AsyncEngineArgs`` fields (model, tensor_parallel_size, max_num_seqs, ...); its
+``engine`` parameter is the name crossover's engine spec gives vLLM (the settings line's).
 
 The engine runs on an asyncio loop in a thread of its own; ``execute`` hands each request
 to that loop and returns at once (decoupled), so requests reach vLLM's continuous batching
@@ -34,6 +35,15 @@ def make_engine(engine_args: dict[str, Any]) -> Any:
     return AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**engine_args))
 
 
+def engine_version() -> str | None:
+    """vLLM's version; None where it is not installed (under the seam's fake engine)."""
+    try:
+        from vllm import __version__
+    except ImportError:
+        return None
+    return str(__version__)
+
+
 def sampling_params(g: common.Generate) -> Any:
     from vllm import SamplingParams
 
@@ -59,10 +69,10 @@ class TritonPythonModel:
         self._thread = threading.Thread(target=self._run_loop, name="vllm-loop", daemon=True)
         self._thread.start()
         self.engine = self._call(self._start(engine_args))
-        vllm = sys.modules.get("vllm")  # absent under the seam's fake engine
-        version = getattr(vllm, "__version__", None)
-        settings = {**engine_args, "vllm": version}
-        print(common.settings_line("vllm", instance, settings, config), flush=True)
+        # the name crossover's spec gives this engine (config.pbtxt), its version under it
+        engine = params["engine"]
+        settings = {**engine_args, engine: engine_version()}
+        print(common.settings_line(engine, instance, settings, config), flush=True)
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
