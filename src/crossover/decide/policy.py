@@ -27,6 +27,15 @@ reaches the same step from the same evidence. The order of work (docs/decide.md)
    ``refine_width`` of its level gets the bisection of its segment
    (:func:`crossover.analysis.refine.propose_refinement`), up to ``refine_budget`` levels.
 
+Under a time budget (``budget``) each measurement is weighed by its expected cost against
+what is left, and three rules spend it: where engines start, a target's first pass keeps
+to its equal part of what was left when it started, shared with the targets still waiting
+(:func:`_share_left`); once every target has started, what the first pass deferred is
+taken where the engine is up first; a first-pass level whose part below left a gap open
+is measured whole (:func:`_rest_expected`). Where the budget ends the decision, the answer
+says each deferred measurement, each inconclusive bracket's bisection and the repeat behind
+each level lead found on one run of a side.
+
 Where engines start (``group_targets``), repeats are taken while a target's engine is up:
 the reference's at each of its levels (``reference_repeats``: every later target is judged
 against them, and a repeat wanted later would cost a restart), a later target's where its
@@ -835,10 +844,11 @@ def _share_left(
     waiting = [t for t in order if t not in started and t != step.target]
     if not waiting:
         return total
-    first = next((i for i, o in enumerate(observations) if o.target == step.target), None)
-    before = spent_seconds(observations[:first], s.cfg.start_s) if first is not None else None
-    if before is None:
-        before = spent_seconds(observations, s.cfg.start_s)
+    # what was spent before ``step``'s target started (all of it, where it starts now)
+    first = next(
+        (i for i, o in enumerate(observations) if o.target == step.target), len(observations)
+    )
+    before = spent_seconds(observations[:first], s.cfg.start_s)
     return before + (total - before) / (1 + len(waiting))
 
 
