@@ -288,3 +288,62 @@ def test_a_part_cut_by_time_never_shows_a_latency_lead() -> None:
                          1, 4, 10.0, budget_cut=True)  # fmt: skip
     step = next_step(q, [first, behind], None)
     assert isinstance(step, Measure) and step.level != 1
+
+
+def _level(t: str, c: int, tput: float, secs: float, done: int = 10) -> Observation:
+    return Observation(t, c, 0, {"total_tokens_per_s": tput}, done, 10, secs)
+
+
+def test_under_a_budget_each_target_keeps_to_its_part_of_what_is_left() -> None:
+    """Three targets, engines started one after another: the second may spend up to its
+    equal part of what was left when it started (shared with the third, still waiting);
+    a level past it is deferred so the third is measured at all."""
+    q = crossover_question(targets=("a", "b", "c"), repeats=1)
+    cfg = PolicyConfig(budget=0.5, grid_s=100.0)  # 50 s
+    obs = [_level("a", c, 1000.0 * c, 2.0) for c in (1, 4, 16, 64, 128)]  # 10 s
+    obs += [_level("b", 1, 950.0, 10.0), _level("b", 4, 3800.0, 10.0)]  # 30 s spent
+    # b's part: (50 - 10) / 2 = 20 s from the 10 s spent before it started, so up to 30 s;
+    # its level 16 (at least 4 s: twice a's time there) would pass it
+    step = next_step(q, obs, cfg)
+    assert isinstance(step, Measure)
+    assert (step.target, step.level) == ("c", 1)
+    # with no target left waiting, the whole budget is open to b's levels again
+    obs += [_level("c", 1, 900.0, 2.0)]
+    step = next_step(q, obs, cfg)
+    assert isinstance(step, Measure) and step.target in ("b", "c")
+    # without a budget b's next level comes first, as before
+    step = next_step(q, obs[:7], PolicyConfig())
+    assert isinstance(step, Measure) and (step.target, step.level) == ("b", 16)
+
+
+def test_under_a_budget_a_level_is_measured_whole_where_the_part_below_left_a_gap_open() -> None:
+    q = crossover_question(repeats=1)
+    obs = [_level("fast", c, 1000.0 * c, 2.0) for c in (1, 4, 16, 64, 128)]
+    obs += [_level("batched", 1, 900.0, 2.0)]
+    part = Observation("batched", 4, 0, {"total_tokens_per_s": 3500.0}, 3, 10, 4.0,
+                       budget_cut=True)  # fmt: skip
+    obs += [part, _level("batched", 4, 3600.0, 6.0)]  # its rest was wanted: gap under 25%
+    free = next_step(q, obs, PolicyConfig())
+    assert isinstance(free, Measure) and (free.target, free.level) == ("batched", 16)
+    assert free.budget_s is not None  # without a budget: a part first, as before
+    step = next_step(q, obs, PolicyConfig(budget=1.0, grid_s=1000.0))
+    assert isinstance(step, Measure) and (step.target, step.level) == ("batched", 16)
+    assert step.budget_s is None and "whole" in step.why
+    # a level below whose gap a part settled (25% or more) keeps the part
+    settled = Observation("batched", 4, 0, {"total_tokens_per_s": 2000.0}, 3, 10, 4.0,
+                          budget_cut=True)  # fmt: skip
+    far = [*obs[:6], settled]
+    step = next_step(q, far, PolicyConfig(budget=1.0, grid_s=1000.0))
+    assert isinstance(step, Measure) and step.budget_s is not None
+
+
+def test_a_budget_says_the_repeat_behind_a_lead_found_on_one_run() -> None:
+    """Where the budget ends the decision, a level lead that rests on one run of a side
+    (the grid repeats) is said with the repeat that would confirm it."""
+    q = crossover_question(repeats=2)
+    obs = [_level("fast", 1, 2000.0, 2.0), _level("batched", 1, 1000.0, 2.0)]
+    d = next_step(q, obs, PolicyConfig(budget=0.1, grid_s=10.0))
+    assert isinstance(d, Decision) and d.deferred
+    ones = {(x.target, x.level, x.repeat, x.concerns) for x in d.deferred if "one run" in x.why}
+    assert ones == {("fast", 1, 1, ("batched",)), ("batched", 1, 1, ("fast",))}
+    assert d.unsettled("fast", "batched")

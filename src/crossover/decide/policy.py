@@ -27,6 +27,15 @@ reaches the same step from the same evidence. The order of work (docs/decide.md)
    ``refine_width`` of its level gets the bisection of its segment
    (:func:`crossover.analysis.refine.propose_refinement`), up to ``refine_budget`` levels.
 
+Under a time budget (``budget``) each measurement is weighed by its expected cost against
+what is left, and three rules spend it: where engines start, a target's first pass keeps
+to its equal part of what was left when it started, shared with the targets still waiting
+(:func:`_share_left`); once every target has started, what the first pass deferred is
+taken where the engine is up first; a first-pass level whose part below left a gap open
+is measured whole (:func:`_rest_expected`). Where the budget ends the decision, the answer
+says each deferred measurement, each inconclusive bracket's bisection and the repeat behind
+each level lead found on one run of a side.
+
 Where engines start (``group_targets``), repeats are taken while a target's engine is up:
 the reference's at each of its levels (``reference_repeats``: every later target is judged
 against them, and a repeat wanted later would cost a restart), a later target's where its
@@ -119,9 +128,15 @@ class State:
     def __init__(self, q: Question, obs: Sequence[Observation], cfg: PolicyConfig) -> None:
         self.q, self.cfg = q, cfg
         self.runs: dict[tuple[str, int, int], Observation] = {}
+        #: levels first measured in part whose rest was measured after (whole)
+        self.rest_measured: set[tuple[str, int, int]] = set()
         for o in obs:
             if o.target in q.targets:
-                self.runs[(o.target, o.level, o.repeat)] = o
+                key = (o.target, o.level, o.repeat)
+                before = self.runs.get(key)
+                if before is not None and not before.complete and o.complete:
+                    self.rest_measured.add(key)
+                self.runs[key] = o
         self.last_target = obs[-1].target if obs else None
         #: measurements deferred by the time budget (``next_step`` fills it)
         self.deferred: set[tuple[str, int, int]] = set()
@@ -711,8 +726,11 @@ def next_step(
         step = _wanted(s, order, coarse)
         if step is None or budget is None:
             break
+        if step.budget_s is not None and _rest_expected(s, step):
+            why = "first pass, whole: its part below left a gap open (a part would cost twice)"
+            step = replace(step, budget_s=None, why=why)
         cost = measure_cost(s, step)
-        if spent + cost <= budget[0]:
+        if spent + cost <= min(budget[0], _share_left(s, order, observations, step, budget[0])):
             return step
         # over the budget: deferred, and the next wanted measurement is weighed instead
         key = (step.target, step.level, step.repeat)
@@ -737,6 +755,20 @@ def next_step(
             why = f"{m.why} (an inconclusive bracket)"
             cost = measure_cost(s, m)
             deferred.append(Deferred(m.target, m.level, m.repeat, cost, why, m.concerns))
+        # a level lead resting on one run of a side, where the grid repeats: its repeat is
+        # what would confirm it (the policy judged the sign certain from the spread it
+        # learned elsewhere; the budget, not the evidence, stopped the repeat)
+        for m in _single_run_leads(s):
+            key = (m.target, m.level, m.repeat)
+            same = [i for i, x in enumerate(deferred) if (x.target, x.level, x.repeat) == key]
+            if same:  # deferred already for another pair: it concerns this one too
+                x = deferred[same[0]]
+                more = tuple(u for u in m.concerns if u not in x.concerns)
+                deferred[same[0]] = replace(x, concerns=x.concerns + more)
+            else:
+                s.deferred.add(key)
+                cost = measure_cost(s, m)
+                deferred.append(Deferred(m.target, m.level, m.repeat, cost, m.why, m.concerns))
     skips = _skips(s, order, coarse)
     findings = pair_findings(s)
     notes = _check_skips(s, skips)
@@ -762,10 +794,90 @@ def next_step(
     )
 
 
+def _single_run_leads(s: State) -> list[Measure]:
+    """The repeats that would confirm each level lead found on one run of a side (where
+    the question has repeats): under a time budget, said with the answer."""
+    q = s.q
+    if q.repeats < 2:
+        return []
+    out: list[Measure] = []
+    for f in pair_findings(s):
+        for lv in f.per_level:
+            c = int(lv.concurrency)
+            if lv.lead is None:
+                continue
+            for t, u in ((f.a, f.b), (f.b, f.a)):
+                runs = [o for o in s.repeats(t, c) if o.valid]
+                if len(runs) == 1 and runs[0].complete:
+                    why = f"a lead at {c} that rests on one run of {t}"
+                    out.append(Measure(t, c, 1, None, why, concerns=(u,)))
+    return out
+
+
+def _first_pass_all(s: State, order: list[str], coarse: list[int]) -> list[Measure]:
+    """Every measurement the first pass still wants, in its order (each one taken as
+    deferred to find the next)."""
+    out: list[Measure] = []
+    saved = set(s.deferred)
+    try:
+        while (m := _first_pass(s, order, coarse)) is not None:
+            out.append(m)
+            s.deferred.add((m.target, m.level, m.repeat))
+    finally:
+        s.deferred = saved
+    return out
+
+
+def _share_left(
+    s: State, order: list[str], observations: Sequence[Observation], step: Measure, total: float
+) -> float:
+    """Under a time budget, where engines start and targets wait to be started after
+    ``step``'s: the spending up to which ``step`` may go, its target's equal part of what
+    was left when it started (the budget less what the targets before it spent), shared
+    with every target still waiting. So each target's first pass measures its cheap levels
+    before one target's dear levels take what the others need to be compared at all; what
+    a target leaves of its part goes to those after it, and once every target has started
+    the whole budget (``total``) is open to what was deferred."""
+    if not s.q.group_targets:
+        return total  # level by level: every target is measured at a level before the next
+    started = {o.target for o in observations}
+    waiting = [t for t in order if t not in started and t != step.target]
+    if not waiting:
+        return total
+    # what was spent before ``step``'s target started (all of it, where it starts now)
+    first = next(
+        (i for i, o in enumerate(observations) if o.target == step.target), len(observations)
+    )
+    before = spent_seconds(observations[:first], s.cfg.start_s)
+    return before + (total - before) / (1 + len(waiting))
+
+
+def _rest_expected(s: State, m: Measure) -> bool:
+    """Whether ``m`` (a first-pass level cut at a time) is expected to want its rest: its
+    target's level below was a part that left a gap open (its rest was measured, or is
+    still wanted). Under a time budget it is measured whole: the part and then the whole
+    level would both be paid, and a part whose rest the budget defers settles nothing."""
+    below = [c for c in s.levels(m.target) if c < m.level]
+    if not below:
+        return False
+    c = below[-1]
+    if (m.target, c, 0) in s.rest_measured:
+        return True
+    last = s.run(m.target, c)
+    return (
+        last is not None and not last.complete and _gap_open(s, m.target, c, s.cfg.partial_margin)
+    )
+
+
 def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
     """The next measurement the policy wants (first pass, repeats, refinement), the
     deferred ones aside."""
-    first = _first_pass(s, order, coarse)
+    if s.cfg.budget is not None and s.q.group_targets and set(order) <= {t for t, _, _ in s.runs}:
+        # every target started: what the first pass left (the budget deferred it) is taken
+        # where the engine is up first, as repeats and refinement are
+        first = _prefer_running(s, _first_pass_all(s, order, coarse))
+    else:
+        first = _first_pass(s, order, coarse)
     if first is not None:
         return first
     return _prefer_running(s, _repeats_wanted(s)) or _prefer_running(
