@@ -933,6 +933,8 @@ def measure_cost(s: State, m: Measure) -> float:
     engine start where its target is not the one measured last."""
     est = level_seconds(s, m.target, m.level)
     if m.budget_s is not None:
-        est = min(est, m.budget_s)
+        # a part stops sending at its budget, but what is in flight then still finishes:
+        # up to a wave more (a level is two waves), which the budget must allow for
+        est = min(est, m.budget_s + est / 2)
     start = s.cfg.start_s if m.target != s.last_target else 0.0
     return est + start

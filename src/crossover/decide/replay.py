@@ -425,13 +425,11 @@ def replay(
                     same = same_conclusion(g, d)
                     said = not same and bool(decision.unsettled(a, b))
                     comparisons.append(Comparison(a, b, m, describe(g), describe(d), same, said))
-        used: dict[tuple[str, int, int], float] = {}
-        for o in obs:
-            key = (o.target, o.level, o.repeat)
-            used[key] = max(used.get(key, 0.0), o.seconds)
+        # every observation is paid for: a part of a level and the level measured again
+        # whole both count, as they would live (and as the budget counts them)
         seconds: dict[str, float] = {t: 0.0 for t in names}
-        for (t, _, _), s in used.items():
-            seconds[t] += s
+        for o in obs:
+            seconds[o.target] += o.seconds
         grid_seconds: dict[str, float] = {t: 0.0 for t in names}
         grid_duration: dict[str, float] = {t: 0.0 for t in names}
         for (t, _, _), run in rec.runs.items():
