@@ -15,21 +15,21 @@ reaches the first token sooner: 2-token micro-batches make 64 passes over the we
 (measured on the 2-core machine: 1.5-2x longer to the first token; 8-token micro-batches
 were only 1.3x, within the shared machine's spread). As requests pile up the single slot
 serves them one after another, so a request's first token waits for the requests ahead to
-finish their whole 64-token replies, while eight slots start each request at once and
+finish their whole 48-token replies, while eight slots start each request at once and
 prefill its prompt between the others' decode steps. The replies' length is what makes the
-queue decide: with 32-token replies and 256-token prompts, eight slots prefilling four
-prompts at once in 2-token pieces reached the first token later than the single slot's
-queue (8.0 s against 5.7 s at 4 requests). The sweep finds where it flips, with an
-interval.
+queue decide: with 32-token replies, 256-token prompts and one request per stream (all of
+them in the first wave), eight slots prefilling four prompts at once in 2-token pieces
+reached the first token later than the single slot's queue (8.0 s against 5.7 s at 4
+requests). Two requests per stream let the later ones arrive spread out, as in steady
+serving. The sweep finds where it flips, with an interval.
 
 Both engines stay up and each level's repeat is measured on one, then the other
 (``interleave``): on a shared 2-core machine the load drifts, and measured one target
 after the other that drift decided the comparison. The earlier demo compared 1 slot with 8
 slots prefilling in 8-token steps (``--batch-size 8``, 128-token prompts, 64 output tokens,
-two requests per concurrent stream): the single slot's lead at one request (764 ms against
-957) did not stand out of the machine's run-to-run spread, and the demo ended with no
-crossover; it also took 13 minutes. One request per stream (at least 4 a level) keeps this
-one to a few minutes: under queueing a request's TTFT is set by its place in the queue.
+levels 1-8): the single slot's lead at one request (764 ms against 957) did not stand out of
+the machine's run-to-run spread, and the demo ended with no crossover; it also took 13
+minutes. Levels 1-3 and 48-token replies keep this one near 6.
 
 transformers serve is left out of the CPU demo: it needs a PyTorch install
 (several hundred MB) and Gemma as an HF folder, and would not fit the demo's few minutes
@@ -48,7 +48,7 @@ DEMO_LEVELS = [1, 2, 3]
 #: the two configurations: one slot, whole-prompt prefill; eight slots, 2-token micro-batches
 DEMO_TARGETS = ("1-slot", "8-slots-ub2")
 DEMO_INPUT_TOKENS = 128
-DEMO_OUTPUT_TOKENS = 64
+DEMO_OUTPUT_TOKENS = 48
 #: the metric whose crossover the demo shows and explains
 DEMO_METRIC = "ttft_ms.p50"
 #: four: with three, the single slot's lead at one request (709 ms against 1,245, one of
