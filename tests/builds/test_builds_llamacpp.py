@@ -183,7 +183,9 @@ def test_an_interrupted_build_starts_clean(
     stale.write_bytes(b"\x7fELF truncated")
     seen: list[bool] = []
 
-    def fake_run(argv: list[str], log: object, label: str, progress: bool, bar: bool) -> None:
+    def fake_run(
+        argv: list[str], log: object, label: str, progress: bool, bar: bool, plan: object = None
+    ) -> None:
         seen.append(stale.exists())
         if "--build" in argv:  # the compile step "writes" the binary
             cfg.binary.parent.mkdir(parents=True, exist_ok=True)

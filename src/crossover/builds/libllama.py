@@ -32,6 +32,7 @@ from crossover.builds.llamacpp_source import (
     sdist_path,
     source_version,
 )
+from crossover.builds.plan import BuildPlan
 from crossover.builds.progress import run_build_command
 from crossover.errors import EngineError
 
@@ -125,8 +126,9 @@ def _build(sb: SharedBuild, jobs: int, progress: bool) -> None:
         run_build_command(
             configure, log_fh, f"configuring llama.cpp shared ({label})", progress, False
         )
+        plan = BuildPlan.read(build, TARGET)
         run_build_command(
-            compile_, log_fh, f"building libllama.so ({label}, -j{jobs})", progress, True
+            compile_, log_fh, f"building libllama.so ({label}, -j{jobs})", progress, True, plan
         )
     if not (sb.lib_dir / LIBRARY).is_file():
         raise EngineError(

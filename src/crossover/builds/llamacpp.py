@@ -27,6 +27,7 @@ from crossover.builds.llamacpp_source import (
     source_version,
     vocab_gguf,
 )
+from crossover.builds.plan import BuildPlan
 from crossover.builds.progress import run_build_command
 from crossover.errors import EngineError, UsageError
 
@@ -225,8 +226,9 @@ def _build(cfg: BuildConfig, jobs: int, progress: bool) -> None:
         run_build_command(
             configure, log_fh, f"configuring llama.cpp ({cfg.label})", progress, False
         )
+        plan = BuildPlan.read(build, BINARY)
         run_build_command(
-            compile_, log_fh, f"building llama-server ({cfg.label}, -j{jobs})", progress, True
+            compile_, log_fh, f"building llama-server ({cfg.label}, -j{jobs})", progress, True, plan
         )
     if not cfg.binary.is_file():
         raise EngineError(
@@ -346,7 +348,8 @@ def ensure_llama_tool(
                 "-j",
                 str(jobs or os.cpu_count() or 1),
             ]
-            run_build_command(cmd, log_fh, f"building {name} ({cfg.label})", progress, True)
+            plan = BuildPlan.read(build, name)
+            run_build_command(cmd, log_fh, f"building {name} ({cfg.label})", progress, True, plan)
     if not tool.is_file():
         raise EngineError(f"the build finished but {tool} is missing")
     return tool

@@ -1,17 +1,18 @@
-"""Run a build command, log everything, and show its percent lines as progress.
+"""Run a build command, log everything, and show its real progress.
 
 CMake's Makefile generator prints ``[ 42%] Building ...`` and Ninja prints
 ``[12/200] ...``; either becomes a rich progress bar on a terminal, or one plain
-line per 10% step otherwise (``make test`` output stays readable in CI logs), and, when
-one file compiles for minutes (ggml-cpu.c at 10%), a line every 30 s saying how long
-that step has been going, so a slow compile never reads as a hang.
+line per 10% step otherwise (``make test`` output stays readable in CI logs), and a line
+every 30 s while nothing is printed (one file compiles for minutes), so a slow compile
+never reads as a hang.
 
-The last line's step is not what holds a parallel build: with ``-j2`` the other job runs
-through the small files and the library's link waits for the big one (the bar sat at
-"10% Building C ggml-cpu.c.o", then at 19% on a link, for minutes). ``BuildProgress``
-keeps the objects started whose target is not built yet (``Built target X`` ends them
-all), and once the percent has not moved for a while the bar and the heartbeat name the
-oldest of them and how long it has been compiling: what the build is waiting on.
+The Makefile generator's percent is not the build's: with ``-j2`` on 2 cores it sat at
+"10% Building C ggml-cpu.c.o" for minutes while the other job went through the small files.
+Given the configured tree's ``BuildPlan`` (every object file the target needs), the
+progress is the objects compiled out of the total (``62/180 objects``), with the time
+elapsed and an estimate of what is left at the rate so far; Ninja's ``[N/M]`` is the same
+count. ``BuildProgress`` also keeps the objects started whose target is not built yet
+(``Built target X`` ends them all) and names the oldest, the compile the build waits on.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
+from crossover.builds.plan import BuildPlan, estimate_left_s
 from crossover.errors import EngineError
 
 _PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]\s*(.*)$")
@@ -47,45 +49,89 @@ WAITING_AFTER_S = 20.0
 
 
 class BuildProgress:
-    """Where a build is, from its output lines (``feed``): the percent, the last step,
-    and the objects started whose target is not built yet."""
+    """Where a build is, from its output lines (``feed``) and, given its ``plan``, the
+    object files on disk (``refresh``): the objects done out of the total, the percent,
+    the last step, and the objects started whose target is not built yet."""
 
-    def __init__(self) -> None:
-        self.percent = 0.0
+    def __init__(self, plan: BuildPlan | None = None, started: float | None = None) -> None:
+        self.plan = plan
+        self.started = started
+        self.cmake_percent = 0.0
         self.step = ""
         self.moved_at: float | None = None
+        #: (done, total) compile steps: the plan's objects on disk, or Ninja's [N/M]
+        self.count: tuple[int, int] | None = None
+        self._done_at_start = plan.done() if plan is not None else 0
         #: object -> (its target, when its compile started)
         self.pending: dict[str, tuple[str, float]] = {}
+        if plan is not None:
+            self.count = (self._done_at_start, plan.total)
+
+    @property
+    def percent(self) -> float:
+        """Percent done: the objects compiled out of the total where they are known, else
+        cmake's own percent."""
+        if self.count is not None and self.count[1]:
+            return 100.0 * self.count[0] / self.count[1]
+        return self.cmake_percent
+
+    def refresh(self) -> None:
+        """Count the plan's objects on disk again (no plan: nothing to count)."""
+        if self.plan is not None:
+            self.count = (self.plan.done(), self.plan.total)
 
     def feed(self, line: str, now: float) -> bool:
         """Take one output line seen at ``now`` (monotonic seconds); True if it was a
         progress line."""
-        parsed = parse_progress(line.rstrip())
+        stripped = line.rstrip()
+        parsed = parse_progress(stripped)
         if parsed is None:
             return False
+        if self.started is None:
+            self.started = now
+        if self.plan is None and (m := _NINJA.match(stripped)):
+            self.count = (int(m.group(1)), int(m.group(2)))
         percent, step = parsed
-        if percent != self.percent or self.moved_at is None:
+        if percent != self.cmake_percent or self.moved_at is None:
             self.moved_at = now
-        self.percent, self.step = percent, short_step(step)
+        self.cmake_percent, self.step = percent, short_step(step)
         if m := _OBJECT.match(step):
             self.pending[m.group(2)] = (m.group(1), now)
         elif m := _BUILT.match(step):
             done = m.group(1)
             self.pending = {k: v for k, v in self.pending.items() if v[0] != done}
+        self.refresh()
         return True
 
     def waiting(self, now: float) -> str | None:
         """``ggml-cpu.c.o for 2 min 10 s``: the oldest compile whose target is not built,
-        once the percent has not moved for ``WAITING_AFTER_S``; else None."""
+        once the output has not moved for ``WAITING_AFTER_S``; else None."""
         if not self.pending or self.moved_at is None or now - self.moved_at < WAITING_AFTER_S:
             return None
         name, (_, started) = min(self.pending.items(), key=lambda kv: kv[1][1])
         return f"{name} for {_secs(now - started)}"
 
-    def describe(self, now: float) -> str:
-        """The step, and what the build waits on when it has not moved for a while."""
+    def counted(self, now: float, elapsed: bool = True) -> str | None:
+        """``62/180 objects, 2 min 10 s, about 4 min left``, where the count is known
+        (``elapsed=False``: without the time so far, which a bar shows itself)."""
+        if self.count is None:
+            return None
+        done, total = self.count
+        text = f"{done}/{total} {'objects' if self.plan is not None else 'steps'}"
+        if self.started is None:
+            return text
+        so_far = now - self.started
+        if elapsed:
+            text += f", {_secs(so_far)}"
+        left = estimate_left_s(done, self._done_at_start, total, so_far)
+        return text + (f", about {_secs(left)} left" if left else "")
+
+    def describe(self, now: float, elapsed: bool = True) -> str:
+        """The count with elapsed time and estimate (or the last step, when the count is
+        not known), and what the build waits on when the output has not moved for a while."""
         wait = self.waiting(now)
-        return f"{self.step}; waiting on {wait}" if wait else self.step
+        head = self.counted(now, elapsed) or self.step
+        return f"{head}; waiting on {wait}" if wait else head
 
 
 def _secs(s: float) -> str:
@@ -129,11 +175,6 @@ def _lines(stream: IO[str], every_s: float) -> Iterator[str | None]:
         yield line
 
 
-def _ago(t0: float) -> str:
-    s = int(time.monotonic() - t0)
-    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
-
-
 def _tail(log: IO[str]) -> str:
     log.flush()
     try:
@@ -143,8 +184,32 @@ def _tail(log: IO[str]) -> str:
         return ""
 
 
-def run_build_command(cmd: list[str], log: IO[str], title: str, show: bool, percent: bool) -> None:
-    """Run ``cmd`` (argument list), appending output to ``log``; EngineError on failure."""
+def heartbeat_line(state: BuildProgress, now: float, quiet_since: float) -> str:
+    """The plain line said when nothing was printed for ``HEARTBEAT_S``: the count (or the
+    last step) and what the build waits on."""
+    wait = state.waiting(now)
+    said = f"waiting on {wait}" if wait else f"still compiling, {_secs(now - quiet_since)}"
+    counted = state.counted(now)
+    head = f"{counted}; " if counted else f"{state.step} ("
+    return f"  {state.percent:3.0f}%  {head}{said}" + ("" if counted else ")")
+
+
+def step_line(state: BuildProgress, now: float) -> str:
+    """The plain line said at each 10% step: the percent, the step, and the count."""
+    counted = state.counted(now)
+    return f"  {int(state.percent):3d}%  {state.step}" + (f" ({counted})" if counted else "")
+
+
+def run_build_command(
+    cmd: list[str],
+    log: IO[str],
+    title: str,
+    show: bool,
+    percent: bool,
+    plan: BuildPlan | None = None,
+) -> None:
+    """Run ``cmd`` (argument list), appending output to ``log``; EngineError on failure.
+    ``plan``: the object files the build will produce, counted as they appear."""
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
@@ -154,6 +219,7 @@ def run_build_command(cmd: list[str], log: IO[str], title: str, show: bool, perc
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
     )
     assert proc.stdout is not None
+    state = BuildProgress(plan, time.monotonic())
     if show and console.is_terminal:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -164,7 +230,6 @@ def run_build_command(cmd: list[str], log: IO[str], title: str, show: bool, perc
             TimeElapsedColumn(),
             TextColumn("[dim]{task.fields[step]}"),
         )
-        state = BuildProgress()
         with Progress(*columns, console=console, transient=False) as bar:
             task = bar.add_task(title, total=100.0 if percent else None, step="")
             for line in _lines(proc.stdout, TICK_S):
@@ -173,31 +238,32 @@ def run_build_command(cmd: list[str], log: IO[str], title: str, show: bool, perc
                     log.write(line)
                     if not state.feed(line, now):
                         continue
-                bar.update(task, completed=state.percent, step=state.describe(now)[:90])
+                else:
+                    state.refresh()
+                bar.update(
+                    task, completed=state.percent, step=state.describe(now, elapsed=False)[:90]
+                )
             if proc.wait() == 0 and percent:
                 bar.update(task, completed=100.0, step="done")
     else:
         if show:
             console.print(f"{title} ...")
         last_step = -1
-        plain = BuildProgress()
         since = time.monotonic()
         for got in _lines(proc.stdout, HEARTBEAT_S):
             now = time.monotonic()
             if got is None:  # nothing said for a while: a long compile, not a hang
                 if show and percent:
-                    wait = plain.waiting(now)
-                    said = f"waiting on {wait}" if wait else f"still compiling, {_ago(since)}"
-                    console.print(f"  {plain.percent:3.0f}%  {plain.step} ({said})")
+                    state.refresh()
+                    console.print(heartbeat_line(state, now, since))
                 continue
             log.write(got)
-            if not plain.feed(got, now):
+            if not state.feed(got, now):
                 continue
             since = now
-            at = plain.percent
-            if show and percent and int(at) // 10 > last_step:
-                last_step = int(at) // 10
-                console.print(f"  {int(at):3d}%  {plain.step}")
+            if show and percent and int(state.percent) // 10 > last_step:
+                last_step = int(state.percent) // 10
+                console.print(step_line(state, now))
         proc.wait()
     log.flush()
     if proc.returncode != 0:

@@ -18,10 +18,12 @@ def demo(
     out: Annotated[Path, typer.Option(help="Results folder (a rerun resumes it)")] = Path(
         "crossover-results/demo"
     ),
-    quick: Annotated[bool, typer.Option(help="Fewer levels and tokens (about 2 minutes)")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="One repeat instead of four (about 2 minutes)")
+    ] = False,
     fresh: Annotated[bool, typer.Option(help="Discard earlier results in OUT first")] = False,
 ) -> None:
-    """Real llama.cpp, real Gemma 3 270M: 1 slot vs 8 with chunked prefill, swept."""
+    """Real llama.cpp, real Gemma 3 270M: 1 slot vs 8 with small micro-batches, swept."""
     import shutil
 
     from crossover.builds.llamacpp import ensure_llama_server
@@ -30,7 +32,7 @@ def demo(
     from crossover.cli.sweep import print_outcome, run_live
     from crossover.models.gemma import ensure_gemma3_270m
     from crossover.records.store import check_writable
-    from crossover.sweep.demo import demo_config
+    from crossover.sweep.demo import demo_config, explain
 
     console = make_console(stderr=True)
     if fresh and out.exists():
@@ -38,10 +40,11 @@ def demo(
     check_writable(out)
     console.print(
         "[bold]crossover demo[/]: llama-server (built from the pinned llama.cpp source) "
-        "serving Gemma 3 270M Q4_K_M, 1 slot vs 8 slots with chunked prefill"
+        "serving Gemma 3 270M Q4_K_M, 1 slot vs 8 slots with 2-token micro-batches"
     )
     server = ensure_llama_server(progress=True)
     model = ensure_gemma3_270m(progress=True)
     cfg = demo_config(model, server, quick=quick)
     outcome = run_async(run_live(cfg, out, console))
-    print_outcome(outcome, out, console, report=True)
+    why = explain(outcome.findings)
+    print_outcome(outcome, out, console, report=True, notes=[why] if why else [])

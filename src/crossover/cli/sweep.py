@@ -25,6 +25,8 @@ from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
+    from collections.abc import Sequence
+
     from rich.console import Console
     from rich.table import Table
 
@@ -651,8 +653,15 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=rank)
 
 
-def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bool) -> None:
-    """The comparison table, the crossovers one per line, where the results are."""
+def print_outcome(
+    outcome: SweepOutcome,
+    out: Path,
+    console: Console,
+    report: bool,
+    notes: Sequence[str] = (),
+) -> None:
+    """The comparison table, the crossovers one per line (then ``notes``, a caller's lines
+    on them), where the results are."""
     from rich.markup import escape
 
     from crossover.analysis import format_crossover
@@ -691,6 +700,8 @@ def print_outcome(outcome: SweepOutcome, out: Path, console: Console, report: bo
             f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
             'not prefill (docs/metrics.md, "TTFT by wave")'
         )
+    for note in notes:
+        stdout.print(escape(note))
     for line in outcome.failed_levels:
         stdout.print(f"[red]failed level[/] {escape(line)}")
     stdout.print(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
