@@ -198,7 +198,7 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
     import asyncio
 
     from crossover.decide.live import decide_live, question_for
-    from crossover.decide.policy import PolicyConfig
+    from crossover.decide.state import PolicyConfig
     from crossover.sweep.driver import SEQUENTIAL_STOP
 
     with contextlib.ExitStack() as stack:

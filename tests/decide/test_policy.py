@@ -11,14 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
+from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
 from crossover.decide.model import Decision, Measure, Observation, Question
-from crossover.decide.policy import (
-    PolicyConfig,
-    coarse_levels,
-    next_step,
-    prior_crossings,
-    target_order,
-)
+from crossover.decide.policy import next_step
+from crossover.decide.state import PolicyConfig
 from crossover.spec.slo import SloTerm
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -211,7 +207,7 @@ def test_a_level_stopped_by_time_is_completed_when_it_leaves_a_lead_open() -> No
 
 
 def test_a_live_first_pass_level_is_sequential_and_stops_only_when_settled() -> None:
-    from crossover.decide.policy import part_settled
+    from crossover.decide.coarse import part_settled
 
     q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
     live = PolicyConfig(budget_factor=0.0, sequential=True)

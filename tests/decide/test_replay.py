@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crossover.decide.policy import PolicyConfig
 from crossover.decide.replay import Recorded, replay, same_conclusion
+from crossover.decide.state import PolicyConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "h200"

@@ -11,7 +11,7 @@ from crossover.errors import UsageError
 
 if TYPE_CHECKING:
     from crossover.decide.model import QuestionKind
-    from crossover.decide.policy import PolicyConfig
+    from crossover.decide.state import PolicyConfig
     from crossover.spec.slo import SloTerm
 
 
@@ -185,7 +185,7 @@ def decide(
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None
-    from crossover.decide.policy import PolicyConfig
+    from crossover.decide.state import PolicyConfig
 
     policy = PolicyConfig(
         reference_repeats=reference_repeats,
@@ -325,8 +325,8 @@ def _check(
 ) -> None:
     """``--check``: the YAML checked as ``sweep --check`` does, and the decision's plan."""
     from crossover.cli.sweep import report_check
+    from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
     from crossover.decide.live import question_for
-    from crossover.decide.policy import coarse_levels, prior_crossings, target_order
     from crossover.sweep.check import check_config
     from crossover.sweep.config import load_sweep_config
 

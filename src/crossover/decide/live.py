@@ -10,7 +10,7 @@ policy is a function of what was measured.
 A later target's first-pass level is sequential (:class:`SequentialWatch`): it sees each
 request as it finishes and, from one wave of the closed loop on (as many finished as the
 level has streams), stops sending once what finished settles its comparison with every
-other target measured there (:func:`crossover.decide.policy.part_settled`); the requests
+other target measured there (:func:`crossover.decide.coarse.part_settled`); the requests
 in flight finish and the run is a valid one of the requests it sent, the requests planned
 and why it stopped kept with it (a ``sequential_stop`` sample). Run again, the decision
 reads that back (the level is ``complete`` false); where the policy then wants the rest
@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.analysis.schema import SweepFile
+from crossover.decide.coarse import MIN_PART, part_settled
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
 from crossover.decide.observe import Finished, observe
-from crossover.decide.policy import MIN_PART, PolicyConfig, Prior, next_step, part_settled
+from crossover.decide.policy import next_step
+from crossover.decide.state import PolicyConfig, Prior
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
 from crossover.spec.slo import SloTerm

@@ -116,7 +116,7 @@ class Measure:
     budget_s: float | None
     why: str
     #: sequential within the level: stop sending once what finished settles the level's
-    #: comparison with every other target measured there (``policy.part_settled``), else
+    #: comparison with every other target measured there (``coarse.part_settled``), else
     #: run to the level's planned requests (live; a replay with ``--live-levels``)
     sequential: bool = False
     #: the targets whose comparison with ``target`` this measurement is for (empty: every

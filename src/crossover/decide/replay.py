@@ -24,19 +24,12 @@ from typing import Any
 import orjson
 
 from crossover.analysis.crossovers import Finding
+from crossover.decide.capacity import capacity_bracket, capacity_leader
+from crossover.decide.coarse import MIN_PART, part_settled
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
-from crossover.decide.policy import (
-    MIN_PART,
-    PolicyConfig,
-    Prior,
-    State,
-    capacity_bracket,
-    capacity_leader,
-    next_step,
-    pair_findings,
-    part_settled,
-)
+from crossover.decide.policy import next_step
+from crossover.decide.state import PolicyConfig, Prior, State, pair_findings
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
 from crossover.spec.slo import SloTerm

@@ -1,0 +1,102 @@
+"""The decide policy for a capacity question: each target's bracket (last level meeting
+the SLO, first failing it), the bisection of the brackets that decide the leader, and the
+leader."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from crossover.analysis.refine import bisect_level
+from crossover.decide.model import (
+    Decision,
+    Measure,
+    Skip,
+    Step,
+)
+from crossover.decide.refine import snap
+from crossover.decide.state import State, pair_findings, prefer_running
+
+#: the assumption behind a capacity question's brackets
+LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
+
+
+def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
+    """(last level meeting the SLO, first level failing it above it) over what is measured."""
+    slo = s.q.slo
+    assert slo is not None
+    passing: int | None = None
+    for c in s.levels(t):
+        v = s.mean(t, c, slo.path)
+        if v is None:
+            continue
+        if slo.holds(v):
+            passing = c
+        else:
+            return passing, c
+    return passing, None
+
+
+def capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
+    q, cfg = s.q, s.cfg
+    skips: list[Skip] = []
+    for t in order:
+        lo, hi = capacity_bracket(s, t)
+        best_other = max(
+            (b[0] for u in order if u != t for b in [capacity_bracket(s, u)] if b[0] is not None),
+            default=None,
+        )
+        if hi is not None and best_other is not None and hi <= best_other:
+            rest = tuple(c for c in q.grid if c > hi)
+            if rest:
+                skips.append(Skip(t, rest, f"{t} fails the SLO at {hi}, where another meets it",
+                                  LATENCY_GROWS))  # fmt: skip
+            continue
+        if hi is None:
+            for c in coarse:
+                if s.run(t, c) is None and c > (lo or 0) and q.covers(t, c):
+                    return Measure(t, c, 0, None, "capacity: first pass")
+            continue
+    # bisect the brackets that decide the leader: the best lower bound's and any that overlap it
+    brackets = {t: capacity_bracket(s, t) for t in order}
+    best = max((b[0] or 0 for b in brackets.values()), default=0)
+    wanted: list[Measure] = []
+    for t, (lo, hi) in brackets.items():
+        if lo is None or hi is None or (hi <= best and lo < best):
+            continue
+        if (hi - lo) <= cfg.refine_width * lo:
+            continue
+        mid = bisect_level(lo, hi)
+        if mid is None:
+            continue
+        level = snap(q, lo, hi, mid)
+        if level is not None and s.run(t, level) is None and q.covers(t, level):
+            wanted.append(Measure(t, level, 0, None, "capacity: narrowing the bracket"))
+    step = prefer_running(s, wanted)
+    if step is not None:
+        return step
+    leader, confident = capacity_leader(brackets)
+    return Decision(
+        q,
+        tuple(pair_findings(s)),
+        cfg.confidence if confident else 0.0,
+        tuple(skips),
+        brackets,
+        leader,
+        () if confident else ("the capacity brackets overlap: no target is known to lead",),
+    )
+
+
+def capacity_leader(
+    brackets: Mapping[str, tuple[int | None, int | None]],
+) -> tuple[str | None, bool]:
+    """The target with the highest level meeting the SLO, and whether it surely leads
+    (its level meets the SLO where every other target has failed it)."""
+    ranked = sorted(brackets.items(), key=lambda kv: -(kv[1][0] or 0))
+    if not ranked or ranked[0][1][0] is None:
+        return None, False
+    leader, (lo, _) = ranked[0]
+    assert lo is not None
+    for _, (_, hi) in ranked[1:]:
+        if hi is None or hi > lo:
+            return leader, False
+    return leader, True

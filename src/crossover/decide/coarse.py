@@ -1,0 +1,198 @@
+"""The decide policy's first pass: its coarse levels and target order (the prior's
+predicted leader and crossings first), the next first-pass measurement (a later target's
+level in part, the reference's repeats while its engine is up), and when a sequential
+level may stop (:func:`part_settled`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from crossover.analysis.crossovers import metric_spec
+from crossover.decide.budget import level_seconds
+from crossover.decide.model import (
+    SATURATION_METRIC,
+    Measure,
+    Observation,
+    Question,
+)
+from crossover.decide.skip import alone_above, stop_reason
+from crossover.decide.state import PolicyConfig, Prior, State, gap_open, uncertain
+
+#: a sequential level's fewest finished requests before it may stop (and one wave of
+#: its closed loop: as many as it has streams)
+MIN_PART = 4
+
+
+def coarse_levels(
+    grid: Sequence[int], step: float, extra: Sequence[int] = (), keep_last: bool = True
+) -> list[int]:
+    """The first pass's levels: the grid's first, every ``step``-fold step, its last
+    (``keep_last``), and ``extra`` (each snapped to the nearest grid level in log)."""
+    levels = sorted(set(grid))
+    out = [levels[0]]
+    for c in levels[1:]:
+        if c >= out[-1] * step:
+            out.append(c)
+    if keep_last and out[-1] != levels[-1]:
+        out.append(levels[-1])
+    for e in extra:
+        out.append(min(levels, key=lambda c: abs(math.log2(c) - math.log2(max(e, 1e-9)))))
+    return sorted(set(out))
+
+
+def target_order(q: Question, prior: Prior | None) -> list[str]:
+    """The question's targets, the prior's predicted leader first (on the first metric,
+    averaged in log over the levels it predicts), the rest as the prior ranks them."""
+    names = list(q.targets)
+    if not prior:
+        return names
+    spec = metric_spec(q.metrics[0]) if q.kind != "capacity" else metric_spec(SATURATION_METRIC)
+
+    def score(t: str) -> float:
+        vals = [v for v in (prior.get(t) or {}).values() if v and v > 0]
+        if not vals:
+            return -math.inf
+        s = float(np.mean(np.log(vals)))
+        return s if spec.higher_is_better else -s
+
+    return sorted(names, key=lambda t: (-score(t), names.index(t)))
+
+
+def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
+    """Levels where the prior predicts two targets cross on the first metric (the upper
+    level of each predicted sign change): where to look first."""
+    if not prior:
+        return []
+    out: set[int] = set()
+    names = [t for t in q.targets if prior.get(t)]
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            common = sorted(set(prior[a]) & set(prior[b]))
+            signs = [
+                np.sign(prior[a][c] - prior[b][c]) for c in common if prior[a][c] != prior[b][c]
+            ]
+            cs = [c for c in common if prior[a][c] != prior[b][c]]
+            for k in range(1, len(signs)):
+                if signs[k] != signs[k - 1]:
+                    out.add(int(cs[k - 1]))
+                    out.add(int(cs[k]))
+    return sorted(out)
+
+
+def part_settled(
+    q: Question,
+    observations: Sequence[Observation],
+    cfg: PolicyConfig,
+    target: str,
+    level: int,
+    values: Mapping[str, float | None],
+) -> str | None:
+    """Why a sequential level of ``target`` may stop with ``values`` (what finished of it
+    so far), if it may: every other target measured at ``level`` is at least
+    ``partial_margin`` away from it on every metric asked (the same test that asks for the
+    rest of a level measured in part, :func:`crossover.decide.state.gap_open`), so the rest
+    of the level cannot turn a sign the analysis reads with its 3% noise floor. ``None``: go
+    on (also where no other target is measured there: nothing to settle against)."""
+    s = State(q, observations, cfg)
+    others = [u for u in q.targets if u != target and s.mean(u, level, SATURATION_METRIC)]
+    if not others:
+        return None
+    gaps: list[float] = []
+    for u in others:
+        for m in q.metrics:
+            spec = metric_spec(m)
+            a, b = values.get(spec.key), s.mean(u, level, m)
+            if a is None or b is None or a <= 0 or b <= 0:
+                return None
+            adv = math.log(a / b)
+            if abs(adv) < math.log1p(cfg.partial_margin):
+                return None
+            gaps.append(abs(adv))
+    return (
+        f"at least {math.expm1(min(gaps)):.0%} from {', '.join(others)} on every metric "
+        f"asked (a {cfg.partial_margin:.0%} margin settles it)"
+    )
+
+
+def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+    """The first pass's next measurement, or ``None`` when it is done: target by target
+    where engines start (``q.group_targets``), else level by level (every target at a
+    level before the next level, so the stop rule can cut any target, the first too)."""
+    cfg, q = s.cfg, s.q
+    grouped = q.group_targets
+    if grouped:
+        cells = [(i, t, c) for i, t in enumerate(order) for c in coarse]
+    else:
+        cells = [(i, t, c) for c in coarse for i, t in enumerate(order)]
+    stopped: set[str] = set()
+    for i, t, c in cells:
+        if t in stopped or not q.covers(t, c):
+            continue
+        o = s.run(t, c)
+        if o is None and (t, c, 0) in s.deferred:
+            continue
+        if o is None:
+            if stop_reason(s, t, c) is not None:
+                stopped.add(t)
+                continue
+            if alone_above(s, t, c) is not None:
+                continue
+            ref = s.run(order[0], c) if i > 0 else None
+            if ref is None or not ref.complete or ref.seconds <= 0:
+                return Measure(t, c, 0, None, "first pass")
+            if cfg.budget_factor <= 0:
+                if cfg.sequential:
+                    why = "first pass, stopped once it settles against those measured there"
+                    return Measure(t, c, 0, None, why, sequential=True)
+                return Measure(t, c, 0, None, "first pass")
+            budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
+            why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"
+            return Measure(t, c, 0, budget, why)
+        if not o.complete and gap_open(s, t, c, cfg.partial_margin):
+            if (t, c, 0) in s.deferred:
+                continue
+            return Measure(t, c, 0, None, "the level's first part left a lead open")
+        if grouped:
+            # while its engine is up: the reference's repeats (every later target is judged
+            # against them), a later target's where a sign against those before is uncertain
+            reps = s.repeats(t, c)
+            if (t, c, len(reps)) in s.deferred:
+                continue
+            if len(reps) < q.repeats and reps[-1].complete:
+                if (i == 0 and _repeat_up_front(s, t, c)) or any(
+                    uncertain(s, t, u, c, m)
+                    for u in order[:i]
+                    if s.run(u, c) is not None
+                    for m in q.metrics
+                ):
+                    return Measure(t, c, len(reps), None, "a repeat while its engine is up")
+    return None
+
+
+def _repeat_up_front(s: State, t: str, c: int) -> bool:
+    """Whether the reference's repeat at ``c`` is taken while its engine is up, before
+    any later target shows the sign there uncertain: always (``reference_repeats``), but
+    under a time budget only where the level costs less than half an engine start (a
+    repeat wanted later costs a start more; one never wanted costs the level)."""
+    if not s.cfg.reference_repeats:
+        return False
+    if s.cfg.budget is None:
+        return True
+    return level_seconds(s, t, c) < 0.5 * s.cfg.start_s
+
+
+def first_pass_all(s: State, order: list[str], coarse: list[int]) -> list[Measure]:
+    """Every measurement the first pass still wants, in its order (each one taken as
+    deferred to find the next)."""
+    out: list[Measure] = []
+    saved = set(s.deferred)
+    try:
+        while (m := first_pass(s, order, coarse)) is not None:
+            out.append(m)
+            s.deferred.add((m.target, m.level, m.repeat))
+    finally:
+        s.deferred = saved
+    return out

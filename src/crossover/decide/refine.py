@@ -1,0 +1,108 @@
+"""The decide policy after the first pass: the repeats of levels where a sign is still
+uncertain, the bisection of crossovers still wider than asked, and (under a time budget)
+the repeats that would confirm a lead resting on one run of a side."""
+
+from __future__ import annotations
+
+import math
+
+from crossover.analysis.refine import propose_refinement
+from crossover.decide.model import (
+    Measure,
+    Question,
+)
+from crossover.decide.state import State, pair_findings, pairs, uncertain
+
+
+def repeats_wanted(s: State) -> list[Measure]:
+    """The next repeats of levels where a sign is still uncertain."""
+    q = s.q
+    out: list[Measure] = []
+    for a, b in pairs(q):
+        for c in sorted(set(s.levels(a)) & set(s.levels(b))):
+            ra, rb = s.repeats(a, c), s.repeats(b, c)
+            if len(ra) >= q.repeats and len(rb) >= q.repeats:
+                continue
+            if len(ra) >= 2 and len(rb) >= 2:
+                continue  # Welch's interval speaks for itself
+            if not any(uncertain(s, a, b, c, m) for m in q.metrics):
+                continue
+            for t, reps in ((a, ra), (b, rb)):
+                u = b if t == a else a
+                if reps and not reps[-1].complete:
+                    out.append(
+                        Measure(t, c, reps[-1].repeat, None, "a close difference", concerns=(u,))
+                    )
+                elif len(reps) < q.repeats and len(reps) <= min(len(ra), len(rb)):
+                    out.append(
+                        Measure(t, c, len(reps), None, "a sign still uncertain", concerns=(u,))
+                    )
+    return [m for m in out if (m.target, m.level, m.repeat) not in s.deferred]
+
+
+def snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
+    """``mid`` where any level may be measured, else the grid level strictly between ``lo``
+    and ``hi`` nearest it in log (``None`` when there is none)."""
+    if q.any_level:
+        return mid
+    inside = [c for c in q.grid if lo < c < hi]
+    if not inside:
+        return None
+    return min(inside, key=lambda c: abs(math.log2(c) - math.log2(mid)))
+
+
+def refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
+    """Levels between measured ones where a crossover is still wider than asked."""
+    cfg, q = s.cfg, s.q
+    if q.kind == "lead":
+        return []
+    spent = len({c for (_, c, _) in s.runs} - set(coarse))
+    if spent >= cfg.refine_budget:
+        return []
+    out: list[Measure] = []
+    every = pair_findings(s)
+    for a, b in pairs(q):
+        common = sorted(set(s.levels(a)) & set(s.levels(b)))
+        findings = [f for f in every if (f.a, f.b) == (a, b)]
+        new = propose_refinement(
+            findings,
+            common,
+            target_rel_width=cfg.refine_width,
+            include_inconclusive=cfg.refine_inconclusive,
+        )
+        for mid in new:
+            lo = max((c for c in common if c < mid), default=None)
+            hi = min((c for c in common if c > mid), default=None)
+            if lo is None or hi is None:
+                continue
+            level = snap(q, lo, hi, mid)
+            if level is None or level in common:
+                # the grid holds no level between: as narrow as it can be
+                continue
+            if not (q.covers(a, level) and q.covers(b, level)):
+                continue
+            for t in (a, b):
+                if s.run(t, level) is None and (t, level, 0) not in s.deferred:
+                    u = b if t == a else a
+                    out.append(Measure(t, level, 0, None, f"refining {a} vs {b}", concerns=(u,)))
+    return out
+
+
+def single_run_leads(s: State) -> list[Measure]:
+    """The repeats that would confirm each level lead found on one run of a side (where
+    the question has repeats): under a time budget, said with the answer."""
+    q = s.q
+    if q.repeats < 2:
+        return []
+    out: list[Measure] = []
+    for f in pair_findings(s):
+        for lv in f.per_level:
+            c = int(lv.concurrency)
+            if lv.lead is None:
+                continue
+            for t, u in ((f.a, f.b), (f.b, f.a)):
+                runs = [o for o in s.repeats(t, c) if o.valid]
+                if len(runs) == 1 and runs[0].complete:
+                    why = f"a lead at {c} that rests on one run of {t}"
+                    out.append(Measure(t, c, 1, None, why, concerns=(u,)))
+    return out

@@ -1,0 +1,224 @@
+"""The decide policy's view of what was measured: its settings (:class:`PolicyConfig`),
+the observations indexed (:class:`State`), and what every step reads of them: each pair's
+findings, the run-to-run spread, whether a sign is still uncertain, whether a part of a
+level leaves a gap open, and the wanted measurement whose engine is up."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
+from crossover.analysis.stats import difference_interval
+from crossover.decide.model import (
+    SATURATION_METRIC,
+    Measure,
+    Observation,
+    Question,
+)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The policy's settings (docs/decide.md explains each)."""
+
+    confidence: float = 0.95
+    noise_floor_rel: float = 0.03
+    coarse_step: float = 4.0
+    budget_factor: float = 2.0
+    partial_margin: float = 0.25
+    repeat_margin: float = 0.10
+    unknown_margin: float = 0.5
+    stop_margin: float = 0.20
+    saturation_gain: float = 0.35
+    refine_width: float = 0.25
+    refine_budget: int = 8
+    reference_repeats: bool = True
+    refine_inconclusive: bool = False
+    #: with ``budget_factor`` 0: a later target's first-pass level stops once what
+    #: finished settles it (:func:`crossover.decide.coarse.part_settled`), as a live level does
+    sequential: bool = False
+    #: a time budget: at most this share of the grid's measuring time (estimated from the
+    #: levels measured, :func:`crossover.decide.budget.grid_estimate`); a measurement that
+    #: would pass it is deferred, and the answer says what it would have settled (``None``:
+    #: no budget)
+    budget: float | None = None
+    #: an engine start's cost in the budget's seconds (a measurement of a target whose
+    #: engine is not up costs this too; 0: starts are free, as a replay's measuring time)
+    start_s: float = 0.0
+    #: the grid's measuring time where it is known (a replay: the records'), else it is
+    #: estimated from the levels measured (:func:`crossover.decide.budget.grid_estimate`)
+    grid_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget_factor < 0.0:
+            raise ValueError("budget_factor must be 0 (whole levels, first pass) or more")
+        if self.coarse_step <= 1.0:
+            raise ValueError("coarse_step must be above 1")
+
+
+Prior = Mapping[str, Mapping[int, float]]
+
+
+class State:
+    """The observations, indexed: the latest per (target, level, repeat)."""
+
+    def __init__(self, q: Question, obs: Sequence[Observation], cfg: PolicyConfig) -> None:
+        self.q, self.cfg = q, cfg
+        self.runs: dict[tuple[str, int, int], Observation] = {}
+        #: levels first measured in part whose rest was measured after (whole)
+        self.rest_measured: set[tuple[str, int, int]] = set()
+        for o in obs:
+            if o.target in q.targets:
+                key = (o.target, o.level, o.repeat)
+                before = self.runs.get(key)
+                if before is not None and not before.complete and o.complete:
+                    self.rest_measured.add(key)
+                self.runs[key] = o
+        self.last_target = obs[-1].target if obs else None
+        #: measurements deferred by the time budget (``next_step`` fills it)
+        self.deferred: set[tuple[str, int, int]] = set()
+        #: parts of levels whose rest was deferred by the budget while they leave a gap
+        #: open: no level of a curve (``next_step`` fills it)
+        self.unsettled: set[tuple[str, int, int]] = set()
+
+    def run(self, t: str, c: int, r: int = 0) -> Observation | None:
+        return self.runs.get((t, c, r))
+
+    def repeats(self, t: str, c: int) -> list[Observation]:
+        return [o for (tt, cc, _), o in sorted(self.runs.items()) if tt == t and cc == c]
+
+    def levels(self, t: str) -> list[int]:
+        """Levels of ``t`` with a valid observation (one the replay could not make holds
+        no values and is no level of its curve)."""
+        return sorted({c for (tt, c, _), o in self.runs.items() if tt == t and o.valid})
+
+    def values(self, t: str, metric: str) -> dict[float, list[float]]:
+        """Per level, the metric of each valid repeat (as the analysis takes them)."""
+        path = metric_spec(metric).key
+        out: dict[float, list[float]] = {}
+        for key, o in sorted(self.runs.items()):
+            tt, c, _ = key
+            v = o.value(path)
+            if tt == t and o.valid and v is not None and key not in self.unsettled:
+                out.setdefault(float(c), []).append(v)
+        return out
+
+    def mean(self, t: str, c: int, metric: str) -> float | None:
+        vals = self.values(t, metric).get(float(c))
+        return float(np.mean(vals)) if vals else None
+
+    def advantage(self, lead: str, other: str, c: int, metric: str) -> float | None:
+        """log(lead / other) oriented so positive means ``lead`` is better."""
+        a, b = self.mean(lead, c, metric), self.mean(other, c, metric)
+        if a is None or b is None or a < 0 or b < 0 or a == b == 0:
+            return None
+        adv = math.inf if b == 0 else -math.inf if a == 0 else math.log(a / b)
+        return adv if metric_spec(metric).higher_is_better else -adv
+
+    def significant_lead(self, lead: str, other: str, c: int, metric: str) -> bool:
+        a = self.values(lead, metric).get(float(c))
+        b = self.values(other, metric).get(float(c))
+        if not a or not b:
+            return False
+        d = difference_interval(
+            a, b, confidence=self.cfg.confidence, noise_floor_rel=self.cfg.noise_floor_rel
+        )
+        better = d.lo > 0 if metric_spec(metric).higher_is_better else d.hi < 0
+        return d.significant and better
+
+
+def gap_open(s: State, t: str, c: int, margin: float) -> bool:
+    """Whether some other target measured at ``c`` is within ``margin`` of ``t`` on some
+    metric (or none is measured there): a part of the level does not settle it."""
+    others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
+    if not others:
+        return True
+    part = s.run(t, c)
+    cut = part is not None and not part.complete and part.budget_cut
+    for u in others:
+        for m in s.q.metrics:
+            adv = s.advantage(t, u, c, m)
+            if adv is None or abs(adv) < math.log1p(margin):
+                return True
+            if cut and adv > 0 and not metric_spec(m).higher_is_better:
+                # a part cut by time bounds a latency from below: it can show the target
+                # behind, never ahead
+                return True
+    return False
+
+
+def pairs(q: Question) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(q.targets) for b in q.targets[i + 1 :]]
+
+
+def spread(s: State, t: str, metric: str) -> float | None:
+    """The run-to-run difference of ``t`` on ``metric`` measured so far: the median over
+    its repeated levels of the log ratio between their repeats (one outlying level does
+    not make every other level look uncertain), ``None`` before any level was repeated."""
+    diffs = [
+        math.log(max(vals) / min(vals))
+        for vals in s.values(t, metric).values()
+        if len(vals) >= 2 and min(vals) > 0
+    ]
+    return float(np.median(diffs)) if diffs else None
+
+
+def pair_noise(s: State, a: str, b: str, metric: str) -> float:
+    """The relative half-width a single repeat's difference of ``a`` and ``b`` is judged
+    with: the analysis's noise floor, or the run-to-run spread measured on either target
+    where that is larger."""
+    spreads = [x for x in (spread(s, a, metric), spread(s, b, metric)) if x is not None]
+    return max([s.cfg.noise_floor_rel, *(math.expm1(x) for x in spreads)])
+
+
+def uncertain(s: State, a: str, b: str, c: int, metric: str) -> bool:
+    """Whether one repeat each leaves the sign of ``a`` vs ``b`` at ``c`` uncertain: the
+    difference is under ``repeat_margin``, or within twice the run-to-run spread measured
+    on either target (:func:`pair_noise`), or, before either target's spread on the metric
+    was measured (no level of it repeated), under ``unknown_margin``."""
+    adv = s.advantage(a, b, c, metric)
+    if adv is None or math.isinf(adv):
+        return False
+    if abs(adv) < math.log1p(s.cfg.repeat_margin):
+        return True
+    if spread(s, a, metric) is None or spread(s, b, metric) is None:
+        return abs(adv) < math.log1p(s.cfg.unknown_margin)
+    return abs(adv) < math.log1p(2.0 * pair_noise(s, a, b, metric))
+
+
+def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
+    """The analysis's findings for the question's metrics and pairs over what is measured;
+    a level measured once per target is judged with :func:`pair_noise` (``learned_noise``)
+    or the analysis's own noise floor."""
+    out: list[Finding] = []
+    for a, b in pairs(s.q):
+        for m in s.q.metrics:
+            spec: MetricSpec = metric_spec(m)
+            noise = pair_noise(s, a, b, m) if learned_noise else s.cfg.noise_floor_rel
+            out.extend(
+                compare_pair(
+                    a,
+                    b,
+                    s.values(a, m),
+                    s.values(b, m),
+                    spec,
+                    confidence=s.cfg.confidence,
+                    noise_floor_rel=noise,
+                )
+            )
+    return out
+
+
+def prefer_running(s: State, wanted: list[Measure]) -> Measure | None:
+    """The wanted measurement of the target measured last (its engine is up), else the
+    first wanted."""
+    if not wanted:
+        return None
+    for m in wanted:
+        if m.target == s.last_target:
+            return m
+    return wanted[0]
