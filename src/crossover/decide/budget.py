@@ -10,10 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crossover.decide.model import (
-    Measure,
-    Observation,
-)
+from crossover.decide.model import Measure, Observation
 from crossover.decide.state import State, gap_open
 
 

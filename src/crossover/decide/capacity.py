@@ -7,12 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from crossover.analysis.refine import bisect_level
-from crossover.decide.model import (
-    Decision,
-    Measure,
-    Skip,
-    Step,
-)
+from crossover.decide.model import Decision, Measure, Skip, Step
 from crossover.decide.refine import snap
 from crossover.decide.state import State, pair_findings, prefer_running
 

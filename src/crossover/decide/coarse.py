@@ -12,12 +12,7 @@ import numpy as np
 
 from crossover.analysis.crossovers import metric_spec
 from crossover.decide.budget import level_seconds
-from crossover.decide.model import (
-    SATURATION_METRIC,
-    Measure,
-    Observation,
-    Question,
-)
+from crossover.decide.model import SATURATION_METRIC, Measure, Observation, Question
 from crossover.decide.skip import alone_above, stop_reason
 from crossover.decide.state import PolicyConfig, Prior, State, gap_open, uncertain
 

@@ -72,14 +72,7 @@ from crossover.decide.coarse import (
     prior_crossings,
     target_order,
 )
-from crossover.decide.model import (
-    Decision,
-    Deferred,
-    Measure,
-    Observation,
-    Question,
-    Step,
-)
+from crossover.decide.model import Decision, Deferred, Measure, Observation, Question, Step
 from crossover.decide.refine import refinement_wanted, repeats_wanted, single_run_leads
 from crossover.decide.skip import check_skips, find_skips
 from crossover.decide.state import PolicyConfig, Prior, State, pair_findings, prefer_running

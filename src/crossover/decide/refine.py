@@ -7,10 +7,7 @@ from __future__ import annotations
 import math
 
 from crossover.analysis.refine import propose_refinement
-from crossover.decide.model import (
-    Measure,
-    Question,
-)
+from crossover.decide.model import Measure, Question
 from crossover.decide.state import State, pair_findings, pairs, uncertain
 
 

@@ -9,10 +9,7 @@ import itertools
 import math
 
 from crossover.analysis.crossovers import metric_spec
-from crossover.decide.model import (
-    SATURATION_METRIC,
-    Skip,
-)
+from crossover.decide.model import SATURATION_METRIC, Skip
 from crossover.decide.state import State
 
 #: the assumption behind skipping a saturated target's remaining levels

@@ -13,12 +13,7 @@ import numpy as np
 
 from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
 from crossover.analysis.stats import difference_interval
-from crossover.decide.model import (
-    SATURATION_METRIC,
-    Measure,
-    Observation,
-    Question,
-)
+from crossover.decide.model import SATURATION_METRIC, Measure, Observation, Question
 
 
 @dataclass(frozen=True)
