@@ -1,7 +1,5 @@
-"""One load level against one endpoint: the library behind ``crossover run``.
-
-Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport)
--> records (SQLite, as they arrive) -> metrics. Sweeps call ``execute`` per level.
+"""One level's execution: the glue that runs it (:func:`execute`), its load in this
+process or over workers, its records kept however it ends, and its outcome.
 
 Nothing that can wait runs on the event loop while streams are in flight: a finished
 record is held (``RecordSink``) and handed to the store's writer thread in one batch at
@@ -14,18 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import os
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from crossover import defaults
 from crossover.engines.counters import counter_after, read_counter, scrape
 from crossover.engines.registry import dialect as get_dialect
 from crossover.errors import UsageError
@@ -34,284 +27,34 @@ from crossover.load.looplag import probe_interval_s
 from crossover.load.probe import prompt_probe
 from crossover.load.send import PromptSender, stream_options
 from crossover.load.workers import LoadHooks
+from crossover.measure.probes import api_headers
+from crossover.measure.progress import Progress
+from crossover.measure.prompts import (
+    PROMPTS_AHEAD,
+    PromptFeed,
+    build_prompts,
+    prompts_needed,
+    templates_by_turn,
+)
+from crossover.measure.summary import (
+    ENGINE_COUNTER_SAMPLE,
+    LOOP_SAMPLE,
+    count_and_retokenize,
+    make_context,
+)
 from crossover.metrics.loop import loop_lag
-from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
-from crossover.metrics.summary import (
-    ClientFloor,
-    EngineCounter,
-    EngineInfo,
-    LoopLag,
-    Problem,
-    RunSummary,
-)
-from crossover.metrics.witness import (
-    CHUNK_ENCODES,
-    engine_claimed,
-    engine_slack_below,
-    retokenize,
-)
+from crossover.metrics.run import summarize
+from crossover.metrics.summary import ClientFloor, EngineCounter, Problem, RunSummary
+from crossover.metrics.witness import engine_claimed, engine_slack_below
 from crossover.records.model import RequestRecord
-from crossover.records.store import HOLD_S, RecordSink, RecordWriter, Store
+from crossover.records.store import HOLD_S, RecordSink, RecordWriter
 from crossover.spec.run import RunConfig
 from crossover.transport.client import make_client
 from crossover.transport.http import Timeouts
-from crossover.workload import (
-    Prompt,
-    ServerTokenizer,
-    Tokenizer,
-    dataset_prompts,
-    load_tokenizer,
-    synthetic_prompts,
-)
+from crossover.workload import Prompt, Tokenizer
 
 #: runs a level's load over ``config.workers`` workers, as ``run_workers``
 WorkersRunner = Callable[[LevelLoad, LoadHooks], Awaitable[None]]
-
-#: the run's samples table keeps the loop lag under this source, for ``summarize``
-LOOP_SAMPLE = "client_loop"
-
-
-@dataclass
-class Progress:
-    """Live counters for the progress display; updated as records arrive."""
-
-    total: int | None
-    #: measured requests handed to the transport so far (single-process loads)
-    sent: int = 0
-    done: int = 0
-    failed: int = 0
-    warmup_done: int = 0
-    warmup_failed: int = 0
-    output_chars: int = 0
-    output_tokens: int = 0
-    started_ns: int = field(default_factory=time.perf_counter_ns)
-    ttfts_ms: list[float] = field(default_factory=list)
-    #: called with every record as it arrives (``crossover decide``'s sequential stop)
-    listener: Callable[[RequestRecord], None] | None = None
-
-    def update(self, r: RequestRecord) -> None:
-        if self.listener is not None:
-            self.listener(r)
-        if r.warmup:
-            self.warmup_done += 1
-            self.warmup_failed += 0 if r.ok else 1
-            return
-        if r.ok:
-            self.done += 1
-            self.output_tokens += r.completion_tokens or len(r.chunk_arrival_ns)
-            if r.t_first_ns is not None:
-                self.ttfts_ms.append((r.t_first_ns - r.t_send_ns) / 1e6)
-        else:
-            self.failed += 1
-
-    @property
-    def in_flight(self) -> int:
-        """Measured requests sent and not finished (0 where ``sent`` is not counted)."""
-        return max(0, self.sent - self.done - self.failed)
-
-    @property
-    def tokens_per_s(self) -> float:
-        dt = (time.perf_counter_ns() - self.started_ns) / 1e9
-        return self.output_tokens / dt if dt > 0 else 0.0
-
-    @property
-    def ttft_p50_ms(self) -> float | None:
-        if not self.ttfts_ms:
-            return None
-        s = sorted(self.ttfts_ms[-2000:])
-        return s[len(s) // 2]
-
-
-def api_headers(config: RunConfig) -> dict[str, str]:
-    """The API key comes from the environment only and is never stored."""
-    name = config.api_key_env or "CROSSOVER_API_KEY"
-    key = os.environ.get(name)
-    if config.api_key_env and not key:
-        raise UsageError(f"--api-key-env {name}: that environment variable is not set")
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
-    """Fail fast, with one line, when nothing answers at ``url``."""
-    for path in ("/health", "/v1/models", "/"):
-        req = urllib.request.Request(url + path, headers=headers)  # noqa: S310
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s):  # noqa: S310
-                return
-        except urllib.error.HTTPError:
-            return  # something answers HTTP: good enough
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if path == "/":
-                raise UsageError(f"cannot reach {url}: {reason}") from None
-
-
-def choose_tokenizer(config: RunConfig) -> Tokenizer | None:
-    if config.tokenizer:
-        return load_tokenizer(config.tokenizer)
-    if get_dialect(config.dialect).server_tokenize:
-        server = ServerTokenizer(config.url, config.model)
-        if server.available():
-            return server
-    return None
-
-
-def build_prompts(
-    config: RunConfig, tokenizer: Tokenizer | None, count: int, first: int = 0
-) -> list[Prompt]:
-    """Prompts ``first`` .. ``first + count - 1`` of the run's deterministic sequence."""
-    if config.sessions is not None:
-        from crossover.workload.sessions import session_prompts
-
-        assert config.input_tokens is not None
-        return session_prompts(
-            config.sessions,
-            count,
-            config.input_tokens,
-            config.output_tokens,
-            config.seed,
-            tokenizer,
-            first,
-            input_lengths=config.input_lengths,
-            output_lengths=config.output_lengths,
-        )
-    if config.trace is not None:
-        from crossover.workload.trace import read_trace, trace_prompts
-
-        return trace_prompts(
-            read_trace(config.trace),
-            count,
-            config.seed,
-            tokenizer,
-            config.trace_block_tokens,
-            first,
-        )
-    if config.prompts_file is not None:
-        out = config.output_lengths
-        replies = out.max if out is not None and out.dist == "dataset" else None
-        prompts = dataset_prompts(
-            config.prompts_file,
-            count,
-            config.input_tokens,
-            tokenizer,
-            config.seed,
-            first,
-            reply_cap=replies,
-        )
-        if out is None or replies is not None:
-            return prompts
-        return [replace(p, output_tokens=out.draw(config.seed, "output", p.id)) for p in prompts]
-    assert config.input_tokens is not None
-    return synthetic_prompts(
-        count,
-        config.input_tokens,
-        config.seed,
-        tokenizer,
-        first,
-        input_lengths=config.input_lengths,
-        output_lengths=config.output_lengths,
-        shared_prefix=config.shared_prefix,
-    )
-
-
-#: a duration or rate run keeps at least this many measured prompts per stream built
-#: ahead of the request it sends (a rate run builds what its duration needs before it)
-PROMPTS_AHEAD = 16
-
-
-class PromptFeed:
-    """The measured prompts of a level, built ahead as a duration or rate run goes, so
-    every measured request sends a prompt the run never sent before (a prefix-caching
-    engine would serve a repeated one from its cache: TTFT 8 ms for a true 30 in issue
-    43). ``build(count, first)`` makes more (prompts ``first`` on, in a thread); None
-    where the prompts were given (a sweep's slice): past them a prompt is sent again,
-    marked ``prompt_reused`` on its record and counted in ``reused``."""
-
-    def __init__(
-        self,
-        prompts: list[Prompt],
-        n_measured: int,
-        build: Callable[[int, int], list[Prompt]] | None,
-        ahead: int = PROMPTS_AHEAD,
-    ) -> None:
-        self.prompts = prompts
-        self.n_measured = max(1, min(n_measured, len(prompts)))
-        self.build = build
-        self.ahead = ahead
-        self.extra: list[Prompt] = []
-        self.next_first = len(prompts)  # ids after the measured and warm-up prompts
-        self.task: asyncio.Future[list[Prompt]] | None = None
-        self.reused = 0
-
-    def warmup(self, i: int) -> Prompt:
-        return self.prompts[(self.n_measured + i) % len(self.prompts)]
-
-    def measured(self, i: int) -> tuple[Prompt, bool]:
-        """Measured request ``i``'s prompt, and whether it was sent before."""
-        self._keep_ahead(i)
-        if i < self.n_measured:
-            return self.prompts[i], False
-        k = i - self.n_measured
-        if k < len(self.extra):
-            return self.extra[k], False
-        self.reused += 1  # not built in time (or none can be): sent again
-        return self.prompts[i % self.n_measured], True
-
-    def _keep_ahead(self, i: int) -> None:
-        """Build the next prompts in a thread once fewer than ``ahead`` are left."""
-        left = self.n_measured + len(self.extra) - i
-        if self.build is None or self.task is not None or left > self.ahead:
-            return
-        count = 2 * self.ahead
-        build, first = self.build, self.next_first
-        self.next_first += count
-        task = asyncio.ensure_future(asyncio.to_thread(build, count, first))
-
-        def done(t: asyncio.Future[list[Prompt]]) -> None:
-            self.task = None
-            if not t.cancelled() and t.exception() is None:
-                self.extra += t.result()
-
-        task.add_done_callback(done)
-        self.task = task
-
-    async def close(self) -> None:
-        """Wait for a build in flight (its thread cannot be stopped, and the tokenizer it
-        uses is the one that re-counts the level's text next)."""
-        if self.task is not None:
-            with contextlib.suppress(Exception):
-                await self.task
-
-
-def prompts_needed(config: RunConfig) -> int:
-    """Measured prompts to build before the level: ``--requests``, else what a rate run
-    will send in its duration, else (a closed loop for a duration) 16 per stream; a
-    duration run builds more as it goes (``PromptFeed``)."""
-    if config.requests:
-        return config.requests
-    floor = defaults.timed_prompts(config.concurrency)
-    if config.rate_rps and config.duration_s:
-        return max(floor, math.ceil(config.rate_rps * config.duration_s * 1.1))
-    return floor
-
-
-def templates_by_turn(
-    count: Callable[[Sequence[tuple[str, str]]], int | None], prompts: list[Prompt], turns: int
-) -> list[int] | None:
-    """The chat template's tokens around each turn's history (``count``: a tokenizer's
-    ``chat_template_tokens``): turn t sends 2t + 1 messages, each with its role's header,
-    so a template adds more the later the turn. None where a turn's cannot be counted."""
-    out: list[int] = []
-    for t in range(turns):
-        p = next((p for p in prompts if p.id % turns == t and p.messages), None)
-        if p is None:
-            break  # fewer requests than turns: the later turns are never sent
-        assert p.messages is not None
-        n = count(p.messages)
-        if n is None:
-            return None
-        out.append(n)
-    return out or None
 
 
 @dataclass
@@ -324,46 +67,6 @@ class RunOutcome:
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
-def make_context(
-    config: RunConfig,
-    tokenizer: Tokenizer | None,
-    version: str | None,
-    client_floor: ClientFloor | None = None,
-    chat_template_tokens: int | None = None,
-    chat_template_by_turn: list[int] | None = None,
-) -> RunContext:
-    return RunContext(
-        mode=config.mode,
-        output_tokens=config.output_tokens,
-        endpoint=config.endpoint,
-        engine=EngineInfo(name=config.dialect, url=config.url, model=config.model, version=version),
-        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        concurrency=config.concurrency,
-        rate_rps=config.rate_rps,
-        input_tokens=config.input_tokens,
-        prompts=(
-            f"trace:{config.trace}"
-            if config.trace
-            else str(config.prompts_file)
-            if config.prompts_file
-            else "synthetic"
-        ),
-        seed=config.seed,
-        arrival_seed=config.arrival_seed,
-        tokenizer=tokenizer.name if tokenizer else None,
-        expects_finish_reason=get_dialect(config.dialect).has_done_sentinel,
-        allowed_failures=config.allowed_failures,
-        slo=config.slo,
-        client_floor=client_floor,
-        workers=config.workers,
-        transport=config.transport,
-        chat_template_tokens=chat_template_tokens,
-        chat_template_by_turn=chat_template_by_turn,
-        shape=config.workload_shape(),
-        turns=config.sessions.turns if config.sessions else None,
-    )
 
 
 async def execute(
@@ -511,7 +214,7 @@ async def execute(
             )
             store.add_sample(run_id, ENGINE_COUNTER_SAMPLE, 0.0, engine.model_dump())
     if tokenizer is not None:
-        changed = await asyncio.to_thread(_count_and_retokenize, records, tokenizer)
+        changed = await asyncio.to_thread(count_and_retokenize, records, tokenizer)
         for r in changed:  # keep the stored records the source of truth
             store.add_record(run_id, r)
     summary = summarize(records, ctx, engine, client_loop)
@@ -543,32 +246,6 @@ def _either(
                 w.cancel()
 
     return halt, asyncio.ensure_future(relay())
-
-
-#: the ``samples`` source holding a run's engine counter readings
-ENGINE_COUNTER_SAMPLE = "engine_counter"
-
-
-def _count_and_retokenize(
-    records: list[RequestRecord], tokenizer: Tokenizer
-) -> list[RequestRecord]:
-    """After the level (in a thread): count what usage did not, re-tokenize what it did.
-
-    A tokenizer that fails here (a server's ``/tokenize`` gone) leaves the rest without
-    the text witness; returns the records it changed."""
-    measured = [r for r in records if not r.warmup]
-    missing = [r for r in measured if r.ok and r.completion_tokens is None]
-    changed: list[RequestRecord] = []
-    with contextlib.suppress(OSError, ValueError):
-        count_with_tokenizer(missing, tokenizer.encode)
-    changed += [r for r in missing if r.completion_tokens is not None]
-    done: list[int] = []
-    with contextlib.suppress(OSError, ValueError):
-        # a local tokenizer encodes every chunk; a server's /tokenize is a round trip each
-        budget = CHUNK_ENCODES if isinstance(tokenizer, ServerTokenizer) else None
-        retokenize(measured, tokenizer.encode, done, budget)
-    changed += [measured[i] for i in done]
-    return changed
 
 
 def _probe_interval(config: RunConfig) -> float:
@@ -679,19 +356,3 @@ async def _load_here(
             plan.lags.extend(lags or [])
         finally:
             await feed.close()
-
-
-def resummarize(store: Store, run_id: str) -> RunSummary:
-    """Recompute a run's summary from its stored raw records."""
-    row = store.run(run_id)
-    if row is None:
-        raise UsageError(f"no run {run_id} in {store.path}")
-    ctx = RunContext.model_validate(row.context["context"])
-    engine = None
-    loop: LoopLag | None = None
-    for source, _, data in store.samples(run_id):
-        if source == ENGINE_COUNTER_SAMPLE:
-            engine = EngineCounter.model_validate(data)
-        elif source == LOOP_SAMPLE:
-            loop = LoopLag.model_validate(data)
-    return summarize(store.records(run_id), ctx, engine, loop)
