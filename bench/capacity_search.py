@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from crossover.calibration.server import build_config, spawn
-from crossover.capacity import parse_slo
 from crossover.capacity.runner import CapacityConfig, CapacityRunner
 from crossover.capacity.search import grid_levels
+from crossover.spec.slo import parse_slo
 
 TTFT_MS, PER_STREAM_MS, ITL_MS, N = 10.0, 40.0, 10.0, 4
 
