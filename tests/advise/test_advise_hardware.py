@@ -370,6 +370,27 @@ def test_gpus_local_shows_what_nvml_reads(
     assert "nvidia-ml-py" in capsys.readouterr().err
 
 
+def test_gpus_local_without_a_gpu_names_what_gpus_takes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVML present but no driver: the hint fits ``gpus`` (which has no --gpu option)."""
+    import sys
+    import types
+
+    class NVMLError(Exception):
+        pass
+
+    def init() -> None:
+        raise NVMLError("Driver Not Loaded")
+
+    fake = types.SimpleNamespace(nvmlInit=init, NVMLError=NVMLError)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert main(["gpus", "--local"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Driver Not Loaded" in err and "without --local lists the table" in err
+    assert len(err.splitlines()) == 1
+
+
 def test_every_complete_row_gets_advice() -> None:
     """Each GPU the table can describe in full yields a ranked candidate for a small model
     (Volta and Turing in FP16: they have no BF16 kernels)."""

@@ -27,8 +27,18 @@ def gpus_command(
 
     if local:
         from crossover.advise import nvml
+        from crossover.errors import UsageError
 
-        for gpu in nvml.read().gpus:
+        try:
+            reading = nvml.read()
+        except UsageError as exc:
+            # nvml's hint names advise's --gpu, which `gpus` does not take
+            why = str(exc).split(";")[0]
+            raise UsageError(
+                f"{why}; `crossover gpus` without --local lists the table, and advise and "
+                "plan take the GPU by name (--gpu)"
+            ) from exc
+        for gpu in reading.gpus:
             row = match_local(gpu)
             seen = (
                 f"GPU {gpu.index}: {gpu.name}, {gpu.memory_gib:.1f} GiB, cc "
