@@ -94,3 +94,32 @@ def test_sweep_check_says_how_to_build_a_missing_llama_server(
     out = capsys.readouterr()
     said = out.out + out.err
     assert "no llama-server here: `crossover engines install llamacpp` builds one" in said
+
+
+def test_an_engine_name_reads_as_the_dialect_it_speaks() -> None:
+    """A URL target may name the engine behind it (``--engine lmdeploy``): its requests
+    are in the dialect its spec speaks, and the run records that dialect; a name that is
+    neither an engine nor a dialect is refused naming both kinds."""
+    import pytest
+    from pydantic import ValidationError
+
+    from crossover.engines import registry
+    from crossover.spec.run import RunConfig
+    from crossover.spec.target import TargetConfig
+
+    spoken = registry.ENGINES["lmdeploy"].dialect.name
+    assert spoken != "lmdeploy" and spoken in registry.DIALECTS
+    assert registry.dialect("lmdeploy") is registry.DIALECTS[spoken]
+    config = RunConfig(
+        url="http://127.0.0.1:8000", dialect="lmdeploy", model="m", output_tokens=8, concurrency=1
+    )
+    assert config.dialect == spoken
+    TargetConfig(name="a", url="http://127.0.0.1:8000", engine="lmdeploy")
+    with pytest.raises(ValidationError, match="lmdeploy"):
+        RunConfig(
+            url="http://127.0.0.1:8000",
+            dialect="lmdeployx",
+            model="m",
+            output_tokens=8,
+            concurrency=1,
+        )

@@ -44,9 +44,9 @@ def capacity(
     output_tokens: Annotated[
         int | None, typer.Option(help="Exactly this many tokens per request")
     ] = None,
-    engine: Annotated[str, typer.Option(help="Request dialect")] = default_of(
-        CapacityConfig, "engine"
-    ),
+    engine: Annotated[
+        str, typer.Option(help="Request dialect: openai, or the engine behind the URL")
+    ] = default_of(CapacityConfig, "engine"),
     input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")

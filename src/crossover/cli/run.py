@@ -124,7 +124,8 @@ def run(
     engine: Annotated[
         str,
         typer.Option(
-            help="Request dialect: openai, vllm, sglang, trtllm, triton, llamacpp, transformers"
+            help="Request dialect: openai, or the engine behind the URL (its dialect: "
+            "`crossover engines list` names them)"
         ),
     ] = default_of(RunConfig, "dialect"),
     endpoint: EndpointOpt = None,

@@ -63,12 +63,26 @@ def _dialects() -> dict[str, Dialect]:
 DIALECTS: dict[str, Dialect] = _dialects()
 
 
+def dialect_of(name: str) -> str | None:
+    """The dialect a URL target named ``name`` is spoken to in: a dialect's own name, or
+    the one an engine speaks (``lmdeploy`` -> its spec's); None when neither knows it."""
+    if name in DIALECTS:
+        return name
+    spec = ENGINES.get(name)
+    return spec.dialect.name if spec is not None else None
+
+
+#: what ``--engine`` accepts for a URL: every dialect and every engine (by its dialect)
+ENGINE_OR_DIALECT: tuple[str, ...] = tuple(sorted({*DIALECTS, *ENGINES}))
+
+
 def dialect(name: str) -> Dialect:
-    """The dialect named ``name``; a ``UsageError`` naming the known ones."""
-    try:
-        return DIALECTS[name]
-    except KeyError:
-        raise UsageError(unknown_choice("engine dialect", name, DIALECTS)) from None
+    """The dialect named ``name``, or the one the engine ``name`` speaks; a ``UsageError``
+    naming the known ones."""
+    known = dialect_of(name)
+    if known is None:
+        raise UsageError(unknown_choice("engine dialect", name, ENGINE_OR_DIALECT))
+    return DIALECTS[known]
 
 
 def names() -> tuple[str, ...]:

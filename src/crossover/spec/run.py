@@ -111,9 +111,10 @@ class RunConfig(Limits, Warmup, Workload):
     @field_validator("dialect")
     @classmethod
     def _dialect(cls, v: str) -> str:
-        if v not in registry.DIALECTS:
-            raise ValueError(unknown_choice("engine", v, registry.DIALECTS))
-        return v
+        known = registry.dialect_of(v)  # an engine's name reads as the dialect it speaks
+        if known is None:
+            raise ValueError(unknown_choice("engine", v, registry.ENGINE_OR_DIALECT))
+        return known
 
     @field_validator("slo")
     @classmethod

@@ -171,8 +171,8 @@ class TargetConfig(BaseModel):
                 f"target {self.name}: give one of url, urls or launch, not {' and '.join(kinds)}"
             )
         remote = self.launch is None
-        if remote and self.engine is not None and self.engine not in registry.DIALECTS:
-            raise ValueError(unknown_choice("engine", self.engine, registry.DIALECTS))
+        if remote and self.engine is not None and registry.dialect_of(self.engine) is None:
+            raise ValueError(unknown_choice("engine", self.engine, registry.ENGINE_OR_DIALECT))
         return self
 
     @property
