@@ -496,27 +496,69 @@ def axis_unit(axis: Axis) -> str:
     return "requests/s" if axis == "rate" else "concurrent requests"
 
 
-def format_crossover(x: Finding | Crossover) -> str:
+def crossover_levels(sweep: SweepFile, x: Crossover) -> list[float]:
+    """The levels a recorded crossover's pair was compared over: where both have valid
+    runs with the metric, on the crossover's axis (what :func:`format_crossover` needs to
+    tell a crossing at the edge of the measured range)."""
+    axis: Axis = "concurrency" if x.concurrency is not None else "rate"
+    path = metric_spec(x.metric).path
+    a = level_values(sweep.runs, x.below, path, axis)
+    b = level_values(sweep.runs, x.above, path, axis)
+    return sorted(set(a) & set(b))
+
+
+def _crossover_line(
+    label: str,
+    below: str,
+    above: str,
+    point: float,
+    interval: tuple[float, float],
+    unit: str,
+    levels: Sequence[float],
+) -> str:
+    """``A leads below P (lo-hi), B above``, unless P (as printed) is an end of the
+    measured range: then "below P" (or "above P") would claim a lead where nothing was
+    measured, so the line names the one level at the edge where that target led.
+
+    Such a crossing is still reported: the two levels around it are measured, each with a
+    significant lead, opposite to the other; only its wording changes. It says the lead
+    changes hands right after the lowest level (or right before the highest), nothing
+    about below or above the range. The stored point and interval are unchanged."""
+    lo, hi = interval
+    where = f"({fmt_interval(lo, hi)})"
+    if levels and fmt_point(point) == fmt_point(levels[0]):
+        return (
+            f"{label}: {below} leads at {_fmt_l(levels[0])} {unit} (the lowest level "
+            f"measured), {above} above (crossing in {fmt_interval(lo, hi)})"
+        )
+    if levels and fmt_point(point) == fmt_point(levels[-1]):
+        return (
+            f"{label}: {below} leads below {fmt_point(point)} {unit} {where}, {above} at "
+            f"{_fmt_l(levels[-1])} (the highest level measured)"
+        )
+    return f"{label}: {below} leads below {fmt_point(point)} {unit} {where}, {above} above"
+
+
+def format_crossover(x: Finding | Crossover, levels: Sequence[float] = ()) -> str:
     """One terminal line, e.g. ``total tokens/s: A leads below 12 concurrent
-    requests (10.8-14.1), B above`` (``... below 6.2 requests/s ...`` along a rate axis)."""
+    requests (10.8-14.1), B above`` (``... below 6.2 requests/s ...`` along a rate axis).
+    A crossing at an end of the levels measured reads ``A leads at 1 concurrent requests
+    (the lowest level measured), B above (crossing in 1.0-1.1)``; a recorded
+    :class:`Crossover` knows its levels only when given them (:func:`crossover_levels`)."""
     label = metric_spec(x.metric).label
     if isinstance(x, Crossover):
         where = x.concurrency if x.concurrency is not None else x.rate
         assert where is not None
-        lo, hi = x.interval
-        return (
-            f"{label}: {x.below} leads below {fmt_point(where)} "
-            f"{axis_unit('concurrency' if x.concurrency is not None else 'rate')} "
-            f"({fmt_interval(lo, hi)}), {x.above} above"
-        )
+        unit = axis_unit("concurrency" if x.concurrency is not None else "rate")
+        return _crossover_line(label, x.below, x.above, where, x.interval, unit, levels)
     unit = axis_unit(x.axis)
     if x.kind == "crossover":
         assert x.interval is not None
         assert x.concurrency is not None
-        lo, hi = x.interval
-        return (
-            f"{label}: {x.below} leads below {fmt_point(x.concurrency)} {unit} "
-            f"({fmt_interval(lo, hi)}), {x.above} above"
+        assert x.below is not None
+        assert x.above is not None
+        return _crossover_line(
+            label, x.below, x.above, x.concurrency, x.interval, unit, levels or x.levels
         )
     span = f"{_fmt_l(x.levels[0])}-{_fmt_l(x.levels[-1])}" if x.levels else "none"
     if x.kind == "inconclusive":

@@ -58,8 +58,16 @@ class CapacityConfig(Limits, Warmup, Workload):
         data = trace_lengths(normalize_shape(data))
         if isinstance(data, dict) and data.get("start_rps") is None:
             data = {**data, "start_rps": 1.0}
+            which = "the default start rate"
             if data.get("trace") is not None:
                 data["start_rps"] = read_trace(Path(data["trace"])).mean_rate(1.0)
+                which = "the default start rate (the trace's own)"
+            top = data.get("max_rps")
+            if isinstance(top, int | float) and data["start_rps"] > top:
+                raise ValueError(
+                    f"{which} {data['start_rps']:.3g} is above the maximum rate {top:.3g}: "
+                    "give a start rate at or below it"
+                )
         return data
 
     @field_validator("slo")
@@ -73,6 +81,13 @@ class CapacityConfig(Limits, Warmup, Workload):
     def _range(self) -> CapacityConfig:
         if self.max_rps is not None and self.min_rps is not None and self.min_rps >= self.max_rps:
             raise ValueError("the minimum rate must be below the maximum rate")
+        # never clamped: a start above the maximum is a contradiction in what was asked,
+        # and a search quietly begun elsewhere would not be the one asked for
+        if self.max_rps is not None and self.start_rps > self.max_rps:
+            raise ValueError(
+                f"the start rate {self.start_rps:.3g} is above the maximum rate "
+                f"{self.max_rps:.3g}: give a start rate at or below it"
+            )
         return self
 
     @property

@@ -41,6 +41,21 @@ class CapacityLevel(BaseModel):
     run_id: str | None = None
     summary: RunSummary | None = None
 
+    def invalid_reason(self) -> str | None:
+        """Why the level's run is invalid, in a few words (``None``: it is not, or it was
+        stopped as overloaded, a measured miss). An invalid level measured nothing the
+        SLO can be judged on; the search counts it as a miss, and says so."""
+        s = self.summary
+        if s is None or s.verdict != "invalid" or self.overloaded:
+            return None
+        errors = [p for p in s.problems if p.severity == "error" and p.code != "overloaded"]
+        if errors:
+            more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+            return errors[0].message + more
+        if s.requests.sent == 0:
+            return "no request was sent within the level (too short for its rate)"
+        return f"none of its {s.requests.sent} requests succeeded"
+
 
 class CapacityFile(BaseModel):
     model_config = ConfigDict(populate_by_name=True)

@@ -267,13 +267,26 @@ async def _run(cfg: Any, folder: Path, console: Any) -> CapacityFile:
 
 
 def level_line(level: CapacityLevel) -> str:
+    """One finished level; an invalid one says so and why, never a bare ``misses``."""
+    from rich.markup import escape
+
+    why = level.invalid_reason()
     mark = "[green]meets[/]" if level.met else "[red]misses[/]"
+    if why is not None:
+        mark = f"[red]invalid[/] ({escape(why)}; counted as missing)"
     terms = "  ".join(
         f"{c.term} {'-' if c.measured is None else f'{c.measured:.1f}'}" for c in level.checks
     )
     extra = "  [red]overloaded, stopped early[/]" if level.overloaded else ""
     speed = "" if level.trace_speed is None else f" (trace x{level.trace_speed:.3g})"
     return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
+
+
+def slo_word(level: CapacityLevel) -> str:
+    """The table's SLO column: meets, misses, or invalid (counted as missing)."""
+    if level.invalid_reason() is not None:
+        return "invalid (counted as missing)"
+    return ("meets" if level.met else "misses") + (" (overloaded)" if level.overloaded else "")
 
 
 def print_result(result: CapacityFile) -> None:
@@ -303,7 +316,7 @@ def print_result(result: CapacityFile) -> None:
             *[("-" if c.measured is None else f"{c.measured:.1f}") for c in lv.checks],
             "-" if good is None else f"{good:.2f}",
             "-" if queue is None else f"{queue:.1f}",
-            ("meets" if lv.met else "misses") + (" (overloaded)" if lv.overloaded else ""),
+            slo_word(lv),
             f"{lv.seconds:.1f}",
         )
     stdout.print(table)
@@ -321,6 +334,12 @@ def print_result(result: CapacityFile) -> None:
         stdout.print(f"[bold]capacity >= {lo:.3g} requests/s[/]: the maximum rate meets {slo}")
     else:
         stdout.print(f"[bold red]no rate meets {slo}[/]: even {hi:.3g} requests/s misses")
+    invalid = [lv for lv in result.levels if lv.invalid_reason() is not None]
+    if invalid:
+        stdout.print(
+            f"[red]{len(invalid)} of {len(result.levels)} levels invalid[/] (counted as "
+            f"missing, not measured to miss): {invalid[0].invalid_reason()}"
+        )
     at = next((lv for lv in result.levels if lo is not None and lv.rate_rps == lo), None)
     if at is not None and at.trace_speed is not None:
         stdout.print(f"the trace replayed {at.trace_speed:.3g}x as fast as recorded meets it")

@@ -21,6 +21,7 @@ import jinja2
 from crossover.analysis.crossovers import (
     Finding,
     analyze_sweep,
+    crossover_levels,
     format_crossover,
     format_overloads,
 )
@@ -271,7 +272,7 @@ def render_html(
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
         "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
         "no_crossover": [format_crossover(f) for f in findings if f.kind == "none"],
-        "recorded": [format_crossover(x) for x in sweep.crossovers],
+        "recorded": [format_crossover(x, crossover_levels(sweep, x)) for x in sweep.crossovers],
         "roofline": [
             {"target": c.target, "status": c.status, "line": c.describe()} for c in roofline
         ],
