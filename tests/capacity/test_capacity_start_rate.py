@@ -1,5 +1,5 @@
 """A start rate above ``--max-rate`` is refused with one line and exit 2, never clamped:
-given, defaulted (1 request/s) or a trace's own rate alike."""
+a default above it starts at it."""
 
 from __future__ import annotations
 
@@ -27,21 +27,20 @@ def test_a_start_rate_above_the_maximum_is_refused(capsys: pytest.CaptureFixture
     assert line == "error: the start rate 4 is above the maximum rate 1: give a start rate at or below it"  # fmt: skip
 
 
-def test_the_default_start_above_the_maximum_is_refused(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    line = _refusal(["--output-tokens", "4", "--max-rate", "0.5"], capsys)
-    assert "the default start rate 1 is above the maximum rate 0.5" in line
+def test_a_default_start_above_the_maximum_starts_at_it(tmp_path: Path) -> None:
+    """Only a start the user gave is refused: the default (1 request/s, or a trace's own
+    rate) under a lower --max-rate starts the search at that maximum."""
+    from crossover.capacity.runner import CapacityConfig
+    from crossover.spec.slo import parse_slo
 
-
-def test_a_traces_own_rate_above_the_maximum_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    slo = parse_slo("ttft_ms.p99=500")
+    cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", output_tokens=4, slo=slo, max_rps=0.5)  # type: ignore[call-arg]  # fmt: skip
+    assert cfg.start_rps == 0.5
     rows = [{"timestamp": 200 * k, "input_length": 16, "output_length": 4} for k in range(40)]
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    line = _refusal(["--trace", str(trace), "--max-rate", "2"], capsys)
-    assert "the default start rate (the trace's own) 5 is above the maximum rate 2" in line
+    cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", trace=trace, slo=slo, max_rps=2)  # type: ignore[call-arg]  # fmt: skip
+    assert cfg.start_rps == 2
 
 
 def test_a_start_at_the_maximum_is_accepted() -> None:

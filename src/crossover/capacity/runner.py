@@ -58,16 +58,13 @@ class CapacityConfig(Limits, Warmup, Workload):
         data = trace_lengths(normalize_shape(data))
         if isinstance(data, dict) and data.get("start_rps") is None:
             data = {**data, "start_rps": 1.0}
-            which = "the default start rate"
             if data.get("trace") is not None:
                 data["start_rps"] = read_trace(Path(data["trace"])).mean_rate(1.0)
-                which = "the default start rate (the trace's own)"
+            # a default is the user's only where they gave nothing: under a maximum they
+            # gave, the search starts at that maximum (a start they give above it is refused)
             top = data.get("max_rps")
             if isinstance(top, int | float) and data["start_rps"] > top:
-                raise ValueError(
-                    f"{which} {data['start_rps']:.3g} is above the maximum rate {top:.3g}: "
-                    "give a start rate at or below it"
-                )
+                data["start_rps"] = float(top)
         return data
 
     @field_validator("slo")
