@@ -75,29 +75,33 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _import() -> ModuleType:
+#: what a command that reads the local GPU offers instead when it cannot (advise, plan)
+NAME_IT = "name the GPU with --gpu, or describe it with --gpu-spec"
+
+
+def _import(hint: str) -> ModuleType:
     try:
         import pynvml
     except ImportError as exc:
         raise UsageError(
-            "reading the local GPU needs nvidia-ml-py (pip install 'crossover[gpu]'); "
-            "or name one with --gpu, or describe it with --gpu-spec"
+            f"reading the local GPU needs nvidia-ml-py (pip install 'crossover[gpu]'); or {hint}"
         ) from exc
     module: ModuleType = pynvml
     return module
 
 
-def read(nv: ModuleType | None = None) -> LocalReading:
-    """Every GPU NVML sees; UsageError (one line) when NVML is missing or sees none."""
-    nv = nv or _import()
+def read(nv: ModuleType | None = None, hint: str = NAME_IT) -> LocalReading:
+    """Every GPU NVML sees; UsageError (one line, ending with the caller's ``hint``: what
+    to do instead) when NVML is missing or sees none."""
+    nv = nv or _import(hint)
     try:
         nv.nvmlInit()
     except Exception as exc:  # NVMLError: no driver, no GPU
-        raise UsageError(f"NVML is unavailable ({exc}); name the GPU with --gpu") from exc
+        raise UsageError(f"NVML is unavailable ({exc}); {hint}") from exc
     try:
         n = int(nv.nvmlDeviceGetCount())
         if n == 0:
-            raise UsageError("NVML sees no GPU; name one with --gpu or describe it with --gpu-spec")
+            raise UsageError(f"NVML sees no GPU; {hint}")
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         gpus = [_gpu(nv, i, h) for i, h in enumerate(handles)]
         pairs = [_pair(nv, handles, a, b) for a in range(n) for b in range(a + 1, n)]

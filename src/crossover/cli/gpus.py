@@ -27,18 +27,13 @@ def gpus_command(
 
     if local:
         from crossover.advise import nvml
-        from crossover.errors import UsageError
 
-        try:
-            reading = nvml.read()
-        except UsageError as exc:
-            # nvml's hint names advise's --gpu, which `gpus` does not take
-            why = str(exc).split(";")[0]
-            raise UsageError(
-                f"{why}; `crossover gpus` without --local lists the table, and advise and "
-                "plan take the GPU by name (--gpu)"
-            ) from exc
-        for gpu in reading.gpus:
+        # `gpus` takes no --gpu: its hint is the table, and the commands that do take one
+        hint = (
+            "`crossover gpus` without --local lists the table, and advise and plan take the "
+            "GPU by name (--gpu)"
+        )
+        for gpu in nvml.read(hint=hint).gpus:
             row = match_local(gpu)
             seen = (
                 f"GPU {gpu.index}: {gpu.name}, {gpu.memory_gib:.1f} GiB, cc "
