@@ -39,6 +39,6 @@ if [ "${HOST_FACTS:-1}" = 1 ]; then
 fi
 # the Triton job (scripts/h200/job-triton.sh): the stub environment's wheels (NumPy 1.26.4, ...)
 [ -d .pack/tenv ] && mkdir -p $W/tenv && cp -f .pack/tenv/*.whl $W/tenv/ && echo "tenv: $(ls $W/tenv | wc -l) wheels"
-HF_CONFIG_ONLY=${HF_CONFIG_ONLY:-0} BUILD_FAST=${BUILD_FAST:-0} LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} MOE=${MOE:-0} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
+DENSE_HF=${DENSE_HF:-0} HF_CONFIG_ONLY=${HF_CONFIG_ONLY:-0} BUILD_FAST=${BUILD_FAST:-0} LLAMA=${LLAMA:-1} DENSE_GGUF=${DENSE_GGUF:-1} MOE=${MOE:-0} setsid nohup bash $W/scripts/h200/job-background.sh > $W/background.log 2>&1 < /dev/null &
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc; df -h /tmp | tail -1; echo "background started"
