@@ -19,17 +19,17 @@ if [ "${MOE:-0}" = 1 ]; then
   # MoE session (scripts/h200/sweep-moe-a.yaml): the Qwen3-30B-A3B shape as a config-only HF
   # folder (vLLM/SGLang load dummy weights) and a Q8_0 GGUF of all 48 layers (33 GB at
   # ~600 MB/s: a full F16 one, 61 GB, would not fit the 64 GiB disk); no dense checkpoint
+  # DENSE_HF=1 beside it: the config-only Llama-3-8B folder first (a Triton sweep in
+  # the same session, scripts/h200/sweep-triton.yaml)
+  if [ "${DENSE_HF:-0}" = 1 ]; then
+    $XO models synth --arch llama-3-8b --format hf --dtype bf16 --config-only --out $W/mh -q > $W/synth-hf.log 2>&1
+    echo "hf rc=$? $(( $(date +%s) - T0 ))s"
+  fi
   $XO models synth --arch qwen3-30b-a3b --config-only --dtype bf16 --out $W/moe -q > $W/synth-moe-hf.log 2>&1
   echo "moe hf rc=$? $(( $(date +%s) - T0 ))s"
   if [ "${LLAMA:-1}" = 1 ]; then
     nice -n 10 $XO models synth --arch qwen3-30b-a3b --dtype q8_0 --out $W/moeg -q > $W/synth-moe-gguf.log 2>&1
     echo "moe gguf rc=$? $(( $(date +%s) - T0 ))s"
-  fi
-  # DENSE_HF=1 beside it: the config-only Llama-3-8B folder too (a Triton sweep in the
-  # same session, scripts/h200/sweep-triton.yaml)
-  if [ "${DENSE_HF:-0}" = 1 ]; then
-    $XO models synth --arch llama-3-8b --format hf --dtype bf16 --config-only --out $W/mh -q > $W/synth-hf.log 2>&1
-    echo "hf rc=$? $(( $(date +%s) - T0 ))s"
   fi
 else
 # HF_CONFIG_ONLY=1: config and tokenizer only (every HF target loads dummy weights)
