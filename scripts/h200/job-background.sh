@@ -23,7 +23,7 @@ if [ "${MOE:-0}" = 1 ]; then
   # the same session, scripts/h200/sweep-triton.yaml)
   if [ "${DENSE_HF:-0}" = 1 ]; then
     $XO models synth --arch llama-3-8b --format hf --dtype bf16 --config-only --out $W/mh -q > $W/synth-hf.log 2>&1
-    echo "hf rc=$? $(( $(date +%s) - T0 ))s"
+    echo "hf rc=$? $(( $(date +%s) - T0 ))s"; echo done > $W/dense.done
   fi
   $XO models synth --arch qwen3-30b-a3b --config-only --dtype bf16 --out $W/moe -q > $W/synth-moe-hf.log 2>&1
   echo "moe hf rc=$? $(( $(date +%s) - T0 ))s"

@@ -20,7 +20,7 @@ rc=$?; echo "install rc=$rc $(( $(date +%s) - T0 ))s"
 ENV=$(python3 -c "from crossover.builds.triton import find_triton as f; print(f().env)")
 cat "$(dirname "$ENV")/install.json"
 "$ENV/bin/python" -c "import sys, numpy; print('stub env:', sys.version.split()[0], 'numpy', numpy.__version__, sys.path)"
-while [ ! -f $W/checkpoints.done ] && [ $(( $(date +%s) - T0 )) -lt 600 ]; do sleep 2; done
+while [ ! -f $W/checkpoints.done ] && [ ! -f $W/dense.done ] && [ $(( $(date +%s) - T0 )) -lt 600 ]; do sleep 2; done
 python3 -m crossover plan --engine triton --hosted vllm --model $W/mh/hf --max-concurrency 512 \
   --max-seq-len 512 --load-format dummy --out $W/plan-tv
 rc=$?; grep -A1 engine_args $W/plan-tv/triton_model_repo/vllm/config.pbtxt
