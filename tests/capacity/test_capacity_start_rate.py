@@ -1,5 +1,5 @@
-"""A start rate above ``--max-rate`` is refused with one line and exit 2, never clamped:
-a default above it starts at it."""
+"""A start rate above ``--max-rate`` (or below ``--min-rate``) is refused with one line
+and exit 2, never clamped: a default beyond it starts at it."""
 
 from __future__ import annotations
 
@@ -49,3 +49,16 @@ def test_a_start_at_the_maximum_is_accepted() -> None:
 
     cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", output_tokens=4, slo=parse_slo("ttft_ms.p99=500"), start_rps=2, max_rps=2)  # type: ignore[call-arg]  # fmt: skip
     assert cfg.start_rps == cfg.max_rps == 2
+
+
+def test_a_start_rate_below_the_minimum_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refusal(["--output-tokens", "4", "--start-rate", "0.1", "--min-rate", "0.5"], capsys)
+    assert line == "error: the start rate 0.1 is below the minimum rate 0.5: give a start rate at or above it"  # fmt: skip
+
+
+def test_a_default_start_below_the_minimum_starts_at_it() -> None:
+    from crossover.capacity.runner import CapacityConfig
+    from crossover.spec.slo import parse_slo
+
+    cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", output_tokens=4, slo=parse_slo("ttft_ms.p99=500"), min_rps=3)  # type: ignore[call-arg]  # fmt: skip
+    assert cfg.start_rps == 3

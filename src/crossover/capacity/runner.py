@@ -65,6 +65,10 @@ class CapacityConfig(Limits, Warmup, Workload):
             top = data.get("max_rps")
             if isinstance(top, int | float) and data["start_rps"] > top:
                 data["start_rps"] = float(top)
+            # and above a minimum they gave, at that minimum
+            bottom = data.get("min_rps")
+            if isinstance(bottom, int | float) and data["start_rps"] < bottom:
+                data["start_rps"] = float(bottom)
         return data
 
     @field_validator("slo")
@@ -84,6 +88,11 @@ class CapacityConfig(Limits, Warmup, Workload):
             raise ValueError(
                 f"the start rate {self.start_rps:.3g} is above the maximum rate "
                 f"{self.max_rps:.3g}: give a start rate at or below it"
+            )
+        if self.min_rps is not None and self.start_rps < self.min_rps:
+            raise ValueError(
+                f"the start rate {self.start_rps:.3g} is below the minimum rate "
+                f"{self.min_rps:.3g}: give a start rate at or above it"
             )
         return self
 
