@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "crossover"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors versions multicast defaults tasks",
+        "errors versions multicast defaults tasks optional",
         "builds calibration dialects records workload",
         "models engines transport",
         "spec",

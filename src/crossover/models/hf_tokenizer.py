@@ -19,6 +19,7 @@ from typing import Any
 from crossover.builds.cache import cache_subdir, file_lock
 from crossover.errors import UsageError
 from crossover.models.gguf_meta import read_gguf_metadata
+from crossover.optional import import_transformers
 
 # Bump when the way tokenizers are built changes, so cached ones are rebuilt.
 _RECIPE = 5  # 5: byte-level BPE gets a byte-level decoder and no SentencePiece parts
@@ -174,6 +175,7 @@ def _gguf_converter() -> Any:
 def _fast_build(vocab_path: Path, out_dir: Path) -> bool:
     """Build through transformers' GGUF converter with our reader; False if unavailable."""
     try:
+        import_transformers()
         from transformers import PreTrainedTokenizerFast
     except ImportError:
         return False
@@ -296,6 +298,7 @@ def _fix_and_check(vocab_path: Path, out_dir: Path) -> None:
 
 
 def _slow_build(vocab_path: Path, out_dir: Path) -> None:
+    import_transformers()
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(vocab_path.parent), gguf_file=vocab_path.name)
@@ -305,7 +308,7 @@ def _slow_build(vocab_path: Path, out_dir: Path) -> None:
 def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
     """Write tokenizer files for ``vocab_path`` into ``dest`` (cached per transformers version)."""
     try:
-        import transformers
+        transformers = import_transformers()
     except ImportError:
         raise UsageError(
             "the HF format needs transformers and tokenizers: pip install 'crossover[tokenizers]'"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crossover.errors import UsageError
+from crossover.optional import import_transformers
 
 
 class Tokenizer(Protocol):
@@ -61,6 +62,7 @@ class GGUFTokenizer:
 
     def __init__(self, path: Path) -> None:
         try:
+            import_transformers()
             from transformers import AutoTokenizer
         except ImportError:
             raise UsageError(
