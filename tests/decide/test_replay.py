@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crossover.decide.replay import Recorded, replay, same_conclusion
+from crossover.decide.recorded import Recorded
+from crossover.decide.replay import replay, same_conclusion
 from crossover.decide.state import PolicyConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,170 @@
+"""The recorded source a replay measures from: a finished sweep's per-request database.
+
+A level measured is its recorded requests on their own stamps (a part of it: how far they
+had got a number of seconds after the level's first measured send), a repeat is the
+recorded repeat, and a level the sweep never ran is one the replay cannot measure (the
+policy is told it holds nothing). ``crossover.decide.replay`` runs the policy against it
+and compares what it concluded with the grid's.
+
+The database is only read (opened read-only, never written).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from crossover.decide.coarse import MIN_PART
+from crossover.decide.model import Observation
+from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
+from crossover.errors import UsageError
+from crossover.records.model import RequestRecord
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One finished run in the database."""
+
+    run_id: str
+    target: str
+    level: int
+    repeat: int
+    context: Mapping[str, Any]
+    summary: Mapping[str, Any] | None
+
+
+class Recorded:
+    """The finished concurrency-level runs of a sweep database, read-only."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.is_file():
+            raise UsageError(f"{path}: no such database")
+        try:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            rows = self.db.execute(
+                "SELECT run_id, key, context, summary FROM runs "
+                "WHERE status='done' AND key IS NOT NULL ORDER BY created_at"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{path}: not a crossover results database ({exc})") from None
+        self.path = path
+        self.runs: dict[tuple[str, int, int], RecordedRun] = {}
+        for run_id, key, ctx, summary in rows:
+            name, level, rep = key.split("|")
+            if not level.startswith("c="):
+                continue  # rate levels: the policy decides along concurrency
+            context = orjson.loads(ctx)
+            self.runs[(name, int(level[2:]), int(rep.removeprefix("r=")))] = RecordedRun(
+                run_id,
+                name,
+                int(level[2:]),
+                int(rep.removeprefix("r=")),
+                context.get("context") or {},
+                orjson.loads(summary) if summary else None,
+            )
+        if not self.runs:
+            raise UsageError(f"{path}: no finished concurrency level to replay")
+        self._records: dict[str, list[RequestRecord]] = {}
+
+    def records(self, run_id: str) -> list[RequestRecord]:
+        if run_id not in self._records:
+            rows = self.db.execute(
+                "SELECT record FROM requests WHERE run_id=? ORDER BY warmup DESC, idx", (run_id,)
+            ).fetchall()
+            self._records[run_id] = [RequestRecord.model_validate(orjson.loads(r[0])) for r in rows]
+        return self._records[run_id]
+
+    def targets(self) -> list[str]:
+        seen: list[str] = []
+        for t, _, _ in self.runs:
+            if t not in seen:
+                seen.append(t)
+        return seen
+
+    def levels(self) -> list[int]:
+        return sorted({c for _, c, _ in self.runs})
+
+    def repeats(self) -> int:
+        return 1 + max(r for _, _, r in self.runs)
+
+    def span(self, run_id: str) -> tuple[float, int]:
+        """A whole run's measuring time (first send to last end, warm-up included) and its
+        measured requests, read in SQL (no record is parsed)."""
+        row = self.db.execute(
+            "SELECT min(json_extract(CAST(record AS TEXT), '$.t_send_ns')), "
+            "max(max(coalesce(json_extract(CAST(record AS TEXT), '$.t_done_ns'), 0), "
+            "coalesce(json_extract(CAST(record AS TEXT), '$.t_last_ns'), 0), "
+            "json_extract(CAST(record AS TEXT), '$.t_send_ns'))), sum(warmup = 0) "
+            "FROM requests WHERE run_id=?",
+            (run_id,),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return 0.0, 0
+        return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
+
+    def observe(
+        self,
+        t: str,
+        c: int,
+        r: int,
+        budget_s: float | None,
+        settle: Callable[[Mapping[str, float | None]], str | None] | None = None,
+    ) -> Observation:
+        """The level as the policy asked for it: whole, up to ``budget_s``, or sequential
+        (``settle``: as a live level stops, :meth:`sequential`)."""
+        run = self.runs.get((t, c, r))
+        if run is None:  # never recorded: measured, and it holds nothing
+            return Observation(t, c, r, {}, 0, 0, 0.0, valid=False)
+        if settle is not None:
+            part = self.sequential(run, settle)
+            if part is not None:
+                return part
+        if budget_s is None and run.summary is not None:  # the whole level: its summary
+            seconds, planned = self.span(run.run_id)
+            valid = run.summary.get("verdict") == "valid"
+            values = metric_values(run.summary)
+            return Observation(t, c, r, values, planned, planned, seconds, valid)
+        return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
+
+    def sequential(
+        self, run: RecordedRun, settle: Callable[[Mapping[str, float | None]], str | None]
+    ) -> Observation | None:
+        """The level as a live sequential level would have ended (``crossover.decide.live.
+        SequentialWatch``): its measured requests taken as they finished, from one wave on
+        (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each; at
+        the first it answers, the requests sent by then finish (the drain) and the level is
+        their summary, as the sweep's own summarizer computes it. ``None``: it never stops
+        (the whole level)."""
+        from crossover.metrics.run import RunContext, summarize
+
+        records = self.records(run.run_id)
+        measured = [x for x in records if not x.warmup]
+        finished = sorted(measured, key=end_ns)
+        first = max(run.level, MIN_PART)
+        so_far = Finished()
+        for n, rec in enumerate(finished[:-1], start=1):
+            so_far.add(rec)
+            if n < first or settle(so_far.values()) is None:
+                continue
+            cut = end_ns(finished[n - 1])
+            sent = [x for x in records if x.warmup or x.t_send_ns <= cut]
+            try:
+                ctx = RunContext.model_validate(run.context)
+            except ValueError:
+                return None
+            summary = summarize(sent, ctx).to_json_dict()
+            part = [x for x in sent if not x.warmup]
+            valid = summary.get("verdict") == "valid"
+            return Observation(
+                run.target, run.level, run.repeat, metric_values(summary), len(part),
+                len(measured), span_s(sent), valid,
+            )  # fmt: skip
+        return None
+
+    def close(self) -> None:
+        self.db.close()
