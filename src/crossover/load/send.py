@@ -15,7 +15,6 @@ from crossover.engines.registry import dialect as get_dialect
 from crossover.records.model import RequestRecord
 from crossover.spec.run import RunConfig
 from crossover.transport.client import StreamOptions, Transport
-from crossover.transport.http import Timeouts
 from crossover.workload import Prompt
 
 
@@ -28,7 +27,7 @@ def stream_options(config: RunConfig, keep_text: bool) -> StreamOptions:
     return StreamOptions(
         get_dialect(config.dialect),
         config.endpoint,
-        Timeouts(**config.timeouts.model_dump()),
+        config.timeouts,
         keep_text,
         config.max_event_bytes,
     )

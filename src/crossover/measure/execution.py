@@ -50,7 +50,6 @@ from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter
 from crossover.spec.run import RunConfig
 from crossover.transport.client import make_client
-from crossover.transport.http import Timeouts
 from crossover.workload import Prompt, Tokenizer
 
 #: runs a level's load over ``config.workers`` workers, as ``run_workers``
@@ -150,7 +149,7 @@ async def execute(
     store.create_run(run_id, context, key)
     abort = abort or asyncio.Event()
     keep_text = tokenizer is not None
-    timeouts = Timeouts(**config.timeouts.model_dump())
+    timeouts = config.timeouts
     records: list[RequestRecord] = []
     if len(config.replica_urls) > 1:
         metrics_url = None  # one replica's token counter cannot witness the load of all
