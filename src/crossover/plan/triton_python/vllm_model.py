@@ -30,7 +30,15 @@ import crossover_triton_common as common
 
 def make_engine(engine_args: dict[str, Any]) -> Any:
     """The vLLM async engine (the seam a test replaces)."""
-    from vllm import AsyncEngineArgs, AsyncLLMEngine
+    try:
+        from vllm import AsyncEngineArgs, AsyncLLMEngine
+    except ImportError:
+        # vLLM's top level imports these lazily, and an AttributeError raised inside that
+        # import reads as "cannot import name 'AsyncEngineArgs' from 'vllm'" (seen on the
+        # H200 with the stub's NumPy): import the modules themselves, so the log shows
+        # the real cause (the paths of vLLM 0.26.0's own lazy table)
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.engine.async_llm_engine import AsyncLLMEngine
 
     return AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**engine_args))
 
@@ -45,7 +53,10 @@ def engine_version() -> str | None:
 
 
 def sampling_params(g: common.Generate) -> Any:
-    from vllm import SamplingParams
+    try:
+        from vllm import SamplingParams
+    except ImportError:  # as make_engine: the real cause
+        from vllm.sampling_params import SamplingParams
 
     fields: dict[str, Any] = {
         "max_tokens": g.max_tokens,
