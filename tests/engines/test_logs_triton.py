@@ -68,3 +68,17 @@ def test_several_models_and_instances() -> None:
     assert (facts["tp"], facts["parallel_slots"], facts["cuda_graphs"]) == (2, 256, True)
     assert facts["hosted_engine"] == "vllm"
     assert "backend" not in facts
+
+
+def test_real_h200_failed_model_reads_its_state_not_its_traceback() -> None:
+    """A model that failed to load: the model table's status runs over one row per
+    traceback line (rows with empty Model and Version cells); the state is its first."""
+    log = LOG.parent / "tritonserver-2.51-h200-vllm-numpy1-scipy.log.gz"
+    s = effective_settings(read_log(log))
+    values = {k: f.value for k, f in s.facts.items()}
+    assert values["triton_models"] == (
+        "vllm:1:UNAVAILABLE: Internal: AttributeError: module 'numpy' has no attribute 'long'"
+    )
+    assert values["version"] == "2.51.0"
+    assert values["backend"] == "python"
+    assert values["instance_count"] == 1

@@ -53,6 +53,10 @@ def _tables(lines: list[str]) -> tuple[list[tuple[int, str, str, str]], list[tup
                 table = None
             continue
         a, b, c = m.groups()
+        if not a.strip():
+            # a status's continuation rows (a failed model's traceback, one row per
+            # line): the state is its first line
+            continue
         if (a, b) == ("Model", "Version"):
             table = "models"
         elif a == "Backend" and b == "Path":
