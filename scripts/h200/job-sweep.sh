@@ -51,13 +51,14 @@ fi
 # NEED_TRITON=1 (a triton target, scripts/h200/job-triton.sh): wait for tritonserver's
 # install and the repository, then import what the model imports in the stub's environment
 # (NumPy 1.26.4 first, torch and vLLM from the machine's venv): a failure shows here in
-# seconds rather than after a server start
+# seconds rather than after a server start. `import vllm` alone is lazy (2026-12-05 it passed
+# while the engine's own modules failed under NumPy 1.26.4): import those too
 if [ "${NEED_TRITON:-0}" = 1 ]; then
   [ -f $W/triton.started ] || { say "no Triton install started: run job-triton.sh first"; exit 5; }
   while [ ! -f $W/triton.done ] && [ $(el) -lt 300 ]; do sleep 3; done
   say "Triton install: $(cat $W/triton.done 2>/dev/null)"; tail -4 $W/triton-install.log
   TENV=$(python3 -c "from crossover.builds.triton import find_triton as f; i=f(); print(i.env if i else '')")
-  [ -n "$TENV" ] && PYTHONPATH= timeout 240 "$TENV/bin/python" -c "import numpy, torch, vllm, sys; print('stub env imports: python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'vllm', vllm.__version__)" 2>&1 | tail -5
+  [ -n "$TENV" ] && PYTHONPATH= timeout 240 "$TENV/bin/python" -c "import numpy, torch, vllm, sys; import vllm.engine.arg_utils, vllm.engine.async_llm_engine; print('stub env imports: python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'vllm', vllm.__version__, '(and its engine modules)')" 2>&1 | tail -5
 fi
 # vLLM's tuned fused-MoE configs: put back what an earlier sweep hid (a call killed at its
 # limit never ran its trap), then hide them for this one if asked
