@@ -44,7 +44,7 @@ def test_wheels_folder_keeps_pip_off_the_index(tmp_path: Path) -> None:
     # an empty folder: pip must fail to find NumPy 1.26.4 rather than fetch it
     empty = tmp_path / "wheels"
     empty.mkdir()
-    with pytest.raises(EngineError, match=re.escape("installing NumPy 1.26")) as err:
+    with pytest.raises(EngineError, match=re.escape("stub's environment (numpy==1.26.4")) as err:
         triton._make_env(sys.executable, tmp_path / "env", [], None, True, wheels=empty)
     assert "no matching distribution" in (err.value.log_tail or "").lower()
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,12 @@ ENV_PACKAGES: tuple[str, ...] = (
     "diskcache>=5.6.1",
     "jinja2>=2.11.3",
 )
+#: NumPy-1 builds of packages an engine's venv may hold in a NumPy-2-only release: the stub
+#: imports them from its own environment first. Seen on the H200 (2026-12-05): the venv's
+#: SciPy 1.18.1 (``numpy>=2.0.0``) fails on NumPy 1.26.4 (``np.long``) when vLLM's config
+#: imports transformers' model modules; SciPy 1.14.1 is built against NumPy 2 and runs on
+#: 1.23.5 and later, and with it those modules import (docs/results/h200/triton).
+NUMPY1_BUILDS: dict[str, str] = {"scipy": "scipy==1.14.1"}
 STUB_VERSIONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
 _MEMBERS = ("pytriton/tritonserver/", "nvidia_pytriton.libs/")
 _EXECUTABLES = ("bin/tritonserver", "backends/python/triton_python_backend_stub")
@@ -163,6 +170,54 @@ def _python_info(python: str) -> dict[str, str]:
     return {k: str(v) for k, v in info.items()}
 
 
+_REQUIRES = (
+    "import json,importlib.metadata as m,sys\n"
+    "out={}\n"
+    "for n in sys.argv[1:]:\n"
+    "    try: out[n]=m.requires(n) or []\n"
+    "    except m.PackageNotFoundError: pass\n"
+    "print(json.dumps(out))"
+)
+
+
+def needs_numpy2(requires: list[str]) -> bool:
+    """Whether a distribution's requirements (``importlib.metadata.requires``) admit no
+    NumPy 1.x: a lower bound on ``numpy`` of 2 or more (``numpy<2.8,>=2.0.0``,
+    ``numpy>=2``), an extra's requirements left out."""
+    for req in requires:
+        spec, _, marker = req.partition(";")
+        if "extra" in marker:
+            continue
+        m = re.fullmatch(
+            r"\s*numpy(?![\w.-])\s*(?:\[[^\]]*\])?\s*\(?([^)]*)\)?\s*", spec, re.IGNORECASE
+        )
+        if m is None:
+            continue
+        for bound in re.finditer(r"(>=|>|==|~=)\s*(\d+)", m.group(1)):
+            if int(bound.group(2)) >= 2:
+                return True
+    return False
+
+
+def numpy1_builds(engine_python: str) -> list[str]:
+    """The NumPy-1 builds (``NUMPY1_BUILDS``) the stub's environment needs beside NumPy
+    1.26.4 for ``engine_python``'s packages: those it holds in a release requiring NumPy 2."""
+    try:
+        done = subprocess.run(
+            [engine_python, "-c", _REQUIRES, *NUMPY1_BUILDS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot run {engine_python}: {exc}") from None
+    if done.returncode != 0:
+        raise UsageError(f"{engine_python} -c failed: {done.stderr.strip()[-300:]}")
+    held: dict[str, list[str]] = json.loads(done.stdout)
+    return [NUMPY1_BUILDS[name] for name, reqs in sorted(held.items()) if needs_numpy2(reqs)]
+
+
 def wheel_path(quiet: bool = False, wheels: Path | None = None) -> Path:
     """The verified wheel in ``<cache>/src/``: copied from ``wheels`` (a folder, for a
     machine without a network) or downloaded with pip if missing."""
@@ -215,12 +270,12 @@ def wheel_path(quiet: bool = False, wheels: Path | None = None) -> Path:
     return target
 
 
-def _key(version: str, extra_paths: list[str]) -> str:
+def _key(version: str, extra_paths: list[str], packages: list[str]) -> str:
     payload = json.dumps(
         {
             "wheel_sha256": WHEEL_SHA256,
             "python": version,
-            "env": list(ENV_PACKAGES),
+            "env": packages,
             "paths": extra_paths,
         },
         sort_keys=True,
@@ -259,12 +314,14 @@ def _make_env(
     pip_python: str | None,
     quiet: bool,
     wheels: Path | None = None,
+    packages: tuple[str, ...] = ENV_PACKAGES,
 ) -> None:
-    """A venv for the stub with ``ENV_PACKAGES``. Where ``python -m venv`` cannot bootstrap
-    pip (Debian and Ubuntu without python3-venv), the venv is made without pip and the
-    packages go into its site-packages with ``pip --target`` run by ``pip_python`` (an
-    interpreter of the same version that has pip: the engine's). ``wheels``: the packages
-    come from that folder alone (``pip --no-index --find-links``)."""
+    """A venv for the stub with ``packages`` (``ENV_PACKAGES`` and any NumPy-1 builds).
+    Where ``python -m venv`` cannot bootstrap pip (Debian and Ubuntu without
+    python3-venv), the venv is made without pip and the packages go into its
+    site-packages with ``pip --target`` run by ``pip_python`` (an interpreter of the same
+    version that has pip: the engine's). ``wheels``: the packages come from that folder
+    alone (``pip --no-index --find-links``)."""
     offline = ["--no-index", "--find-links", str(wheels)] if wheels is not None else []
     made = _run([python, "-m", "venv", str(env)], quiet)
     bare = made.returncode != 0
@@ -284,14 +341,15 @@ def _make_env(
                 "--engine-python with a Python of the same version that has pip"
             )
         cmd = [pip_python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-        cmd += [*offline, "--target", str(site), *ENV_PACKAGES]
+        cmd += [*offline, "--target", str(site), *packages]
     else:
         cmd = [str(env / "bin" / "python"), "-m", "pip", "install"]
-        cmd += ["--disable-pip-version-check", "-q", *offline, *ENV_PACKAGES]
+        cmd += ["--disable-pip-version-check", "-q", *offline, *packages]
     done = _run(cmd, quiet)
     if done.returncode != 0:
         raise EngineError(
-            "installing NumPy 1.26 into the stub's environment failed",
+            f"installing the stub's environment ({', '.join(packages)}) failed"
+            + (f": is each in {wheels}?" if wheels is not None else ""),
             (done.stdout + done.stderr)[-4000:],
         )
     if pth:
@@ -324,7 +382,9 @@ def ensure_triton(
                 "pass --python with the same version"
             )
         extra += list(dict.fromkeys([eng["purelib"], eng["platlib"]]))
-    root = cache_dir() / "builds" / f"triton-{SERVER_VERSION}-py{version}-{_key(version, extra)}"
+    packages = [*ENV_PACKAGES, *(numpy1_builds(engine_python) if engine_python else [])]
+    key = _key(version, extra, packages)
+    root = cache_dir() / "builds" / f"triton-{SERVER_VERSION}-py{version}-{key}"
     inst = TritonInstall(root)
     if (root / STAMP).is_file():
         return inst
@@ -346,14 +406,17 @@ def ensure_triton(
             shutil.rmtree(staging, ignore_errors=True)
             raise
         if progress:
-            print("making the stub's environment (NumPy 1.26.4)")
-        _make_env(info["base"] or python, inst.env, extra, engine_python, not progress, wheels)
+            print(f"making the stub's environment ({', '.join(packages)})")
+        _make_env(
+            info["base"] or python, inst.env, extra, engine_python, not progress, wheels,
+            tuple(packages),
+        )  # fmt: skip
         stamp = {
             "pytriton": PYTRITON_VERSION,
             "server_version": SERVER_VERSION,
             "wheel_sha256": WHEEL_SHA256,
             "python": version,
-            "env_packages": list(ENV_PACKAGES),
+            "env_packages": packages,
             "sys_path_extra": extra,
             "tritonserver": str(inst.tritonserver),
             "install_s": round(time.monotonic() - started, 1),
