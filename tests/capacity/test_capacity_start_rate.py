@@ -62,3 +62,16 @@ def test_a_default_start_below_the_minimum_starts_at_it() -> None:
 
     cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", output_tokens=4, slo=parse_slo("ttft_ms.p99=500"), min_rps=3)  # type: ignore[call-arg]  # fmt: skip
     assert cfg.start_rps == 3
+
+
+def test_a_level_lasts_long_enough_for_its_arrivals() -> None:
+    """--duration-s-per-level is a floor: at a rate too low for a few arrivals in it the
+    level runs MIN_LEVEL_ARRIVALS arrivals' time (at 0.05/s, 160 s instead of an empty 10 s)."""
+    from crossover.capacity.runner import MIN_LEVEL_ARRIVALS, CapacityConfig
+    from crossover.spec.slo import parse_slo
+
+    cfg = CapacityConfig(url="http://127.0.0.1:9", model="m", output_tokens=4, slo=parse_slo("ttft_ms.p99=500"))  # type: ignore[call-arg]  # fmt: skip
+    assert cfg.level_seconds(2.0) == cfg.duration_s_per_level == 10.0
+    assert cfg.level_seconds(0.05) == MIN_LEVEL_ARRIVALS / 0.05 == 160.0
+    assert cfg.run_config(0.05, 0).duration_s == 160.0
+    assert cfg.run_config(2.0, 0).duration_s == 10.0

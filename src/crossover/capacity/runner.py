@@ -34,6 +34,10 @@ from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
 
 
+#: the fewest arrivals a level is planned to hold (Poisson: none at all with chance e^-8)
+MIN_LEVEL_ARRIVALS = 8
+
+
 class CapacityConfig(Limits, Warmup, Workload):
     """``crossover capacity``'s settings, validated once at the edge: the workload,
     warm-up and limits parts (``crossover.spec``) and the search's own keys."""
@@ -107,6 +111,13 @@ class CapacityConfig(Limits, Warmup, Workload):
             return None
         return rate / read_trace(self.trace).mean_rate(1.0)
 
+    def level_seconds(self, rate: float) -> float:
+        """How long a level at ``rate`` runs: ``duration_s_per_level``, or long enough for
+        ``MIN_LEVEL_ARRIVALS`` arrivals at that rate where that is longer. A level shorter
+        than a few arrivals' time measures nothing (at 0.05 requests/s a 10 s level sends
+        none 61% of the time), and halving its rate would only make the next one emptier."""
+        return max(self.duration_s_per_level, MIN_LEVEL_ARRIVALS / rate)
+
     def run_config(self, rate: float, warmup: int, level: int = 0) -> RunConfig:
         """The run of one level (``spec.run.level_run``, the sweep's constructor too);
         ``level`` (0, 1, ...): a trace's texts are the level's own (``seed + level``), as
@@ -118,7 +129,7 @@ class CapacityConfig(Limits, Warmup, Workload):
             engine=self.engine,
             model=self.model,
             rate_rps=rate,
-            duration_s=self.duration_s_per_level,
+            duration_s=self.level_seconds(rate),
             warmup_requests=warmup,
             trace_speed=speed or 1.0,
             seed=self.seed + level if speed is not None else self.seed,
@@ -161,7 +172,7 @@ class CapacityRunner:
         run_cfg = cfg.run_config(rate, warmup, len(self.levels))
         if not self.levels:
             self._tokenizer = await asyncio.to_thread(choose_tokenizer, run_cfg)
-        count = int(rate * cfg.duration_s_per_level * 1.5) + 16 + warmup
+        count = int(rate * cfg.level_seconds(rate) * 1.5) + 16 + warmup
         # fresh prompts per level: no prefix-cache hits left by the level before. A trace
         # is replayed from its first line (request i is line i, at line i's time) with the
         # level's own texts instead (its seed: run_config)
