@@ -33,7 +33,6 @@ from crossover.tasks import alongside
 from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
 
-
 #: the fewest arrivals a level is planned to hold (Poisson: none at all with chance e^-8)
 MIN_LEVEL_ARRIVALS = 8
 
