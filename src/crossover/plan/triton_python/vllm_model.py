@@ -34,7 +34,7 @@ def make_engine(engine_args: dict[str, Any]) -> Any:
         from vllm import AsyncEngineArgs, AsyncLLMEngine
     except ImportError:
         # vLLM's top level imports these lazily, and an AttributeError raised inside that
-        # import reads as "cannot import name 'AsyncEngineArgs' from 'vllm'" (seen on the
+        # import reads as "cannot import name AsyncEngineArgs" (seen on the
         # H200 with the stub's NumPy): import the modules themselves, so the log shows
         # the real cause (the paths of vLLM 0.26.0's own lazy table)
         from vllm.engine.arg_utils import AsyncEngineArgs
