@@ -44,6 +44,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crossover.builds.cache import cache_dir, cache_subdir, file_lock
 from crossover.errors import EngineError, UsageError
@@ -158,16 +159,22 @@ def _python_info(python: str) -> dict[str, str]:
         "'purelib':sysconfig.get_paths()['purelib'],'platlib':sysconfig.get_paths()['platlib'],"
         "'base':sys._base_executable if hasattr(sys,'_base_executable') else sys.executable}))"
     )
+    info = _ask(python, code)
+    return {k: str(v) for k, v in info.items()}
+
+
+def _ask(python: str, code: str, *args: str) -> Any:
+    """What ``code`` prints as JSON when ``python`` runs it with ``args`` (an interpreter
+    asked, not imported: the stub's, the engine's); a ``UsageError`` where it cannot."""
     try:
         done = subprocess.run(
-            [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+            [python, "-c", code, *args], capture_output=True, text=True, timeout=60, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"cannot run {python}: {exc}") from None
     if done.returncode != 0:
         raise UsageError(f"{python} -c failed: {done.stderr.strip()[-300:]}")
-    info = json.loads(done.stdout)
-    return {k: str(v) for k, v in info.items()}
+    return json.loads(done.stdout)
 
 
 _REQUIRES = (
@@ -202,19 +209,7 @@ def needs_numpy2(requires: list[str]) -> bool:
 def numpy1_builds(engine_python: str) -> list[str]:
     """The NumPy-1 builds (``NUMPY1_BUILDS``) the stub's environment needs beside NumPy
     1.26.4 for ``engine_python``'s packages: those it holds in a release requiring NumPy 2."""
-    try:
-        done = subprocess.run(
-            [engine_python, "-c", _REQUIRES, *NUMPY1_BUILDS],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"cannot run {engine_python}: {exc}") from None
-    if done.returncode != 0:
-        raise UsageError(f"{engine_python} -c failed: {done.stderr.strip()[-300:]}")
-    held: dict[str, list[str]] = json.loads(done.stdout)
+    held: dict[str, list[str]] = _ask(engine_python, _REQUIRES, *NUMPY1_BUILDS)
     return [NUMPY1_BUILDS[name] for name, reqs in sorted(held.items()) if needs_numpy2(reqs)]
 
 
