@@ -89,7 +89,8 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
     assert f"({len(runs)} kept from before)" in again
-    assert "0 levels measured" not in printed
+    # "10 levels measured" holds the words too: the count must be its own number
+    assert "; 0 levels measured" not in printed
 
 
 @pytest.mark.parametrize(
@@ -146,7 +147,7 @@ def test_launched_engines_start_once_each_and_are_stopped(
                     "executable": [sys.executable, str(ENGINE)],
                     "parallel": 64,
                     "health_timeout_s": 30,
-                    "env": {"CALIB_ENGINE_CONFIG": str(path)},
+                    "env": {"CALIB_ENGINE_CONFIG": str(path), "CALIB_ENGINE_LOAD_S": "1"},
                 },
             }
         )
@@ -176,6 +177,13 @@ def test_launched_engines_start_once_each_and_are_stopped(
     assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
     assert all(v["launched"] for v in times.values())
     assert "1 engine start(s)" in printed
+    # inside that time: each start's seconds to ready (past its 1 s model load) and stop
+    for t, v in times.items():
+        (ready,) = v["ready_s"]
+        (stop,) = v["stop_s"]
+        assert 1.0 <= ready <= live["gpu_time"]["per_target"][t] - times[t]["measuring_s"]
+        assert 0 <= stop < 15
+    assert printed.count("1 engine start(s) (ready after ") == 2, printed
     # each engine's log holds one launch: started once, never restarted
     for name in ("fast", "batched"):
         logs = list((out / "engines").glob(f"{name}*.log"))

@@ -156,26 +156,45 @@ def test_same_conclusion_rules() -> None:
     assert same_conclusion([unsure], [Finding("none", "m", "a", "b", (1,), reason="none")])
 
 
-def test_the_replay_prints_gpu_time_per_target_with_the_start_estimate_named(
+def test_the_replay_prints_gpu_time_per_target_with_each_start_cost_named(
     pytestconfig: pytest.Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import json
 
     from crossover.cli.app import main
-    from crossover.decide.replay import START_S
+    from crossover.decide.starts import START_S
 
     assert pytestconfig.cache is not None
     db = database(pytestconfig.cache, "moe")
     out = tmp_path / "d.json"
+    # the committed database predates timed starts: each one is the estimate, said so
     assert main(["decide", "--replay", str(db), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "GPU time per target" in printed and "docs/results/h200" in printed
+    assert "GPU time per target" in printed and "starts estimated" in printed
     gpu = json.loads(out.read_text())["replay"]["gpu_time"]
-    assert gpu["start_s"] == START_S and "docs/results/h200" in gpu["start_s_source"]
+    assert gpu["start_s"] == START_S and gpu["start_s_source"] == "default"
     per = gpu["per_target"]
     for t, v in per.items():
+        assert v["start_s"] == START_S and v["start_measured"] == 0, t
+        assert "estimated" in v["start_source"], t
         assert v["total_s"] == pytest.approx(v["measuring_s"] + v["starts"] * START_S), t
     assert sum(v["starts"] for v in per.values()) == 3  # one start per target
     assert gpu["total_s"] == pytest.approx(sum(v["total_s"] for v in per.values()))
+    # its engine logs say what each start took (launch header to the ready line)
+    logs = Path(__file__).parents[2] / "docs/results/h200/moe/engines"
+    assert main(["decide", "--replay", str(db), "--engine-logs", str(logs),
+                 "--json", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "starts estimated" not in printed
+    per = json.loads(out.read_text())["replay"]["gpu_time"]["per_target"]
+    assert per["vllm"]["start_s"] == pytest.approx(159.0)
+    assert per["llamacpp-q8"]["start_s"] == pytest.approx(6.56, abs=0.01)
+    # two SGLang logs with a ready line (98 s, and 131 s the day's earlier start)
+    assert per["sglang"]["start_s"] == pytest.approx((98.0 + 131.0) / 2)
+    assert per["sglang"]["start_measured"] == 2
+    for t, v in per.items():
+        assert v["total_s"] == pytest.approx(v["measuring_s"] + v["starts"] * v["start_s"]), t
     assert main(["decide", "--replay", str(db), "--start-s", "60", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["replay"]["gpu_time"]["start_s"] == 60
+    gpu = json.loads(out.read_text())["replay"]["gpu_time"]
+    assert gpu["start_s"] == 60 and gpu["start_s_source"] == "--start-s"
+    assert {v["start_s"] for v in gpu["per_target"].values()} == {60}

@@ -232,3 +232,22 @@ def test_pareto_labels_never_cover_each_other() -> None:
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b)
+
+
+def test_engine_starts_are_shown_per_target(sweep_dir: Path) -> None:
+    from crossover.analysis.schema import EngineStart
+
+    sweep = load_sweep(sweep_dir)
+    name = sweep.target_names()[0]
+    other = sweep.target_names()[1]
+    sweep.engine_starts = [
+        EngineStart(target=name, started_at="2026-12-05T08:00:00+00:00", ready_s=14.04, stop_s=0.2),
+        EngineStart(target=name, started_at="2026-12-05T09:00:00+00:00", ready_s=12.3, stop_s=0.52),
+    ]
+    html = write_report(sweep_dir, sweep).read_text()
+    table = html.split('id="targets"')[1].split('id="problems"')[0]
+    row = next(r for r in table.split("<tr>") if r.startswith(f"<td>{name}</td>"))
+    assert "ready 12.3-14.0 s (2 starts); stop 0.5 s" in row
+    # a target crossover did not start (a URL, or a file from before starts were timed)
+    row = next(r for r in table.split("<tr>") if r.startswith(f"<td>{other}</td>"))
+    assert "<td>-</td>" in row and "ready" not in row

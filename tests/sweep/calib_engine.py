@@ -8,6 +8,7 @@ it does so only while PATH does not exist (it creates it), so the restarted engi
 CALIB_ENGINE_FAIL_GPUS=G makes it exit at once (status 1) when CUDA_VISIBLE_DEVICES is G:
 one replica of several that will not start. CALIB_ENGINE_DIE_GPUS=G limits
 CALIB_ENGINE_DIE_AFTER to the replica whose CUDA_VISIBLE_DEVICES is G.
+CALIB_ENGINE_LOAD_S=S makes it take S seconds before it listens (a model loading).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 
@@ -36,6 +38,10 @@ def main() -> int:
     if fail_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == fail_gpus:
         sys.stderr.write(f"E calibration engine: no GPU {fail_gpus} (on purpose)\n")
         return 1
+
+    load_s = float(os.environ.get("CALIB_ENGINE_LOAD_S", "0"))
+    if load_s > 0:
+        time.sleep(load_s)
 
     from aiohttp import web
 

@@ -74,6 +74,26 @@ class TargetInfo(BaseModel):
     model: str | None = None
     version: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    #: the latest engine start (a launched target): when, and seconds to ready
+    started_at: str | None = None
+    ready_s: float | None = None
+
+
+class EngineStart(BaseModel):
+    """One start of a launched target's engine, as the sweep saw it.
+
+    ``ready_s``: seconds from the first replica's launch to every replica answering its
+    health check with its version read (what a user waits before the first request;
+    the warm-up requests come after it, in the first level's records). ``stop_s``:
+    seconds its stop took (SIGTERM to the process group gone), ``None`` while it is up
+    or when the sweep was killed before stopping it.
+    """
+
+    target: str
+    started_at: str
+    ready_s: float
+    replicas: int = 1
+    stop_s: float | None = None
 
 
 class ServerMetricsSample(BaseModel):
@@ -273,6 +293,8 @@ class SweepFile(BaseModel):
     roofline: list[RooflineFacts] = Field(default_factory=list)
     started_at: str | None = None
     workload: dict[str, Any] | None = None
+    #: every engine start of the sweep's launched targets, in order (resumes included)
+    engine_starts: list[EngineStart] = Field(default_factory=list)
 
     @field_validator("roofline", mode="before")
     @classmethod

@@ -133,7 +133,16 @@ def decide(
         typer.Option(
             help="An engine start's GPU time in seconds: weighed with --budget against what "
             "a measurement can change, and a replay's GPU time per target [replay default: "
-            "105, the H200 starts' 1.5-2 min]"
+            "each target's starts timed in the database, else read from --engine-logs, "
+            "else 105, the H200 starts' 1.5-2 min]"
+        ),
+    ] = None,
+    engine_logs: Annotated[
+        Path | None,
+        typer.Option(
+            help="Replay: a folder of the grid's engine logs (NAME.log, .gz too; a sweep's "
+            "DIR/engines): each target's start time read back from them where the database "
+            "did not time it"
         ),
     ] = None,
     check: Annotated[
@@ -176,6 +185,10 @@ def decide(
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
     if start_s is not None and start_s < 0:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
+    if engine_logs is not None and replay is None:
+        raise UsageError("--engine-logs goes with --replay (a live decision times its starts)")
+    if engine_logs is not None and not engine_logs.is_dir():
+        raise UsageError(f"--engine-logs {engine_logs}: no such folder")
     if remote and not check:
         raise UsageError("--remote goes with --check")
     if check and config is None:
@@ -200,7 +213,7 @@ def decide(
             raise UsageError("--out goes with --config; a replay writes nothing but --json")
         _replay(
             replay, kind, metrics, target, levels_at, the_slo, the_prior, json_out, policy,
-            start_s,
+            start_s, engine_logs,
         )  # fmt: skip
         return
     assert config is not None
@@ -241,8 +254,10 @@ def _replay(
     json_out: Path | None,
     policy: PolicyConfig,
     start_s: float | None,
+    engine_logs: Path | None,
 ) -> None:
-    from crossover.decide.replay import START_S, START_S_SOURCE, replay
+    from crossover.decide.replay import replay
+    from crossover.decide.starts import START_S, start_costs
     from crossover.decide.text import decision_json, decision_lines
 
     r = replay(
@@ -259,16 +274,21 @@ def _replay(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
         f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
     )
-    per_start = START_S if start_s is None else start_s
-    source = START_S_SOURCE if start_s is None else "--start-s"
-    gpu = r.gpu_seconds(per_start)
-    typer.echo(
-        f"GPU time per target (measuring + engine starts x {per_start:.0f} s, estimated: {source}):"
-    )
+    costs = start_costs(list(r.seconds), r.engine_starts, engine_logs, start_s)
+    gpu = r.gpu_seconds({t: c.seconds for t, c in costs.items()})
+    typer.echo("GPU time per target (measuring + engine starts x each one's cost):")
     for t, g in gpu.items():
         n = r.starts_by_target.get(t, 0)
-        typer.echo(f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) = {g:.0f} s")
-    typer.echo(f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes)")
+        cost = costs[t]
+        typer.echo(
+            f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) x {cost.seconds:.0f} s "
+            f"= {g:.0f} s (start: {cost.source})"
+        )
+    estimated = sorted(t for t, x in costs.items() if not x.measured and start_s is None)
+    guessed = f"; {', '.join(estimated)}'s starts estimated" if estimated else ""
+    typer.echo(
+        f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes{guessed})"
+    )
     for line in r.assumption_checks:
         typer.echo(f"checked against the grid: {line}")
     same = sum(c.same for c in r.comparisons)
@@ -294,12 +314,15 @@ def _replay(
                     "fraction": r.fraction,
                     "starts": r.starts,
                     "gpu_time": {
-                        "start_s": per_start,
-                        "start_s_source": source,
+                        "start_s": START_S if start_s is None else start_s,
+                        "start_s_source": "--start-s" if start_s is not None else "default",
                         "per_target": {
                             t: {
                                 "measuring_s": r.seconds[t],
                                 "starts": r.starts_by_target.get(t, 0),
+                                "start_s": costs[t].seconds,
+                                "start_source": costs[t].source,
+                                "start_measured": costs[t].measured,
                                 "total_s": g,
                             }
                             for t, g in gpu.items()
@@ -397,6 +420,10 @@ def _live(
     for t, tt in result.times.items():
         levels = ",".join(map(str, sorted(tt.levels))) or "none"
         starts = f", {tt.starts} engine start(s)" if tt.launched else ""
+        if tt.ready_s:
+            ready = ", ".join(f"{r:.1f}" for r in tt.ready_s)
+            stops = ", ".join(f"{x:.1f}" for x in tt.stop_s)
+            starts += f" (ready after {ready} s" + (f", stopped in {stops} s)" if stops else ")")
         typer.echo(
             f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
             f"levels {levels}"

@@ -77,6 +77,7 @@ def verify_config(
         check,
         effective_settings,
         expectations_from_plan,
+        log_ready,
         parse_expect,
         read_log,
     )
@@ -92,7 +93,9 @@ def verify_config(
         engine = engine or plan_engine
     if expect:
         expected.update(parse_expect(expect))
-    settings = effective_settings(read_log(log), engine)
+    text = read_log(log)
+    settings = effective_settings(text, engine)
+    _, ready = log_ready(text, settings.engine)
     checks = check(settings, expected) + asked_checks(settings, skip=expected)
 
     out = make_console(highlight=False)
@@ -125,6 +128,8 @@ def verify_config(
         lines = f", {w.count} lines" if w.count > 1 else ""
         where = f" (line {w.line}{lines})" if w.line else ""
         out.print(f"[{style}]{w.level}[/]: {escape(w.message)}{where}")
+    if ready is not None:
+        out.print(f"ready {ready.seconds:.1f} s after its launch: {escape(ready.basis)}")
     if ignored:
         out.print(f"plan keys not checked (not readable from logs): {', '.join(ignored)}")
 
@@ -142,6 +147,11 @@ def verify_config(
             "checks": [c.model_dump() for c in checks],
             "warnings": [w.model_dump() for w in settings.warnings],
             "launch": settings.launch.model_dump() if settings.launch else None,
+            "ready": (
+                {"seconds": round(ready.seconds, 3), "line": ready.line, "basis": ready.basis}
+                if ready is not None
+                else None
+            ),
             "ignored_plan_keys": ignored,
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)

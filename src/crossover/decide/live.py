@@ -62,6 +62,10 @@ class TargetTime:
     starts: int = 0
     levels: list[int] = field(default_factory=list)
     launched: bool = False
+    #: each engine start's seconds to ready and its stop's seconds (the sweep's
+    #: ``engine_starts``), the part of ``wall_s`` that is neither warm-up nor measuring
+    ready_s: list[float] = field(default_factory=list)
+    stop_s: list[float] = field(default_factory=list)
     #: levels stopped within (sequential), with why
     stopped: list[str] = field(default_factory=list)
 
@@ -200,6 +204,7 @@ async def decide_live(
     try:
         obs = stored_observations(runner, question.targets)
         kept = len(obs)
+        starts_before = len(runner.engine_starts())
         launches = {t.name for t in cfg.targets if t.launch is not None}
         times = {t: TargetTime(launched=t in launches) for t in question.targets}
         steps: list[Measure] = []
@@ -261,6 +266,11 @@ async def decide_live(
             times[last].wall_s += time.perf_counter() - t0
         if decision is None:
             raise UsageError(f"the decision did not settle in {MAX_STEPS} measurements")
+        for start in runner.engine_starts()[starts_before:]:
+            if start.target in times:
+                times[start.target].ready_s.append(start.ready_s)
+                if start.stop_s is not None:
+                    times[start.target].stop_s.append(start.stop_s)
         sweep = runner.write_sweep_file()
         return LiveResult(decision, steps, times, sweep, kept)
     finally:

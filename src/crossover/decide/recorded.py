@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
+from crossover.analysis.schema import EngineStart
 from crossover.decide.coarse import MIN_PART
 from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
@@ -165,6 +167,19 @@ class Recorded:
                 len(measured), span_s(sent), valid,
             )  # fmt: skip
         return None
+
+    def engine_starts(self) -> list[EngineStart]:
+        """The engine starts the sweep timed (``engine_starts``; none in older databases)."""
+        try:
+            row = self.db.execute("SELECT v FROM meta WHERE k='engine_starts'").fetchone()
+        except sqlite3.DatabaseError:  # a database from before the meta table
+            return []
+        if row is None:
+            return []
+        try:
+            return [EngineStart.model_validate(x) for x in orjson.loads(row[0])]
+        except (orjson.JSONDecodeError, ValidationError, TypeError):
+            return []
 
     def close(self) -> None:
         self.db.close()

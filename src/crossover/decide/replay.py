@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from crossover.analysis.crossovers import Finding
+from crossover.analysis.schema import EngineStart
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
@@ -29,14 +30,6 @@ from crossover.spec.slo import SloTerm
 
 #: a replay stops after this many steps whatever happens (a policy bug must not spin)
 MAX_STEPS = 10_000
-#: an engine start's GPU time where none is given (``--start-s``): the middle of the
-#: 1.5-2 min the H200 decisions' engine starts took (issue 42; the committed MoE run's
-#: SGLang log: 70 s from its first line to "Application startup complete")
-START_S = 105.0
-START_S_SOURCE = (
-    "the middle of the 1.5-2 min the committed H200 decisions' engine starts took"
-    " (docs/results/h200)"
-)
 
 
 @dataclass(frozen=True)
@@ -72,10 +65,16 @@ class ReplayResult:
     starts: int = 0
     #: the same, per target
     starts_by_target: dict[str, int] = field(default_factory=dict)
+    #: the engine starts the database holds (timed by the sweep that made it)
+    engine_starts: list[EngineStart] = field(default_factory=list)
 
-    def gpu_seconds(self, start_s: float) -> dict[str, float]:
-        """Each target's GPU time: its measuring time and ``start_s`` per engine start."""
-        return {t: s + self.starts_by_target.get(t, 0) * start_s for t, s in self.seconds.items()}
+    def gpu_seconds(self, start_s: Mapping[str, float]) -> dict[str, float]:
+        """Each target's GPU time: its measuring time and its ``start_s`` per engine start
+        (``crossover.decide.starts``)."""
+        return {
+            t: s + self.starts_by_target.get(t, 0) * start_s.get(t, 0.0)
+            for t, s in self.seconds.items()
+        }
 
     @property
     def contradictions(self) -> list[str]:
@@ -299,6 +298,7 @@ def replay(
             measured,
             starts,
             by_target,
+            rec.engine_starts(),
         )
     finally:
         rec.close()

@@ -29,6 +29,7 @@ from crossover.engines.launchrec import (
     keep_earlier_log,
     read_header,
 )
+from crossover.engines.ready import ReadyTime, ready_after
 from crossover.errors import UsageError
 
 __all__ = [
@@ -427,3 +428,14 @@ def check(settings: EffectiveSettings, expect: Mapping[str, lp.Value]) -> list[C
             )
         )
     return checks
+
+
+def log_ready(text: str, engine: str | None = None) -> tuple[str | None, ReadyTime | None]:
+    """The engine that wrote a log (its launch header's, else ``engine``, else detected)
+    and its start read back from the log (``crossover.engines.ready``)."""
+    header = read_header(text[:65536])
+    name = (header.engine if header else None) or engine or detect_engine(text)
+    if name is None:
+        return None, None
+    clock = registry.get(name).ready_clock
+    return name, (ready_after(text, clock) if clock is not None else None)

@@ -22,6 +22,7 @@ from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
 from crossover.engines.launchrec import Fact, LaunchRecord
+from crossover.engines.ready import ReadyClock
 from crossover.errors import UsageError
 
 
@@ -226,6 +227,9 @@ class EngineSpec:
     install: InstallTraits | None = None
     #: it runs as a model of Triton's Python backend (None: it does not)
     triton_hosted: TritonHostedTraits | None = None
+    #: the log line that says it serves, and its lines' clock: its start read back
+    #: from a log (``crossover.engines.ready``); None: its log does not say
+    ready_clock: ReadyClock | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

@@ -168,9 +168,24 @@ def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
                 "model": _text(info.model or (seen.model if seen else None)),
                 "url": _text(info.url or (seen.url if seen else None)),
                 "settings": [(k, _text(v)) for k, v in sorted(info.settings.items())],
+                "start": _start_text(sweep, name),
             }
         )
     return out
+
+
+def _start_text(sweep: SweepFile, name: str) -> str:
+    """A launched target's engine starts: seconds to ready (the range over its starts)
+    and the stop; ``-`` for a target crossover did not start."""
+    starts = [s for s in sweep.engine_starts if s.target == name]
+    if not starts:
+        return "-"
+    ready = sorted(s.ready_s for s in starts)
+    span = f"{ready[0]:.1f} s" if len(ready) == 1 else f"{ready[0]:.1f}-{ready[-1]:.1f} s"
+    stops = [s.stop_s for s in starts if s.stop_s is not None]
+    stop = f"; stop {max(stops):.1f} s" if stops else ""
+    count = f" ({len(starts)} starts)" if len(starts) > 1 else ""
+    return f"ready {span}{count}{stop}"
 
 
 def _problems(sweep: SweepFile) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ is still wide; inconclusive brackets get only the budget the crossovers leave.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +34,13 @@ from crossover.analysis import (
     propose_refinement,
 )
 from crossover.analysis.crossovers import Finding
-from crossover.analysis.schema import GpuSample, Placement, RooflineFacts, ServerMetricsSample
+from crossover.analysis.schema import (
+    EngineStart,
+    GpuSample,
+    Placement,
+    RooflineFacts,
+    ServerMetricsSample,
+)
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.metrics.summary import RunSummary
@@ -233,6 +240,10 @@ class SweepRunner:
         self.failed_levels: list[str] = []
         #: targets whose engine ``measure_level`` left up, by name
         self._open: dict[str, TargetRunner] = {}
+        #: engine starts noted in this process, and each target's start still up (its
+        #: index in the ``engine_starts`` meta list, to stamp its stop on)
+        self._starts_seen: set[tuple[str, str, float]] = set()
+        self._start_up: dict[str, int] = {}
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
 
@@ -346,6 +357,7 @@ class SweepRunner:
             raise
         finally:
             t.info = backend.info
+            self._note_start(t)
         if run_cfg.mode == "rate" and run_cfg.trace is None:
             # each repeat its own arrivals (recorded in its summary), so the repeats'
             # spread holds the arrivals' noise; every target gets the same ones
@@ -426,7 +438,7 @@ class SweepRunner:
                         )
                     break
         finally:
-            await backend.stop()
+            await self._stop(t.cfg.name, backend)
 
     async def _run_interleaved(self, plans: list[tuple[_Target, list[tuple[Level, int]]]]) -> None:
         """``interleave``: every target's engine up together, and each level's repeat
@@ -453,11 +465,11 @@ class SweepRunner:
                     going = False
                 if not going:
                     gone.add(name)
-                    await backend.stop()
+                    await self._stop(name, backend)
         finally:
             for name, backend in backends.items():
                 if name not in gone:
-                    await backend.stop()
+                    await self._stop(name, backend)
 
     # --- one level at a time (``crossover decide``) --------------------------
     async def measure_level(
@@ -489,8 +501,47 @@ class SweepRunner:
         """Stop the engine ``measure_level`` left up for ``name`` (every one: ``None``)."""
         for other in [name] if name is not None else list(self._open):
             backend = self._open.pop(other, None) if other is not None else None
-            if backend is not None:
-                await backend.stop()
+            if backend is not None and other is not None:
+                await self._stop(other, backend)
+
+    # --- engine starts and stops ------------------------------------------
+    def _note_start(self, t: _Target) -> None:
+        """Keep a new start of ``t``'s engine (its time to ready) in the database."""
+        info = t.info
+        if info.started_at is None or info.ready_s is None:
+            return
+        mark = (t.cfg.name, info.started_at, info.ready_s)
+        if mark in self._starts_seen:
+            return
+        self._starts_seen.add(mark)
+        starts: list[Any] = self.store.get_meta("engine_starts") or []
+        replicas = info.settings.get("replicas", 1)
+        start = EngineStart(
+            target=t.cfg.name,
+            started_at=info.started_at,
+            ready_s=info.ready_s,
+            replicas=replicas if isinstance(replicas, int) else 1,
+        )
+        starts.append(start.model_dump(mode="json"))
+        self._start_up[t.cfg.name] = len(starts) - 1
+        self.store.set_meta("engine_starts", starts)
+
+    async def _stop(self, name: str, backend: TargetRunner) -> None:
+        """Stop a target's engine; the time its stop took goes with its start."""
+        t0 = time.perf_counter_ns()
+        await backend.stop()
+        index = self._start_up.pop(name, None)
+        if index is None:
+            return
+        starts: list[Any] = self.store.get_meta("engine_starts") or []
+        if index < len(starts) and starts[index].get("target") == name:
+            starts[index]["stop_s"] = round((time.perf_counter_ns() - t0) / 1e9, 3)
+            self.store.set_meta("engine_starts", starts)
+
+    def engine_starts(self) -> list[EngineStart]:
+        """Every engine start the database holds, in order."""
+        raw: list[Any] = self.store.get_meta("engine_starts") or []
+        return [EngineStart.model_validate(x) for x in raw]
 
     # --- the whole sweep --------------------------------------------------
     async def _measure(self, levels: list[Level], main_pass: bool = True) -> None:
@@ -613,6 +664,7 @@ class SweepRunner:
             runs=runs,
             roofline=roofline,
             started_at=self.started_at,
+            engine_starts=self.engine_starts(),
             workload={
                 **self.config.identity(),
                 "concurrency": self.config.concurrency,

@@ -12,6 +12,7 @@ levels, hands out the prompts and keeps the sweep file.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,7 +101,9 @@ class TargetSession:
             if self.engines:
                 await self.stop()
                 self.restarts += 1
+            t0 = time.perf_counter_ns()
             engines = await self._start_replicas(ecfg, adapter.display_name)
+            ready_s = (time.perf_counter_ns() - t0) / 1e9
             self.engines = engines
             self.warm = False
             first = engines[0]
@@ -117,8 +120,11 @@ class TargetSession:
                 model=t.model or ecfg.model,
                 version=first.version,
                 settings=settings,
+                started_at=first.launch.started_at,
+                ready_s=round(ready_s, 3),
             )
-            self._say("healthy at " + ", ".join(e.url for e in engines))
+            urls = ", ".join(e.url for e in engines)
+            self._say(f"healthy at {urls} (ready {ready_s:.1f} s after its start)")
         return [e.url for e in self.engines], adapter.dialect.name, t.model or ecfg.model
 
     def replica_log(self, k: int) -> Path:

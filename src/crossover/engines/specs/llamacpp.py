@@ -18,6 +18,7 @@ from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable
 from crossover.engines.launchrec import Fact, LaunchRecord
 from crossover.engines.logs_moe import llamacpp_moe_launch
+from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
@@ -247,6 +248,12 @@ SPEC = EngineSpec(
         r"slot print_timing:",
     ),
     model_is_local=True,
+    ready_clock=ReadyClock(
+        ready=r"llama_server: listening on|server is listening on",
+        stamp=r"^(?P<minutes>\d+)\.(?P<seconds>\d\d)\.(?P<ms>\d{3})\.(?P<us>\d{3}) ",
+        kind="elapsed",
+        source="llama.cpp common/log.cpp (timestamps since the log began); seen here",
+    ),
     source="llama.cpp common/arg.cpp, tools/server/README.md",
     launch_facts=launch_facts,
     unknown_notes={

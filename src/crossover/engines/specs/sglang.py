@@ -20,6 +20,7 @@ from crossover.engines import logs_sglang
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
 from crossover.engines.launchrec import Fact
+from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
@@ -193,6 +194,13 @@ SPEC = EngineSpec(
     warning_rules=logs_sglang.SGLANG_WARN,
     detect=(logs_sglang.SERVER_ARGS, logs_sglang.READY),
     model_is_local=False,
+    ready_clock=ReadyClock(
+        ready=logs_sglang.READY,
+        stamp=r"^\[(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d) "
+        r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)",
+        kind="wall",
+        source="sglang srt/utils log format [%Y-%m-%d %H:%M:%S]; seen here (0.5.17)",
+    ),
     source="sglang python/sglang/srt/server_args.py; docs.sglang.ai backend/server_arguments",
     derive=derive,
     ep_flag="--ep-size {n}",

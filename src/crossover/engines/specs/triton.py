@@ -19,6 +19,7 @@ from crossover.engines.config import EngineConfig
 from crossover.engines.flags import FlagTable
 from crossover.engines.logs_triton import read_triton_log
 from crossover.engines.processes import free_port
+from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
     EngineSpec,
     InstallTraits,
@@ -104,6 +105,13 @@ SPEC = EngineSpec(
     detect=(r"Started HTTPService at", r"model_lifecycle\.cc", r"\|\s*server_version\s*\|"),
     detect_first=True,
     model_is_local=True,
+    ready_clock=ReadyClock(
+        ready=r"Started HTTPService at",
+        stamp=r"^[IWEF](?P<month>\d\d)(?P<day>\d\d) (?P<hour>\d\d):(?P<minute>\d\d):"
+        r"(?P<second>\d\d)\.(?P<frac>\d+) ",
+        kind="wall",
+        source="glog line prefix (Immdd hh:mm:ss.uuuuuu); tritonserver 2.51, seen here",
+    ),
     source="triton-inference-server/server docs/customization_guide; tritonserver --help",
     plan=PlanTraits(writer="crossover.plan.nvidia:plan_triton", versioned=True, hosts=True),
     model_kind="a Triton model repository folder",

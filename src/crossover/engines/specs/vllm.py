@@ -19,6 +19,7 @@ from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
 from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
+from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
@@ -188,6 +189,13 @@ SPEC = EngineSpec(
         r"Starting vLLM API server",
     ),
     model_is_local=False,
+    ready_clock=ReadyClock(
+        ready=r"Application startup complete",
+        stamp=r"\b(?:INFO|WARNING|DEBUG|ERROR) (?P<month>\d\d)-(?P<day>\d\d) "
+        r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d) ",
+        kind="wall",
+        source="vllm/logger.py format (%m-%d %H:%M:%S); uvicorn's startup line; seen here (0.26.0)",
+    ),
     source="vllm/engine/arg_utils.py; docs.vllm.ai/en/latest/cli/serve.html",
     tp_heads_rule="seed-4-vllm-tp-heads",
     custom_allreduce_tps=(2, 4, 6, 8),

@@ -1,0 +1,92 @@
+"""What an engine start costs a replayed decision: per target, measured where possible.
+
+A replay counts each engine start its order implies. What one costs, per target, in this
+order of preference:
+
+1. ``--start-s S``: the user's figure, for every target;
+2. the database's own starts (``engine_starts``, kept by sweeps since they were timed):
+   the mean of their seconds to ready plus their stop;
+3. the target's engine logs in ``--engine-logs DIR`` (``NAME.log``, earlier starts'
+   ``NAME.<stamp>.log``, ``.gz`` too), each read back by ``crossover.engines.ready``:
+   the mean of their seconds to ready (a log does not time the stop);
+4. ``START_S``, an estimate, said as one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from crossover.analysis.schema import EngineStart
+from crossover.errors import UsageError
+
+#: an engine start's GPU time where nothing measured says it: the middle of the 1.5-2 min
+#: the H200 decisions' engine starts took (issue 42)
+START_S = 105.0
+START_S_SOURCE = (
+    "estimated: the middle of the 1.5-2 min the committed H200 decisions' engine starts took"
+)
+
+
+@dataclass(frozen=True)
+class StartCost:
+    seconds: float
+    source: str
+    #: starts it is the mean of (0: not measured)
+    measured: int = 0
+
+
+def _logs_of(folder: Path, name: str) -> list[Path]:
+    """The target's own engine logs in ``folder`` (replica 0's; earlier starts too)."""
+    pattern = re.compile(
+        rf"^{re.escape(name)}(?:\.\d{{8}}T\d{{6}}(?:-\d+)?)?(?:\.restart\d+)?\.log(?:\.gz)?$"
+    )
+    return sorted(p for p in folder.iterdir() if p.is_file() and pattern.match(p.name))
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def start_costs(
+    targets: Sequence[str],
+    recorded: Sequence[EngineStart],
+    logs: Path | None = None,
+    explicit: float | None = None,
+) -> dict[str, StartCost]:
+    """Each target's cost of one engine start, and where it comes from."""
+    if explicit is not None:
+        return {t: StartCost(explicit, "--start-s") for t in targets}
+    if logs is not None and not logs.is_dir():
+        raise UsageError(f"--engine-logs {logs}: no such folder")
+    from crossover.engines.effective import log_ready, read_log
+
+    out: dict[str, StartCost] = {}
+    for t in targets:
+        mine = [s for s in recorded if s.target == t]
+        if mine:
+            each = [s.ready_s + (s.stop_s or 0.0) for s in mine]
+            stops = sum(s.stop_s is not None for s in mine)
+            out[t] = StartCost(
+                _mean(each),
+                f"timed by the sweep: {len(mine)} start(s), to ready and stopped"
+                + ("" if stops == len(mine) else f" ({len(mine) - stops} without its stop)"),
+                len(mine),
+            )
+            continue
+        readings = []
+        for path in _logs_of(logs, t) if logs is not None else []:
+            _, ready = log_ready(read_log(path))
+            if ready is not None:
+                readings.append(ready.seconds)
+        if readings:
+            out[t] = StartCost(
+                _mean(readings),
+                f"read from {len(readings)} log(s) in {logs}, launch to ready",
+                len(readings),
+            )
+        else:
+            out[t] = StartCost(START_S, START_S_SOURCE)
+    return out

@@ -1,0 +1,52 @@
+"""What a replayed engine start costs, per target: the user's figure, else the starts the
+database timed, else the target's engine logs read back, else the estimate (said so)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crossover.analysis.schema import EngineStart
+from crossover.decide.starts import START_S, start_costs
+from crossover.errors import UsageError
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+
+
+def _logs(tmp_path: Path) -> Path:
+    d = tmp_path / "engines"
+    d.mkdir()
+    shutil.copy(LOGS / "vllm-0.26-h200-vllm.log", d / "vllm.log")  # ready after 96 s
+    # an earlier start of the same target, kept under its time; a replica's log is not it
+    shutil.copy(LOGS / "vllm-0.26-h200-vllm-fp8.log", d / "vllm.20261201T101010.log")  # 103 s
+    shutil.copy(LOGS / "vllm-0.26-h200-vllm-eager.log", d / "vllm-r1.log")
+    shutil.copy(LOGS / "llama-server-cpu-gemma3-270m.log", d / "cpu.log")
+    return d
+
+
+def test_each_source_in_its_order(tmp_path: Path) -> None:
+    recorded = [
+        EngineStart(target="cpu", started_at="2026-12-05T08:00:00+00:00", ready_s=2.0, stop_s=0.5),
+        EngineStart(target="cpu", started_at="2026-12-05T08:10:00+00:00", ready_s=4.0),
+    ]
+    costs = start_costs(["vllm", "cpu", "other"], recorded, _logs(tmp_path))
+    # the database first: (2 + 0.5 + 4) / 2, one without its stop said so
+    assert costs["cpu"].seconds == pytest.approx(3.25) and costs["cpu"].measured == 2
+    assert "1 without its stop" in costs["cpu"].source
+    # the logs next: the target's own two (not its replica's), mean of 96 and 103
+    assert costs["vllm"].seconds == pytest.approx(99.5) and costs["vllm"].measured == 2
+    assert "2 log(s) in" in costs["vllm"].source
+    # nothing measured: the estimate
+    assert costs["other"].seconds == START_S and costs["other"].measured == 0
+    assert "estimated" in costs["other"].source
+    # the user's figure over everything
+    assert {c.seconds for c in start_costs(["vllm", "cpu"], recorded, None, 30.0).values()} == {
+        30.0
+    }
+
+
+def test_a_missing_logs_folder_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--engine-logs .*: no such folder"):
+        start_costs(["vllm"], [], tmp_path / "nowhere")
