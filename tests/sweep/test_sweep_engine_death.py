@@ -93,6 +93,11 @@ def test_engine_death_fails_the_level_and_the_sweep_goes_on(
     assert status == {"E|c=1|r=0": "done", "E|c=2|r=0": "failed", "E|c=4|r=0": "done"}
     assert (out / "engines" / "E.log").exists()
     assert (out / "engines" / "E.restart1.log").exists()  # started again after the death
+    # two starts: the one that died has no stop (it was not stopped), the restart has
+    first, again = sweep["engine_starts"]
+    assert first["stop_s"] is None and again["stop_s"] is not None
+    assert first["ready_s"] > 0 and again["ready_s"] > 0
+    assert sweep["targets"][0]["started_at"] == again["started_at"]
     assert "failed level" in captured.out
     # nothing left running: no engine object, no process naming this test's folder
     assert lifecycle.live_engines() == []
