@@ -284,3 +284,33 @@ def test_check_passes_the_h200_moe_decision_here_and_prints_its_plan(
     assert "reference vllm (the prior's predicted leader)" in printed
     assert "  vllm: 1,4,16,64,256\n" in printed  # 512: vllm's alone
     assert "  llamacpp-q8: 1,4,16,64\n" in printed
+
+
+def test_a_started_engine_is_weighed_at_its_own_start() -> None:
+    """Live, once a target's engine has started, a budget weighs a restart of it at what
+    its latest start took (to ready, and its stop once timed)."""
+    from typing import Any, cast
+
+    from crossover.analysis.schema import EngineStart
+    from crossover.decide.live import _with_start_cost
+    from crossover.decide.state import PolicyConfig
+
+    class Runner:
+        def __init__(self) -> None:
+            self.starts: list[EngineStart] = []
+
+        def engine_starts(self) -> list[EngineStart]:
+            return self.starts
+
+    runner = Runner()
+    policy = PolicyConfig(budget=0.5, start_s=100.0)
+    assert _with_start_cost(policy, cast(Any, runner), "a") is policy  # nothing started
+    runner.starts = [
+        EngineStart(target="a", started_at="2026-12-05T08:00:00+00:00", ready_s=30.0, stop_s=1.0),
+        EngineStart(target="a", started_at="2026-12-05T08:05:00+00:00", ready_s=12.0),
+        EngineStart(target="b", started_at="2026-12-05T08:06:00+00:00", ready_s=60.0),
+    ]
+    got = _with_start_cost(policy, cast(Any, runner), "a")
+    assert got.start_cost("a") == 12.0  # the latest start, its stop not yet timed
+    assert got.start_cost("b") == 100.0  # b's is weighed once the policy has looked at it
+    assert _with_start_cost(got, cast(Any, runner), "b").start_cost("b") == 60.0

@@ -343,3 +343,29 @@ def test_a_budget_says_the_repeat_behind_a_lead_found_on_one_run() -> None:
     ones = {(x.target, x.level, x.repeat, x.concerns) for x in d.deferred if "one run" in x.why}
     assert ones == {("fast", 1, 1, ("batched",)), ("batched", 1, 1, ("fast",))}
     assert d.unsettled("fast", "batched")
+
+
+def test_each_target_start_weighs_what_it_was_measured_to_cost() -> None:
+    """A budget counts an engine start at its own target's cost where one was measured
+    (``start_s_of``: vLLM's start 159 s, llama.cpp's 7 s on the H200), else ``start_s``."""
+    from crossover.decide.budget import measure_cost, spent_seconds
+    from crossover.decide.state import State
+
+    q = crossover_question(targets=("slow", "quick"), repeats=1)
+    cfg = PolicyConfig(budget=0.5, start_s=50.0, start_s_of={"slow": 159.0, "quick": 7.0})
+    assert cfg.start_cost("slow") == 159.0 and cfg.start_cost("other") == 50.0
+    obs = [
+        _level("slow", 1, 100.0, 2.0),
+        _level("quick", 1, 90.0, 3.0),
+        _level("slow", 4, 400.0, 4.0),
+    ]
+    # slow started twice, quick once: 9 s measuring + 159 + 7 + 159
+    assert spent_seconds(obs, cfg) == pytest.approx(9.0 + 159.0 + 7.0 + 159.0)
+    # the engine up (slow's) costs no start; the other pays its own
+    s = State(q, obs, cfg)
+    assert measure_cost(s, Measure("slow", 4, 0, None, "")) == pytest.approx(4.0)
+    cheap = measure_cost(s, Measure("quick", 4, 0, None, ""))
+    dear = measure_cost(
+        State(q, obs, PolicyConfig(budget=0.5, start_s=159.0)), Measure("quick", 4, 0, None, "")
+    )
+    assert dear - cheap == pytest.approx(159.0 - 7.0)

@@ -198,3 +198,31 @@ def test_the_replay_prints_gpu_time_per_target_with_each_start_cost_named(
     gpu = json.loads(out.read_text())["replay"]["gpu_time"]
     assert gpu["start_s"] == 60 and gpu["start_s_source"] == "--start-s"
     assert {v["start_s"] for v in gpu["per_target"].values()} == {60}
+
+
+def test_a_budget_with_measured_starts_counts_them_in_the_grid_too(
+    pytestconfig: pytest.Config, tmp_path: Path
+) -> None:
+    """Starts read from the grid's logs are weighed per target, and the grid the budget is
+    a share of holds one start per target (what the grid itself started)."""
+    import json
+
+    from crossover.cli.app import main
+
+    assert pytestconfig.cache is not None
+    db = database(pytestconfig.cache, "moe")
+    logs = Path(__file__).parents[2] / "docs/results/h200/moe/engines"
+    out = tmp_path / "d.json"
+    assert main(["decide", "--replay", str(db), "--budget", "0.33", "--json", str(out)]) == 0
+    plain = json.loads(out.read_text())
+    measuring = sum(plain["replay"]["grid_seconds"].values())
+    assert plain["budget"]["grid_estimate_s"] == pytest.approx(measuring)
+    assert main(["decide", "--replay", str(db), "--budget", "0.33", "--engine-logs", str(logs),
+                 "--json", str(out)]) == 0  # fmt: skip
+    counted = json.loads(out.read_text())
+    starts = sum(v["start_s"] for v in counted["replay"]["gpu_time"]["per_target"].values())
+    assert starts == pytest.approx(159.0 + 6.56 + 114.5, abs=0.1)
+    assert counted["budget"]["grid_estimate_s"] == pytest.approx(measuring + starts)
+    assert counted["budget"]["seconds"] == pytest.approx(0.33 * (measuring + starts))
+    # what it spent, starts included, stays within it
+    assert counted["replay"]["gpu_time"]["total_s"] <= counted["budget"]["seconds"] + 1e-6

@@ -256,10 +256,24 @@ def _replay(
     start_s: float | None,
     engine_logs: Path | None,
 ) -> None:
+    import dataclasses
+
+    from crossover.decide.recorded import Recorded
     from crossover.decide.replay import replay
     from crossover.decide.starts import START_S, start_costs
     from crossover.decide.text import decision_json, decision_lines
 
+    rec = Recorded(db)
+    try:
+        names, recorded = targets or rec.targets(), rec.engine_starts()
+    finally:
+        rec.close()
+    costs = start_costs(names, recorded, engine_logs, start_s)
+    # a budget weighs each target's start at what it was measured to cost (an estimate
+    # stays out of it: without --start-s, starts not measured are free, as before)
+    measured = {t: c.seconds for t, c in costs.items() if c.measured}
+    if measured and start_s is None:
+        policy = dataclasses.replace(policy, start_s_of=measured)
     r = replay(
         db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy, prior=prior
     )
@@ -274,7 +288,6 @@ def _replay(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
         f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
     )
-    costs = start_costs(list(r.seconds), r.engine_starts, engine_logs, start_s)
     gpu = r.gpu_seconds({t: c.seconds for t, c in costs.items()})
     typer.echo("GPU time per target (measuring + engine starts x each one's cost):")
     for t, g in gpu.items():

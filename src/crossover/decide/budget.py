@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from crossover.decide.model import Measure, Observation
-from crossover.decide.state import State, gap_open
+from crossover.decide.state import PolicyConfig, State, gap_open
 
 
 def share_left(
@@ -34,7 +34,7 @@ def share_left(
     first = next(
         (i for i, o in enumerate(observations) if o.target == step.target), len(observations)
     )
-    before = spent_seconds(observations[:first], s.cfg.start_s)
+    before = spent_seconds(observations[:first], s.cfg)
     return before + (total - before) / (1 + len(waiting))
 
 
@@ -84,16 +84,18 @@ def grid_estimate(s: State) -> float:
     total = sum(
         q.repeats * level_seconds(s, t, c) for t in q.targets for c in q.levels if q.covers(t, c)
     )
-    return total + len(q.targets) * s.cfg.start_s
+    return total + sum(s.cfg.start_cost(t) for t in q.targets)
 
 
-def spent_seconds(observations: Sequence[Observation], start_s: float) -> float:
+def spent_seconds(observations: Sequence[Observation], cfg: PolicyConfig) -> float:
     """The measuring time of every observation made (a part and the level measured
-    again both count), and an engine start at each switch of target."""
+    again both count), and an engine start (its target's cost) at each switch of target."""
     starts = sum(
-        1 for i, o in enumerate(observations) if i == 0 or o.target != observations[i - 1].target
+        cfg.start_cost(o.target)
+        for i, o in enumerate(observations)
+        if i == 0 or o.target != observations[i - 1].target
     )
-    return sum(o.seconds for o in observations) + starts * start_s
+    return sum(o.seconds for o in observations) + starts
 
 
 def measure_cost(s: State, m: Measure) -> float:
@@ -104,5 +106,5 @@ def measure_cost(s: State, m: Measure) -> float:
         # a part stops sending at its budget, but what is in flight then still finishes:
         # up to a wave more (a level is two waves), which the budget must allow for
         est = min(est, m.budget_s + est / 2)
-    start = s.cfg.start_s if m.target != s.last_target else 0.0
+    start = s.cfg.start_cost(m.target) if m.target != s.last_target else 0.0
     return est + start

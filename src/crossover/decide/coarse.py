@@ -176,7 +176,7 @@ def _repeat_up_front(s: State, t: str, c: int) -> bool:
         return False
     if s.cfg.budget is None:
         return True
-    return level_seconds(s, t, c) < 0.5 * s.cfg.start_s
+    return level_seconds(s, t, c) < 0.5 * s.cfg.start_cost(t)
 
 
 def first_pass_all(s: State, order: list[str], coarse: list[int]) -> list[Measure]:

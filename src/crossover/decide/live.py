@@ -24,6 +24,7 @@ levels, as ``sweep --refine`` does.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -102,6 +103,19 @@ class SequentialWatch:
             return None
         planned = f" of {self.planned}" if self.planned is not None else ""
         return f"stopped sending once {n}{planned} requests had finished: {why}"
+
+
+def _with_start_cost(policy: PolicyConfig, runner: SweepRunner, target: str) -> PolicyConfig:
+    """The policy with ``target``'s engine start at what its latest start took (to ready,
+    and its stop once one was timed), for a budget to weigh a restart by."""
+    mine = [s for s in runner.engine_starts() if s.target == target]
+    if not mine:
+        return policy
+    last = mine[-1]
+    cost = last.ready_s + (last.stop_s or 0.0)
+    if policy.start_s_of.get(target) == cost:
+        return policy
+    return dataclasses.replace(policy, start_s_of={**policy.start_s_of, target: cost})
 
 
 def stop_of(runner: SweepRunner, run_id: str) -> tuple[int | None, str | None]:
@@ -241,6 +255,7 @@ async def decide_live(
             t0 = time.perf_counter()
             await runner.measure_level(step.target, level, step.repeat, watch, again=again)
             tt.wall_s += time.perf_counter() - t0
+            policy = _with_start_cost(policy, runner, step.target)
             row = runner.store.finished_by_key(key)
             if row is None:  # the level failed: it holds nothing the policy can read
                 o = Observation(step.target, step.level, step.repeat, {}, 0, 0, 0.0, False)

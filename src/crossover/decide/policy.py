@@ -102,7 +102,7 @@ def next_step(
     if cfg.budget is not None:
         grid = cfg.grid_s if cfg.grid_s is not None else grid_estimate(s)
         budget = (cfg.budget * grid, grid)
-        spent = spent_seconds(observations, cfg.start_s)
+        spent = spent_seconds(observations, cfg)
     while True:
         step = _wanted(s, order, coarse)
         if step is None or budget is None:

@@ -216,11 +216,12 @@ def replay(
         )
         cfg = cfg or PolicyConfig()
         if cfg.budget is not None and cfg.grid_s is None:
-            # the grid's measuring time is known here: the budget is a share of it
+            # the grid's measuring time is known here: the budget is a share of it, with
+            # one engine start per target (the grid's own; 0 each unless starts are counted)
             total = sum(
                 rec.span(run.run_id)[0] for (t, _, _), run in rec.runs.items() if t in names
             )
-            cfg = dataclasses.replace(cfg, grid_s=total)
+            cfg = dataclasses.replace(cfg, grid_s=total + sum(cfg.start_cost(t) for t in names))
         obs: list[Observation] = []
         steps: list[Measure] = []
         decision: Decision | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,9 +44,16 @@ class PolicyConfig:
     #: an engine start's cost in the budget's seconds (a measurement of a target whose
     #: engine is not up costs this too; 0: starts are free, as a replay's measuring time)
     start_s: float = 0.0
+    #: measured starts, per target (a replay: its database's or engine logs'; live: each
+    #: engine's once started), over ``start_s`` for those targets
+    start_s_of: Mapping[str, float] = field(default_factory=dict)
     #: the grid's measuring time where it is known (a replay: the records'), else it is
     #: estimated from the levels measured (:func:`crossover.decide.budget.grid_estimate`)
     grid_s: float | None = None
+
+    def start_cost(self, target: str) -> float:
+        """What starting ``target``'s engine costs the budget: measured, else ``start_s``."""
+        return self.start_s_of.get(target, self.start_s)
 
     def __post_init__(self) -> None:
         if self.budget_factor < 0.0:
