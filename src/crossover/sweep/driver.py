@@ -51,6 +51,7 @@ from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
 from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
+from crossover.workload.tokenizers import ServerTokenizer
 
 if TYPE_CHECKING:
     from crossover.sweep.cluster import RayCluster
@@ -163,7 +164,18 @@ class LocalTarget:
         if not runner._tokenizer_chosen:
             runner._tokenizer = choose_tokenizer(run_cfg)
             runner._tokenizer_chosen = True
-        return runner._tokenizer
+        chosen = runner._tokenizer
+        if isinstance(chosen, ServerTokenizer) and chosen.base_url != run_cfg.url.rstrip("/"):
+            # an engine's own /tokenize: the engine that answered it first is stopped once
+            # the sweep moves to the next target (one GPU), and its tokenizer with it; each
+            # launched target's text is re-tokenized by its own engine instead
+            own = runner._server_tokenizers.get(run_cfg.url)
+            if own is None and run_cfg.url not in runner._server_tokenizers:
+                found = choose_tokenizer(run_cfg)
+                own = found if isinstance(found, ServerTokenizer) else None
+                runner._server_tokenizers[run_cfg.url] = own
+            return own or chosen
+        return chosen
 
     async def build_prompts(self, run_cfg: RunConfig, count: int, first: int) -> list[Prompt]:
         return build_prompts(run_cfg, self._tokenizer_for(run_cfg), count, first=first)
@@ -232,6 +244,9 @@ class SweepRunner:
         self.nvml = NVMLSampler()
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_chosen = False
+        #: each target's own engine tokenizer by URL, where the sweep's is an engine's
+        #: (``None``: that engine has none)
+        self._server_tokenizers: dict[str, ServerTokenizer | None] = {}
         self._prompts: list[Prompt] | None = None
         self._prompts_lock = asyncio.Lock()
         self.targets = [_Target(t, TargetInfo(name=t.name)) for t in config.targets]
