@@ -58,3 +58,20 @@ def test_engine_venv_read_by_its_own_interpreter(
 def test_an_engine_python_that_cannot_run_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot run"):
         triton.numpy1_builds(str(tmp_path / "no-python"))
+
+
+def test_every_numpy2_only_package_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the ones replaced, every distribution requiring NumPy 2 is named (JAX-like
+    packages that would fail under the stub's NumPy 1.26.4), read by the engine
+    interpreter's own importlib.metadata."""
+    site = tmp_path / "site"
+    _dist(site, "scipy", "1.18.1", ["numpy<2.8,>=2.0.0"])  # replaced: not named
+    _dist(site, "jaxlib", "0.8.1", ["numpy>=2.0"])
+    _dist(site, "opencv-python-headless", "4.12.0.88", ['numpy<2.3.0,>=2; python_version >= "3.9"'])
+    _dist(site, "pandas", "2.3.3", ["numpy>=1.26.0"])  # runs on NumPy 1
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    named = triton.numpy2_only(sys.executable)
+    assert "jaxlib==0.8.1" in named and "opencv-python-headless==4.12.0.88" in named
+    assert not any(n.startswith(("scipy==", "pandas==")) for n in named)

@@ -206,6 +206,31 @@ def needs_numpy2(requires: list[str]) -> bool:
     return False
 
 
+_DISTRIBUTIONS = (
+    "import json,importlib.metadata as m\n"
+    "out,seen=[],set()\n"
+    "for d in m.distributions():\n"
+    "    n=d.metadata['Name'] or ''\n"
+    "    if n.lower() in seen: continue\n"
+    "    seen.add(n.lower())\n"
+    "    out.append([n,d.version,d.requires or []])\n"
+    "print(json.dumps(out))"
+)
+
+
+def numpy2_only(engine_python: str) -> list[str]:
+    """``engine_python``'s distributions (``name==version``) held in a release that
+    requires NumPy 2, other than those ``NUMPY1_BUILDS`` replaces: under the stub's NumPy
+    1.26.4 importing one fails, so a hosted engine that imports one does not load (SciPy
+    1.18.1 did, on the H200). Said at install, kept in install.json."""
+    held: list[list[Any]] = _ask(engine_python, _DISTRIBUTIONS)
+    return sorted(
+        f"{name}=={version}"
+        for name, version, reqs in held
+        if name.lower() not in NUMPY1_BUILDS and needs_numpy2(list(reqs))
+    )
+
+
 def numpy1_builds(engine_python: str) -> list[str]:
     """The NumPy-1 builds (``NUMPY1_BUILDS``) the stub's environment needs beside NumPy
     1.26.4 for ``engine_python``'s packages: those it holds in a release requiring NumPy 2."""
@@ -378,6 +403,13 @@ def ensure_triton(
             )
         extra += list(dict.fromkeys([eng["purelib"], eng["platlib"]]))
     packages = [*ENV_PACKAGES, *(numpy1_builds(engine_python) if engine_python else [])]
+    left = numpy2_only(engine_python) if engine_python else []
+    if left and progress:
+        print(
+            f"note: {engine_python} holds {len(left)} package(s) built for NumPy 2 only, not "
+            f"replaced: {', '.join(left)}; the stub runs NumPy 1.26.4, so a hosted engine "
+            "that imports one does not load (docs/triton.md, 'NumPy')"
+        )
     key = _key(version, extra, packages)
     root = cache_dir() / "builds" / f"triton-{SERVER_VERSION}-py{version}-{key}"
     inst = TritonInstall(root)
@@ -412,6 +444,7 @@ def ensure_triton(
             "wheel_sha256": WHEEL_SHA256,
             "python": version,
             "env_packages": packages,
+            "numpy2_only": left,
             "sys_path_extra": extra,
             "tritonserver": str(inst.tritonserver),
             "install_s": round(time.monotonic() - started, 1),
