@@ -97,12 +97,27 @@ def test_skips_a_saturated_target_far_behind_and_says_why() -> None:
     skip = next(s for s in d.skipped if s.target == "slow")
     assert 128 in skip.levels
     assert "saturated" in skip.reason
+    assert "fast leads it there by 20% or more" in skip.reason
+    assert "and is ahead on" in skip.reason
+    assert "the leader's not falling" in skip.checked
     assert "does not fall" in skip.assumption
     assert skip.checked
     # the answer still names the leader over the levels both were measured at
     f = next(f for f in d.findings if f.metric == "total_tokens_per_s")
     assert f.kind == "none"
     assert f.leader == "fast"
+
+
+def test_a_skip_names_several_leaders_in_the_plural() -> None:
+    slow = scaling(100.0, 300.0, 80.0)
+    d, _ = run(
+        crossover_question(targets=("fast", "fast2", "slow")),
+        {"fast": BATCHED, "fast2": BATCHED, "slow": slow},
+    )
+    skip = next(s for s in d.skipped if s.target == "slow")
+    assert "fast, fast2 lead it there" in skip.reason
+    assert "and are ahead on" in skip.reason
+    assert "the leaders' not falling" in skip.checked
 
 
 def test_no_skip_while_the_trailing_target_still_gains() -> None:
