@@ -126,6 +126,7 @@ def list_engines() -> None:
 
     from crossover.engines import registry
     from crossover.engines.install import cached_program, install_hint
+    from crossover.sweep.check import importable, python_module
 
     for spec in registry.specs():
         program = spec.default_executable[0]
@@ -135,6 +136,11 @@ def list_engines() -> None:
             built = cached_program(spec)
             found = str(built) if built else None
             how = f"not {spec.install.done}: {install_hint(spec)}"
+        # a `python3 -m PKG` engine is here only where that python finds PKG
+        module = python_module(list(spec.default_executable))
+        if found is not None and module is not None and not importable(found, module, {}):
+            how = f"not found ({found} cannot import {module})"
+            found = None
         typer.echo(f"{spec.name:<13} {spec.display_name:<20} {found or how}")
 
 

@@ -260,13 +260,13 @@ def _executable_problem(ecfg: EngineConfig, adapter: EngineSpec) -> str | None:
             f"executable {program!r} not found (install {adapter.display_name}, or set "
             "launch.executable)"
         )
-    module = _python_module(argv)
-    if module is not None and not _importable(found, module, ecfg.env):
+    module = python_module(argv)
+    if module is not None and not importable(found, module, ecfg.env):
         return f"{program} cannot import {module} (install {adapter.display_name} for it)"
     return None
 
 
-def _python_module(argv: list[str]) -> str | None:
+def python_module(argv: list[str]) -> str | None:
     """The top-level package a ``python -m pkg.mod`` or ``python -c "from pkg... import"``
     program needs."""
     if len(argv) >= 3 and argv[1] == "-m":
@@ -277,7 +277,7 @@ def _python_module(argv: list[str]) -> str | None:
     return None
 
 
-def _importable(python: str, module: str, env: dict[str, str]) -> bool:
+def importable(python: str, module: str, env: dict[str, str]) -> bool:
     """``module`` found by ``python`` with the launch's environment (its PYTHONPATH);
     only located, never imported."""
     code = "import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"

@@ -1,0 +1,53 @@
+"""``crossover engines list``: an engine started as ``python3 -m PKG`` is listed as here
+only where that python finds PKG (a bare python3 on PATH is not SGLang)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.app import main
+
+
+def _fake_python(tmp_path: Path, status: int) -> None:
+    """A ``python3`` on PATH whose every ``-c`` program exits ``status`` (0: every module
+    found; 1: none)."""
+    exe = tmp_path / "python3"
+    exe.write_text(f"#!/bin/sh\nexit {status}\n")
+    exe.chmod(0o755)
+
+
+def _listed(capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    assert main(["engines", "list"]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        name, _, rest = line.partition(" ")
+        rows[name] = rest
+    return rows
+
+
+def test_a_python_module_engine_is_not_listed_where_python_cannot_import_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fake_python(tmp_path, 1)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rows = _listed(capsys)
+    python = str(tmp_path / "python3")
+    module_engines = [r for r in rows.values() if python in r]
+    assert module_engines, rows
+    for row in module_engines:
+        assert f"not found ({python} cannot import " in row
+
+
+def test_a_python_module_engine_is_listed_where_python_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fake_python(tmp_path, 0)
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + "/nonexistent")
+    rows = _listed(capsys)
+    python = str(tmp_path / "python3")
+    found = [r for r in rows.values() if r.rstrip().endswith(python)]
+    assert found, rows
+    assert not any("cannot import" in r for r in rows.values())
