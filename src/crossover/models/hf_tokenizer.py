@@ -307,6 +307,16 @@ def _slow_build(vocab_path: Path, out_dir: Path) -> None:
 
 def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
     """Write tokenizer files for ``vocab_path`` into ``dest`` (cached per transformers version)."""
+    cached = cached_hf_tokenizer(vocab_path)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in cached.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+
+
+def cached_hf_tokenizer(vocab_path: Path) -> Path:
+    """The cached folder of tokenizer files for ``vocab_path`` (built on first use, per
+    transformers version), holding ``tokenizer.json``."""
     try:
         transformers = import_transformers()
     except ImportError:
@@ -327,7 +337,4 @@ def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
                 staging.rename(cached)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in cached.iterdir():
-        if f.is_file():
-            shutil.copy2(f, dest / f.name)
+    return cached
