@@ -653,6 +653,49 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=rank)
 
 
+def findings_lines(sweep: SweepFile, findings: list[Finding]) -> list[str]:
+    """The findings as the sweep prints them after its table, in rich markup (every value
+    escaped): the overloaded levels, the crossovers under their heading, the headline
+    metrics without one, the arrival-effects notes, and what the intervals of a sweep of
+    one repeat per level rest on. ``crossover report`` prints the same lines from the
+    stored results."""
+    from rich.markup import escape
+
+    from crossover.analysis import format_crossover
+    from crossover.analysis.crossovers import arrival_effects, format_overloads
+    from crossover.report.compare import NOISE_FLOOR
+
+    lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
+    shown = ordered_findings(findings)
+    xs = [f for f in shown if f.kind == "crossover"]
+    others = [f for f in shown if f.kind != "crossover"]
+    if xs:
+        lines.append("[bold]crossovers[/] (who leads below and above the point; its interval):")
+    else:
+        lines.append("no crossover in the range measured")
+    lines += ["  " + escape(format_crossover(f)) for f in xs]
+    if xs and others:
+        lines.append("without a crossover:")
+    lines += ["  " + escape(format_crossover(f)) for f in others]
+    for pooled, wave in arrival_effects(findings):
+        lines.append(
+            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
+            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
+            'not prefill (docs/metrics.md, "TTFT by wave")'
+        )
+    counts: dict[tuple[str, float], int] = {}
+    for r in sweep.runs:
+        if r.is_valid:
+            counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
+    if counts and max(counts.values()) == 1:
+        lines.append(
+            f"[yellow]note[/]: one repeat per level: the intervals rest on an assumed "
+            f"{NOISE_FLOOR:.0%} run-to-run noise, not a measured one (--repeats 2 or more "
+            "measures it)"
+        )
+    return lines
+
+
 def print_outcome(
     outcome: SweepOutcome,
     out: Path,
@@ -664,8 +707,6 @@ def print_outcome(
     on them), where the results are."""
     from rich.markup import escape
 
-    from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects, format_overloads
     from crossover.cli.common import console as make_console
 
     stdout = make_console()
@@ -679,27 +720,8 @@ def print_outcome(
     made = client_made_line(outcome.sweep)
     if made is not None:
         stdout.print(f"[yellow]{escape(made)}[/]")
-    for line in format_overloads(outcome.sweep):
-        stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
-    shown = ordered_findings(outcome.findings)
-    xs = [f for f in shown if f.kind == "crossover"]
-    others = [f for f in shown if f.kind != "crossover"]
-    if xs:
-        stdout.print("[bold]crossovers[/] (who leads below and above the point; its interval):")
-    else:
-        stdout.print("no crossover in the range measured")
-    for f in xs:
-        stdout.print("  " + escape(format_crossover(f)))
-    if xs and others:
-        stdout.print("without a crossover:")
-    for f in others:
-        stdout.print("  " + escape(format_crossover(f)))
-    for pooled, wave in arrival_effects(outcome.findings):
-        stdout.print(
-            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
-            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
-            'not prefill (docs/metrics.md, "TTFT by wave")'
-        )
+    for line in findings_lines(outcome.sweep, outcome.findings):
+        stdout.print(line)
     for note in notes:
         stdout.print(escape(note))
     for line in outcome.failed_levels:
