@@ -15,6 +15,7 @@ from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
 from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import next_step
 from crossover.decide.state import PolicyConfig
+from crossover.decide.text import decision_json, decision_lines
 from crossover.spec.slo import SloTerm
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -163,6 +164,14 @@ def test_a_lead_question_measures_only_its_levels() -> None:
     assert {s.level for s in steps} == {1, 64}
     per_level = {lv.concurrency: lv.lead for f in d.findings for lv in f.per_level}
     assert per_level == {1.0: "fast", 64.0: "batched"}
+    # the answer is said at those levels, nothing placed between them (it read "fast leads
+    # below 4.9 concurrent requests (1.0-64.0), batched above")
+    answer = decision_lines(d)
+    assert any(x.startswith("  total tokens/s at 1: fast leads batched (99") for x in answer)
+    assert any(x.startswith("  total tokens/s at 64: batched leads fast (25,") for x in answer)
+    assert not any("leads below" in line for line in answer)
+    at = decision_json(d)["findings"][0]["at_levels"]
+    assert at[0].startswith("total tokens/s at 1: fast leads batched")
 
 
 def test_capacity_under_an_slo() -> None:
