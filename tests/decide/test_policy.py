@@ -198,6 +198,22 @@ def test_capacity_under_an_slo() -> None:
     assert max(s.level for s in steps if s.target == "fast") <= 64
 
 
+def test_a_target_failing_the_slo_at_its_first_level_says_where() -> None:
+    """Measured at its lowest level alone (failing there, another meeting it), a target
+    is said to fail at that level, not "at every level"."""
+    q = Question(
+        "capacity",
+        ("fast", "batched"),
+        GRID,
+        ("ttft_ms.p50",),
+        slo=SloTerm(metric="ttft_ms", stat="p50", limit=30.0),
+        any_level=True,
+    )
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
+    assert {s.level for s in steps if s.target == "batched"} == {1}
+    assert "  batched: fails it at 1, the lowest level measured" in decision_lines(d)
+
+
 def test_prior_orders_targets_and_looks_where_it_predicts_a_crossing() -> None:
     q = crossover_question()
     prior = {

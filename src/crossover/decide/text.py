@@ -56,7 +56,13 @@ def decision_lines(d: Decision) -> list[str]:
         assert q.slo is not None
         lines.append(f"question: which target serves the most concurrency with {slo_text(q.slo)}")
         for t, (lo, hi) in d.capacity.items():
-            meets = f"meets it up to {lo}" if lo is not None else "fails it at every level"
+            meets = (
+                f"meets it up to {lo}"
+                if lo is not None
+                else f"fails it at {hi}, the lowest level measured"
+                if hi is not None
+                else "fails it at every level"
+            )
             fails = f", fails it at {hi}" if hi is not None else ", never failed it"
             lines.append(f"  {t}: {meets}{fails if lo is not None else ''}")
         if d.leader is None:
