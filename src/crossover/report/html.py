@@ -262,6 +262,7 @@ def render_html(
         )
         for name, png in charts.items()
     ]
+    order = sweep.target_names()
     context = {
         "title": title,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -284,7 +285,10 @@ def render_html(
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
             {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
-            for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
+            for r in sorted(
+                sweep.runs,  # the targets in the sweep's order, as its table lists them
+                key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat),
+            )
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
         "level_header": sweep.rate_unit() if sweep.axis() == "rate" else "concurrency",
