@@ -72,6 +72,7 @@ def test_the_conclusion_counts_the_invalid_levels(capsys: pytest.CaptureFixture[
     print_result(result)
     out = " ".join(capsys.readouterr().out.split())
     assert "1 of 1 levels invalid" in out
+    assert "1 level, 1 s" in out  # it read "1 levels"
     assert "no request was sent" in out
 
 

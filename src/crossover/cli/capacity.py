@@ -352,4 +352,5 @@ def print_result(result: CapacityFile) -> None:
         stdout.print(
             f"goodput at capacity: {result.goodput_rps:.3g} requests/s meet every term{came}"
         )
-    stdout.print(f"{len(result.levels)} levels, {result.seconds:.0f} s")
+    n = len(result.levels)
+    stdout.print(f"{n} level{'' if n == 1 else 's'}, {result.seconds:.0f} s")
