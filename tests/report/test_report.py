@@ -55,6 +55,18 @@ def test_untrusted_strings_are_escaped(sweep_dir: Path) -> None:
     assert "<script" not in html.lower()
 
 
+def test_every_run_lists_the_targets_in_the_sweeps_order(sweep_dir: Path) -> None:
+    """The "Every run" table follows the sweep's targets (as its terminal table does), not
+    the alphabet (a sweep of fast then batched listed batched first)."""
+    sweep = load_sweep(sweep_dir)
+    names = sweep.target_names()
+    backwards = sweep.model_copy(update={"targets": list(reversed(sweep.targets))})
+    html = write_report(sweep_dir, backwards, sweep_dir / "r.html").read_text()
+    table = html[html.index('id="verdicts"') :]
+    first = [table.index(f"<tr><td>{n}</td>") for n in reversed(names)]
+    assert first == sorted(first)
+
+
 def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> None:
     from crossover.metrics.summary import Problem
 
@@ -233,14 +245,3 @@ def test_pareto_labels_never_cover_each_other() -> None:
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b)
 
-
-def test_every_run_lists_the_targets_in_the_sweeps_order(sweep_dir: Path) -> None:
-    """The "Every run" table follows the sweep's targets (as its terminal table does), not
-    the alphabet (a sweep of fast then batched listed batched first)."""
-    sweep = load_sweep(sweep_dir)
-    names = sweep.target_names()
-    backwards = sweep.model_copy(update={"targets": list(reversed(sweep.targets))})
-    html = write_report(sweep_dir, backwards, sweep_dir / "r.html").read_text()
-    table = html[html.index('id="verdicts"') :]
-    first = [table.index(f"<tr><td>{n}</td>") for n in reversed(names)]
-    assert first == sorted(first)
