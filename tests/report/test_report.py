@@ -244,4 +244,3 @@ def test_pareto_labels_never_cover_each_other() -> None:
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b)
-
