@@ -51,3 +51,19 @@ def test_a_python_module_engine_is_listed_where_python_finds_it(
     found = [r for r in rows.values() if r.rstrip().endswith(python)]
     assert found, rows
     assert not any("cannot import" in r for r in rows.values())
+
+
+def test_which_a_known_engine_crossover_does_not_install_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`engines which` of an engine crossover launches but does not install read "unknown
+    engine"; it is known, and installed its own way."""
+    from crossover.engines import registry
+
+    spec = next(s for s in registry.specs() if s.install is None)
+    assert main(["engines", "which", spec.name]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unknown engine" not in err
+    assert f"crossover does not build or install {spec.display_name}" in err
+    assert main(["engines", "which", "no-such-engine"]) == 2
+    assert "unknown engine 'no-such-engine'" in " ".join(capsys.readouterr().err.split())

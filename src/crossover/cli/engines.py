@@ -18,9 +18,15 @@ def _check(engine: str) -> tuple[EngineSpec, InstallTraits]:
     from crossover.engines import registry
 
     spec = registry.ENGINES.get(engine)
-    if spec is None or spec.install is None:
-        buildable = registry.with_trait("install")
-        raise UsageError(f"unknown engine {engine!r} to build; buildable: {', '.join(buildable)}")
+    buildable = ", ".join(registry.with_trait("install"))
+    if spec is None:
+        raise UsageError(f"unknown engine {engine!r} to build; buildable: {buildable}")
+    if spec.install is None:  # a known engine, installed its own way
+        raise UsageError(
+            f"crossover does not build or install {spec.display_name} (it comes from its own "
+            f"package; `crossover engines list` shows where its program is); buildable: "
+            f"{buildable}"
+        )
     return spec, spec.install
 
 
