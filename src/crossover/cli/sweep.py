@@ -446,6 +446,11 @@ async def run_live(
             f"[dim]{escape(n)} {lv.label} r={r}: done earlier, kept[/]"
         ),
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
+        on_refine=lambda new, left: console.print(
+            f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
+            f"levels where a crossover's interval is wider than {cfg.refine_width:.0%} of its "
+            f"level ({left} more level(s) left of --refine-budget {cfg.refine_budget})"
+        ),
     )
     runner = SweepRunner(
         cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
