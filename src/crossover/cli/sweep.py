@@ -448,8 +448,9 @@ async def run_live(
         on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
         on_refine=lambda new, left: console.print(
             f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
-            f"levels where a crossover's interval is wider than {cfg.refine_width:.0%} of its "
-            f"level ({left} more level(s) left of --refine-budget {cfg.refine_budget})"
+            "levels where a crossover (or an inconclusive sign change) is not yet placed "
+            f"within {cfg.refine_width:.0%} of its level ({left} more level(s) left of "
+            f"--refine-budget {cfg.refine_budget})"
         ),
     )
     runner = SweepRunner(
