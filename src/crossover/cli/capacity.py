@@ -42,12 +42,20 @@ def capacity(
         typer.Option(help="Or a sweep YAML: each target (launched or URL) searched in turn"),
     ] = None,
     output_tokens: Annotated[
-        int | None, typer.Option(help="Exactly this many tokens per request")
+        str | None,
+        typer.Option(
+            help="Exactly this many tokens per request, or a distribution each request draws "
+            "its own exact N from (as crossover run --output-tokens: uniform:MIN-MAX, "
+            "normal:MEAN,SD[,MIN-MAX], lognormal:MEAN,SD[,MIN-MAX], empirical:FILE)"
+        ),
     ] = None,
     engine: Annotated[
         str, typer.Option(help="Request dialect: openai, or the engine behind the URL")
     ] = default_of(CapacityConfig, "engine"),
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    input_tokens: Annotated[
+        str | None,
+        typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
+    ] = None,
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
     ] = default_of(CapacityConfig, "precision"),
