@@ -173,13 +173,20 @@ def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
     return out
 
 
+def _in_order(sweep: SweepFile) -> list[SweepRun]:
+    """The runs in the sweep's target order (as its terminal table lists the targets),
+    then by level and repeat."""
+    order = sweep.target_names()
+    return sorted(sweep.runs, key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat))
+
+
 def _problems(sweep: SweepFile) -> list[dict[str, str]]:
     """One row per kind of problem: the same code and message in several runs is one row
     naming the runs, with the summed count, so that a warning every level repeats does
     not bury the errors. Messages that differ only in their figures (a loop lag of 3.1
     or 3.4 ms) are the same problem: the row quotes the first run's and says so."""
     groups: dict[tuple[str, str, str], tuple[dict[str, str], list[str], int, set[str]]] = {}
-    for r in sweep.runs:
+    for r in _in_order(sweep):
         where = f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}"
         for p in r.problems:
             key = (p.code, p.severity, _FIGURES.sub("#", p.message))
@@ -262,7 +269,6 @@ def render_html(
         )
         for name, png in charts.items()
     ]
-    order = sweep.target_names()
     context = {
         "title": title,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -285,10 +291,7 @@ def render_html(
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
             {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
-            for r in sorted(
-                sweep.runs,  # the targets in the sweep's order, as its table lists them
-                key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat),
-            )
+            for r in _in_order(sweep)
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
         "level_header": sweep.rate_unit() if sweep.axis() == "rate" else "concurrency",
