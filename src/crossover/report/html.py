@@ -173,13 +173,6 @@ def _targets(sweep: SweepFile) -> list[dict[str, Any]]:
     return out
 
 
-def _in_order(sweep: SweepFile) -> list[SweepRun]:
-    """The runs in the sweep's target order (as its terminal table lists the targets),
-    then by level and repeat."""
-    order = sweep.target_names()
-    return sorted(sweep.runs, key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat))
-
-
 def _problems(sweep: SweepFile) -> list[dict[str, str]]:
     """One row per kind of problem: the same code and message in several runs is one row
     naming the runs, with the summed count, so that a warning every level repeats does
@@ -212,6 +205,13 @@ def _problems(sweep: SweepFile) -> list[dict[str, str]]:
 
 #: the figures in a problem's message, masked to tell the same problem in several runs
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _in_order(sweep: SweepFile) -> list[SweepRun]:
+    """The runs in the sweep's target order (as its terminal table lists the targets),
+    then by level and repeat."""
+    order = sweep.target_names()
+    return sorted(sweep.runs, key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat))
 
 
 def _telemetry(sweep: SweepFile) -> list[dict[str, str]]:
