@@ -67,3 +67,23 @@ def test_which_a_known_engine_crossover_does_not_install_says_so(
     assert f"crossover does not build or install {spec.display_name}" in err
     assert main(["engines", "which", "no-such-engine"]) == 2
     assert "unknown engine 'no-such-engine'" in " ".join(capsys.readouterr().err.split())
+
+
+def test_install_of_what_is_cached_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second `engines install` finds the cached program: it says so (it read
+    "llama-server ready in 0.0 s"), and a new build still says how long it took."""
+    import crossover.builds.llamacpp as builds
+    import crossover.engines.install as install
+
+    cached = tmp_path / "llama-server"
+    monkeypatch.setattr(builds, "ensure_llama_server", lambda *a, **k: cached)
+    monkeypatch.setattr(install, "cached_program", lambda spec: cached)
+    assert main(["engines", "install", "llamacpp"]) == 0
+    said = capsys.readouterr()
+    assert said.out.strip() == str(cached)
+    assert "llama-server already built (cached), nothing to do" in said.err
+    monkeypatch.setattr(install, "cached_program", lambda spec: None)
+    assert main(["engines", "install", "llamacpp"]) == 0
+    assert "llama-server ready in " in capsys.readouterr().err

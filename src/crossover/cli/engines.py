@@ -79,8 +79,11 @@ def install(
     spec, how = _check(engine)
     if wheels is not None and how.kind != "wheel":
         raise UsageError("--wheels is for triton (llama.cpp builds from its pinned source)")
+    from crossover.engines.install import cached_program
+
     started = time.monotonic()
     name = spec.default_executable[0]
+    before = cached_program(spec)
     if how.kind == "wheel":
         path = _install_triton(
             cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp, wheels
@@ -91,7 +94,10 @@ def install(
         built = ensure_llama_server(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
         path = str(built)
     if not quiet:
-        typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
+        if before is not None and Path(path) == before:  # nothing was built or installed
+            typer.echo(f"{name} already {how.done} (cached), nothing to do", err=True)
+        else:
+            typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
     typer.echo(path)
 
 
