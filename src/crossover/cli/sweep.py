@@ -408,6 +408,28 @@ def report_check(report: CheckReport, source: str) -> None:
     typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
 
 
+class KeptRuns:
+    """Runs done earlier and kept, said in one line per target as such a stretch ends (a
+    resumed sweep printed a line for each of them, a hundred on a big grid)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.pending: dict[str, list[str]] = {}
+
+    def add(self, name: str, level: Level, r: int) -> None:
+        self.pending.setdefault(name, []).append(f"{level.label} r={r}")
+
+    def flush(self) -> None:
+        from rich.markup import escape
+
+        for name, runs in self.pending.items():
+            n = f"{len(runs)} runs" if len(runs) > 1 else "1 run"
+            self.console.print(
+                f"[dim]{escape(name)}: {n} done earlier, kept ({escape(', '.join(runs))})[/]"
+            )
+        self.pending.clear()
+
+
 async def run_live(
     cfg: SweepConfig,
     out: Path,
@@ -429,11 +451,27 @@ async def run_live(
 
     progress_now: list[Progress | None] = [None]
     label = [""]
+    kept = KeptRuns(console)
 
     def start(name: str, level: Level, r: int, progress: Progress) -> None:
+        kept.flush()
         progress_now[0], label[0] = progress, f"{name} {level.label} r={r}"
 
+    def engine(name: str, msg: str) -> None:
+        kept.flush()
+        console.print(f"[cyan]{escape(name)}[/]: {escape(msg)}")
+
+    def refine(new: list[int], left: int) -> None:
+        kept.flush()
+        console.print(
+            f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
+            "levels where a crossover (or an inconclusive sign change) is not yet placed "
+            f"within {cfg.refine_width:.0%} of its level ({left} more level(s) left of "
+            f"--refine-budget {cfg.refine_budget})"
+        )
+
     def done(name: str, level: Level, r: int, s: RunSummary, status: str) -> None:
+        kept.flush()
         console.print(level_line(name, level.label, r, s, status))
         for p in s.problems:
             if p.severity == "error":
@@ -442,16 +480,9 @@ async def run_live(
     events = SweepEvents(
         on_level_start=start,
         on_level_done=done,
-        on_skip=lambda n, lv, r: console.print(
-            f"[dim]{escape(n)} {lv.label} r={r}: done earlier, kept[/]"
-        ),
-        on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
-        on_refine=lambda new, left: console.print(
-            f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
-            "levels where a crossover (or an inconclusive sign change) is not yet placed "
-            f"within {cfg.refine_width:.0%} of its level ({left} more level(s) left of "
-            f"--refine-budget {cfg.refine_budget})"
-        ),
+        on_skip=kept.add,
+        on_engine=engine,
+        on_refine=refine,
     )
     runner = SweepRunner(
         cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
@@ -468,6 +499,7 @@ async def run_live(
                     live.update(Text.assemble((label[0] + "  ", "bold"), progress_line(p)))
         return task.result()
     finally:
+        kept.flush()
         if not task.done():  # Ctrl-C: let the level mark itself interrupted first
             task.cancel()
             with contextlib.suppress(BaseException):
