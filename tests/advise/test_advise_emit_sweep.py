@@ -107,3 +107,16 @@ def test_a_shared_prefix_is_the_emitted_sweep_s_workload(
     )
     rc, plain = _advise(tmp_path, "--gpu", "H200", "--model", "llama-3.1-8b", "--model-path", HF)
     assert rc == 0 and "shared_prefix" not in yaml.safe_load(plain.read_text())
+
+
+def test_a_checkpoint_note_takes_the_right_article(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It read "must be a int4-awq checkpoint"."""
+    args = ["--gpu", "H200", "--model", "llama-3.1-8b", "--concurrency", "1,8,64"]
+    rc, out = _advise(tmp_path, *args, "--model-path", HF)
+    assert rc == 0
+    said = capsys.readouterr()
+    text = " ".join((said.out + said.err).split())
+    assert f"{HF} must be an int4-awq checkpoint" in text
+    assert "must be a int4" not in text + out.read_text()

@@ -67,7 +67,9 @@ def test_the_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     data = json.loads(out.read_text())
     assert data["limit_pct"] == 15.0 and data["targets"]
     assert heldout.main(["--results-dir", str(tmp_path)]) == 2
-    assert "no */sweep.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no */sweep.json" in err
+    assert "give --results-dir DIR" in err  # outside the clone the default finds nothing
 
 
 TUNING = H200 / "moe-tuning"

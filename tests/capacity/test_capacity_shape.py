@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from crossover.capacity.runner import CapacityConfig
 from crossover.spec.slo import parse_slo
 
@@ -20,3 +22,24 @@ def test_capacity_levels_carry_the_shape() -> None:
         "output_lengths": "lognormal:64,32,8-256",
         "shared_prefix": "2x1024",
     }
+
+
+def test_the_capacity_command_takes_length_distributions(tmp_path: Path) -> None:
+    """``crossover capacity --output-tokens uniform:2-6`` as ``run`` and ``sweep`` take it
+    (it was an integer option: "Input should be a valid integer")."""
+    import json
+
+    from crossover.calibration.config import CalibrationConfig
+    from crossover.calibration.server import spawn
+    from crossover.cli.app import main
+
+    out = tmp_path / "cap.json"
+    with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=1.0)) as url:
+        rc = main(["capacity", "--url", url, "--model", "calibration", "--engine", "vllm",
+                   "--output-tokens", "uniform:2-6", "--input-tokens", "uniform:8-16",
+                   "--slo", "ttft_ms.p99=5000", "--start-rate", "4", "--max-rate", "4",
+                   "--duration-s-per-level", "1", "--warmup", "0", "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    workload = json.loads(out.read_text())["workload"]
+    assert workload["output_lengths"] == "uniform:2-6"
+    assert workload["input_lengths"] == "uniform:8-16"

@@ -76,3 +76,20 @@ def test_run_rejects_bad_workers(server: str, tmp_path: Path, bad: str) -> None:
          "--output-tokens", "4", "--workers", bad, "--out", str(tmp_path)]
     )  # fmt: skip
     assert rc == 2
+
+
+def test_calibrate_names_the_run_option_that_reads_its_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--cache PATH`` is read by ``run --client-floor PATH``, not ``auto`` (which reads
+    the default cache): the closing line names the option that finds what was written."""
+    monkeypatch.delenv("CROSSOVER_FLOOR", raising=False)
+    monkeypatch.setenv("CROSSOVER_CACHE", str(tmp_path / "cache"))
+    args = ["calibrate", "--concurrency", "1", "--itl-ms", "3", "--output-tokens", "4"]
+    other = tmp_path / "mine.json"
+    assert main([*args, "--cache", str(other)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"floor cached in {other} (crossover run --client-floor {other})" in err
+    assert main(args) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "(crossover run --client-floor auto)" in err

@@ -142,3 +142,27 @@ def test_a_sessions_rate_sweep_counts_sessions_per_second() -> None:
     console = Console(width=200, record=True)
     console.print(comparison_table(with_sessions))
     assert "sessions/s" in console.export_text()
+
+
+def test_runs_kept_from_before_are_one_line_per_target() -> None:
+    """A resumed sweep said "done earlier, kept" once per run (a hundred lines on a big
+    grid); now once per target, naming the runs, when the stretch of kept runs ends."""
+    from rich.console import Console
+
+    from crossover.cli.sweep import KeptRuns
+    from crossover.sweep.config import Level
+
+    console = Console(width=300, record=True)
+    kept = KeptRuns(console)
+    for c in (1, 4):
+        for r in (0, 1):
+            kept.add("fast", Level("concurrency", c), r)
+    kept.add("batched", Level("concurrency", 1), 0)
+    assert console.export_text(clear=False) == ""  # said when the stretch ends
+    kept.flush()
+    kept.flush()  # nothing twice
+    lines = console.export_text().splitlines()
+    assert lines == [
+        "fast: 4 runs done earlier, kept (c=1 r=0, c=1 r=1, c=4 r=0, c=4 r=1)",
+        "batched: 1 run done earlier, kept (c=1 r=0)",
+    ]

@@ -15,6 +15,7 @@ from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
 from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import next_step
 from crossover.decide.state import PolicyConfig
+from crossover.decide.text import decision_json, decision_lines
 from crossover.spec.slo import SloTerm
 
 GRID = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -97,12 +98,27 @@ def test_skips_a_saturated_target_far_behind_and_says_why() -> None:
     skip = next(s for s in d.skipped if s.target == "slow")
     assert 128 in skip.levels
     assert "saturated" in skip.reason
+    assert "fast leads it there by 20% or more" in skip.reason
+    assert "and is ahead on" in skip.reason
+    assert "the leader's not falling" in skip.checked
     assert "does not fall" in skip.assumption
     assert skip.checked
     # the answer still names the leader over the levels both were measured at
     f = next(f for f in d.findings if f.metric == "total_tokens_per_s")
     assert f.kind == "none"
     assert f.leader == "fast"
+
+
+def test_a_skip_names_several_leaders_in_the_plural() -> None:
+    slow = scaling(100.0, 300.0, 80.0)
+    d, _ = run(
+        crossover_question(targets=("fast", "fast2", "slow")),
+        {"fast": BATCHED, "fast2": BATCHED, "slow": slow},
+    )
+    skip = next(s for s in d.skipped if s.target == "slow")
+    assert "fast, fast2 lead it there" in skip.reason
+    assert "and are ahead on" in skip.reason
+    assert "the leaders' not falling" in skip.checked
 
 
 def test_no_skip_while_the_trailing_target_still_gains() -> None:
@@ -148,6 +164,14 @@ def test_a_lead_question_measures_only_its_levels() -> None:
     assert {s.level for s in steps} == {1, 64}
     per_level = {lv.concurrency: lv.lead for f in d.findings for lv in f.per_level}
     assert per_level == {1.0: "fast", 64.0: "batched"}
+    # the answer is said at those levels, nothing placed between them (it read "fast leads
+    # below 4.9 concurrent requests (1.0-64.0), batched above")
+    answer = decision_lines(d)
+    assert any(x.startswith("  total tokens/s at 1: fast leads batched (99") for x in answer)
+    assert any(x.startswith("  total tokens/s at 64: batched leads fast (25,") for x in answer)
+    assert not any("leads below" in line for line in answer)
+    at = decision_json(d)["findings"][0]["at_levels"]
+    assert at[0].startswith("total tokens/s at 1: fast leads batched")
 
 
 def test_capacity_under_an_slo() -> None:
@@ -172,6 +196,22 @@ def test_capacity_under_an_slo() -> None:
     assert lo <= 125 < hi
     # fast is not narrowed once batched meets the SLO where fast fails it
     assert max(s.level for s in steps if s.target == "fast") <= 64
+
+
+def test_a_target_failing_the_slo_at_its_first_level_says_where() -> None:
+    """Measured at its lowest level alone (failing there, another meeting it), a target
+    is said to fail at that level, not "at every level"."""
+    q = Question(
+        "capacity",
+        ("fast", "batched"),
+        GRID,
+        ("ttft_ms.p50",),
+        slo=SloTerm(metric="ttft_ms", stat="p50", limit=30.0),
+        any_level=True,
+    )
+    d, steps = run(q, {"fast": FAST, "batched": BATCHED})
+    assert {s.level for s in steps if s.target == "batched"} == {1}
+    assert "  batched: fails it at 1, the lowest level measured" in decision_lines(d)
 
 
 def test_prior_orders_targets_and_looks_where_it_predicts_a_crossing() -> None:

@@ -48,3 +48,12 @@ def test_every_variable_is_explained(
             assert above.startswith(f"# {name}: "), (path.name, line, above)
             assert "see plan.json" not in above, (path.name, name)  # a real explanation
     assert seen
+
+
+def test_plan_dir_is_explained_without_files_a_plan_may_not_write() -> None:
+    """A Triton repository's serve.sh said its folder held "the YAML and model repository
+    it wrote": a hosted-engine plan writes no YAML, a trtllm-serve one no repository."""
+    from crossover.plan.script import explain
+
+    line = explain("PLAN_DIR")
+    assert "YAML" not in line and "model repository" not in line

@@ -197,3 +197,42 @@ def test_compare_sweeps_with_different_work_is_refused(sweep_dir: Path, tmp_path
     assert "output_tokens" in str(exc)
     code, _, exc = _invoke("compare", str(sweep_dir), str(other), "--force")
     assert exc is None and code == 0
+
+
+def test_report_prints_the_findings_as_the_sweep_did(
+    sweep_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``crossover report DIR`` repeats the sweep's findings block (its headings, the
+    headline metrics without a crossover, the notes), not another selection of them
+    (before: the crossovers and every inconclusive metric, without headings, so a
+    report printed lines the sweep had not and left out leads it had printed)."""
+    from rich.console import Console
+
+    from crossover.analysis import analyze_sweep
+    from crossover.cli.app import main
+    from crossover.cli.sweep import print_outcome
+    from crossover.report import load_sweep
+    from crossover.sweep.driver import SweepOutcome
+
+    sweep = load_sweep(sweep_dir)
+    print_outcome(SweepOutcome(sweep, analyze_sweep(sweep), 1, 0), sweep_dir, Console(), False)
+    swept = capsys.readouterr().out.splitlines()
+    assert main(["report", str(sweep_dir)]) == 0
+    reported = capsys.readouterr().out.splitlines()
+    start = next(i for i, x in enumerate(swept) if x.startswith("crossovers (who leads"))
+    end = next(i for i, x in enumerate(swept) if x.startswith("results: "))
+    block = swept[start:end]
+    assert reported[: len(block)] == block
+    assert reported[-1].startswith("report: ")
+
+
+def test_a_sweep_of_one_repeat_says_what_its_intervals_rest_on(sweep_dir: Path) -> None:
+    from crossover.analysis import analyze_sweep
+    from crossover.cli.sweep import findings_lines
+    from crossover.report import load_sweep
+
+    sweep = load_sweep(sweep_dir)
+    note = "one repeat per level: the intervals rest on an assumed 3% run-to-run noise"
+    assert not any(note in x for x in findings_lines(sweep, analyze_sweep(sweep)))
+    firsts = sweep.model_copy(update={"runs": [r for r in sweep.runs if r.repeat == 0]})
+    assert any(note in x for x in findings_lines(firsts, analyze_sweep(firsts)))

@@ -110,3 +110,20 @@ def test_a_wide_ratio_interval_stays_positive_and_reads_unambiguously() -> None:
     cell = row.cells()[5]
     assert cell.startswith("[") and cell.endswith("x]") and ", " in cell
     assert row.change == "no significant change"
+
+
+def test_a_runs_note_says_its_load_without_placeholders() -> None:
+    """Each run's note names the engine, the model and the load it ran: a closed loop's
+    concurrency, an open loop's rate, no ``-`` for what does not apply (was: ``openai -,
+    model calib, concurrency 4, rate - rps``)."""
+    closed = RunSummary.model_validate(summary(total=1000.0, ttft_ms=20.0, itl_ms=5.0))
+    closed.load.mode, closed.load.concurrency, closed.load.rate_rps = "concurrency", 4, None
+    closed.engine.version = None
+    opened = closed.model_copy(deep=True)
+    opened.load.mode, opened.load.concurrency, opened.load.rate_rps = "rate", None, 5.0
+    opened.engine.version = "0.26.0"
+    notes = compare_runs(closed, opened, "a.json", "b.json").notes
+    name, model = closed.engine.name, closed.engine.model
+    assert f"a.json: {name}, model {model}, closed loop, concurrency 4" in notes
+    assert f"b.json: {name} 0.26.0, model {model}, open loop, 5 requests/s" in notes
+    assert not any(" - " in n or "rps" in n for n in notes)

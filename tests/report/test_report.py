@@ -55,6 +55,28 @@ def test_untrusted_strings_are_escaped(sweep_dir: Path) -> None:
     assert "<script" not in html.lower()
 
 
+def test_every_run_lists_the_targets_in_the_sweeps_order(sweep_dir: Path) -> None:
+    """The "Every run" table follows the sweep's targets (as its terminal table does), not
+    the alphabet (a sweep of fast then batched listed batched first)."""
+    sweep = load_sweep(sweep_dir)
+    names = sweep.target_names()
+    backwards = sweep.model_copy(update={"targets": list(reversed(sweep.targets))})
+    html = write_report(sweep_dir, backwards, sweep_dir / "r.html").read_text()
+    table = html[html.index('id="verdicts"') :]
+    first = [table.index(f"<tr><td>{n}</td>") for n in reversed(names)]
+    assert first == sorted(first)
+    # and a problem several runs share names them in that order too
+    problem = next(p for r in sweep.runs for p in r.problems)
+    for r in sweep.runs:
+        if r.target == names[0] and not r.problems:
+            r.problems.append(problem)
+            break
+    backwards = sweep.model_copy(update={"targets": list(reversed(sweep.targets))})
+    html = write_report(sweep_dir, backwards, sweep_dir / "r.html").read_text()
+    problems = html[html.index('id="problems"') : html.index('id="verdicts"')]
+    assert f"2 runs: {names[1]} " in problems
+
+
 def test_the_same_info_in_many_runs_is_one_row_with_a_count(sweep_dir: Path) -> None:
     from crossover.metrics.summary import Problem
 

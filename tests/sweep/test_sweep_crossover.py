@@ -107,7 +107,9 @@ def _levels(sweep: dict[str, Any]) -> set[int]:
     return {r["concurrency"] for r in sweep["runs"]}
 
 
-def test_refine_narrows_with_fewer_levels_than_a_fine_grid(tmp_path: Path) -> None:
+def test_refine_narrows_with_fewer_levels_than_a_fine_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     truth = itl_crossover(RA, RB)  # 1 + 11 / 0.9 = 13.2, between 4 and 16
     assert 4 < throughput_crossover(RA, RB, N) < 16  # 11.4: refined in the same bracket
     out = tmp_path / "sweep"
@@ -129,6 +131,10 @@ def test_refine_narrows_with_fewer_levels_than_a_fine_grid(tmp_path: Path) -> No
     sweep = read_sweep(out)
     levels = _levels(sweep)
     added = levels - set(COARSE)
+    # the levels it adds are announced, and why (they appeared unexplained)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "refine: measuring concurrency " in said
+    assert "of --refine-budget 4)" in said
     assert set(COARSE) <= levels
     assert 1 <= len(added) <= 4  # the budget
     assert len(sweep["runs"]) == 2 * 3 * len(levels)  # every level: both targets, 3 repeats

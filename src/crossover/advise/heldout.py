@@ -199,7 +199,11 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
     fitted = _fitted(cal)
     sweeps = sorted(results_dir.glob("*/sweep.json"))
     if not sweeps:
-        raise UsageError(f"no */sweep.json under {results_dir}")
+        where = "" if results_dir.is_absolute() else f" (from {Path.cwd()})"
+        raise UsageError(
+            f"no */sweep.json under {results_dir}{where}: run it in the clone, or give "
+            "--results-dir DIR (the committed sweeps are the clone's docs/results/h200)"
+        )
     out: list[TargetError] = []
     every: list[accuracy.Row] = []  # the ranked figure's rows
     for path in sweeps:

@@ -152,7 +152,10 @@ def _launch(
         if quant in _online_quants(engine):
             ask = quant
         elif quant != checkpoint_quant or own.quant_from_own_checkpoint:
-            note = f"{model} must be a {quant} checkpoint ({engine} reads it from its config)"
+            article = "an" if quant[0].lower() in "aeiou" else "a"
+            note = (
+                f"{model} must be {article} {quant} checkpoint ({engine} reads it from its config)"
+            )
     return (
         Launch(
             model=model,

@@ -24,8 +24,8 @@ def calibrate(
     cache: Annotated[
         Path | None,
         typer.Option(
-            help="Floor cache that `run --client-floor auto` reads "
-            "(default ~/.cache/crossover/floor.json)"
+            help="Floor cache to write (default: the one `run --client-floor auto` reads, "
+            "~/.cache/crossover/floor.json; another is read with `run --client-floor PATH`)"
         ),
     ] = None,
     write_cache: Annotated[
@@ -46,7 +46,7 @@ def calibrate(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, parse_transport
     from crossover.errors import UsageError
-    from crossover.metrics.client_floor import measure_floors, save_results
+    from crossover.metrics.client_floor import default_cache_path, measure_floors, save_results
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
     if any(c < 1 for c in levels):
@@ -104,7 +104,9 @@ def calibrate(
         json_path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     if write_cache:
         where = save_results(results, cache)
-        err.print(f"[dim]floor cached in {where} (crossover run --client-floor auto)[/]")
+        default = default_cache_path()
+        read_by = "auto" if where.resolve() == default.resolve() else str(where)
+        err.print(f"[dim]floor cached in {where} (crossover run --client-floor {read_by})[/]")
 
 
 EXAMPLE = "\b\nExample:\n  crossover calibrate --concurrency 1,64\n"

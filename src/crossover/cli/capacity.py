@@ -36,18 +36,29 @@ def capacity(
         str, typer.Option(help="Terms every level must meet: ttft_ms.p99=500,tpot_ms.p50=50")
     ],
     url: Annotated[str | None, typer.Option(help="Endpoint base URL")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name sent in requests")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model name sent in requests (default: the one model the server lists)"),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(help="Or a sweep YAML: each target (launched or URL) searched in turn"),
     ] = None,
     output_tokens: Annotated[
-        int | None, typer.Option(help="Exactly this many tokens per request")
+        str | None,
+        typer.Option(
+            help="Exactly this many tokens per request, or a distribution each request draws "
+            "its own exact N from (as crossover run --output-tokens: uniform:MIN-MAX, "
+            "normal:MEAN,SD[,MIN-MAX], lognormal:MEAN,SD[,MIN-MAX], empirical:FILE)"
+        ),
     ] = None,
     engine: Annotated[
         str, typer.Option(help="Request dialect: openai, or the engine behind the URL")
     ] = default_of(CapacityConfig, "engine"),
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt length in tokens")] = None,
+    input_tokens: Annotated[
+        str | None,
+        typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
+    ] = None,
     precision: Annotated[
         float, typer.Option(help="Stop when the bracket's top is within this of its bottom")
     ] = default_of(CapacityConfig, "precision"),
@@ -97,7 +108,10 @@ def capacity(
     from crossover.capacity.runner import CapacityConfig
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
+    from crossover.dialects.discovery import pick_model, served_models
+    from crossover.engines import registry
     from crossover.errors import validation_line
+    from crossover.measure import api_headers, probe
     from crossover.records.store import check_writable
     from crossover.spec.slo import parse_slo
 
@@ -107,15 +121,13 @@ def capacity(
             raise UsageError("give --url or --config, not both")
         _capacity_of_targets(config, terms, locals(), json_path, out)
         return
-    if url is None or model is None or (output_tokens is None and trace is None):
-        raise UsageError(
-            "give --url, --model and --output-tokens or --trace (or --config sweep.yaml)"
-        )
+    if url is None or (output_tokens is None and trace is None):
+        raise UsageError("give --url and --output-tokens or --trace (or --config sweep.yaml)")
     try:
         cfg = CapacityConfig(
             url=url,
             engine=engine,
-            model=model,
+            model=model or "",  # the server's one model where not given (below)
             output_tokens=output_tokens,
             input_tokens=input_tokens or 200,
             trace=trace,
@@ -131,12 +143,22 @@ def capacity(
             tokenizer=tokenizer,
             seed=seed,
         )
-        cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked before any work
+        first = cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked first
     except ValidationError as exc:
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     console = make_console(stderr=True)
+    # as run does: something that is not an LLM server of this dialect is one line and
+    # exit 2 before any level (each would be an invalid level of seconds), and the model
+    # may be left out where the server lists exactly one
+    headers = api_headers(first)
+    probe(cfg.url, headers)
+    listed = served_models(cfg.url, registry.dialect(first.dialect), model, headers)
+    picked, said = pick_model(cfg.url, listed, model)
+    if said is not None:
+        console.print(said)
+    cfg = cfg.model_copy(update={"model": picked})
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
@@ -344,5 +366,13 @@ def print_result(result: CapacityFile) -> None:
     if at is not None and at.trace_speed is not None:
         stdout.print(f"the trace replayed {at.trace_speed:.3g}x as fast as recorded meets it")
     if result.goodput_rps is not None:
-        stdout.print(f"goodput at capacity: {result.goodput_rps:.3g} requests/s meet every term")
-    stdout.print(f"{len(result.levels)} levels, {result.seconds:.0f} s")
+        # a Poisson schedule's arrivals match its rate only on average: say what arrived, so
+        # goodput above the level's nominal rate reads as what it is
+        load = at.summary.load if at is not None and at.summary is not None else None
+        arrived = load.arriving_rps if load is not None else None
+        came = "" if arrived is None else f" ({arrived:.3g} requests/s arrived at that level)"
+        stdout.print(
+            f"goodput at capacity: {result.goodput_rps:.3g} requests/s meet every term{came}"
+        )
+    n = len(result.levels)
+    stdout.print(f"{n} level{'' if n == 1 else 's'}, {result.seconds:.0f} s")

@@ -10,9 +10,15 @@ import typer
 from crossover.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
+    from crossover.measure import Progress
+    from crossover.metrics.summary import RunSummary
     from crossover.spec.slo import SloTerm
+    from crossover.sweep.config import Level
+    from crossover.sweep.driver import SweepEvents
 
 
 EXAMPLE = (
@@ -349,6 +355,37 @@ def _replay(
     )
 
 
+def live_events(console: Console) -> SweepEvents:
+    """What a live decision says as it measures (on stderr): each level as it starts (a
+    level can take minutes on a GPU) and as it ends, a sequential level that stopped
+    sending marked as the part of its level it is (the same level measured whole later
+    prints again)."""
+    from rich.markup import escape
+
+    from crossover.cli.sweep import level_line
+    from crossover.sweep.driver import SweepEvents
+
+    planned: dict[tuple[str, str, int], int | None] = {}
+
+    def start(n: str, lv: Level, r: int, progress: Progress) -> None:
+        planned[(n, lv.label, r)] = progress.total
+        console.print(f"[dim]{escape(n)} {lv.label} r={r}: measuring ...[/]")
+
+    def done(n: str, lv: Level, r: int, s: RunSummary, status: str) -> None:
+        line = level_line(n, lv.label, r, s, status)
+        total = planned.pop((n, lv.label, r), None)
+        if status == "done" and total is not None and s.requests.sent < total:
+            line += f"  [dim](a part of the level: {s.requests.sent} of {total} requests sent)[/]"
+        console.print(line)
+
+    return SweepEvents(
+        on_level_start=start,
+        on_level_done=done,
+        on_engine=lambda n, msg: console.print(f"{n}: {msg}", markup=False),
+        on_skip=lambda n, lv, r: console.print(f"{n} {lv.label} r={r}: done earlier, kept"),
+    )
+
+
 def _check(
     config: Path,
     kind: QuestionKind,
@@ -403,26 +440,18 @@ def _live(
 ) -> None:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
-    from crossover.cli.sweep import level_line
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.text import decision_json, decision_lines
     from crossover.records.store import check_writable
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
-    from crossover.sweep.driver import SweepEvents
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
     raise_if_errors(check_config(cfg, local=True, only=None), str(config))
     check_writable(out)
     console = make_console(stderr=True)
-    events = SweepEvents(
-        on_level_done=lambda n, lv, r, s, status: console.print(
-            level_line(n, lv.label, r, s, status)
-        ),
-        on_engine=lambda n, msg: console.print(f"{n}: {msg}", markup=False),
-        on_skip=lambda n, lv, r: console.print(f"{n} {lv.label} r={r}: done earlier, kept"),
-    )
+    events = live_events(console)
     result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
     for line in decision_lines(result.decision):
         typer.echo(line)

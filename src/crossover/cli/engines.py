@@ -18,9 +18,15 @@ def _check(engine: str) -> tuple[EngineSpec, InstallTraits]:
     from crossover.engines import registry
 
     spec = registry.ENGINES.get(engine)
-    if spec is None or spec.install is None:
-        buildable = registry.with_trait("install")
-        raise UsageError(f"unknown engine {engine!r} to build; buildable: {', '.join(buildable)}")
+    buildable = ", ".join(registry.with_trait("install"))
+    if spec is None:
+        raise UsageError(f"unknown engine {engine!r} to build; buildable: {buildable}")
+    if spec.install is None:  # a known engine, installed its own way
+        raise UsageError(
+            f"crossover does not build or install {spec.display_name} (it comes from its own "
+            f"package; `crossover engines list` shows where its program is); buildable: "
+            f"{buildable}"
+        )
     return spec, spec.install
 
 
@@ -73,8 +79,11 @@ def install(
     spec, how = _check(engine)
     if wheels is not None and how.kind != "wheel":
         raise UsageError("--wheels is for triton (llama.cpp builds from its pinned source)")
+    from crossover.engines.install import cached_program
+
     started = time.monotonic()
     name = spec.default_executable[0]
+    before = cached_program(spec)
     if how.kind == "wheel":
         path = _install_triton(
             cuda, cuda_arch, jobs, quiet, python, engine_python, llamacpp, wheels
@@ -85,7 +94,10 @@ def install(
         built = ensure_llama_server(cuda, progress=not quiet, cuda_arch=cuda_arch, jobs=jobs)
         path = str(built)
     if not quiet:
-        typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
+        if before is not None and Path(path) == before:  # nothing was built or installed
+            typer.echo(f"{name} already {how.done} (cached), nothing to do", err=True)
+        else:
+            typer.echo(f"{name} ready in {time.monotonic() - started:.1f} s", err=True)
     typer.echo(path)
 
 
@@ -126,6 +138,7 @@ def list_engines() -> None:
 
     from crossover.engines import registry
     from crossover.engines.install import cached_program, install_hint
+    from crossover.sweep.check import importable, python_module
 
     for spec in registry.specs():
         program = spec.default_executable[0]
@@ -135,6 +148,11 @@ def list_engines() -> None:
             built = cached_program(spec)
             found = str(built) if built else None
             how = f"not {spec.install.done}: {install_hint(spec)}"
+        # a `python3 -m PKG` engine is here only where that python finds PKG
+        module = python_module(list(spec.default_executable))
+        if found is not None and module is not None and not importable(found, module, {}):
+            how = f"not found ({found} cannot import {module})"
+            found = None
         typer.echo(f"{spec.name:<13} {spec.display_name:<20} {found or how}")
 
 

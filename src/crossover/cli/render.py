@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from crossover.measure import Progress
-from crossover.metrics.summary import RunSummary, Stats
+from crossover.metrics.summary import Load, RunSummary, Stats
 
 VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
 
@@ -69,6 +69,17 @@ def _retries(s: RunSummary) -> str:
     return f", {n} retried on a reused connection" if n else ""
 
 
+def _achieved(load: Load) -> str:
+    """What the load achieved: a closed loop's streams in flight; an open loop's arrivals
+    (a Poisson schedule meets its rate only on average) and the requests in flight they
+    made, so neither reads as the other."""
+    inflight = _f(load.achieved_concurrency, ".2f")
+    if load.mode == "concurrency":
+        return f"achieved {inflight}"
+    arrived = "" if load.arriving_rps is None else f"{load.arriving_rps:.3g}/s arrived, "
+    return f"{arrived}{inflight} in flight on average"
+
+
 def summary_table(s: RunSummary, title: str | None = None) -> Group:
     verdict = Text(s.verdict.upper(), style=VERDICT_STYLE[s.verdict])
     head = Text.assemble(
@@ -119,7 +130,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
     lines: list[Text | Table] = [
         head,
         Text(
-            f"{lvl} (achieved {_f(load.achieved_concurrency, '.2f')})   "
+            f"{lvl} ({_achieved(load)})   "
             f"total {_f(tp.total_tokens_per_s, ',.1f')} tok/s   "
             f"output {_f(tp.output_tokens_per_s, ',.1f')} tok/s   "
             f"{_f(tp.requests_per_s, '.2f')} req/s   "

@@ -15,7 +15,11 @@ def report(
     ] = None,
 ) -> None:
     """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/)."""
-    from crossover.analysis import analyze_sweep, check_sweep, format_crossover
+    from rich.markup import escape
+
+    from crossover.analysis import analyze_sweep, check_sweep
+    from crossover.cli.common import console
+    from crossover.cli.sweep import findings_lines
     from crossover.errors import CrossoverError, UsageError
     from crossover.report import load_sweep, write_report
 
@@ -31,12 +35,12 @@ def report(
         raise CrossoverError(
             "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
         ) from None
-    for finding in analyze_sweep(sweep):
-        if finding.kind != "none":
-            typer.echo(format_crossover(finding))
+    stdout = console()
+    for line in findings_lines(sweep, analyze_sweep(sweep)):  # as the sweep printed them
+        stdout.print(line)
     for check in check_sweep(sweep):
-        typer.echo(check.describe())
-    typer.echo(f"report: {path}")
+        stdout.print(escape(check.describe()))
+    stdout.print(f"report: {escape(str(path))}")
 
 
 def compare(

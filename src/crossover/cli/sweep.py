@@ -408,6 +408,28 @@ def report_check(report: CheckReport, source: str) -> None:
     typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
 
 
+class KeptRuns:
+    """Runs done earlier and kept, said in one line per target as such a stretch ends (a
+    resumed sweep printed a line for each of them, a hundred on a big grid)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.pending: dict[str, list[str]] = {}
+
+    def add(self, name: str, level: Level, r: int) -> None:
+        self.pending.setdefault(name, []).append(f"{level.label} r={r}")
+
+    def flush(self) -> None:
+        from rich.markup import escape
+
+        for name, runs in self.pending.items():
+            n = f"{len(runs)} runs" if len(runs) > 1 else "1 run"
+            self.console.print(
+                f"[dim]{escape(name)}: {n} done earlier, kept ({escape(', '.join(runs))})[/]"
+            )
+        self.pending.clear()
+
+
 async def run_live(
     cfg: SweepConfig,
     out: Path,
@@ -429,11 +451,27 @@ async def run_live(
 
     progress_now: list[Progress | None] = [None]
     label = [""]
+    kept = KeptRuns(console)
 
     def start(name: str, level: Level, r: int, progress: Progress) -> None:
+        kept.flush()
         progress_now[0], label[0] = progress, f"{name} {level.label} r={r}"
 
+    def engine(name: str, msg: str) -> None:
+        kept.flush()
+        console.print(f"[cyan]{escape(name)}[/]: {escape(msg)}")
+
+    def refine(new: list[int], left: int) -> None:
+        kept.flush()
+        console.print(
+            f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
+            "levels where a crossover (or an inconclusive sign change) is not yet placed "
+            f"within {cfg.refine_width:.0%} of its level ({left} more level(s) left of "
+            f"--refine-budget {cfg.refine_budget})"
+        )
+
     def done(name: str, level: Level, r: int, s: RunSummary, status: str) -> None:
+        kept.flush()
         console.print(level_line(name, level.label, r, s, status))
         for p in s.problems:
             if p.severity == "error":
@@ -442,10 +480,9 @@ async def run_live(
     events = SweepEvents(
         on_level_start=start,
         on_level_done=done,
-        on_skip=lambda n, lv, r: console.print(
-            f"[dim]{escape(n)} {lv.label} r={r}: done earlier, kept[/]"
-        ),
-        on_engine=lambda n, msg: console.print(f"[cyan]{escape(n)}[/]: {escape(msg)}"),
+        on_skip=kept.add,
+        on_engine=engine,
+        on_refine=refine,
     )
     runner = SweepRunner(
         cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
@@ -462,6 +499,7 @@ async def run_live(
                     live.update(Text.assemble((label[0] + "  ", "bold"), progress_line(p)))
         return task.result()
     finally:
+        kept.flush()
         if not task.done():  # Ctrl-C: let the level mark itself interrupted first
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -653,6 +691,49 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=rank)
 
 
+def findings_lines(sweep: SweepFile, findings: list[Finding]) -> list[str]:
+    """The findings as the sweep prints them after its table, in rich markup (every value
+    escaped): the overloaded levels, the crossovers under their heading, the headline
+    metrics without one, the arrival-effects notes, and what the intervals of a sweep of
+    one repeat per level rest on. ``crossover report`` prints the same lines from the
+    stored results."""
+    from rich.markup import escape
+
+    from crossover.analysis import format_crossover
+    from crossover.analysis.crossovers import arrival_effects, format_overloads
+    from crossover.report.compare import NOISE_FLOOR
+
+    lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
+    shown = ordered_findings(findings)
+    xs = [f for f in shown if f.kind == "crossover"]
+    others = [f for f in shown if f.kind != "crossover"]
+    if xs:
+        lines.append("[bold]crossovers[/] (who leads below and above the point; its interval):")
+    else:
+        lines.append("no crossover in the range measured")
+    lines += ["  " + escape(format_crossover(f)) for f in xs]
+    if xs and others:
+        lines.append("without a crossover:")
+    lines += ["  " + escape(format_crossover(f)) for f in others]
+    for pooled, wave in arrival_effects(findings):
+        lines.append(
+            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
+            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
+            'not prefill (docs/metrics.md, "TTFT by wave")'
+        )
+    counts: dict[tuple[str, float], int] = {}
+    for r in sweep.runs:
+        if r.is_valid:
+            counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
+    if counts and max(counts.values()) == 1:
+        lines.append(
+            f"[yellow]note[/]: one repeat per level: the intervals rest on an assumed "
+            f"{NOISE_FLOOR:.0%} run-to-run noise, not a measured one (--repeats 2 or more "
+            "measures it)"
+        )
+    return lines
+
+
 def print_outcome(
     outcome: SweepOutcome,
     out: Path,
@@ -664,8 +745,6 @@ def print_outcome(
     on them), where the results are."""
     from rich.markup import escape
 
-    from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects, format_overloads
     from crossover.cli.common import console as make_console
 
     stdout = make_console()
@@ -679,27 +758,8 @@ def print_outcome(
     made = client_made_line(outcome.sweep)
     if made is not None:
         stdout.print(f"[yellow]{escape(made)}[/]")
-    for line in format_overloads(outcome.sweep):
-        stdout.print(f"[bold red]overloaded:[/] {escape(line)}")
-    shown = ordered_findings(outcome.findings)
-    xs = [f for f in shown if f.kind == "crossover"]
-    others = [f for f in shown if f.kind != "crossover"]
-    if xs:
-        stdout.print("[bold]crossovers[/] (who leads below and above the point; its interval):")
-    else:
-        stdout.print("no crossover in the range measured")
-    for f in xs:
-        stdout.print("  " + escape(format_crossover(f)))
-    if xs and others:
-        stdout.print("without a crossover:")
-    for f in others:
-        stdout.print("  " + escape(format_crossover(f)))
-    for pooled, wave in arrival_effects(outcome.findings):
-        stdout.print(
-            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
-            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
-            'not prefill (docs/metrics.md, "TTFT by wave")'
-        )
+    for line in findings_lines(outcome.sweep, outcome.findings):
+        stdout.print(line)
     for note in notes:
         stdout.print(escape(note))
     for line in outcome.failed_levels:

@@ -59,14 +59,18 @@ def stop_reason(s: State, t: str, before: int) -> Skip | None:
                 return None  # the gap is narrowing: a crossover may lie ahead
     skipped = tuple(c for c in q.grid if c >= before and q.covers(t, c))
     metrics = ", ".join(metric_spec(m).label for m in q.metrics)
+    one = len(leaders) == 1
+    whose = "the leader's" if one else "the leaders'"
     return Skip(
         t,
         skipped,
         f"{t}'s throughput saturated by {l2} ({per_doubling:+.0%} per doubling from {l1}); "
-        f"{', '.join(leaders)} lead it there by {cfg.stop_margin:.0%} or more in throughput "
-        f"and are ahead on {metrics}, no gap narrowing",
+        f"{', '.join(leaders)} {'leads' if one else 'lead'} it there by "
+        f"{cfg.stop_margin:.0%} or more in throughput and {'is' if one else 'are'} ahead "
+        f"on {metrics}, no gap narrowing",
         MONOTONE,
-        f"measured at {l1} and {l2}: {t}'s throughput flat, the leaders' not falling, "
+        f"measured at {l1} and {l2}: {t}'s throughput flat, "
+        f"{whose} not falling, "
         "the throughput lead significant, every gap as wide or wider",
     )
 

@@ -305,8 +305,32 @@ def _slow_build(vocab_path: Path, out_dir: Path) -> None:
     tok.save_pretrained(str(out_dir))
 
 
+#: beside a cached tokenizer: the size of the file it was built from
+SOURCE_FILE = "crossover-source.json"
+
+
+def _source_size(cached: Path) -> int | None:
+    """The size of the file a cached tokenizer was built from (None: not recorded, a
+    tokenizer cached before it was, or none cached)."""
+    try:
+        size = json.loads((cached / SOURCE_FILE).read_text()).get("size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return size if isinstance(size, int) else None
+
+
 def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
     """Write tokenizer files for ``vocab_path`` into ``dest`` (cached per transformers version)."""
+    cached = cached_hf_tokenizer(vocab_path)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in cached.iterdir():
+        if f.is_file() and f.name != SOURCE_FILE:
+            shutil.copy2(f, dest / f.name)
+
+
+def cached_hf_tokenizer(vocab_path: Path) -> Path:
+    """The cached folder of tokenizer files for ``vocab_path`` (built on first use, per
+    transformers version), holding ``tokenizer.json``."""
     try:
         transformers = import_transformers()
     except ImportError:
@@ -314,20 +338,24 @@ def build_hf_tokenizer(vocab_path: Path, dest: Path) -> None:
             "the HF format needs transformers and tokenizers: pip install 'crossover[tokenizers]'"
         ) from None
     root = cache_subdir("tokenizers")
-    cached = root / f"{vocab_path.stem}-r{_RECIPE}-transformers-{transformers.__version__}"
+    tail = f"r{_RECIPE}-transformers-{transformers.__version__}"
+    size = vocab_path.stat().st_size
+    cached = root / f"{vocab_path.stem}-{tail}"
+    # keyed by the file's name: another file of that name (two folders' model.gguf, say)
+    # gets a folder of its own, told apart by its size, which the build records
+    if _source_size(cached) not in (None, size):
+        cached = root / f"{vocab_path.stem}-{size}-{tail}"
     with file_lock(root / f"{cached.name}.lock"):
-        if not (cached / "tokenizer.json").is_file():
+        if not (cached / "tokenizer.json").is_file() or _source_size(cached) not in (None, size):
             staging = Path(tempfile.mkdtemp(dir=root, prefix=".build-"))
             try:
                 if not _fast_build(vocab_path, staging):
                     _slow_build(vocab_path, staging)
                 _fix_and_check(vocab_path, staging)
+                (staging / SOURCE_FILE).write_text(json.dumps({"size": size}))
                 if cached.exists():
                     shutil.rmtree(cached)
                 staging.rename(cached)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in cached.iterdir():
-        if f.is_file():
-            shutil.copy2(f, dest / f.name)
+    return cached

@@ -56,7 +56,7 @@ EXPLAIN: dict[str, str] = {
     "QUANT_DIR": "where the quantized checkpoint is written and served from",
     "CKPT_DIR": "where the converted TensorRT-LLM checkpoint is written",
     "ENGINE_DIR": "where the built TensorRT engine is written (and Triton reads it)",
-    "PLAN_DIR": "this plan's folder (the YAML and model repository it wrote are in it)",
+    "PLAN_DIR": "this plan's folder (what the plan wrote beside this script is read from it)",
     # exported to the engine
     "NCCL_NVLS_ENABLE": "NCCL: no NVLink SHARP (multicast) all-reduce; docs/engines.md, "
     '"NVLink multicast stays off"',

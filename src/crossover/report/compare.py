@@ -164,6 +164,19 @@ def _text(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _run_text(s: RunSummary) -> str:
+    """What ran: the engine (its version where known), the model, the load (a closed
+    loop's concurrency or an open loop's rate)."""
+    engine = s.engine.name if s.engine.version is None else f"{s.engine.name} {s.engine.version}"
+    if s.load.mode == "concurrency":
+        load = f"closed loop, concurrency {_text(s.load.concurrency)}"
+    elif s.load.rate_rps is None:
+        load = "open loop"
+    else:
+        load = f"open loop, {s.load.rate_rps:g} requests/s"
+    return f"{engine}, model {s.engine.model}, {load}"
+
+
 def _one(v: float | None) -> tuple[float, ...]:
     return () if v is None else (v,)
 
@@ -188,10 +201,7 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
         if s.verdict != "valid":
             cmp.notes.append(f"{label}: verdict {s.verdict}; not a valid result")
             cmp.invalid_runs.append(f"{label} is {s.verdict}, not valid")
-        cmp.notes.append(
-            f"{label}: {s.engine.name} {_text(s.engine.version)}, model {s.engine.model}, "
-            f"concurrency {_text(s.load.concurrency)}, rate {_text(s.load.rate_rps)} rps"
-        )
+        cmp.notes.append(f"{label}: {_run_text(s)}")
     wa, wb = a.workload, b.workload
     for k in ("input_tokens", "output_tokens", "endpoint"):
         va, vb = getattr(wa, k), getattr(wb, k)

@@ -194,7 +194,7 @@ def _problems(sweep: SweepFile) -> list[dict[str, str]]:
     not bury the errors. Messages that differ only in their figures (a loop lag of 3.1
     or 3.4 ms) are the same problem: the row quotes the first run's and says so."""
     groups: dict[tuple[str, str, str], tuple[dict[str, str], list[str], int, set[str]]] = {}
-    for r in sweep.runs:
+    for r in _in_order(sweep):
         where = f"{r.target} {level_label(r.axis, r.level)} #{r.repeat}"
         for p in r.problems:
             key = (p.code, p.severity, _FIGURES.sub("#", p.message))
@@ -220,6 +220,13 @@ def _problems(sweep: SweepFile) -> list[dict[str, str]]:
 
 #: the figures in a problem's message, masked to tell the same problem in several runs
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _in_order(sweep: SweepFile) -> list[SweepRun]:
+    """The runs in the sweep's target order (as its terminal table lists the targets),
+    then by level and repeat."""
+    order = sweep.target_names()
+    return sorted(sweep.runs, key=lambda r: (order.index(r.target), r.axis, r.level, r.repeat))
 
 
 def _telemetry(sweep: SweepFile) -> list[dict[str, str]]:
@@ -299,7 +306,7 @@ def render_html(
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
             {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
-            for r in sorted(sweep.runs, key=lambda r: (r.target, r.axis, r.level, r.repeat))
+            for r in _in_order(sweep)
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
         "level_header": sweep.rate_unit() if sweep.axis() == "rate" else "concurrency",

@@ -98,7 +98,7 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     out = TargetCheck(t.name, adapter.display_name)
     try:  # the adapter refuses a knob its engine does not take; nothing is written
         spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))
-        out.what = shlex.join(_free_port_shown(spec.argv, ecfg.port))
+        out.what = shlex.join(_free_port_shown(spec.argv, ecfg.port, ecfg.extra_args))
     except UsageError as exc:
         out.findings.append(Finding(where, str(exc)))
     context = ecfg.context_tokens
@@ -125,16 +125,22 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     return out
 
 
-def _free_port_shown(argv: list[str], port: int) -> list[str]:
-    """The launch command as shown: ``PORT`` where the sweep picks a free port (0)."""
-    if port:
-        return argv
+def _free_port_shown(
+    argv: list[str], port: int, extra_args: list[str] | tuple[str, ...] = ()
+) -> list[str]:
+    """The launch command as shown: ``PORT`` where the sweep picks a free port (0), and
+    ``METRICS_PORT`` for the metrics port a launch picks free (Triton's) where the
+    config names none: the number a check happened to pick is not the one a sweep gets."""
     out = list(argv)
+    own_metrics = any(a.startswith("--metrics-port") for a in extra_args)
     for i, arg in enumerate(out):
-        if arg in ("--port", "--http-port") and i + 1 < len(out) and out[i + 1] == "8000":
+        free = not port
+        if free and arg in ("--port", "--http-port") and i + 1 < len(out) and out[i + 1] == "8000":
             out[i + 1] = "PORT"
-        elif arg == "--http-port=8000":
+        elif free and arg == "--http-port=8000":
             out[i] = "--http-port=PORT"
+        elif arg.startswith("--metrics-port=") and not own_metrics:
+            out[i] = "--metrics-port=METRICS_PORT"
     return out
 
 
@@ -260,13 +266,13 @@ def _executable_problem(ecfg: EngineConfig, adapter: EngineSpec) -> str | None:
             f"executable {program!r} not found (install {adapter.display_name}, or set "
             "launch.executable)"
         )
-    module = _python_module(argv)
-    if module is not None and not _importable(found, module, ecfg.env):
+    module = python_module(argv)
+    if module is not None and not importable(found, module, ecfg.env):
         return f"{program} cannot import {module} (install {adapter.display_name} for it)"
     return None
 
 
-def _python_module(argv: list[str]) -> str | None:
+def python_module(argv: list[str]) -> str | None:
     """The top-level package a ``python -m pkg.mod`` or ``python -c "from pkg... import"``
     program needs."""
     if len(argv) >= 3 and argv[1] == "-m":
@@ -277,7 +283,7 @@ def _python_module(argv: list[str]) -> str | None:
     return None
 
 
-def _importable(python: str, module: str, env: dict[str, str]) -> bool:
+def importable(python: str, module: str, env: dict[str, str]) -> bool:
     """``module`` found by ``python`` with the launch's environment (its PYTHONPATH);
     only located, never imported."""
     code = "import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"

@@ -99,6 +99,12 @@ class RayCluster:
             )
         except Exception as exc:  # ConnectionError, RuntimeError, gRPC errors: say which
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if where is None and "Could not find any running Ray instance" in first:
+                # Ray's own words point at its flags (--address, RAY_ADDRESS)
+                first = (
+                    "no Ray cluster runs on this machine (crossover never starts one: "
+                    "`ray start --head` does, and --ray HOST:PORT names another's head)"
+                )
             raise UsageError(f"--ray {address}: cannot join the Ray cluster: {first}") from None
         return cls(address)
 

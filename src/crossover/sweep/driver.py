@@ -112,6 +112,8 @@ class SweepEvents:
     on_level_done: Callable[[str, Level, int, RunSummary, str], None] | None = None
     on_skip: Callable[[str, Level, int], None] | None = None
     on_engine: Callable[[str, str], None] | None = None
+    #: ``--refine`` adds levels: the levels and the extra levels its budget has left
+    on_refine: Callable[[list[int], int], None] | None = None
 
 
 class TargetRunner(Protocol):
@@ -617,6 +619,8 @@ class SweepRunner:
                 ) or propose_refinement(findings, measured, target_rel_width=width, budget=left)
                 if not new:
                     break
+                if self.events.on_refine:
+                    self.events.on_refine(sorted(new), left - len(new))
                 await self._measure([Level("concurrency", c) for c in new], main_pass=False)
                 spent += len(new)
                 measured |= set(new)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crossover.errors import UsageError
-from crossover.optional import import_transformers
 
 
 class Tokenizer(Protocol):
@@ -58,29 +57,28 @@ class HFTokenizer:
 
 
 class GGUFTokenizer:
-    """A GGUF file's vocabulary, converted by transformers (``gguf_file=``)."""
+    """A GGUF file's vocabulary as the ``tokenizer.json`` crossover builds from it (the
+    one ``models synth`` and ``models convert`` write: tokenizes as llama.cpp does, and
+    built without torch, which transformers 5's own GGUF reader imports), cached per
+    file and transformers version."""
 
     def __init__(self, path: Path) -> None:
+        from crossover.models.hf_tokenizer import cached_hf_tokenizer
+
         try:
-            import_transformers()
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise UsageError(
-                "a GGUF --tokenizer needs transformers: pip install 'crossover[tokenizers]'"
-            ) from None
-        try:
-            self._tok: Any = AutoTokenizer.from_pretrained(
-                str(path.parent), gguf_file=path.name, local_files_only=True
-            )
+            folder = cached_hf_tokenizer(path)
+        except UsageError:
+            raise
         except Exception as exc:
             raise UsageError(f"cannot read the tokenizer in {path}: {exc}") from None
+        self._tok = HFTokenizer(folder)
         self.name = f"gguf:{path}"
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False))
+        return self._tok.encode(text)
 
     def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids))
+        return self._tok.decode(ids)
 
 
 class ServerTokenizer:

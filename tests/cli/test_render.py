@@ -1,0 +1,34 @@
+"""The run summary's load line: an open loop's figure in parentheses is the arrivals and
+the requests in flight, each named (it read ``rate 5 requests/s (achieved 0.46)``, which
+reads as 0.46 requests/s achieved)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from crossover.cli.render import summary_table
+from crossover.metrics.summary import RunSummary
+
+from ..analysis.synthetic_servers import summary
+
+
+def _load_line(s: RunSummary) -> str:
+    console = Console(width=400, record=True)
+    console.print(summary_table(s))
+    text = console.export_text()
+    return next(ln for ln in text.splitlines() if "steady window" in ln)
+
+
+def test_an_open_loop_names_its_arrivals_and_what_was_in_flight() -> None:
+    s = RunSummary.model_validate(summary(total=1000.0, ttft_ms=20.0, itl_ms=5.0))
+    s.load.mode, s.load.concurrency, s.load.rate_rps = "rate", None, 5.0
+    s.load.arriving_rps, s.load.achieved_concurrency = 5.52, 0.46
+    line = _load_line(s)
+    assert line.startswith("rate 5 requests/s (5.52/s arrived, 0.46 in flight on average)")
+    assert "achieved" not in line
+
+
+def test_a_closed_loop_keeps_its_achieved_concurrency() -> None:
+    s = RunSummary.model_validate(summary(total=1000.0, ttft_ms=20.0, itl_ms=5.0))
+    s.load.mode, s.load.concurrency, s.load.achieved_concurrency = "concurrency", 4, 3.98
+    assert _load_line(s).startswith("concurrency 4 (achieved 3.98)")
