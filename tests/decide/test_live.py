@@ -248,6 +248,14 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
         assert (stopped.summary or {})["verdict"] == "valid"
         assert (stopped.summary or {})["requests"]["sent"] == sent
         assert first.times["batched"].stopped
+        # sweep.json and the report say it is a part, of how many, and why
+        part = next(r for r in first.sweep.runs if (r.target, r.level) == ("batched", 1)).part
+        assert part is not None and part.planned == 24 and "stopped sending once" in part.why
+        from crossover.report import load_sweep, write_report
+
+        html = write_report(out, load_sweep(out)).read_text()
+        assert f"a part: {sent} of 24 requests sent (stopped sending once" in html
+        assert all(r.part is None for r in first.sweep.runs if r.target == "fast")
         # the same question again: read back (a part, settled), nothing measured
         again = asyncio.run(decide_live(cfg, out, q))
         assert again.steps == [] and again.kept == len(runs)
@@ -266,6 +274,7 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
     sweep = json.loads((out / "sweep.json").read_text())
     run = next(r for r in sweep["runs"] if r["target"] == "batched" and r["concurrency"] == 1)
     assert run["summary"]["requests"]["sent"] == 24
+    assert run["part"] is None  # the whole level stands now
 
 
 def test_check_passes_the_h200_moe_decision_here_and_prints_its_plan(

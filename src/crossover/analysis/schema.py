@@ -128,6 +128,14 @@ class Placement(BaseModel):
     node_ip: str | None = None
 
 
+class RunPart(BaseModel):
+    """A level measured in part: it stopped sending once what had finished settled the
+    question (``crossover decide``, a sequential level)."""
+
+    planned: int | None = None
+    why: str = ""
+
+
 class SweepRun(BaseModel):
     """One run of one target at one level (one repeat): a concurrency level (closed
     loop) or, in a rate sweep, an arrival rate in requests/s (open loop, Poisson);
@@ -146,6 +154,10 @@ class SweepRun(BaseModel):
     #: level (``crossover.analysis.overload``); ``None`` for a closed-loop level. Worked
     #: out from the summary when a file does not say
     overloaded: bool | None = None
+    #: a level ``crossover decide`` stopped sending once it was settled: the requests the
+    #: level planned and why it stopped (its summary holds the requests it sent); ``None``
+    #: for a whole level
+    part: RunPart | None = None
 
     @field_serializer("placement")
     def _placement(self, p: Placement) -> dict[str, Any]:

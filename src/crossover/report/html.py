@@ -147,7 +147,18 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "overloaded": bool(run.overloaded),
         # the engine's own count of prompt tokens served from its prefix cache
         "cache": _pct(run.value("prefix_cache.hit_fraction")),
+        # a level crossover decide stopped sending once settled: what it sent of its plan
+        "part": _part_text(run),
     }
+
+
+def _part_text(run: SweepRun) -> str | None:
+    if run.part is None:
+        return None
+    sent = run.value("requests.sent")
+    of = f" of {run.part.planned}" if run.part.planned is not None else ""
+    head = f"a part: {sent:.0f}{of} requests sent" if sent is not None else "a part of the level"
+    return f"{head} ({run.part.why})" if run.part.why else head
 
 
 def _pct(x: float | None) -> str:

@@ -39,6 +39,7 @@ from crossover.analysis.schema import (
     GpuSample,
     Placement,
     RooflineFacts,
+    RunPart,
     ServerMetricsSample,
 )
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
@@ -652,6 +653,17 @@ class SweepRunner:
                 ServerMetricsSample(t_s=t, values=d) for s, t, d in samples if s == "prometheus"
             ]
             gpus = [GpuSample.model_validate(d) for s, _, d in samples if s == "gpu"]
+            part = next(
+                (
+                    RunPart(
+                        planned=int(d["planned"]) if d.get("planned") is not None else None,
+                        why=str(d.get("why") or ""),
+                    )
+                    for s, _, d in samples
+                    if s == SEQUENTIAL_STOP
+                ),
+                None,
+            )
             runs.append(
                 SweepRun(
                     target=name,
@@ -664,6 +676,7 @@ class SweepRunner:
                     placement=Placement.model_validate(
                         row.context.get("placement") or LOCAL_PLACEMENT
                     ),
+                    part=part,
                 )
             )
         # a run repeated after a failure: keep the latest per key
