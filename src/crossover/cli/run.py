@@ -463,10 +463,9 @@ def summarize_cmd(
     from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
     from crossover.measure import resummarize
-    from crossover.records.store import Store
+    from crossover.records.store import Store, require_database
 
-    if not db.is_file():
-        raise UsageError(f"{db}: no such database")
+    require_database(db)
     console = make_console()
     out = []
     with Store(db) as store:

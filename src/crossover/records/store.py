@@ -97,6 +97,26 @@ def check_writable(folder: Path) -> None:
         raise UsageError(f"output folder {folder} has less than 16 MiB free")
 
 
+#: the first bytes of every SQLite database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def require_database(path: Path) -> None:
+    """Fail with one line unless ``path`` is an SQLite file: a ``Store`` opened on an
+    empty or any other file would write its tables into it (``summarize`` turned an
+    empty file it was only to read into a results database)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such database")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    if head != SQLITE_MAGIC:
+        what = "an empty file" if not head else "not an SQLite file"
+        raise UsageError(f"{path}: not a crossover results database ({what})")
+
+
 #: the most statements one transaction of the writer takes
 MAX_BATCH = 1024
 #: a ``RecordSink`` holds a load's finished records at most this long (seconds)
