@@ -22,3 +22,113 @@ def test_summarize_leaves_a_file_that_is_no_database_as_it_was(
     assert main(["summarize", str(path)]) == 2
     assert "not a crossover results database" in one_line_error(capsys)
     assert path.read_bytes() == content
+
+
+def _outputs(tmp: Path) -> dict[str, list[str]]:
+    """Each command with an output-file flag, given everything else it needs (servers
+    that do not answer: the flag must be refused before anything is contacted)."""
+    from crossover.records.store import Store
+
+    db = tmp / "results.db"
+    Store(db).close()
+    log = tmp / "engine.log"
+    log.write_text("starting\n")
+    prompts = tmp / "prompts.txt"
+    prompts.write_text("hello\n")
+    url = "http://127.0.0.1:9"
+    return {
+        "run": ["run", "--url", url, "--model", "m", "--output-tokens", "4",
+                "--concurrency", "1", "--out", str(tmp / "o"), "--json"],
+        "summarize": ["summarize", str(db), "--json"],
+        "capacity": ["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
+                     "--slo", "ttft_ms.p99=500", "--json"],
+        "calibrate": ["calibrate", "--concurrency", "1", "--output-tokens", "4", "--itl-ms", "1",
+                      "--no-cache", "--json"],
+        "calibrate-cache": ["calibrate", "--concurrency", "1", "--output-tokens", "4",
+                            "--itl-ms", "1", "--cache"],
+        "advise": ["advise", "--model", "llama-3-8b", "--gpu", "H100", "--json"],
+        "advise-emit": ["advise", "--model", "llama-3-8b", "--gpu", "H100", "--emit-sweep"],
+        "verify-config": ["verify-config", str(log), "--engine", "vllm", "--json"],
+        "quality": ["quality", "--reference", f"r={url}", "--candidate", f"c={url}",
+                    "--prompts", str(prompts), "--json"],
+        "decide": ["decide", "--replay", str(db), "--json"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "summarize", "capacity", "calibrate", "calibrate-cache", "advise", "advise-emit",
+     "verify-config", "quality", "decide"],
+)  # fmt: skip
+@pytest.mark.parametrize("where", ["a folder", "below a file"])
+def test_an_output_file_that_cannot_be_written_is_refused_first(
+    tmp_path: Path, command: str, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json DIR`` (and the like) was written after the work, as a traceback: a
+    run's, a calibration's or a capacity search's result lost at the end."""
+    args = _outputs(tmp_path)[command]
+    blocker = tmp_path / "blocker"
+    if where == "a folder":
+        blocker.mkdir()
+        target = blocker
+    else:
+        blocker.write_text("x")
+        target = blocker / "out.json"
+    assert main([*args, str(target)]) == 2
+    line = one_line_error(capsys)
+    assert args[-1] in line or "output folder" in line
+    assert blocker.is_dir() if where == "a folder" else blocker.read_text() == "x"
+
+
+@pytest.mark.parametrize("content", ['{"a":', "[1]"])
+def test_calibrate_refuses_a_bad_floor_cache_before_measuring(
+    tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cache was read only to merge the results into it: after the measuring, which
+    was then lost."""
+    cache = tmp_path / "floor.json"
+    cache.write_text(content)
+    args = ["calibrate", "--concurrency", "1", "--output-tokens", "4", "--cache", str(cache)]
+    assert main(args) == 2
+    assert "not a crossover floor file" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--itl-ms", "nan"], "--itl-ms"),
+        (["--itl-ms", "inf"], "--itl-ms"),
+        (["--requests", "0"], "--requests"),
+        (["--transport", "curl"], "--transport"),
+    ],
+)
+def test_calibrate_bad_numbers(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", "--concurrency", "1", "--no-cache", *args]) == 2
+    assert needle in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--question", "lead", "--at", "0"], "--at"),
+        (["--start-s", "nan"], "--start-s"),
+        (["--start-s", "inf"], "--start-s"),
+    ],
+)
+def test_decide_bad_numbers(
+    tmp_path: Path, args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crossover.records.store import Store
+
+    db = tmp_path / "sweep.db"
+    Store(db).close()
+    assert main(["decide", "--replay", str(db), *args]) == 2
+    assert needle in one_line_error(capsys)
+
+
+def test_an_interrupted_decide_says_it_resumes() -> None:
+    from crossover.cli.app import _interrupted
+
+    assert "resume" in _interrupted(["decide", "--config", "s.yaml", "--out", "d"])

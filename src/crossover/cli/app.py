@@ -88,10 +88,12 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
     return code
 
 
-#: what Ctrl-C leaves, per command: only a sweep (and the demo, a sweep) resumes
+#: what Ctrl-C leaves, per command: only a sweep (the demo and a live decide: sweeps) resumes
 INTERRUPTED = {
     "sweep": "interrupted; results written so far are kept (run the same command again to "
     "resume: finished runs are kept, the one in flight is redone)",
+    "decide": "interrupted; results written so far are kept (run the same command again to "
+    "resume: finished levels are kept, the one in flight is redone)",
     "demo": "interrupted; results written so far are kept (run it again to resume)",
     "run": "interrupted; the records of requests that finished are kept in the results "
     "database (a run does not resume: run it again to measure it anew)",

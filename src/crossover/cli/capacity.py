@@ -9,7 +9,7 @@ import typer
 
 from crossover import defaults
 from crossover.capacity.runner import CapacityConfig
-from crossover.cli.common import default_of, help_of
+from crossover.cli.common import check_output_file, default_of, help_of, write_output
 from crossover.errors import UsageError
 from crossover.spec.workload import Workload
 
@@ -136,13 +136,14 @@ def capacity(
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json")
     console = make_console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
         result = run_async(_run(cfg, folder, console))
     if json_path is not None:
-        result.write(json_path)
+        write_output(json_path, result.to_json(), "--json")
     print_result(result)
     if json_path is not None:
         make_console().print(f"results: {json_path}")
@@ -206,6 +207,7 @@ def _capacity_of_targets(
             raise UsageError(f"target {t.name}: {line}") from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json")
     console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
@@ -220,7 +222,7 @@ def _capacity_of_targets(
             )
         )
     if json_path is not None:
-        result.write(json_path)
+        write_output(json_path, result.to_json(), "--json")
     for one in result.targets:
         make_console().print(f"\n[bold]{one.target.get('name')}[/]")
         print_result(one)

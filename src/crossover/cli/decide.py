@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -160,13 +161,15 @@ def decide(
     ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
-    from crossover.cli.common import parse_list
+    from crossover.cli.common import check_output_file, parse_list
 
     kind = _kind(question)
     metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
     for m in metrics:
         _check_metric(m, "--metric")
     levels_at = parse_list(at, "--at") if at else []
+    if any(level < 1 for level in levels_at):
+        raise UsageError(f"--at {at}: levels are concurrencies, 1 or more")
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
     the_slo = parse_slo(slo) if slo else None
@@ -174,7 +177,7 @@ def decide(
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
     if budget is not None and not 0.0 < budget <= 1.0:
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
-    if start_s is not None and start_s < 0:
+    if start_s is not None and not 0 <= start_s < math.inf:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
     if remote and not check:
         raise UsageError("--remote goes with --check")
@@ -182,6 +185,7 @@ def decide(
         raise UsageError("--check goes with --config sweep.yaml")
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
+    check_output_file(json_out, "--json")
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None

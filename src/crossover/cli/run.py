@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from crossover import defaults
-from crossover.cli.common import default_of, help_of
+from crossover.cli.common import check_output_file, default_of, help_of, write_output
 from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.run import RunConfig
@@ -317,6 +317,7 @@ def run(
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json")
     console = make_console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
@@ -374,7 +375,9 @@ def run(
     if json_path is not None:
         import orjson
 
-        json_path.write_bytes(orjson.dumps(summary.to_json_dict(), option=orjson.OPT_INDENT_2))
+        write_output(
+            json_path, orjson.dumps(summary.to_json_dict(), option=orjson.OPT_INDENT_2), "--json"
+        )
     console.print(f"[dim]records: {db or out / 'results.db'} (run {outcome.run_id})[/]")
     if summary.verdict != "valid" and not allow_invalid:
         raise InvalidRunError(
@@ -466,6 +469,7 @@ def summarize_cmd(
     from crossover.records.store import Store, require_database
 
     require_database(db)
+    check_output_file(json_path, "--json")
     console = make_console()
     out = []
     with Store(db) as store:
@@ -479,4 +483,4 @@ def summarize_cmd(
             print_summary(console, s, f"{title}  (run {rid})")
             out.append({"run_id": rid, "target": target, "summary": s.to_json_dict()})
     if json_path is not None:
-        json_path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
+        write_output(json_path, orjson.dumps(out, option=orjson.OPT_INDENT_2), "--json")
