@@ -132,3 +132,40 @@ def test_an_interrupted_decide_says_it_resumes() -> None:
     from crossover.cli.app import _interrupted
 
     assert "resume" in _interrupted(["decide", "--config", "s.yaml", "--out", "d"])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--concurrency", "1", "--duration-s", "inf"], "--duration-s: Input should be a finite"),
+        (["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--rate", "inf", "--duration-s", "1"], "--rate: Input should be a finite"),
+        (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--slo", "ttft_ms.p99=50", "--duration-s-per-level", "inf"], "--duration-s-per-level"),
+        (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--slo", "ttft_ms.p99=50", "--start-rate", "inf"], "--start-rate"),
+        (["calibration-server", "--port", "0", "--itl-ms", "inf"], "itl_ms: Input should be a"),
+    ],
+)  # fmt: skip
+def test_infinite_numbers_are_refused(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An infinite duration or rate was an OverflowError (a traceback) when the level
+    began; an infinite delay a calibration server that silently never answered."""
+    assert main(args) == 2
+    assert needle in one_line_error(capsys)
+
+
+def test_an_infinite_sweep_duration_is_refused(tmp_path: Path) -> None:
+    from crossover.errors import UsageError
+    from crossover.sweep.config import build_sweep_config
+
+    data = {
+        "targets": [{"name": "a", "url": "http://h", "model": "m"}],
+        "concurrency": [1],
+        "output_tokens": 4,
+        "duration_s_per_level": float("inf"),
+    }
+    with pytest.raises(UsageError, match="duration-s-per-level: Input should be a finite"):
+        build_sweep_config(data)

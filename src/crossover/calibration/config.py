@@ -110,7 +110,8 @@ class FaultSpec(BaseModel):
 class CalibrationConfig(BaseModel):
     """Everything the calibration server does; defaults describe a well-behaved engine."""
 
-    model_config = ConfigDict(extra="forbid")
+    # an infinite delay is a server that never answers (--itl-ms inf served nothing, silently)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model_name: str = "calibration"
     # latency model

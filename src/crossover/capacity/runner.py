@@ -47,10 +47,11 @@ class CapacityConfig(Limits, Warmup, Workload):
     slo: Slo
     precision: float = Field(0.1, gt=0, le=4)
     #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
-    start_rps: float = Field(1.0, gt=0)
-    max_rps: float | None = Field(None, gt=0)
-    min_rps: float | None = Field(None, gt=0)
-    duration_s_per_level: float = Field(10.0, gt=0)
+    # finite: an infinite rate or duration was an OverflowError at the level's start
+    start_rps: float = Field(1.0, gt=0, allow_inf_nan=False)
+    max_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    min_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    duration_s_per_level: float = Field(10.0, gt=0, allow_inf_nan=False)
     #: stop a level whose requests in flight keep growing
     early_stop: bool = True
     sample_interval_s: float = Field(0.2, gt=0)

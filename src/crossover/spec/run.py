@@ -76,10 +76,11 @@ class RunConfig(Limits, Warmup, Workload):
     dialect: str = Field("openai", validation_alias=AliasChoices("dialect", "engine"))
     model: str
     concurrency: int | None = Field(None, ge=1, le=100_000)
-    rate_rps: float | None = Field(None, gt=0)
+    # finite: an infinite rate or duration was an OverflowError at the level's start
+    rate_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_in_flight: int | None = Field(None, ge=1)
     requests: int | None = Field(None, ge=1)
-    duration_s: float | None = Field(None, gt=0)
+    duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     trace_speed: float = Field(1.0, gt=0, le=1e6)
     #: an open loop's arrival times from this seed instead of ``seed`` (a sweep's repeats
     #: each draw their own arrivals, the same for every target)

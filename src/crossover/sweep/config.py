@@ -59,13 +59,14 @@ class SweepConfig(Limits, Warmup, Workload):
     requests_per_concurrency: float | None = Field(
         None,
         gt=0,
+        allow_inf_nan=False,
         description="or scale with the level: max(min_requests_per_level, k x level)",
     )
     min_requests_per_level: int = Field(
         2, ge=1, description="the floor of requests_per_concurrency"
     )
     duration_s_per_level: float | None = Field(
-        None, gt=0, description="or measure each level for this many seconds"
+        None, gt=0, allow_inf_nan=False, description="or measure each level for this many seconds"
     )
     warmup_every_level: bool = Field(
         True,
