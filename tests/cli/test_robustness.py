@@ -169,3 +169,25 @@ def test_an_infinite_sweep_duration_is_refused(tmp_path: Path) -> None:
     }
     with pytest.raises(UsageError, match="duration-s-per-level: Input should be a finite"):
         build_sweep_config(data)
+
+
+def test_an_argument_that_is_not_utf8_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model name with a byte that is not UTF-8 (a surrogate in Python's argv) reached
+    the results database: a traceback once the run's context was stored."""
+    model = b"m\xff".decode("utf-8", "surrogateescape")
+    args = ["run", "--url", "http://127.0.0.1:9", "--model", model, "--output-tokens", "4",
+            "--concurrency", "1", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(args) == 2
+    assert "not UTF-8" in one_line_error(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_calibration_config_that_is_not_utf8_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"itl_ms: \xff\n")
+    assert main(["calibration-server", "--port", "0", "--config", str(path)]) == 2
+    assert "not UTF-8 text" in one_line_error(capsys)
