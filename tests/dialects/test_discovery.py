@@ -131,6 +131,23 @@ def test_run_refuses_a_web_server_before_measuring(
     assert not (tmp_path / "res" / "results.db").exists()
 
 
+def test_capacity_refuses_a_web_server_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every request failed at a server that is none, and the search halved its rate down
+    to the minimum, each level longer than the last (minutes), before it ended."""
+    with serve(Quiet) as url:
+        rc = main(["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
+                   "--slo", "ttft_ms.p99=500", "--duration-s-per-level", "1",
+                   "--out", str(tmp_path / "res")])  # fmt: skip
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert rc == 2, text
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) == 1, text
+    assert "does not answer as an LLM server" in lines[0] and "404" in lines[0]
+
+
 def test_run_picks_the_one_listed_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary = tmp_path / "s.json"
     with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=1.0)) as url:

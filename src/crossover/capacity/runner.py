@@ -21,6 +21,8 @@ from crossover.analysis.schema import summary_value
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
+from crossover.dialects.discovery import served_models
+from crossover.engines import registry
 from crossover.measure import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
@@ -245,6 +247,10 @@ class CapacityRunner:
     async def run(self) -> CapacityFile:
         cfg = self.config
         await asyncio.to_thread(probe, cfg.url, {})
+        # an LLM server of its dialect, or one line before any level: at a server that is
+        # none every request failed, and the search halved its rate down to the minimum
+        dialect = registry.dialect(cfg.run_config(cfg.start_rps, 0).dialect)
+        await asyncio.to_thread(served_models, cfg.url, dialect, cfg.model)
         started = time.perf_counter()
         result = await search_capacity(
             self.measure_level,
