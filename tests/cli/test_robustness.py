@@ -191,3 +191,70 @@ def test_a_calibration_config_that_is_not_utf8_is_refused(
     path.write_bytes(b"itl_ms: \xff\n")
     assert main(["calibration-server", "--port", "0", "--config", str(path)]) == 2
     assert "not UTF-8 text" in one_line_error(capsys)
+
+
+def _sweep_db(path: Path, targets: tuple[str, ...] = ("A", "B")) -> None:
+    """A database with one finished sweep level of two requests per target."""
+    from crossover.records.model import RequestRecord
+    from crossover.records.store import Store
+
+    context = {
+        "mode": "concurrency",
+        "concurrency": 1,
+        "output_tokens": 1,
+        "endpoint": "completions",
+        "engine": {"name": "openai", "url": "http://127.0.0.1:9", "model": "m"},
+        "started_at": "2026-01-01T00:00:00Z",
+    }
+    with Store(path) as store:
+        for name in targets:
+            run = f"run-{name}"
+            store.create_run(run, {"context": context}, key=f"{name}|c=1|r=0")
+            recs = [
+                RequestRecord(index=i, expected_output_tokens=1, t_send_ns=i + 1) for i in (0, 1)
+            ]
+            store.add_records(run, recs)
+            store.finish_run(run, "done", {"verdict": "valid"})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE requests SET record = x'7b6e6f74' WHERE idx = 1",
+        'UPDATE requests SET record = \'{"index": "x"}\' WHERE idx = 1',
+        "UPDATE runs SET context = '{bad'",
+        "UPDATE runs SET summary = '[1, 2]'",
+        'UPDATE runs SET context = \'{"context": {"mode": 5}}\'',
+    ],
+)
+@pytest.mark.parametrize("command", ["summarize", "decide"])
+def test_a_damaged_row_of_a_database_is_one_line(
+    tmp_path: Path, damage: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row SQLite reads but crossover cannot (JSON broken by hand or a bad disk) was
+    a JSONDecodeError, ValidationError or AttributeError traceback."""
+    import sqlite3
+
+    db = tmp_path / "sweep.db"
+    _sweep_db(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(damage)
+    conn.close()
+    args = ["summarize", str(db)] if command == "summarize" else ["decide", "--replay", str(db)]
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if rc != 0:  # a summary is not read back by summarize (it summarizes the records anew)
+        assert rc == 2
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert lines[-1].startswith("error:") and "damaged" in lines[-1], err
+
+
+def test_a_replay_of_one_target_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A database (or --target) with one target was a ValueError traceback."""
+    db = tmp_path / "sweep.db"
+    _sweep_db(db, ("A",))
+    assert main(["decide", "--replay", str(db)]) == 2
+    assert "compares targets" in one_line_error(capsys)
