@@ -11,6 +11,7 @@ import typer
 from crossover.errors import UsageError
 
 if TYPE_CHECKING:
+    from crossover.analysis.schema import SweepFile
     from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.spec.slo import SloTerm
@@ -159,6 +160,9 @@ def decide(
             "stopped at a request's end), not cut at a time budget"
         ),
     ] = False,
+    allow_invalid: Annotated[
+        bool, typer.Option(help="Live: exit 0 even with invalid runs (as sweep's)")
+    ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
     from crossover.cli.common import check_output_file, parse_list
@@ -219,7 +223,23 @@ def decide(
         return
     if out is None:
         raise UsageError("--out DIR is required with --config (or --check to check it only)")
-    _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
+    sweep = _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
+    if not allow_invalid:
+        _fail_on_invalid(sweep)
+
+
+def _fail_on_invalid(sweep: SweepFile) -> None:
+    """Exit 3, as a sweep does, when a run the decision measured or kept is not valid: a
+    target whose every run failed left the question unanswered, and the command said 0."""
+    from crossover.errors import InvalidRunError
+
+    runs = sweep.runs
+    invalid = [r for r in runs if r.summary.verdict != "valid"]
+    if invalid:
+        raise InvalidRunError(
+            f"{len(invalid)} of {len(runs)} runs are not valid (shown, never used as points); "
+            "--allow-invalid to exit 0"
+        )
 
 
 def _write_json(path: Path | None, data: dict[str, Any]) -> None:
@@ -368,7 +388,7 @@ def _live(
     prior: Any,
     json_out: Path | None,
     policy: PolicyConfig,
-) -> None:
+) -> SweepFile:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.cli.sweep import level_line
@@ -435,3 +455,4 @@ def _live(
             },
         ),
     )
+    return result.sweep
