@@ -258,3 +258,16 @@ def test_a_replay_of_one_target_is_one_line(
     _sweep_db(db, ("A",))
     assert main(["decide", "--replay", str(db)]) == 2
     assert "compares targets" in one_line_error(capsys)
+
+
+def test_a_folder_given_for_an_input_file_is_named_a_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder was said not to exist ("sweep config DIR does not exist")."""
+    from crossover.errors import UsageError
+    from crossover.workload import read_texts
+
+    assert main(["sweep", "--config", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "is a folder, not a file" in one_line_error(capsys)
+    with pytest.raises(UsageError, match="is a folder, not a file"):
+        read_texts(tmp_path)

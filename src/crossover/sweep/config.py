@@ -293,7 +293,8 @@ class SweepConfig(Limits, Warmup, Workload):
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     if not path.is_file():
-        raise UsageError(f"sweep config {path} does not exist")
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise UsageError(f"sweep config {path} {what}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
