@@ -271,3 +271,30 @@ def test_a_folder_given_for_an_input_file_is_named_a_folder(
     assert "is a folder, not a file" in one_line_error(capsys)
     with pytest.raises(UsageError, match="is a folder, not a file"):
         read_texts(tmp_path)
+
+
+RUN9 = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4"]
+CAP9 = ["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+        "--slo", "ttft_ms.p99=50"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([*RUN9, "--rate", "1e-300", "--requests", "2"], "--rate: a rate must be"),
+        ([*RUN9, "--rate", "1e300", "--duration-s", "1"], "--rate: a rate must be"),
+        ([*CAP9, "--max-rate", "1e300"], "--max-rate: a rate must be"),
+        ([*CAP9, "--start-rate", "1e-9"], "--start-rate: a rate must be"),
+        (["sweep", "--target", "A=http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--rates", "1e300", "--out", "OUT"], "--rates: a rate must be"),
+        ([*RUN9, "--concurrency", "1", "--connect-timeout-s", "inf"], "--connect-timeout-s"),
+    ],
+)  # fmt: skip
+def test_rates_and_limits_out_of_any_range_are_refused(
+    tmp_path: Path, args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--rate 1e300 built a schedule of 1e300 entries (a hang); --rate 1e-300 put a send
+    past a float's range and --connect-timeout-s inf reached aiohttp (OverflowErrors)."""
+    args = [str(tmp_path / "o") if a == "OUT" else a for a in args]
+    assert main(args) == 2
+    assert needle in one_line_error(capsys)

@@ -28,7 +28,7 @@ from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
-from crossover.spec.run import RunConfig, level_run
+from crossover.spec.run import MIN_RATE_RPS, RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.tasks import alongside
@@ -76,6 +76,11 @@ class CapacityConfig(Limits, Warmup, Workload):
             if isinstance(bottom, int | float) and data["start_rps"] < bottom:
                 data["start_rps"] = float(bottom)
         return data
+
+    @field_validator("start_rps", "max_rps", "min_rps")
+    @classmethod
+    def _rate(cls, v: float | None) -> float | None:
+        return None if v is None else check_rate(v)
 
     @field_validator("slo")
     @classmethod
@@ -257,7 +262,10 @@ class CapacityRunner:
             start_rps=cfg.start_rps,
             precision=cfg.precision,
             max_rps=cfg.max_rps,
-            min_rps=cfg.min_rps,
+            # halving never goes below the lowest rate a level can be given
+            min_rps=cfg.min_rps
+            if cfg.min_rps is not None
+            else max(cfg.start_rps / 64, MIN_RATE_RPS),
         )
         goodput = None
         if result.lo is not None:

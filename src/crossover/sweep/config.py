@@ -20,7 +20,7 @@ from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
-from crossover.spec.run import RunConfig, level_run
+from crossover.spec.run import RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo, SloText
 from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
 from crossover.spec.workload import Workload
@@ -146,6 +146,8 @@ class SweepConfig(Limits, Warmup, Workload):
             return None
         if any(not r > 0 or math.isinf(r) for r in v):
             raise ValueError("each rate must be a positive number of requests/s")
+        for r in v:
+            check_rate(r)
         return sorted(set(v))
 
     @field_validator("slo")
