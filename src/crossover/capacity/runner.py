@@ -23,6 +23,7 @@ from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
 from crossover.dialects.discovery import served_models
 from crossover.engines import registry
+from crossover.errors import EngineError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
@@ -34,6 +35,9 @@ from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.tasks import alongside
 from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
+
+#: failures no lower rate can cure: the server does not speak the dialect's protocol
+PROTOCOL_ERRORS = frozenset({"malformed", "not_streamed", "content_type", "undecodable"})
 
 #: the fewest arrivals a level is planned to hold (Poisson: none at all with chance e^-8)
 MIN_LEVEL_ARRIVALS = 8
@@ -204,6 +208,7 @@ class CapacityRunner:
                 stop=stop,
             )
         summary = outcome.summary
+        self._refuse_broken_protocol(run_id, rate)
         overloaded = stop.is_set()
         if overloaded:
             at = detector.samples[-1][0] if detector.samples else 0.0
@@ -234,6 +239,19 @@ class CapacityRunner:
         if self.events.on_level_done:
             self.events.on_level_done(level)
         return met
+
+    def _refuse_broken_protocol(self, run_id: str, rate: float) -> None:
+        """Stop the search where every request of the level broke the dialect's protocol
+        (events that are no JSON, a reply that is no stream): a lower rate cannot cure
+        that, and halving to the minimum rate took minutes of ever longer levels."""
+        measured = self.store.records(run_id, include_warmup=False)
+        if measured and all(r.error_kind in PROTOCOL_ERRORS for r in measured):
+            first = measured[0].error or measured[0].error_kind
+            raise EngineError(
+                f"{self.config.url}: every request at {rate:g} requests/s failed, not as "
+                f"its dialect's protocol allows (first: {first}); a lower rate would not "
+                "change that, so the search stops"
+            )
 
     async def _watch(
         self, progress: Progress, detector: OverloadDetector, stop: asyncio.Event
