@@ -298,3 +298,20 @@ def test_rates_and_limits_out_of_any_range_are_refused(
     args = [str(tmp_path / "o") if a == "OUT" else a for a in args]
     assert main(args) == 2
     assert needle in one_line_error(capsys)
+
+
+def test_models_convert_and_requantize_refuse_an_out_of_the_wrong_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """convert --out FILE was a NotADirectoryError traceback; requantize --out DIR ran
+    llama-quantize, which failed on it after loading the model: pages of its log."""
+    src = tmp_path / "m.gguf"
+    src.write_bytes(b"GGUF")
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["models", "convert", str(src), "--out", str(a_file)]) == 2
+    assert "a file is there" in one_line_error(capsys)
+    args = ["models", "requantize", str(src), "--type", "Q8_0", "--out", str(tmp_path)]
+    assert main(args) == 2
+    assert "that is a folder" in one_line_error(capsys)
+    assert a_file.read_text() == "x"
