@@ -315,3 +315,20 @@ def test_models_convert_and_requantize_refuse_an_out_of_the_wrong_kind(
     assert main(args) == 2
     assert "that is a folder" in one_line_error(capsys)
     assert a_file.read_text() == "x"
+
+
+def test_a_sweep_whose_results_file_is_a_folder_is_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sweep.json is written after each level: a folder there was an IsADirectoryError
+    traceback once the first level was measured."""
+    from crossover.calibration.config import CalibrationConfig
+    from crossover.calibration.server import spawn
+
+    out = tmp_path / "o"
+    (out / "sweep.json").mkdir(parents=True)
+    with spawn(CalibrationConfig()) as url:
+        args = ["sweep", "--target", f"A={url}", "--model", "calibration", "--concurrency", "1",
+                "--output-tokens", "4", "--requests-per-level", "2", "--out", str(out)]  # fmt: skip
+        assert main(args) == 2
+    assert "sweep.json is a folder" in one_line_error(capsys)
