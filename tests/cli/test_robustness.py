@@ -332,3 +332,37 @@ def test_a_sweep_whose_results_file_is_a_folder_is_refused_first(
                 "--output-tokens", "4", "--requests-per-level", "2", "--out", str(out)]  # fmt: skip
         assert main(args) == 2
     assert "sweep.json is a folder" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"num_attention_heads": 0}, "'num_attention_heads' must be a positive integer"),
+        ({"num_key_value_heads": 0}, "'num_key_value_heads' must be a positive integer"),
+        ({"num_hidden_layers": 0}, "'num_hidden_layers' must be a positive integer"),
+        ({"hidden_size": "big"}, "'hidden_size' must be an integer, got 'big'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["advise", "plan"])
+def test_a_model_config_of_impossible_shape_is_one_line(
+    tmp_path: Path,
+    change: dict[str, object],
+    needle: str,
+    command: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A zero among a config's shapes was a ZeroDivisionError traceback; a key there
+    but no integer was said to be missing."""
+    import json
+
+    config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8,
+              "intermediate_size": 14336, "vocab_size": 128256, **change}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    if command == "advise":
+        args = ["advise", "--gpu", "H100", "--model", str(path)]
+    else:
+        args = ["plan", "--engine", "vllm", "--model", str(path), "--out", str(tmp_path / "p")]
+    assert main(args) == 2
+    assert needle in one_line_error(capsys)
