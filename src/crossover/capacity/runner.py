@@ -43,6 +43,11 @@ PROTOCOL_ERRORS = frozenset({"malformed", "not_streamed", "content_type", "undec
 MIN_LEVEL_ARRIVALS = 8
 
 
+def level_key(rate: float) -> str:
+    """A level's key in ``capacity.db``: a resumed search finds its finished levels by it."""
+    return f"capacity|rate={rate:.12g}"
+
+
 class CapacityConfig(Limits, Warmup, Workload):
     """``crossover capacity``'s settings, validated once at the edge: the workload,
     warm-up and limits parts (``crossover.spec``) and the search's own keys."""
@@ -177,11 +182,18 @@ class CapacityRunner:
     async def measure_level(self, rate: float) -> bool:
         """Hold ``rate`` for the level's duration; True when every SLO term is met."""
         cfg = self.config
+        kept = self._kept(rate)
+        if kept is not None:
+            self.levels.append(kept)
+            if self.events.on_level_done:
+                self.events.on_level_done(kept)
+            return kept.met
         started = time.perf_counter()
+        first_measured = not self._warm
         warmup = 0 if self._warm else cfg.warmup
         self._warm = True
         run_cfg = cfg.run_config(rate, warmup, len(self.levels))
-        if not self.levels:
+        if first_measured:
             self._tokenizer = await asyncio.to_thread(choose_tokenizer, run_cfg)
         count = int(rate * cfg.level_seconds(rate) * 1.5) + 16 + warmup
         # fresh prompts per level: no prefix-cache hits left by the level before. A trace
@@ -201,7 +213,7 @@ class CapacityRunner:
                 run_cfg,
                 self.store,
                 run_id=run_id,
-                key=f"capacity|rate={rate:.12g}",
+                key=level_key(rate),
                 tokenizer=self._tokenizer,
                 prompts=prompts,
                 progress=progress,
@@ -239,6 +251,35 @@ class CapacityRunner:
         if self.events.on_level_done:
             self.events.on_level_done(level)
         return met
+
+    def _kept(self, rate: float) -> CapacityLevel | None:
+        """The level at ``rate`` that a search of the same settings finished before in this
+        folder (one stopped by Ctrl-C, or run again): kept, not measured again. The search
+        is deterministic, so a resumed one asks for the same rates in the same order."""
+        row = self.store.finished_by_key(level_key(rate))
+        if row is None or row.summary is None:
+            return None
+        cfg = self.config
+        mine = cfg.run_config(rate, 0, len(self.levels)).model_dump(mode="json")
+        if {**row.context.get("config", {}), "warmup_requests": 0} != mine:
+            return None  # other settings: measured anew
+        try:
+            summary = RunSummary.model_validate(row.summary)
+        except ValueError:
+            return None
+        overloaded = any(p.code == "overloaded" for p in summary.problems)
+        cs = checks(cfg.slo, summary)
+        return CapacityLevel(
+            rate_rps=rate,
+            trace_speed=cfg.trace_speed(rate),
+            met=not overloaded and summary.verdict != "invalid" and all(c.met for c in cs),
+            overloaded=overloaded,
+            checks=cs,
+            seconds=0.0,
+            run_id=row.run_id,
+            summary=summary,
+            kept=True,
+        )
 
     def _refuse_broken_protocol(self, run_id: str, rate: float) -> None:
         """Stop the search where every request of the level broke the dialect's protocol

@@ -98,7 +98,7 @@ INTERRUPTED = {
     "run": "interrupted; the records of requests that finished are kept in the results "
     "database (a run does not resume: run it again to measure it anew)",
     "capacity": "interrupted; the levels measured so far are in --out DIR/capacity.db if "
-    "given (a search does not resume)",
+    "given (the same command with that --out resumes: finished levels are kept)",
 }
 
 

@@ -281,7 +281,8 @@ def level_line(level: CapacityLevel) -> str:
     )
     extra = "  [red]overloaded, stopped early[/]" if level.overloaded else ""
     speed = "" if level.trace_speed is None else f" (trace x{level.trace_speed:.3g})"
-    return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
+    took = "kept from before" if level.kept else f"{level.seconds:.1f} s"
+    return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({took}){extra}"
 
 
 def slo_word(level: CapacityLevel) -> str:
