@@ -366,3 +366,31 @@ def test_a_model_config_of_impossible_shape_is_one_line(
         args = ["plan", "--engine", "vllm", "--model", str(path), "--out", str(tmp_path / "p")]
     assert main(args) == 2
     assert needle in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--turns", "0"], "--turns 0: at least 1"),
+        (["--turns", "-3"], "--turns -3: at least 1"),
+        (["--think-s", "-1"], "--think-s -1: 0 to 3600"),
+        (["--think-s", "nan"], "--think-s nan: 0 to 3600"),
+        (["--turns", "2", "--think-s", "inf"], "--think-s inf: 0 to 3600"),
+    ],
+)
+def test_bad_session_flags(
+    tmp_path: Path,
+    command: str,
+    args: list[str],
+    needle: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--turns 0 (or -3) and --think-s -1 (or nan) ran as one-turn loads, said nothing."""
+    if command == "run":
+        base = [*RUN9, "--concurrency", "1"]
+    else:
+        base = ["sweep", "--target", "A=http://127.0.0.1:9", "--model", "m", "--output-tokens",
+                "4", "--concurrency", "1", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main([*base, *args]) == 2
+    assert needle in one_line_error(capsys)

@@ -48,6 +48,21 @@ ThinkOpt = Annotated[
     float | None,
     typer.Option(help="Seconds between a turn's reply and the session's next turn [default: 0]"),
 ]
+
+
+def sessions_of(turns: int | None, think_s: float | None) -> dict[str, Any] | None:
+    """``--turns``/``--think-s`` as a config's ``sessions`` (one turn is no session); a
+    count below 1 or a think time out of range is one line (--turns 0 and --think-s -1
+    or nan passed silently as one turn)."""
+    if turns is not None and turns < 1:
+        raise UsageError(f"--turns {turns}: at least 1")
+    if think_s is not None and not 0 <= think_s <= 3600:
+        raise UsageError(f"--think-s {think_s:g}: 0 to 3600 seconds")
+    if turns is None or turns < 2:
+        return None
+    return {"turns": turns, "think_s": think_s or 0.0}
+
+
 TraceOpt = Annotated[
     Path | None,
     typer.Option(
@@ -291,7 +306,7 @@ def run(
         output_tokens=output_tokens,
         input_tokens=prompt_lengths_input(prompt_lengths, prompts, input_tokens),
         shared_prefix=shared_prefix,
-        sessions={"turns": turns, "think_s": think_s or 0.0} if turns and turns > 1 else None,
+        sessions=sessions_of(turns, think_s),
         trace=trace,
         trace_speed=trace_speed,
         trace_block_tokens=trace_block_tokens,
