@@ -394,3 +394,18 @@ def test_bad_session_flags(
                 "4", "--concurrency", "1", "--out", str(tmp_path / "o")]  # fmt: skip
     assert main([*base, *args]) == 2
     assert needle in one_line_error(capsys)
+
+
+def test_an_output_over_the_commands_own_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``summarize sweep.db --json sweep.db`` wrote its JSON over the database: every
+    raw record lost. ``decide --replay DB --json DB`` the same."""
+    db = tmp_path / "sweep.db"
+    _sweep_db(db)
+    before = db.read_bytes()
+    for args in (["summarize", str(db), "--json", str(db)],
+                 ["decide", "--replay", str(db), "--json", str(db)]):  # fmt: skip
+        assert main(args) == 2
+        assert "this command's own sweep.db" in one_line_error(capsys)
+    assert db.read_bytes() == before

@@ -136,7 +136,7 @@ def capacity(
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
     console = make_console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
@@ -207,7 +207,7 @@ def _capacity_of_targets(
             raise UsageError(f"target {t.name}: {line}") from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
     console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),

@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -92,12 +92,17 @@ def validated(schema: type[T], names: dict[str, str] | None = None, **values: An
         raise UsageError(validation_line(exc, flags=True, names=names)) from None
 
 
-def check_output_file(path: Path | None, flag: str) -> None:
+def check_output_file(path: Path | None, flag: str, keep: Sequence[Path | None] = ()) -> None:
     """Fail with one line, before any work, where the file ``flag`` names could not be
     written: a folder in its place, a file where a folder of its path should be, or a
-    folder that is not writable (the write came after the measuring, as a traceback)."""
+    folder that is not writable (the write came after the measuring, as a traceback);
+    or where it is one of ``keep``, the command's own inputs and results (``summarize
+    sweep.db --json sweep.db`` wrote its JSON over the database, every record lost)."""
     if path is None:
         return
+    for kept in keep:
+        if kept is not None and kept.exists() and path.resolve() == kept.resolve():
+            raise UsageError(f"{flag} {path}: that file is this command's own {kept.name}")
     if path.is_dir():
         raise UsageError(f"{flag} {path}: that is a folder; give a file's path")
     folder = path.parent

@@ -189,7 +189,8 @@ def decide(
         raise UsageError("--check goes with --config sweep.yaml")
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
-    check_output_file(json_out, "--json")
+    mine = [replay, prior] + ([out / "sweep.db", out / "sweep.json"] if out else [])
+    check_output_file(json_out, "--json", keep=[config, *mine])
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None

@@ -67,7 +67,7 @@ def quality(
         raise UsageError("--limit must be at least 1")
     if json_path is not None and not json_path.parent.is_dir():
         raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[prompts])
     texts = load_prompts(prompts, limit)
     err = make_console(stderr=True)
     with Progress(

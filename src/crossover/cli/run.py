@@ -332,7 +332,7 @@ def run(
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[db or out / "results.db", prompts])
     console = make_console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
@@ -484,7 +484,7 @@ def summarize_cmd(
     from crossover.records.store import Store, require_database
 
     require_database(db)
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[db])
     console = make_console()
     out = []
     with Store(db) as store:

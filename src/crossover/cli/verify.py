@@ -85,7 +85,7 @@ def verify_config(
 
     if not log.is_file():
         raise UsageError(f"log file not found: {log}")
-    check_output_file(json_path, "--json")
+    check_output_file(json_path, "--json", keep=[log, plan])
     expected: dict[str, bool | int | float | str] = {}
     ignored: list[str] = []
     if plan is not None:
