@@ -409,3 +409,18 @@ def test_an_output_over_the_commands_own_input_is_refused(
         assert main(args) == 2
         assert "this command's own sweep.db" in one_line_error(capsys)
     assert db.read_bytes() == before
+
+
+def test_advise_json_over_its_model_config_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    config = tmp_path / "config.json"
+    text = json.dumps({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000})  # fmt: skip
+    config.write_text(text)
+    args = ["advise", "--gpu", "H100", "--model", str(config), "--json", str(config)]
+    assert main(args) == 2
+    assert "this command's own config.json" in one_line_error(capsys)
+    assert config.read_text() == text

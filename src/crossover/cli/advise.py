@@ -481,8 +481,10 @@ def advise_command(
     )
     if roofline and calibration_path is not None:
         raise UsageError("--roofline and --calibration exclude each other")
-    check_output_file(json_path, "--json")
-    check_output_file(emit_sweep_path, "--emit-sweep")
+    inputs = [Path(model), calibration_path, allreduce_table, results]
+    inputs += [results / "sweep.json"] if results is not None else []
+    check_output_file(json_path, "--json", keep=inputs)
+    check_output_file(emit_sweep_path, "--emit-sweep", keep=[*inputs, json_path])
     cal = load_calibration(calibration_path) if calibration_path else None
     curve = load_curve(allreduce_table) if allreduce_table else None
     sweep = load_results(results) if results else None
