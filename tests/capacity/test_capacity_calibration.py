@@ -105,3 +105,30 @@ def test_bad_capacity_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err
     assert "minimum rate must be below the maximum" in err
     assert "Traceback" not in err
+
+
+def test_a_search_run_again_in_its_folder_resumes(tmp_path: Path) -> None:
+    """Ctrl-C lost a capacity search: the same command measured every level again (the
+    earlier ones stayed in capacity.db, unused). Now the finished levels are kept and only
+    the one in flight is measured; other settings are measured anew."""
+    import sqlite3
+
+    out = tmp_path / "cap"
+    with spawn(build_config(ttft_ms=5.0, itl_ms=1.0)) as url:
+        args = ["capacity", "--url", url, "--model", "calibration", "--output-tokens", "4",
+                "--slo", "ttft_ms.p99=500", "--start-rate", "10", "--max-rate", "20",
+                "--duration-s-per-level", "1", "--out", str(out)]  # fmt: skip
+
+        def levels(extra: list[str]) -> list[tuple[float, bool]]:
+            path = tmp_path / "c.json"
+            assert main([*args, *extra, "--json", str(path)]) == 0
+            doc = json.loads(path.read_text())
+            return [(lv["rate_rps"], lv["kept"]) for lv in doc["levels"]]
+
+        assert levels([]) == [(10.0, False), (20.0, False)]
+        # as if stopped in the second level: its run never finished
+        with sqlite3.connect(out / "capacity.db") as db:
+            db.execute("UPDATE runs SET status = 'interrupted' WHERE key LIKE '%rate=20'")
+        db.close()
+        assert levels([]) == [(10.0, True), (20.0, False)]
+        assert levels(["--input-tokens", "64"]) == [(10.0, False), (20.0, False)]

@@ -323,3 +323,33 @@ def test_a_started_engine_is_weighed_at_its_own_start() -> None:
     assert got.start_cost("a") == 12.0  # the latest start, its stop not yet timed
     assert got.start_cost("b") == 100.0  # b's is weighed once the policy has looked at it
     assert _with_start_cost(got, cast(Any, runner), "b").start_cost("b") == 60.0
+
+
+def test_a_decision_with_invalid_runs_exits_3_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target whose every request failed (its runs invalid) left every question
+    unanswered ("no concurrency level with valid runs of both"), and decide said 0; a
+    sweep of the same YAML says 3."""
+    from crossover.calibration.config import CalibrationConfig, FaultSpec
+
+    broken = CalibrationConfig(faults=[FaultSpec(name="http_500")])
+    with spawn(CalibrationConfig(itl_ms=2.0)) as good, spawn(broken) as bad:
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "concurrency": [1, 2],
+                    "output_tokens": 4,
+                    "requests_per_level": 4,
+                    "targets": [
+                        {"name": "good", "url": good, "model": "calib"},
+                        {"name": "bad", "url": bad, "model": "calib"},
+                    ],
+                }
+            )
+        )
+        argv = ["decide", "--config", str(config), "--out", str(tmp_path / "d")]
+        assert main(argv) == 3
+        assert "--allow-invalid" in capsys.readouterr().err.splitlines()[-1]
+        assert main([*argv, "--allow-invalid"]) == 0

@@ -131,6 +131,23 @@ def test_run_refuses_a_web_server_before_measuring(
     assert not (tmp_path / "res" / "results.db").exists()
 
 
+def test_capacity_refuses_a_web_server_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every request failed at a server that is none, and the search halved its rate down
+    to the minimum, each level longer than the last (minutes), before it ended."""
+    with serve(Quiet) as url:
+        rc = main(["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
+                   "--slo", "ttft_ms.p99=500", "--duration-s-per-level", "1",
+                   "--out", str(tmp_path / "res")])  # fmt: skip
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert rc == 2, text
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) == 1, text
+    assert "does not answer as an LLM server" in lines[0] and "404" in lines[0]
+
+
 def test_run_picks_the_one_listed_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary = tmp_path / "s.json"
     with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=1.0)) as url:
@@ -199,3 +216,37 @@ def test_a_sweep_url_target_without_model_gets_the_one_its_server_lists(
     assert "model: calibration (the one model" in " ".join(err.err.split())
     runs = json.loads((out / "sweep.json").read_text())["runs"]
     assert {r["summary"]["engine"]["model"] for r in runs} == {"calibration"}
+
+
+def test_capacity_stops_where_every_request_breaks_the_protocol(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that lists its models but streams events that are no JSON failed every
+    request at every rate: the search halved down to the minimum rate, minutes of ever
+    longer levels, before it said so."""
+
+    class Garbled(Quiet):
+        def do_GET(self) -> None:
+            body = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"data: {not json\n\ndata: [DONE]\n\n")
+
+    with serve(Garbled) as url:
+        rc = main(["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
+                   "--slo", "ttft_ms.p99=500", "--duration-s-per-level", "1", "--warmup", "0",
+                   "--out", str(tmp_path / "res")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert "every request at 1 requests/s failed" in last and "malformed event" in last

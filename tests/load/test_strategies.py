@@ -76,3 +76,32 @@ def test_sleep_until_and_session_think_time(loop: str) -> None:
     RUNNERS[loop](main())
     assert len(late) > 50
     assert min(late) >= 0
+
+
+def test_open_loop_cancelled_between_sends_ends_its_requests() -> None:
+    """Ctrl-C during a capacity level cancelled the open loop while it slept until its
+    next send: the requests already in flight were left running, and failed after the
+    loop had gone ("Task exception was never retrieved" under the one error line)."""
+    started: list[int] = []
+    ended: list[int] = []
+    three = asyncio.Event()
+
+    async def send(i: int, t_sched: int | None, warmup: bool) -> RequestRecord:
+        started.append(i)
+        if len(started) == 3:
+            three.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.append(i)
+        raise AssertionError("not reached")
+
+    async def main() -> None:
+        load = asyncio.ensure_future(open_loop(send, 200.0, 1000, None, asyncio.Event(), seed=0))
+        await three.wait()
+        load.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await load
+        assert sorted(ended) == sorted(started)
+
+    asyncio.run(main())

@@ -147,7 +147,16 @@ def _int(config: dict[str, Any], *keys: str, default: int | None = None) -> int:
             return value
     if default is not None:
         return default
+    given = next((k for k in keys if k in config), None)
+    if given is not None:  # there, but no integer: not "lacks" it
+        raise UsageError(f"model config: {given!r} must be an integer, got {config[given]!r}")
     raise UsageError(f"model config lacks {keys[0]!r}")
+
+
+def _positive(**shape: int) -> None:
+    for key, value in shape.items():
+        if value < 1:
+            raise UsageError(f"model config: {key!r} must be a positive integer, got {value}")
 
 
 def facts_from_config(raw: dict[str, Any], *, name: str, source: str) -> ModelFacts:
@@ -158,10 +167,14 @@ def facts_from_config(raw: dict[str, Any], *, name: str, source: str) -> ModelFa
     hidden = _int(config, "hidden_size", "n_embd", "d_model")
     layers = _int(config, "num_hidden_layers", "n_layer", "num_layers")
     heads = _int(config, "num_attention_heads", "n_head")
+    _positive(num_attention_heads=heads, hidden_size=hidden, num_hidden_layers=layers)
     kv_heads = _int(config, "num_key_value_heads", "num_kv_heads", default=heads)
     head_dim = _int(config, "head_dim", default=hidden // heads)
     vocab = _int(config, "vocab_size")
     ffn = _int(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden)
+    # a zero here was a ZeroDivisionError traceback in the estimates
+    _positive(num_key_value_heads=kv_heads, head_dim=head_dim, vocab_size=vocab)
+    _positive(intermediate_size=ffn)
     tie = bool(config.get("tie_word_embeddings", False))
 
     experts = _int(config, "num_local_experts", "num_experts", "n_routed_experts", default=0)

@@ -110,7 +110,8 @@ class FaultSpec(BaseModel):
 class CalibrationConfig(BaseModel):
     """Everything the calibration server does; defaults describe a well-behaved engine."""
 
-    model_config = ConfigDict(extra="forbid")
+    # an infinite delay is a server that never answers (--itl-ms inf served nothing, silently)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model_name: str = "calibration"
     # latency model
@@ -197,9 +198,11 @@ def load_config_file(path: Path) -> dict[str, object]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"config {path} is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if data is None:

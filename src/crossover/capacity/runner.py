@@ -21,20 +21,31 @@ from crossover.analysis.schema import summary_value
 from crossover.capacity.overload import OverloadDetector
 from crossover.capacity.schema import CapacityFile, CapacityLevel, SloCheck
 from crossover.capacity.search import search_capacity
+from crossover.dialects.discovery import served_models
+from crossover.engines import registry
+from crossover.errors import EngineError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.metrics.summary import Problem, RunSummary
 from crossover.records.store import Store
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
-from crossover.spec.run import RunConfig, level_run
+from crossover.spec.run import MIN_RATE_RPS, RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.tasks import alongside
 from crossover.workload import Tokenizer
 from crossover.workload.trace import read_trace
 
+#: failures no lower rate can cure: the server does not speak the dialect's protocol
+PROTOCOL_ERRORS = frozenset({"malformed", "not_streamed", "content_type", "undecodable"})
+
 #: the fewest arrivals a level is planned to hold (Poisson: none at all with chance e^-8)
 MIN_LEVEL_ARRIVALS = 8
+
+
+def level_key(rate: float) -> str:
+    """A level's key in ``capacity.db``: a resumed search finds its finished levels by it."""
+    return f"capacity|rate={rate:.12g}"
 
 
 class CapacityConfig(Limits, Warmup, Workload):
@@ -47,10 +58,11 @@ class CapacityConfig(Limits, Warmup, Workload):
     slo: Slo
     precision: float = Field(0.1, gt=0, le=4)
     #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
-    start_rps: float = Field(1.0, gt=0)
-    max_rps: float | None = Field(None, gt=0)
-    min_rps: float | None = Field(None, gt=0)
-    duration_s_per_level: float = Field(10.0, gt=0)
+    # finite: an infinite rate or duration was an OverflowError at the level's start
+    start_rps: float = Field(1.0, gt=0, allow_inf_nan=False)
+    max_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    min_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    duration_s_per_level: float = Field(10.0, gt=0, allow_inf_nan=False)
     #: stop a level whose requests in flight keep growing
     early_stop: bool = True
     sample_interval_s: float = Field(0.2, gt=0)
@@ -73,6 +85,11 @@ class CapacityConfig(Limits, Warmup, Workload):
             if isinstance(bottom, int | float) and data["start_rps"] < bottom:
                 data["start_rps"] = float(bottom)
         return data
+
+    @field_validator("start_rps", "max_rps", "min_rps")
+    @classmethod
+    def _rate(cls, v: float | None) -> float | None:
+        return None if v is None else check_rate(v)
 
     @field_validator("slo")
     @classmethod
@@ -165,11 +182,18 @@ class CapacityRunner:
     async def measure_level(self, rate: float) -> bool:
         """Hold ``rate`` for the level's duration; True when every SLO term is met."""
         cfg = self.config
+        kept = self._kept(rate)
+        if kept is not None:
+            self.levels.append(kept)
+            if self.events.on_level_done:
+                self.events.on_level_done(kept)
+            return kept.met
         started = time.perf_counter()
+        first_measured = not self._warm
         warmup = 0 if self._warm else cfg.warmup
         self._warm = True
         run_cfg = cfg.run_config(rate, warmup, len(self.levels))
-        if not self.levels:
+        if first_measured:
             self._tokenizer = await asyncio.to_thread(choose_tokenizer, run_cfg)
         count = int(rate * cfg.level_seconds(rate) * 1.5) + 16 + warmup
         # fresh prompts per level: no prefix-cache hits left by the level before. A trace
@@ -189,13 +213,14 @@ class CapacityRunner:
                 run_cfg,
                 self.store,
                 run_id=run_id,
-                key=f"capacity|rate={rate:.12g}",
+                key=level_key(rate),
                 tokenizer=self._tokenizer,
                 prompts=prompts,
                 progress=progress,
                 stop=stop,
             )
         summary = outcome.summary
+        self._refuse_broken_protocol(run_id, rate)
         overloaded = stop.is_set()
         if overloaded:
             at = detector.samples[-1][0] if detector.samples else 0.0
@@ -227,6 +252,48 @@ class CapacityRunner:
             self.events.on_level_done(level)
         return met
 
+    def _kept(self, rate: float) -> CapacityLevel | None:
+        """The level at ``rate`` that a search of the same settings finished before in this
+        folder (one stopped by Ctrl-C, or run again): kept, not measured again. The search
+        is deterministic, so a resumed one asks for the same rates in the same order."""
+        row = self.store.finished_by_key(level_key(rate))
+        if row is None or row.summary is None:
+            return None
+        cfg = self.config
+        mine = cfg.run_config(rate, 0, len(self.levels)).model_dump(mode="json")
+        if {**row.context.get("config", {}), "warmup_requests": 0} != mine:
+            return None  # other settings: measured anew
+        try:
+            summary = RunSummary.model_validate(row.summary)
+        except ValueError:
+            return None
+        overloaded = any(p.code == "overloaded" for p in summary.problems)
+        cs = checks(cfg.slo, summary)
+        return CapacityLevel(
+            rate_rps=rate,
+            trace_speed=cfg.trace_speed(rate),
+            met=not overloaded and summary.verdict != "invalid" and all(c.met for c in cs),
+            overloaded=overloaded,
+            checks=cs,
+            seconds=0.0,
+            run_id=row.run_id,
+            summary=summary,
+            kept=True,
+        )
+
+    def _refuse_broken_protocol(self, run_id: str, rate: float) -> None:
+        """Stop the search where every request of the level broke the dialect's protocol
+        (events that are no JSON, a reply that is no stream): a lower rate cannot cure
+        that, and halving to the minimum rate took minutes of ever longer levels."""
+        measured = self.store.records(run_id, include_warmup=False)
+        if measured and all(r.error_kind in PROTOCOL_ERRORS for r in measured):
+            first = measured[0].error or measured[0].error_kind
+            raise EngineError(
+                f"{self.config.url}: every request at {rate:g} requests/s failed, not as "
+                f"its dialect's protocol allows (first: {first}); a lower rate would not "
+                "change that, so the search stops"
+            )
+
     async def _watch(
         self, progress: Progress, detector: OverloadDetector, stop: asyncio.Event
     ) -> None:
@@ -244,13 +311,20 @@ class CapacityRunner:
     async def run(self) -> CapacityFile:
         cfg = self.config
         await asyncio.to_thread(probe, cfg.url, {})
+        # an LLM server of its dialect, or one line before any level: at a server that is
+        # none every request failed, and the search halved its rate down to the minimum
+        dialect = registry.dialect(cfg.run_config(cfg.start_rps, 0).dialect)
+        await asyncio.to_thread(served_models, cfg.url, dialect, cfg.model)
         started = time.perf_counter()
         result = await search_capacity(
             self.measure_level,
             start_rps=cfg.start_rps,
             precision=cfg.precision,
             max_rps=cfg.max_rps,
-            min_rps=cfg.min_rps,
+            # halving never goes below the lowest rate a level can be given
+            min_rps=cfg.min_rps
+            if cfg.min_rps is not None
+            else max(cfg.start_rps / 64, MIN_RATE_RPS),
         )
         goodput = None
         if result.lo is not None:

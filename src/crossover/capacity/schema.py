@@ -40,6 +40,8 @@ class CapacityLevel(BaseModel):
     seconds: float
     run_id: str | None = None
     summary: RunSummary | None = None
+    #: measured by an earlier search of the same settings in this folder (resumed)
+    kept: bool = False
 
     def invalid_reason(self) -> str | None:
         """Why the level's run is invalid, in a few words (``None``: it is not, or it was

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from crossover.cli.common import check_output_file, write_output
 from crossover.errors import UsageError
 
 
@@ -480,14 +481,17 @@ def advise_command(
     )
     if roofline and calibration_path is not None:
         raise UsageError("--roofline and --calibration exclude each other")
+    inputs = [Path(model), calibration_path, allreduce_table, results]
+    inputs += [results / "sweep.json"] if results is not None else []
+    check_output_file(json_path, "--json", keep=inputs)
+    check_output_file(emit_sweep_path, "--emit-sweep", keep=[*inputs, json_path])
     cal = load_calibration(calibration_path) if calibration_path else None
     curve = load_curve(allreduce_table) if allreduce_table else None
     sweep = load_results(results) if results else None
     advice = advise(request, curve=curve, results=sweep, calibration=cal)
     (_print_explain if explain else _print)(advice)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(advice, indent=2) + "\n", "utf-8")
+        write_output(json_path, json.dumps(advice, indent=2) + "\n", "--json")
     if emit_sweep_path is not None:
         _emit(advice, model, model_path or [], emit_sweep_path)
     elif model_path:
@@ -517,9 +521,8 @@ def _emit(advice: dict[str, Any], model: str, paths: list[str], out: Path) -> No
             "(llama.cpp) and/or --model-path HF_FOLDER_OR_ORG/NAME (vLLM, SGLang, TensorRT-LLM, "
             "transformers) so the sweep can launch them"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
     command = "crossover " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
-    out.write_text(config.to_yaml(command), "utf-8")
+    write_output(out, config.to_yaml(command), "--emit-sweep")
     typer.echo(f"sweep config: {out} ({len(config.targets)} targets)")
     for line in config.left_out:
         typer.echo(f"  left out {line}")

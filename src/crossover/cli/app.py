@@ -88,15 +88,17 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
     return code
 
 
-#: what Ctrl-C leaves, per command: only a sweep (and the demo, a sweep) resumes
+#: what Ctrl-C leaves, per command: only a sweep (the demo and a live decide: sweeps) resumes
 INTERRUPTED = {
     "sweep": "interrupted; results written so far are kept (run the same command again to "
     "resume: finished runs are kept, the one in flight is redone)",
+    "decide": "interrupted; results written so far are kept (run the same command again to "
+    "resume: finished levels are kept, the one in flight is redone)",
     "demo": "interrupted; results written so far are kept (run it again to resume)",
     "run": "interrupted; the records of requests that finished are kept in the results "
     "database (a run does not resume: run it again to measure it anew)",
     "capacity": "interrupted; the levels measured so far are in --out DIR/capacity.db if "
-    "given (a search does not resume)",
+    "given (the same command with that --out resumes: finished levels are kept)",
 }
 
 
@@ -106,9 +108,23 @@ def _interrupted(argv: list[str] | None) -> str:
     return INTERRUPTED.get(command, "interrupted")
 
 
+def _not_utf8(args: list[str]) -> str | None:
+    """The first argument that is not UTF-8 text (Python keeps such bytes as surrogates,
+    which a results file cannot hold: a traceback once a run's context was stored)."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status instead of raising (used by tests too)."""
     interrupted = _interrupted(argv)
+    bad = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if bad is not None:
+        return _fail(f"argument {bad!r} is not UTF-8 text; crossover takes UTF-8 arguments", 2)
     try:
         rv = app(args=argv, standalone_mode=False)
     except CrossoverError as exc:

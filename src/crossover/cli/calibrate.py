@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -43,18 +44,31 @@ def calibrate(
     import orjson
     from rich.table import Table
 
+    from crossover.cli.common import check_output_file, parse_list, parse_transport, write_output
     from crossover.cli.common import console as make_console
-    from crossover.cli.common import parse_list, parse_transport
     from crossover.errors import UsageError
-    from crossover.metrics.client_floor import default_cache_path, measure_floors, save_results
+    from crossover.metrics.client_floor import (
+        default_cache_path,
+        load_cache,
+        measure_floors,
+        save_results,
+    )
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
     if any(c < 1 for c in levels):
         raise UsageError("--concurrency: levels must be at least 1")
-    if itl_ms <= 0 or output_tokens < 2 or tokens_per_chunk < 1:
+    if not (0 < itl_ms < math.inf) or output_tokens < 2 or tokens_per_chunk < 1:
         raise UsageError("--itl-ms must be > 0, --output-tokens >= 2, --tokens-per-chunk >= 1")
+    if requests is not None and requests < 1:
+        raise UsageError("--requests: at least 1")
+    the_transport = parse_transport(transport)
     if json_path is not None and not json_path.parent.is_dir():
         raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
+    check_output_file(json_path, "--json")
+    if write_cache:
+        # the cache is merged into after the measuring: a bad one is said before it
+        check_output_file(cache or default_cache_path(), "--cache")
+        load_cache(cache)
     err = make_console(stderr=True)
     err.print(
         f"[dim]calibrating: {len(levels)} levels, {output_tokens} tokens at {itl_ms:g} ms/token "
@@ -66,7 +80,7 @@ def calibrate(
         output_tokens,
         tokens_per_chunk=tokens_per_chunk,
         requests=requests,
-        transport=parse_transport(transport),
+        transport=the_transport,
     )
 
     def f(x: float | None, fmt: str = ".2f") -> str:
@@ -101,7 +115,7 @@ def calibrate(
         "measurements": [r.model_dump(mode="json") for r in results],
     }
     if json_path is not None:
-        json_path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        write_output(json_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2), "--json")
     if write_cache:
         where = save_results(results, cache)
         default = default_cache_path()

@@ -9,7 +9,7 @@ import typer
 
 from crossover import defaults
 from crossover.capacity.runner import CapacityConfig
-from crossover.cli.common import default_of, help_of
+from crossover.cli.common import check_output_file, default_of, help_of, write_output
 from crossover.errors import UsageError
 from crossover.spec.workload import Workload
 
@@ -148,6 +148,7 @@ def capacity(
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
     console = make_console(stderr=True)
     # as run does: something that is not an LLM server of this dialect is one line and
     # exit 2 before any level (each would be an invalid level of seconds), and the model
@@ -164,7 +165,7 @@ def capacity(
         check_writable(folder)
         result = run_async(_run(cfg, folder, console))
     if json_path is not None:
-        result.write(json_path)
+        write_output(json_path, result.to_json(), "--json")
     print_result(result)
     if json_path is not None:
         make_console().print(f"results: {json_path}")
@@ -228,6 +229,7 @@ def _capacity_of_targets(
             raise UsageError(f"target {t.name}: {line}") from None
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
     console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
@@ -242,7 +244,7 @@ def _capacity_of_targets(
             )
         )
     if json_path is not None:
-        result.write(json_path)
+        write_output(json_path, result.to_json(), "--json")
     for one in result.targets:
         make_console().print(f"\n[bold]{one.target.get('name')}[/]")
         print_result(one)
@@ -301,7 +303,8 @@ def level_line(level: CapacityLevel) -> str:
     )
     extra = "  [red]overloaded, stopped early[/]" if level.overloaded else ""
     speed = "" if level.trace_speed is None else f" (trace x{level.trace_speed:.3g})"
-    return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({level.seconds:.1f} s){extra}"
+    took = "kept from before" if level.kept else f"{level.seconds:.1f} s"
+    return f"rate {level.rate_rps:7.3f}/s{speed}  {mark}  {terms}  ({took}){extra}"
 
 
 def slo_word(level: CapacityLevel) -> str:

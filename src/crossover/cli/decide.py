@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +13,7 @@ from crossover.errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from crossover.analysis.schema import SweepFile
     from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.measure import Progress
@@ -173,15 +175,20 @@ def decide(
             "stopped at a request's end), not cut at a time budget"
         ),
     ] = False,
+    allow_invalid: Annotated[
+        bool, typer.Option(help="Live: exit 0 even with invalid runs (as sweep's)")
+    ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
-    from crossover.cli.common import parse_list
+    from crossover.cli.common import check_output_file, parse_list
 
     kind = _kind(question)
     metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
     for m in metrics:
         _check_metric(m, "--metric")
     levels_at = parse_list(at, "--at") if at else []
+    if any(level < 1 for level in levels_at):
+        raise UsageError(f"--at {at}: levels are concurrencies, 1 or more")
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
     the_slo = parse_slo(slo) if slo else None
@@ -189,7 +196,7 @@ def decide(
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
     if budget is not None and not 0.0 < budget <= 1.0:
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
-    if start_s is not None and start_s < 0:
+    if start_s is not None and not 0 <= start_s < math.inf:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
     if engine_logs is not None and replay is None:
         raise UsageError("--engine-logs goes with --replay (a live decision times its starts)")
@@ -201,6 +208,8 @@ def decide(
         raise UsageError("--check goes with --config sweep.yaml")
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
+    mine = [replay, prior] + ([out / "sweep.db", out / "sweep.json"] if out else [])
+    check_output_file(json_out, "--json", keep=[config, *mine])
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None
@@ -234,7 +243,23 @@ def decide(
         return
     if out is None:
         raise UsageError("--out DIR is required with --config (or --check to check it only)")
-    _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
+    sweep = _live(config, out, kind, metrics, levels_at, the_slo, the_prior, json_out, policy)
+    if not allow_invalid:
+        _fail_on_invalid(sweep)
+
+
+def _fail_on_invalid(sweep: SweepFile) -> None:
+    """Exit 3, as a sweep does, when a run the decision measured or kept is not valid: a
+    target whose every run failed left the question unanswered, and the command said 0."""
+    from crossover.errors import InvalidRunError
+
+    runs = sweep.runs
+    invalid = [r for r in runs if r.summary.verdict != "valid"]
+    if invalid:
+        raise InvalidRunError(
+            f"{len(invalid)} of {len(runs)} runs are not valid (shown, never used as points); "
+            "--allow-invalid to exit 0"
+        )
 
 
 def _write_json(path: Path | None, data: dict[str, Any]) -> None:
@@ -437,7 +462,7 @@ def _live(
     prior: Any,
     json_out: Path | None,
     policy: PolicyConfig,
-) -> None:
+) -> SweepFile:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.decide.live import decide_live, question_for
@@ -500,3 +525,4 @@ def _live(
             },
         ),
     )
+    return result.sweep

@@ -171,6 +171,8 @@ def requantize(
         raise UsageError(f"--out {out}: no such folder {out.parent}")
     if out.resolve() == src.resolve():
         raise UsageError("--out must differ from the source file")
+    if out.is_dir():  # llama-quantize failed on it after loading the model, pages of log
+        raise UsageError(f"--out {out}: that is a folder; give the new GGUF file's path")
     tool = ensure_llama_tool("llama-quantize", progress=not quiet)
     argv = [str(tool), "--allow-requantize", str(src), str(out), qtype.upper()]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -195,6 +197,8 @@ def convert(
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if not src.is_file():
         raise UsageError(f"{src}: no such file")
+    if out.exists() and not out.is_dir():  # was a NotADirectoryError traceback
+        raise UsageError(f"--out {out}: a file is there (give a new or empty folder)")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out}: not empty (give a new or empty folder)")
     result = convert_gguf_to_hf(src, out, dtype, progress=not quiet)

@@ -49,6 +49,7 @@ def quality(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
+    from crossover.cli.common import check_output_file, write_output
     from crossover.cli.common import console as make_console
     from crossover.errors import EngineError, UsageError
     from crossover.quality.api import ApiError, parse_endpoint
@@ -66,6 +67,7 @@ def quality(
         raise UsageError("--limit must be at least 1")
     if json_path is not None and not json_path.parent.is_dir():
         raise UsageError(f"--json {json_path}: no such folder {json_path.parent}")
+    check_output_file(json_path, "--json", keep=[prompts])
     texts = load_prompts(prompts, limit)
     err = make_console(stderr=True)
     with Progress(
@@ -106,7 +108,9 @@ def quality(
         for e in c.errors[:3]:
             err.print(f"{c.name}: {e}", markup=False, highlight=False)
     if json_path is not None:
-        json_path.write_bytes(orjson.dumps(result.to_json_dict(), option=orjson.OPT_INDENT_2))
+        write_output(
+            json_path, orjson.dumps(result.to_json_dict(), option=orjson.OPT_INDENT_2), "--json"
+        )
         err.print(f"quality: {json_path}", markup=False, highlight=False)
     failed = [c for c in result.candidates if c.errors]
     if failed:  # scored what answered, said so, and fail the command

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from crossover.cli.common import check_output_file
+
 
 def report(
     directory: Annotated[Path, typer.Argument(help="sweep directory (holds sweep.json)")],
@@ -25,6 +27,7 @@ def report(
 
     sweep = load_sweep(directory)
     sweep_dir = directory if directory.is_dir() else directory.parent
+    check_output_file(out, "--out", keep=[sweep_dir / "sweep.json", sweep_dir / "sweep.db"])
     try:
         path = write_report(sweep_dir, sweep, out)
     except OSError as exc:
@@ -65,6 +68,8 @@ def compare(
     from crossover.errors import InvalidRunError, UsageError
     from crossover.report import compare_paths, format_table, write_compare_html
 
+    inputs = [p / name for p in (before, after) for name in ("sweep.json", "sweep.db")]
+    check_output_file(html, "--html", keep=[before, after, *inputs])
     cmp = compare_paths(before, after)
     why = cmp.refusal()
     if why is not None and not force:

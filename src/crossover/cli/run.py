@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from crossover import defaults
-from crossover.cli.common import default_of, help_of
+from crossover.cli.common import check_output_file, default_of, help_of, write_output
 from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.run import RunConfig
@@ -48,6 +48,21 @@ ThinkOpt = Annotated[
     float | None,
     typer.Option(help="Seconds between a turn's reply and the session's next turn [default: 0]"),
 ]
+
+
+def sessions_of(turns: int | None, think_s: float | None) -> dict[str, Any] | None:
+    """``--turns``/``--think-s`` as a config's ``sessions`` (one turn is no session); a
+    count below 1 or a think time out of range is one line (--turns 0 and --think-s -1
+    or nan passed silently as one turn)."""
+    if turns is not None and turns < 1:
+        raise UsageError(f"--turns {turns}: at least 1")
+    if think_s is not None and not 0 <= think_s <= 3600:
+        raise UsageError(f"--think-s {think_s:g}: 0 to 3600 seconds")
+    if turns is None or turns < 2:
+        return None
+    return {"turns": turns, "think_s": think_s or 0.0}
+
+
 TraceOpt = Annotated[
     Path | None,
     typer.Option(
@@ -291,7 +306,7 @@ def run(
         output_tokens=output_tokens,
         input_tokens=prompt_lengths_input(prompt_lengths, prompts, input_tokens),
         shared_prefix=shared_prefix,
-        sessions={"turns": turns, "think_s": think_s or 0.0} if turns and turns > 1 else None,
+        sessions=sessions_of(turns, think_s),
         trace=trace,
         trace_speed=trace_speed,
         trace_block_tokens=trace_block_tokens,
@@ -317,6 +332,7 @@ def run(
     check_writable(out)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json", keep=[db or out / "results.db", prompts])
     console = make_console(stderr=True)
     # a local tokenizer is checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
@@ -374,7 +390,9 @@ def run(
     if json_path is not None:
         import orjson
 
-        json_path.write_bytes(orjson.dumps(summary.to_json_dict(), option=orjson.OPT_INDENT_2))
+        write_output(
+            json_path, orjson.dumps(summary.to_json_dict(), option=orjson.OPT_INDENT_2), "--json"
+        )
     console.print(f"[dim]records: {db or out / 'results.db'} (run {outcome.run_id})[/]")
     if summary.verdict != "valid" and not allow_invalid:
         raise InvalidRunError(
@@ -463,10 +481,10 @@ def summarize_cmd(
     from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
     from crossover.measure import resummarize
-    from crossover.records.store import Store
+    from crossover.records.store import Store, require_database
 
-    if not db.is_file():
-        raise UsageError(f"{db}: no such database")
+    require_database(db)
+    check_output_file(json_path, "--json", keep=[db])
     console = make_console()
     out = []
     with Store(db) as store:
@@ -480,4 +498,4 @@ def summarize_cmd(
             print_summary(console, s, f"{title}  (run {rid})")
             out.append({"run_id": rid, "target": target, "summary": s.to_json_dict()})
     if json_path is not None:
-        json_path.write_bytes(orjson.dumps(out, option=orjson.OPT_INDENT_2))
+        write_output(json_path, orjson.dumps(out, option=orjson.OPT_INDENT_2), "--json")

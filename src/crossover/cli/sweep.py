@@ -18,6 +18,7 @@ from crossover.cli.run import (
     TraceOpt,
     TurnsOpt,
     prompt_lengths_input,
+    sessions_of,
 )
 from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.run import RunConfig, parse_named_url
@@ -232,8 +233,8 @@ def sweep(
         "transport": transport,
         "slo": slo,
     }
-    if turns is not None and turns > 1:  # as run: one turn is no session
-        flags["sessions"] = {"turns": turns, "think_s": think_s or 0.0}
+    if (sessions := sessions_of(turns, think_s)) is not None:  # as run: one turn is none
+        flags["sessions"] = sessions
     if refine:
         flags["refine"] = True
     if concurrency is not None and rates is not None:

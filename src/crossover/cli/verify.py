@@ -71,6 +71,7 @@ def verify_config(
     from rich.markup import escape
     from rich.table import Table
 
+    from crossover.cli.common import check_output_file, write_output
     from crossover.cli.common import console as make_console
     from crossover.engines.asked import asked_checks
     from crossover.engines.effective import (
@@ -85,6 +86,7 @@ def verify_config(
 
     if not log.is_file():
         raise UsageError(f"log file not found: {log}")
+    check_output_file(json_path, "--json", keep=[log, plan])
     expected: dict[str, bool | int | float | str] = {}
     ignored: list[str] = []
     if plan is not None:
@@ -154,8 +156,7 @@ def verify_config(
             ),
             "ignored_plan_keys": ignored,
         }
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        write_output(json_path, json.dumps(doc, indent=2) + "\n", "--json")
     if bad:
         what = "; ".join(
             f"{c.setting}: expected {_show(c.expected)}, got {_show(c.effective)}" for c in bad

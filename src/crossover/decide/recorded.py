@@ -26,6 +26,7 @@ from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
+from crossover.records.store import damaged, read_records
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,20 @@ class Recorded:
         self.path = path
         self.runs: dict[tuple[str, int, int], RecordedRun] = {}
         for run_id, key, ctx, summary in rows:
-            name, level, rep = key.split("|")
-            if not level.startswith("c="):
-                continue  # rate levels: the policy decides along concurrency
-            context = orjson.loads(ctx)
-            self.runs[(name, int(level[2:]), int(rep.removeprefix("r=")))] = RecordedRun(
-                run_id,
-                name,
-                int(level[2:]),
-                int(rep.removeprefix("r=")),
-                context.get("context") or {},
-                orjson.loads(summary) if summary else None,
+            parts = key.split("|")
+            if len(parts) != 3 or not parts[1].startswith("c="):
+                continue  # rate levels (the policy decides along concurrency), and no level
+            name, level, rep = parts
+            try:
+                at, repeat = int(level[2:]), int(rep.removeprefix("r="))
+                context = orjson.loads(ctx)
+                done = orjson.loads(summary) if summary else None
+                if not isinstance(context, dict) or not isinstance(done, dict | None):
+                    raise TypeError("its context or summary is not a JSON object")
+            except (ValueError, TypeError) as exc:  # orjson's JSONDecodeError: a ValueError
+                raise damaged(path, f"run {run_id}", exc) from None
+            self.runs[(name, at, repeat)] = RecordedRun(
+                run_id, name, at, repeat, context.get("context") or {}, done
             )
         if not self.runs:
             raise UsageError(f"{path}: no finished concurrency level to replay")
@@ -78,7 +82,7 @@ class Recorded:
             rows = self.db.execute(
                 "SELECT record FROM requests WHERE run_id=? ORDER BY warmup DESC, idx", (run_id,)
             ).fetchall()
-            self._records[run_id] = [RequestRecord.model_validate(orjson.loads(r[0])) for r in rows]
+            self._records[run_id] = read_records(self.path, run_id, rows)
         return self._records[run_id]
 
     def targets(self) -> list[str]:
@@ -97,17 +101,20 @@ class Recorded:
     def span(self, run_id: str) -> tuple[float, int]:
         """A whole run's measuring time (first send to last end, warm-up included) and its
         measured requests, read in SQL (no record is parsed)."""
-        row = self.db.execute(
-            "SELECT min(json_extract(CAST(record AS TEXT), '$.t_send_ns')), "
-            "max(max(coalesce(json_extract(CAST(record AS TEXT), '$.t_done_ns'), 0), "
-            "coalesce(json_extract(CAST(record AS TEXT), '$.t_last_ns'), 0), "
-            "json_extract(CAST(record AS TEXT), '$.t_send_ns'))), sum(warmup = 0) "
-            "FROM requests WHERE run_id=?",
-            (run_id,),
-        ).fetchone()
-        if row is None or row[0] is None:
-            return 0.0, 0
-        return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
+        try:
+            row = self.db.execute(
+                "SELECT min(json_extract(CAST(record AS TEXT), '$.t_send_ns')), "
+                "max(max(coalesce(json_extract(CAST(record AS TEXT), '$.t_done_ns'), 0), "
+                "coalesce(json_extract(CAST(record AS TEXT), '$.t_last_ns'), 0), "
+                "json_extract(CAST(record AS TEXT), '$.t_send_ns'))), sum(warmup = 0) "
+                "FROM requests WHERE run_id=?",
+                (run_id,),
+            ).fetchone()
+            if row is None or row[0] is None:
+                return 0.0, 0
+            return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
+        except (sqlite3.DatabaseError, TypeError) as exc:  # a record that is not JSON
+            raise damaged(self.path, f"a request record of run {run_id}", exc) from None
 
     def observe(
         self,

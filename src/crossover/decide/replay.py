@@ -202,6 +202,11 @@ def replay(
             raise UsageError(
                 f"{path} holds no target {', '.join(unknown)} (it holds {', '.join(rec.targets())})"
             )
+        if len(set(names)) < 2:
+            raise UsageError(
+                f"{path}: a decision compares targets; the replay has only "
+                f"{', '.join(names)} (--target: two or more)"
+            )
         q = Question(
             kind,
             tuple(names),

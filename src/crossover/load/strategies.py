@@ -143,15 +143,24 @@ async def open_loop(
             await send(i, t_sched, False)
 
     mine, parts = part
-    for k, t_sched in enumerate(schedule):
-        if k % parts != mine:
-            continue
-        if abort.is_set():
-            break
-        await sleep_until(t_sched)
-        task = loop.create_task(one(first_index + k, t_sched))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+    try:
+        for k, t_sched in enumerate(schedule):
+            if k % parts != mine:
+                continue
+            if abort.is_set():
+                break
+            await sleep_until(t_sched)
+            task = loop.create_task(one(first_index + k, t_sched))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    except BaseException:
+        # cancelled between sends (Ctrl-C): the requests in flight end with it, awaited,
+        # not left to fail after the loop has gone ("Task exception was never retrieved")
+        started = list(tasks)
+        for t in started:
+            t.cancel()
+        await asyncio.gather(*started, return_exceptions=True)
+        raise
     if tasks:
         await _gather_or_abort(list(tasks), abort)
 

@@ -13,7 +13,7 @@ from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
 from crossover.metrics.summary import ClientFloor, EngineCounter, EngineInfo, LoopLag, RunSummary
 from crossover.metrics.witness import CHUNK_ENCODES, retokenize
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store
+from crossover.records.store import Store, damaged
 from crossover.spec.run import RunConfig
 from crossover.workload import ServerTokenizer, Tokenizer
 
@@ -90,12 +90,15 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
     row = store.run(run_id)
     if row is None:
         raise UsageError(f"no run {run_id} in {store.path}")
-    ctx = RunContext.model_validate(row.context["context"])
     engine = None
     loop: LoopLag | None = None
-    for source, _, data in store.samples(run_id):
-        if source == ENGINE_COUNTER_SAMPLE:
-            engine = EngineCounter.model_validate(data)
-        elif source == LOOP_SAMPLE:
-            loop = LoopLag.model_validate(data)
+    try:
+        ctx = RunContext.model_validate(row.context["context"])
+        for source, _, data in store.samples(run_id):
+            if source == ENGINE_COUNTER_SAMPLE:
+                engine = EngineCounter.model_validate(data)
+            elif source == LOOP_SAMPLE:
+                loop = LoopLag.model_validate(data)
+    except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError: a ValueError
+        raise damaged(store.path, f"run {run_id}", exc) from None
     return summarize(store.records(run_id), ctx, engine, loop)

@@ -97,6 +97,43 @@ def check_writable(folder: Path) -> None:
         raise UsageError(f"output folder {folder} has less than 16 MiB free")
 
 
+#: the first bytes of every SQLite database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def require_database(path: Path) -> None:
+    """Fail with one line unless ``path`` is an SQLite file: a ``Store`` opened on an
+    empty or any other file would write its tables into it (``summarize`` turned an
+    empty file it was only to read into a results database)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such database")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    if head != SQLITE_MAGIC:
+        what = "an empty file" if not head else "not an SQLite file"
+        raise UsageError(f"{path}: not a crossover results database ({what})")
+
+
+def damaged(path: Path, what: str, exc: Exception) -> UsageError:
+    """One line for a row of a results database that cannot be read back (edited or
+    damaged by hand: SQLite's own checks pass); a traceback otherwise."""
+    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return UsageError(f"{path}: {what} is damaged and cannot be read ({why})")
+
+
+def read_records(path: Path, run_id: str, rows: Sequence[Sequence[Any]]) -> list[RequestRecord]:
+    """The request records of ``rows`` (one ``record`` column each), read back."""
+    from pydantic import ValidationError
+
+    try:
+        return [RequestRecord.model_validate(orjson.loads(r[0])) for r in rows]
+    except (orjson.JSONDecodeError, ValidationError, TypeError) as exc:
+        raise damaged(path, f"a request record of run {run_id}", exc) from None
+
+
 #: the most statements one transaction of the writer takes
 MAX_BATCH = 1024
 #: a ``RecordSink`` holds a load's finished records at most this long (seconds)
@@ -300,7 +337,7 @@ class Store:
         if not include_warmup:
             sql += " AND warmup=0"
         rows = self._db.execute(sql + " ORDER BY warmup DESC, idx", (run_id,)).fetchall()
-        return [RequestRecord.model_validate(orjson.loads(r[0])) for r in rows]
+        return read_records(self.path, run_id, rows)
 
     def samples(self, run_id: str) -> list[tuple[str, float, dict[str, Any]]]:
         self.flush()
@@ -310,14 +347,17 @@ class Store:
         return [(s, t, orjson.loads(d)) for s, t, d in rows]
 
     def _row(self, r: tuple[Any, ...]) -> RunRow:
-        return RunRow(
-            run_id=r[0],
-            key=r[1],
-            created_at=r[2],
-            status=r[3],
-            context=orjson.loads(r[4]),
-            summary=orjson.loads(r[5]) if r[5] else None,
-        )
+        try:
+            return RunRow(
+                run_id=r[0],
+                key=r[1],
+                created_at=r[2],
+                status=r[3],
+                context=orjson.loads(r[4]),
+                summary=orjson.loads(r[5]) if r[5] else None,
+            )
+        except (orjson.JSONDecodeError, TypeError) as exc:
+            raise damaged(self.path, f"run {r[0]}", exc) from None
 
     def runs(self) -> list[RunRow]:
         self.flush()

@@ -64,6 +64,22 @@ def _trace_defaults(data: Any) -> Any:
     return data
 
 
+#: the rates (requests/s) a load is given: one request in about 12 days to a million a
+#: second. Outside, a schedule was never built (1e300: a schedule of 1e300 entries, a
+#: hang) or held a time past a float's range (1e-300: an OverflowError)
+MIN_RATE_RPS = 1e-6
+MAX_RATE_RPS = 1e6
+
+
+def check_rate(v: float) -> float:
+    """A finite rate within ``MIN_RATE_RPS``-``MAX_RATE_RPS`` (one line otherwise)."""
+    if not MIN_RATE_RPS <= v <= MAX_RATE_RPS:
+        raise ValueError(
+            f"a rate must be {MIN_RATE_RPS:g} to {MAX_RATE_RPS:g} requests/s, got {v:g}"
+        )
+    return v
+
+
 class RunConfig(Limits, Warmup, Workload):
     """One load level against one endpoint (``crossover run``)."""
 
@@ -76,10 +92,11 @@ class RunConfig(Limits, Warmup, Workload):
     dialect: str = Field("openai", validation_alias=AliasChoices("dialect", "engine"))
     model: str
     concurrency: int | None = Field(None, ge=1, le=100_000)
-    rate_rps: float | None = Field(None, gt=0)
+    # finite: an infinite rate or duration was an OverflowError at the level's start
+    rate_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_in_flight: int | None = Field(None, ge=1)
     requests: int | None = Field(None, ge=1)
-    duration_s: float | None = Field(None, gt=0)
+    duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     trace_speed: float = Field(1.0, gt=0, le=1e6)
     #: an open loop's arrival times from this seed instead of ``seed`` (a sweep's repeats
     #: each draw their own arrivals, the same for every target)
@@ -107,6 +124,11 @@ class RunConfig(Limits, Warmup, Workload):
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
         return [base_url(u) for u in v]
+
+    @field_validator("rate_rps")
+    @classmethod
+    def _rate(cls, v: float | None) -> float | None:
+        return None if v is None else check_rate(v)
 
     @field_validator("dialect")
     @classmethod

@@ -20,7 +20,7 @@ from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
-from crossover.spec.run import RunConfig, level_run
+from crossover.spec.run import RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo, SloText
 from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
 from crossover.spec.workload import Workload
@@ -59,13 +59,14 @@ class SweepConfig(Limits, Warmup, Workload):
     requests_per_concurrency: float | None = Field(
         None,
         gt=0,
+        allow_inf_nan=False,
         description="or scale with the level: max(min_requests_per_level, k x level)",
     )
     min_requests_per_level: int = Field(
         2, ge=1, description="the floor of requests_per_concurrency"
     )
     duration_s_per_level: float | None = Field(
-        None, gt=0, description="or measure each level for this many seconds"
+        None, gt=0, allow_inf_nan=False, description="or measure each level for this many seconds"
     )
     warmup_every_level: bool = Field(
         True,
@@ -145,6 +146,8 @@ class SweepConfig(Limits, Warmup, Workload):
             return None
         if any(not r > 0 or math.isinf(r) for r in v):
             raise ValueError("each rate must be a positive number of requests/s")
+        for r in v:
+            check_rate(r)
         return sorted(set(v))
 
     @field_validator("slo")
@@ -292,7 +295,8 @@ class SweepConfig(Limits, Warmup, Workload):
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     if not path.is_file():
-        raise UsageError(f"sweep config {path} does not exist")
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise UsageError(f"sweep config {path} {what}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

@@ -238,6 +238,8 @@ class SweepRunner:
 
         # a bad floor file fails before work, and before sweep.db exists
         resolve_client_floor(config.client_floor, None)
+        if (out / "sweep.json").is_dir():  # written after each level: a traceback there
+            raise UsageError(f"{out / 'sweep.json'} is a folder; the sweep writes its file there")
         #: with a Ray cluster every target runs on a node of it (``crossover.sweep.cluster``),
         #: the targets in parallel as far as the cluster has room
         self.cluster = cluster

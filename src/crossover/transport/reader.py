@@ -65,7 +65,8 @@ class Timeouts(BaseModel):
     Defined once: ``crossover run``'s flags, a sweep's and capacity's ``timeouts:`` and the
     transports all read this model."""
 
-    model_config = {"extra": "forbid", "frozen": True}  # conect_s must not pass as default
+    # conect_s must not pass as default; an infinite limit was aiohttp's OverflowError
+    model_config = {"extra": "forbid", "frozen": True, "allow_inf_nan": False}
 
     connect_s: float = Field(
         10.0,

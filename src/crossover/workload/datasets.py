@@ -89,7 +89,8 @@ def read_texts(path: Path) -> list[str]:
 def read_conversations(path: Path) -> list[Conversation]:
     """The file's prompts, each with its reply where the file has one."""
     if not path.is_file():
-        raise UsageError(f"prompt file {path} does not exist")
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise UsageError(f"prompt file {path} {what}")
     try:
         if path.suffix == ".jsonl":
             texts = _read_jsonl(path)
