@@ -27,8 +27,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
         "errors versions multicast defaults tasks optional",
-        "builds calibration dialects records workload",
-        "models engines transport",
+        "builds calibration dialects records",
+        # workload reads a GGUF's vocabulary through models (the tokenizer.json it builds)
+        "models engines transport workload",
         "spec",
         "load quality",
         "metrics",
