@@ -172,3 +172,34 @@ def capacity_rps(x: Linear, tpot_slo_ms: float, n: int) -> float:
     """The highest rate whose mean per-token gap stays within ``tpot_slo_ms``: with
     gap S, T = ttft + (n - 1) S and L = (S - a) / b = rate x T."""
     return (tpot_slo_ms - x.a_ms) / x.b_ms / ((x.ttft_ms + (n - 1) * tpot_slo_ms) / 1000.0)
+
+
+#: the calibration server dressed as llama-server (tests/sweep/calib_engine.py)
+CALIB_ENGINE = Path(__file__).with_name("calib_engine.py")
+
+
+def calib_engine_target(
+    tmp_path: Path,
+    name: str,
+    latency: dict[str, float] | None = None,
+    env: dict[str, str] | None = None,
+    **launch: Any,
+) -> dict[str, Any]:
+    """A sweep target that launches the calibration engine as llama-server: its latency
+    settings in ``tmp_path/NAME.json``, a stand-in GGUF as its model."""
+    from tests.ggufs import stand_in_gguf
+
+    settings = tmp_path / f"{name}.json"
+    settings.write_text(json.dumps(latency or {"ttft_ms": 2.0, "itl_ms": 2.0}))
+    model = tmp_path / f"{name}.gguf"
+    stand_in_gguf(model)
+    block: dict[str, Any] = {
+        "engine": "llamacpp",
+        "model": str(model),
+        "executable": [sys.executable, str(CALIB_ENGINE)],
+        "parallel": 4,
+        "health_timeout_s": 30,
+        "env": {"CALIB_ENGINE_CONFIG": str(settings), **(env or {})},
+        **launch,
+    }
+    return {"name": name, "model": "calibration", "launch": block}

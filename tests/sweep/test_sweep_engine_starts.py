@@ -5,10 +5,7 @@ starts nothing adds none."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,31 +13,14 @@ import yaml
 from crossover.analysis.schema import EngineStart
 from crossover.cli.app import main
 from crossover.records.store import Store
-from tests.ggufs import stand_in_gguf
 
-from .conftest import read_sweep
+from .conftest import calib_engine_target, read_sweep
 
-ENGINE = Path(__file__).with_name("calib_engine.py")
 LOAD_S = 1.5
 
 
 def _config(tmp_path: Path, levels: list[int]) -> Path:
-    settings = tmp_path / "calibration.json"
-    settings.write_text(json.dumps({"ttft_ms": 2.0, "itl_ms": 2.0}))
-    model = tmp_path / "model.gguf"
-    stand_in_gguf(model)
-    target: dict[str, Any] = {
-        "name": "E",
-        "model": "calibration",
-        "launch": {
-            "engine": "llamacpp",
-            "model": str(model),
-            "executable": [sys.executable, str(ENGINE)],
-            "parallel": 4,
-            "health_timeout_s": 30,
-            "env": {"CALIB_ENGINE_CONFIG": str(settings), "CALIB_ENGINE_LOAD_S": str(LOAD_S)},
-        },
-    }
+    target = calib_engine_target(tmp_path, "E", env={"CALIB_ENGINE_LOAD_S": str(LOAD_S)})
     cfg = {
         "name": "starts",
         "targets": [target],

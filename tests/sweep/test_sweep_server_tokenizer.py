@@ -5,44 +5,21 @@ did: every run after the first target's was 'on the server's word alone')."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from crossover.cli.app import main
-from tests.ggufs import stand_in_gguf
 
-from .conftest import read_sweep
-
-ENGINE = Path(__file__).with_name("calib_engine.py")
-
-
-def _target(tmp_path: Path, name: str) -> dict[str, Any]:
-    settings = tmp_path / f"{name}.json"
-    settings.write_text(json.dumps({"ttft_ms": 2.0, "itl_ms": 1.0}))
-    model = tmp_path / f"{name}.gguf"
-    stand_in_gguf(model)
-    return {
-        "name": name,
-        "model": "calibration",
-        "launch": {
-            "engine": "llamacpp",
-            "model": str(model),
-            "executable": [sys.executable, str(ENGINE)],
-            "parallel": 4,
-            "health_timeout_s": 30,
-            "env": {"CALIB_ENGINE_CONFIG": str(settings)},
-        },
-    }
+from .conftest import calib_engine_target, read_sweep
 
 
 def test_each_target_is_witnessed_by_its_own_engine(tmp_path: Path) -> None:
     cfg = {
         "name": "server-tokenizer",
-        "targets": [_target(tmp_path, "a"), _target(tmp_path, "b")],
+        "targets": [
+            calib_engine_target(tmp_path, n, {"ttft_ms": 2.0, "itl_ms": 1.0}) for n in "ab"
+        ],
         "concurrency": [1, 2],
         "requests_per_level": 4,
         "warmup_requests": 0,
