@@ -94,7 +94,7 @@ fi
 left=$(( END - $(el) ))
 say "sweep $CONFIG -> $NAME for ${left}s: $*"
 if [ "${CMD:-sweep}" = decide ]; then  # crossover decide over the same config (docs/decide.md)
-  $XO decide --config $CONFIG --out $W/$NAME --json $W/$NAME/decision.json "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
+  $XO decide --config $CONFIG --out $W/$NAME --json $W/$NAME/decision.json --allow-invalid "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
 else
   $XO sweep --config $CONFIG --out $W/$NAME --allow-invalid --no-report "$@" > $W/$NAME/sweep-$T0.log 2>&1 &
 fi
