@@ -267,10 +267,9 @@ def _write_json(path: Path | None, data: dict[str, Any]) -> None:
         return
     import orjson
 
-    try:
-        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    from crossover.cli.common import write_output
+
+    write_output(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", "--json")
     typer.echo(f"decision: {path}")
 
 
@@ -287,27 +286,15 @@ def _replay(
     start_s: float | None,
     engine_logs: Path | None,
 ) -> None:
-    import dataclasses
-
-    from crossover.decide.recorded import Recorded
     from crossover.decide.replay import replay
-    from crossover.decide.starts import START_S, start_costs
+    from crossover.decide.starts import START_S
     from crossover.decide.text import decision_json, decision_lines
 
-    rec = Recorded(db)
-    try:
-        names, recorded = targets or rec.targets(), rec.engine_starts()
-    finally:
-        rec.close()
-    costs = start_costs(names, recorded, engine_logs, start_s)
-    # a budget weighs each target's start at what it was measured to cost (an estimate
-    # stays out of it: without --start-s, starts not measured are free, as before)
-    measured = {t: c.seconds for t, c in costs.items() if c.measured}
-    if measured and start_s is None:
-        policy = dataclasses.replace(policy, start_s_of=measured)
     r = replay(
-        db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy, prior=prior
-    )
+        db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy,
+        prior=prior, start_s=start_s, engine_logs=engine_logs,
+    )  # fmt: skip
+    costs = r.start_costs
     for line in decision_lines(r.decision):
         typer.echo(line)
     typer.echo("measured (replayed from the records' stamps), per target:")
@@ -319,7 +306,7 @@ def _replay(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
         f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
     )
-    gpu = r.gpu_seconds({t: c.seconds for t, c in costs.items()})
+    gpu = r.gpu_seconds()
     typer.echo("GPU time per target (measuring + engine starts x each one's cost):")
     for t, g in gpu.items():
         n = r.starts_by_target.get(t, 0)

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from crossover.analysis.crossovers import Finding
-from crossover.analysis.schema import EngineStart
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
 from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
 from crossover.decide.policy import next_step
 from crossover.decide.recorded import Recorded
+from crossover.decide.starts import StartCost, start_costs
 from crossover.decide.state import PolicyConfig, Prior, State, pair_findings
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
@@ -65,14 +65,14 @@ class ReplayResult:
     starts: int = 0
     #: the same, per target
     starts_by_target: dict[str, int] = field(default_factory=dict)
-    #: the engine starts the database holds (timed by the sweep that made it)
-    engine_starts: list[EngineStart] = field(default_factory=list)
+    #: what one engine start of each target costs, and where that figure comes from
+    start_costs: dict[str, StartCost] = field(default_factory=dict)
 
-    def gpu_seconds(self, start_s: Mapping[str, float]) -> dict[str, float]:
-        """Each target's GPU time: its measuring time and its ``start_s`` per engine start
-        (``crossover.decide.starts``)."""
+    def gpu_seconds(self) -> dict[str, float]:
+        """Each target's GPU time: its measuring time and its start's cost per engine start
+        (``start_costs``)."""
         return {
-            t: s + self.starts_by_target.get(t, 0) * start_s.get(t, 0.0)
+            t: s + self.starts_by_target.get(t, 0) * self.start_costs[t].seconds
             for t, s in self.seconds.items()
         }
 
@@ -192,8 +192,13 @@ def replay(
     slo: SloTerm | None = None,
     cfg: PolicyConfig | None = None,
     prior: Prior | None = None,
+    start_s: float | None = None,
+    engine_logs: Path | None = None,
 ) -> ReplayResult:
-    """Run the policy against the database at ``path`` until it settles."""
+    """Run the policy against the database at ``path`` until it settles. Each target's
+    engine start costs what ``crossover.decide.starts`` finds (``start_s``, the starts the
+    database timed, ``engine_logs``, else an estimate): a budget weighs the measured ones
+    (an estimate stays out of it: without ``start_s`` a start not measured is free)."""
     rec = Recorded(path)
     try:
         names = list(targets) if targets else rec.targets()
@@ -220,6 +225,10 @@ def replay(
             },
         )
         cfg = cfg or PolicyConfig()
+        costs = start_costs(names, rec.engine_starts(), engine_logs, start_s)
+        timed = {t: c.seconds for t, c in costs.items() if c.measured}
+        if timed and start_s is None:
+            cfg = dataclasses.replace(cfg, start_s_of=timed)
         if cfg.budget is not None and cfg.grid_s is None:
             # the grid's measuring time is known here: the budget is a share of it, with
             # one engine start per target (the grid's own; 0 each unless starts are counted)
@@ -304,7 +313,7 @@ def replay(
             measured,
             starts,
             by_target,
-            rec.engine_starts(),
+            costs,
         )
     finally:
         rec.close()
