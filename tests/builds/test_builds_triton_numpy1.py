@@ -48,16 +48,16 @@ def test_engine_venv_read_by_its_own_interpreter(
     new = tmp_path / "new"
     _dist(new, "scipy", "1.18.1", ["numpy<2.8,>=2.0.0"])
     monkeypatch.setenv("PYTHONPATH", str(new))
-    assert triton.numpy1_builds(sys.executable) == ["scipy==1.14.1"]
+    assert triton.numpy2_held(sys.executable)[0] == ["scipy==1.14.1"]
     old = tmp_path / "old"
     _dist(old, "scipy", "1.14.1", ["numpy<2.3,>=1.23.5"])
     monkeypatch.setenv("PYTHONPATH", str(old))
-    assert triton.numpy1_builds(sys.executable) == []
+    assert triton.numpy2_held(sys.executable)[0] == []
 
 
 def test_an_engine_python_that_cannot_run_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot run"):
-        triton.numpy1_builds(str(tmp_path / "no-python"))
+        triton.numpy2_held(str(tmp_path / "no-python"))
 
 
 def test_every_numpy2_only_package_is_named(
@@ -72,6 +72,6 @@ def test_every_numpy2_only_package_is_named(
     _dist(site, "opencv-python-headless", "4.12.0.88", ['numpy<2.3.0,>=2; python_version >= "3.9"'])
     _dist(site, "pandas", "2.3.3", ["numpy>=1.26.0"])  # runs on NumPy 1
     monkeypatch.setenv("PYTHONPATH", str(site))
-    named = triton.numpy2_only(sys.executable)
+    named = triton.numpy2_held(sys.executable)[1]
     assert "jaxlib==0.8.1" in named and "opencv-python-headless==4.12.0.88" in named
     assert not any(n.startswith(("scipy==", "pandas==")) for n in named)

@@ -177,16 +177,6 @@ def _ask(python: str, code: str, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-_REQUIRES = (
-    "import json,importlib.metadata as m,sys\n"
-    "out={}\n"
-    "for n in sys.argv[1:]:\n"
-    "    try: out[n]=m.requires(n) or []\n"
-    "    except m.PackageNotFoundError: pass\n"
-    "print(json.dumps(out))"
-)
-
-
 def needs_numpy2(requires: list[str]) -> bool:
     """Whether a distribution's requirements (``importlib.metadata.requires``) admit no
     NumPy 1.x: a lower bound on ``numpy`` of 2 or more (``numpy<2.8,>=2.0.0``,
@@ -218,24 +208,21 @@ _DISTRIBUTIONS = (
 )
 
 
-def numpy2_only(engine_python: str) -> list[str]:
-    """``engine_python``'s distributions (``name==version``) held in a release that
-    requires NumPy 2, other than those ``NUMPY1_BUILDS`` replaces: under the stub's NumPy
-    1.26.4 importing one fails, so a hosted engine that imports one does not load (SciPy
-    1.18.1 did, on the H200). Said at install, kept in install.json."""
+def numpy2_held(engine_python: str) -> tuple[list[str], list[str]]:
+    """What ``engine_python`` holds in a release requiring NumPy 2, asked once (its own
+    importlib.metadata): the NumPy-1 builds (``NUMPY1_BUILDS``) the stub's environment
+    needs beside NumPy 1.26.4 for those it can replace, and the others (``name==version``),
+    not replaced: under the stub's NumPy a hosted engine that imports one does not load
+    (SciPy 1.18.1 did, on the H200). The others are said at install, kept in install.json."""
     held: list[list[Any]] = _ask(engine_python, _DISTRIBUTIONS)
-    return sorted(
-        f"{name}=={version}"
+    needing = sorted(
+        (name.lower(), f"{name}=={version}")
         for name, version, reqs in held
-        if name.lower() not in NUMPY1_BUILDS and needs_numpy2(list(reqs))
+        if needs_numpy2(list(reqs))
     )
-
-
-def numpy1_builds(engine_python: str) -> list[str]:
-    """The NumPy-1 builds (``NUMPY1_BUILDS``) the stub's environment needs beside NumPy
-    1.26.4 for ``engine_python``'s packages: those it holds in a release requiring NumPy 2."""
-    held: dict[str, list[str]] = _ask(engine_python, _REQUIRES, *NUMPY1_BUILDS)
-    return [NUMPY1_BUILDS[name] for name, reqs in sorted(held.items()) if needs_numpy2(reqs)]
+    builds = [NUMPY1_BUILDS[key] for key, _ in needing if key in NUMPY1_BUILDS]
+    left = [shown for key, shown in needing if key not in NUMPY1_BUILDS]
+    return builds, left
 
 
 def wheel_path(quiet: bool = False, wheels: Path | None = None) -> Path:
@@ -402,8 +389,8 @@ def ensure_triton(
                 "pass --python with the same version"
             )
         extra += list(dict.fromkeys([eng["purelib"], eng["platlib"]]))
-    packages = [*ENV_PACKAGES, *(numpy1_builds(engine_python) if engine_python else [])]
-    left = numpy2_only(engine_python) if engine_python else []
+    builds, left = numpy2_held(engine_python) if engine_python else ([], [])
+    packages = [*ENV_PACKAGES, *builds]
     if left and progress:
         print(
             f"note: {engine_python} holds {len(left)} package(s) built for NumPy 2 only, not "

@@ -90,12 +90,12 @@ def grid_estimate(s: State) -> float:
 def spent_seconds(observations: Sequence[Observation], cfg: PolicyConfig) -> float:
     """The measuring time of every observation made (a part and the level measured
     again both count), and an engine start (its target's cost) at each switch of target."""
-    starts = sum(
+    starting = sum(
         cfg.start_cost(o.target)
         for i, o in enumerate(observations)
         if i == 0 or o.target != observations[i - 1].target
     )
-    return sum(o.seconds for o in observations) + starts
+    return sum(o.seconds for o in observations) + starting
 
 
 def measure_cost(s: State, m: Measure) -> float:
