@@ -41,10 +41,10 @@ from crossover.records.model import RequestRecord
 from crossover.spec.slo import SloTerm
 from crossover.sweep.config import Level, SweepConfig
 from crossover.sweep.driver import (
-    SEQUENTIAL_STOP,
     SweepEvents,
     SweepRunner,
     parse_run_key,
+    part_of,
     run_key,
 )
 
@@ -118,15 +118,6 @@ def _with_start_cost(policy: PolicyConfig, runner: SweepRunner, target: str) -> 
     return dataclasses.replace(policy, start_s_of={**policy.start_s_of, target: cost})
 
 
-def stop_of(runner: SweepRunner, run_id: str) -> tuple[int | None, str | None]:
-    """The requests planned and the reason of a level stopped on purpose, if it was."""
-    for source, _, data in runner.store.samples(run_id):
-        if source == SEQUENTIAL_STOP:
-            planned = data.get("planned")
-            return (int(planned) if planned is not None else None), str(data.get("why") or "")
-    return None, None
-
-
 @dataclass
 class LiveResult:
     decision: Decision
@@ -146,7 +137,8 @@ def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Obser
         if name not in names or level.concurrency is None:
             continue
         records = runner.store.records(row.run_id)
-        planned, _ = stop_of(runner, row.run_id)
+        part = part_of(runner.store.samples(row.run_id))
+        planned = part.planned if part is not None else None
         out.append(observe(name, level.concurrency, rep, records, row.summary, planned=planned))
     return out
 
@@ -260,17 +252,17 @@ async def decide_live(
             if row is None:  # the level failed: it holds nothing the policy can read
                 o = Observation(step.target, step.level, step.repeat, {}, 0, 0, 0.0, False)
             else:
-                planned, why = stop_of(runner, row.run_id)
+                part = part_of(runner.store.samples(row.run_id))
                 o = observe(
                     step.target,
                     step.level,
                     step.repeat,
                     runner.store.records(row.run_id),
                     row.summary,
-                    planned=planned,
+                    planned=part.planned if part is not None else None,
                 )
-                if why is not None:
-                    tt.stopped.append(f"{step.level} r={step.repeat}: {why}")
+                if part is not None:
+                    tt.stopped.append(f"{step.level} r={step.repeat}: {part.why}")
             obs.append(o)
             tt.measuring_s += o.seconds
             if step.level not in tt.levels:

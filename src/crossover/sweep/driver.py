@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -655,17 +655,7 @@ class SweepRunner:
                 ServerMetricsSample(t_s=t, values=d) for s, t, d in samples if s == "prometheus"
             ]
             gpus = [GpuSample.model_validate(d) for s, _, d in samples if s == "gpu"]
-            part = next(
-                (
-                    RunPart(
-                        planned=int(d["planned"]) if d.get("planned") is not None else None,
-                        why=str(d.get("why") or ""),
-                    )
-                    for s, _, d in samples
-                    if s == SEQUENTIAL_STOP
-                ),
-                None,
-            )
+            part = part_of(samples)
             runs.append(
                 SweepRun(
                     target=name,
@@ -747,6 +737,19 @@ class SweepRunner:
 
     def close(self) -> None:
         self.store.close()
+
+
+def part_of(samples: Sequence[tuple[str, float, dict[str, Any]]]) -> RunPart | None:
+    """A level stopped sending on purpose (its ``sequential_stop`` sample: ``crossover
+    decide``): the requests it planned and why; ``None`` for a whole level."""
+    for source, _, data in samples:
+        if source == SEQUENTIAL_STOP:
+            planned = data.get("planned")
+            return RunPart(
+                planned=int(planned) if planned is not None else None,
+                why=str(data.get("why") or ""),
+            )
+    return None
 
 
 def levels_skipped(
