@@ -29,7 +29,7 @@ from crossover.engines.launchrec import (
     keep_earlier_log,
     read_header,
 )
-from crossover.engines.ready import ReadyTime, ready_after
+from crossover.engines.ready import ReadyTime, log_lines, ready_after
 from crossover.errors import UsageError
 
 __all__ = [
@@ -258,9 +258,7 @@ def effective_settings(text: str, engine: str | None = None) -> EffectiveSetting
     if name is None:
         raise UsageError("cannot tell which engine wrote this log; pass --engine")
     registry.get(name)  # validates the name
-    # numbered as grep and editors number them: progress bars redraw with a bare "\r"
-    # (vLLM's and SGLang's CUDA-graph capture), which splitlines() would count as lines
-    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
+    lines = log_lines(text)
     facts = _from_log(name, lines)
     _derive(name, facts)
     if launch is not None:

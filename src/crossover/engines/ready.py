@@ -34,6 +34,13 @@ ZONE_STEP_S = 900.0
 MAX_READY_S = 6 * 3600.0
 
 
+def log_lines(text: str) -> list[str]:
+    """A log's lines numbered as grep and editors number them: progress bars redraw with
+    a bare "\r" (vLLM's and SGLang's CUDA-graph capture), which ``splitlines()`` would
+    count as lines."""
+    return [ln.removesuffix("\r") for ln in text.split("\n")]
+
+
 @dataclass(frozen=True)
 class ReadyClock:
     """The line an engine's log says it serves with, and how its lines are stamped.
@@ -94,8 +101,7 @@ def ready_after(text: str, clock: ReadyClock) -> ReadyTime | None:
     where the clock needs one, or a reading past ``MAX_READY_S``)."""
     ready = re.compile(clock.ready)
     stamp = re.compile(clock.stamp)
-    # numbered as grep numbers them (and verify-config): a bare "\r" ends no line
-    lines = [ln.removesuffix("\r") for ln in text.split("\n")]
+    lines = log_lines(text)
     at = next((i for i, line in enumerate(lines) if ready.search(line)), None)
     if at is None:
         return None
