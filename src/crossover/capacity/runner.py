@@ -168,6 +168,11 @@ def checks(slo: Slo, summary: RunSummary) -> list[SloCheck]:
     return out
 
 
+def level_met(summary: RunSummary, cs: list[SloCheck], overloaded: bool) -> bool:
+    """A level meets the SLO: not overloaded, not invalid, every term held."""
+    return not overloaded and summary.verdict != "invalid" and all(c.met for c in cs)
+
+
 class CapacityRunner:
     def __init__(self, config: CapacityConfig, out: Path, events: CapacityEvents | None = None):
         self.config = config
@@ -236,7 +241,7 @@ class CapacityRunner:
             )
             self.store.finish_run(run_id, outcome.status, summary.to_json_dict())
         cs = checks(cfg.slo, summary)
-        met = not overloaded and summary.verdict != "invalid" and all(c.met for c in cs)
+        met = level_met(summary, cs, overloaded)
         level = CapacityLevel(
             rate_rps=rate,
             trace_speed=cfg.trace_speed(rate),
@@ -272,7 +277,7 @@ class CapacityRunner:
         return CapacityLevel(
             rate_rps=rate,
             trace_speed=cfg.trace_speed(rate),
-            met=not overloaded and summary.verdict != "invalid" and all(c.met for c in cs),
+            met=level_met(summary, cs, overloaded),
             overloaded=overloaded,
             checks=cs,
             seconds=0.0,

@@ -146,9 +146,7 @@ def capacity(
         first = cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked first
     except ValidationError as exc:
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
-    if json_path is not None:
-        check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
+    _check_json(json_path, out, config)
     console = make_console(stderr=True)
     # as run does: something that is not an LLM server of this dialect is one line and
     # exit 2 before any level (each would be an invalid level of seconds), and the model
@@ -227,9 +225,7 @@ def _capacity_of_targets(
         except ValidationError as exc:
             line = validation_line(exc, flags=True, names=CAPACITY_FLAGS)
             raise UsageError(f"target {t.name}: {line}") from None
-    if json_path is not None:
-        check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
+    _check_json(json_path, out, config)
     console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
@@ -379,3 +375,13 @@ def print_result(result: CapacityFile) -> None:
         )
     n = len(result.levels)
     stdout.print(f"{n} level{'' if n == 1 else 's'}, {result.seconds:.0f} s")
+
+
+def _check_json(json_path: Path | None, out: Path | None, config: Path | None) -> None:
+    """``--json``'s folder writable and the file neither a folder nor one of the search's
+    own inputs and results, before any level."""
+    from crossover.records.store import check_writable
+
+    if json_path is not None:
+        check_writable(json_path.parent if str(json_path.parent) else Path("."))
+    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
