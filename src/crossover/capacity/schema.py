@@ -9,7 +9,6 @@ rate tried, in the order tried, with its run summary and each term's measured va
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,11 +78,6 @@ class CapacityFile(BaseModel):
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
 
-    def write(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        tmp.replace(path)
-
 
 class CapacitySet(BaseModel):
     """``crossover capacity --config sweep.yaml``: one search per target, side by side;
@@ -96,8 +90,3 @@ class CapacitySet(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
-
-    def write(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        tmp.replace(path)
