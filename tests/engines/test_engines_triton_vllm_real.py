@@ -99,6 +99,10 @@ def test_sweep_vllm_model_in_tritonserver(tritonserver: Path, tmp_path: Path) ->
     assert seen["fork_exitcode"] == 0 and seen["forked"]["numpy"] == "1.26.4", seen
     assert seen["worker_rc"] == 0 and seen["worker"].startswith("1.26.4 "), seen
     assert Path(seen["executable"]).name.startswith("python"), seen
+    # every streamed request asked the engine for increments, as vllm serve does
+    kinds = next(ln for ln in text.splitlines() if ln.startswith("fake-vllm-kinds: "))
+    asked = json.loads(kinds.removeprefix("fake-vllm-kinds: "))
+    assert asked.get("DELTA", 0) >= len(LEVELS) * PER_LEVEL and "CUMULATIVE" not in asked, asked
     # the engine core's stand-in did not outlive the server the sweep stopped
     assert not _alive(int(seen["core_pid"])), seen["core_pid"]
     got = tmp_path / "verify.json"

@@ -160,7 +160,10 @@ def _fake_pb() -> tuple[ModuleType, dict[str, float]]:
 
 
 class FakeEngine:
-    """Streams "w0 w1 ..." one token per step, as vLLM's RequestOutput does (cumulative)."""
+    """Streams "w0 w1 ..." one token per step, as vLLM's RequestOutput does: the whole
+    output so far at each step (its default), or, where the parameters ask for
+    increments (``kind``, as ``RequestOutputKind``), only the step's token for a stream
+    and only the final output otherwise."""
 
     def __init__(self, args: dict[str, Any]) -> None:
         self.args = args
@@ -168,10 +171,15 @@ class FakeEngine:
 
     async def generate(self, prompt: str, params: Any, request_id: str) -> AsyncIterator[Any]:
         n = params.max_tokens
+        kind = getattr(params, "kind", "whole")
         for i in range(1, n + 1):
             completion = SimpleNamespace(
                 text="".join(f"w{k} " for k in range(i)), token_ids=list(range(i))
             )
+            if kind == "final" and i < n:
+                continue
+            if kind == "delta":
+                completion = SimpleNamespace(text=f"w{i - 1} ", token_ids=[i - 1])
             yield SimpleNamespace(
                 outputs=[completion], prompt_token_ids=[0] * len(prompt.split()),
                 finished=i == n,
@@ -181,9 +189,20 @@ class FakeEngine:
         self.stopped = True
 
 
-@pytest.fixture
+def _params(g: Any, increments: bool) -> tuple[Any, bool]:
+    """The model's sampling_params without vLLM: the request itself, with the kind of
+    output asked for (as the real one asks: increments for a stream, else the final)."""
+    if not increments:
+        return g, False
+    return SimpleNamespace(max_tokens=g.max_tokens, kind="delta" if g.stream else "final"), True
+
+
+@pytest.fixture(params=[False, True], ids=["whole", "increments"])
 def vllm_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> Iterator[tuple[Any, Any, str]]:
     pb, counters = _fake_pb()
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", pb)
@@ -195,7 +214,8 @@ def vllm_model(
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setattr(mod, "make_engine", FakeEngine)
-    monkeypatch.setattr(mod, "sampling_params", lambda g: g)  # vLLM is not installed here
+    increments = bool(request.param)  # vLLM is not installed here
+    monkeypatch.setattr(mod, "sampling_params", lambda g: _params(g, increments))
     model = mod.TritonPythonModel()
     config = triton.parse_config(files["vllm/config.pbtxt"])
     from google.protobuf import json_format

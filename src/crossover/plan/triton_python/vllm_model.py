@@ -10,6 +10,12 @@ to that loop and returns at once (decoupled), so requests reach vLLM's continuou
 concurrently and one instance is enough. Each request streams one response per engine
 step (the text since the last one, with the cumulative token count); ``max_tokens``,
 ``min_tokens``, ``ignore_eos`` and ``temperature`` map to ``vllm.SamplingParams``.
+
+The engine is asked for what ``vllm serve`` asks it for: only the new tokens of each step
+for a streamed request (``RequestOutputKind.DELTA``), only the final output otherwise
+(``FINAL_ONLY``), so a comparison with ``vllm serve`` measures Triton's path, not a
+costlier request to the engine. A vLLM without ``RequestOutputKind`` gets its default
+(the whole output so far at every step), read as such.
 """
 
 from __future__ import annotations
@@ -52,7 +58,10 @@ def engine_version() -> str | None:
     return str(__version__)
 
 
-def sampling_params(g: common.Generate) -> Any:
+def sampling_params(g: common.Generate) -> tuple[Any, bool]:
+    """vLLM's sampling parameters for the request, and whether its outputs come as
+    increments (True: each output holds only what is new) or whole (False: vLLM's
+    default, each output holds everything so far)."""
     try:
         from vllm import SamplingParams
     except ImportError:  # as make_engine: the real cause
@@ -65,7 +74,13 @@ def sampling_params(g: common.Generate) -> Any:
     }
     if g.temperature is not None:
         fields["temperature"] = g.temperature
-    return SamplingParams(**fields)
+    try:
+        from vllm.sampling_params import RequestOutputKind
+    except ImportError:
+        return SamplingParams(**fields), False
+    # as vllm serve asks: increments for a stream, the final output alone otherwise
+    kind = RequestOutputKind.DELTA if g.stream else RequestOutputKind.FINAL_ONLY
+    return SamplingParams(**fields, output_kind=kind), True
 
 
 class TritonPythonModel:
@@ -107,12 +122,17 @@ class TritonPythonModel:
         sent = ""
         text = ""
         try:
-            stream = self.engine.generate(g.prompt, sampling_params(g), uuid.uuid4().hex)
+            params, increments = sampling_params(g)
+            stream = self.engine.generate(g.prompt, params, uuid.uuid4().hex)
             async for output in stream:
                 completion = output.outputs[0]
-                n_out = len(completion.token_ids)
-                n_in = len(output.prompt_token_ids or ())
-                text = completion.text
+                if increments:
+                    n_out += len(completion.token_ids)
+                    text += completion.text
+                else:
+                    n_out = len(completion.token_ids)
+                    text = completion.text
+                n_in = max(n_in, len(output.prompt_token_ids or ()))
                 if g.stream and not output.finished:
                     sender.send(common.response(pb_utils, text[len(sent) :], g, n_out, n_in))
                     sent = text
