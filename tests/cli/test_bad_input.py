@@ -60,6 +60,15 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),
         ([*SWEEP_A, "--workers", "many"], "--workers: expected a number or auto, got 'many'"),
+        # a comma list of levels: an empty item or a level below 1 is refused, not skipped
+        ([*SWEEP_A[:-4], "--concurrency", "1,,2", "--output-tokens", "4"], "empty item"),
+        ([*SWEEP_A[:-4], "--rates", "2,0", "--output-tokens", "4"], "--rates: each item"),
+        (["calibrate", "--concurrency", "1,", "--no-cache"], "--concurrency: empty item"),
+        (
+            ["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency", "1,,64"],
+            "empty item",
+        ),
+        (["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency", "0,8"], "above 0"),
         (["summarize", "/no/such.db"], "no such database"),
         (["nope"], "No such command"),
     ],

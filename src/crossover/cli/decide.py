@@ -187,8 +187,6 @@ def decide(
     for m in metrics:
         _check_metric(m, "--metric")
     levels_at = parse_list(at, "--at") if at else []
-    if any(level < 1 for level in levels_at):
-        raise UsageError(f"--at {at}: levels are concurrencies, 1 or more")
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
     the_slo = parse_slo(slo) if slo else None
