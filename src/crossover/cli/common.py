@@ -116,17 +116,14 @@ def check_output_file(path: Path | None, flag: str, keep: Sequence[Path | None] 
 
 
 def write_output(path: Path, data: bytes | str, flag: str) -> None:
-    """Write an output file whole or not at all (a file beside it, then renamed; its
-    folder made where missing); a failure is one line naming ``flag``."""
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(path.name + ".tmp")
+    """Write an output file whole or not at all (``files.write_atomic``: a file beside
+    it, then renamed; its folder made where missing); a failure is one line naming
+    ``flag``."""
+    from crossover.files import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(raw)
-        tmp.replace(path)
+        write_atomic(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror})") from None
 
 
