@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from crossover.errors import EngineError, closest, unknown_choice, validation_line
+from crossover.errors import (
+    EngineError,
+    UsageError,
+    check_port,
+    closest,
+    unknown_choice,
+    validation_line,
+)
 
 
 class Inner(BaseModel):
@@ -69,3 +76,24 @@ def test_engine_error_cause_is_the_last_line_the_engine_logged() -> None:
     assert EngineError("x", "\n  \n").cause is None
     long = EngineError("x", "e" * 500).cause
     assert long is not None and len(long) == 200 and long.endswith("…")
+
+
+@pytest.mark.parametrize(("port", "free"), [(1, False), (65535, False), (0, True), (8000, True)])
+def test_check_port_takes_a_tcp_port(port: int, free: bool) -> None:
+    check_port(port, free=free)
+
+
+@pytest.mark.parametrize(
+    ("port", "free", "line"),
+    [
+        (0, False, "--port 0: not a TCP port; give 1 to 65535"),
+        (-1, False, "--port -1: not a TCP port; give 1 to 65535"),
+        (65536, False, "--port 65536: not a TCP port; give 1 to 65535"),
+        (-1, True, "--port -1: not a TCP port; give 0 to 65535 (0 picks a free one)"),
+        (70000, True, "--port 70000: not a TCP port; give 0 to 65535 (0 picks a free one)"),
+    ],
+)
+def test_check_port_refuses_one_outside(port: int, free: bool, line: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        check_port(port, free=free)
+    assert str(exc.value) == line

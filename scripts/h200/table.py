@@ -21,13 +21,16 @@ def cell(values: list[float], fmt: str) -> str:
     if not values:
         return "–"
     lo, hi = min(values), max(values)
-    return fmt.format(lo) if len(values) == 1 or fmt.format(lo) == fmt.format(hi) else (
-        fmt.format(lo) + "–" + fmt.format(hi)
+    return (
+        fmt.format(lo)
+        if len(values) == 1 or fmt.format(lo) == fmt.format(hi)
+        else (fmt.format(lo) + "–" + fmt.format(hi))
     )
 
 
 def main(path: str, only: list[str] | None = None) -> None:
-    sweep = json.load(open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as f:
+        sweep = json.load(f)
     names = [t["name"] for t in sweep["targets"]]
     runs: dict[tuple[str, int], list[dict]] = defaultdict(list)
     unverified: dict[tuple[str, int], list[dict]] = defaultdict(list)

@@ -105,6 +105,15 @@ def unknown_choice(what: str, value: str, choices: Iterable[str]) -> str:
     return f"unknown {what} {value!r}{hint} (known: {', '.join(names)})"
 
 
+def check_port(port: int, flag: str = "--port", *, free: bool = False) -> None:
+    """A TCP port given by the user, 1 to 65535 (with ``free``, 0 too: the system picks
+    a free one, as a server started here may ask); else one line naming ``flag``."""
+    low = 0 if free else 1
+    if not low <= port <= 65535:
+        picks = " (0 picks a free one)" if free else ""
+        raise UsageError(f"{flag} {port}: not a TCP port; give {low} to 65535{picks}")
+
+
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The pydantic model that holds the field at ``loc`` (list indexes skipped)."""
     from pydantic import BaseModel

@@ -17,6 +17,7 @@ from crossover.sweep.config import build_sweep_config, load_sweep_config
 
 SWEEP_A = ["sweep", "--out", "/tmp/x-sweep", "--target", "A=http://127.0.0.1:9,model=m",
            "--concurrency", "1", "--output-tokens", "4"]  # fmt: skip
+PLAN = ["plan", "--engine", "vllm", "--model", "llama-3.1-8b", "--out", "/tmp/x-plan"]
 RUN = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "8"]
 
 
@@ -60,6 +61,17 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["sweep", "--out", "/tmp/x-sweep", "--target", "A"], "NAME=URL"),
         (["sweep", "--out", "/tmp/x-sweep", "--config", "/no/such.yaml"], "does not exist"),
         ([*SWEEP_A, "--workers", "many"], "--workers: expected a number or auto, got 'many'"),
+        # a comma list of levels: an empty item or a level below 1 is refused, not skipped
+        ([*SWEEP_A[:-4], "--concurrency", "1,,2", "--output-tokens", "4"], "empty item"),
+        ([*SWEEP_A[:-4], "--rates", "2,0", "--output-tokens", "4"], "--rates: each item"),
+        (["calibrate", "--concurrency", "1,", "--no-cache"], "--concurrency: empty item"),
+        (
+            ["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency", "1,,64"],
+            "empty item",
+        ),
+        (["advise", "--model", "llama-3.1-8b", "--gpu", "H200", "--concurrency", "0,8"], "above 0"),
+        ([*PLAN, "--port", "0"], "--port 0: not a TCP port; give 1 to 65535"),
+        ([*PLAN, "--port", "65536"], "--port 65536: not a TCP port"),
         (["summarize", "/no/such.db"], "no such database"),
         (["nope"], "No such command"),
     ],

@@ -1,6 +1,7 @@
-"""What a live ``crossover decide`` says while it measures: each level as it starts, and a
+"""What a live ``crossover decide`` says while it measures: each level as it starts, a
 sequential level that stopped sending marked as the part of its level it is (the same
-level measured whole later prints again under the same name)."""
+level measured whole later prints again under the same name), and runs kept from before
+one line per target, as a sweep says them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from crossover.cli.decide import live_events
+from crossover.cli.sweep import KeptRuns
 from crossover.measure import Progress
 from crossover.metrics.summary import RunSummary
 
@@ -32,7 +34,7 @@ def _said(events: Any, console: Console, sent: int, planned: int) -> str:
 
 def test_a_level_says_it_starts_and_a_part_says_it_is_one() -> None:
     console = Console(width=300, record=True)
-    text = _said(live_events(console), console, 7, 16)
+    text = _said(live_events(console, KeptRuns(console)), console, 7, 16)
     lines = text.splitlines()
     assert lines[0] == "batched c=4 r=0: measuring ..."
     assert lines[1].startswith("batched c=4 r=0  valid")
@@ -41,4 +43,27 @@ def test_a_level_says_it_starts_and_a_part_says_it_is_one() -> None:
 
 def test_a_whole_level_is_not_called_a_part() -> None:
     console = Console(width=300, record=True)
-    assert "a part" not in _said(live_events(console), console, 16, 16)
+    assert "a part" not in _said(live_events(console, KeptRuns(console)), console, 16, 16)
+
+
+def test_runs_kept_from_before_are_one_line_per_target() -> None:
+    """A resumed decision printed a line per kept run (a hundred on a big grid); now one
+    per target, said before the next level starts and, at the end, by the caller's flush."""
+    console = Console(width=300, record=True)
+    kept = KeptRuns(console)
+    events = live_events(console, kept)
+    assert events.on_skip is not None and events.on_level_start is not None
+    levels: list[Any] = [SimpleNamespace(label=f"c={c}") for c in (1, 2, 4)]
+    for name in ("fast", "batched"):
+        for level in levels[:2]:
+            for r in (0, 1):
+                events.on_skip(name, level, r)
+    events.on_level_start("fast", levels[2], 0, Progress(total=16))
+    events.on_skip("batched", levels[2], 0)
+    kept.flush()
+    assert console.export_text().splitlines() == [
+        "fast: 4 runs done earlier, kept (c=1 r=0, c=1 r=1, c=2 r=0, c=2 r=1)",
+        "batched: 4 runs done earlier, kept (c=1 r=0, c=1 r=1, c=2 r=0, c=2 r=1)",
+        "fast c=4 r=0: measuring ...",
+        "batched: 1 run done earlier, kept (c=4 r=0)",
+    ]

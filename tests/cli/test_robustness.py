@@ -113,6 +113,7 @@ def test_calibrate_bad_numbers(
     ("args", "needle"),
     [
         (["--question", "lead", "--at", "0"], "--at"),
+        (["--question", "lead", "--at", "1,,64"], "--at: empty item"),
         (["--start-s", "nan"], "--start-s"),
         (["--start-s", "inf"], "--start-s"),
     ],

@@ -63,10 +63,10 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         argv = ["decide", "--config", str(config), "--out", str(out)]
         argv += ["--metric", "total_tokens_per_s", "--json", str(tmp_path / "d.json")]
         assert main(argv) == 0
-        printed = capsys.readouterr().out
+        printed, printed_err = capsys.readouterr()
         # run again: everything is kept from the database, nothing measured, same answer
         assert main(argv) == 0
-        again = capsys.readouterr().out
+        again, again_err = capsys.readouterr()
     decision = json.loads((tmp_path / "d.json").read_text())
     xs = [f for f in decision["findings"] if f["kind"] == "crossover"]
     assert len(xs) == 1, printed
@@ -89,6 +89,13 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
     assert f"({len(runs)} kept from before)" in again
+    # the kept runs said as a sweep says them: one line per target, not one per run
+    kept_lines = [ln for ln in again_err.splitlines() if "done earlier, kept" in ln]
+    assert sorted(ln.split(":")[0] for ln in kept_lines) == ["batched", "fast"], again_err
+    # each level and repeat once (a part measured again whole is two runs of one key)
+    kept_runs = sum(int(ln.split(": ")[1].split()[0]) for ln in kept_lines)
+    assert kept_runs == len({r.key for r in runs})
+    assert "done earlier" not in printed_err
     # "10 levels measured" holds the words too: the count must be its own number
     assert "; 0 levels measured" not in printed
 

@@ -131,3 +131,20 @@ def test_debug_log_confirms_cuda_graphs() -> None:
     assert run_cli(["verify-config", str(log), "--expect", "cuda_graphs=on,parallel_slots=4"]) == 0
     off = LOGS / "llama-server-cuda-h200-tiny-graphs-off-lv5.log"
     assert run_cli(["verify-config", str(off), "--expect", "cuda_graphs=on"]) == 3
+
+
+@pytest.mark.parametrize("text", ["", "INFO: starting\nnothing an engine would say\n"])
+def test_a_log_with_nothing_recognized_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """An empty log (or one no line of which the engine's rules read) is not an empty
+    table and a pass: one line saying nothing was recognized, exit 2, no --json written."""
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    out = tmp_path / "v.json"
+    assert run_cli(["verify-config", str(log), "--engine", "vllm", "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert "nothing in the log was recognized as vllm's" in err
+    assert "effective settings" not in captured.out
+    assert not out.exists()

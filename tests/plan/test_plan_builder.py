@@ -175,6 +175,8 @@ def test_llamacpp_row_split_turns_graphs_off() -> None:
         ({"engine": "vllm", "model": "./no/such/dir/x"}, "not a file"),
         ({"engine": "triton", "model": "llama-3.1-8b", "quant": "fp8-block"}, "no TensorRT"),
         ({"engine": "trtllm", "model": "llama-3.1-8b", "trtllm_version": "banana"}, "version"),
+        ({"engine": "vllm", "model": "llama-3.1-8b", "port": 0}, "--port 0: not a TCP port"),
+        ({"engine": "vllm", "model": "llama-3.1-8b", "port": 65536}, "give 1 to 65535"),
     ],
 )
 def test_bad_plans_are_usage_errors(request_kwargs: dict[str, object], match: str) -> None:

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from crossover.files import write_atomic
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
 from crossover.spec.load import Axis as Axis
 from crossover.spec.load import level_label as level_label
@@ -340,11 +341,9 @@ class SweepFile(BaseModel):
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
 
     def write(self, path: Path) -> None:
-        """Write atomically (temp file + rename), so an interrupted sweep never
-        leaves a half-written file behind."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        tmp.replace(path)
+        """Write atomically (``files.write_atomic``: temp file + rename), so an
+        interrupted sweep never leaves a half-written file behind."""
+        write_atomic(path, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> SweepFile:

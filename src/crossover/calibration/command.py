@@ -55,7 +55,7 @@ def calibration_server(
 
     from crossover.calibration.config import build_config, load_config_file, parse_fault
     from crossover.calibration.server import run_server
-    from crossover.errors import UsageError
+    from crossover.errors import UsageError, check_port
 
     base = load_config_file(config) if config is not None else {}
     faults = [parse_fault(f) for f in fault] if fault else None
@@ -73,8 +73,7 @@ def calibration_server(
         model_name=model,
         faults=faults,
     )
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port")
+    check_port(port, free=True)
     if cpu is not None:
         try:
             os.sched_setaffinity(0, {cpu})

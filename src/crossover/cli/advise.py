@@ -7,18 +7,8 @@ from typing import Any
 
 import typer
 
-from crossover.cli.common import check_output_file, write_output
+from crossover.cli.common import check_output_file, parse_list, write_output
 from crossover.errors import UsageError
-
-
-def parse_int_list(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise UsageError(f"{flag} wants comma-separated integers, got {text!r}") from exc
-    if not values or min(values) < 1:
-        raise UsageError(f"{flag} wants positive integers, got {text!r}")
-    return values
 
 
 def parse_versions(text: str | None) -> dict[str, str]:
@@ -473,7 +463,7 @@ def advise_command(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         shared_prefix_tokens=shared_prefix_tokens,
-        concurrency=parse_int_list(concurrency, "--concurrency"),
+        concurrency=parse_list(concurrency, "--concurrency"),
         reserve_gib=parse_reserve(reserve_gib),
         host_mem_bandwidth=host_mem_bandwidth,
         predictions="roofline" if roofline else "calibrated",

@@ -55,8 +55,6 @@ def calibrate(
     )
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
-    if any(c < 1 for c in levels):
-        raise UsageError("--concurrency: levels must be at least 1")
     if not (0 < itl_ms < math.inf) or output_tokens < 2 or tokens_per_chunk < 1:
         raise UsageError("--itl-ms must be > 0, --output-tokens >= 2, --tokens-per-chunk >= 1")
     if requests is not None and requests < 1:

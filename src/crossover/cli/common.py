@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -115,30 +116,37 @@ def check_output_file(path: Path | None, flag: str, keep: Sequence[Path | None] 
 
 
 def write_output(path: Path, data: bytes | str, flag: str) -> None:
-    """Write an output file whole or not at all (a file beside it, then renamed; its
-    folder made where missing); a failure is one line naming ``flag``."""
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(path.name + ".tmp")
+    """Write an output file whole or not at all (``files.write_atomic``: a file beside
+    it, then renamed; its folder made where missing); a failure is one line naming
+    ``flag``."""
+    from crossover.files import write_atomic
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(raw)
-        tmp.replace(path)
+        write_atomic(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror})") from None
 
 
 def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> list[Any]:
+    """A flag's comma list of levels or rates (``1,2,4``): each item a number above 0
+    (``1,,2``, ``1,`` and ``0,2`` are refused, not read as ``1,2``); a level given twice is
+    kept once, in its first place (a sweep file's list keeps it once too)."""
+    kind = "integers" if cast is int else "numbers"
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise UsageError(f"{what}: empty list")
+    if not all(items):
+        raise UsageError(f"{what}: empty item in {text!r}; give {kind} separated by commas")
     try:
-        out = [cast(x) for x in text.split(",") if x.strip()]
+        out = [cast(x) for x in items]
     except ValueError:
         raise UsageError(
-            f"{what}: expected a comma-separated list of numbers, got {text!r}"
+            f"{what}: expected a comma-separated list of {kind}, got {text!r}"
         ) from None
-    if not out:
-        raise UsageError(f"{what}: empty list")
-    return out
+    bad = next((x for x, v in zip(items, out, strict=True) if not 0 < v < math.inf), None)
+    if bad is not None:
+        raise UsageError(f"{what}: each item must be above 0, got {bad} in {text!r}")
+    return list(dict.fromkeys(out))
 
 
 def parse_transport(text: str) -> TransportName:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from crossover.analysis.schema import SweepFile
+    from crossover.cli.sweep import KeptRuns
     from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.measure import Progress
@@ -187,8 +188,6 @@ def decide(
     for m in metrics:
         _check_metric(m, "--metric")
     levels_at = parse_list(at, "--at") if at else []
-    if any(level < 1 for level in levels_at):
-        raise UsageError(f"--at {at}: levels are concurrencies, 1 or more")
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
     the_slo = parse_slo(slo) if slo else None
@@ -367,11 +366,12 @@ def _replay(
     )
 
 
-def live_events(console: Console) -> SweepEvents:
+def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
     """What a live decision says as it measures (on stderr): each level as it starts (a
     level can take minutes on a GPU) and as it ends, a sequential level that stopped
     sending marked as the part of its level it is (the same level measured whole later
-    prints again)."""
+    prints again); runs done earlier and kept, one line per target as a sweep says them
+    (``kept``: flushed before any other line, and by the caller at the end)."""
     from rich.markup import escape
 
     from crossover.cli.sweep import level_line
@@ -380,22 +380,23 @@ def live_events(console: Console) -> SweepEvents:
     planned: dict[tuple[str, str, int], int | None] = {}
 
     def start(n: str, lv: Level, r: int, progress: Progress) -> None:
+        kept.flush()
         planned[(n, lv.label, r)] = progress.total
         console.print(f"[dim]{escape(n)} {lv.label} r={r}: measuring ...[/]")
 
     def done(n: str, lv: Level, r: int, s: RunSummary, status: str) -> None:
+        kept.flush()
         line = level_line(n, lv.label, r, s, status)
         total = planned.pop((n, lv.label, r), None)
         if status == "done" and total is not None and s.requests.sent < total:
             line += f"  [dim](a part of the level: {s.requests.sent} of {total} requests sent)[/]"
         console.print(line)
 
-    return SweepEvents(
-        on_level_start=start,
-        on_level_done=done,
-        on_engine=lambda n, msg: console.print(f"{n}: {msg}", markup=False),
-        on_skip=lambda n, lv, r: console.print(f"{n} {lv.label} r={r}: done earlier, kept"),
-    )
+    def engine(n: str, msg: str) -> None:
+        kept.flush()
+        console.print(f"{n}: {msg}", markup=False)
+
+    return SweepEvents(on_level_start=start, on_level_done=done, on_engine=engine, on_skip=kept.add)
 
 
 def _check(
@@ -452,6 +453,7 @@ def _live(
 ) -> SweepFile:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
+    from crossover.cli.sweep import KeptRuns
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.text import decision_json, decision_lines
     from crossover.records.store import check_writable
@@ -463,8 +465,12 @@ def _live(
     raise_if_errors(check_config(cfg, local=True, only=None), str(config))
     check_writable(out)
     console = make_console(stderr=True)
-    events = live_events(console)
-    result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
+    kept = KeptRuns(console)
+    try:
+        events = live_events(console, kept)
+        result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
+    finally:
+        kept.flush()
     for line in decision_lines(result.decision):
         typer.echo(line)
     typer.echo(

@@ -7,7 +7,8 @@ see (a fused-MoE config fallen back to defaults, a kernel compiled while serving
 printed as warnings; they do not change the exit status.
 
 Exit status: 0 when every expectation is confirmed, 3 when one is contradicted or cannot
-be confirmed from the log (``--allow-unverified`` accepts the latter), 2 for bad input.
+be confirmed from the log (``--allow-unverified`` accepts the latter), 2 for bad input
+(a log in which nothing of the engine's is recognized included).
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ def verify_config(
     text = read_log(log)
     settings = effective_settings(text, engine)
     _, ready = log_ready(text, settings.engine)
+    if not settings.facts and not settings.warnings and ready is None:
+        raise UsageError(
+            f"{log}: nothing in the log was recognized as {settings.engine}'s (no setting, "
+            "warning or start line); give the engine's startup log"
+        )
     checks = check(settings, expected) + asked_checks(settings, skip=expected)
 
     out = make_console(highlight=False)

@@ -143,6 +143,17 @@ def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Obser
     return out
 
 
+def say_kept(obs: Sequence[Observation], names: Sequence[str], events: SweepEvents | None) -> None:
+    """The levels read back from the database, told to ``events.on_skip`` as a resumed
+    sweep tells its kept runs (the CLI says them one line per target): target by target
+    in the question's order, each level and repeat once, in the grid's order."""
+    if events is None or events.on_skip is None:
+        return
+    runs = {(o.target, o.level, o.repeat) for o in obs}
+    for name, level, repeat in sorted(runs, key=lambda k: (names.index(k[0]), k[1], k[2])):
+        events.on_skip(name, Level("concurrency", level), repeat)
+
+
 def question_for(
     cfg: SweepConfig,
     kind: QuestionKind,
@@ -210,6 +221,7 @@ async def decide_live(
     try:
         obs = stored_observations(runner, question.targets)
         kept = len(obs)
+        say_kept(obs, question.targets, events)
         starts_before = len(runner.engine_starts())
         launches = {t.name for t in cfg.targets if t.launch is not None}
         times = {t: TargetTime(launched=t in launches) for t in question.targets}

@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from crossover.errors import UsageError, validation_line
+from crossover.files import write_atomic
 from crossover.metrics.summary import ClientFloor
 from crossover.transport import TransportName
 
@@ -394,10 +395,7 @@ def save_results(results: list[FloorResult], path: Path | None = None) -> Path:
     keys = {key(r) for r in results}
     kept = [m for m in cache.measurements if key(m) not in keys]
     cache.measurements = sorted(kept + results, key=lambda m: (m.concurrency, m.itl_ms))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(cache.model_dump_json(by_alias=True, indent=2))
-    tmp.replace(path)
+    write_atomic(path, cache.model_dump_json(by_alias=True, indent=2))
     return path
 
 

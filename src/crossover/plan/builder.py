@@ -12,7 +12,7 @@ from crossover.advise.model import ModelFacts, load_model, quant_from_config
 from crossover.advise.rules import cite, normalize_quant, tp_heads_verdict, version_key
 from crossover.engines import registry
 from crossover.engines.spec import EngineSpec, PlanTraits
-from crossover.errors import UsageError
+from crossover.errors import UsageError, check_port
 from crossover.plan import commands
 from crossover.plan.commands import PlanLaunch
 from crossover.plan.request import Built, Plan, PlanRequest, resolve_vars
@@ -130,6 +130,7 @@ def make_plan(req: PlanRequest) -> Plan:
     _, traits = _traits(req.engine)
     if req.tp < 1 or req.pp < 1 or req.max_concurrency < 1 or req.max_seq_len < 16:
         raise UsageError("--tp, --pp and --max-concurrency must be >= 1, --max-seq-len >= 16")
+    check_port(req.port)
     version_key(req.trtllm_version)
     model_ref, facts, notes = _resolve(req.model)
     ckpt_quant = quant_from_config(facts) if facts is not None else None

@@ -1,0 +1,86 @@
+"""``crossover.files.write_atomic``: a file written whole or not at all, and the writers
+that go through it (the sweep file, the client-floor cache, a command's --json)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from crossover.files import write_atomic
+
+
+def test_writes_a_new_file_and_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "out.json"
+    write_atomic(path, "{}\n")
+    assert path.read_text() == "{}\n"
+    write_atomic(path, b"[1]\n")
+    assert path.read_bytes() == b"[1]\n"
+    assert list(path.parent.iterdir()) == [path]
+
+
+def _interrupted_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``Path.write_bytes``/``write_text`` writes half its data, then Ctrl-C."""
+
+    def half(self: Path, data: bytes | str, *args: object, **kwargs: object) -> int:
+        raw = data.encode() if isinstance(data, str) else data
+        with self.open("wb") as f:
+            f.write(raw[: len(raw) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", half)
+    monkeypatch.setattr(Path, "write_text", half)
+
+
+def _sweep_file(path: Path) -> None:
+    from crossover.analysis.schema import SweepFile
+
+    SweepFile.model_validate({"schema": "crossover.sweep/1", "runs": []}).write(path)
+
+
+def _floor_cache(path: Path) -> None:
+    from crossover.metrics.client_floor import save_results
+
+    save_results([], path)
+
+
+def _output(path: Path) -> None:
+    from crossover.cli.common import write_output
+
+    write_output(path, '{"new": true}\n', "--json")
+
+
+@pytest.mark.parametrize(
+    "write",
+    [lambda p: write_atomic(p, '{"new": true}\n'), _sweep_file, _floor_cache, _output],
+    ids=["write_atomic", "SweepFile.write", "client_floor.save_results", "write_output"],
+)
+def test_an_interrupted_write_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]
+) -> None:
+    path = tmp_path / "out.json"
+    path.write_text('{"old": true}\n')
+    _interrupted_write(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        write(path)
+    monkeypatch.undo()
+    assert path.read_text() == '{"old": true}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no .tmp left behind
+
+
+def test_a_failed_rename_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out.json"
+    path.write_text("old\n")
+
+    def refuse(self: Path, target: Path) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    with pytest.raises(PermissionError):
+        write_atomic(path, "new\n")
+    monkeypatch.undo()
+    assert path.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
