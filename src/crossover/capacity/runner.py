@@ -169,7 +169,7 @@ def checks(slo: Slo, summary: RunSummary) -> list[SloCheck]:
     return out
 
 
-def heard(progress: Progress, detector: OverloadDetector) -> None:
+def report_completions(progress: Progress, detector: OverloadDetector) -> None:
     """Tell ``detector`` of every measured request that completes (its TTFT, its time and
     its output tokens, counted as ``progress`` counts them), beside any listener there."""
     before = progress.listener
@@ -229,7 +229,7 @@ class CapacityRunner:
             self.events.on_level_start(rate, progress)
         stop = asyncio.Event()
         detector = OverloadDetector()
-        heard(progress, detector)
+        report_completions(progress, detector)
         # what each measured request asks for, in the order sent (past the last, the
         # prompts are sent again from the first: execute's PromptFeed)
         asks = [p.output_tokens or run_cfg.output_tokens for p in prompts[: len(prompts) - warmup]]
