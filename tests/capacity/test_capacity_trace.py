@@ -81,3 +81,36 @@ def test_capacity_searches_the_traces_speed(tmp_path: Path) -> None:
             t0 = recs[0].t_scheduled_ns or 0
             want = tr.offsets_ns(lv["trace_speed"])
             assert [(r.t_scheduled_ns or 0) - t0 for r in recs[:40]] == want[: min(40, len(recs))]
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "trace-sample.jsonl"
+
+
+def test_mixed_lengths_a_batched_server_sustains_are_not_called_overloaded(
+    tmp_path: Path,
+) -> None:
+    """The sample trace (17- to 386-token replies) at 14.6 requests/s against a batched
+    server (every request served at once, 6 ms a token plus 0.05 ms for each other in
+    flight: about 21 in flight, no queue) was stopped as overloaded after 1.8 s: the
+    in-flight count climbs until the longest reply (2.7 s) has had time to finish, and
+    the detector judged from the first completion. It now waits that ramp out."""
+    out = tmp_path / "cap.json"
+    rate = 14.6
+    with spawn(build_config(ttft_ms=40.0, itl_ms=6.0, itl_per_stream_ms=0.05)) as url:
+        rc = main(
+            ["capacity", "--url", url, "--engine", "vllm", "--model", "calibration",
+             "--trace", str(SAMPLE), "--slo", "ttft_ms.p99=5000", "--start-rate", str(rate),
+             "--max-rate", str(rate), "--duration-s-per-level", "7", "--warmup", "0",
+             "--json", str(out), "--out", str(tmp_path / "db")]
+        )  # fmt: skip
+    assert rc == 0
+    data = json.loads(out.read_text())
+    level = data["levels"][0]
+    assert level["rate_rps"] == pytest.approx(rate)
+    assert not level["overloaded"], level["summary"]["problems"]
+    assert level["met"] and data["verdict"] == "above_max_rate"
+    assert len(data["levels"]) == 1
+    # the level ran out its time (not stopped early) and served what arrived
+    assert level["seconds"] >= 7
+    counts = level["summary"]["requests"]
+    assert counts["failed"] == 0 and counts["succeeded"] >= 0.8 * rate * 7

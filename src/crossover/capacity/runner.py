@@ -26,6 +26,7 @@ from crossover.engines import registry
 from crossover.errors import EngineError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, execute, new_run_id, probe
 from crossover.metrics.summary import Problem, RunSummary
+from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
@@ -168,6 +169,22 @@ def checks(slo: Slo, summary: RunSummary) -> list[SloCheck]:
     return out
 
 
+def report_completions(progress: Progress, detector: OverloadDetector) -> None:
+    """Tell ``detector`` of every measured request that completes (its TTFT, its time and
+    its output tokens, counted as ``progress`` counts them), beside any listener there."""
+    before = progress.listener
+
+    def listen(r: RequestRecord) -> None:
+        if before is not None:
+            before(r)
+        if r.warmup or not r.ok or r.t_first_ns is None or r.t_done_ns is None:
+            return
+        tokens = r.completion_tokens or len(r.chunk_arrival_ns)
+        detector.done((r.t_first_ns - r.t_send_ns) / 1e9, (r.t_done_ns - r.t_send_ns) / 1e9, tokens)
+
+    progress.listener = listen
+
+
 def level_met(summary: RunSummary, cs: list[SloCheck], overloaded: bool) -> bool:
     """A level meets the SLO: not overloaded, not invalid, every term held."""
     return not overloaded and summary.verdict != "invalid" and all(c.met for c in cs)
@@ -212,8 +229,12 @@ class CapacityRunner:
             self.events.on_level_start(rate, progress)
         stop = asyncio.Event()
         detector = OverloadDetector()
+        report_completions(progress, detector)
+        # what each measured request asks for, in the order sent (past the last, the
+        # prompts are sent again from the first: execute's PromptFeed)
+        asks = [p.output_tokens or run_cfg.output_tokens for p in prompts[: len(prompts) - warmup]]
         run_id = new_run_id()
-        async with alongside(self._watch(progress, detector, stop)):
+        async with alongside(self._watch(progress, detector, stop, asks)):
             outcome = await execute(
                 run_cfg,
                 self.store,
@@ -300,14 +321,22 @@ class CapacityRunner:
             )
 
     async def _watch(
-        self, progress: Progress, detector: OverloadDetector, stop: asyncio.Event
+        self,
+        progress: Progress,
+        detector: OverloadDetector,
+        stop: asyncio.Event,
+        asks: list[int],
     ) -> None:
         if not self.config.early_stop:
             return
+        told = 0  # measured requests the detector was told of
         while True:
             await asyncio.sleep(self.config.sample_interval_s)
             if progress.sent == 0:
                 continue  # still warming up
+            for i in range(told, min(progress.sent, len(asks))):
+                detector.sent(asks[i])
+            told = max(told, min(progress.sent, len(asks)))
             t = (time.perf_counter_ns() - progress.started_ns) / 1e9
             if detector.add(t, progress.in_flight, progress.done + progress.failed):
                 stop.set()
