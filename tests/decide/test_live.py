@@ -88,7 +88,7 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     assert "GPU time per target" in printed and "GPU-minutes), measured" in printed
     assert (out / "sweep.json").is_file()
     assert "fast leads below" in again
-    assert f"({len(runs)} kept from before)" in again
+    assert f"({len({r.key for r in runs})} kept from before)" in again
     # the kept runs said as a sweep says them: one line per target, not one per run
     kept_lines = [ln for ln in again_err.splitlines() if "done earlier, kept" in ln]
     assert sorted(ln.split(":")[0] for ln in kept_lines) == ["batched", "fast"], again_err
@@ -269,6 +269,8 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
         # a question the part does not settle (a 300% margin): the rest, the level again
         strict = PolicyConfig(partial_margin=3.0)
         more = asyncio.run(decide_live(cfg, out, q, strict))
+        # and once more: the level's two runs (the part, then the whole) are one level kept
+        last = asyncio.run(decide_live(cfg, out, q, strict))
     assert [(m.target, m.level, m.budget_s, m.sequential) for m in more.steps][:1] == [
         ("batched", 1, None, False)
     ]
@@ -278,6 +280,8 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
         latest = store.finished_by_key("batched|c=1|r=0")
         assert latest is not None and latest.run_id != stopped.run_id
         assert len(store.records(latest.run_id, include_warmup=False)) == 24
+        keys = {r.key for r in store.runs() if r.status == "done"}
+    assert last.steps == [] and last.kept == len(keys)
     sweep = json.loads((out / "sweep.json").read_text())
     run = next(r for r in sweep["runs"] if r["target"] == "batched" and r["concurrency"] == 1)
     assert run["summary"]["requests"]["sent"] == 24

@@ -124,6 +124,7 @@ class LiveResult:
     steps: list[Measure]
     times: dict[str, TargetTime]
     sweep: SweepFile
+    #: levels (each target, level and repeat once) read back from the database
     kept: int
 
 
@@ -220,7 +221,8 @@ async def decide_live(
     runner = SweepRunner(cfg, out, events)
     try:
         obs = stored_observations(runner, question.targets)
-        kept = len(obs)
+        # each level and repeat once: a part measured again whole is two runs of one key
+        kept = len({(o.target, o.level, o.repeat) for o in obs})
         say_kept(obs, question.targets, events)
         starts_before = len(runner.engine_starts())
         launches = {t.name for t in cfg.targets if t.launch is not None}
