@@ -1,5 +1,6 @@
 """``crossover.files.write_atomic``: a file written whole or not at all, and the writers
-that go through it (the sweep file, the client-floor cache, a command's --json)."""
+that go through it (the sweep file, the client-floor cache, commbench's table, a
+command's --json)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ def _floor_cache(path: Path) -> None:
     save_results([], path)
 
 
+def _commbench(path: Path) -> None:
+    from crossover.commbench.results import CommbenchResult, Point, summarize
+
+    points = [Point.of(1024, 10.0, 2, None)]
+    CommbenchResult(
+        gpus=2,
+        device="cpu",
+        mode="graph",
+        source="test",
+        env={},
+        points=points,
+        eager_points=[],
+        graph_calls=1,
+        summary=summarize(points, None),
+    ).write(path)
+
+
 def _output(path: Path) -> None:
     from crossover.cli.common import write_output
 
@@ -53,8 +71,20 @@ def _output(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "write",
-    [lambda p: write_atomic(p, '{"new": true}\n'), _sweep_file, _floor_cache, _output],
-    ids=["write_atomic", "SweepFile.write", "client_floor.save_results", "write_output"],
+    [
+        lambda p: write_atomic(p, '{"new": true}\n'),
+        _sweep_file,
+        _floor_cache,
+        _commbench,
+        _output,
+    ],
+    ids=[
+        "write_atomic",
+        "SweepFile.write",
+        "client_floor.save_results",
+        "CommbenchResult.write",
+        "write_output",
+    ],
 )
 def test_an_interrupted_write_leaves_the_old_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write: Callable[[Path], None]

@@ -14,6 +14,8 @@ from statistics import median
 
 from pydantic import BaseModel
 
+from crossover.files import write_atomic
+
 SCHEMA = "crossover.commbench/1"
 KIB = 1024
 # Messages up to this size sit on the latency floor on NVLink (decode's all-reduces are
@@ -119,5 +121,5 @@ class CommbenchResult(BaseModel):
         return json.dumps(data, indent=1) + "\n"
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json(), "utf-8")
+        """Written whole or not at all (its folder made where missing)."""
+        write_atomic(path, self.to_json())
