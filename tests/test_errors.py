@@ -10,6 +10,7 @@ from crossover.errors import (
     UsageError,
     check_port,
     closest,
+    parse_list,
     unknown_choice,
     validation_line,
 )
@@ -97,3 +98,20 @@ def test_check_port_refuses_one_outside(port: int, free: bool, line: str) -> Non
     with pytest.raises(UsageError) as exc:
         check_port(port, free=free)
     assert str(exc.value) == line
+
+
+def test_parse_list_with_zero_takes_a_count_that_may_be_none() -> None:
+    """The shared comma-list parser (``crossover.cli.common.parse_list`` is it; its own
+    cases are in tests/cli/test_common.py): with ``zero`` a 0 is an item, not refused."""
+    assert parse_list("48,24,0", "--n-cpu-moe", zero=True) == [48, 24, 0]
+    for text, line in [
+        ("-1", "--n-cpu-moe: each item must be 0 or above, got -1 in '-1'"),
+        ("48,,0", "--n-cpu-moe: empty item in '48,,0'; give integers separated by commas"),
+    ]:
+        with pytest.raises(UsageError) as exc:
+            parse_list(text, "--n-cpu-moe", zero=True)
+        assert str(exc.value) == line
+    with pytest.raises(UsageError, match="got nan"):
+        parse_list("nan", "--x", float, zero=True)
+    with pytest.raises(UsageError, match="must be above 0, got 0 in '0'"):
+        parse_list("0", "--concurrency")

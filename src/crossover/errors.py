@@ -7,6 +7,7 @@ Library code raises these; the CLI maps them to exit codes (docs/architecture.md
 from __future__ import annotations
 
 import difflib
+import math
 import types
 import typing
 from collections.abc import Iterable
@@ -112,6 +113,36 @@ def check_port(port: int, flag: str = "--port", *, free: bool = False) -> None:
     if not low <= port <= 65535:
         picks = " (0 picks a free one)" if free else ""
         raise UsageError(f"{flag} {port}: not a TCP port; give {low} to 65535{picks}")
+
+
+def parse_list(
+    text: str, what: str, cast: type[int] | type[float] = int, *, zero: bool = False
+) -> list[Any]:
+    """A flag's comma list of levels or rates (``1,2,4``): each item a number above 0
+    (with ``zero``, 0 or above: a count that may be none), finite; ``1,,2``, ``1,`` and
+    ``0,2`` are refused, not read as ``1,2``; a level given twice is kept once, in its
+    first place (a sweep file's list keeps it once too). ``what`` names the flag."""
+    kind = "integers" if cast is int else "numbers"
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise UsageError(f"{what}: empty list")
+    if not all(items):
+        raise UsageError(f"{what}: empty item in {text!r}; give {kind} separated by commas")
+    try:
+        out = [cast(x) for x in items]
+    except ValueError:
+        raise UsageError(
+            f"{what}: expected a comma-separated list of {kind}, got {text!r}"
+        ) from None
+
+    def fits(v: float) -> bool:  # nan fits neither
+        return (v >= 0 if zero else v > 0) and v < math.inf
+
+    bad = next((x for x, v in zip(items, out, strict=True) if not fits(v)), None)
+    if bad is not None:
+        least = "0 or above" if zero else "above 0"
+        raise UsageError(f"{what}: each item must be {least}, got {bad} in {text!r}")
+    return list(dict.fromkeys(out))
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

@@ -213,6 +213,31 @@ def test_forecast_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert fc.main([*args[:-2], "--target", "bad"]) == 2
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--concurrency", "1,,8"], "--concurrency: empty item in '1,,8'"),
+        (["--concurrency", "0,8"], "--concurrency: each item must be above 0, got 0 in '0,8'"),
+        (["--concurrency", "1,x"], "--concurrency: expected a comma-separated list of integers"),
+        (
+            ["--target", "vllm=vllm:bf16@1,,8"],
+            "--target 'vllm=vllm:bf16@1,,8': empty item in '1,,8'",
+        ),
+        (["--target", "vllm=vllm:bf16@"], "--target 'vllm=vllm:bf16@': empty list"),
+        (["--target", "vllm=vllm:bf16@2,-1"], "each item must be above 0, got -1 in '2,-1'"),
+    ],
+)
+def test_forecast_cli_refuses_a_bad_list_in_one_line(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``1,,8`` is not read as ``1,8``: one line, exit 2, no traceback."""
+    args = ["--model", "qwen3-30b-a3b", "--gpu", "H200", "--input-tokens", "200"]
+    args += ["--output-tokens", "256", "--concurrency", "1,8", "--target", "vllm=vllm:bf16"]
+    assert fc.main([*args, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and says in err, err
+
+
 def test_committed_prediction_records_its_command() -> None:
     root = Path(__file__).resolve().parents[2] / "docs/results/h200/moe"
     doc = json.loads((root / "prediction.json").read_text("utf-8"))

@@ -191,6 +191,31 @@ def test_the_checks_command_predicts_a_setup(capsys: pytest.CaptureFixture[str])
     # all experts on the CPU is several times slower than none (the committed prediction)
     assert "| 48 | 1 | 29.97 | 33.4 |" in out and "| 0 | 1 | 4.20 | 237.8 |" in out
     assert offload_checks.main([*args[:6], "--n-cpu-moe", "x"]) == 2
-    assert "--n-cpu-moe wants integers" in capsys.readouterr().err
+    assert "--n-cpu-moe: expected a comma-separated list of integers" in capsys.readouterr().err
     assert offload_checks.main(["--model", "llama-3.1-8b"]) == 2
     assert "not a mixture of experts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "says"),
+    [
+        ("--n-cpu-moe", "48,,0", "--n-cpu-moe: empty item in '48,,0'"),
+        ("--n-cpu-moe", "48,", "--n-cpu-moe: empty item in '48,'"),
+        ("--n-cpu-moe", "-1", "--n-cpu-moe: each item must be 0 or above, got -1 in '-1'"),
+        ("--concurrency", "1,,4", "--concurrency: empty item in '1,,4'"),
+        ("--concurrency", "0,4", "--concurrency: each item must be above 0, got 0 in '0,4'"),
+        ("--concurrency", " , ", "--concurrency: empty list"),
+    ],
+)
+def test_the_checks_command_refuses_a_bad_list_in_one_line(
+    flag: str, text: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``1,,4`` is not read as ``1,4``: one line, exit 2 (0 offloaded layers is a setup,
+    a batch of 0 is not)."""
+    from crossover.advise import offload_checks
+
+    args = ["--model", "qwen3-30b-a3b", "--quant", "gguf-q8_0", "--gpu", "H200"]
+    args += ["--n-cpu-moe", "48,0", "--concurrency", "1,4", flag, text]
+    assert offload_checks.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {says}") and err.count("\n") == 1, err

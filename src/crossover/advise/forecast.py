@@ -27,7 +27,7 @@ from crossover.advise.cost import Layout
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.hardware import System, system_from_flags
 from crossover.advise.model import ModelFacts, load_model
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_list
 
 SCHEMA = "crossover.forecast/1"
 # a quant suffix: the GGUF keeps token embeddings and output head in F16 (2 bytes/param)
@@ -68,12 +68,7 @@ def parse_target(text: str, default_levels: list[int]) -> ForecastTarget:
     if not (sep and sep2 and name and engine and quant):
         raise UsageError(f"--target {text!r}: want NAME=ENGINE:QUANT[@C1,C2,...]")
     quant, at, levels = quant.partition("@")
-    conc = default_levels
-    if at:
-        try:
-            conc = [int(x) for x in levels.split(",") if x.strip()]
-        except ValueError as exc:
-            raise UsageError(f"--target {text!r}: levels must be integers") from exc
+    conc = parse_list(levels, f"--target {text!r}") if at else default_levels
     base = quant.removesuffix(F16_EMBEDDINGS)
     if base not in cost.BYTES_PER_PARAM:
         raise UsageError(f"--target {text!r}: unknown quant {base!r}")
@@ -322,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+        levels = parse_list(args.concurrency, "--concurrency")
         targets = [parse_target(t, levels) for t in args.target]
         model = load_model(args.model)
         system = system_from_flags(args.gpu, 1)

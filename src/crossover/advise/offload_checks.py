@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from crossover.advise import cost, moe
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_list
 
 
 def markdown() -> str:
@@ -94,16 +94,6 @@ def predict(
     return "\n".join(lines) + "\n"
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} wants integers separated by commas: {text!r}") from None
-    if not out or min(out) < 0:
-        raise UsageError(f"{flag} wants integers >= 0: {text!r}")
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m crossover.advise.offload_checks")
     p.add_argument("--model", help="predict this model instead of printing the checks")
@@ -126,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.gpu,
                     args.host_mem_bandwidth,
                     args.pcie_gbs,
-                    _ints(args.n_cpu_moe, "--n-cpu-moe"),
-                    _ints(args.concurrency, "--concurrency"),
+                    # 0 layers on the CPU is a setup (none offloaded); a batch of 0 is not
+                    parse_list(args.n_cpu_moe, "--n-cpu-moe", zero=True),
+                    parse_list(args.concurrency, "--concurrency"),
                     args.input_tokens,
                 )
             )

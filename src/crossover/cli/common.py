@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import signal
 import sys
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from crossover.errors import UsageError, validation_line
+from crossover.errors import parse_list as parse_list  # the flags' comma lists
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -125,28 +125,6 @@ def write_output(path: Path, data: bytes | str, flag: str) -> None:
         write_atomic(path, data)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror})") from None
-
-
-def parse_list(text: str, what: str, cast: type[int] | type[float] = int) -> list[Any]:
-    """A flag's comma list of levels or rates (``1,2,4``): each item a number above 0
-    (``1,,2``, ``1,`` and ``0,2`` are refused, not read as ``1,2``); a level given twice is
-    kept once, in its first place (a sweep file's list keeps it once too)."""
-    kind = "integers" if cast is int else "numbers"
-    items = [x.strip() for x in text.split(",")]
-    if not any(items):
-        raise UsageError(f"{what}: empty list")
-    if not all(items):
-        raise UsageError(f"{what}: empty item in {text!r}; give {kind} separated by commas")
-    try:
-        out = [cast(x) for x in items]
-    except ValueError:
-        raise UsageError(
-            f"{what}: expected a comma-separated list of {kind}, got {text!r}"
-        ) from None
-    bad = next((x for x, v in zip(items, out, strict=True) if not 0 < v < math.inf), None)
-    if bad is not None:
-        raise UsageError(f"{what}: each item must be above 0, got {bad} in {text!r}")
-    return list(dict.fromkeys(out))
 
 
 def parse_transport(text: str) -> TransportName:
