@@ -24,8 +24,9 @@ from crossover.sweep.config import load_sweep_config
 pytestmark = pytest.mark.slow
 
 N = 32  # output tokens per request, as the README's sweep
-FAST = {"ttft_ms": 20.0, "itl_ms": 2.0, "itl_per_stream_ms": 0.8}
-BATCHED = {"ttft_ms": 40.0, "itl_ms": 6.0, "itl_per_stream_ms": 0.05}
+#: the servers' settings, a config file's mapping (``build_config``'s ``base``)
+FAST: dict[str, object] = {"ttft_ms": 20.0, "itl_ms": 2.0, "itl_per_stream_ms": 0.8}
+BATCHED: dict[str, object] = {"ttft_ms": 40.0, "itl_ms": 6.0, "itl_per_stream_ms": 0.05}
 #: equal request times (so equal tokens/s): 20 + 31 (2 + 0.8 (c - 1)) = 40 + 31 (6 + 0.05 (c - 1))
 TRUTH = 1.0 + ((40.0 - 20.0) / (N - 1) + 6.0 - 2.0) / (0.8 - 0.05)
 #: the closed form assumes every token sees exactly c - 1 other streams, which a busy
@@ -41,8 +42,8 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with contextlib.ExitStack() as stack:
-        fast = stack.enter_context(spawn(build_config(**FAST)))
-        batched = stack.enter_context(spawn(build_config(**BATCHED)))
+        fast = stack.enter_context(spawn(build_config(FAST)))
+        batched = stack.enter_context(spawn(build_config(BATCHED)))
         config = tmp_path / "sweep.yaml"
         config.write_text(
             yaml.safe_dump(
@@ -217,8 +218,8 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
     from crossover.sweep.driver import SEQUENTIAL_STOP
 
     with contextlib.ExitStack() as stack:
-        fast = stack.enter_context(spawn(build_config(**FAST)))
-        batched = stack.enter_context(spawn(build_config(**BATCHED)))
+        fast = stack.enter_context(spawn(build_config(FAST)))
+        batched = stack.enter_context(spawn(build_config(BATCHED)))
         config = tmp_path / "sweep.yaml"
         config.write_text(
             yaml.safe_dump(
