@@ -16,6 +16,13 @@ microseconds per request, beside crossover's TTFT p50 for the same run. For a de
 model these end when `execute` hands the request to the engine (docs/triton.md, "What
 Triton's own durations cover"). The database is `sweep.db`, or `sweep.db.xz` decompressed
 into a temporary file.
+
+Part 3, where the time goes, for both targets from sweep.json: per run, the streamed
+events the client received per request and output tokens per event (above 1: the server
+sent several tokens in one event, because its side fell behind the engine), the gap
+between events at p50, the GPU's mean utilisation over the run's samples and the share of
+samples below 50% (a host-bound server leaves the GPU waiting), and the client's event-loop
+lag at p99 (the client's own share).
 """
 
 from __future__ import annotations
@@ -134,6 +141,41 @@ def triton_part(db: Path, triton: str) -> list[str]:
     return out
 
 
+def delivery_part(folder: Path, names: list[str]) -> list[str]:
+    runs = json.loads((folder / "sweep.json").read_text())["runs"]
+    out = [
+        "where the time goes (sweep.json): per run",
+        "  run: events/request; tokens/event; event gap p50 ms; GPU util mean %"
+        " (samples < 50%); client loop lag p99 ms",
+    ]
+    for name in names:
+        mine = [r for r in runs if r["target"] == name]
+        for r in sorted(mine, key=lambda r: (r["concurrency"], r["repeat"])):
+            s = r.get("summary") or {}
+            n = (s.get("requests") or {}).get("succeeded") or 0
+            events = (s.get("delivery") or {}).get("events")
+            expected = s.get("expected_output_tokens") or {}
+            tokens = n * (expected.get("mean") or 0)
+            gap = (s.get("chunk_gap_ms") or {}).get("p50")
+            lag = (s.get("client_loop") or {}).get("p99_ms")
+            util = [g["util_pct"] for g in r.get("gpu") or [] if g.get("util_pct") is not None]
+            # the first sample is taken before the first request arrives
+            util = util[1:] if len(util) > 1 else util
+            row = [
+                f"{events / n:,.1f}" if events and n else "-",
+                f"{tokens / events:.2f}" if events and tokens else "-",
+                f"{gap:.1f}" if isinstance(gap, int | float) else "-",
+                (
+                    f"{sum(util) / len(util):.0f} ({sum(u < 50 for u in util)}/{len(util)})"
+                    if util
+                    else "-"
+                ),
+                f"{lag:.1f}" if isinstance(lag, int | float) else "-",
+            ]
+            out.append(f"  {name}|c={r['concurrency']:g}|r={r['repeat']}: " + "; ".join(row))
+    return out
+
+
 def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -155,6 +197,7 @@ def main(argv: list[str]) -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         lines += triton_part(open_db(args.folder, Path(tmp)), args.triton)
+    lines += delivery_part(args.folder, [n for n in (args.bare, args.triton) if n in names])
     print("\n".join(lines))
 
 

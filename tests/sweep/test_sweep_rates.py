@@ -91,7 +91,7 @@ def test_rates_from_yaml_with_a_request_count(tmp_path: Path) -> None:
     [
         (["--concurrency", "1", "--rates", "2"], "not both"),
         (["--rates", "2,x"], "--rates: expected a comma-separated list"),
-        (["--rates", "0,2"], "--rates: each rate must be a positive number"),
+        (["--rates", "0,2"], "--rates: each item must be above 0"),
     ],
 )
 def test_bad_rates_are_one_line(
