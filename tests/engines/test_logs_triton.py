@@ -82,3 +82,20 @@ def test_real_h200_failed_model_reads_its_state_not_its_traceback() -> None:
     assert values["version"] == "2.51.0"
     assert values["backend"] == "python"
     assert values["instance_count"] == 1
+
+
+def test_real_h200_vllm_in_triton_reads_the_hosted_engine() -> None:
+    """vLLM 0.26.0 served from Triton's Python backend on the H200 (2026-12-05,
+    docs/results/h200/triton): the model READY, and the engine args it ran with read from
+    the model's settings line, as the sweep's launch asked them."""
+    log = LOG.parent / "tritonserver-2.51-h200-vllm-ready.log.gz"
+    s = effective_settings(read_log(log))
+    values = {k: f.value for k, f in s.facts.items()}
+    assert values["triton_models"] == "vllm:1:READY"
+    assert (values["version"], values["backend"], values["instance_count"]) == (
+        "2.51.0", "python", 1,
+    )  # fmt: skip
+    assert values["hosted_engine"] == "vllm" and values["decoupled"] is True
+    assert (values["tp"], values["pp"], values["parallel_slots"]) == (1, 1, 512)
+    assert (values["context_tokens"], values["cuda_graphs"]) == (512, True)
+    assert values["gpu_memory_utilization"] == 0.9

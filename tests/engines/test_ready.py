@@ -36,6 +36,9 @@ def _text(name: str) -> str:
         # llama.cpp stamps its own elapsed time: 0.01.237.533 is 1.237533 s
         ("llama-server-cpu-gemma3-270m.log", "llamacpp", 1.237533, 13),
         ("llama-server-cuda-h200-graphs-on.log", "llamacpp", 3.41048, 8),
+        # tritonserver hosting vLLM: the launch header to "Started HTTPService" (its own
+        # stamps, microseconds)
+        ("tritonserver-2.51-h200-vllm-ready.log.gz", "triton", 90.893168, 94),
     ],
 )
 def test_real_logs(log: str, engine: str, seconds: float, line: int) -> None:
