@@ -11,7 +11,6 @@ the summary, beside the client floor).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -49,6 +48,7 @@ from crossover.metrics.witness import engine_claimed, engine_slack_below
 from crossover.records.model import RequestRecord
 from crossover.records.store import HOLD_S, RecordSink, RecordWriter
 from crossover.spec.run import RunConfig
+from crossover.tasks import cancel_and_wait
 from crossover.transport.client import make_client
 from crossover.workload import Prompt, Tokenizer
 
@@ -87,6 +87,7 @@ async def execute(
     placement: dict[str, Any] | None = None,
     workers_runner: WorkersRunner | None = None,
     drain: asyncio.Event | None = None,
+    load_done: asyncio.Event | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
     when the level ends, however it ends); the summary at the end.
@@ -112,6 +113,8 @@ async def execute(
     kept with the run. ``workers_runner`` runs the load of ``workers > 1``: worker
     processes on this machine (``crossover.load.workers.run_workers``, the default) or
     Ray actors over a cluster's nodes (``crossover.load.rayworkers.run_ray_workers``).
+    ``load_done`` is set once the load has ended, however it ends, before the counting
+    after it (a sweep level's samplers stop there).
     """
     headers = api_headers(config)
     dialect = get_dialect(config.dialect)
@@ -187,12 +190,14 @@ async def execute(
     try:
         status = await _execute(plan)
     finally:
+        if load_done is not None:
+            load_done.set()
         if relay is not None:
             relay.cancel()
         if scraper is not None:
-            scraper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await scraper
+            # cancelled again should it lose the cancellation (its reads are aiohttp's,
+            # whose timer can turn one into a TimeoutError: crossover.tasks)
+            await cancel_and_wait(scraper)
     if status == "failed" and not abort.is_set():
         status = "done"  # stopped on purpose, not aborted
     client_loop = loop_lag(lags, _probe_interval(config), config.workers)

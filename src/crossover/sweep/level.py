@@ -323,7 +323,12 @@ class TargetSession:
         floor, _ = resolve_client_floor(
             self.sweep.client_floor, level.concurrency, transport=run_cfg.transport
         )
-        scraper = scrape_loop(metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu)
+        # the samples end with the load, not after the level's counting that follows it
+        # (the re-tokenized witness, the summary): an idle engine is no sample of the level
+        load_done = asyncio.Event()
+        scraper = scrape_loop(
+            metrics_url, self.nvml, self.sweep.scrape_interval_s, prom, gpu, stop=load_done
+        )
         async with alongside(scraper):
             outcome = await execute(
                 run_cfg,
@@ -342,6 +347,7 @@ class TargetSession:
                 placement=placement,
                 workers_runner=workers_runner,
                 drain=drain,
+                load_done=load_done,
             )
         lag = outcome.summary.client_loop
         if lag is not None and lag.p99_ms is not None:

@@ -89,13 +89,19 @@ async def scrape_loop(
     sink_prom: list[dict[str, Any]],
     sink_gpu: list[dict[str, Any]],
     wanted: Iterable[str] = DEFAULT_METRICS,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Sample until cancelled. A failed scrape is skipped, never fatal."""
+    """Sample until ``stop`` is set (the level's load has ended) or cancelled. A failed
+    scrape is skipped, never fatal.
+
+    ``stop`` ends the samples where the load ends, whether or not a cancellation reaches
+    the loop: aiohttp can turn one into a ``TimeoutError`` (``crossover.tasks``), which
+    reads here as a failed scrape."""
     wanted = tuple(wanted)
     t0 = time.perf_counter()
     timeout = aiohttp.ClientTimeout(total=max(0.5, interval_s))
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        while True:
+        while stop is None or not stop.is_set():
             t = time.perf_counter() - t0
             if metrics_url:
                 try:
@@ -106,6 +112,6 @@ async def scrape_loop(
                                 sink_prom.append({"t_s": t, "values": values})
                 except (aiohttp.ClientError, OSError, TimeoutError, UnicodeDecodeError):
                     pass
-            if nvml is not None and nvml.active:
+            if nvml is not None and nvml.active and not (stop is not None and stop.is_set()):
                 sink_gpu.extend(nvml.sample(t))
             await asyncio.sleep(interval_s)
