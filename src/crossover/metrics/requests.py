@@ -12,6 +12,8 @@ and TPOT divides the time after the first delivery by the tokens that came after
 
 from __future__ import annotations
 
+import numpy as np
+
 from crossover.records.model import RequestRecord
 
 NS_PER_MS = 1_000_000.0
@@ -77,20 +79,43 @@ def tokens_per_chunk(r: RequestRecord) -> list[int] | None:
         return [1] * n_chunks
     if total < n_chunks:
         return None  # the count contradicts the stream: usage_mismatch says so
-    chars = r.chunk_chars
-    char_total = sum(chars)
+    chars = np.asarray(r.chunk_chars, dtype=np.int64)
+    char_total = int(chars.sum())
     if char_total <= 0:
-        shares = [total / n_chunks] * n_chunks
+        shares = np.full(n_chunks, total / n_chunks)
     else:
-        shares = [total * c / char_total for c in chars]
-    alloc = [max(1, int(s)) for s in shares]
-    while sum(alloc) > total:  # the at-least-one floor overshot: take from the largest
-        alloc[max(range(n_chunks), key=lambda i: alloc[i])] -= 1
-    left = total - sum(alloc)
-    order = sorted(range(n_chunks), key=lambda i: shares[i] - alloc[i], reverse=True)
-    for i in order[:left]:
-        alloc[i] += 1
-    return alloc
+        shares = total * chars / char_total  # int64 and float64 exact below 2**53: as Python
+    alloc = np.maximum(1, shares.astype(np.int64))  # truncated, as int()
+    over = int(alloc.sum()) - total
+    if over > 0:  # the at-least-one floor overshot: take from the largest
+        _take_from_largest(alloc, over)
+    left = total - int(alloc.sum())
+    if left > 0:  # the largest remainders first, the first of equals first
+        alloc[np.argsort(alloc - shares, kind="stable")[:left]] += 1
+    out: list[int] = alloc.tolist()  # Python ints
+    return out
+
+
+def _take_from_largest(alloc: np.ndarray, over: int) -> None:
+    """Take ``over`` from ``alloc`` one at a time, each from the largest (the first of
+    equals), at once: every value above a level ``L`` comes down to it, and what is left
+    to take comes from the first values at ``L``, one each (``over`` is less than the
+    sum of the values less one each)."""
+
+    def above(level: int) -> int:
+        return int(np.maximum(alloc - level, 0).sum())
+
+    lo, hi = 0, int(alloc.max())  # the lowest level whose taking is within ``over``
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if above(mid) <= over:
+            hi = mid
+        else:
+            lo = mid + 1
+    rest = over - above(lo)
+    np.minimum(alloc, lo, out=alloc)
+    if rest:
+        alloc[np.flatnonzero(alloc == lo)[:rest]] -= 1
 
 
 def chunk_gaps_ms(r: RequestRecord) -> list[float]:

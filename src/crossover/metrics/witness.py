@@ -135,10 +135,11 @@ def held_back(r: RequestRecord) -> int:
     n = _claimed(r)
     if n is None:
         return 0
-    extra = n - sum(1 for c in r.chunk_chars if c)  # a chunk with no text re-encodes to 0
+    extra = n - (len(r.chunk_chars) - r.chunk_chars.count(0))  # no text re-encodes to 0
     if extra <= 0:
         return 0
-    continuation = sum(len(ch.encode("utf-8")) - 1 for ch in (r.text or "") if ch > "\x7f")
+    text = r.text or ""
+    continuation = len(text.encode("utf-8")) - len(text)  # each character's bytes past one
     return min(extra, continuation)
 
 
