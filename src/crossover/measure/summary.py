@@ -79,8 +79,11 @@ def count_and_retokenize(records: list[RequestRecord], tokenizer: Tokenizer) -> 
     done: list[int] = []
     with contextlib.suppress(OSError, ValueError):
         # a local tokenizer encodes every chunk; a server's /tokenize is a round trip each
-        budget = CHUNK_ENCODES if isinstance(tokenizer, ServerTokenizer) else None
-        retokenize(measured, tokenizer.encode, done, budget)
+        server = isinstance(tokenizer, ServerTokenizer)
+        budget = CHUNK_ENCODES if server else None
+        # a local tokenizer counts the level's texts in one batch (the same counts)
+        count_many = None if server else getattr(tokenizer, "count_many", None)
+        retokenize(measured, tokenizer.encode, done, budget, count_many)
     changed += [measured[i] for i in done]
     return changed
 

@@ -96,25 +96,49 @@ def retokenize(
     encode: Callable[[str], list[int]],
     done: list[int],
     chunk_budget: int | None = CHUNK_ENCODES,
+    count_many: Callable[[list[str]], list[int]] | None = None,
 ) -> None:
     """Re-tokenize the streamed text of every succeeded request whose count came from
     usage (once per request, after the level), and where the stream has more than one
     chunk, each chunk's text on its own (``chunk_budget``: at most this many chunk
     encodes, None for no limit: a local tokenizer). Appends to ``done`` the indices it
-    set, so a caller knows them when ``encode`` raises."""
+    set, so a caller knows them when ``encode`` raises.
+
+    ``count_many`` (a local tokenizer's ``len(encode(t))`` of many texts at once) counts
+    every text of the level in one call instead, the same counts; where it raises, none
+    is set."""
+    todo: list[tuple[int, RequestRecord, list[str] | None]] = []
     for i, r in enumerate(records):
         n = r.completion_tokens
         if not r.ok or r.text is None or r.stream_tokens is not None:
             continue
         if n is None or r.count_source != "usage":
             continue
-        r.stream_tokens = len(encode(r.text))
-        done.append(i)
+        chunks = None
         n_chunks = len(r.chunk_chars)
         if n_chunks > 1 and (chunk_budget is None or n_chunks <= chunk_budget):
             if chunk_budget is not None:
                 chunk_budget -= n_chunks
-            r.chunk_text_tokens = sum(len(encode(t)) for t in chunk_texts(r) if t)
+            chunks = [t for t in chunk_texts(r) if t]
+        if count_many is None:
+            r.stream_tokens = len(encode(r.text))
+            done.append(i)
+            if chunks is not None:
+                r.chunk_text_tokens = sum(len(encode(t)) for t in chunks)
+        else:
+            todo.append((i, r, chunks))
+    if count_many is None or not todo:
+        return
+    texts: list[str] = []
+    for _, r, chunks in todo:
+        texts.append(r.text or "")
+        texts += chunks or []
+    counts = iter(count_many(texts))
+    for i, r, chunks in todo:
+        r.stream_tokens = next(counts)
+        if chunks is not None:
+            r.chunk_text_tokens = sum(next(counts) for _ in chunks)
+        done.append(i)
 
 
 def _short(claimed: int, witness: int) -> bool:

@@ -30,6 +30,12 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
+#: ``HFTokenizer.count_many`` remembers the counts of texts up to this long (a chunk's),
+#: this many at most (then it starts again)
+COUNTED_CHARS = 64
+COUNTS_KEPT = 1 << 20
+
+
 class HFTokenizer:
     """A ``tokenizer.json`` through the ``tokenizers`` package (no torch needed)."""
 
@@ -48,9 +54,28 @@ class HFTokenizer:
         except Exception as exc:
             raise UsageError(f"cannot read tokenizer {file}: {exc}") from None
         self.name = f"hf:{path}"
+        self._counts: dict[str, int] = {}
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """``len(encode(text))`` of every text, each distinct text encoded once, in one
+        batch (``tokenizers``' own threads), short ones remembered across calls: a
+        level's streams repeat their chunks' texts, and the next level's repeat them
+        again (the text witness, ``crossover.metrics.witness.retokenize``)."""
+        known = self._counts
+        todo = [t for t in dict.fromkeys(texts) if t not in known]
+        found: dict[str, int] = {}
+        if todo:
+            batch = getattr(self._tok, "encode_batch_fast", None) or self._tok.encode_batch
+            encoded = batch(todo, add_special_tokens=False)
+            found = {t: len(e.ids) for t, e in zip(todo, encoded, strict=True)}
+        out = [known[t] if t in known else found[t] for t in texts]
+        if len(known) + len(found) > COUNTS_KEPT:
+            known.clear()
+        known.update((t, n) for t, n in found.items() if len(t) <= COUNTED_CHARS)
+        return out
 
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids, skip_special_tokens=False))
@@ -76,6 +101,9 @@ class GGUFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return self._tok.count_many(texts)
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids)
