@@ -4,8 +4,8 @@ process or over workers, its records kept however it ends, and its outcome.
 Nothing that can wait runs on the event loop while streams are in flight: a finished
 record is held (``RecordSink``) and handed to the store's writer thread in one batch at
 the end of the level (or every ``HOLD_S`` during a long one), the summary is computed
-after the level, and a probe measures the loop's own lag meanwhile (``client_loop`` in
-the summary, beside the client floor).
+after the level (in a thread, as the text witness is), and a probe measures the loop's
+own lag meanwhile (``client_loop`` in the summary, beside the client floor).
 """
 
 from __future__ import annotations
@@ -221,7 +221,9 @@ async def execute(
         changed = await asyncio.to_thread(count_and_retokenize, records, tokenizer)
         for r in changed:  # keep the stored records the source of truth
             store.add_record(run_id, r)
-    summary = summarize(records, ctx, engine, client_loop)
+    # pure work on records nothing else touches now (the load and its tasks are over):
+    # off the event loop, which a sweep's watchers and the next level's prompts share
+    summary = await asyncio.to_thread(summarize, records, ctx, engine, client_loop)
     if status == "failed":
         reason = (abort_reason() if abort_reason else None) or "the run was aborted"
         summary.problems.append(
