@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from crossover.metrics.requests import tokens_per_chunk
+from crossover.metrics.requests import NS_PER_MS, deliveries, itl_ms, tokens_per_chunk
 from crossover.metrics.witness import held_back
 from crossover.records.model import RequestRecord
 
@@ -98,3 +98,45 @@ def test_held_back_counts_continuation_bytes_as_before() -> None:
         r = record(chars, len(chars) + rng.randint(-5, 40), text)
         extra = r.completion_tokens - sum(1 for c in chars if c)  # type: ignore[operator]
         assert held_back(r) == (min(extra, old_continuation(text)) if extra > 0 else 0)
+
+
+def old_itl_ms(r: RequestRecord) -> list[float]:
+    """``itl_ms`` as it was: a Python loop over the deliveries."""
+    if not r.ok or tokens_per_chunk(r) is None:
+        return []
+    groups = deliveries(r)
+    out: list[float] = []
+    for i in range(1, len(groups)):
+        k = groups[i][1]
+        if k <= 0:
+            continue
+        per = (groups[i][0] - groups[i - 1][0]) / k / NS_PER_MS
+        out.extend([per] * k)
+    return out
+
+
+def test_itl_as_before_on_random_deliveries() -> None:
+    """Gaps at the delivery edge (100 us), tokens per chunk said or spread, zeros, failed
+    requests, and text lengths not one per chunk: the same floats in the same order."""
+    rng = random.Random(5)
+    for _ in range(5000):
+        n = rng.randint(0, 40)
+        t, arrivals = rng.randint(0, 10**12), []
+        for _ in range(n):
+            t += rng.choice([0, 1, 99_999, 100_000, 100_001, rng.randint(0, 10**8)])
+            arrivals.append(t)
+        said = [rng.randint(0, 4) for _ in range(n)] if rng.random() < 0.3 else None
+        chars = [rng.randint(0, 9) for _ in range(n + rng.choice([0, 0, 0, 1, 2]))]
+        r = RequestRecord(
+            index=0,
+            expected_output_tokens=1,
+            t_send_ns=0,
+            chunk_arrival_ns=arrivals,
+            chunk_chars=chars,
+            chunk_tokens=said,
+            completion_tokens=rng.choice([None, n, n + rng.randint(0, 3 * n + 1)]),
+            count_source="usage",
+            status=rng.choice([200, 200, 500]),
+            text="x",
+        )
+        assert itl_ms(r) == old_itl_ms(r)

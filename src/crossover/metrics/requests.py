@@ -149,9 +149,26 @@ def grouped_events(r: RequestRecord) -> int:
 def itl_ms(r: RequestRecord) -> list[float]:
     """Per-token gaps: each delivery's gap after the first, spread over the tokens it
     brought, once per token (so pooled ITL weights every token equally)."""
-    if not r.ok or tokens_per_chunk(r) is None:
+    counts = tokens_per_chunk(r) if r.ok else None
+    a = r.chunk_arrival_ns
+    if counts is None or not a:
         return []
-    groups = deliveries(r)
+    if len(counts) != len(a):  # text lengths not one per chunk (a damaged record)
+        return _itl_by_delivery(deliveries(r))
+    # the deliveries (``deliveries``), at once: each starts where the gap before it is
+    # wide, and ends at the arrival before the next one starts
+    arr = np.asarray(a, dtype=np.int64)
+    starts = np.flatnonzero(np.diff(arr) >= DELIVERY_GAP_NS) + 1
+    stamps = arr[np.append(starts - 1, len(arr) - 1)]
+    tokens = np.add.reduceat(np.asarray(counts, dtype=np.int64), np.insert(starts, 0, 0))
+    gaps, k = np.diff(stamps), tokens[1:]
+    brought = k > 0
+    per = gaps[brought] / k[brought] / NS_PER_MS  # as Python's: every operand exact
+    out: list[float] = np.repeat(per, k[brought]).tolist()
+    return out
+
+
+def _itl_by_delivery(groups: list[tuple[int, int]]) -> list[float]:
     out: list[float] = []
     for i in range(1, len(groups)):
         k = groups[i][1]
