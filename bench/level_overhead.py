@@ -13,10 +13,11 @@ Before and after are measured in one run: each step runs in a child process on t
 checkout's ``src`` and on ``--before``'s (a git ref, exported with ``git archive``),
 interleaved per repeat; the best of ``--repeats`` is kept. Both must give the same figures.
 
-    .venv/bin/python bench/level_overhead.py --db /tmp/tri/triton/sweep.db \\
-        --json docs/results/level_overhead.json
+    .venv/bin/python bench/level_overhead.py --json docs/results/level_overhead.json
 
-The database is copied to a temporary folder first (it is never written). The tokenizer
+The database (``--db``; by default the committed vLLM-in-Triton sweep,
+``docs/results/h200/triton/sweep.db.xz``, whose ``vllm`` runs these are) is copied, or
+decompressed, to a temporary folder first (it is never written). The tokenizer
 (``--tokenizer``) is Llama 3's shape; without one, ``models synth --config-only`` writes it.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import lzma
 import os
 import platform
 import shutil
@@ -144,7 +146,9 @@ def table(res: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--db", type=Path, default=Path("/tmp/tri/triton/sweep.db"))
+    ap.add_argument(
+        "--db", type=Path, default=ROOT / "docs" / "results" / "h200" / "triton" / "sweep.db.xz"
+    )
     ap.add_argument("--tokenizer", help="HF tokenizer folder (default: synth Llama 3's)")
     ap.add_argument("--keys", default=",".join(KEYS), help="the runs' keys, comma-separated")
     ap.add_argument("--before", default=BEFORE, help="git ref of the code before")
@@ -162,7 +166,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="level-overhead-") as tmp_s:
         tmp = Path(tmp_s)
         db = tmp / "sweep.db"
-        shutil.copyfile(args.db, db)
+        if args.db.suffix == ".xz":
+            with lzma.open(args.db) as src, db.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            shutil.copyfile(args.db, db)
         tokenizer = args.tokenizer or synth_tokenizer(tmp)
         trees = {"before": export_src(args.before, tmp), "after": ROOT / "src"}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
