@@ -168,3 +168,29 @@ def test_run_build_command_prints_counts_with_a_plan(
     assert len(counts) == len(err) - 1 >= 3
     assert counts == sorted(counts) and counts[-1] == 192
     assert plan.done() == 192
+
+
+def test_a_finished_build_says_its_whole_count_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not on a terminal, with the plan: a build whose output runs ahead of its objects
+    (every line said, then the objects written) still ends on the whole count."""
+    shutil.copytree(PLAN, tmp_path / "b")
+    plan = BuildPlan.read(tmp_path / "b", "llama-server")
+    assert plan is not None
+    objs = sorted(plan.objects)
+    script = (
+        "import pathlib, time\n"
+        f"root = pathlib.Path({str(tmp_path / 'b')!r})\n"
+        f"objs = {objs!r}\n"
+        "for i, o in enumerate(objs):\n"
+        "    print(f'[{i * 100 // len(objs):3d}%] Building C object {o}', flush=True)\n"
+        "time.sleep(0.3)\n"
+        "for o in objs:\n"
+        "    p = root / o; p.parent.mkdir(parents=True, exist_ok=True); p.write_bytes(b'')\n"
+    )
+    with (tmp_path / "build.log").open("w") as log:
+        run_build_command([sys.executable, "-c", script], log, "building", True, True, plan)
+    err = capsys.readouterr().err.splitlines()
+    counts = [int(m.group(1)) for x in err[1:] if (m := re.search(r"\((\d+)/192 objects", x))]
+    assert counts and counts[-1] == 192, err

@@ -265,6 +265,12 @@ def run_build_command(
                 last_step = int(state.percent) // 10
                 console.print(step_line(state, now))
         proc.wait()
+        if show and percent and proc.returncode == 0 and last_step < 10:
+            # the lines are read as they come and the last ones may say less than was
+            # built: a finished build's last word is its whole count
+            state.refresh()
+            if int(state.percent) // 10 > last_step:
+                console.print(step_line(state, time.monotonic()))
     log.flush()
     if proc.returncode != 0:
         raise EngineError(
