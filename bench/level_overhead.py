@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import lzma
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -163,14 +161,13 @@ def main() -> int:
     if not args.db.is_file():
         print(f"no sweep database at {args.db}: nothing to measure")
         return 2
+    # imported here, not at the top: a child imports the tree it times (``--before``'s may
+    # predate this module)
+    from crossover.records.copies import copy_database
+
     with tempfile.TemporaryDirectory(prefix="level-overhead-") as tmp_s:
         tmp = Path(tmp_s)
-        db = tmp / "sweep.db"
-        if args.db.suffix == ".xz":
-            with lzma.open(args.db) as src, db.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
-            shutil.copyfile(args.db, db)
+        db = copy_database(args.db, tmp / "sweep.db")
         tokenizer = args.tokenizer or synth_tokenizer(tmp)
         trees = {"before": export_src(args.before, tmp), "after": ROOT / "src"}
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}

@@ -17,13 +17,12 @@ strictly: docs/results/h200/README.md, "Re-summarized with today's code", says w
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from crossover.measure import resummarize
+from crossover.records.copies import copy_database
 from crossover.records.store import Store
 
 ROOT = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
@@ -56,12 +55,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 def check(folder: Path, tmp: Path) -> tuple[int, list[str], list[str], list[str]]:
     """Runs checked, figures moved, figures moved for a stated reason, verdicts changed."""
-    db = tmp / f"{folder.name}.db"
-    if (folder / "sweep.db").is_file():
-        shutil.copy(folder / "sweep.db", db)
-    else:
-        with lzma.open(folder / "sweep.db.xz") as src, db.open("wb") as out:
-            shutil.copyfileobj(src, out)
+    db = copy_database(folder, tmp / f"{folder.name}.db")
     published = json.loads((folder / "sweep.json").read_text("utf-8"))
     store = Store(db)
     moved: list[str] = []

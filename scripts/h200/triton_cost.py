@@ -14,8 +14,8 @@ counters the sweep scraped (`nv_inference_request_success`, `nv_inference_queue_
 `nv_inference_compute_infer_duration_us`, `nv_inference_request_duration_us`) as
 microseconds per request, beside crossover's TTFT p50 for the same run. For a decoupled
 model these end when `execute` hands the request to the engine (docs/triton.md, "What
-Triton's own durations cover"). The database is `sweep.db`, or `sweep.db.xz` decompressed
-into a temporary file.
+Triton's own durations cover"). The database, `sweep.db` or `sweep.db.xz`, is copied (or
+decompressed) into a temporary folder first (`crossover.records.copies.copy_database`).
 
 Part 3, where the time goes, for both targets from sweep.json: per run, the streamed
 events the client received per request and output tokens per event (above 1: the server
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -38,6 +36,8 @@ from pathlib import Path
 
 from crossover.analysis.crossovers import analyze_sweep, metric_spec
 from crossover.analysis.schema import SweepFile
+from crossover.errors import UsageError
+from crossover.records.copies import copy_database
 
 METRICS = ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50")
 COUNTERS = (
@@ -84,16 +84,10 @@ def crossover_part(sweep: SweepFile, triton: str, bare: str) -> list[str]:
 
 
 def open_db(folder: Path, tmp: Path) -> Path:
-    db = folder / "sweep.db"
-    if db.is_file():
-        return db
-    xz = folder / "sweep.db.xz"
-    if not xz.is_file():
-        sys.exit(f"no sweep.db or sweep.db.xz in {folder}")
-    out = tmp / "sweep.db"
-    with lzma.open(xz) as src, out.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return out
+    try:
+        return copy_database(folder, tmp / "sweep.db")
+    except UsageError as exc:
+        sys.exit(str(exc))
 
 
 def triton_part(db: Path, triton: str) -> list[str]:

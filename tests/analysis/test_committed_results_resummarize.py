@@ -9,13 +9,12 @@ A change to the engines, the defaults or the metrics that moved a published figu
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
 
 from crossover.measure import resummarize
+from crossover.records.copies import copy_database
 from crossover.records.store import Store
 
 H200 = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
@@ -27,12 +26,7 @@ H200 = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
 @pytest.mark.parametrize("folder", ["sweep", "triton", "moe", "prefix", "moe-tuning"])
 def test_committed_sweep_resummarizes_to_the_same_figures(tmp_path: Path, folder: str) -> None:
     results = H200 / folder
-    db = tmp_path / "sweep.db"
-    if (results / "sweep.db").is_file():
-        shutil.copy(results / "sweep.db", db)
-    else:
-        with lzma.open(results / "sweep.db.xz") as src, db.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
+    db = copy_database(results, tmp_path / "sweep.db")
     published = json.loads((results / "sweep.json").read_text("utf-8"))
     store = Store(db)
     try:
