@@ -6,11 +6,16 @@
 # $OUT) is exercised for real. Usage, from the repository root with the venv built:
 #   bash scripts/h200/rehearse.sh            # CMD=decide
 #   CMD=sweep bash scripts/h200/rehearse.sh
-# Leaves /tmp/xo (rm -rf it after: a later rehearsal resumes from it) and /tmp/xo-out.
+# Each rehearsal starts afresh: it removes its own folders first (its config in
+# /tmp/xo-rehearse, its sweep in /tmp/xo/rehearse, its parts in /tmp/xo-out), never /tmp/xo
+# as a whole (on the device machine /tmp/xo holds the staging), so it never resumes an
+# earlier one (nor a committed database: RESULTS is cleared). It leaves them behind for a
+# look afterwards.
 set -euo pipefail
-ROOT=$(pwd); R=/tmp/xo-rehearse; W=/tmp/xo
+ROOT=$(pwd); R=/tmp/xo-rehearse; W=/tmp/xo; NAME=rehearse
 PY=${PY:-$ROOT/.venv/bin/python}
 [ -x "$PY" ] || { echo "no $PY: make venv first"; exit 2; }
+rm -rf "$R" "${W:?}/$NAME" /tmp/xo-out/"$NAME".tgz.part-*
 mkdir -p $R $W /tmp/xo-out
 touch $W/background.log $W/checkpoints.done $W/background.done
 "$PY" - "$R" "$ROOT" <<'PY'
@@ -43,6 +48,6 @@ cfg = {"name": "rehearse", "concurrency": [1, 4, 16], "output_tokens": 32, "repe
        "targets": targets}
 (d / "cfg.yaml").write_text(yaml.safe_dump(cfg))
 PY
-OUT=/tmp/xo-out CMD=${CMD:-decide} NEED_VLLM=0 NEED_LLAMA=0 END=${END:-150} \
-  PATH="$(dirname "$PY"):$PATH" bash scripts/h200/job-sweep.sh $R/cfg.yaml rehearse
-ls /tmp/xo-out/rehearse.tgz.part-* > /dev/null && echo "rehearsal: packed into /tmp/xo-out"
+OUT=/tmp/xo-out RESULTS= CMD=${CMD:-decide} NEED_VLLM=0 NEED_LLAMA=0 END=${END:-150} \
+  PATH="$(dirname "$PY"):$PATH" bash scripts/h200/job-sweep.sh $R/cfg.yaml $NAME
+ls /tmp/xo-out/$NAME.tgz.part-* > /dev/null && echo "rehearsal: packed into /tmp/xo-out"

@@ -1,0 +1,70 @@
+"""``scripts/h200/rehearse.sh`` starts afresh each time: a second rehearsal does not resume
+the first one's sweep, and the staging beside it in /tmp/xo is kept.
+
+The script runs as it is, but with its /tmp/xo paths moved under the test's folder and
+``job-sweep.sh`` replaced by a stand-in that says what it found and packs a part, as the
+real one does (a real rehearsal takes minutes: run it by hand)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "h200" / "rehearse.sh"
+
+#: job-sweep.sh's stand-in: what its sweep folder held before (a resumed sweep finds its
+#: database there) and the committed results it would resume from, then a database and a
+#: part, as a finished sweep leaves them
+STAND_IN = """\
+set -euo pipefail
+W={w}; NAME=$2
+mkdir -p $W/$NAME
+echo "found: $(ls -A $W/$NAME | tr '\\n' ' ')"
+echo "results: ${{RESULTS:-}}"
+echo "{{}}" > $W/$NAME/sweep.db
+echo packed > $OUT/$NAME.tgz.part-aa
+"""
+
+
+def _rehearse(script: Path) -> str:
+    done = subprocess.run(
+        ["bash", str(script)],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PY": sys.executable, "RESULTS": "docs/results/h200/x"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_second_rehearsal_starts_afresh_and_keeps_the_staging(tmp_path: Path) -> None:
+    base = tmp_path / "tmp"
+    base.mkdir()
+    work = base / "xo"
+    stand_in = tmp_path / "job-sweep.sh"
+    stand_in.write_text(STAND_IN.format(w=work))
+    text = SCRIPT.read_text(encoding="utf-8")
+    assert text.count("bash scripts/h200/job-sweep.sh ") == 1
+    script = tmp_path / "rehearse.sh"
+    script.write_text(
+        text.replace("/tmp/xo", str(work)).replace("scripts/h200/job-sweep.sh", str(stand_in))
+    )
+    work.mkdir()
+    (work / "cache").mkdir()
+    (work / "cache" / "staged").write_text("a checkpoint")  # what job-start.sh staged
+
+    first = _rehearse(script)
+    assert "found: \n" in first and "rehearsal: packed" in first
+    (tmp_path / "tmp" / "xo-out" / "rehearse.tgz.part-ab").write_text("an old part")
+    second = _rehearse(script)
+    assert "found: \n" in second  # not the first rehearsal's sweep.db: nothing to resume
+    assert "results: \n" in first and "results: \n" in second  # nor the caller's RESULTS
+    assert "rehearsal: packed" in second
+    assert sorted(p.name for p in (base / "xo-out").iterdir()) == ["rehearse.tgz.part-aa"]
+    assert (work / "cache" / "staged").read_text() == "a checkpoint"
+    assert (work / "background.log").is_file()
