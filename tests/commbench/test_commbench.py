@@ -1,5 +1,6 @@
 """commbench without GPUs: sizes, bandwidth math, the timer seam, the environment its
-workers inherit, the JSON the advisor reads back, and the no-GPU exit."""
+workers inherit, rank 0's figures (on a stand-in torch) written whole or not at all, the
+JSON the advisor reads back, and the no-GPU exit."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from crossover.commbench import (
     run_commbench,
     time_calls,
 )
-from crossover.commbench.runner import iterations
+from crossover.commbench.runner import _worker, iterations
 from crossover.errors import UsageError
 
 KIB, GIB = 1024, 1024**3
@@ -196,3 +197,98 @@ def test_cli_without_gpus_exits_2_with_one_line(
 def test_cli_bad_flags_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["commbench", *args]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+class _StandInEvent:
+    """``torch.cuda.Event``: 2 ms between any two records."""
+
+    def __init__(self, enable_timing: bool) -> None:
+        assert enable_timing
+
+    def record(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _StandInEvent) -> float:
+        return 2.0
+
+
+def _stand_in_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Just enough of torch and torch.distributed for one rank of a worker, without GPUs
+    (the rank's environment is put back afterwards)."""
+
+    def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    cuda = types.SimpleNamespace(
+        set_device=nothing,
+        synchronize=nothing,
+        empty_cache=nothing,
+        Event=_StandInEvent,
+        get_device_name=lambda dev: "Stand-in GPU",
+        nccl=types.SimpleNamespace(version=lambda: (2, 28, 9)),
+    )
+    torch = types.SimpleNamespace(
+        __version__="2.11.0+test",
+        bfloat16="bf16",
+        float64="f64",
+        cuda=cuda,
+        device=lambda kind, index: f"{kind}:{index}",
+        zeros=lambda n, dtype, device: [0.0] * n,
+        tensor=lambda values, dtype, device: types.SimpleNamespace(item=lambda: values[0]),
+    )
+    dist = types.SimpleNamespace(
+        init_process_group=nothing,
+        barrier=nothing,
+        all_reduce=nothing,
+        destroy_process_group=nothing,
+        ReduceOp=types.SimpleNamespace(MAX="max"),
+    )
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    _clear_multicast_env(monkeypatch)
+    for key in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.setenv(key, "set-by-test")
+
+
+OPTS = {"sizes": [KIB], "warmup": 1, "iters": 5, "graph_calls": 1, "eager_only": True}
+
+
+def test_rank_0_writes_its_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in_torch(monkeypatch)
+    out = tmp_path / "rank0.json"
+    _worker(0, 2, 29500, OPTS, str(out))
+    raw = json.loads(out.read_text("utf-8"))
+    assert raw == {
+        "device": "Stand-in GPU",
+        "torch": "2.11.0+test",
+        "nccl": "2.28.9",
+        "rows": [{"size_bytes": KIB, "eager_us": 400.0, "graph_us": None}],
+    }
+    assert [p.name for p in tmp_path.iterdir()] == ["rank0.json"]
+
+
+def test_an_interrupted_rank_0_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``tests/test_files.py`` checks the other writers: every write gets half its data
+    down, then Ctrl-C."""
+    _stand_in_torch(monkeypatch)
+    out = tmp_path / "rank0.json"
+    out.write_text('{"old": true}\n')
+
+    def half(self: Path, data: bytes | str, *args: object, **kwargs: object) -> int:
+        raw = data.encode() if isinstance(data, str) else data
+        with self.open("wb") as f:
+            f.write(raw[: len(raw) // 2])
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(Path, "write_bytes", half)
+        m.setattr(Path, "write_text", half)
+        with pytest.raises(KeyboardInterrupt):
+            _worker(0, 2, 29500, OPTS, str(out))
+    assert out.read_text() == '{"old": true}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["rank0.json"]  # no .tmp left behind

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from crossover.commbench.results import CommbenchResult, Point, message_sizes, summarize
 from crossover.errors import UsageError
+from crossover.files import write_atomic
 from crossover.multicast import MULTICAST_OFF
 
 # Fewer timed calls for big messages: about this many bytes per size and mode.
@@ -186,7 +187,8 @@ def _worker(rank: int, world: int, port: int, opts: dict[str, Any], out: str) ->
                 "nccl": nccl,
                 "rows": rows,
             }
-            Path(out).write_text(json.dumps(meta), "utf-8")
+            # whole or not at all: a rank interrupted mid-write leaves the file as it was
+            write_atomic(Path(out), json.dumps(meta))
     finally:
         dist.destroy_process_group()
 
