@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 ENGINE = Path(__file__).parents[1] / "sweep" / "calib_engine.py"
 # TTFT grows by 40 ms per other request in flight: past 25 requests/s the queue grows
-MODEL = {"ttft_ms": 10.0, "ttft_per_stream_ms": 40.0, "itl_ms": 10.0}
+MODEL: dict[str, object] = {"ttft_ms": 10.0, "ttft_per_stream_ms": 40.0, "itl_ms": 10.0}
 
 
 def test_capacity_per_target_of_a_sweep_yaml(
@@ -31,7 +31,7 @@ def test_capacity_per_target_of_a_sweep_yaml(
     gguf = tmp_path / "model.gguf"
     stand_in_gguf(gguf)
     out = tmp_path / "cap.json"
-    with spawn(build_config(**MODEL)) as url:
+    with spawn(build_config(MODEL)) as url:  # as a config file's mapping
         config = tmp_path / "sweep.yaml"
         config.write_text(yaml.safe_dump({
             "targets": [
