@@ -11,6 +11,7 @@ from crossover.errors import (
     check_port,
     closest,
     parse_list,
+    parse_names,
     unknown_choice,
     validation_line,
 )
@@ -115,3 +116,21 @@ def test_parse_list_with_zero_takes_a_count_that_may_be_none() -> None:
         parse_list("nan", "--x", float, zero=True)
     with pytest.raises(UsageError, match="must be above 0, got 0 in '0'"):
         parse_list("0", "--concurrency")
+
+
+def test_parse_names_reads_names_and_refuses_an_empty_item() -> None:
+    """The shared comma list of names: each stripped, a name given twice kept once; an
+    empty item is one line, not dropped (``vllm,,sglang`` is not ``vllm,sglang``)."""
+    assert parse_names(" vllm, sglang ,vllm", "--only") == ["vllm", "sglang"]
+    assert parse_names("GGUF,HF", "--format", lower=True) == ["gguf", "hf"]
+    assert parse_names("tp=2", "--expect") == ["tp=2"]
+    for text, line in [
+        ("vllm,,sglang", "--only: empty item in 'vllm,,sglang'; give names separated by commas"),
+        ("vllm,", "--only: empty item in 'vllm,'; give names separated by commas"),
+        (" ,vllm", "--only: empty item in ' ,vllm'; give names separated by commas"),
+        (",", "--only: empty list"),
+        ("", "--only: empty list"),
+    ]:
+        with pytest.raises(UsageError) as exc:
+            parse_names(text, "--only")
+        assert str(exc.value) == line

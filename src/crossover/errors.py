@@ -145,6 +145,19 @@ def parse_list(
     return list(dict.fromkeys(out))
 
 
+def parse_names(text: str, what: str, *, lower: bool = False) -> list[str]:
+    """A flag's comma list of names or ``KEY=VALUE`` items (``vllm,sglang``), each
+    stripped (with ``lower``, lower-cased); ``vllm,,sglang``, ``vllm,`` and ``,`` are
+    refused, not read as ``vllm,sglang`` (as :func:`parse_list` refuses ``1,,2``); an item
+    given twice is kept once, in its first place. ``what`` names the flag."""
+    items = [x.strip().lower() if lower else x.strip() for x in text.split(",")]
+    if not any(items):
+        raise UsageError(f"{what}: empty list")
+    if not all(items):
+        raise UsageError(f"{what}: empty item in {text!r}; give names separated by commas")
+    return list(dict.fromkeys(items))
+
+
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The pydantic model that holds the field at ``loc`` (list indexes skipped)."""
     from pydantic import BaseModel

@@ -8,6 +8,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -409,3 +410,65 @@ def test_each_target_start_weighs_what_it_was_measured_to_cost() -> None:
         State(q, obs, PolicyConfig(budget=0.5, start_s=159.0)), Measure("quick", 4, 0, None, "")
     )
     assert dear - cheap == pytest.approx(159.0 - 7.0)
+
+
+def test_a_resumed_level_measured_in_part_then_whole_is_one_measurement(
+    tmp_path: Path,
+) -> None:
+    """A live decision run again reads back both runs of a level first measured in part
+    (sequential) and then whole under the same key (the part stays stored): the policy
+    weighs one measurement per target, level and repeat, the whole, which supersedes the
+    part (``State`` keeps the latest, the database gives them in the order made), not two
+    repeats of the level. Only the time spent counts both."""
+    from types import SimpleNamespace
+
+    from crossover.decide.budget import spent_seconds
+    from crossover.decide.live import stored_observations
+    from crossover.decide.state import State, pair_findings
+    from crossover.records.model import RequestRecord
+    from crossover.records.store import Store
+    from crossover.sweep.driver import SEQUENTIAL_STOP
+
+    def records(n: int) -> list[RequestRecord]:
+        ms = 1_000_000
+        return [
+            RequestRecord(index=i, expected_output_tokens=4, t_send_ns=i * ms,
+                          t_first_ns=(i + 1) * ms, t_last_ns=(i + 4) * ms,
+                          t_done_ns=(i + 4) * ms, chunk_arrival_ns=[(i + 1) * ms],
+                          chunk_chars=[4], status=200, completion_tokens=4,
+                          count_source="usage")
+            for i in range(n)
+        ]  # fmt: skip
+
+    def stored(store: Store, key: str, tput: float, n: int, planned: int | None) -> None:
+        run_id = f"{key}:{n}"
+        store.create_run(run_id, {}, key)
+        store.add_records(run_id, records(n))
+        if planned is not None:
+            store.add_sample(run_id, SEQUENTIAL_STOP, 0.0, {"planned": planned, "why": "x"})
+        summary = {"verdict": "valid", "throughput": {"total_tokens_per_s": tput}}
+        store.finish_run(run_id, "done", summary)
+
+    q = crossover_question(levels=(1, 4), group_targets=False)
+    live = PolicyConfig(budget_factor=0.0, sequential=True)
+    with Store(tmp_path / "sweep.db") as store:
+        stored(store, "fast|c=1|r=0", 1000.0, 16, None)
+        stored(store, "batched|c=1|r=0", 400.0, 4, 16)  # the part: far behind
+        stored(store, "batched|c=1|r=0", 990.0, 16, None)  # the whole: level with fast
+        obs = stored_observations(SimpleNamespace(store=store), q.targets)  # type: ignore[arg-type]
+    # the input holds both runs of the key, the part first
+    assert [(o.target, o.level, o.complete) for o in obs] == [
+        ("fast", 1, True), ("batched", 1, False), ("batched", 1, True),
+    ]  # fmt: skip
+    part, whole = obs[1], obs[2]
+    s = State(q, obs, live)
+    assert len(s.runs) == 2 and s.run("batched", 1) is whole
+    assert s.repeats("batched", 1) == [whole]
+    assert s.values("batched", "total_tokens_per_s") == {1.0: [990.0]}  # not [400, 990]
+    assert ("batched", 1, 0) in s.rest_measured
+    # the policy's findings and next step are those of the whole alone
+    alone = [obs[0], whole]
+    assert pair_findings(s) == pair_findings(State(q, alone, live))
+    assert next_step(q, obs, live) == next_step(q, alone, live)
+    # the time spent counts both: the part took its seconds too
+    assert spent_seconds(obs, live) == pytest.approx(spent_seconds(alone, live) + part.seconds)

@@ -78,14 +78,57 @@ def test_text_witness_in_one_batch_as_text_by_text(llama3: HFTokenizer) -> None:
     assert [r.index for r in changed] == [3] + [r.index for r in records if r.index != 3]
 
 
-def test_a_failing_batch_sets_nothing() -> None:
+def test_a_failing_batch_counts_request_by_request() -> None:
+    """A batch that raises (a text the tokenizer refuses) falls back to a count per
+    request: the requests counted keep their counts, only the one refused lacks them,
+    and the refusal is raised once all were tried (the caller knows which by ``done``)."""
+
     def fails(texts: list[str]) -> list[int]:
         raise ValueError("gone")
 
-    r = RequestRecord(index=0, expected_output_tokens=2, t_send_ns=0, chunk_arrival_ns=[1, 2],
-                      chunk_chars=[1, 1], completion_tokens=2, count_source="usage",
-                      status=200, text="ab")  # fmt: skip
+    def encode(text: str) -> list[int]:
+        if "x" in text:
+            raise ValueError("refused")
+        return list(text.encode())
+
+    def record(index: int, text: str) -> RequestRecord:
+        return RequestRecord(index=index, expected_output_tokens=2, t_send_ns=0,
+                             chunk_arrival_ns=[1, 2], chunk_chars=[1, len(text) - 1],
+                             completion_tokens=2, count_source="usage", status=200,
+                             text=text)  # fmt: skip
+
+    records = [record(0, "ab"), record(1, "xy"), record(2, "cde"), record(3, "fx")]
     done: list[int] = []
-    with pytest.raises(ValueError):
-        retokenize([r], lambda t: list(t.encode()), done, None, fails)
-    assert done == [] and r.stream_tokens is None
+    with pytest.raises(ValueError, match="refused"):
+        retokenize(records, encode, done, None, fails)
+    assert done == [0, 2]
+    assert [(r.stream_tokens, r.chunk_text_tokens) for r in records] == [
+        (2, 2), (None, None), (3, 3), (None, None),
+    ]  # fmt: skip
+
+
+def test_a_failing_batch_keeps_the_counts_of_a_level() -> None:
+    """Through the level's counting (``count_and_retokenize``): a local tokenizer whose
+    batch fails still witnesses every request its ``encode`` counts."""
+
+    class Refuses:
+        name = "refuses"
+
+        def encode(self, text: str) -> list[int]:
+            return list(text.encode())
+
+        def decode(self, ids: list[int]) -> str:
+            return bytes(ids).decode()
+
+        def count_many(self, texts: list[str]) -> list[int]:
+            raise ValueError("batch gone")
+
+    records = [
+        RequestRecord(index=i, expected_output_tokens=3, t_send_ns=0, chunk_arrival_ns=[1],
+                      chunk_chars=[3], completion_tokens=3, count_source="usage",
+                      status=200, text="abc")
+        for i in range(3)
+    ]  # fmt: skip
+    changed = count_and_retokenize(records, Refuses())
+    assert [r.index for r in changed] == [0, 1, 2]
+    assert [r.stream_tokens for r in records] == [3, 3, 3]

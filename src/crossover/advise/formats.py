@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from crossover.advise.rules import kernel_check, kernels, normalize_quant
-from crossover.errors import UsageError
+from crossover.errors import parse_names
 
 
 class Quality(BaseModel):
@@ -54,9 +54,7 @@ def parse_quants(text: str | None) -> list[str] | None:
     """``--quant fp8,gguf-q4_k_m``: canonical names, in order, once each (None: all)."""
     if text is None or not text.strip():
         return None
-    names = [normalize_quant(x) for x in text.split(",") if x.strip()]
-    if not names:
-        raise UsageError(f"--quant wants a format or a comma list of them; got {text!r}")
+    names = [normalize_quant(x) for x in parse_names(text, "--quant")]
     return list(dict.fromkeys(names))
 
 

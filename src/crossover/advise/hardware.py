@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from crossover.advise import nvml
 from crossover.advise.nvml import LocalGpu, PairLink
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_names
 
 Interconnect = Literal["nvlink", "pcie", "pcie-no-p2p", "tcp"]
 INTERCONNECTS: tuple[str, ...] = ("nvlink", "pcie", "pcie-no-p2p", "tcp")
@@ -272,9 +272,7 @@ def parse_gpu_spec(text: str) -> dict[str, Any]:
     tensor figures are dense TFLOPS (a bare number) or carry TFLOPS/PFLOPS."""
     out: dict[str, Any] = {}
     seen: set[str] = set()
-    for item in text.split(","):
-        if not item.strip():
-            continue
+    for item in parse_names(text, "--gpu-spec"):
         key, sep, value = item.partition("=")
         key = key.strip().lower()
         if not sep or key not in SPEC_KEYS or not value.strip():

@@ -19,7 +19,7 @@ from crossover.advise import cost
 from crossover.advise.cost import Layout, MemoryFit
 from crossover.advise.hardware import GpuSpec
 from crossover.advise.model import ModelFacts
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_names
 
 GIB = 1024**3
 LLAMACPP_UBATCH = 512  # llama.cpp's default n_ubatch (common/common.h)
@@ -178,9 +178,7 @@ def parse_reserve(text: str | None) -> dict[str, float]:
     from crossover.advise.rules import ENGINES
 
     out: dict[str, float] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
+    for item in parse_names(text, "--reserve-gib") if text is not None else []:
         engine, sep, value = item.rpartition("=")
         key = traits.canonical(engine) if sep else "*"
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from crossover.cli.common import check_output_file, parse_list, write_output
+from crossover.cli.common import check_output_file, parse_list, parse_names, write_output
 from crossover.errors import UsageError
 
 
@@ -16,9 +16,7 @@ def parse_versions(text: str | None) -> dict[str, str]:
     from crossover.advise.rules import ENGINES, version_key
 
     out: dict[str, str] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
+    for item in parse_names(text, "--engine-versions") if text is not None else []:
         name, sep, version = item.partition("=")
         engine = traits.canonical(name)
         if not sep or engine not in ENGINES or not version.strip():
@@ -34,9 +32,9 @@ def parse_versions(text: str | None) -> dict[str, str]:
 def parse_engines(text: str) -> list[str]:
     from crossover.advise.rules import ENGINES
 
-    names = [x.strip().lower() for x in text.split(",") if x.strip()]
+    names = parse_names(text, "--engines", lower=True)
     bad = [n for n in names if n not in ENGINES]
-    if bad or not names:
+    if bad:
         raise UsageError(f"--engines wants a comma list of {', '.join(ENGINES)}; got {text!r}")
     return names
 

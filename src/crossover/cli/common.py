@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from crossover.errors import UsageError, validation_line
 from crossover.errors import parse_list as parse_list  # the flags' comma lists
+from crossover.errors import parse_names as parse_names
 
 if TYPE_CHECKING:
     from rich.console import Console

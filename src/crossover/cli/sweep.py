@@ -20,7 +20,7 @@ from crossover.cli.run import (
     prompt_lengths_input,
     sessions_of,
 )
-from crossover.errors import InvalidRunError, UsageError
+from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig, parse_named_url
 from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
@@ -260,7 +260,7 @@ def sweep(
     if prompt_lengths not in (None, "fit"):  # each prompt as written, the same to all
         prompt_lengths_input(prompt_lengths, cfg.prompts_file, None)
         cfg = cfg.model_copy(update={"input_tokens": None, "input_lengths": None})
-    chosen = {n.strip() for n in only.split(",") if n.strip()} if only is not None else None
+    chosen = set(parse_names(only, "--only")) if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
     from crossover.sweep.check import check_config, raise_if_errors
 

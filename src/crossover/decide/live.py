@@ -129,7 +129,9 @@ class LiveResult:
 
 
 def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Observation]:
-    """The levels finished in the sweep's database, as observations, in the order made."""
+    """The levels finished in the sweep's database, as observations, in the order made: a
+    level measured in part and later whole gives both, the part first; the policy weighs
+    the latest of a key only (``State``), the whole, and counts the time of both."""
     out: list[Observation] = []
     for row in runner.store.runs():
         if row.key is None or row.status != "done":

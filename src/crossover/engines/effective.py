@@ -30,7 +30,7 @@ from crossover.engines.launchrec import (
     read_header,
 )
 from crossover.engines.ready import ReadyTime, log_lines, ready_after
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_names
 
 __all__ = [
     "ALIASES", "HEADER_PREFIX", "SETTINGS", "Basis", "Check", "EffectiveSettings", "Fact",
@@ -339,7 +339,7 @@ def _coerce(raw: str) -> lp.Value:
 def parse_expect(spec: str) -> dict[str, lp.Value]:
     """``"cuda_graphs=on,tp=2,quant=fp8"`` -> ``{"cuda_graphs": True, "tp": 2, "quant": "fp8"}``."""
     out: dict[str, lp.Value] = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
+    for item in parse_names(spec, "--expect"):
         name, sep, raw = item.partition("=")
         if not sep or not raw.strip():
             raise UsageError(f"bad --expect item {item!r}: use SETTING=VALUE, e.g. cuda_graphs=on")

@@ -105,8 +105,9 @@ def retokenize(
     set, so a caller knows them when ``encode`` raises.
 
     ``count_many`` (a local tokenizer's ``len(encode(t))`` of many texts at once) counts
-    every text of the level in one call instead, the same counts; where it raises, none
-    is set."""
+    every text of the level in one call instead, the same counts; where that call raises,
+    each request is counted on its own with ``encode`` (:func:`_one_by_one`): those it
+    counts keep their counts, only those it fails on lack them."""
     todo: list[tuple[int, RequestRecord, list[str] | None]] = []
     for i, r in enumerate(records):
         n = r.completion_tokens
@@ -120,25 +121,52 @@ def retokenize(
             if chunk_budget is not None:
                 chunk_budget -= n_chunks
             chunks = [t for t in chunk_texts(r) if t]
-        if count_many is None:
-            r.stream_tokens = len(encode(r.text))
-            done.append(i)
+        todo.append((i, r, chunks))
+    if count_many is not None and todo:
+        texts: list[str] = []
+        for _, r, chunks in todo:
+            texts.append(r.text or "")
+            texts += chunks or []
+        try:
+            counts = iter(count_many(texts))
+        except (OSError, ValueError):
+            _one_by_one(todo, encode, done)
+            return
+        for i, r, chunks in todo:
+            r.stream_tokens = next(counts)
             if chunks is not None:
-                r.chunk_text_tokens = sum(len(encode(t)) for t in chunks)
-        else:
-            todo.append((i, r, chunks))
-    if count_many is None or not todo:
+                r.chunk_text_tokens = sum(next(counts) for _ in chunks)
+            done.append(i)
         return
-    texts: list[str] = []
-    for _, r, chunks in todo:
-        texts.append(r.text or "")
-        texts += chunks or []
-    counts = iter(count_many(texts))
     for i, r, chunks in todo:
-        r.stream_tokens = next(counts)
-        if chunks is not None:
-            r.chunk_text_tokens = sum(next(counts) for _ in chunks)
+        r.stream_tokens = len(encode(r.text or ""))
         done.append(i)
+        if chunks is not None:
+            r.chunk_text_tokens = sum(len(encode(t)) for t in chunks)
+
+
+def _one_by_one(
+    todo: list[tuple[int, RequestRecord, list[str] | None]],
+    encode: Callable[[str], list[int]],
+    done: list[int],
+) -> None:
+    """A failed batch's requests counted each on its own (a local tokenizer: no round
+    trip to wait for): one whose text or chunks ``encode`` refuses is left without the
+    text witness and the rest are counted; the first refusal is raised at the end."""
+    failed: OSError | ValueError | None = None
+    for i, r, chunks in todo:
+        try:
+            whole = len(encode(r.text or ""))
+            parts = None if chunks is None else sum(len(encode(t)) for t in chunks)
+        except (OSError, ValueError) as exc:
+            failed = failed or exc
+            continue
+        r.stream_tokens = whole
+        if parts is not None:
+            r.chunk_text_tokens = parts
+        done.append(i)
+    if failed is not None:
+        raise failed
 
 
 def _short(claimed: int, witness: int) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.builds.llamacpp_source import source_version, vocab_gguf
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_names
 from crossover.models.random_weights import DTYPES, GGUF_ONLY_DTYPES, RANDOM_WEIGHTS_NOTICE
 from crossover.models.shapes import ArchShape, validate_shape
 from crossover.models.tensors import gguf_nbytes, tensor_specs
@@ -45,9 +45,9 @@ class SynthResult:
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    formats = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    formats = tuple(parse_names(text, "--format", lower=True))
     bad = [f for f in formats if f not in FORMATS]
-    if not formats or bad:
+    if bad:
         raise UsageError(f"--format must be a comma list of {', '.join(FORMATS)}; got {text!r}")
     return formats
 
