@@ -365,3 +365,54 @@ def test_a_decision_with_invalid_runs_exits_3_unless_allowed(
         assert main(argv) == 3
         assert "--allow-invalid" in capsys.readouterr().err.splitlines()[-1]
         assert main([*argv, "--allow-invalid"]) == 0
+
+
+def test_a_level_that_fails_when_measured_again_whole_is_not_asked_for_forever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part's rest measured again whole, and that run fails (an engine gone, every
+    request refused): the failure is the level's answer. Read back, the older part would
+    ask for the rest again, and again: a GPU's level measured a thousand times."""
+    import asyncio
+
+    from crossover.decide.live import decide_live, question_for
+    from crossover.decide.state import PolicyConfig
+    from crossover.sweep.driver import SweepRunner
+
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config(FAST)))
+        batched = stack.enter_context(spawn(build_config(BATCHED)))
+        config = tmp_path / "sweep.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "fails-again",
+                    "concurrency": [1],
+                    "output_tokens": N,
+                    "requests_per_level": 24,
+                    "repeats": 1,
+                    "targets": [
+                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
+                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
+                    ],
+                }
+            )
+        )
+        cfg = load_sweep_config(config)
+        q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+        out = tmp_path / "d"
+        out.mkdir()
+        asyncio.run(decide_live(cfg, out, q))  # batched c=1 stops early: a part
+        measured: list[bool] = []
+        real = SweepRunner.measure_level
+
+        async def failing_again(self: SweepRunner, *a: object, again: bool = False) -> bool:
+            measured.append(again)
+            if again:
+                return False  # the whole level failed: nothing new is stored
+            return await real(self, *a, again=again)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(SweepRunner, "measure_level", failing_again)
+        result = asyncio.run(decide_live(cfg, out, q, PolicyConfig(partial_margin=3.0)))
+    assert measured == [True]  # the rest asked once, failed, not asked again
+    assert [(m.target, m.level) for m in result.steps] == [("batched", 1)]

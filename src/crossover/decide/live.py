@@ -260,11 +260,14 @@ async def decide_live(
                 if step.sequential
                 else None
             )  # fmt: skip
+            before = runner.store.finished_by_key(key) if again else None
             t0 = time.perf_counter()
             await runner.measure_level(step.target, level, step.repeat, watch, again=again)
             tt.wall_s += time.perf_counter() - t0
             policy = _with_start_cost(policy, runner, step.target)
             row = runner.store.finished_by_key(key)
+            if before is not None and row is not None and row.run_id == before.run_id:
+                row = None  # measured again, it failed: the part read back is not its answer
             if row is None:  # the level failed: it holds nothing the policy can read
                 o = Observation(step.target, step.level, step.repeat, {}, 0, 0, 0.0, False)
             else:
