@@ -156,7 +156,8 @@ class Decision:
     ``findings`` are the analysis's own (:func:`crossover.analysis.crossovers.compare_pair`)
     over what was measured, for the question's metrics and pairs; ``capacity`` holds each
     target's capacity bracket (last level meeting the SLO, first level failing it, ``None``
-    where it never failed) for a capacity question; ``leader`` is that question's answer.
+    where it never failed) for a capacity question; ``leader`` is that question's answer
+    (``None``: none meets the SLO, or a tie).
     """
 
     question: Question

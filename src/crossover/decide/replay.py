@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,6 +158,17 @@ def describe(findings: Sequence[Finding]) -> str:
     return "inconclusive"
 
 
+def capacity_answer(
+    leader: str | None, brackets: Mapping[str, tuple[int | None, int | None]]
+) -> str:
+    """A capacity answer as the comparison reads it: who leads, a tie, or none meets it."""
+    if leader:
+        return f"{leader} leads"
+    if any(lo is not None for lo, _ in brackets.values()):
+        return "a tie"
+    return "none meets the SLO"
+
+
 def same_conclusion(grid: Sequence[Finding], decided: Sequence[Finding]) -> bool:
     """Same leader where the grid has one, every grid crossover found with the same
     sides and an overlapping interval (and none the grid lacks), inconclusive where the
@@ -265,8 +276,8 @@ def replay(
                     "capacity",
                     "",
                     slo.path if slo else "",
-                    f"{leader} leads" if leader else "none meets the SLO",
-                    f"{decision.leader} leads" if decision.leader else "none meets the SLO",
+                    capacity_answer(leader, brackets),
+                    capacity_answer(decision.leader, decision.capacity),
                     leader == decision.leader,
                 )
             )
