@@ -217,6 +217,8 @@ def load_calibration(path: Path | None = None) -> Calibration:
         text = path.read_text("utf-8")
     except OSError as exc:
         raise UsageError(f"--calibration: cannot read {path} ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError:  # a binary file: a traceback, before
+        raise UsageError(f"--calibration: {path} is not UTF-8 text") from None
     return parse_calibration(text, str(path))
 
 
