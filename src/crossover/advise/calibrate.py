@@ -49,6 +49,7 @@ from crossover.advise.results import read_sweep, results_of
 from crossover.analysis.schema import SweepFile
 from crossover.engines import registry
 from crossover.errors import UsageError
+from crossover.files import check_output_file, write_output
 
 __all__ = [
     "Report",
@@ -428,10 +429,11 @@ def run(args: argparse.Namespace) -> Report:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        sweeps = [*args.sweep, *(p / "sweep.json" for p in args.sweep)]
+        check_output_file(args.out, "--out", keep=sweeps)  # not a traceback after the fit
         report = run(args)
         if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(dump(report.calibration), "utf-8")
+            write_output(args.out, dump(report.calibration), "--out")
     except UsageError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
