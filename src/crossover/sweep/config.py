@@ -35,6 +35,9 @@ __all__ = [
     "TargetConfig",
 ]
 
+#: the most load processes of one level
+MAX_WORKERS = 256
+
 
 class SweepConfig(Limits, Warmup, Workload):
     name: str = Field("sweep", description="the sweep's name, shown in the report")
@@ -88,7 +91,7 @@ class SweepConfig(Limits, Warmup, Workload):
         gt=0,
         description="refine narrows a crossover until its interval is this fraction of its level",
     )
-    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         1,
         description="load processes per level (as crossover run --workers); auto: sized per "
         "level from its streams and the target's previous level's client loop lag; with "
@@ -102,9 +105,14 @@ class SweepConfig(Limits, Warmup, Workload):
         # one message for a bad form, not pydantic's one per member of the union
         if isinstance(v, str) and v != "auto":
             try:
-                return int(v)
+                v = int(v)
             except ValueError:
                 raise ValueError(f"expected a number or auto, got {v!r}") from None
+        if isinstance(v, bool):  # YAML's `workers: yes` was read as 1
+            raise ValueError(f"expected a number or auto, got {v}")
+        # a number out of range too (pydantic named each member: workers.constrained-int)
+        if isinstance(v, int) and not 1 <= v <= MAX_WORKERS:
+            raise ValueError(f"1 to {MAX_WORKERS} load processes, or auto; got {v}")
         return v
 
     transport: TransportName = Field(
