@@ -142,6 +142,29 @@ def test_compare_mixed_or_missing_is_usage_error(sweep_dir: Path, tmp_path: Path
     _, _, exc = _invoke("compare", str(run), str(bad))
     assert isinstance(exc, UsageError)
     assert "malformed run summary" in str(exc)
+    # the run summary is valid: "not one of each" is the right word
+    _, _, exc = _invoke("compare", str(run), str(sweep_dir))
+    assert "not one of each" in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b'{"schema": "crossover.sweep/1", "targ', "not readable JSON"),
+        (b"\xff\xfe\x00\xac", "not readable JSON"),
+        (b'{"schema": "crossover.sweep/2"}', "not a run summary"),
+    ],
+)
+def test_compare_a_sweep_with_what_is_no_file_of_ours_says_why(
+    sweep_dir: Path, tmp_path: Path, content: bytes, needle: str
+) -> None:
+    """A truncated sweep.json beside a sweep was "not one of each", as if it were a run."""
+    bad = tmp_path / "sweep.json"
+    bad.write_bytes(content)
+    for args in ((str(bad), str(sweep_dir)), (str(sweep_dir), str(bad))):
+        _, _, exc = _invoke("compare", *args)
+        assert isinstance(exc, UsageError)
+        assert str(exc).startswith(f"{bad}: {needle}"), exc
 
 
 @pytest.mark.parametrize(

@@ -285,6 +285,9 @@ def compare_paths(a: Path, b: Path) -> Comparison:
             raise UsageError(f"{p}: no such file or directory")
     sa, sb = is_sweep(a), is_sweep(b)
     if sa != sb:
+        # the one that is no sweep may be no run summary either (a truncated sweep.json,
+        # a binary file): its own reason first, not "not one of each"
+        load_run(b if sa else a)
         raise UsageError("compare two run summaries or two sweeps, not one of each")
     if sa:
         return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b))
