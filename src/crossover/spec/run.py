@@ -30,6 +30,12 @@ def base_url(v: str) -> str:
     p = urlparse(v)
     if p.scheme not in ("http", "https") or not p.hostname:
         raise ValueError(f"not an http(s) URL: {v!r}")
+    try:
+        port = p.port
+    except ValueError:  # :99999 or :-5: else "cannot reach ...: Connection refused" or worse
+        port = 0
+    if port == 0:
+        raise ValueError(f"{v!r}: the port is not a TCP port; give 1 to 65535")
     v = v.rstrip("/")
     last = p.path.rstrip("/").rsplit("/", 1)[-1]
     if last in ("v1", "v2"):
