@@ -1,12 +1,15 @@
 """Files written whole or not at all: a sweep file, the client-floor cache, a command's
-``--json`` output; an output path checked before any work, a failed write as one line."""
+``--json`` output; an output path checked before any work, a failed write as one line;
+a user's YAML read strictly (a key given twice is refused)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from crossover.errors import UsageError
 
@@ -58,3 +61,36 @@ def write_output(path: Path, data: bytes | str, flag: str) -> None:
         write_atomic(path, data)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror})") from None
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a key given twice in one mapping (PyYAML keeps the
+    last without a word: ``output_tokens: 4`` then ``output_tokens: 5`` ran 5). The error
+    is a ``yaml.YAMLError`` whose ``problem`` names the key, at the second one's line."""
+    import yaml
+
+    return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
+
+
+@cache
+def _strict_loader() -> type[Any]:
+    import yaml
+
+    merge = "tag:yaml.org,2002:merge"
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == merge:
+                        continue  # a merge (<<) may be overridden: that is its purpose
+                    key = self.construct_object(key_node)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} given twice", key_node.start_mark
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader

@@ -194,6 +194,18 @@ def test_a_calibration_config_that_is_not_utf8_is_refused(
     assert "not UTF-8 text" in one_line_error(capsys)
 
 
+def test_a_key_given_twice_in_a_users_yaml_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML keeps the last value of a key given twice: advise ran with one of two
+    profiles, and nothing said which (the calibration server's config: tests/calibration)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("itl_ms: 5\nitl_ms: 50\n")
+    args = ["advise", "--gpu", "H100", "--model", "llama-3.1-8b", "--calibration", str(path)]
+    assert main(args) == 2
+    assert "key 'itl_ms' given twice" in one_line_error(capsys)
+
+
 def _sweep_db(path: Path, targets: tuple[str, ...] = ("A", "B")) -> None:
     """A database with one finished sweep level of two requests per target."""
     from crossover.records.model import RequestRecord

@@ -54,6 +54,12 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
         ),
         (HEAD + "output_lengths: normal:5\n" + URL_TARGET, ["output_lengths: length 'normal:5'"]),
         (HEAD + "shared_prefix: 3y\n" + URL_TARGET, ["shared_prefix: shared prefix '3y'"]),
+        # PyYAML kept the last of a key given twice, without a word: 5 tokens were run
+        (
+            HEAD + "output_tokens: 5\n" + URL_TARGET,
+            ["not valid YAML at line 3: key 'output_tokens' given twice"],
+        ),
+        (HEAD + URL_TARGET + "    url: http://127.0.0.1:10\n", ["key 'url' given twice"]),
         # one message, not pydantic's per member of the union (workers.constrained-int: ...)
         (HEAD + "workers: -1\n" + URL_TARGET, ["workers: 1 to 256 load processes, or auto"]),
         (HEAD + "workers: yes\n" + URL_TARGET, ["workers: expected a number or auto, got True"]),

@@ -38,6 +38,7 @@ from crossover.advise.cost import AllReduceCurve, Layout, Prediction
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
 from crossover.errors import UsageError, validation_line
+from crossover.files import load_yaml
 
 CALIBRATION_SCHEMA = "crossover.calibration/1"
 # The terms a fit may move (bandwidth efficiency comes from the sweep's measured copy rate).
@@ -199,7 +200,7 @@ def _packaged() -> str:
 
 def parse_calibration(text: str, where: str) -> Calibration:
     try:
-        raw: Any = yaml.safe_load(text)
+        raw: Any = load_yaml(text)
         return Calibration.model_validate(raw)
     except ValidationError as exc:
         first = validation_line(exc, limit=1)

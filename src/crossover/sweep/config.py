@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.files import load_yaml
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
@@ -306,11 +307,13 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
         what = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise UsageError(f"sweep config {path} {what}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None) or ""
+        why = f": {problem}" if problem.endswith("given twice") else ""
+        raise UsageError(f"{path}: not valid YAML{where}{why}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
     if not isinstance(data, dict):
