@@ -147,6 +147,9 @@ def test_an_interrupted_decide_says_it_resumes() -> None:
         (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
           "--slo", "ttft_ms.p99=50", "--start-rate", "inf"], "--start-rate"),
         (["calibration-server", "--port", "0", "--itl-ms", "inf"], "itl_ms: Input should be a"),
+        # nan was "Input should be less than or equal to 4"
+        (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--slo", "ttft_ms.p99=50", "--precision", "nan"], "--precision: Input should be a finite"),
     ],
 )  # fmt: skip
 def test_infinite_numbers_are_refused(
@@ -284,6 +287,24 @@ def test_a_folder_given_for_an_input_file_is_named_a_folder(
     assert "is a folder, not a file" in one_line_error(capsys)
     with pytest.raises(UsageError, match="is a folder, not a file"):
         read_texts(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify-config", "{dir}", "--engine", "llamacpp"],
+        ["models", "convert", "{dir}", "--out", "{dir}/hf"],
+        ["models", "requantize", "{dir}", "--type", "Q8_0", "--out", "{dir}/q.gguf"],
+        ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+         "--concurrency", "1", "--client-floor", "{dir}"],
+    ],
+)  # fmt: skip
+def test_more_folders_given_for_input_files_are_named_folders(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They were "log file not found" and "no such file", though the path was there."""
+    assert main([a.replace("{dir}", str(tmp_path)) for a in args]) == 2
+    assert "a folder, not a file" in one_line_error(capsys)
 
 
 RUN9 = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4"]
