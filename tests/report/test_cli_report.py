@@ -259,3 +259,22 @@ def test_a_sweep_of_one_repeat_says_what_its_intervals_rest_on(sweep_dir: Path) 
     assert not any(note in x for x in findings_lines(sweep, analyze_sweep(sweep)))
     firsts = sweep.model_copy(update={"runs": [r for r in sweep.runs if r.repeat == 0]})
     assert any(note in x for x in findings_lines(firsts, analyze_sweep(firsts)))
+
+
+def test_a_sweep_stopped_before_its_first_level_says_so(tmp_path: Path) -> None:
+    """A sweep interrupted in its first level leaves sweep.db alone: it was asked whether
+    the folder is a sweep's --out at all."""
+    (tmp_path / "sweep.db").write_bytes(b"")
+    _, _, exc = _invoke("report", str(tmp_path))
+    assert isinstance(exc, UsageError)
+    assert "no sweep.json yet beside its sweep.db" in str(exc)
+    assert "resumes it" in str(exc)
+
+
+def test_compare_a_sweep_without_targets_says_so(sweep_dir: Path, tmp_path: Path) -> None:
+    """It was "no target in common:  vs a, b" (an empty list before the "vs")."""
+    empty = tmp_path / "sweep.json"
+    empty.write_text('{"schema": "crossover.sweep/1"}')
+    _, _, exc = _invoke("compare", str(empty), str(sweep_dir))
+    assert isinstance(exc, UsageError)
+    assert str(exc) == f"{empty}: the sweep holds no target (no run in it)"

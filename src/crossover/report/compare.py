@@ -237,6 +237,9 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
     """Per target and level, the headline metrics of two sweeps (valid runs)."""
     cmp = Comparison(before, after)
     na, nb = a.target_names(), b.target_names()
+    for label, names in ((before, na), (after, nb)):
+        if not names:  # else "no target in common:  vs a, b"
+            raise UsageError(f"{label}: the sweep holds no target (no run in it)")
     pairs = [(t, t) for t in na if t in nb]
     if not pairs and len(na) == 1 and len(nb) == 1:
         pairs = [(na[0], nb[0])]
