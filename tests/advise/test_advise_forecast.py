@@ -50,3 +50,28 @@ def test_outputs_are_written(tmp_path: Path) -> None:
     args = [*BASE, "--output-tokens", "8", "--target", "a=vllm:bf16"]
     assert main([*args, "--json", str(out), "--roofline-yaml", str(roof)]) == 0
     assert out.read_text().startswith("{") and roof.read_text().startswith("roofline:")
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        ("forecast", [*BASE, "--output-tokens", "abc", "--target", "a=vllm:bf16"]),
+        ("calibrate", []),
+        ("offload_checks", ["--bogus"]),
+        ("reference", ["--bogus"]),
+        ("heldout", ["--bogus"]),
+    ],
+)
+def test_the_python_m_tools_say_a_usage_error_in_one_line(
+    module: str, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse printed its usage block before the error: several lines."""
+    import importlib
+
+    tool = importlib.import_module(f"crossover.advise.{module}")
+    with pytest.raises(SystemExit) as exc:
+        tool.main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert err.endswith(f"(see python -m crossover.advise.{module} --help)\n")

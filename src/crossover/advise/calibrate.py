@@ -48,7 +48,7 @@ from crossover.advise.model import load_model
 from crossover.advise.results import read_sweep, results_of
 from crossover.analysis.schema import SweepFile
 from crossover.engines import registry
-from crossover.errors import UsageError
+from crossover.errors import UsageError, argument_parser
 from crossover.files import check_output_file, write_output
 
 __all__ = [
@@ -357,7 +357,7 @@ def command_line(
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = argument_parser(
         prog="python -m crossover.advise.calibrate",
         description="Fit engine efficiency profiles to sweeps; print the error tables.",
     )

@@ -12,7 +12,6 @@ prediction in docs/results/h200/moe/ was written by it.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import shlex
@@ -28,7 +27,7 @@ from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.hardware import System, system_from_flags
 from crossover.advise.model import ModelFacts, load_model
 from crossover.advise.rules import ENGINES
-from crossover.errors import UsageError, parse_list, unknown_choice
+from crossover.errors import UsageError, argument_parser, parse_list, unknown_choice
 from crossover.files import check_output_file, write_output
 
 SCHEMA = "crossover.forecast/1"
@@ -286,7 +285,7 @@ def document(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argument_parser(
         prog="python -m crossover.advise.forecast",
         description="Predict a sweep's figures before it runs (markdown table, JSON).",
     )
