@@ -276,6 +276,16 @@ def test_a_replay_of_one_target_is_one_line(
     assert "compares targets" in one_line_error(capsys)
 
 
+def test_a_replay_asked_about_a_level_the_sweep_did_not_measure_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It answered "levels none" and exited 0, where a live decide refuses the level."""
+    db = tmp_path / "sweep.db"
+    _sweep_db(db)
+    assert main(["decide", "--replay", str(db), "--question", "lead", "--at", "1,64"]) == 2
+    assert one_line_error(capsys) == "error: --at 64: not a level of the sweep (1)"
+
+
 def test_a_folder_given_for_an_input_file_is_named_a_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,7 +20,14 @@ import orjson
 from crossover.analysis.crossovers import Finding
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
-from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
+from crossover.decide.model import (
+    Decision,
+    Measure,
+    Observation,
+    Question,
+    QuestionKind,
+    check_at,
+)
 from crossover.decide.policy import next_step
 from crossover.decide.recorded import Recorded
 from crossover.decide.starts import StartCost, start_costs
@@ -212,6 +219,7 @@ def replay(
                 f"{path}: a decision compares targets; the replay has only "
                 f"{', '.join(names)} (--target: two or more)"
             )
+        check_at(at, rec.levels())
         q = Question(
             kind,
             tuple(names),
