@@ -100,6 +100,8 @@ def test_calibrate_refuses_a_bad_floor_cache_before_measuring(
         (["--itl-ms", "inf"], "--itl-ms"),
         (["--requests", "0"], "--requests"),
         (["--transport", "curl"], "--transport"),
+        # it ran on, opening sockets for 99999999 streams
+        (["--concurrency", "1,99999999"], "--concurrency 99999999: at most 100000"),
     ],
 )
 def test_calibrate_bad_numbers(
