@@ -341,7 +341,6 @@ def run(
         config.concurrency if config.mode == "concurrency" else config.max_in_flight,
         transport=config.transport,
     )
-    console.print(f"[dim]{floor_note}[/]")
     for base in config.replica_urls:
         probe(base, api_headers(config))
         # an LLM server of this dialect, or one line and exit 2 before anything runs
@@ -352,6 +351,7 @@ def run(
             if said is not None:
                 console.print(said)
             config = config.model_copy(update={"model": picked})
+    console.print(f"[dim]{floor_note}[/]")  # said once the server answered, as before
     tok = local_tok or choose_tokenizer(config)
     progress = Progress(total=config.requests)
     with Store(db or out / "results.db") as store:
