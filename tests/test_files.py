@@ -114,3 +114,16 @@ def test_a_failed_rename_leaves_the_old_file(
     monkeypatch.undo()
     assert path.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_load_yaml_refuses_a_key_given_twice_and_keeps_merges() -> None:
+    import yaml
+
+    from crossover.files import load_yaml
+
+    with pytest.raises(yaml.YAMLError, match="key 'x' given twice"):
+        load_yaml("a:\n  x: 1\n  x: 2\n")
+    # a merge (<<) is overridden on purpose; equal mappings in a list are no repeat
+    merged = load_yaml("a: &x {p: 1, q: 2}\nb:\n  <<: *x\n  p: 3\n")
+    assert merged["b"] == {"p": 3, "q": 2}
+    assert load_yaml("- {a: 1}\n- {a: 1}\n") == [{"a": 1}, {"a": 1}]

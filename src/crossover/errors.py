@@ -11,9 +11,11 @@ import math
 import types
 import typing
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # pydantic is only needed by the caller that has a ValidationError
+    import argparse
+
     from pydantic import BaseModel, ValidationError
 
 
@@ -90,6 +92,18 @@ class InvalidRunError(CrossoverError):
     """The run's verdict is invalid or unverified and the user did not allow it: exit 3."""
 
     exit_code = 3
+
+
+def argument_parser(prog: str, description: str | None = None) -> argparse.ArgumentParser:
+    """An argparse parser (the ``python -m crossover.advise.*`` tools) whose usage error
+    is one line and exit 2, as the CLI's: argparse printed its usage block first."""
+    import argparse
+
+    class OneLineParser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+    return OneLineParser(prog=prog, description=description)
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:

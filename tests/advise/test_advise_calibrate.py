@@ -449,3 +449,17 @@ def test_moe_sweep_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert calibrate_main([*base, "--moe-target", "nope"]) == 2
     err = capsys.readouterr().err
     assert "--moe-target nope: not in the MoE sweeps" in err and "llamacpp-q8" in err
+
+
+@pytest.mark.parametrize("out", ["folder", "sweep"])
+def test_calibrate_refuses_an_out_it_cannot_or_must_not_write(
+    tmp_path: Path, out: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder for --out was a traceback after the fit; the sweep's own file, overwritten."""
+    sweep = synthetic_sweep(tmp_path / "s")
+    target = tmp_path if out == "folder" else sweep
+    before = sweep.read_bytes()
+    assert main(["--sweep", str(sweep), "--out", str(target)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and cap.err.startswith("error: --out")
+    assert sweep.read_bytes() == before

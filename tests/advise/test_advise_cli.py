@@ -197,3 +197,34 @@ def test_one_gpu_names_no_interconnect(gpu: str, capsys: pytest.CaptureFixture[s
     assert main(["advise", "--gpu", gpu, "--gpus", "2", "--model", "llama-3.1-8b"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("2x ") and "(pcie" in first
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--reserve-gib", "nan"], "--reserve-gib wants GiB per GPU"),
+        (["--reserve-gib", "vllm=inf"], "--reserve-gib wants GiB per GPU"),
+        (["--gpus", "100000"], "--gpus must be 1 to 128, got 100000"),
+        (["--model-path", "/models/m"], "--model-path goes with --emit-sweep"),
+    ],
+)
+def test_advise_refuses_before_the_table(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nan GiB reserved was taken (no candidate fitted: "nan usable"), a huge --gpus ran
+    for ever, and --model-path without --emit-sweep was refused after the whole table."""
+    assert main(["advise", "--gpu", "H100", "--model", "llama-3.1-8b", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err
+
+
+def test_advise_calibration_that_is_not_text_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cal.yaml"
+    path.write_bytes(b"\xff\xfe\x00\xac binary")
+    args = ["advise", "--gpu", "H100", "--model", "llama-3.1-8b", "--calibration", str(path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--calibration: {path} is not UTF-8 text" in err

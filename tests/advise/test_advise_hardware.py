@@ -411,3 +411,14 @@ def test_every_complete_row_gets_advice() -> None:
             assert {r["engine"] for r in advice["recommendations"]} <= set(gpu.engines or [])
         done += 1
     assert done >= 60
+
+
+@pytest.mark.parametrize("args", [["H1OO"], ["Voodoo", "--json"]])
+def test_gpus_with_a_name_no_row_contains_is_refused(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed "0 GPUs" (or []) and exited 0: a typo read as an empty table."""
+    assert main(["gpus", *args]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1
+    assert f"no GPU's name contains {args[0]!r}" in cap.err

@@ -61,3 +61,11 @@ def test_config_file_with_flag_overrides(tmp_path: Path) -> None:
     path.write_text("itl_ms: 7\nunknown_key: 1\n")
     with pytest.raises(UsageError, match="unknown_key"):
         build_config(load_config_file(path))
+
+
+def test_a_config_with_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """PyYAML kept the last: the server ran with one of two latencies, nothing said."""
+    path = tmp_path / "c.yaml"
+    path.write_text("itl_ms: 5\nitl_ms: 50\n")
+    with pytest.raises(UsageError, match="key 'itl_ms' given twice"):
+        load_config_file(path)

@@ -258,3 +258,25 @@ def test_a_url_with_the_api_path_gets_a_hint(
     assert main([*args, "--concurrency", "1", "--output-tokens", "4"]) == 2
     assert "base URL" in one_line_error(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("port", ["99999", "-5", "0", "abc"])
+def test_a_url_whose_port_is_no_tcp_port_is_refused(
+    port: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was "cannot reach ...: Connection refused" (99999) or "Servname not supported"
+    (-5), as if a server were down; quality's --reference exited 1."""
+    url = f"http://127.0.0.1:{port}"
+    want = f"'{url}': the port is not a TCP port; give 1 to 65535"
+    args = ["--model", "m", "--output-tokens", "4", "--concurrency", "1"]
+    assert main(["run", "--url", url, *args]) == 2
+    assert want in one_line_error(capsys)
+    out = tmp_path / "o"
+    assert main(["sweep", "--out", str(out), "--target", f"a={url}", *args]) == 2
+    assert want in one_line_error(capsys)
+    assert not out.exists()
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hello\n")
+    quality = ["quality", "--reference", f"r={url}", "--candidate", "c=http://127.0.0.1:9"]
+    assert main([*quality, "--prompts", str(prompts)]) == 2
+    assert want in one_line_error(capsys)

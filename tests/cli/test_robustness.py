@@ -100,6 +100,8 @@ def test_calibrate_refuses_a_bad_floor_cache_before_measuring(
         (["--itl-ms", "inf"], "--itl-ms"),
         (["--requests", "0"], "--requests"),
         (["--transport", "curl"], "--transport"),
+        # it ran on, opening sockets for 99999999 streams
+        (["--concurrency", "1,99999999"], "--concurrency 99999999: at most 100000"),
     ],
 )
 def test_calibrate_bad_numbers(
@@ -147,6 +149,9 @@ def test_an_interrupted_decide_says_it_resumes() -> None:
         (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
           "--slo", "ttft_ms.p99=50", "--start-rate", "inf"], "--start-rate"),
         (["calibration-server", "--port", "0", "--itl-ms", "inf"], "itl_ms: Input should be a"),
+        # nan was "Input should be less than or equal to 4"
+        (["capacity", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+          "--slo", "ttft_ms.p99=50", "--precision", "nan"], "--precision: Input should be a finite"),
     ],
 )  # fmt: skip
 def test_infinite_numbers_are_refused(
@@ -192,6 +197,18 @@ def test_a_calibration_config_that_is_not_utf8_is_refused(
     path.write_bytes(b"itl_ms: \xff\n")
     assert main(["calibration-server", "--port", "0", "--config", str(path)]) == 2
     assert "not UTF-8 text" in one_line_error(capsys)
+
+
+def test_a_key_given_twice_in_a_users_yaml_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML keeps the last value of a key given twice: advise ran with one of two
+    profiles, and nothing said which (the calibration server's config: tests/calibration)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("itl_ms: 5\nitl_ms: 50\n")
+    args = ["advise", "--gpu", "H100", "--model", "llama-3.1-8b", "--calibration", str(path)]
+    assert main(args) == 2
+    assert "key 'itl_ms' given twice" in one_line_error(capsys)
 
 
 def _sweep_db(path: Path, targets: tuple[str, ...] = ("A", "B")) -> None:
@@ -261,6 +278,16 @@ def test_a_replay_of_one_target_is_one_line(
     assert "compares targets" in one_line_error(capsys)
 
 
+def test_a_replay_asked_about_a_level_the_sweep_did_not_measure_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It answered "levels none" and exited 0, where a live decide refuses the level."""
+    db = tmp_path / "sweep.db"
+    _sweep_db(db)
+    assert main(["decide", "--replay", str(db), "--question", "lead", "--at", "1,64"]) == 2
+    assert one_line_error(capsys) == "error: --at 64: not a level of the sweep (1)"
+
+
 def test_a_folder_given_for_an_input_file_is_named_a_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -272,6 +299,24 @@ def test_a_folder_given_for_an_input_file_is_named_a_folder(
     assert "is a folder, not a file" in one_line_error(capsys)
     with pytest.raises(UsageError, match="is a folder, not a file"):
         read_texts(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify-config", "{dir}", "--engine", "llamacpp"],
+        ["models", "convert", "{dir}", "--out", "{dir}/hf"],
+        ["models", "requantize", "{dir}", "--type", "Q8_0", "--out", "{dir}/q.gguf"],
+        ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4",
+         "--concurrency", "1", "--client-floor", "{dir}"],
+    ],
+)  # fmt: skip
+def test_more_folders_given_for_input_files_are_named_folders(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They were "log file not found" and "no such file", though the path was there."""
+    assert main([a.replace("{dir}", str(tmp_path)) for a in args]) == 2
+    assert "a folder, not a file" in one_line_error(capsys)
 
 
 RUN9 = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "4"]

@@ -54,6 +54,15 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
         ),
         (HEAD + "output_lengths: normal:5\n" + URL_TARGET, ["output_lengths: length 'normal:5'"]),
         (HEAD + "shared_prefix: 3y\n" + URL_TARGET, ["shared_prefix: shared prefix '3y'"]),
+        # PyYAML kept the last of a key given twice, without a word: 5 tokens were run
+        (
+            HEAD + "output_tokens: 5\n" + URL_TARGET,
+            ["not valid YAML at line 3: key 'output_tokens' given twice"],
+        ),
+        (HEAD + URL_TARGET + "    url: http://127.0.0.1:10\n", ["key 'url' given twice"]),
+        # one message, not pydantic's per member of the union (workers.constrained-int: ...)
+        (HEAD + "workers: -1\n" + URL_TARGET, ["workers: 1 to 256 load processes, or auto"]),
+        (HEAD + "workers: yes\n" + URL_TARGET, ["workers: expected a number or auto, got True"]),
         # replica targets
         (
             HEAD + "targets:\n  - name: a\n    launch: {engine: vllm, model: /m, replicas: 0}\n",
@@ -115,3 +124,14 @@ def test_unknown_engine_in_target_flag(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(args) == 2
     assert "did you mean 'sglang'" in _one_line(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("workers", ["-1", "0", "300"])
+def test_workers_flag_out_of_range_is_named_by_its_flag(
+    tmp_path: Path, workers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["sweep", "--target", "a=http://127.0.0.1:9", "--concurrency", "1"]
+    args += ["--output-tokens", "4", "--workers", workers, "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    assert _one_line(capsys) == f"error: --workers: 1 to 256 load processes, or auto; got {workers}"
+    assert not (tmp_path / "o").exists()

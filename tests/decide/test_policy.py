@@ -199,6 +199,26 @@ def test_capacity_under_an_slo() -> None:
     assert max(s.level for s in steps if s.target == "fast") <= 64
 
 
+def test_targets_meeting_the_slo_up_to_the_same_level_are_a_tie() -> None:
+    """Both meeting the SLO at every level measured: no target leads (the first in the
+    YAML was named the answer, "not surely", with nothing to put it ahead)."""
+    q = Question(
+        "capacity",
+        ("fast", "batched"),
+        GRID,
+        ("ttft_ms.p50",),
+        slo=SloTerm(metric="ttft_ms", stat="p50", limit=1e6),
+        any_level=True,
+    )
+    d, _ = run(q, {"fast": FAST, "batched": BATCHED})
+    assert d.capacity["fast"] == d.capacity["batched"] == (128, None)
+    assert d.leader is None
+    assert d.confidence == 0
+    lines = decision_lines(d)
+    assert "answer: no target leads: fast, batched meet it up to 128 alike" in lines
+    assert decision_json(d)["leader"] is None
+
+
 def test_a_target_failing_the_slo_at_its_first_level_says_where() -> None:
     """Measured at its lowest level alone (failing there, another meeting it), a target
     is said to fail at that level, not "at every level"."""

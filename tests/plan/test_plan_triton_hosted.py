@@ -58,6 +58,13 @@ def test_plan_cli_refuses_misplaced_options(
     assert main(["plan", "--engine", "triton", "--model", "gemma-3-270m", "--instances", "2",
                  "--out", str(tmp_path)]) != 0  # fmt: skip
     assert "the ensemble's scale" in capsys.readouterr().err
+    # --bls was dropped without a word where there is no ensemble to add it to
+    for engine in (["llamacpp"], ["triton", "--hosted", "llamacpp"]):
+        out = tmp_path / "bls"
+        assert main(["plan", "--engine", *engine, "--model", "gemma-3-270m", "--bls",
+                     "--quant", "gguf-q8_0", "--out", str(out)]) == 2  # fmt: skip
+        assert "--bls adds a model to Triton's TensorRT-LLM ensemble" in capsys.readouterr().err
+        assert not out.exists()
 
 
 def test_plan_vllm_writes_engine_args(tmp_path: Path) -> None:

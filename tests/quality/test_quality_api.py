@@ -54,6 +54,8 @@ def test_unknown_shape_is_an_api_error() -> None:
         ("a=http://h:1/v1", "without /v1"),
         ("a=http://h:1,engine=foo", "engine must be one of"),
         ("a=http://h:1,color=red", "unknown setting"),
+        ("a=http://h:99999", "not a TCP port; give 1 to 65535"),
+        ("a=http://:8080", "not an http"),
     ],
 )
 def test_bad_endpoints_are_one_line(text: str, msg: str) -> None:

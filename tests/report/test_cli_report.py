@@ -142,6 +142,29 @@ def test_compare_mixed_or_missing_is_usage_error(sweep_dir: Path, tmp_path: Path
     _, _, exc = _invoke("compare", str(run), str(bad))
     assert isinstance(exc, UsageError)
     assert "malformed run summary" in str(exc)
+    # the run summary is valid: "not one of each" is the right word
+    _, _, exc = _invoke("compare", str(run), str(sweep_dir))
+    assert "not one of each" in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b'{"schema": "crossover.sweep/1", "targ', "not readable JSON"),
+        (b"\xff\xfe\x00\xac", "not readable JSON"),
+        (b'{"schema": "crossover.sweep/2"}', "not a run summary"),
+    ],
+)
+def test_compare_a_sweep_with_what_is_no_file_of_ours_says_why(
+    sweep_dir: Path, tmp_path: Path, content: bytes, needle: str
+) -> None:
+    """A truncated sweep.json beside a sweep was "not one of each", as if it were a run."""
+    bad = tmp_path / "sweep.json"
+    bad.write_bytes(content)
+    for args in ((str(bad), str(sweep_dir)), (str(sweep_dir), str(bad))):
+        _, _, exc = _invoke("compare", *args)
+        assert isinstance(exc, UsageError)
+        assert str(exc).startswith(f"{bad}: {needle}"), exc
 
 
 @pytest.mark.parametrize(
@@ -236,3 +259,22 @@ def test_a_sweep_of_one_repeat_says_what_its_intervals_rest_on(sweep_dir: Path) 
     assert not any(note in x for x in findings_lines(sweep, analyze_sweep(sweep)))
     firsts = sweep.model_copy(update={"runs": [r for r in sweep.runs if r.repeat == 0]})
     assert any(note in x for x in findings_lines(firsts, analyze_sweep(firsts)))
+
+
+def test_a_sweep_stopped_before_its_first_level_says_so(tmp_path: Path) -> None:
+    """A sweep interrupted in its first level leaves sweep.db alone: it was asked whether
+    the folder is a sweep's --out at all."""
+    (tmp_path / "sweep.db").write_bytes(b"")
+    _, _, exc = _invoke("report", str(tmp_path))
+    assert isinstance(exc, UsageError)
+    assert "no sweep.json yet beside its sweep.db" in str(exc)
+    assert "resumes it" in str(exc)
+
+
+def test_compare_a_sweep_without_targets_says_so(sweep_dir: Path, tmp_path: Path) -> None:
+    """It was "no target in common:  vs a, b" (an empty list before the "vs")."""
+    empty = tmp_path / "sweep.json"
+    empty.write_text('{"schema": "crossover.sweep/1"}')
+    _, _, exc = _invoke("compare", str(empty), str(sweep_dir))
+    assert isinstance(exc, UsageError)
+    assert str(exc) == f"{empty}: the sweep holds no target (no run in it)"

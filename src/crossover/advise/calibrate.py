@@ -48,7 +48,8 @@ from crossover.advise.model import load_model
 from crossover.advise.results import read_sweep, results_of
 from crossover.analysis.schema import SweepFile
 from crossover.engines import registry
-from crossover.errors import UsageError
+from crossover.errors import UsageError, argument_parser
+from crossover.files import check_output_file, write_output
 
 __all__ = [
     "Report",
@@ -356,7 +357,7 @@ def command_line(
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = argument_parser(
         prog="python -m crossover.advise.calibrate",
         description="Fit engine efficiency profiles to sweeps; print the error tables.",
     )
@@ -428,10 +429,11 @@ def run(args: argparse.Namespace) -> Report:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        sweeps = [*args.sweep, *(p / "sweep.json" for p in args.sweep)]
+        check_output_file(args.out, "--out", keep=sweeps)  # not a traceback after the fit
         report = run(args)
         if args.out is not None:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(dump(report.calibration), "utf-8")
+            write_output(args.out, dump(report.calibration), "--out")
     except UsageError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -38,6 +38,7 @@ from crossover.advise.cost import AllReduceCurve, Layout, Prediction
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
 from crossover.errors import UsageError, validation_line
+from crossover.files import load_yaml
 
 CALIBRATION_SCHEMA = "crossover.calibration/1"
 # The terms a fit may move (bandwidth efficiency comes from the sweep's measured copy rate).
@@ -199,7 +200,7 @@ def _packaged() -> str:
 
 def parse_calibration(text: str, where: str) -> Calibration:
     try:
-        raw: Any = yaml.safe_load(text)
+        raw: Any = load_yaml(text)
         return Calibration.model_validate(raw)
     except ValidationError as exc:
         first = validation_line(exc, limit=1)
@@ -217,6 +218,8 @@ def load_calibration(path: Path | None = None) -> Calibration:
         text = path.read_text("utf-8")
     except OSError as exc:
         raise UsageError(f"--calibration: cannot read {path} ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError:  # a binary file: a traceback, before
+        raise UsageError(f"--calibration: {path} is not UTF-8 text") from None
     return parse_calibration(text, str(path))
 
 

@@ -12,7 +12,6 @@ prediction in docs/results/h200/moe/ was written by it.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import shlex
@@ -27,7 +26,9 @@ from crossover.advise.cost import Layout
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.hardware import System, system_from_flags
 from crossover.advise.model import ModelFacts, load_model
-from crossover.errors import UsageError, parse_list
+from crossover.advise.rules import ENGINES
+from crossover.errors import UsageError, argument_parser, parse_list, unknown_choice
+from crossover.files import check_output_file, write_output
 
 SCHEMA = "crossover.forecast/1"
 # a quant suffix: the GGUF keeps token embeddings and output head in F16 (2 bytes/param)
@@ -69,6 +70,8 @@ def parse_target(text: str, default_levels: list[int]) -> ForecastTarget:
         raise UsageError(f"--target {text!r}: want NAME=ENGINE:QUANT[@C1,C2,...]")
     quant, at, levels = quant.partition("@")
     conc = parse_list(levels, f"--target {text!r}") if at else default_levels
+    if engine not in ENGINES:  # else "no memory figures for engine 'x' in memory.yaml"
+        raise UsageError(f"--target {text!r}: {unknown_choice('engine', engine, ENGINES)}")
     base = quant.removesuffix(F16_EMBEDDINGS)
     if base not in cost.BYTES_PER_PARAM:
         raise UsageError(f"--target {text!r}: unknown quant {base!r}")
@@ -282,7 +285,7 @@ def document(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argument_parser(
         prog="python -m crossover.advise.forecast",
         description="Predict a sweep's figures before it runs (markdown table, JSON).",
     )
@@ -317,8 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        if args.input_tokens < 1 or args.output_tokens < 1:  # 0 output: a ZeroDivisionError
+            raise UsageError("--input-tokens and --output-tokens must be >= 1")
+        check_output_file(args.json, "--json")  # before the work, not a traceback after it
+        check_output_file(args.roofline_yaml, "--roofline-yaml", keep=[args.json])
         levels = parse_list(args.concurrency, "--concurrency")
         targets = [parse_target(t, levels) for t in args.target]
+        names = [t.name for t in targets]
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise UsageError(f"--target {twice!r} given twice: each target needs its own name")
         model = load_model(args.model)
         system = system_from_flags(args.gpu, 1)
         cal = load_calibration(args.calibration)
@@ -341,10 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         bw = args.bandwidth_gb_s or system.gpu.memory_bandwidth_gbs
         ctx = args.input_tokens + args.output_tokens
         entries = [roofline_entry(t, model, bw, ctx, system.gpu.id) for t in targets]
-        args.roofline_yaml.parent.mkdir(parents=True, exist_ok=True)
-        args.roofline_yaml.write_text(
-            yaml.safe_dump({"roofline": entries}, sort_keys=False, width=200), "utf-8"
-        )
+        text = yaml.safe_dump({"roofline": entries}, sort_keys=False, width=200)
+        if not _written(args.roofline_yaml, text, "--roofline-yaml"):
+            return 2
     if args.json is not None:
         command = "python -m crossover.advise.forecast " + shlex.join(
             a for a in (argv if argv is not None else sys.argv[1:])
@@ -361,9 +371,19 @@ def main(argv: list[str] | None = None) -> int:
             date=args.date or dt.date.today().isoformat(),
             calibration=cal,
         )
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
+        if not _written(args.json, json.dumps(doc, indent=2) + "\n", "--json"):
+            return 2
     return 0
+
+
+def _written(path: Path, text: str, flag: str) -> bool:
+    """Write an output whole (or not at all); a failure is one line, as the CLI's."""
+    try:
+        write_output(path, text, flag)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return False
+    return True
 
 
 if __name__ == "__main__":

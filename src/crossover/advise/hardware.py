@@ -397,12 +397,17 @@ def _link(spec: _GpuFacts, count: int, interconnect: str | None) -> Interconnect
     raise UsageError(f"--interconnect must be one of {', '.join(INTERCONNECTS)}")
 
 
+#: the most GPUs one piece of advice covers (a rack of 72 fits; 128 takes seconds)
+MAX_GPUS = 128
+
+
 def system_from_flags(
     gpu: str | None, count: int = 1, interconnect: str | None = None, spec: str | None = None
 ) -> System:
     """The GPUs named by --gpu (a table row) and/or described by --gpu-spec."""
-    if count < 1:
-        raise UsageError(f"--gpus must be >= 1, got {count}")
+    if not 1 <= count <= MAX_GPUS:
+        # the layouts searched grow with the count: --gpus 100000 ran for ever, silent
+        raise UsageError(f"--gpus must be 1 to {MAX_GPUS}, got {count}")
     fields = parse_gpu_spec(spec) if spec else {}
     if gpu is not None:
         entry = with_spec(find_entry(gpu), fields)

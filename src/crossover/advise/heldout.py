@@ -23,7 +23,6 @@ by the advisor's offload model, ``moe.offload_prediction``).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from statistics import mean
@@ -35,7 +34,7 @@ from crossover.advise import accuracy, cost
 from crossover.advise.efficiency import Calibration, load_calibration
 from crossover.advise.model import load_model
 from crossover.advise.results import Measured, read_sweep, results_of
-from crossover.errors import UsageError
+from crossover.errors import UsageError, argument_parser
 
 LIMIT_PCT = 15.0
 DEFAULT_DIR = Path("docs/results/h200")
@@ -291,7 +290,7 @@ def render(report: HeldOut) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = argument_parser(
         prog="python -m crossover.advise.heldout",
         description="The advisor's prediction error on every committed sweep it was not fitted to.",
     )

@@ -8,6 +8,7 @@ session on the same GPU, another process, or a measurement of their own.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -185,7 +186,8 @@ def parse_reserve(text: str | None) -> dict[str, float]:
             gib = float(value)
         except ValueError:
             gib = -1.0
-        if gib < 0 or (key != "*" and key not in ENGINES):
+        # nan passed `gib < 0`: every memory fit then read "nan usable" and none fitted
+        if not 0 <= gib < math.inf or (key != "*" and key not in ENGINES):
             raise UsageError(
                 f"--reserve-gib wants GiB per GPU (e.g. 1.5) or ENGINE=GiB[,...] with ENGINE in "
                 f"{', '.join(ENGINES)}; got {item!r}"

@@ -14,11 +14,10 @@ a setup instead (before it is measured):
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from crossover.advise import cost, moe
-from crossover.errors import UsageError, parse_list
+from crossover.errors import UsageError, argument_parser, parse_list
 
 
 def markdown() -> str:
@@ -95,7 +94,7 @@ def predict(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m crossover.advise.offload_checks")
+    p = argument_parser(prog="python -m crossover.advise.offload_checks")
     p.add_argument("--model", help="predict this model instead of printing the checks")
     p.add_argument("--quant", default="gguf-q4_k_m")
     p.add_argument("--gpu", default="H200")

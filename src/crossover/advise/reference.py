@@ -16,7 +16,6 @@ table kept in ``docs/results/h200/prediction-vs-measurement.md``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from importlib import resources
 from pathlib import Path
@@ -30,7 +29,7 @@ from crossover.advise.cost import AllReduceCurve, Layout
 from crossover.advise.hardware import system_from_flags
 from crossover.advise.model import ModelFacts, load_model
 from crossover.advise.results import read_sweep, results_of, target_quant, tpot_p50
-from crossover.errors import UsageError
+from crossover.errors import UsageError, argument_parser
 
 
 class Comparison(BaseModel):
@@ -248,7 +247,7 @@ def allreduce_markdown(rows: list[AllReduceRow]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argument_parser(
         prog="python -m crossover.advise.reference",
         description="Print predictions vs measurements as markdown tables.",
     )

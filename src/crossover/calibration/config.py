@@ -197,8 +197,10 @@ def load_config_file(path: Path) -> dict[str, object]:
     """Read a YAML (or JSON) mapping of ``CalibrationConfig`` fields."""
     import yaml
 
+    from crossover.files import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

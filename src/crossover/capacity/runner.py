@@ -57,7 +57,7 @@ class CapacityConfig(Limits, Warmup, Workload):
     engine: str = "openai"
     model: str
     slo: Slo
-    precision: float = Field(0.1, gt=0, le=4)
+    precision: float = Field(0.1, gt=0, le=4, allow_inf_nan=False)  # nan was "<= 4"
     #: the first rate tried (default 1, or with a trace its own mean rate: speed 1)
     # finite: an infinite rate or duration was an OverflowError at the level's start
     start_rps: float = Field(1.0, gt=0, allow_inf_nan=False)

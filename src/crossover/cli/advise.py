@@ -451,6 +451,8 @@ def advise_command(
     from crossover.advise.hardware import resolve_system
     from crossover.advise.memory import parse_reserve
 
+    if model_path and emit_sweep_path is None:  # before the table, not after it
+        raise UsageError("--model-path goes with --emit-sweep")
     host_bandwidth(host_mem_bandwidth)  # a bad figure: one line before any work
     system = resolve_system(gpu, gpus, interconnect, gpu_spec)
     request = AdviceRequest(
@@ -482,8 +484,6 @@ def advise_command(
         write_output(json_path, json.dumps(advice, indent=2) + "\n", "--json")
     if emit_sweep_path is not None:
         _emit(advice, model, model_path or [], emit_sweep_path)
-    elif model_path:
-        raise UsageError("--model-path goes with --emit-sweep")
 
 
 def _emit(advice: dict[str, Any], model: str, paths: list[str], out: Path) -> None:

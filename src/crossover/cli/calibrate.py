@@ -53,8 +53,13 @@ def calibrate(
         measure_floors,
         save_results,
     )
+    from crossover.spec.run import MAX_CONCURRENCY
 
     levels: list[int] = parse_list(concurrency, "--concurrency", int)
+    if max(levels) > MAX_CONCURRENCY:  # 99999999 streams: it ran on, opening sockets
+        raise UsageError(
+            f"--concurrency {max(levels)}: at most {MAX_CONCURRENCY} (as run --concurrency)"
+        )
     if not (0 < itl_ms < math.inf) or output_tokens < 2 or tokens_per_chunk < 1:
         raise UsageError("--itl-ms must be > 0, --output-tokens >= 2, --tokens-per-chunk >= 1")
     if requests is not None and requests < 1:

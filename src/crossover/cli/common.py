@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
-from pathlib import Path
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -16,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from crossover.errors import UsageError, validation_line
 from crossover.errors import parse_list as parse_list  # the flags' comma lists
 from crossover.errors import parse_names as parse_names
+from crossover.files import check_output_file as check_output_file  # python -m tools' too
+from crossover.files import write_output as write_output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -92,40 +92,6 @@ def validated(schema: type[T], names: dict[str, str] | None = None, **values: An
         return schema(**values)
     except ValidationError as exc:
         raise UsageError(validation_line(exc, flags=True, names=names)) from None
-
-
-def check_output_file(path: Path | None, flag: str, keep: Sequence[Path | None] = ()) -> None:
-    """Fail with one line, before any work, where the file ``flag`` names could not be
-    written: a folder in its place, a file where a folder of its path should be, or a
-    folder that is not writable (the write came after the measuring, as a traceback);
-    or where it is one of ``keep``, the command's own inputs and results (``summarize
-    sweep.db --json sweep.db`` wrote its JSON over the database, every record lost)."""
-    if path is None:
-        return
-    for kept in keep:
-        if kept is not None and kept.exists() and path.resolve() == kept.resolve():
-            raise UsageError(f"{flag} {path}: that file is this command's own {kept.name}")
-    if path.is_dir():
-        raise UsageError(f"{flag} {path}: that is a folder; give a file's path")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: {folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: the folder {folder} is not writable")
-
-
-def write_output(path: Path, data: bytes | str, flag: str) -> None:
-    """Write an output file whole or not at all (``files.write_atomic``: a file beside
-    it, then renamed; its folder made where missing); a failure is one line naming
-    ``flag``."""
-    from crossover.files import write_atomic
-
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror})") from None
 
 
 def parse_transport(text: str) -> TransportName:

@@ -23,7 +23,14 @@ def gpus_command(
     """List the known GPUs (datasheet figures, dense TFLOPS; - where no source states one)."""
     import json
 
-    from crossover.advise.hardware import _norm, known_gpus, local_entry, match_local
+    from crossover.advise.hardware import (
+        _norm,
+        closest_names,
+        known_gpus,
+        local_entry,
+        match_local,
+    )
+    from crossover.errors import UsageError
 
     if local:
         from crossover.advise import nvml
@@ -53,6 +60,13 @@ def gpus_command(
     if name:
         want = _norm(name)
         rows = [r for r in rows if any(want in _norm(a) for a in (r.id, *r.aliases))]
+        if not rows:  # "0 GPUs" and exit 0 read as an empty table, not as a typo
+            close = closest_names(name)
+            near = f"closest: {', '.join(close)}" if close else "no close name"
+            raise UsageError(
+                f"no GPU's name contains {name!r}; {near} (crossover gpus lists the "
+                f"{len(known_gpus())} known)"
+            )
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
         return

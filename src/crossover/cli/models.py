@@ -166,7 +166,7 @@ def requantize(
     if qtype.upper() not in QUANT_TYPES:
         raise UsageError(f"--type {qtype!r}: one of {', '.join(QUANT_TYPES)}")
     if not src.is_file():
-        raise UsageError(f"{src}: no such file")
+        raise UsageError(f"{src}: {'a folder, not a file' if src.is_dir() else 'no such file'}")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: no such folder {out.parent}")
     if out.resolve() == src.resolve():
@@ -196,7 +196,7 @@ def convert(
     if dtype not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if not src.is_file():
-        raise UsageError(f"{src}: no such file")
+        raise UsageError(f"{src}: {'a folder, not a file' if src.is_dir() else 'no such file'}")
     if out.exists() and not out.is_dir():  # was a NotADirectoryError traceback
         raise UsageError(f"--out {out}: a file is there (give a new or empty folder)")
     if out.exists() and any(out.iterdir()):

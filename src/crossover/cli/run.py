@@ -334,8 +334,13 @@ def run(
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     check_output_file(json_path, "--json", keep=[db or out / "results.db", prompts])
     console = make_console(stderr=True)
-    # a local tokenizer is checked before the server is contacted
+    # a local tokenizer and a floor file are checked before the server is contacted
     local_tok = load_tokenizer(config.tokenizer) if config.tokenizer else None
+    floor, floor_note = resolve_client_floor(
+        client_floor,
+        config.concurrency if config.mode == "concurrency" else config.max_in_flight,
+        transport=config.transport,
+    )
     for base in config.replica_urls:
         probe(base, api_headers(config))
         # an LLM server of this dialect, or one line and exit 2 before anything runs
@@ -346,12 +351,7 @@ def run(
             if said is not None:
                 console.print(said)
             config = config.model_copy(update={"model": picked})
-    floor, floor_note = resolve_client_floor(
-        client_floor,
-        config.concurrency if config.mode == "concurrency" else config.max_in_flight,
-        transport=config.transport,
-    )
-    console.print(f"[dim]{floor_note}[/]")
+    console.print(f"[dim]{floor_note}[/]")  # said once the server answered, as before
     tok = local_tok or choose_tokenizer(config)
     progress = Progress(total=config.requests)
     with Store(db or out / "results.db") as store:

@@ -86,7 +86,8 @@ def verify_config(
     from crossover.errors import InvalidRunError, UsageError
 
     if not log.is_file():
-        raise UsageError(f"log file not found: {log}")
+        what = "is a folder, not a file" if log.is_dir() else "not found"
+        raise UsageError(f"log file {log} {what}")
     check_output_file(json_path, "--json", keep=[log, plan])
     expected: dict[str, bool | int | float | str] = {}
     ignored: list[str] = []

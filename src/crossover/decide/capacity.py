@@ -85,12 +85,15 @@ def capacity_leader(
     brackets: Mapping[str, tuple[int | None, int | None]],
 ) -> tuple[str | None, bool]:
     """The target with the highest level meeting the SLO, and whether it surely leads
-    (its level meets the SLO where every other target has failed it)."""
+    (its level meets the SLO where every other target has failed it). None where no target
+    meets it, or where another meets it up to the same level: a tie has no leader."""
     ranked = sorted(brackets.items(), key=lambda kv: -(kv[1][0] or 0))
     if not ranked or ranked[0][1][0] is None:
         return None, False
     leader, (lo, _) = ranked[0]
     assert lo is not None
+    if any(other_lo == lo for _, (other_lo, _) in ranked[1:]):
+        return None, False
     for _, (_, hi) in ranked[1:]:
         if hi is None or hi > lo:
             return leader, False

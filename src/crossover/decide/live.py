@@ -32,7 +32,14 @@ from pathlib import Path
 
 from crossover.analysis.schema import SweepFile
 from crossover.decide.coarse import MIN_PART, part_settled
-from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
+from crossover.decide.model import (
+    Decision,
+    Measure,
+    Observation,
+    Question,
+    QuestionKind,
+    check_at,
+)
 from crossover.decide.observe import Finished, observe
 from crossover.decide.policy import next_step
 from crossover.decide.state import PolicyConfig, Prior
@@ -176,12 +183,7 @@ def question_for(
     names = tuple(t.name for t in cfg.targets)
     if len(names) < 2:
         raise UsageError("decide compares targets: the sweep needs at least two")
-    bad = [c for c in at if c not in levels]
-    if bad:
-        raise UsageError(
-            f"--at {','.join(map(str, bad))}: not a level of the sweep "
-            f"({','.join(map(str, levels))})"
-        )
+    check_at(at, levels)
     return Question(
         kind,
         names,

@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from crossover.analysis.crossovers import Finding
+from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
 
 QuestionKind = Literal["lead", "crossover", "capacity"]
@@ -156,7 +157,8 @@ class Decision:
     ``findings`` are the analysis's own (:func:`crossover.analysis.crossovers.compare_pair`)
     over what was measured, for the question's metrics and pairs; ``capacity`` holds each
     target's capacity bracket (last level meeting the SLO, first level failing it, ``None``
-    where it never failed) for a capacity question; ``leader`` is that question's answer.
+    where it never failed) for a capacity question; ``leader`` is that question's answer
+    (``None``: none meets the SLO, or a tie).
     """
 
     question: Question
@@ -181,3 +183,14 @@ class Decision:
 
 
 Step = Measure | Decision
+
+
+def check_at(at: Sequence[int], levels: Sequence[int]) -> None:
+    """``--at`` names levels of the sweep (live, its config's; replayed, its database's):
+    a replay asked about another level answered "levels none" and exited 0."""
+    bad = [c for c in at if c not in levels]
+    if bad:
+        raise UsageError(
+            f"--at {','.join(map(str, bad))}: not a level of the sweep "
+            f"({','.join(map(str, levels))})"
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,14 @@ import orjson
 from crossover.analysis.crossovers import Finding
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
-from crossover.decide.model import Decision, Measure, Observation, Question, QuestionKind
+from crossover.decide.model import (
+    Decision,
+    Measure,
+    Observation,
+    Question,
+    QuestionKind,
+    check_at,
+)
 from crossover.decide.policy import next_step
 from crossover.decide.recorded import Recorded
 from crossover.decide.starts import StartCost, start_costs
@@ -158,6 +165,17 @@ def describe(findings: Sequence[Finding]) -> str:
     return "inconclusive"
 
 
+def capacity_answer(
+    leader: str | None, brackets: Mapping[str, tuple[int | None, int | None]]
+) -> str:
+    """A capacity answer as the comparison reads it: who leads, a tie, or none meets it."""
+    if leader:
+        return f"{leader} leads"
+    if any(lo is not None for lo, _ in brackets.values()):
+        return "a tie"
+    return "none meets the SLO"
+
+
 def same_conclusion(grid: Sequence[Finding], decided: Sequence[Finding]) -> bool:
     """Same leader where the grid has one, every grid crossover found with the same
     sides and an overlapping interval (and none the grid lacks), inconclusive where the
@@ -212,6 +230,7 @@ def replay(
                 f"{path}: a decision compares targets; the replay has only "
                 f"{', '.join(names)} (--target: two or more)"
             )
+        check_at(at, rec.levels())
         q = Question(
             kind,
             tuple(names),
@@ -265,8 +284,8 @@ def replay(
                     "capacity",
                     "",
                     slo.path if slo else "",
-                    f"{leader} leads" if leader else "none meets the SLO",
-                    f"{decision.leader} leads" if decision.leader else "none meets the SLO",
+                    capacity_answer(leader, brackets),
+                    capacity_answer(decision.leader, decision.capacity),
                     leader == decision.leader,
                 )
             )

@@ -65,7 +65,11 @@ def decision_lines(d: Decision) -> list[str]:
             )
             fails = f", fails it at {hi}" if hi is not None else ", never failed it"
             lines.append(f"  {t}: {meets}{fails if lo is not None else ''}")
-        if d.leader is None:
+        top = max((lo for lo, _ in d.capacity.values() if lo is not None), default=None)
+        if d.leader is None and top is not None:
+            tied = ", ".join(t for t, (lo, _) in d.capacity.items() if lo == top)
+            lines.append(f"answer: no target leads: {tied} meet it up to {top} alike")
+        elif d.leader is None:
             lines.append("answer: no target meets the SLO at any level measured")
         elif d.confidence > 0:
             lines.append(f"answer: {d.leader} (its capacity bracket is above every other's)")

@@ -436,7 +436,8 @@ def resolve_client_floor(
     else:
         src = Path(choice)
         if not src.is_file():
-            raise UsageError(f"--client-floor {choice}: no such file")
+            what = "a folder, not a file" if src.is_dir() else "no such file"
+            raise UsageError(f"--client-floor {choice}: {what}")
     try:
         cache = load_cache(src)
     except UsageError as exc:

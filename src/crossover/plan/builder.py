@@ -80,6 +80,11 @@ def _checks(req: PlanRequest, facts: ModelFacts | None, quant: str) -> list[str]
     )
     if req.load_format is not None and not (traits.load_format or hosted_load_format):
         raise UsageError("--load-format is for vLLM (--engine vllm, or triton --hosted vllm)")
+    if req.bls and not (traits.hosts and req.hosted == ENSEMBLE):  # else dropped unsaid
+        raise UsageError(
+            "--bls adds a model to Triton's TensorRT-LLM ensemble: it is for "
+            "--engine triton without --hosted"
+        )
     if not traits.hosts:
         if req.hosted != ENSEMBLE or req.instances is not None:
             raise UsageError("--hosted and --instances are for --engine triton")

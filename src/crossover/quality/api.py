@@ -27,7 +27,7 @@ from crossover.engines import registry
 from crossover.engines.spec import QualityAPI
 from crossover.errors import UsageError
 from crossover.quality.score import Position
-from crossover.spec.run import parse_named_url
+from crossover.spec.run import base_url, parse_named_url
 
 #: engines whose spec gives the quality API's fields, and a plain OpenAI server
 ENGINES = (*registry.with_trait("quality"), "openai")
@@ -54,6 +54,10 @@ def parse_endpoint(text: str, flag: str) -> Endpoint:
         raise UsageError(f"{flag} {text!r}: give the server's base URL, without /v1")
     if not name:
         raise UsageError(f"{flag} {text!r}: the name is empty")
+    try:  # what run and sweep check too: a host, a port 1 to 65535 (:99999 was exit 1)
+        url = base_url(url)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
     return Endpoint(name, url, engine, fields.get("model"))
 
 

@@ -237,6 +237,9 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
     """Per target and level, the headline metrics of two sweeps (valid runs)."""
     cmp = Comparison(before, after)
     na, nb = a.target_names(), b.target_names()
+    for label, names in ((before, na), (after, nb)):
+        if not names:  # else "no target in common:  vs a, b"
+            raise UsageError(f"{label}: the sweep holds no target (no run in it)")
     pairs = [(t, t) for t in na if t in nb]
     if not pairs and len(na) == 1 and len(nb) == 1:
         pairs = [(na[0], nb[0])]
@@ -285,6 +288,9 @@ def compare_paths(a: Path, b: Path) -> Comparison:
             raise UsageError(f"{p}: no such file or directory")
     sa, sb = is_sweep(a), is_sweep(b)
     if sa != sb:
+        # the one that is no sweep may be no run summary either (a truncated sweep.json,
+        # a binary file): its own reason first, not "not one of each"
+        load_run(b if sa else a)
         raise UsageError("compare two run summaries or two sweeps, not one of each")
     if sa:
         return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b))

@@ -27,6 +27,11 @@ def load_sweep(path: Path) -> SweepFile:
         raise UsageError(f"{path}: no such sweep directory")
     file = sweep_json_path(path)
     if not file.is_file():
+        if (path / "sweep.db").is_file():  # a sweep stopped before its first level ended
+            raise UsageError(
+                f"{path}: no sweep.json yet beside its sweep.db (the sweep finished no level); "
+                "the same sweep command resumes it and writes one"
+            )
         raise UsageError(f"{path}: no sweep.json in this directory (is it a sweep's --out?)")
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))

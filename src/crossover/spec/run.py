@@ -20,6 +20,9 @@ from crossover.spec.slo import PER_REQUEST, Slo, SloLimits
 from crossover.spec.workload import Workload, normalize_shape, trace_lengths
 from crossover.transport import TransportName
 
+#: the most requests in flight one run (or one calibrate level) holds
+MAX_CONCURRENCY = 100_000
+
 #: the refusal of sessions held for a duration, whoever asks (run, sweep, capacity)
 SESSIONS_NOT_TIMED = "sessions count requests: give a request count, not a duration"
 
@@ -30,6 +33,12 @@ def base_url(v: str) -> str:
     p = urlparse(v)
     if p.scheme not in ("http", "https") or not p.hostname:
         raise ValueError(f"not an http(s) URL: {v!r}")
+    try:
+        port = p.port
+    except ValueError:  # :99999 or :-5: else "cannot reach ...: Connection refused" or worse
+        port = 0
+    if port == 0:
+        raise ValueError(f"{v!r}: the port is not a TCP port; give 1 to 65535")
     v = v.rstrip("/")
     last = p.path.rstrip("/").rsplit("/", 1)[-1]
     if last in ("v1", "v2"):
@@ -91,7 +100,7 @@ class RunConfig(Limits, Warmup, Workload):
     #: speaks ``openai``; ``engine`` is still read for it (old configs, ``--engine``)
     dialect: str = Field("openai", validation_alias=AliasChoices("dialect", "engine"))
     model: str
-    concurrency: int | None = Field(None, ge=1, le=100_000)
+    concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY)
     # finite: an infinite rate or duration was an OverflowError at the level's start
     rate_rps: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_in_flight: int | None = Field(None, ge=1)

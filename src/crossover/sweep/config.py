@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.files import load_yaml
 from crossover.spec.limits import Limits
 from crossover.spec.load import Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
@@ -34,6 +35,9 @@ __all__ = [
     "SweepConfig",
     "TargetConfig",
 ]
+
+#: the most load processes of one level
+MAX_WORKERS = 256
 
 
 class SweepConfig(Limits, Warmup, Workload):
@@ -88,7 +92,7 @@ class SweepConfig(Limits, Warmup, Workload):
         gt=0,
         description="refine narrows a crossover until its interval is this fraction of its level",
     )
-    workers: Annotated[int, Field(ge=1, le=256)] | Literal["auto"] = Field(
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         1,
         description="load processes per level (as crossover run --workers); auto: sized per "
         "level from its streams and the target's previous level's client loop lag; with "
@@ -102,9 +106,14 @@ class SweepConfig(Limits, Warmup, Workload):
         # one message for a bad form, not pydantic's one per member of the union
         if isinstance(v, str) and v != "auto":
             try:
-                return int(v)
+                v = int(v)
             except ValueError:
                 raise ValueError(f"expected a number or auto, got {v!r}") from None
+        if isinstance(v, bool):  # YAML's `workers: yes` was read as 1
+            raise ValueError(f"expected a number or auto, got {v}")
+        # a number out of range too (pydantic named each member: workers.constrained-int)
+        if isinstance(v, int) and not 1 <= v <= MAX_WORKERS:
+            raise ValueError(f"1 to {MAX_WORKERS} load processes, or auto; got {v}")
         return v
 
     transport: TransportName = Field(
@@ -298,11 +307,13 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
         what = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise UsageError(f"sweep config {path} {what}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None) or ""
+        why = f": {problem}" if problem.endswith("given twice") else ""
+        raise UsageError(f"{path}: not valid YAML{where}{why}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
     if not isinstance(data, dict):
