@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from crossover.analysis.crossovers import Finding
+from crossover.analysis.schema import EngineStart
+from crossover.decide.recorded import Recorded
 from crossover.decide.replay import describe, replay, same_conclusion
 from crossover.errors import UsageError
 from crossover.records.copies import copy_database
+from crossover.records.store import Store
 
 
 def finding(d: dict[str, Any]) -> Finding:
@@ -45,6 +49,26 @@ def finding(d: dict[str, Any]) -> Finding:
         bracket=pair(d.get("bracket")),
         leader=d.get("leader"),
     )
+
+
+@dataclass
+class Spent:
+    seconds: dict[str, float]
+    levels: list[tuple[str, int, int]]
+
+
+def replay_seconds(folder: Path, q: dict[str, Any]) -> Spent:
+    """Each target's measuring time in a decision's database: its runs' spans (first send,
+    warm-up included, to the last request's end), as the replay counts a grid's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Recorded(copy_database(folder, Path(tmp) / "spent.db"))
+        try:
+            seconds: dict[str, float] = {}
+            for (t, _, _), run in rec.runs.items():
+                seconds[t] = seconds.get(t, 0.0) + rec.span(run.run_id)[0]
+            return Spent(seconds, sorted(rec.runs))
+        finally:
+            rec.close()
 
 
 def compare(decision_dir: Path, grid: Path) -> int:
@@ -72,30 +96,73 @@ def compare(decision_dir: Path, grid: Path) -> int:
         print(f"| {a} vs {b} | {m} | {g} | {mine_text} | {'yes' if ok else '**no**'} |")
     print()
     print(f"{same} of {len(rows)} conclusions the same as the grid's")
-    live = d.get("live") or {}
-    times = live.get("times") or {}
+    # level by level: each pair's significant lead in the grid and in the decision's own
+    # runs (the sweep analysis over the decision's database, as the replay reads a grid)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = copy_database(decision_dir, Path(tmp) / "live.db")
+        mine_all = replay(db, targets=q["targets"], metrics=q["metrics"]).grid_findings
+    grid_lead = {
+        (frozenset((f.a, f.b)), f.metric, lv.concurrency): (f.a, lv)
+        for f in r.grid_findings
+        for lv in f.per_level
+    }
+    print()
+    print("| pair | metric | level | grid: lead (a − b) | decide: lead (a − b) | |")
+    print("|---|---|---:|---|---|---|")
+    contradictions, seen = 0, set()
+    for f in mine_all:
+        for lv in f.per_level:
+            key = (frozenset((f.a, f.b)), f.metric, lv.concurrency)
+            if key not in grid_lead or key in seen:
+                continue
+            seen.add(key)
+            ga, g = grid_lead[key]
+            sign = 1.0 if ga == f.a else -1.0
+            bad = lv.lead is not None and g.lead is not None and lv.lead != g.lead
+            contradictions += bad
+            print(
+                f"| {f.a} vs {f.b} | {f.metric} | {lv.concurrency:g} | {g.lead or 'none'} "
+                f"({sign * (g.mean_a - g.mean_b):+.4g}) | {lv.lead or 'none'} "
+                f"({lv.mean_a - lv.mean_b:+.4g}) | {'**contradicts**' if bad else ''} |"
+            )
+    print()
+    print(f"{contradictions} level(s) where the decision's significant lead is the grid's reverse")
+    # what the decision cost: its runs' measuring time (the records' stamps, every call)
+    # and its engine starts (the database's), beside the grid's
+    with tempfile.TemporaryDirectory() as tmp:
+        db = copy_database(decision_dir, Path(tmp) / "live.db")
+        with Store(db) as store:
+            starts = [EngineStart.model_validate(x) for x in store.get_meta("engine_starts") or []]
+    live_s = replay_seconds(decision_dir, q)
     grid_s = r.grid_seconds
     print()
-    print(
-        "| target | levels measured | measuring s | grid's measuring s | starts | ready s | GPU s |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for t, tt in times.items():
-        ready = ", ".join(f"{x:.0f}" for x in tt.get("ready_s") or [])
-        gpu = (live.get("gpu_time") or {}).get("per_target", {}).get(t)
-        levels = ",".join(str(x) for x in tt["levels"])
-        print(
-            f"| {t} | {levels} | {tt['measuring_s']:.0f} | {grid_s.get(t, 0.0):.0f} | "
-            f"{tt['starts']} | {ready} | {'' if gpu is None else f'{gpu:.0f}'} |"
+    print("| target | levels | measuring s | grid's measuring s | starts: ready s (stop s) |")
+    print("|---|---|---:|---:|---|")
+    for t in q["targets"]:
+        levels = sorted({c for tt, c, _ in live_s.levels if tt == t})
+        st = ", ".join(
+            f"{x.ready_s:.0f} ({x.stop_s:.1f})" if x.stop_s is not None else f"{x.ready_s:.0f}"
+            for x in starts
+            if x.target == t
         )
-    total = (live.get("gpu_time") or {}).get("total_s")
-    measuring = sum(tt["measuring_s"] for tt in times.values())
+        print(
+            f"| {t} | {','.join(str(c) for c in levels)} | {live_s.seconds.get(t, 0.0):.0f} | "
+            f"{grid_s.get(t, 0.0):.0f} | {st} |"
+        )
+    measuring, grid_total = sum(live_s.seconds.values()), sum(grid_s.values())
+    ready = sum(x.ready_s + (x.stop_s or 0.0) for x in starts)
     print()
     print(
-        f"measuring {measuring:.0f} s of the grid's {sum(grid_s.values()):.0f} s "
-        f"({measuring / max(sum(grid_s.values()), 1e-9):.0%})"
-        + (f"; GPU time {total:.0f} s ({total / 60:.1f} GPU-minutes)" if total else "")
+        f"measuring {measuring:.0f} s of the grid's {grid_total:.0f} s "
+        f"({measuring / max(grid_total, 1e-9):.0%}); {len(starts)} engine starts, "
+        f"{ready:.0f} s from launch to ready and stopping"
     )
+    live = (d.get("live") or {}).get("gpu_time") or {}
+    if live.get("total_s"):
+        print(
+            f"the last call's own GPU time (engines up, start to stop): {live['total_s']:.0f} s "
+            "(a resumed decision counts only the call that settled it)"
+        )
     return 0 if same == len(rows) else 1
 
 
