@@ -116,13 +116,13 @@ def compare(decision_dir: Path, grid: Path) -> int:
             if key not in grid_lead or key in seen:
                 continue
             seen.add(key)
-            ga, g = grid_lead[key]
+            ga, gl = grid_lead[key]
             sign = 1.0 if ga == f.a else -1.0
-            bad = lv.lead is not None and g.lead is not None and lv.lead != g.lead
+            bad = lv.lead is not None and gl.lead is not None and lv.lead != gl.lead
             contradictions += bad
             print(
-                f"| {f.a} vs {f.b} | {f.metric} | {lv.concurrency:g} | {g.lead or 'none'} "
-                f"({sign * (g.mean_a - g.mean_b):+.4g}) | {lv.lead or 'none'} "
+                f"| {f.a} vs {f.b} | {f.metric} | {lv.concurrency:g} | {gl.lead or 'none'} "
+                f"({sign * (gl.mean_a - gl.mean_b):+.4g}) | {lv.lead or 'none'} "
                 f"({lv.mean_a - lv.mean_b:+.4g}) | {'**contradicts**' if bad else ''} |"
             )
     print()

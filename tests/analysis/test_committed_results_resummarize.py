@@ -23,7 +23,7 @@ H200 = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
 # sglang-a, vllm-a and vllm-b published a few TPOT means (0.003-0.1%) under the rule before
 # "TPOT divides by the tokens after the first delivery": docs/results/h200/README.md,
 # "Re-summarized with today's code" (scripts/h200/check_resummarize.py checks every folder)
-@pytest.mark.parametrize("folder", ["sweep", "triton", "moe", "prefix", "moe-tuning"])
+@pytest.mark.parametrize("folder", ["sweep", "triton", "moe", "prefix", "moe-tuning", "moe-decide"])
 def test_committed_sweep_resummarizes_to_the_same_figures(tmp_path: Path, folder: str) -> None:
     results = H200 / folder
     db = copy_database(results, tmp_path / "sweep.db")

@@ -1,0 +1,52 @@
+"""The live MoE decision's README (docs/results/h200/moe-decide) states what
+``scripts/h200/decide_vs_grid.py`` prints for it: its conclusions against the committed
+grid's, the levels where they contradict, and its measuring time against the grid's. A
+change to the analysis or the replay's rule that moves any of them fails here, and the
+README must be re-run."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "docs" / "results" / "h200"
+
+
+def _script() -> ModuleType:
+    path = ROOT / "scripts" / "h200" / "decide_vs_grid.py"
+    spec = importlib.util.spec_from_file_location("decide_vs_grid", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["decide_vs_grid"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_states_what_the_comparison_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = _script().main([str(H200 / "moe-decide"), str(H200 / "moe")])
+    out = capsys.readouterr().out
+    readme = (H200 / "moe-decide" / "README.md").read_text("utf-8")
+    assert rc == 1  # not every conclusion is the grid's
+    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
+    assert same is not None
+    assert f"reached {same[1]} of the grid's {same[2]} conclusions" in readme
+    # each pair's row, as printed, is in the README's table (metric names aside)
+    for line in out.splitlines():
+        m = re.match(r"\| (\S+ vs \S+) \| (\S+) \| ([^|]+) \| ([^|]+) \| (yes|\*\*no\*\*) \|", line)
+        if m and m[2] in ("total_tokens_per_s", "ttft_ms.p50"):
+            metric = {"total_tokens_per_s": "total tokens/s", "ttft_ms.p50": "TTFT p50"}[m[2]]
+            row = f"| {m[1]} | {metric} | {m[3].strip()} | {m[4].strip()} | {m[5]} |"
+            assert row in readme, row
+    contradictions = re.search(r"(\d+) level\(s\) where", out)
+    assert contradictions is not None and contradictions[1] == "1"
+    assert "agree except one" in readme
+    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
+    assert spent is not None
+    assert f"{spent[1]} s of the grid's {spent[2]} s of" in readme
+    assert f"{spent[1]} s of the grid's {spent[2]} s ({spent[3]}%)" in readme
