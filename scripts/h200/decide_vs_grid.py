@@ -25,7 +25,8 @@ from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import EngineStart
 from crossover.decide.recorded import Recorded
 from crossover.decide.replay import describe, replay, same_conclusion
-from crossover.errors import UsageError
+from crossover.decide.state import PolicyConfig
+from crossover.errors import UsageError, argument_parser
 from crossover.records.copies import copy_database
 from crossover.records.store import Store
 
@@ -71,7 +72,7 @@ def replay_seconds(folder: Path, q: dict[str, Any]) -> Spent:
             rec.close()
 
 
-def compare(decision_dir: Path, grid: Path) -> int:
+def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
     path = decision_dir / "decision.json"
     if not path.is_file():
         raise UsageError(f"no decision.json in {decision_dir}")
@@ -80,7 +81,16 @@ def compare(decision_dir: Path, grid: Path) -> int:
     decided = [finding(f) for f in d["findings"]]
     with tempfile.TemporaryDirectory() as tmp:
         db = copy_database(grid, Path(tmp) / "grid.db")
-        r = replay(db, targets=q["targets"], metrics=q["metrics"])
+        r = replay(db, targets=q["targets"], metrics=q["metrics"], cfg=PolicyConfig(tie_rel=tie))
+    # level by level: each pair's significant lead in the grid and in the decision's own
+    # runs (the sweep analysis over the decision's database, as the replay reads a grid)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = copy_database(decision_dir, Path(tmp) / "live.db")
+        mine_all = replay(
+            db, targets=q["targets"], metrics=q["metrics"], cfg=PolicyConfig(tie_rel=tie)
+        ).grid_findings
+    if tie > 0.0:  # decision.json's findings were read without the margin
+        decided = list(mine_all)
     same = 0
     rows = []
     for c in r.comparisons:
@@ -96,11 +106,6 @@ def compare(decision_dir: Path, grid: Path) -> int:
         print(f"| {a} vs {b} | {m} | {g} | {mine_text} | {'yes' if ok else '**no**'} |")
     print()
     print(f"{same} of {len(rows)} conclusions the same as the grid's")
-    # level by level: each pair's significant lead in the grid and in the decision's own
-    # runs (the sweep analysis over the decision's database, as the replay reads a grid)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = copy_database(decision_dir, Path(tmp) / "live.db")
-        mine_all = replay(db, targets=q["targets"], metrics=q["metrics"]).grid_findings
     grid_lead = {
         (frozenset((f.a, f.b)), f.metric, lv.concurrency): (f.a, lv)
         for f in r.grid_findings
@@ -167,11 +172,21 @@ def compare(decision_dir: Path, grid: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: decide_vs_grid.py DECISION_DIR GRID_FOLDER", file=sys.stderr)
-        return 2
+    parser = argument_parser("decide_vs_grid.py", __doc__)
+    parser.add_argument("decision", type=Path, help="the decision's --out folder")
+    parser.add_argument("grid", type=Path, help="the grid's results folder (sweep.db or .xz)")
+    parser.add_argument(
+        "--tie-margin",
+        type=float,
+        default=0.0,
+        help="both analysed with this tie margin (crossover decide --tie-margin); the "
+        "decision's conclusions are then its runs analysed again, not decision.json's",
+    )
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.tie_margin < 1.0:
+        parser.error(f"--tie-margin {args.tie_margin:g}: give a share, 0 <= M < 1")
     try:
-        return compare(Path(argv[0]), Path(argv[1]))
+        return compare(args.decision, args.grid, args.tie_margin)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -50,3 +50,18 @@ def test_the_readme_states_what_the_comparison_prints(capsys: pytest.CaptureFixt
     assert spent is not None
     assert f"{spent[1]} s of the grid's {spent[2]} s of" in readme
     assert f"{spent[1]} s of the grid's {spent[2]} s ({spent[3]}%)" in readme
+
+
+def test_with_the_tie_margin_the_readme_states_what_the_comparison_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc = _script().main([str(H200 / "moe-decide"), str(H200 / "moe"), "--tie-margin", "0.03"])
+    out = capsys.readouterr().out
+    readme = (H200 / "moe-decide" / "README.md").read_text("utf-8")
+    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
+    contradictions = re.search(r"(\d+) level\(s\) where", out)
+    assert rc == 1 and same is not None and contradictions is not None
+    assert (
+        f"{same[1]} of {same[2]} conclusions the same, {contradictions[1]} levels contradicting"
+        in " ".join(readme.split())
+    )

@@ -111,6 +111,9 @@ class LevelDiff:
     n_a: int
     n_b: int
     lead: str | None
+    #: the two means within the tie margin of each other (``compare_pair(tie_rel=...)``):
+    #: level there, neither a lead nor a sign
+    tie: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,17 +201,23 @@ def level_diffs(
     *,
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
+    tie_rel: float = 0.0,
 ) -> list[LevelDiff]:
-    """A - B at every level both have values for, in increasing concurrency."""
+    """A - B at every level both have values for, in increasing concurrency. With
+    ``tie_rel`` > 0 a level whose means differ by less than that share of the larger is a
+    tie: no lead, however tight its interval (two repeats that agree to 0.1% call a 0.3%
+    gap significant; another machine may turn it round)."""
     out: list[LevelDiff] = []
     for c in sorted(set(a_values) & set(b_values)):
         a, b = a_values[c], b_values[c]
         d = difference_interval(a, b, confidence=confidence, noise_floor_rel=noise_floor_rel)
+        ma, mb = float(np.mean(a)), float(np.mean(b))
+        tie = tie_rel > 0.0 and abs(ma - mb) < tie_rel * max(abs(ma), abs(mb))
         lead: str | None = None
-        if d.significant:
+        if d.significant and not tie:
             a_better = (d.lo > 0) == spec.higher_is_better
             lead = a_name if a_better else b_name
-        out.append(LevelDiff(c, d, float(np.mean(a)), float(np.mean(b)), len(a), len(b), lead))
+        out.append(LevelDiff(c, d, ma, mb, len(a), len(b), lead, tie))
     return out
 
 
@@ -287,12 +296,14 @@ def _locate(levels: Sequence[LevelDiff], i: int, j: int, sign: float) -> tuple[f
     return 2.0**point, 2.0 ** max(x[i], lo), 2.0 ** min(x[j], hi)
 
 
-def _sign_changes(levels: Sequence[LevelDiff]) -> list[int]:
-    """Indices i where the point estimate changes sign between level i and i + 1."""
+def _sign_changes(levels: Sequence[LevelDiff]) -> list[tuple[int, int]]:
+    """Pairs (i, j) of levels, consecutive but for ties between them, where the point
+    estimate changes sign (a tie has no sign: it neither makes nor breaks a change)."""
+    signed = [i for i, lv in enumerate(levels) if not lv.tie]
     return [
-        i
-        for i in range(len(levels) - 1)
-        if np.sign(levels[i].diff.mean) * np.sign(levels[i + 1].diff.mean) < 0
+        (i, j)
+        for i, j in itertools.pairwise(signed)
+        if np.sign(levels[i].diff.mean) * np.sign(levels[j].diff.mean) < 0
     ]
 
 
@@ -306,8 +317,10 @@ def compare_pair(
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
     axis: Axis = "concurrency",
+    tie_rel: float = 0.0,
 ) -> list[Finding]:
-    """All findings for one metric and one pair, from per-level values of valid runs."""
+    """All findings for one metric and one pair, from per-level values of valid runs
+    (``tie_rel``: :func:`level_diffs`; 0, the default, has no ties)."""
     levels = level_diffs(
         a_name,
         b_name,
@@ -316,6 +329,7 @@ def compare_pair(
         spec,
         confidence=confidence,
         noise_floor_rel=noise_floor_rel,
+        tie_rel=tie_rel,
     )
     cs = tuple(lv.concurrency for lv in levels)
     base = Finding("none", spec.key, a_name, b_name, cs, per_level=tuple(levels), axis=axis)
@@ -342,13 +356,13 @@ def compare_pair(
         )
     # sign changes of the point estimate not explained by a claimed crossover,
     # grouped per stretch between significant levels
-    groups: dict[int, list[int]] = {}
-    for k in _sign_changes(levels):
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for k, k2 in _sign_changes(levels):
         if any(i <= k < j for i, j in claimed):
             continue
-        groups.setdefault(sum(1 for s in sig if s <= k), []).append(k)
+        groups.setdefault(sum(1 for s in sig if s <= k), []).append((k, k2))
     for ks in groups.values():
-        lo_i, hi_i = ks[0], ks[-1] + 1
+        lo_i, hi_i = ks[0][0], ks[-1][1]
         leads = {lv.lead for lv in levels if lv.lead is not None}
         if not leads:
             reason = "no level shows a significant difference"
@@ -360,12 +374,16 @@ def compare_pair(
     if not findings:
         leads = {lv.lead for lv in levels if lv.lead is not None}
         leader = next(iter(leads)) if len(leads) == 1 else None
+        ties = [cs[i] for i, lv in enumerate(levels) if lv.tie]
         if not levels:
             reason = f"no {axis} level with valid runs of both"
         elif leader is None:
             reason = "no significant difference at any level"
         else:
             reason = "no crossover in the range measured"
+        if ties and levels:
+            at = ", ".join(f"{c:g}" for c in ties)
+            reason += f"; level within {tie_rel:.0%} at {at}"
         findings.append(replace(base, leader=leader, reason=reason))
     findings.sort(key=lambda f: f.bracket[0] if f.bracket else 0)
     return findings
@@ -377,9 +395,10 @@ def analyze_sweep(
     metrics: Sequence[MetricSpec] = METRICS,
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
+    tie_rel: float = 0.0,
 ) -> list[Finding]:
     """Findings for every metric and every pair of targets of a sweep, along each axis
-    its runs have (concurrency, rate)."""
+    its runs have (concurrency, rate); ``tie_rel``: :func:`level_diffs`."""
     names = sweep.target_names()
     axes: list[Axis] = [a for a in ("concurrency", "rate") if any(r.axis == a for r in sweep.runs)]
     out: list[Finding] = []
@@ -402,6 +421,7 @@ def analyze_sweep(
                             confidence=confidence,
                             noise_floor_rel=noise_floor_rel,
                             axis=axis,
+                            tie_rel=tie_rel,
                         )
                     )
     return out

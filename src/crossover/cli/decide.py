@@ -130,6 +130,14 @@ def decide(
             "at more measuring)"
         ),
     ] = False,
+    tie_margin: Annotated[
+        float,
+        typer.Option(
+            help="Means within this share of each other are level at that level: neither a "
+            "lead nor a sign change (e.g. 0.03, the analysis's noise floor; default 0: the "
+            "sweep analysis's own reading, where any significant gap leads)"
+        ),
+    ] = 0.0,
     budget: Annotated[
         float | None,
         typer.Option(
@@ -195,6 +203,8 @@ def decide(
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
     if budget is not None and not 0.0 < budget <= 1.0:
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
+    if not 0.0 <= tie_margin < 1.0:
+        raise UsageError(f"--tie-margin {tie_margin:g}: give a share, 0 <= M < 1 (e.g. 0.03)")
     if start_s is not None and not 0 <= start_s < math.inf:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
     if engine_logs is not None and replay is None:
@@ -217,6 +227,7 @@ def decide(
     policy = PolicyConfig(
         reference_repeats=reference_repeats,
         refine_inconclusive=refine_inconclusive,
+        tie_rel=tie_margin,
         budget_factor=0.0 if live_levels else PolicyConfig.budget_factor,
         sequential=live_levels,
         budget=budget,

@@ -33,6 +33,9 @@ class PolicyConfig:
     refine_budget: int = 8
     reference_repeats: bool = True
     refine_inconclusive: bool = False
+    #: means within this share of each other are level, not a lead or a sign (the
+    #: analysis's ``tie_rel``; 0: none, the sweep's own reading)
+    tie_rel: float = 0.0
     #: with ``budget_factor`` 0: a later target's first-pass level stops once what
     #: finished settles it (:func:`crossover.decide.coarse.part_settled`), as a live level does
     sequential: bool = False
@@ -210,6 +213,7 @@ def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
                     spec,
                     confidence=s.cfg.confidence,
                     noise_floor_rel=noise,
+                    tie_rel=s.cfg.tie_rel,
                 )
             )
     return out

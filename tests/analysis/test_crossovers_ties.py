@@ -1,0 +1,50 @@
+"""The tie margin (``compare_pair(tie_rel=...)``, ``crossover decide --tie-margin``): means
+within the margin of each other are level, neither a lead nor a sign. Two H200 sessions
+measured vLLM, SGLang and llama.cpp at c = 1 within 0.3-3% of each other, the gaps' signs
+opposite between the machines, and the analysis read one as a lead and the other as
+"inconclusive" (docs/results/h200/moe-decide)."""
+
+from __future__ import annotations
+
+from crossover.analysis.crossovers import compare_pair, metric_spec
+
+TPS = metric_spec("total_tokens_per_s")
+
+
+def test_a_tight_sub_margin_gap_is_a_lead_without_the_margin_and_level_with_it() -> None:
+    # c=1: B ahead by 0.5%, the repeats agreeing to 0.05% (significant); c=2: A far ahead
+    a = {1.0: [420.0, 420.2], 2.0: [688.0, 690.0], 4.0: [1040.0, 1044.0]}
+    b = {1.0: [422.0, 422.2], 2.0: [385.0, 386.0], 4.0: [830.0, 832.0]}
+    plain = compare_pair("a", "b", a, b, TPS)
+    assert [f.kind for f in plain] == ["crossover"]
+    assert (plain[0].below, plain[0].above) == ("b", "a")
+    tied = compare_pair("a", "b", a, b, TPS, tie_rel=0.03)
+    assert [(f.kind, f.leader) for f in tied] == [("none", "a")]
+    assert tied[0].per_level[0].tie and tied[0].per_level[0].lead is None
+    assert "level within 3% at 1" in tied[0].reason
+
+
+def test_a_sign_flip_inside_the_margin_is_no_longer_inconclusive() -> None:
+    # c=1: B ahead by 0.6%, not significant (wide repeats); then A ahead, significant
+    a = {1.0: [415.0, 425.0], 2.0: [688.0, 690.0], 4.0: [1040.0, 1044.0]}
+    b = {1.0: [419.0, 428.0], 2.0: [385.0, 386.0], 4.0: [830.0, 832.0]}
+    plain = compare_pair("a", "b", a, b, TPS)
+    assert [f.kind for f in plain] == ["inconclusive"]
+    tied = compare_pair("a", "b", a, b, TPS, tie_rel=0.03)
+    assert [(f.kind, f.leader) for f in tied] == [("none", "a")]
+
+
+def test_a_sign_change_across_a_tie_is_still_seen() -> None:
+    # A ahead (not significant) at 1, level at 2, B ahead (not significant) at 4: the
+    # change of sign spans the tie and stays inconclusive over 1-4
+    a = {1.0: [110.0, 90.0, 104.0], 2.0: [100.0, 100.5], 4.0: [90.0, 110.0, 96.0]}
+    b = {1.0: [100.0, 95.0, 99.0], 2.0: [100.2, 100.4], 4.0: [100.0, 105.0, 104.0]}
+    tied = compare_pair("a", "b", a, b, TPS, tie_rel=0.03)
+    assert [(f.kind, f.bracket) for f in tied] == [("inconclusive", (1.0, 4.0))]
+
+
+def test_without_the_margin_nothing_is_a_tie() -> None:
+    a = {1.0: [100.0, 100.0], 2.0: [200.0, 200.0]}
+    b = {1.0: [100.0, 100.0], 2.0: [199.0, 199.2]}
+    for f in compare_pair("a", "b", a, b, TPS):
+        assert not any(lv.tie for lv in f.per_level)
