@@ -6,8 +6,9 @@ A single run measures at least 32 requests; a sweep level at least 16 (it has ma
 levels, repeats and a verdict per level). Both take 4 per request in flight. Warm-up
 fills the slots once: a run up to 16 requests, a sweep level up to 8 (4 for a level with
 no concurrency, an open-loop rate), ``capacity`` 4 before its first rate, with at most
-that many requests in flight (8 for an open loop). A level held for a duration builds 16
-prompts per slot ahead, at least 64.
+that many requests in flight (8 for an open loop); ``warmup_requests: level``
+(``crossover.spec.load``) fills every slot of a closed loop at once instead. A level held
+for a duration builds 16 prompts per slot ahead, at least 64.
 """
 
 from __future__ import annotations

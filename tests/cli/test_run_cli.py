@@ -67,6 +67,16 @@ def test_failed_warmup_shows_in_the_terminal_and_the_json(
     assert "warning warmup_failed" in out and "HTTP 500" in out
 
 
+def test_warmup_level_is_one_wave_of_the_concurrency(tmp_path: Path) -> None:
+    """``--warmup level``: as many warm-up requests as ``--concurrency`` (the default stops
+    at 16), all in flight at once."""
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0)) as url:
+        rc, s = run_cli(url, tmp_path, "--concurrency", "24", "--requests", "24",
+                        "--warmup", "level", "--metrics-url", "off")  # fmt: skip
+    assert rc == 0
+    assert s["requests"]["warmup"] == 24  # type: ignore[index]
+
+
 def test_timeouts_say_what_they_cover(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -157,9 +157,11 @@ def run(
     ] = None,
     duration_s: Annotated[float | None, typer.Option(help="Measure for this long instead")] = None,
     warmup: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            help=f"Warm-up requests outside the measurement (default {defaults.RUN_WARMUP_HELP})"
+            metavar="N|level",
+            help="Warm-up requests outside the measurement, or level: one wave of "
+            f"--concurrency sent at once (default {defaults.RUN_WARMUP_HELP})",
         ),
     ] = None,
     input_tokens: Annotated[

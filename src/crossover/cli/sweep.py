@@ -100,8 +100,12 @@ def sweep(
     ] = None,
     duration_s_per_level: Annotated[float | None, typer.Option(help="Or seconds per level")] = None,
     warmup: Annotated[
-        int | None,
-        typer.Option(help=f"Warm-up requests per level [default: {defaults.LEVEL_WARMUP_HELP}]"),
+        str | None,
+        typer.Option(
+            metavar="N|level",
+            help="Warm-up requests per level, or level: one wave of the level's concurrency "
+            f"sent at once [default: {defaults.LEVEL_WARMUP_HELP}]",
+        ),
     ] = None,
     output_tokens: Annotated[
         str | None,

@@ -7,9 +7,9 @@ warm-up rule (how many requests fill the slots when none are given) is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from crossover import defaults
 
@@ -58,21 +58,56 @@ class Level:
         raise ValueError(f"not a level: {part!r}")
 
 
+#: ``warmup_requests: level``: one wave of the level's own concurrency, sent at once
+WARMUP_LEVEL = "level"
+
+
 class Warmup(BaseModel):
     """The warm-up part: requests sent, and not measured, before a level."""
 
     model_config = {"extra": "forbid"}
 
-    warmup_requests: int | None = Field(
+    warmup_requests: Annotated[int, Field(ge=0)] | Literal["level"] | None = Field(
         None,
-        ge=0,
         description="warm-up requests before measuring (default: a run "
         f"{defaults.RUN_WARMUP_HELP}; a sweep level {defaults.LEVEL_WARMUP_HELP}; "
-        f"capacity {defaults.CAPACITY_WARMUP} before its first rate)",
+        f"capacity {defaults.CAPACITY_WARMUP} before its first rate); `level`: one wave of "
+        "the level's own concurrency sent at once (c requests, c in flight), so the "
+        "engine has seen the level's first burst before it is measured whatever levels "
+        "ran before (an open loop: the default)",
     )
 
+    @field_validator("warmup_requests", mode="before")
+    @classmethod
+    def _warmup_form(cls, v: object) -> object:
+        # one message for a bad form, not pydantic's one per member of the union
+        if v is None or v == WARMUP_LEVEL:
+            return v
+        n: int | None = None
+        if isinstance(v, bool):  # YAML's `warmup_requests: yes` was read as 1
+            n = None
+        elif isinstance(v, int):
+            n = v
+        elif isinstance(v, float) and v.is_integer():
+            n = int(v)
+        elif isinstance(v, str):
+            try:
+                n = int(v.strip())
+            except ValueError:
+                n = None
+        if n is None or n < 0:
+            shown = repr(v) if isinstance(v, str) else str(v)
+            raise ValueError(f"Input should be a whole number >= 0 or level, got {shown}")
+        return n
+
     def warmup_for(self, concurrency: int | None, kind: Literal["run", "level", "capacity"]) -> int:
-        """The warm-up requests given, else the default rule of ``kind``."""
-        if self.warmup_requests is not None:
-            return self.warmup_requests
+        """The warm-up requests given, else the default rule of ``kind``; ``level`` is
+        ``concurrency`` itself (one wave: ``defaults.warmup_concurrency`` sends them all at
+        once), or the default rule where there is no concurrency (an open loop,
+        capacity's rates)."""
+        given = self.warmup_requests
+        if isinstance(given, int):
+            return given
+        if given == WARMUP_LEVEL and concurrency is not None and kind != "capacity":
+            return concurrency
         return defaults.warmup(concurrency, kind)

@@ -74,7 +74,8 @@ class SweepConfig(Limits, Warmup, Workload):
     )
     warmup_every_level: bool = Field(
         True,
-        description="false: warm up only the first level after each engine start (slow engines)",
+        description="false: warm up only the first level after each engine start (slow "
+        "engines); keep it true with warmup_requests: level, so every level is warmed",
     )
     repeats: int = Field(1, ge=1, le=100, description="runs per level; intervals need 2 or more")
     refine: bool = Field(
