@@ -78,3 +78,18 @@ def test_the_flag_refuses_another_word_naming_itself(
     err = capsys.readouterr().err
     assert "--warmup: Input should be a whole number >= 0 or level, got 'wave'" in err
     assert "Traceback" not in err and "warmup_requests" not in err
+
+
+def test_a_level_warm_up_with_warm_ups_off_after_the_first_level_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``level`` means every level's own wave; ``warmup_every_level: false`` would warm
+    the first level only, silently: the two together are refused in one line."""
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text(
+        "concurrency: [1, 4]\noutput_tokens: 8\nwarmup_requests: level\nwarmup_every_level: false\n"
+        "targets:\n  - {name: a, url: 'http://127.0.0.1:9', engine: vllm, model: m}\n"
+    )
+    with pytest.raises(UsageError) as e:
+        load_sweep_config(cfg)
+    assert "warmup_every_level" in str(e.value) and "\n" not in str(e.value)

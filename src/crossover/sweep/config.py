@@ -193,6 +193,11 @@ class SweepConfig(Limits, Warmup, Workload):
             )
         if (self.concurrency is None) == (self.rates is None):
             raise ValueError("give either concurrency levels or rates, not both")
+        if self.warmup_requests == "level" and not self.warmup_every_level:
+            raise ValueError(
+                "warmup_requests: level warms each level with its own wave; with "
+                "warmup_every_level: false only the first level after a start would be"
+            )
         if self.rates is not None:
             if self.refine:
                 raise ValueError("refine works along concurrency only; not with rates")
