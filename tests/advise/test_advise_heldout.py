@@ -163,3 +163,11 @@ def test_offload_with_a_cached_prefix() -> None:
     # the decode step is the same
     assert at(150).prefill_ms <= at(0).prefill_ms
     assert at(150).step_ms == pytest.approx(at(0).step_ms)
+
+
+def test_a_decisions_folder_is_not_a_held_out_sweep(report: heldout.HeldOut) -> None:
+    """docs/results/h200/moe-decide is a live ``crossover decide``: the levels it chose,
+    parts of levels among them (output tok/s over the requests it sent); the MoE grid
+    (moe/) is that model's held-out check."""
+    assert (H200 / "moe-decide" / "decision.json").exists()
+    assert "moe-decide" not in {t.sweep for t in report.targets}

@@ -196,7 +196,11 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
     """Every held-out (sweep, target) under ``results_dir`` against its prediction."""
     cal = cal or load_calibration()
     fitted = _fitted(cal)
-    sweeps = sorted(results_dir.glob("*/sweep.json"))
+    # a decision's folder (decision.json beside its sweep.json) holds the levels it chose,
+    # some of them parts stopped once settled: not a held-out measurement of the curve
+    sweeps = sorted(
+        p for p in results_dir.glob("*/sweep.json") if not (p.parent / "decision.json").exists()
+    )
     if not sweeps:
         where = "" if results_dir.is_absolute() else f" (from {Path.cwd()})"
         raise UsageError(
