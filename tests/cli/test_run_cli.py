@@ -77,6 +77,28 @@ def test_warmup_level_is_one_wave_of_the_concurrency(tmp_path: Path) -> None:
     assert s["requests"]["warmup"] == 24  # type: ignore[index]
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_warmup_output_tokens_shortens_the_warm_up_only(tmp_path: Path, workers: str) -> None:
+    """``--warmup-output-tokens 3``: the warm-up asks for 3 tokens (in worker processes
+    too), the measured requests for 12; the engine's counter, which saw both, agrees, and
+    the run is valid."""
+    from crossover.records.store import Store
+
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0)) as url:
+        rc, s = run_cli(url, tmp_path, "--warmup", "level", "--warmup-output-tokens", "3",
+                        "--workers", workers)  # fmt: skip
+    assert rc == 0 and s["verdict"] == "valid", s["problems"]
+    asked = {c["witness"]: (c["asked"], c["agreed"]) for c in s["witnesses"]["checks"]}  # type: ignore[index]
+    assert asked["engine_counter"] == (1, 1)
+    with Store(tmp_path / "res" / "results.db") as store:
+        (run,) = store.runs()
+        records = store.records(run.run_id)
+    warm = {(r.expected_output_tokens, r.completion_tokens) for r in records if r.warmup}
+    assert warm == {(3, 3)}
+    assert sum(r.warmup for r in records) == 4
+    assert {r.completion_tokens for r in records if not r.warmup} == {12}
+
+
 def test_timeouts_say_what_they_cover(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -182,6 +182,20 @@ def test_a_chat_template_the_probe_shows_constant_is_information(tmp_path: Path)
     assert "10 more prompt tokens" in p.message and "another length" in p.message
 
 
+def test_a_shorter_warm_up_leaves_the_probe_at_one_token(tmp_path: Path) -> None:
+    """``warmup_output_tokens`` is the warm-up's: the prompt probe (a warm-up record too)
+    still asks for one token, the measured requests for ``output_tokens``; valid."""
+    out, store = run_against(
+        calib(), tmp_path, endpoint="chat", warmup_requests=4, warmup_output_tokens=3
+    )
+    assert out.summary.verdict == "valid", out.summary.problems
+    counts = {
+        (r.index == -1, r.warmup, r.expected_output_tokens, r.completion_tokens)
+        for r in store.records(out.run_id)
+    }
+    assert counts == {(True, True, 1, 1), (False, True, 3, 3), (False, False, N, N)}
+
+
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_honest_prompt_counts_with_the_servers_tokenizer(tmp_path: Path, endpoint: str) -> None:
     """The chat template's 10 tokens are counted (the server's /tokenize applies it)."""

@@ -93,3 +93,60 @@ def test_a_level_warm_up_with_warm_ups_off_after_the_first_level_is_refused(
     with pytest.raises(UsageError) as e:
         load_sweep_config(cfg)
     assert "warmup_every_level" in str(e.value) and "\n" not in str(e.value)
+
+
+# --- warmup_output_tokens: what each warm-up request asks for --------------------------
+
+
+def _yaml_out(tmp_path: Path, out: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        "concurrency: [1, 16]\noutput_tokens: 256\nwarmup_requests: level\n"
+        f"warmup_output_tokens: {out}\n{TARGET}"
+    )
+    return path
+
+
+def test_warmup_output_tokens_is_read_and_reaches_each_levels_run(tmp_path: Path) -> None:
+    from crossover.spec.load import Level
+
+    cfg = load_sweep_config(_yaml_out(tmp_path, "8"))
+    assert cfg.warmup_output_tokens == 8
+    run = cfg.level_run(Level("concurrency", 16), ["http://127.0.0.1:9"], "openai", "m")
+    assert (run.warmup_output_tokens, run.output_tokens, run.warmup) == (8, 256, 16)
+
+
+def test_warmup_output_tokens_null_is_the_measured_length(tmp_path: Path) -> None:
+    from crossover.spec.load import Level
+
+    cfg = load_sweep_config(_yaml_out(tmp_path, "null"))
+    assert cfg.warmup_output_tokens is None
+    run = cfg.level_run(Level("concurrency", 1), ["http://127.0.0.1:9"], "openai", "m")
+    assert run.warmup_output_tokens is None
+
+
+@pytest.mark.parametrize("bad", ["0", "-4", "true", "1.5", "many"])
+def test_warmup_output_tokens_below_one_or_not_a_number_is_refused(
+    tmp_path: Path, bad: str
+) -> None:
+    with pytest.raises(UsageError) as err:
+        load_sweep_config(_yaml_out(tmp_path, bad))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.count(";") == 0
+    assert "warmup_output_tokens: Input should be" in msg
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_the_warmup_output_flag_refuses_zero_naming_itself(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if command == "run":
+        base = ["run", "--url", "http://127.0.0.1:9", "--model", "m"]
+    else:
+        base = ["sweep", "--out", str(tmp_path / "o"), "--target", "a=http://127.0.0.1:9"]
+        base += ["--model", "m"]
+    args = [*base, "--output-tokens", "4", "--concurrency", "4", "--warmup-output-tokens", "0"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--warmup-output-tokens: Input should be greater than or equal to 1" in err
+    assert "Traceback" not in err

@@ -97,6 +97,16 @@ def test_check_lists_every_problem_of_every_target(
     assert "Traceback" not in captured.err
 
 
+def test_a_warm_up_asking_for_more_tokens_needs_their_context_too(
+    tmp_path: Path, program: Path, model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """16 prompt + 8 output fit a context of 24; a warm-up of 12 output tokens does not."""
+    launch = _launch("a", program, model, ", context_tokens: 24")
+    path = _write(tmp_path, HEAD + "warmup_output_tokens: 12\ntargets:\n" + launch)
+    assert main(["sweep", "--config", str(path), "--check"]) == 2
+    assert "needs 28 tokens of context (16 prompt + 12 output)" in capsys.readouterr().out
+
+
 def test_remote_checks_all_but_this_machines_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -287,7 +287,9 @@ class CapacityRunner:
             return None
         cfg = self.config
         mine = cfg.run_config(rate, 0, len(self.levels)).model_dump(mode="json")
-        if {**row.context.get("config", {}), "warmup_requests": 0} != mine:
+        # the warm-up (before the first level only) is no setting of a kept level's
+        warm = {"warmup_requests": 0, "warmup_output_tokens": mine["warmup_output_tokens"]}
+        if {**row.context.get("config", {}), **warm} != mine:
             return None  # other settings: measured anew
         try:
             summary = RunSummary.model_validate(row.summary)

@@ -164,6 +164,12 @@ def run(
             f"--concurrency sent at once (default {defaults.RUN_WARMUP_HELP})",
         ),
     ] = None,
+    warmup_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Output tokens each warm-up request asks for (default: as the measured ones)"
+        ),
+    ] = None,
     input_tokens: Annotated[
         str | None,
         typer.Option(help="Prompt length in tokens, or a distribution (as --output-tokens)"),
@@ -305,6 +311,7 @@ def run(
         requests=requests,
         duration_s=duration_s,
         warmup_requests=warmup,
+        warmup_output_tokens=warmup_output_tokens,
         output_tokens=output_tokens,
         input_tokens=prompt_lengths_input(prompt_lengths, prompts, input_tokens),
         shared_prefix=shared_prefix,

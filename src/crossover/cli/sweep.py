@@ -107,6 +107,12 @@ def sweep(
             f"sent at once [default: {defaults.LEVEL_WARMUP_HELP}]",
         ),
     ] = None,
+    warmup_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Output tokens each warm-up request asks for [default: as the measured ones]"
+        ),
+    ] = None,
     output_tokens: Annotated[
         str | None,
         typer.Option(
@@ -223,6 +229,7 @@ def sweep(
         "requests_per_level": requests_per_level,
         "duration_s_per_level": duration_s_per_level,
         "warmup_requests": warmup,
+        "warmup_output_tokens": warmup_output_tokens,
         "output_tokens": output_tokens,
         "input_tokens": input_tokens,
         "endpoint": endpoint,

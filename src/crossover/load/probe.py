@@ -50,7 +50,8 @@ async def prompt_probe(
     if length is None:
         return None
     (prompt,) = synthetic_prompts(1, length, config.seed, tokenizer, PROBE_PROMPT_ID)
-    one = config.model_copy(update={"output_tokens": 1})
+    # a warm-up record, but one token whatever the warm-up asks for
+    one = config.model_copy(update={"output_tokens": 1, "warmup_output_tokens": None})
     options = replace(stream_options(config, keep_text=False), limits=timeouts)
     async with make_client(config.transport, headers, timeouts) as transport:
         rec = await PromptSender(transport, one, options).send(prompt, PROBE_INDEX, True, None)

@@ -62,7 +62,10 @@ class PromptSender:
         picks the base URL among ``config.urls``; ``None``: ``config.url``. ``reused``:
         the prompt was sent before in the run (the record says so: ``prompt_reused``)."""
         config = self.config
-        n_out = prompt.output_tokens or config.output_tokens  # its own N when the shape draws one
+        # its own N when the shape draws one; a warm-up request may ask for fewer
+        n_out = prompt.output_tokens or config.output_tokens
+        if warmup and config.warmup_output_tokens is not None:
+            n_out = config.warmup_output_tokens
         spec = RequestSpec(config.model, prompt.text, n_out, config.endpoint, prompt.messages)
         rec = RequestRecord(
             index=index,

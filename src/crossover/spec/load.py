@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from crossover import defaults
+from crossover.spec.workload import MAX_OUTPUT_TOKENS
 
 #: what a sweep's levels count: requests in flight, or requests/s arriving
 Axis = Literal["concurrency", "rate"]
@@ -76,6 +77,23 @@ class Warmup(BaseModel):
         "engine has seen the level's first burst before it is measured whatever levels "
         "ran before (an open loop: the default)",
     )
+
+    warmup_output_tokens: Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | None = Field(
+        None,
+        description="output tokens each warm-up request asks for, 1 or more (default: as "
+        "the measured requests, output_tokens or the length each draws); fewer makes a "
+        "`level` wave cheaper, the engine still seeing c prompts' prefill and decode at "
+        "batch c, in a few steps instead of the whole output. The measured requests are "
+        "unchanged, and each warm-up record is checked against its own count",
+    )
+
+    @field_validator("warmup_output_tokens", mode="before")
+    @classmethod
+    def _warmup_output_form(cls, v: object) -> object:
+        # a bool is an int to pydantic: YAML's `yes` would ask for 1 token
+        if isinstance(v, bool):
+            raise ValueError(f"Input should be a whole number >= 1, got {v}")
+        return v
 
     @field_validator("warmup_requests", mode="before")
     @classmethod

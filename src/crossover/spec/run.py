@@ -208,17 +208,16 @@ class RunConfig(Limits, Warmup, Workload):
 
 
 def level_run(parts: Workload, /, **load: Any) -> RunConfig:
-    """The run of one level of a sweep or a capacity search: every workload and limits key
-    of ``parts`` (and its warm-up unless ``load`` sets one) copied by name, the level's own
-    keys (URL, dialect, level, budget) from ``load``. A combination ``crossover run`` refuses
-    raises the same ``ValidationError`` here, so ``sweep --check`` and ``capacity`` refuse it
-    with the same line before anything is measured."""
+    """The run of one level of a sweep or a capacity search: every workload, limits and
+    warm-up key of ``parts`` copied by name (the warm-up count unless ``load`` sets one),
+    the level's own keys (URL, dialect, level, budget) from ``load``. A combination
+    ``crossover run`` refuses raises the same ``ValidationError`` here, so ``sweep
+    --check`` and ``capacity`` refuse it with the same line before anything is measured."""
     keys = [*Workload.model_fields]
-    if isinstance(parts, Limits):
-        keys += [*Limits.model_fields]
+    for part in (Limits, Warmup):
+        if isinstance(parts, part):
+            keys += [*part.model_fields]
     data = {k: getattr(parts, k) for k in keys}
-    if isinstance(parts, Warmup):
-        data["warmup_requests"] = parts.warmup_requests
     return RunConfig.model_validate(data | load)
 
 

@@ -102,13 +102,15 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     except UsageError as exc:
         out.findings.append(Finding(where, str(exc)))
     context = ecfg.context_tokens
-    need = (cfg.input_tokens or 0) + cfg.output_tokens
+    # a warm-up asking for more than the measured requests needs its context too
+    output = max(cfg.output_tokens, cfg.warmup_output_tokens or 0)
+    need = (cfg.input_tokens or 0) + output
     if context is not None and cfg.prompts_file is None and need > context:
         out.findings.append(
             Finding(
                 where,
                 f"a request needs {need} tokens of context ({cfg.input_tokens} prompt + "
-                f"{cfg.output_tokens} output) but launch.context_tokens is {context}",
+                f"{output} output) but launch.context_tokens is {context}",
             )
         )
     out.findings += _endpoint(cfg, t, where, adapter.dialect.name)

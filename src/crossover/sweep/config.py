@@ -336,6 +336,7 @@ FLAG_NAMES: dict[str, str] = {
     "requests_per_level": "--requests-per-level",
     "duration_s_per_level": "--duration-s-per-level",
     "warmup_requests": "--warmup",
+    "warmup_output_tokens": "--warmup-output-tokens",
     "output_tokens": "--output-tokens",
     "input_tokens": "--input-tokens",
     "repeats": "--repeats",
