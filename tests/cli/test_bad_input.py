@@ -14,20 +14,12 @@ from hypothesis import strategies as st
 from crossover.cli.app import main
 from crossover.errors import UsageError
 from crossover.sweep.config import build_sweep_config, load_sweep_config
+from tests.errlines import one_line_error
 
 SWEEP_A = ["sweep", "--out", "/tmp/x-sweep", "--target", "A=http://127.0.0.1:9,model=m",
            "--concurrency", "1", "--output-tokens", "4"]  # fmt: skip
 PLAN = ["plan", "--engine", "vllm", "--model", "llama-3.1-8b", "--out", "/tmp/x-plan"]
 RUN = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--output-tokens", "8"]
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 @pytest.mark.parametrize(

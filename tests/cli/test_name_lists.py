@@ -10,21 +10,13 @@ from pathlib import Path
 import pytest
 
 from crossover.cli.app import main
+from tests.errlines import one_line_error
 
 SWEEP = ["sweep", "--out", "/tmp/x-sweep-names", "--target", "A=http://127.0.0.1:9,model=m",
          "--target", "B=http://127.0.0.1:9,model=m", "--concurrency", "1",
          "--output-tokens", "4"]  # fmt: skip
 SYNTH = ["models", "synth", "--arch", "tiny-llama", "--out", "/tmp/x-synth-names", "--format"]
 ADVISE = ["advise", "--gpu", "H100", "--model", "llama-3.1-8b", "--concurrency", "1,8"]
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crossover.cli.app import main
-from tests.cli.test_bad_input import one_line_error
+from tests.errlines import one_line_error
 
 
 @pytest.mark.parametrize("content", [b"", b"not a database at all\n"])

@@ -8,18 +8,10 @@ from pathlib import Path
 import pytest
 
 from crossover.cli.app import main
+from tests.errlines import one_line_error
 
 URL_TARGET = "targets:\n  - name: a\n    url: http://127.0.0.1:9\n    model: m\n"
 HEAD = "concurrency: [1]\noutput_tokens: 4\n"
-
-
-def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -100,7 +92,7 @@ def test_sweep_yaml_mistakes(
     path.write_text(content)
     out = tmp_path / "out"
     assert main(["sweep", "--config", str(path), "--out", str(out)]) == 2
-    line = _one_line(capsys)
+    line = one_line_error(capsys)
     for needle in needles:
         assert needle in line
     assert not out.exists()
@@ -113,7 +105,7 @@ def test_unknown_engine_flag_writes_nothing(
     args = ["sweep", "--out", str(out), "--target", "a=http://127.0.0.1:9", "--engine", "vlm"]
     args += ["--model", "m", "--concurrency", "1", "--output-tokens", "4"]
     assert main(args) == 2
-    assert "did you mean 'vllm'" in _one_line(capsys)
+    assert "did you mean 'vllm'" in one_line_error(capsys)
     assert not out.exists()
 
 
@@ -122,7 +114,7 @@ def test_unknown_engine_in_target_flag(tmp_path: Path, capsys: pytest.CaptureFix
     args = ["sweep", "--out", str(out), "--target", "a=http://127.0.0.1:9,engine=sglng,model=m"]
     args += ["--concurrency", "1", "--output-tokens", "4"]
     assert main(args) == 2
-    assert "did you mean 'sglang'" in _one_line(capsys)
+    assert "did you mean 'sglang'" in one_line_error(capsys)
     assert not out.exists()
 
 
@@ -133,5 +125,8 @@ def test_workers_flag_out_of_range_is_named_by_its_flag(
     args = ["sweep", "--target", "a=http://127.0.0.1:9", "--concurrency", "1"]
     args += ["--output-tokens", "4", "--workers", workers, "--out", str(tmp_path / "o")]
     assert main(args) == 2
-    assert _one_line(capsys) == f"error: --workers: 1 to 256 load processes, or auto; got {workers}"
+    assert (
+        one_line_error(capsys)
+        == f"error: --workers: 1 to 256 load processes, or auto; got {workers}"
+    )
     assert not (tmp_path / "o").exists()

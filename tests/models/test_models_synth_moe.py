@@ -24,21 +24,13 @@ from crossover.models.shapes import (
 )
 from crossover.models.synth_gguf import write_gguf
 from crossover.models.tensors import tensor_specs
+from tests.errlines import one_line_error
 
 MOE = ("tiny-qwen3-moe", "tiny-mixtral")
 
 
 def _synth(tmp: Path, *args: str) -> int:
     return main(["models", "synth", "--out", str(tmp), "-q", *args])
-
-
-def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error:")
-    return lines[0]
 
 
 def test_moe_shapes_match_published_parameter_counts() -> None:
