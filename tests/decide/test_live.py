@@ -19,7 +19,7 @@ from tests.ggufs import stand_in_gguf
 from crossover.calibration.server import build_config, spawn
 from crossover.cli.app import main
 from crossover.records.store import Store
-from crossover.sweep.config import load_sweep_config
+from crossover.sweep.config import SweepConfig, load_sweep_config
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +32,30 @@ TRUTH = 1.0 + ((40.0 - 20.0) / (N - 1) + 6.0 - 2.0) / (0.8 - 0.05)
 #: the closed form assumes every token sees exactly c - 1 other streams, which a busy
 #: 2-core machine bends by a few percent (tests/sweep/test_sweep_crossover.py: MODEL_SLACK)
 SLACK = 0.08
+
+
+def _two_servers(
+    tmp_path: Path, name: str, levels: list[int], fast: str, batched: str
+) -> SweepConfig:
+    """A sweep YAML of the two calibration servers, 24 requests a level, one repeat."""
+    config = tmp_path / "sweep.yaml"
+    target = {"engine": "vllm", "model": "calib"}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "concurrency": levels,
+                "output_tokens": N,
+                "requests_per_level": 24,
+                "repeats": 1,
+                "targets": [
+                    {"name": "fast", "url": fast, **target},
+                    {"name": "batched", "url": batched, **target},
+                ],
+            }
+        )
+    )
+    return load_sweep_config(config)
 
 
 def test_truth_is_the_readmes() -> None:
@@ -220,23 +244,7 @@ def test_a_sequential_level_stops_once_settled_and_resume_continues_it(tmp_path:
     with contextlib.ExitStack() as stack:
         fast = stack.enter_context(spawn(build_config(FAST)))
         batched = stack.enter_context(spawn(build_config(BATCHED)))
-        config = tmp_path / "sweep.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "name": "sequential",
-                    "concurrency": [1, 2],
-                    "output_tokens": N,
-                    "requests_per_level": 24,
-                    "repeats": 1,
-                    "targets": [
-                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
-                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
-                    ],
-                }
-            )
-        )
-        cfg = load_sweep_config(config)
+        cfg = _two_servers(tmp_path, "sequential", [1, 2], fast, batched)
         q = question_for(cfg, "crossover", ["total_tokens_per_s"])
         out = tmp_path / "d"
         out.mkdir()
@@ -382,23 +390,7 @@ def test_a_level_that_fails_when_measured_again_whole_is_not_asked_for_forever(
     with contextlib.ExitStack() as stack:
         fast = stack.enter_context(spawn(build_config(FAST)))
         batched = stack.enter_context(spawn(build_config(BATCHED)))
-        config = tmp_path / "sweep.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "name": "fails-again",
-                    "concurrency": [1],
-                    "output_tokens": N,
-                    "requests_per_level": 24,
-                    "repeats": 1,
-                    "targets": [
-                        {"name": "fast", "url": fast, "engine": "vllm", "model": "calib"},
-                        {"name": "batched", "url": batched, "engine": "vllm", "model": "calib"},
-                    ],
-                }
-            )
-        )
-        cfg = load_sweep_config(config)
+        cfg = _two_servers(tmp_path, "fails-again", [1], fast, batched)
         q = question_for(cfg, "crossover", ["total_tokens_per_s"])
         out = tmp_path / "d"
         out.mkdir()

@@ -65,15 +65,19 @@ def test_anything_else_is_refused_in_one_line(tmp_path: Path, bad: str) -> None:
     assert msg.count(";") == 0  # one problem, not one per member of the union
 
 
+def _command(command: str, tmp_path: Path) -> list[str]:
+    """``run`` or ``sweep`` of one unreachable URL (a flag is refused before any request)."""
+    if command == "run":
+        return ["run", "--url", "http://127.0.0.1:9", "--model", "m"]
+    out = str(tmp_path / "o")
+    return ["sweep", "--out", out, "--target", "a=http://127.0.0.1:9", "--model", "m"]
+
+
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_the_flag_refuses_another_word_naming_itself(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if command == "run":
-        base = ["run", "--url", "http://127.0.0.1:9", "--model", "m"]
-    else:
-        base = ["sweep", "--out", str(tmp_path / "o"), "--target", "a=http://127.0.0.1:9"]
-        base += ["--model", "m"]
+    base = _command(command, tmp_path)
     assert main([*base, "--output-tokens", "4", "--concurrency", "4", "--warmup", "wave"]) == 2
     err = capsys.readouterr().err
     assert "--warmup: Input should be a whole number >= 0 or level, got 'wave'" in err
@@ -140,11 +144,7 @@ def test_warmup_output_tokens_below_one_or_not_a_number_is_refused(
 def test_the_warmup_output_flag_refuses_zero_naming_itself(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if command == "run":
-        base = ["run", "--url", "http://127.0.0.1:9", "--model", "m"]
-    else:
-        base = ["sweep", "--out", str(tmp_path / "o"), "--target", "a=http://127.0.0.1:9"]
-        base += ["--model", "m"]
+    base = _command(command, tmp_path)
     args = [*base, "--output-tokens", "4", "--concurrency", "4", "--warmup-output-tokens", "0"]
     assert main(args) == 2
     err = capsys.readouterr().err
