@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from crossover.analysis.crossovers import Finding
-from crossover.analysis.schema import EngineStart
 from crossover.decide.recorded import Recorded
 from crossover.decide.replay import describe, replay, same_conclusion
 from crossover.decide.state import PolicyConfig
 from crossover.errors import UsageError, argument_parser
 from crossover.records.copies import copy_database
-from crossover.records.store import Store
 
 
 def finding(d: dict[str, Any]) -> Finding:
@@ -52,26 +49,6 @@ def finding(d: dict[str, Any]) -> Finding:
     )
 
 
-@dataclass
-class Spent:
-    seconds: dict[str, float]
-    levels: list[tuple[str, int, int]]
-
-
-def replay_seconds(folder: Path, q: dict[str, Any]) -> Spent:
-    """Each target's measuring time in a decision's database: its runs' spans (first send,
-    warm-up included, to the last request's end), as the replay counts a grid's."""
-    with tempfile.TemporaryDirectory() as tmp:
-        rec = Recorded(copy_database(folder, Path(tmp) / "spent.db"))
-        try:
-            seconds: dict[str, float] = {}
-            for (t, _, _), run in rec.runs.items():
-                seconds[t] = seconds.get(t, 0.0) + rec.span(run.run_id)[0]
-            return Spent(seconds, sorted(rec.runs))
-        finally:
-            rec.close()
-
-
 def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
     path = decision_dir / "decision.json"
     if not path.is_file():
@@ -79,27 +56,32 @@ def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
     d = orjson.loads(path.read_bytes())
     q = d["question"]
     decided = [finding(f) for f in d["findings"]]
+    cfg = PolicyConfig(tie_rel=tie)
     with tempfile.TemporaryDirectory() as tmp:
-        db = copy_database(grid, Path(tmp) / "grid.db")
-        r = replay(db, targets=q["targets"], metrics=q["metrics"], cfg=PolicyConfig(tie_rel=tie))
-    # level by level: each pair's significant lead in the grid and in the decision's own
-    # runs (the sweep analysis over the decision's database, as the replay reads a grid)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = copy_database(decision_dir, Path(tmp) / "live.db")
-        mine_all = replay(
-            db, targets=q["targets"], metrics=q["metrics"], cfg=PolicyConfig(tie_rel=tie)
-        ).grid_findings
+        grid_db = copy_database(grid, Path(tmp) / "grid.db")
+        live_db = copy_database(decision_dir, Path(tmp) / "live.db")
+        r = replay(grid_db, targets=q["targets"], metrics=q["metrics"], cfg=cfg)
+        # the decision's own database read as the replay reads a grid: the sweep analysis
+        # of all its runs (each pair's lead level by level) and each target's measuring
+        # time (its runs' spans, every call of a resumed decision)
+        mine = replay(live_db, targets=q["targets"], metrics=q["metrics"], cfg=cfg)
+        rec = Recorded(live_db)
+        try:
+            live_levels, starts = sorted(rec.runs), rec.engine_starts()
+        finally:
+            rec.close()
+    mine_all = mine.grid_findings
     if tie > 0.0:  # decision.json's findings were read without the margin
         decided = list(mine_all)
     same = 0
     rows = []
     for c in r.comparisons:
         pair = {c.a, c.b}
-        mine = [f for f in decided if {f.a, f.b} == pair and f.metric == c.metric]
+        ours = [f for f in decided if {f.a, f.b} == pair and f.metric == c.metric]
         theirs = [f for f in r.grid_findings if {f.a, f.b} == pair and f.metric == c.metric]
-        ok = same_conclusion(theirs, mine)
+        ok = same_conclusion(theirs, ours)
         same += ok
-        rows.append((c.a, c.b, c.metric, describe(theirs), describe(mine), ok))
+        rows.append((c.a, c.b, c.metric, describe(theirs), describe(ours), ok))
     print(f"| pair | metric | grid ({grid}) | live decide | same |")
     print("|---|---|---|---|---|")
     for a, b, m, g, mine_text, ok in rows:
@@ -132,29 +114,24 @@ def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
             )
     print()
     print(f"{contradictions} level(s) where the decision's significant lead is the grid's reverse")
-    # what the decision cost: its runs' measuring time (the records' stamps, every call)
-    # and its engine starts (the database's), beside the grid's
-    with tempfile.TemporaryDirectory() as tmp:
-        db = copy_database(decision_dir, Path(tmp) / "live.db")
-        with Store(db) as store:
-            starts = [EngineStart.model_validate(x) for x in store.get_meta("engine_starts") or []]
-    live_s = replay_seconds(decision_dir, q)
+    # what the decision cost, beside the grid: measuring time and engine starts
+    live_s = mine.grid_seconds
     grid_s = r.grid_seconds
     print()
     print("| target | levels | measuring s | grid's measuring s | starts: ready s (stop s) |")
     print("|---|---|---:|---:|---|")
     for t in q["targets"]:
-        levels = sorted({c for tt, c, _ in live_s.levels if tt == t})
+        levels = sorted({c for tt, c, _ in live_levels if tt == t})
         st = ", ".join(
             f"{x.ready_s:.0f} ({x.stop_s:.1f})" if x.stop_s is not None else f"{x.ready_s:.0f}"
             for x in starts
             if x.target == t
         )
         print(
-            f"| {t} | {','.join(str(c) for c in levels)} | {live_s.seconds.get(t, 0.0):.0f} | "
+            f"| {t} | {','.join(str(c) for c in levels)} | {live_s.get(t, 0.0):.0f} | "
             f"{grid_s.get(t, 0.0):.0f} | {st} |"
         )
-    measuring, grid_total = sum(live_s.seconds.values()), sum(grid_s.values())
+    measuring, grid_total = sum(live_s.values()), sum(grid_s.values())
     ready = sum(x.ready_s + (x.stop_s or 0.0) for x in starts)
     print()
     print(
