@@ -20,7 +20,7 @@ from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.files import load_yaml
 from crossover.spec.limits import Limits
-from crossover.spec.load import Level, Warmup
+from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo, SloText
 from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
@@ -193,7 +193,7 @@ class SweepConfig(Limits, Warmup, Workload):
             )
         if (self.concurrency is None) == (self.rates is None):
             raise ValueError("give either concurrency levels or rates, not both")
-        if self.warmup_requests == "level" and not self.warmup_every_level:
+        if self.warmup_requests == WARMUP_LEVEL and not self.warmup_every_level:
             raise ValueError(
                 "warmup_requests: level warms each level with its own wave; with "
                 "warmup_every_level: false only the first level after a start would be"
