@@ -91,6 +91,15 @@ fi
 if [ ! -f $W/$NAME/sweep.db ] && [ -n "${RESULTS:-}" ] && [ -f $RESULTS/sweep.db.xz ]; then
   xz -dc $RESULTS/sweep.db.xz > $W/$NAME/sweep.db && say "resuming $NAME from $RESULTS"
 fi
+# WARM_IMPORTS=1: import each engine's server modules once before the clock starts, so the
+# first engine start is not also the machine's first read of its files (a cold vLLM start
+# took 159 s, a second one 101 s; SGLang is installed without .pyc). What a user's machine
+# that has run the engine before already has; the decision's GPU time is then its own.
+if [ "${WARM_IMPORTS:-0}" = 1 ]; then
+  ( timeout 150 python3 -c "import vllm.entrypoints.openai.api_server" > $W/warm-vllm.log 2>&1; echo "vllm imports rc=$?" ) &
+  ( PYTHONPATH=/root/ovl:/root/sgl timeout 150 python3 -c "import sglang.srt.entrypoints.http_server" > $W/warm-sglang.log 2>&1; echo "sglang imports rc=$?" ) &
+  wait; say "engine imports warmed"
+fi
 left=$(( END - $(el) ))
 say "sweep $CONFIG -> $NAME for ${left}s: $*"
 if [ "${CMD:-sweep}" = decide ]; then  # crossover decide over the same config (docs/decide.md)
