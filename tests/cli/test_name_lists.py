@@ -44,6 +44,32 @@ def test_an_empty_item_is_one_line(
     assert needle in one_line_error(capsys)
 
 
+RUN = ["run", "--url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1",
+       "--output-tokens", "4"]  # fmt: skip
+CAPACITY = ["capacity", "--url", "http://127.0.0.1:9", "--output-tokens", "2"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([*RUN, "--slo", "ttft_ms.p50<=200,,tpot_ms<=50"],
+         "--slo: empty item in 'ttft_ms.p50<=200,,tpot_ms<=50'"),
+        ([*RUN, "--slo", "ttft_ms.p50<=200,"], "--slo: empty item in 'ttft_ms.p50<=200,'"),
+        ([*CAPACITY, "--slo", "ttft_ms.p99=100,"], "--slo: empty item in 'ttft_ms.p99=100,'"),
+        ([*SWEEP, "--slo", "ttft_ms=1,,tpot_ms=2", "--check"], "--slo: empty item"),
+        (["decide", "--replay", "/tmp/x-decide-none.db", "--slo", "ttft_ms.p99<=500,"],
+         "empty item in 'ttft_ms.p99<=500,'"),
+    ],
+)  # fmt: skip
+def test_an_empty_slo_term_is_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--slo`` (run, capacity, sweep, decide) refuses an empty term before any request
+    is sent, as the other comma lists do; it was dropped and the rest read."""
+    assert main(args) == 2
+    assert needle in one_line_error(capsys)
+
+
 def test_an_empty_expect_item_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

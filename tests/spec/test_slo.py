@@ -57,6 +57,10 @@ def test_one_slo_syntax_for_run_sweep_capacity_and_decide() -> None:
         ("ttft_ms.p99=1,ttft_ms.p99=2", "given twice"),
         ("ttft_ms=1,ttft_ms.max=2", "given twice"),
         ("", "at least one term"),
+        ("ttft_ms.p50<=200,,tpot_ms<=50", "empty item in 'ttft_ms.p50<=200,,tpot_ms<=50'"),
+        ("ttft_ms.p50<=200,", "empty item in 'ttft_ms.p50<=200,'"),
+        (",ttft_ms.p50<=200", "empty item"),
+        ("ttft_ms.p50<=200, ,tpot_ms<=50", "empty item"),
     ],
 )
 def test_bad_slo_is_one_line(text: str, message: str) -> None:

@@ -57,9 +57,14 @@ def _number(x: float) -> str:
 
 
 def _terms(text: str) -> list[SloTerm]:
-    """``ttft_ms.p99=500,tpot_ms.p50=50`` -> its terms; a mistake is one ``ValueError``."""
+    """``ttft_ms.p99=500,tpot_ms.p50=50`` -> its terms; a mistake is one ``ValueError``.
+    ``ttft_ms=500,,tpot_ms=50`` and ``ttft_ms=500,`` are refused, not read without the
+    empty item (as ``errors.parse_names`` refuses ``vllm,,sglang``)."""
+    parts = [p.strip() for p in text.split(",")]
+    if any(parts) and not all(parts):
+        raise ValueError(f"empty item in {text!r}; give terms separated by commas")
     terms: list[SloTerm] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, parts):
         key, sep, value = part.replace("<=", "=").partition("=")
         metric, dot, stat = key.strip().partition(".")
         if not sep:
