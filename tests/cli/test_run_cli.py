@@ -4,6 +4,9 @@ failed warm-up in the terminal and the JSON, and the timeouts' help."""
 
 from __future__ import annotations
 
+import http.server
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -12,6 +15,7 @@ import pytest
 from crossover.calibration.config import CalibrationConfig, parse_fault
 from crossover.calibration.server import spawn
 from crossover.cli.app import main
+from tests.errlines import one_line_error
 
 
 def run_cli(url: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, object]]:
@@ -134,3 +138,67 @@ def test_the_transport_is_chosen_and_recorded(tmp_path: Path) -> None:
     assert s["load"]["transport"] == "lean"  # type: ignore[index]
     assert main(["run", "--url", url, "--model", "m", "--concurrency", "1", "--output-tokens",
                  "4", "--transport", "curl", "--out", str(tmp_path / "x")]) == 2  # fmt: skip
+
+
+@pytest.fixture
+def counting_server() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server that answers 404 to everything and notes each path asked."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_error(404)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("where", ["--db", "default"])
+def test_a_db_that_is_not_sqlite_is_refused_before_any_request(
+    counting_server: tuple[str, list[str]],
+    tmp_path: Path,
+    where: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--db notes.txt`` (or ``OUT/results.db`` that is some other file) is one line,
+    exit 2, before the server is contacted, and the file is left as it was: it was
+    found only once the server had been probed."""
+    url, hits = counting_server
+    out = tmp_path / "res"
+    out.mkdir()
+    db = tmp_path / "notes.txt" if where == "--db" else out / "results.db"
+    db.write_text("my notes\n")
+    more = ["--db", str(db)] if where == "--db" else []
+    rc = main(["run", "--url", url, "--model", "m", "--concurrency", "1", "--requests", "1",
+               "--output-tokens", "4", "--quiet", "--out", str(out), *more])  # fmt: skip
+    assert rc == 2
+    assert f"{db}: not a crossover results database" in one_line_error(capsys)
+    assert hits == []
+    assert db.read_text() == "my notes\n"
+    assert sorted(p.name for p in db.parent.iterdir()) == sorted(
+        [db.name, *(["res"] if where == "--db" else [])]
+    )
+
+
+def test_a_db_that_is_a_folder_is_refused_before_any_request(
+    counting_server: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, hits = counting_server
+    rc = main(["run", "--url", url, "--model", "m", "--concurrency", "1", "--requests", "1",
+               "--output-tokens", "4", "--quiet", "--out", str(tmp_path / "res"),
+               "--db", str(tmp_path)])  # fmt: skip
+    assert rc == 2
+    assert "a folder, not a results database file" in one_line_error(capsys)
+    assert hits == []

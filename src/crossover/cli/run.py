@@ -281,7 +281,7 @@ def run(
     from crossover.engines import registry
     from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.metrics.client_floor import resolve_client_floor
-    from crossover.records.store import Store, check_writable
+    from crossover.records.store import Store, check_database_file, check_writable
     from crossover.spec.run import base_url, run_seed
     from crossover.spec.slo import Slo, parse_slo
     from crossover.workload import load_tokenizer
@@ -339,6 +339,9 @@ def run(
     )
     engine_metrics = _metrics_url(metrics_url, config.url)
     check_writable(out)
+    if db is not None:
+        check_writable(db.parent)
+    check_database_file(db or out / "results.db")  # before the server is contacted
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
     check_output_file(json_path, "--json", keep=[db or out / "results.db", prompts])

@@ -117,6 +117,24 @@ def require_database(path: Path) -> None:
         raise UsageError(f"{path}: not a crossover results database ({what})")
 
 
+def check_database_file(path: Path) -> None:
+    """Fail with one line before any work (``run`` contacted the server first) when
+    ``path`` is there but cannot hold results: a folder, or a file that is not SQLite,
+    which is left as it is. A missing file is created, and an empty one is an empty
+    database to SQLite: both are fine."""
+    if path.is_dir():
+        raise UsageError(f"{path}: a folder, not a results database file")
+    if not path.exists():
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    if head and head != SQLITE_MAGIC:
+        raise UsageError(f"{path}: not a crossover results database (not an SQLite file)")
+
+
 def damaged(path: Path, what: str, exc: Exception) -> UsageError:
     """One line for a row of a results database that cannot be read back (edited or
     damaged by hand: SQLite's own checks pass); a traceback otherwise."""
