@@ -7,8 +7,11 @@ their heavy dependencies inside the command functions, so ``crossover --help`` i
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
+import os
 import signal
+import stat
 import sys
 from typing import Annotated
 
@@ -82,9 +85,12 @@ def _fail(message: str, code: int, detail: str | None = None) -> int:
     from rich.markup import escape
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]error:[/] {escape(message)}")
-    if detail:
-        err.print(escape(detail.rstrip()), style="dim")
+    try:
+        err.print(f"[bold red]error:[/] {escape(message)}")
+        if detail:
+            err.print(escape(detail.rstrip()), style="dim")
+    except SystemExit:  # rich's answer to a broken pipe: stderr's reader is gone too
+        pass  # (2>&1 | head); the status still tells
     return code
 
 
@@ -119,8 +125,61 @@ def _not_utf8(args: list[str]) -> str | None:
     return None
 
 
+#: the status of a command stopped because its reader went away (``| head``): 128 + SIGPIPE,
+#: as a shell reports ``seq 100000 | head -1``'s seq, which SIGPIPE ended
+STDOUT_CLOSED = 128 + signal.SIGPIPE
+
+
+def _watch_stdout() -> int | None:
+    """A second descriptor of standard output where it is a pipe or a socket (only those
+    have a reader that can go), to ask later whether the reader has gone: rich, meeting a
+    broken pipe, points descriptor 1 at /dev/null before it exits."""
+    try:
+        fd = sys.stdout.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # captured in tests: no descriptor
+        return None
+    return os.dup(fd) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+
+def _stdout_closed(exc: BaseException, watch: int | None) -> bool:
+    """Whether ``exc`` is a broken pipe (or typer's or rich's ``SystemExit(1)`` raised on
+    one) and it is standard output's reader that has gone, not a socket's or stderr's."""
+    import select
+
+    cause = exc if isinstance(exc, OSError) else exc.__context__
+    if not (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
+        return False
+    if watch is None or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(watch, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def _quiet_stdout_closed() -> int:
+    """Standard output was closed early (``crossover gpus | head -1``): write nothing more
+    and exit 141 with no message, as a command SIGPIPE ends. Not 0: a sweep cut short so
+    did not finish, and ``set -o pipefail`` should see that. SIGPIPE itself stays ignored
+    (Python's default), or a server closing a socket would kill a run unannounced. The
+    rest of the output goes to /dev/null, so the exit's flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return STDOUT_CLOSED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status instead of raising (used by tests too)."""
+    watch = _watch_stdout()
+    try:
+        return _main(argv, watch)
+    finally:
+        if watch is not None:
+            os.close(watch)
+
+
+def _main(argv: list[str] | None, watch: int | None) -> int:
     interrupted = _interrupted(argv)
     bad = _not_utf8(sys.argv[1:] if argv is None else argv)
     if bad is not None:
@@ -134,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(interrupted, 130)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
+    except (SystemExit, BrokenPipeError) as exc:
+        # typer and rich turn a broken pipe met while a command ran into a silent exit 1
+        if _stdout_closed(exc, watch):
+            return _quiet_stdout_closed()
+        raise
     except Exception as exc:
         # typer bundles its own copy of click: recognise its errors by their shape
         from typer._click import exceptions as tce
@@ -165,4 +229,12 @@ def entry() -> None:
     # kept, resumable), so restore Python's handler whatever the parent left.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered, here rather than in the exit's flush
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        closed = _quiet_stdout_closed()
+        code = code or closed  # an error's status says more than that the reader went away
+    sys.exit(code)
