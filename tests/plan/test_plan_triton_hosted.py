@@ -334,3 +334,43 @@ def test_the_llamacpp_models_settings_line_reads_back_through_its_spec(
         "model": "/m.gguf",
     }
     assert facts["decoupled"].value is True
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _example_ports(text: str) -> set[int]:
+    """The ports a document's examples use: ``HOST:PORT`` in a URL or ``--port N``."""
+    import re
+
+    found = re.findall(r"(?:127\.0\.0\.1|localhost|host[\w-]*):(\d{2,5})\b|--port[ =](\d+)", text)
+    return {int(a or b) for a, b in found}
+
+
+def test_the_docs_triton_example_says_its_ports_and_collides_with_no_other_example(
+    tmp_path: Path,
+) -> None:
+    """docs/triton.md's serve.sh example: the ports its comment and curl name are the ones
+    the plan it shows writes, and no other README or docs example uses them (its metrics
+    port was 8002, the README's ``batched`` calibration server's)."""
+    import re
+    import shlex
+
+    doc = (ROOT / "docs" / "triton.md").read_text()
+    block = doc.split("## Serve an engine in the Python backend", 1)[1].split("```")[1]
+    command = shlex.split(block.split("plan-triton/serve.sh")[0].replace("\\\n", " "))
+    assert command[:2] == ["crossover", "plan"]
+    args = command[1:]
+    args[args.index("--model") + 1] = "gemma-3-270m"  # its ports do not depend on the file
+    args[args.index("--out") + 1] = str(tmp_path / "plan-triton")
+    assert main(args) == 0
+    serve = (tmp_path / "plan-triton" / "serve.sh").read_text()
+    http = int(re.findall(r"--http-port=(\d+)", serve)[0])
+    metrics = int(re.findall(r"--metrics-port=(\d+)", serve)[0])
+    said = re.search(r"tritonserver on :(\d+), metrics on :(\d+)", block)
+    assert said is not None and (int(said[1]), int(said[2])) == (http, metrics)
+    assert f"curl -N localhost:{http}/" in block
+    others = (ROOT / "README.md").read_text() + "".join(
+        p.read_text() for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "triton.md"
+    )
+    assert not {http, metrics} & _example_ports(others)
