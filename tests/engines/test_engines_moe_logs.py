@@ -102,6 +102,16 @@ def test_llamacpp_moe_lines() -> None:
 
     assert f"{offload_constants().cpu_bandwidth_fraction:.2f} of the host memory" in w.message
     assert "--host-mem-bandwidth" in w.message
+    assert w.message.startswith("3 expert tensors are kept in host memory")
+
+
+def test_a_warning_counts_one_line_in_the_singular() -> None:
+    """A warning rule's message agrees with its count: ``1 expert tensor is``."""
+    (w,) = effective_settings(
+        "\n".join(LLAMA_MOE.splitlines()[:5] + LLAMA_MOE.splitlines()[-1:]), engine="llamacpp"
+    ).warnings
+    assert w.count == 1
+    assert w.message.startswith("1 expert tensor is kept in host memory")
 
 
 def test_llamacpp_dense_log_has_no_moe_facts() -> None:

@@ -205,7 +205,7 @@ def test_decode_batches_without_graphs_are_counted() -> None:
     ]
     (w,) = effective_settings("\n".join(slow)).warnings
     assert (w.key, w.count) == ("decode_without_graphs", 11)
-    assert "first with 128 running requests" in w.message
+    assert "the first with #running-req 128" in w.message
 
 
 def test_graphs_below_the_admitted_batch_are_a_warning() -> None:

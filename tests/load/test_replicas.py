@@ -108,7 +108,7 @@ def test_cli_run_takes_several_urls(
     for u in replicas:
         args += ["--url", u]
     assert main(args) == 0, capsys.readouterr().err
-    assert "+1 replicas, round robin" in capsys.readouterr().out
+    assert "+1 replica, round robin" in capsys.readouterr().out
     assert [served(u) for u in replicas] == [5, 5]
     with Store(tmp_path / "results.db") as store:
         (run,) = store.runs()

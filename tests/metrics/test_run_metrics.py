@@ -103,12 +103,18 @@ def test_short_completion_makes_the_run_invalid() -> None:
     assert codes["short_completion"].count == 1
     assert codes["finish_reason"].count == 1
     assert s.requests.matched == 1
+    # one request: it reads "1 request", not "1 requests"
+    assert codes["short_completion"].message.startswith("1 request generated fewer than 3 tokens")
+    assert codes["finish_reason"].message.startswith("1 request ended with finish_reason stop")
 
 
 def test_long_completion() -> None:
     s = summarize([good(0, 0, 1, 0.1, n=4)], ctx(concurrency=1))
     assert s.verdict == "invalid"
     assert [p.code for p in s.problems if p.severity == "error"] == ["long_completion"]
+    assert [p.message for p in s.problems if p.code == "long_completion"] == [
+        "1 request generated more than 3 tokens"
+    ]
 
 
 def test_missing_usage_is_unverified() -> None:

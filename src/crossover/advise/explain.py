@@ -21,6 +21,7 @@ from crossover.advise.formats import quality
 from crossover.advise.results import SweepResults
 from crossover.advise.rules import cite
 from crossover.engines import registry
+from crossover.words import plural
 
 # Above this share of a closed-loop cycle spent in prefill, the advice says the estimate
 # rests on the least-measured term (one prompt length, one GPU).
@@ -473,7 +474,7 @@ def profile_reason(calibration: Calibration, engine: str) -> str:
     per = held.per_engine.get(engine) if held else None
     return (
         f"estimate from the {engine} profile, {basis.label} "
-        f"({profile.points if profile else 0} levels; held-out mean |error| "
+        f"({plural(profile.points if profile else 0, 'level')}; held-out mean |error| "
         + (f"{per:.0f}%" if per is not None else err)
         + ")"
     )

@@ -14,6 +14,7 @@ from crossover.advise.accuracy import REGIMES, Row
 from crossover.advise.efficiency import FIT_TERMS, Calibration, EngineProfile
 from crossover.advise.fit import BOUNDS
 from crossover.advise.results import STALL_TTFT_RATIO
+from crossover.words import plural
 
 
 class Report(BaseModel):
@@ -106,7 +107,7 @@ def markdown(report: Report) -> str:
         lines += [
             "",
             f"Worst regime (held-out levels): **{w.profile} at {w.regime}**, "
-            f"mean |error| {w.mean_abs_error_pct:.1f}% over {w.n} rows.",
+            f"mean |error| {w.mean_abs_error_pct:.1f}% over {plural(w.n, 'row')}.",
         ]
     moe = [p for p in cal.profiles.values() if p.moe_seq_us_per_layer is not None]
     if moe:

@@ -55,6 +55,8 @@ class CapacityLevel(BaseModel):
             return errors[0].message + more
         if s.requests.sent == 0:
             return "no request was sent within the level (too short for its rate)"
+        if s.requests.sent == 1:
+            return "its one request failed"
         return f"none of its {s.requests.sent} requests succeeded"
 
 

@@ -9,6 +9,7 @@ import typer
 
 from crossover.cli.common import check_output_file, parse_list, parse_names, write_output
 from crossover.errors import UsageError
+from crossover.words import plural
 
 
 def parse_versions(text: str | None) -> dict[str, str]:
@@ -333,7 +334,8 @@ def _print_explain(advice: dict[str, Any]) -> None:
     if cal is not None:
         mae = cal["mean_abs_error_pct"]
         echo(
-            f"calibration: {cal['n']} rows (output tok/s and decode tok/s/user), mean |error| "
+            f"calibration: {plural(cal['n'], 'row')} (output tok/s and decode tok/s/user), "
+            "mean |error| "
             + (f"{mae:.1f}%" if mae is not None else "-")
             + "; "
             + ", ".join(f"{k} {v:.1f}%" for k, v in cal["per_engine"].items())
@@ -342,7 +344,7 @@ def _print_explain(advice: dict[str, Any]) -> None:
             w = cal["worst"]
             echo(
                 f"calibration: worst regime {w['profile']} at {w['regime']} "
-                f"({w['mean_abs_error_pct']:.1f}% over {w['n']} rows)"
+                f"({w['mean_abs_error_pct']:.1f}% over {plural(w['n'], 'row')})"
             )
         const = cal.get("constants")
         if const and const["in_sample"]:
@@ -511,7 +513,7 @@ def _emit(advice: dict[str, Any], model: str, paths: list[str], out: Path) -> No
         )
     command = "crossover " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     write_output(out, config.to_yaml(command), "--emit-sweep")
-    typer.echo(f"sweep config: {out} ({len(config.targets)} targets)")
+    typer.echo(f"sweep config: {out} ({plural(len(config.targets), 'target')})")
     for line in config.left_out:
         typer.echo(f"  left out {line}")
     for line in config.notes:

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from crossover.words import plural
+
 
 def calibrate(
     concurrency: Annotated[
@@ -74,7 +76,8 @@ def calibrate(
         load_cache(cache)
     err = make_console(stderr=True)
     err.print(
-        f"[dim]calibrating: {len(levels)} levels, {output_tokens} tokens at {itl_ms:g} ms/token "
+        f"[dim]calibrating: {plural(len(levels), 'level')}, {plural(output_tokens, 'token')} "
+        f"at {itl_ms:g} ms/token "
         "against a spawned calibration server[/]"
     )
     results = measure_floors(

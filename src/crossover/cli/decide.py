@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover.errors import UsageError
+from crossover.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -506,7 +507,8 @@ def _live(
     typer.echo(f"  GPU time: {wall:.1f} s ({wall / 60:.1f} GPU-minutes), measured")
     grid_levels = len(q.levels) * len(q.targets) * q.repeats
     typer.echo(
-        f"total: {wall:.1f} s wall, {meas:.1f} s measuring; {len(result.steps)} levels measured "
+        f"total: {wall:.1f} s wall, {meas:.1f} s measuring; "
+        f"{plural(len(result.steps), 'level')} measured "
         f"of the grid's {grid_levels} ({result.kept} kept from before)"
     )
     typer.echo(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")

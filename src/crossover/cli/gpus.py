@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from crossover.words import plural
+
 
 def _fig(value: float | None, width: int) -> str:
     return f"{value:>{width}g}" if value is not None else f"{'-':>{width}}"
@@ -82,7 +84,7 @@ def gpus_command(
             + (f"  engines: {', '.join(r.engines)}" if r.engines else "")
         )
     typer.echo(
-        f"{len(rows)} GPUs; sources: crossover gpus --json. A GPU not listed: "
+        f"{plural(len(rows), 'GPU')}; sources: crossover gpus --json. A GPU not listed: "
         "crossover advise --gpu-spec memory=..GiB,bandwidth=..GB/s,bf16=..,arch=smXY"
     )
 

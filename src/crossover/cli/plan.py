@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from crossover.words import plural
+
 
 def plan_command(
     engine: str = typer.Option(
@@ -65,7 +67,7 @@ def plan_command(
         )
     )
     written = write_plan(plan, out)
-    typer.echo(f"wrote {len(written)} files to {out}")
+    typer.echo(f"wrote {plural(len(written), 'file')} to {out}")
     for note in plan.plan["notes"]:
         typer.echo(f"note: {note}")
 

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from crossover.words import plural
+
 EXAMPLE = """Example (two llama-servers, the shipped Q4_K_M and a Q8_0 made from it):
 
   crossover quality --reference q4km=http://127.0.0.1:8080,engine=llamacpp \\
@@ -115,7 +117,8 @@ def quality(
     failed = [c for c in result.candidates if c.errors]
     if failed:  # scored what answered, said so, and fail the command
         c = failed[0]
-        raise EngineError(f"candidate {c.name}: {len(c.errors)} prompts failed; {c.errors[0]}")
+        failed_n = plural(len(c.errors), "prompt")
+        raise EngineError(f"candidate {c.name}: {failed_n} failed; {c.errors[0]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from crossover.measure import Progress
 from crossover.metrics.summary import Load, RunSummary, Stats
+from crossover.words import plural
 
 VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
 
@@ -184,7 +185,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
             Text(
                 f"prefix cache: {cache.hit_fraction:.0%} of prompt tokens served from the "
                 f"engine's cache ({cache.cached_tokens:,} of {cache.prompt_tokens:,}, its own "
-                f"count, {cache.requests_reporting} requests)",
+                f"count, {plural(cache.requests_reporting, 'request')})",
                 style="dim",
             )
         )

@@ -14,6 +14,7 @@ from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.run import RunConfig
 from crossover.spec.workload import Workload
+from crossover.words import plural
 
 EXAMPLE = (
     "\b\n"
@@ -393,7 +394,7 @@ def run(
     summary = outcome.summary
     where = config.url
     if len(config.replica_urls) > 1:
-        where += f" (+{len(config.replica_urls) - 1} replicas, round robin)"
+        where += f" (+{plural(len(config.replica_urls) - 1, 'replica')}, round robin)"
     print_summary(make_console(), summary, f"{config.dialect} @ {where}")
     for t in terms:  # each term against the run, as capacity judges a level
         v = summary_value(summary, t.path)

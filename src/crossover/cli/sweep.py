@@ -24,6 +24,7 @@ from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig, parse_named_url
 from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
+from crossover.words import plural
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
     from collections.abc import Sequence
@@ -761,7 +762,8 @@ def print_outcome(
 
     stdout = make_console()
     stdout.print(
-        f"\n[bold]Sweep[/] {out}: {outcome.ran} runs measured, {outcome.skipped} kept from before"
+        f"\n[bold]Sweep[/] {out}: {plural(outcome.ran, 'run')} measured, {outcome.skipped} kept "
+        "from before"
     )
     stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))

@@ -54,6 +54,7 @@ from crossover.sweep.driver import (
     part_of,
     run_key,
 )
+from crossover.words import plural
 
 #: a decision stops after this many measurements whatever happens
 MAX_STEPS = 1_000
@@ -109,7 +110,8 @@ class SequentialWatch:
         if why is None:
             return None
         planned = f" of {self.planned}" if self.planned is not None else ""
-        return f"stopped sending once {n}{planned} requests had finished: {why}"
+        done = f"{n}{planned} requests" if planned else plural(n, "request")
+        return f"stopped sending once {done} had finished: {why}"
 
 
 def _with_start_cost(policy: PolicyConfig, runner: SweepRunner, target: str) -> PolicyConfig:

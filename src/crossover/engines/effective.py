@@ -173,7 +173,7 @@ def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
             LogWarning(
                 key=rule.key,
                 level=rule.level,
-                message=rule.message.format(*groups, count=count),
+                message=rule.message.format(*groups, **lp.count_words(count)),
                 line=no,
                 evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
                 count=count,

@@ -48,14 +48,21 @@ class AbsenceRule:
 @dataclass(frozen=True)
 class WarningRule:
     """A log line the user must see (a kernel config fallen back to defaults, a kernel
-    compiled while serving). ``message`` is formatted with the first match's groups and
-    ``count`` (how many lines matched)."""
+    compiled while serving). ``message`` is formatted with the first match's groups,
+    ``count`` (how many lines matched) and the words that agree with it (``count_words``:
+    ``{count} line{s} {are}``, never ``1 lines are``)."""
 
     key: str
     level: str  # "warning" or "note"
     regex: re.Pattern[str]
     message: str
     origin: str
+
+
+def count_words(count: int) -> dict[str, object]:
+    """What a ``WarningRule`` message is formatted with besides the groups: ``count`` and
+    the words that agree with it, ``s`` (a plural's ending) and ``are``."""
+    return {"count": count, "s": "" if count == 1 else "s", "are": "is" if count == 1 else "are"}
 
 
 def _p(

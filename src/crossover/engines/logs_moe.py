@@ -134,7 +134,7 @@ LLAMACPP_WARN: tuple[WarningRule, ...] = (
         "moe_experts_on_cpu",
         "note",
         re.compile(r"tensor (blk\.\d+\.ffn_\w*exps\S*) \(.*?\) buffer type overridden to (CPU\w*)"),
-        "{count} expert tensors are kept in host memory (first: {0} on {1}): their layers' "
+        "{count} expert tensor{s} {are} kept in host memory (first: {0} on {1}): their layers' "
         "MoE work runs on the CPU (--cpu-moe / --n-cpu-moe / -ot), which reads those "
         "experts at about 0.76 of the host memory's bandwidth each token (crossover advise "
         "--host-mem-bandwidth estimates the decode rate)",

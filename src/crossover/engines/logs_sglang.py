@@ -328,8 +328,8 @@ SGLANG_WARN: tuple[WarningRule, ...] = (
         "decode_without_graphs",
         "warning",
         re.compile(r"Decode batch, #running-req: (\d+), .*?cuda graph: False"),
-        "{count} decode batch lines ran without CUDA graphs (first with {0} running "
-        "requests): batches above the captured sizes, or graphs off",
+        "{count} decode batch line{s} ran without CUDA graphs (the first with "
+        "#running-req {0}): batches above the captured sizes, or graphs off",
         "sglang python/sglang/srt/managers/scheduler_metrics_mixin.py; seen (0.5.17)",
     ),
 )

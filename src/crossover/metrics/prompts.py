@@ -21,6 +21,7 @@ from __future__ import annotations
 from crossover.metrics.context import RunContext
 from crossover.metrics.summary import Problem, PromptWitnesses, WitnessCheck, add_problem
 from crossover.records.model import RequestRecord
+from crossover.words import plural, verb
 
 #: a server may count at most this many prompt tokens fewer than the prompt has
 #: (tokenizers can differ at the first word's boundary)
@@ -134,7 +135,8 @@ def check_prompts(
                 "prompt_tokens_mismatch",
                 "error",
                 len(fewer),
-                f"{len(fewer)} requests report fewer prompt tokens than their prompts have "
+                f"{plural(len(fewer), 'request')} {verb(len(fewer), 'reports', 'report')} "
+                "fewer prompt tokens than their prompts have "
                 f"(by {-max(fewer)} to {-min(fewer)}): the server truncated the prompts or "
                 "under-counts them, and prompt throughput is under-stated",
             )
@@ -220,14 +222,15 @@ def check_usage_total(problems: list[Problem], ok: list[RequestRecord]) -> None:
     bad = [r for r in ok if total_disagrees(r)]
     if bad:
         r0 = bad[0]
+        whose = plural(len(bad), "request's", "requests'")
         add_problem(
             problems,
             "usage_total_mismatch",
             "error",
             len(bad),
-            f"{len(bad)} requests' usage.total_tokens is not prompt_tokens + "
-            f"completion_tokens (first: {r0.total_tokens} against {r0.prompt_tokens} + "
-            f"{r0.completion_tokens}): usage contradicts itself",
+            f"{whose} usage.total_tokens is not prompt_tokens + completion_tokens (first: "
+            f"{r0.total_tokens} against {r0.prompt_tokens} + {r0.completion_tokens}): usage "
+            "contradicts itself",
         )
 
 

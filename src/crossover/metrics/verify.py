@@ -27,6 +27,7 @@ from crossover.metrics.witness import (
 )
 from crossover.records.model import ErrorKind, RequestRecord
 from crossover.transport.reuse import STALE_IDLE_S
+from crossover.words import plural
 
 #: warnings with these codes make a run ``unverified`` (a count has no second witness
 #: that agrees); any ``error`` makes it ``invalid``
@@ -67,13 +68,15 @@ def verify(
     short = [r for r in counted if (r.completion_tokens or 0) < r.expected_output_tokens]
     long_ = [r for r in counted if (r.completion_tokens or 0) > r.expected_output_tokens]
     ns = {r.expected_output_tokens for r in records} or {ctx.output_tokens}
-    what = f"{next(iter(ns))} tokens" if len(ns) == 1 else "their own output length"
+    what = plural(next(iter(ns)), "token") if len(ns) == 1 else "their own output length"
     if short:
         got = sorted(r.completion_tokens or 0 for r in short)
         gap = sorted(r.expected_output_tokens - (r.completion_tokens or 0) for r in short)
         detail = (
             f"(min {got[0]}, median {got[len(got) // 2]})"
             if len(ns) == 1
+            else f"(short by {plural(gap[0], 'token')})"
+            if gap[0] == gap[-1]
             else f"(short by {gap[0]} to {gap[-1]} tokens)"
         )
         add_problem(
@@ -81,7 +84,7 @@ def verify(
             "short_completion",
             "error",
             len(short),
-            f"{len(short)} requests generated fewer than {what} {detail}: the engine "
+            f"{plural(len(short), 'request')} generated fewer than {what} {detail}: the engine "
             "ignored the matched-work fields or stopped at EOS",
         )
     add_problem(
@@ -89,7 +92,7 @@ def verify(
         "long_completion",
         "error",
         len(long_),
-        f"{len(long_)} requests generated more than {what}",
+        f"{plural(len(long_), 'request')} generated more than {what}",
     )
     reused = [r for r in records if r.prompt_reused]
     add_problem(
@@ -97,7 +100,7 @@ def verify(
         "prompts_reused",
         "warning",
         len(reused),
-        f"{len(reused)} measured requests sent a prompt the run had sent before (the run "
+        f"{plural(len(reused), 'measured request')} sent a prompt the run had sent before (the run "
         "outran the prompts it could build): a prefix-caching engine serves it from its "
         "cache, and their TTFT reads low",
     )
@@ -109,7 +112,8 @@ def verify(
             "requests_retried",
             "info",
             sum(r.retries for r in retried),
-            f"{sum(r.retries for r in retried)} retries of {len(retried)} requests, each "
+            f"{plural(sum(r.retries for r in retried), 'retry', 'retries')} of "
+            f"{plural(len(retried), 'request')}, each "
             "after a reused connection closed before a response, the server having closed "
             f"it before the request was written or after it idled {STALE_IDLE_S:g} s or "
             f"more ({'; '.join(reasons)}): a keep-alive connection the server had closed; "
@@ -122,7 +126,7 @@ def verify(
         "info",
         len(closing),
         "the server closed its connection after each streamed response though it kept it "
-        f"alive by its headers: {len(closing)} requests went with Connection: close, "
+        f"alive by its headers: {plural(len(closing), 'request')} went with Connection: close, "
         "each on a connection of its own (none was reused into that close; a TCP connect "
         "is in their TTFT, as it would be after any close)",
     )
@@ -134,17 +138,18 @@ def verify(
             "finish_reason",
             "error",
             len(bad),
-            f"{len(bad)} requests ended with finish_reason {', '.join(reasons)} "
+            f"{plural(len(bad), 'request')} ended with finish_reason {', '.join(reasons)} "
             "instead of 'length'",
         )
     no_prompt = [r for r in ok if r.count_source == "usage" and r.prompt_tokens is None]
+    whose = plural(len(no_prompt), "request's", "requests'")
     add_problem(
         problems,
         "usage_missing",
         "warning",
         len(no_prompt),
-        f"{len(no_prompt)} requests' usage has no prompt_tokens: total tok/s counts no "
-        "prompt tokens for them, and the prompt count has no witness",
+        f"{whose} usage has no prompt_tokens: total tok/s counts no prompt tokens for "
+        "them, and the prompt count has no witness",
     )
     no_usage = [r for r in ok if r.count_source != "usage"]
     if no_usage:
@@ -158,7 +163,7 @@ def verify(
             "usage_missing",
             "warning",
             len(no_usage),
-            f"{len(no_usage)} requests had no usage from the server; tokens {how}",
+            f"{plural(len(no_usage), 'request')} had no usage from the server; tokens {how}",
         )
     engine_ok = engine_agrees(every, engine)
     check_output(problems, ok, engine, engine_ok)
@@ -172,9 +177,9 @@ def verify(
         "extra_choices",
         "error",
         len(extra),
-        f"{len(extra)} responses streamed choices that were never asked for (an index other "
-        f"than 0, in {sum(r.other_choice_events for r in extra)} events): the server did "
-        "other work beside the one completion asked for, and its usage may count it",
+        f"{plural(len(extra), 'response')} streamed choices that were never asked for (an "
+        f"index other than 0, in {plural(sum(r.other_choice_events for r in extra), 'event')}): "
+        "the server did other work beside the one completion asked for, and its usage may count it",
     )
     finished = [r for r in ok if r.after_finish_chunks]
     add_problem(
@@ -182,9 +187,9 @@ def verify(
         "data_after_finish",
         "error",
         len(finished),
-        f"{len(finished)} responses streamed tokens after their choice's finish reason "
-        f"({sum(r.after_finish_chunks for r in finished)} chunks): the completion had ended "
-        "where the server said it did, and went on",
+        f"{plural(len(finished), 'response')} streamed tokens after their choice's finish "
+        f"reason ({plural(sum(r.after_finish_chunks for r in finished), 'chunk')}): the "
+        "completion had ended where the server said it did, and went on",
     )
     late = [r for r in ok if r.after_done_events]
     add_problem(
@@ -192,8 +197,9 @@ def verify(
         "data_after_done",
         "error",
         len(late),
-        f"{len(late)} responses went on after [DONE] ({sum(r.after_done_events for r in late)} "
-        "events): their figures stop at [DONE], what came after was not read",
+        f"{plural(len(late), 'response')} went on after [DONE] "
+        f"({plural(sum(r.after_done_events for r in late), 'event')}): their figures stop at "
+        "[DONE], what came after was not read",
     )
     failed: dict[ProblemCode, list[RequestRecord]] = {}
     for r in records:
@@ -203,7 +209,8 @@ def verify(
     sev: Severity = "error" if n_failed > ctx.allowed_failures else "warning"
     for code, rs in sorted(failed.items()):
         sample = rs[0].error or code
-        add_problem(problems, code, sev, len(rs), f"{len(rs)} requests failed; first: {sample}")
+        failed_n = f"{plural(len(rs), 'request')} failed"
+        add_problem(problems, code, sev, len(rs), f"{failed_n}; first: {sample}")
     _verify_warmup(problems, every)
     matched = sum(
         1

@@ -26,6 +26,7 @@ from crossover.metrics.summary import (
     add_problem,
 )
 from crossover.records.model import RequestRecord
+from crossover.words import plural, verb
 
 #: the token-carrying chunks may fall short of usage by at most 1 token + 10%: a chunk is
 #: a lower bound (a server holds back a token that ends inside a UTF-8 character and
@@ -326,8 +327,9 @@ def check_engine(
             "engine_tokens_mismatch",
             "error",
             1,
-            f"the engine's own counter ({counter.name}) rose by {generated:.0f} tokens over "
-            f"the level while its responses claim {claimed}: usage over-reports the work",
+            f"the engine's own counter ({counter.name}) rose by "
+            f"{plural(generated, 'token', fmt='.0f')} over the level while its responses "
+            f"claim {claimed}: usage over-reports the work",
         )
     elif generated > claimed + slack and all(
         r.ok and r.count_source == "usage" for r in all_records
@@ -337,9 +339,10 @@ def check_engine(
             "engine_tokens_mismatch",
             "warning",
             1,
-            f"the engine's own counter ({counter.name}) rose by {generated:.0f} tokens over "
-            f"the level, {generated - claimed:.0f} more than its responses report: another "
-            "client was using the server, or usage under-reports",
+            f"the engine's own counter ({counter.name}) rose by "
+            f"{plural(generated, 'token', fmt='.0f')} over the level, "
+            f"{generated - claimed:.0f} more than its responses report: another client was "
+            "using the server, or usage under-reports",
         )
 
 
@@ -358,12 +361,13 @@ def check_output(
         "usage_mismatch",
         "error",
         len(lying),
-        f"{len(lying)} requests report fewer completion tokens than the token-carrying "
-        "chunks they streamed",
+        f"{plural(len(lying), 'request')} {verb(len(lying), 'reports', 'report')} fewer "
+        "completion tokens than the token-carrying chunks they streamed",
     )
     contradicted = [r for r in ok if text_disagrees(r)]
     if contradicted:
         r0 = contradicted[0]
+        whose = plural(len(contradicted), "request's", "requests'")
         by_chunk = (
             f", {r0.chunk_text_tokens} chunk by chunk" if r0.chunk_text_tokens is not None else ""
         )
@@ -372,24 +376,25 @@ def check_output(
             "text_tokens_mismatch",
             "error",
             len(contradicted),
-            f"{len(contradicted)} requests' streamed text re-tokenizes to a count usage does "
-            f"not match (first: usage {r0.completion_tokens}, text {r0.stream_tokens} tokens "
-            f"as a whole{by_chunk}, in {len(r0.chunk_arrival_ns)} chunks; at most "
+            f"{whose} streamed text re-tokenizes to a count usage does not match "
+            f"(first: usage {r0.completion_tokens}, text {r0.stream_tokens} tokens "
+            f"as a whole{by_chunk}, in {plural(len(r0.chunk_arrival_ns), 'chunk')}; at most "
             f"{text_slack_below(r0):.1f} fewer agree): the stream did not carry the work "
             "usage claims",
         )
     lp_bad = [r for r in ok if logprobs_disagree(r)]
     if lp_bad:
         r0 = lp_bad[0]
+        whose = plural(len(lp_bad), "request's", "requests'")
         add_problem(
             problems,
             "logprobs_mismatch",
             "error",
             len(lp_bad),
-            f"{len(lp_bad)} requests' logprobs (or token ids) account for a count usage "
-            f"does not match (first: usage {r0.completion_tokens}, logprobs "
-            f"{r0.logprob_tokens} tokens; they must be equal): the server's own per-token "
-            "record contradicts its usage",
+            f"{whose} logprobs (or token ids) account for a count usage does not match "
+            f"(first: usage {r0.completion_tokens}, logprobs "
+            f"{plural(r0.logprob_tokens or 0, 'token')}; they must be equal): the server's "
+            "own per-token record contradicts its usage",
         )
     multi = [
         r
@@ -418,8 +423,8 @@ def check_output(
     if within:
         alone = "" if by_text or by_lp or engine_ok else ", and no other witness was asked"
         named.append(
-            f"{within} are within the chunk count's tolerance (1 token + 10% more than "
-            f"chunks){alone}"
+            f"{within} {verb(within, 'is', 'are')} within the chunk count's tolerance "
+            f"(1 token + 10% more than chunks){alone}"
         )
     if not unconfirmed:
         add_problem(
@@ -427,7 +432,8 @@ def check_output(
             "multi_token_chunks",
             "info",
             len(multi),
-            f"{len(multi)} requests report more tokens than token-carrying chunks: "
+            f"{plural(len(multi), 'request')} {verb(len(multi), 'reports', 'report')} more tokens "
+            "than token-carrying chunks: "
             f"{'; '.join(named)}. ITL spreads each delivery gap over its tokens and "
             "chunk_gap_ms shows the raw gaps",
         )
@@ -437,7 +443,8 @@ def check_output(
             "multi_token_chunks",
             "warning",
             len(multi),
-            f"{len(multi)} requests report more tokens than chunks, {len(unconfirmed)} beyond "
+            f"{plural(len(multi), 'request')} {verb(len(multi), 'reports', 'report')} more tokens "
+            f"than chunks, {len(unconfirmed)} beyond "
             "the chunk count's tolerance with no second witness (no streamed text "
             "re-tokenized, no logprobs, no engine counter): several tokens per chunk cannot "
             "be told from usage over-reporting; give --tokenizer",

@@ -28,6 +28,7 @@ from crossover.analysis.crossovers import (
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
+from crossover.words import plural
 
 CHART_TITLES = {
     "throughput": "Throughput vs concurrency (error bars: spread over repeats)",
@@ -77,10 +78,12 @@ def describe_workload(w: dict[str, Any]) -> str:
         parts.append(f"{source}, each its own length")
     else:
         parts.append(
-            f"{inp}-token {source}" if "synthetic" in source else f"{source}, {inp} tokens each"
+            f"{inp}-token {source}"
+            if "synthetic" in source
+            else f"{source}, {plural(inp, 'token')} each"
         )
     if out is not None:
-        parts.append(f"exactly {out} output tokens each")
+        parts.append(f"exactly {plural(out, 'output token')} each")
     for key, what in (
         ("input_lengths", "prompt lengths"),
         ("output_lengths", "output lengths"),
@@ -157,7 +160,14 @@ def _part_text(run: SweepRun) -> str | None:
         return None
     sent = run.value("requests.sent")
     of = f" of {run.part.planned}" if run.part.planned is not None else ""
-    head = f"a part: {sent:.0f}{of} requests sent" if sent is not None else "a part of the level"
+    if sent is None:
+        head = "a part of the level"
+    else:  # "1 of 8 requests", "1 request"
+        head = (
+            f"a part: {sent:.0f}{of} requests sent"
+            if of
+            else f"a part: {plural(sent, 'request', fmt='.0f')} sent"
+        )
     return f"{head} ({run.part.why})" if run.part.why else head
 
 

@@ -45,7 +45,7 @@ HOST_CACHE_EVICTIONS = lp.WarningRule(
     re.compile(
         r"making room for prompt cache entry, removing oldest entry \(size = ([\d.]+) MiB\)"
     ),
-    "llama-server saved slot state into its full host prompt cache at least {count} times "
+    "llama-server saved slot state into its full host prompt cache at least {count} time{s} "
     "({0} MiB per entry): each save copies a slot's KV cache to host RAM on the server's "
     "main loop while every slot waits (0.18 s per 280 MiB on an H200 host, where it cost "
     "12x in TTFT at one user). --cache-ram 0 (prompt_cache_mib: 0) turns it off; a slot "
