@@ -409,6 +409,23 @@ VLLM_ABSENT: tuple[AbsenceRule, ...] = (
 _TRT_ENGINE = "TensorRT-LLM tensorrt_llm/_torch/pyexecutor/model_engine.py"
 _TRT_KV = "TensorRT-LLM cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp"
 _TRT_EXEC = "TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor_creator.py"
+#: lines of TensorRT-LLM's runtime, which trtllm-serve and Triton's tensorrt_llm backend
+#: both print: the KV cache it allocated, and its MPI world
+_TRT_KV_CACHE: tuple[LogPattern, ...] = (
+    _p("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", g1_int, _TRT_KV),
+    _p(
+        "kv_cache_gib",
+        r"Allocated ([\d.]+) GiB for max tokens in paged KV cache",
+        g1_float,
+        _TRT_KV,
+    ),
+)
+_TRT_WORLD_SIZE = _p(
+    "world_size",
+    r"MPI size: (\d+)",
+    g1_int,
+    "TensorRT-LLM cpp/tensorrt_llm/common/mpiUtils.cpp",
+)
 TRTLLM: tuple[LogPattern, ...] = (
     _p(
         "cuda_graphs",
@@ -417,13 +434,7 @@ TRTLLM: tuple[LogPattern, ...] = (
         _TRT_ENGINE,
     ),
     _p("cuda_graphs", r"Run generation only CUDA graph warmup", const(True), _TRT_ENGINE),
-    _p("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", g1_int, _TRT_KV),
-    _p(
-        "kv_cache_gib",
-        r"Allocated ([\d.]+) GiB for max tokens in paged KV cache",
-        g1_float,
-        _TRT_KV,
-    ),
+    *_TRT_KV_CACHE,
     _p(
         "parallel_slots",
         r"max_seq_len=\d+, max_num_requests=\d+, .*?max_batch_size=(\d+)",
@@ -438,12 +449,7 @@ TRTLLM: tuple[LogPattern, ...] = (
         _TRT_EXEC,
     ),
     _p("tp", r"\btp_size=(\d+)", g1_int, "tensorrt_llm/mapping.py Mapping repr (best knowledge)"),
-    _p(
-        "world_size",
-        r"MPI size: (\d+)",
-        g1_int,
-        "TensorRT-LLM cpp/tensorrt_llm/common/mpiUtils.cpp",
-    ),
+    _TRT_WORLD_SIZE,
     _p(
         "quant",
         r"quant_algo=<?QuantAlgo\.(\w+)",
@@ -464,23 +470,12 @@ TRTLLM_ABSENT: tuple[AbsenceRule, ...] = (
 _TRITON = "triton-inference-server/server src/ (model table, HTTPService)"
 TRITON: tuple[LogPattern, ...] = (
     _p("version", r"\|\s*server_version\s*\|\s*(\S+)", g1_str, _TRITON),
-    _p("kv_cache_tokens", r"for max tokens in paged KV cache \((\d+)\)", g1_int, _TRT_KV),
-    _p(
-        "kv_cache_gib",
-        r"Allocated ([\d.]+) GiB for max tokens in paged KV cache",
-        g1_float,
-        _TRT_KV,
-    ),
+    *_TRT_KV_CACHE,
     _p(
         "parallel_slots",
         r"TRTGptModel maxBatchSize: (\d+)",
         g1_int,
         "TensorRT-LLM trtGptModelInflightBatching.cpp",
     ),
-    _p(
-        "world_size",
-        r"MPI size: (\d+)",
-        g1_int,
-        "TensorRT-LLM cpp/tensorrt_llm/common/mpiUtils.cpp",
-    ),
+    _TRT_WORLD_SIZE,
 )

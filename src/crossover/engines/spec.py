@@ -91,6 +91,23 @@ class PlanLaunch(Protocol):
 PlanFields = tuple[dict[str, object], list[str], dict[str, str]]
 
 
+def split_plan_fields(s: PlanLaunch, ep_flag: str | None, **own: object) -> PlanFields:
+    """``PlanTraits.fields`` of an engine that splits a model by tp and pp itself and makes
+    fp8 from a 16-bit checkpoint at load time (vLLM, SGLang): its sizes, ``own`` fields,
+    fp8, and expert parallelism (``ep_flag``) for a MoE model over several GPUs."""
+    fields: dict[str, object] = {
+        "tp": s.tp,
+        "pp": s.pp,
+        "parallel": s.max_concurrency,
+        "context_tokens": s.max_seq_len,
+        **own,
+    }
+    if s.online_quant and s.quant == "fp8":
+        fields["quant"] = "fp8"
+    extra = ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and ep_flag else []
+    return fields, extra, {}
+
+
 @dataclass(frozen=True)
 class PlanTraits:
     """How ``crossover plan`` writes this engine's deployment."""

@@ -31,6 +31,7 @@ from crossover.engines.spec import (
     QualityAPI,
     VersionProbe,
     refuse,
+    split_plan_fields,
 )
 from crossover.multicast import MULTICAST_OFF
 
@@ -151,16 +152,7 @@ def derive(facts: dict[str, Fact]) -> None:
 
 
 def plan_fields(s: PlanLaunch) -> PlanFields:
-    fields: dict[str, object] = {
-        "tp": s.tp,
-        "pp": s.pp,
-        "parallel": s.max_concurrency,
-        "context_tokens": s.max_seq_len,
-    }
-    if s.online_quant and s.quant == "fp8":
-        fields["quant"] = "fp8"
-    extra = SPEC.ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and SPEC.ep_flag else []
-    return fields, extra, {}
+    return split_plan_fields(s, SPEC.ep_flag)
 
 
 SPEC = EngineSpec(

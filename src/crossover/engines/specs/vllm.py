@@ -31,6 +31,7 @@ from crossover.engines.spec import (
     TritonHostedTraits,
     VersionProbe,
     refuse,
+    split_plan_fields,
 )
 from crossover.errors import UsageError
 from crossover.multicast import MULTICAST_OFF
@@ -145,21 +146,14 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
 
 
 def plan_fields(s: PlanLaunch) -> PlanFields:
-    fields: dict[str, object] = {
-        "tp": s.tp,
-        "pp": s.pp,
-        "parallel": s.max_concurrency,
-        "context_tokens": s.max_seq_len,
-        # the adapters' own settings (one flag table: the launch a sweep would make)
+    # the adapters' own settings (one flag table: the launch a sweep would make)
+    own: dict[str, object] = {
         "max_batched_tokens": s.max_num_tokens,
         "gpu_memory_utilization": 0.90,
     }
-    if s.online_quant and s.quant == "fp8":
-        fields["quant"] = "fp8"
     if s.load_format is not None:
-        fields["load_format"] = s.load_format
-    extra = SPEC.ep_flag.format(n=s.tp).split() if s.moe and s.tp > 1 and SPEC.ep_flag else []
-    return fields, extra, {}
+        own["load_format"] = s.load_format
+    return split_plan_fields(s, SPEC.ep_flag, **own)
 
 
 SPEC = EngineSpec(
