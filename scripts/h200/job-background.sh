@@ -12,7 +12,10 @@ PIN=""; command -v taskset > /dev/null && [ "$(nproc)" -ge 8 ] && PIN="taskset -
 # first measurement rather than beside it (job-sweep.sh then waits for it: NEED_LLAMA=1)
 NICE=19; J=12
 [ "${BUILD_FAST:-0}" = 1 ] && { NICE=0; J=$(nproc); PIN=""; }
-if [ "${LLAMA:-1}" = 1 ]; then
+if [ "${LLAMA:-1}" = 1 ] && [ -x $W/bin/llama-server ]; then
+  # a binary carried by job-llbin.sh: no build (job-sweep.sh finds it on PATH)
+  echo "build skipped: carried $W/bin/llama-server" >> $W/background.log
+elif [ "${LLAMA:-1}" = 1 ]; then
 ( nice -n $NICE $PIN $XO engines install llamacpp --cuda --cuda-arch 90 -j $J -q > $W/build.log 2>&1; echo "build rc=$? $(( $(date +%s) - T0 ))s" >> $W/background.log ) &
 fi
 if [ "${MOE:-0}" = 1 ]; then
