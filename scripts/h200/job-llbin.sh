@@ -11,10 +11,10 @@
 # job-sweep.sh: S=$(readlink -f /tmp/xo/bin/llama-server); cd $(dirname $S) &&
 #   tar czf - llama-server | split -b 15M - $OUT/llbin.tgz.part-
 set -uo pipefail
-B=/tmp/xo/bin; mkdir -p $B
+B=${XO_BIN:-/tmp/xo/bin}; mkdir -p $B  # XO_BIN: tests only
 [ -f .pack/llbin/llama-server.sha256 ] || { echo "no .pack/llbin: carry it"; exit 2; }
 cat .pack/llbin/llbin.tgz.part-* | tar xzf - -C $B || { echo "llbin: unpack failed"; exit 3; }
-(cd $B && sha256sum -c --quiet /dev/stdin < "$OLDPWD/.pack/llbin/llama-server.sha256") \
+(cd $B && sha256sum -c --quiet /dev/stdin < "$OLDPWD/.pack/llbin/llama-server.sha256") > /dev/null 2>&1 \
   || { echo "llbin: sha256 mismatch"; rm -f $B/llama-server; exit 4; }
 missing=$(ldd $B/llama-server | grep -c "not found")
 [ "$missing" = 0 ] || { ldd $B/llama-server | grep "not found"; rm -f $B/llama-server; echo "llbin: libraries missing on this image: build instead"; exit 5; }
