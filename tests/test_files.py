@@ -127,3 +127,20 @@ def test_load_yaml_refuses_a_key_given_twice_and_keeps_merges() -> None:
     merged = load_yaml("a: &x {p: 1, q: 2}\nb:\n  <<: *x\n  p: 3\n")
     assert merged["b"] == {"p": 3, "q": 2}
     assert load_yaml("- {a: 1}\n- {a: 1}\n") == [{"a": 1}, {"a": 1}]
+
+
+def test_read_yaml_parses_a_file_and_words_what_it_cannot_read(tmp_path: Path) -> None:
+    """The reading half of ``read_yaml`` (its parse errors: tests/cli/test_user_yaml.py):
+    a file that cannot be read is one line, never an OSError's traceback."""
+    from crossover.errors import UsageError
+    from crossover.files import read_yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xef\xbb\xbfa: [1, 2]\nb: {c: x}\n")  # a byte-order mark is UTF-8 too
+    assert read_yaml(path) == {"a": [1, 2], "b": {"c": "x"}}
+    path.write_text("")
+    assert read_yaml(path) is None
+    with pytest.raises(UsageError, match=r"/missing\.yaml: cannot read it \(No such file"):
+        read_yaml(tmp_path / "missing.yaml")
+    with pytest.raises(UsageError, match=r": cannot read it \(Is a directory\)$"):
+        read_yaml(tmp_path)

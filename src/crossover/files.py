@@ -1,6 +1,6 @@
 """Files written whole or not at all: a sweep file, the client-floor cache, a command's
 ``--json`` output; an output path checked before any work, a failed write as one line;
-a user's YAML read strictly (a key given twice is refused)."""
+a user's YAML read strictly (a key given twice is refused), its mistakes worded one way."""
 
 from __future__ import annotations
 
@@ -70,6 +70,43 @@ def load_yaml(text: str) -> Any:
     import yaml
 
     return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
+
+
+def read_yaml(path: Path) -> Any:
+    """A user's YAML file (a sweep config, the calibration server's config, the advisor's
+    ``--calibration``) read as UTF-8 and parsed by ``load_yaml``; what does not parse is
+    one line, the same wherever it is read: ``PATH: not valid YAML at line N`` (``: key
+    'K' given twice`` where a key is repeated), ``PATH: not UTF-8 text (byte 0xNN at line
+    N)``, ``PATH: cannot read it (why)``. The caller checks what the data means."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        byte = exc.object[exc.start]
+        raise UsageError(f"{path}: not UTF-8 text (byte {byte:#04x} at line {line})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML{_yaml_where(exc, text)}") from None
+
+
+def _yaml_where(exc: Any, text: str) -> str:
+    """`` at line N``, and ``: key 'K' given twice`` for a repeated key (PyYAML's other
+    problems name its parser's states, not the user's mistake)."""
+    import yaml
+
+    line: int | None = None
+    if isinstance(exc, yaml.reader.ReaderError):  # a control character: no mark, a position
+        line = text[: exc.position].count("\n") + 1
+    elif (mark := getattr(exc, "problem_mark", None)) is not None:
+        line = mark.line + 1
+    where = f" at line {line}" if line is not None else ""
+    problem = getattr(exc, "problem", None) or ""
+    return where + (f": {problem}" if problem.endswith("given twice") else "")
 
 
 @cache

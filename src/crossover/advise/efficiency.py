@@ -30,7 +30,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from crossover.advise import cost
@@ -38,7 +37,7 @@ from crossover.advise.cost import AllReduceCurve, Layout, Prediction
 from crossover.advise.hardware import System
 from crossover.advise.model import ModelFacts
 from crossover.errors import UsageError, validation_line
-from crossover.files import load_yaml
+from crossover.files import load_yaml, read_yaml
 
 CALIBRATION_SCHEMA = "crossover.calibration/1"
 # The terms a fit may move (bandwidth efficiency comes from the sweep's measured copy rate).
@@ -198,29 +197,19 @@ def _packaged() -> str:
     return path.read_text("utf-8")
 
 
-def parse_calibration(text: str, where: str) -> Calibration:
+def _validated(raw: Any, where: str) -> Calibration:
     try:
-        raw: Any = load_yaml(text)
         return Calibration.model_validate(raw)
     except ValidationError as exc:
         first = validation_line(exc, limit=1)
         raise UsageError(f"{where}: not a {CALIBRATION_SCHEMA} file ({first})") from None
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"{where}: not a {CALIBRATION_SCHEMA} file ({first})") from exc
 
 
 def load_calibration(path: Path | None = None) -> Calibration:
     """The packaged constants, or a file written by ``python -m crossover.advise.calibrate``."""
     if path is None:
-        return parse_calibration(_packaged(), "data/calibration.yaml")
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise UsageError(f"--calibration: cannot read {path} ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError:  # a binary file: a traceback, before
-        raise UsageError(f"--calibration: {path} is not UTF-8 text") from None
-    return parse_calibration(text, str(path))
+        return _validated(load_yaml(_packaged()), "data/calibration.yaml")
+    return _validated(read_yaml(path), str(path))
 
 
 class Terms(BaseModel):

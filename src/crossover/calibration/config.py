@@ -195,18 +195,9 @@ def build_config(base: dict[str, object] | None = None, **overrides: object) -> 
 
 def load_config_file(path: Path) -> dict[str, object]:
     """Read a YAML (or JSON) mapping of ``CalibrationConfig`` fields."""
-    import yaml
+    from crossover.files import read_yaml
 
-    from crossover.files import load_yaml
-
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read config {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"config {path} is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"config {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):

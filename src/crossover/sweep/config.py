@@ -12,13 +12,12 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.errors import UsageError, unknown_choice, validation_line
-from crossover.files import load_yaml
+from crossover.files import read_yaml
 from crossover.spec.limits import Limits
 from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
@@ -312,16 +311,7 @@ def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> Sw
     if not path.is_file():
         what = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise UsageError(f"sweep config {path} {what}")
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or ""
-        why = f": {problem}" if problem.endswith("given twice") else ""
-        raise UsageError(f"{path}: not valid YAML{where}{why}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
