@@ -71,3 +71,35 @@ def test_sweep_refuses_it_before_an_engine_starts(
     assert f"{db}: not a crossover results database" in one_line_error(capsys)
     assert db.read_bytes() == GARBAGE
     assert [p.name for p in out.iterdir()] == ["sweep.db"]  # no engines/ logs
+
+
+def test_capacity_refuses_a_capacity_db_that_is_not_sqlite_before_any_request(
+    counting_server: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, hits = counting_server
+    out = tmp_path / "res"
+    db = _garbage(out / "capacity.db")
+    rc = main(["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
+               "--slo", "ttft_ms.p99=100", "--out", str(out)])  # fmt: skip
+    assert rc == 2
+    assert f"{db}: not a crossover results database" in one_line_error(capsys)
+    assert hits == []
+    assert db.read_bytes() == GARBAGE
+    assert [p.name for p in out.iterdir()] == ["capacity.db"]
+
+
+def test_capacity_config_checks_every_target_s_database_before_the_first_search(
+    counting_server: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--config``: each target searches into OUT/NAME/capacity.db; the second target's
+    is refused before the first target's server is asked."""
+    url, hits = counting_server
+    out = tmp_path / "res"
+    db = _garbage(out / "B" / "capacity.db")
+    rc = main(["capacity", "--config", str(_yaml(tmp_path, url)), "--slo", "ttft_ms.p99=100",
+               "--out", str(out)])  # fmt: skip
+    assert rc == 2
+    assert f"{db}: not a crossover results database" in one_line_error(capsys)
+    assert hits == []
+    assert db.read_bytes() == GARBAGE
+    assert [p.name for p in out.iterdir()] == ["B"]
