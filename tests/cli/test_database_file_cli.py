@@ -103,3 +103,37 @@ def test_capacity_config_checks_every_target_s_database_before_the_first_search(
     assert hits == []
     assert db.read_bytes() == GARBAGE
     assert [p.name for p in out.iterdir()] == ["B"]
+
+
+def test_decide_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
+    counting_server: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, hits = counting_server
+    out = tmp_path / "res"
+    db = _garbage(out / "sweep.db")
+    rc = main(["decide", "--config", str(_yaml(tmp_path, url)), "--out", str(out)])
+    assert rc == 2
+    assert f"{db}: not a crossover results database" in one_line_error(capsys)
+    assert hits == []
+    assert db.read_bytes() == GARBAGE
+    assert [p.name for p in out.iterdir()] == ["sweep.db"]
+
+
+@pytest.mark.parametrize("what", ["garbage", "empty", "folder"])
+def test_decide_replay_of_what_is_not_a_results_database_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    """``--replay`` opens its database read-only: some other file is one line and stays
+    as it was (it did before the checks above; kept so)."""
+    db = tmp_path / "sweep.db"
+    if what == "folder":
+        db.mkdir()
+    else:
+        db.write_bytes(GARBAGE if what == "garbage" else b"")
+    assert main(["decide", "--replay", str(db)]) == 2
+    line = one_line_error(capsys)
+    assert str(db) in line
+    assert ("no such database" if what == "folder" else "not a crossover results database") in line
+    if what != "folder":
+        assert db.read_bytes() == (GARBAGE if what == "garbage" else b"")
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.db"]
