@@ -4,9 +4,6 @@ failed warm-up in the terminal and the JSON, and the timeouts' help."""
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -138,31 +135,6 @@ def test_the_transport_is_chosen_and_recorded(tmp_path: Path) -> None:
     assert s["load"]["transport"] == "lean"  # type: ignore[index]
     assert main(["run", "--url", url, "--model", "m", "--concurrency", "1", "--output-tokens",
                  "4", "--transport", "curl", "--out", str(tmp_path / "x")]) == 2  # fmt: skip
-
-
-@pytest.fixture
-def counting_server() -> Iterator[tuple[str, list[str]]]:
-    """A local HTTP server that answers 404 to everything and notes each path asked."""
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_error(404)
-
-        do_POST = do_GET
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.parametrize("where", ["--db", "default"])

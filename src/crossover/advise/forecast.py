@@ -387,4 +387,6 @@ def _written(path: Path, text: str, flag: str) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from crossover.pipes import run_tool
+
+    run_tool(main)

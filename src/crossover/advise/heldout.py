@@ -313,4 +313,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from crossover.pipes import run_tool
+
+    run_tool(main)

@@ -128,4 +128,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from crossover.pipes import run_tool
+
+    run_tool(main)

@@ -272,4 +272,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from crossover.pipes import run_tool
+
+    run_tool(main)

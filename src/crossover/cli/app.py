@@ -7,11 +7,9 @@ their heavy dependencies inside the command functions, so ``crossover --help`` i
 from __future__ import annotations
 
 import asyncio
-import errno
 import importlib
 import os
 import signal
-import stat
 import sys
 from typing import Annotated
 
@@ -19,6 +17,7 @@ import typer
 
 from crossover.cli.helpfmt import install as _plain_help_types
 from crossover.errors import CrossoverError, EngineError
+from crossover.pipes import flush_stdout, quiet_stdout_closed, stdout_closed, watch_stdout
 
 _plain_help_types()
 
@@ -125,53 +124,9 @@ def _not_utf8(args: list[str]) -> str | None:
     return None
 
 
-#: the status of a command stopped because its reader went away (``| head``): 128 + SIGPIPE,
-#: as a shell reports ``seq 100000 | head -1``'s seq, which SIGPIPE ended
-STDOUT_CLOSED = 128 + signal.SIGPIPE
-
-
-def _watch_stdout() -> int | None:
-    """A second descriptor of standard output where it is a pipe or a socket (only those
-    have a reader that can go), to ask later whether the reader has gone: rich, meeting a
-    broken pipe, points descriptor 1 at /dev/null before it exits."""
-    try:
-        fd = sys.stdout.fileno()
-        mode = os.fstat(fd).st_mode
-    except (AttributeError, OSError, ValueError):  # captured in tests: no descriptor
-        return None
-    return os.dup(fd) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
-
-
-def _stdout_closed(exc: BaseException, watch: int | None) -> bool:
-    """Whether ``exc`` is a broken pipe (or typer's or rich's ``SystemExit(1)`` raised on
-    one) and it is standard output's reader that has gone, not a socket's or stderr's."""
-    import select
-
-    cause = exc if isinstance(exc, OSError) else exc.__context__
-    if not (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
-        return False
-    if watch is None or not hasattr(select, "poll"):
-        return False
-    poller = select.poll()
-    poller.register(watch, select.POLLOUT)
-    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
-
-
-def _quiet_stdout_closed() -> int:
-    """Standard output was closed early (``crossover gpus | head -1``): write nothing more
-    and exit 141 with no message, as a command SIGPIPE ends. Not 0: a sweep cut short so
-    did not finish, and ``set -o pipefail`` should see that. SIGPIPE itself stays ignored
-    (Python's default), or a server closing a socket would kill a run unannounced. The
-    rest of the output goes to /dev/null, so the exit's flush raises nothing either."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return STDOUT_CLOSED
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status instead of raising (used by tests too)."""
-    watch = _watch_stdout()
+    watch = watch_stdout()
     try:
         return _main(argv, watch)
     finally:
@@ -195,8 +150,8 @@ def _main(argv: list[str] | None, watch: int | None) -> int:
         return int(exc.exit_code or 0)
     except (SystemExit, BrokenPipeError) as exc:
         # typer and rich turn a broken pipe met while a command ran into a silent exit 1
-        if _stdout_closed(exc, watch):
-            return _quiet_stdout_closed()
+        if stdout_closed(exc, watch):
+            return quiet_stdout_closed()
         raise
     except Exception as exc:
         # typer bundles its own copy of click: recognise its errors by their shape
@@ -229,12 +184,4 @@ def entry() -> None:
     # kept, resumable), so restore Python's handler whatever the parent left.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    code = main()
-    try:
-        sys.stdout.flush()  # what is still buffered, here rather than in the exit's flush
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:
-            raise
-        closed = _quiet_stdout_closed()
-        code = code or closed  # an error's status says more than that the reader went away
-    sys.exit(code)
+    sys.exit(flush_stdout(main()))

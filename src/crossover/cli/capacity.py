@@ -146,7 +146,7 @@ def capacity(
         first = cfg.run_config(cfg.start_rps, 0)  # the URL and dialect, checked first
     except ValidationError as exc:
         raise UsageError(validation_line(exc, flags=True, names=CAPACITY_FLAGS)) from None
-    _check_json(json_path, out, config)
+    _check_outputs(json_path, [out / "capacity.db"] if out else [], config)
     console = make_console(stderr=True)
     # as run does: something that is not an LLM server of this dialect is one line and
     # exit 2 before any level (each would be an invalid level of seconds), and the model
@@ -225,7 +225,8 @@ def _capacity_of_targets(
         except ValidationError as exc:
             line = validation_line(exc, flags=True, names=CAPACITY_FLAGS)
             raise UsageError(f"target {t.name}: {line}") from None
-    _check_json(json_path, out, config)
+    dbs = [out / t.name / "capacity.db" for t in sweep.targets] if out else []
+    _check_outputs(json_path, dbs, config)
     console = make_console(stderr=True)
     events = CapacityEvents(
         lambda rate, _p: console.print(f"[dim]rate {rate:.3g} requests/s ...[/]"),
@@ -377,11 +378,15 @@ def print_result(result: CapacityFile) -> None:
     stdout.print(f"{n} level{'' if n == 1 else 's'}, {result.seconds:.0f} s")
 
 
-def _check_json(json_path: Path | None, out: Path | None, config: Path | None) -> None:
-    """``--json``'s folder writable and the file neither a folder nor one of the search's
-    own inputs and results, before any level."""
-    from crossover.records.store import check_writable
+def _check_outputs(json_path: Path | None, dbs: list[Path], config: Path | None) -> None:
+    """Before any server is asked or engine started: each ``capacity.db`` under ``--out``
+    missing or a results database (some other file is left as it is), and ``--json``'s
+    folder writable and the file neither a folder nor one of the search's own inputs and
+    results."""
+    from crossover.records.store import check_database_file, check_writable
 
+    for db in dbs:
+        check_database_file(db)
     if json_path is not None:
         check_writable(json_path.parent if str(json_path.parent) else Path("."))
-    check_output_file(json_path, "--json", keep=[out / "capacity.db" if out else None, config])
+    check_output_file(json_path, "--json", keep=[*dbs, config])

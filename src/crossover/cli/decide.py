@@ -468,12 +468,13 @@ def _live(
     from crossover.cli.sweep import KeptRuns
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.text import decision_json, decision_lines
-    from crossover.records.store import check_writable
+    from crossover.records.store import check_database_file, check_writable
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
+    check_database_file(out / "sweep.db")  # before any server is asked or engine started
     raise_if_errors(check_config(cfg, local=True, only=None), str(config))
     check_writable(out)
     console = make_console(stderr=True)

@@ -223,7 +223,7 @@ def sweep(
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, run_async
-    from crossover.records.store import check_writable
+    from crossover.records.store import check_database_file, check_writable
     from crossover.sweep.config import build_sweep_config, load_sweep_config
 
     flags: dict[str, Any] = {
@@ -284,6 +284,7 @@ def sweep(
         return
     if out is None:
         raise UsageError("--out DIR is required (or --check to check the config only)")
+    check_database_file(out / "sweep.db")  # before any server is asked or engine started
     # the whole config, every target, before the output folder exists; with --ray the
     # paths are the nodes', so only what does not depend on this machine is checked here
     raise_if_errors(check_config(cfg, local=ray is None, only=chosen), source)
