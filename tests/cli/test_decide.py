@@ -1,15 +1,18 @@
 """What a live ``crossover decide`` says while it measures: each level as it starts, a
 sequential level that stopped sending marked as the part of its level it is (the same
 level measured whole later prints again under the same name), and runs kept from before
-one line per target, as a sweep says them."""
+one line per target, as a sweep says them; and what ``decide --check`` estimates a session
+costs."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from rich.console import Console
 
+from crossover.cli.app import main
 from crossover.cli.decide import live_events
 from crossover.cli.sweep import KeptRuns
 from crossover.measure import Progress
@@ -67,3 +70,27 @@ def test_runs_kept_from_before_are_one_line_per_target() -> None:
         "fast c=4 r=0: measuring ...",
         "batched: 1 run done earlier, kept (c=4 r=0)",
     ]
+
+
+def test_check_estimates_the_session_from_the_prior(capsys: Any) -> None:
+    """``decide --check --prior``: the grid's and the first pass's GPU time from the
+    forecast's output tokens/s (the H100 MoE decision's YAML and prediction), none
+    without a prior."""
+    root = Path(__file__).resolve().parents[2]
+    config = str(root / "scripts" / "h200" / "moe-a-warm-h100.yaml")
+    prior = str(root / "docs" / "results" / "h100" / "moe-warm-grid" / "prediction.json")
+    argv = ["decide", "--config", config, "--check", "--remote", "--prior", prior]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "estimate (from the prior's throughput, starts 105 s each): grid 813 s measuring "
+        "+ 3 starts = 18.8 GPU-min; first pass 280 s + 3 starts = 9.9 GPU-min (the rest "
+        "depends on what it measures)"
+    )
+    assert main([*argv, "--start-s", "60"]) == 0
+    assert "starts 60 s each, --start-s): grid 813 s measuring + 3 starts = 16.6 GPU-min" in (
+        capsys.readouterr().out
+    )
+    assert main(["decide", "--config", config, "--check", "--remote"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[-1].startswith("estimate: no estimate without --prior")
+    )

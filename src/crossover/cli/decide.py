@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
     from crossover.analysis.schema import SweepFile
     from crossover.cli.sweep import KeptRuns
-    from crossover.decide.model import QuestionKind
+    from crossover.decide.model import Question, QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.measure import Progress
     from crossover.metrics.summary import RunSummary
     from crossover.spec.slo import SloTerm
-    from crossover.sweep.config import Level
+    from crossover.sweep.config import Level, SweepConfig
     from crossover.sweep.driver import SweepEvents
 
 
@@ -250,7 +250,10 @@ def decide(
     if check:
         if out is not None:
             raise UsageError("--check measures nothing: it takes no --out")
-        _check(config, kind, metrics, levels_at, the_slo, the_prior, policy, remote)
+        _check(
+            config, kind, metrics, levels_at, the_slo, the_prior, policy, remote,
+            prior, start_s,
+        )  # fmt: skip
         return
     if out is None:
         raise UsageError("--out DIR is required with --config (or --check to check it only)")
@@ -420,10 +423,13 @@ def _check(
     prior: Any,
     policy: PolicyConfig,
     remote: bool,
+    prior_path: Path | None,
+    start_s: float | None,
 ) -> None:
-    """``--check``: the YAML checked as ``sweep --check`` does, and the decision's plan."""
+    """``--check``: the YAML checked as ``sweep --check`` does, the decision's plan, and
+    its GPU time estimated from the prior."""
     from crossover.cli.sweep import report_check
-    from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
+    from crossover.decide.coarse import first_pass_levels
     from crossover.decide.live import question_for
     from crossover.sweep.check import check_config
     from crossover.sweep.config import load_sweep_config
@@ -431,25 +437,45 @@ def _check(
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
     report_check(check_config(cfg, local=not remote, only=None), str(config))
-    order = target_order(q, prior)
-    coarse = coarse_levels(q.grid, policy.coarse_step, prior_crossings(q, prior))
-    if kind == "lead":
-        coarse = list(q.grid)
+    first = first_pass_levels(q, prior, policy.coarse_step)
+    order = list(first)
     grid_runs = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
     how = "target by target (one engine start each)" if q.group_targets else "level by level"
     typer.echo(
         f"decide plan: {kind} on {', '.join(metrics)}; the grid is {grid_runs} levels "
         f"({len(q.targets)} targets, {q.repeats} repeat(s))"
     )
-    first = "the prior's predicted leader" if prior else "the YAML's first"
-    typer.echo(f"  first pass {how}, reference {order[0]} ({first}); sequential levels after it")
-    for t in order:
-        # a level no other target is measured at enters no comparison
-        mine = [
-            c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)
-        ]
+    leader = "the prior's predicted leader" if prior else "the YAML's first"
+    typer.echo(f"  first pass {how}, reference {order[0]} ({leader}); sequential levels after it")
+    for t, mine in first.items():
         typer.echo(f"  {t}: {','.join(map(str, mine))}")
     typer.echo("  then repeats where a sign is uncertain and levels where a crossover is wide")
+    typer.echo(_estimate_line(cfg, q, first, prior_path, policy, start_s))
+
+
+def _estimate_line(
+    cfg: SweepConfig,
+    q: Question,
+    first: dict[str, list[int]],
+    prior_path: Path | None,
+    policy: PolicyConfig,
+    start_s: float | None,
+) -> str:
+    """The session's GPU time, from the prior's output tokens/s: the grid's and the
+    first pass's (``first``)."""
+    from crossover.decide.estimate import decision_estimate, estimate_line
+    from crossover.decide.replay import load_prior
+    from crossover.decide.starts import START_S
+
+    if prior_path is None:
+        return estimate_line(None)
+    try:
+        rates = load_prior(prior_path, "output_tok_s")
+    except UsageError as exc:
+        return f"estimate: none; {exc}"
+    start = START_S if start_s is None else start_s
+    est = decision_estimate(cfg, q, first, rates, policy, start)
+    return estimate_line(est, "--start-s" if start_s is not None else "")
 
 
 def _live(

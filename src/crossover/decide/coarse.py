@@ -56,6 +56,21 @@ def target_order(q: Question, prior: Prior | None) -> list[str]:
     return sorted(names, key=lambda t: (-score(t), names.index(t)))
 
 
+def first_pass_levels(q: Question, prior: Prior | None, step: float) -> dict[str, list[int]]:
+    """Each target's first-pass levels, in the first pass's order (the reference first),
+    as ``decide --check`` prints them: the coarse levels (every level of a ``lead``
+    question), a target's own where another target is measured there too."""
+    order = target_order(q, prior)
+    coarse = (
+        list(q.grid) if q.kind == "lead" else coarse_levels(q.grid, step, prior_crossings(q, prior))
+    )
+    # a level no other target is measured at enters no comparison
+    return {
+        t: [c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)]
+        for t in order
+    }
+
+
 def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
     """Levels where the prior predicts two targets cross on the first metric (the upper
     level of each predicted sign change): where to look first."""

@@ -338,9 +338,14 @@ def replay(
         rec.close()
 
 
-def load_prior(path: Path) -> Prior:
+#: the forecast's columns a prior reads, and how they are said
+PRIOR_COLUMNS = {"total_tok_s": "total tokens/s", "output_tok_s": "output tokens/s"}
+
+
+def load_prior(path: Path, column: str = "total_tok_s") -> Prior:
     """The advisor's forecast (``crossover.advise.forecast --json``) as a prior: each
-    target's predicted total tokens/s per concurrency level."""
+    target's predicted total tokens/s per concurrency level (``column``: or its output
+    tokens/s, ``output_tok_s``)."""
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -350,10 +355,10 @@ def load_prior(path: Path) -> Prior:
     out: dict[str, dict[int, float]] = {}
     for row in data["rows"]:
         try:
-            t, c, v = str(row["target"]), int(row["concurrency"]), float(row["total_tok_s"])
+            t, c, v = str(row["target"]), int(row["concurrency"]), float(row[column])
         except (KeyError, TypeError, ValueError):
             continue
         out.setdefault(t, {})[c] = v
     if not out:
-        raise UsageError(f"{path}: the forecast predicts no target's total tokens/s")
+        raise UsageError(f"{path}: the forecast predicts no target's {PRIOR_COLUMNS[column]}")
     return out

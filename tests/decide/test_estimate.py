@@ -1,0 +1,128 @@
+"""``decide --check``'s GPU-time estimate: the grid's and the first pass's measuring seconds
+from a hand-made forecast's output tokens/s, plus engine starts, the arithmetic checked
+exactly (rates and token counts chosen so every quotient is exact in binary)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossover.decide.estimate import (
+    PassEstimate,
+    SessionEstimate,
+    estimate_line,
+    estimate_session,
+    run_seconds,
+)
+from crossover.sweep.config import SweepConfig
+
+#: output tokens/s per target and level
+RATES = {"a": {1: 100.0, 4: 200.0, 16: 400.0}, "b": {1: 50.0, 4: 100.0}}
+GRID = {"a": [1, 4, 16], "b": [1, 4]}
+FIRST = {"a": [1, 16], "b": [1]}  # a: the reference
+
+
+def _config(**over: Any) -> SweepConfig:
+    data: dict[str, Any] = {
+        "concurrency": [1, 4, 16],
+        "output_tokens": 100,
+        "requests_per_concurrency": 2,
+        "min_requests_per_level": 4,
+        "warmup_requests": "level",
+        "warmup_output_tokens": 25,
+        "repeats": 2,
+        "targets": [
+            {"name": "a", "launch": {"engine": "vllm", "model": "m"}},
+            {"name": "b", "concurrency": [1, 4], "launch": {"engine": "vllm", "model": "m"}},
+        ],
+    }
+    data.update(over)
+    return SweepConfig.model_validate(data)
+
+
+def test_a_run_is_its_requests_and_its_warm_up_over_the_predicted_rate() -> None:
+    cfg = _config()
+    # c=1: max(4, 2 x 1) = 4 requests x 100 tokens / 100 tok/s; warm-up 1 x 25 / 100
+    assert run_seconds(cfg, RATES, "a", 1, warm_up=True) == 4.0 + 0.25
+    # c=16: 32 requests x 100 / 400; warm-up one wave, 16 x 25 / 400
+    assert run_seconds(cfg, RATES, "a", 16, warm_up=True) == 8.0 + 1.0
+    assert run_seconds(cfg, RATES, "a", 16, warm_up=False) == 8.0
+    assert run_seconds(cfg, RATES, "b", 16, warm_up=True) is None  # not predicted
+
+
+def test_the_grid_and_the_first_pass() -> None:
+    est = estimate_session(_config(), GRID, FIRST, RATES, start_s=100.0, reference_repeats=2)
+    # a: 4.25 + 4.5 + 9 a repeat; b: 8.5 + 9; two repeats each
+    assert est.grid == PassEstimate(measuring_s=70.5, runs=10, starts=2, start_s=100.0)
+    assert est.grid.gpu_s == 270.5
+    # the reference's repeats while its engine is up, b's levels once
+    assert est.first_pass == PassEstimate(measuring_s=35.0, runs=5, starts=2, start_s=100.0)
+    assert est.missing == ()
+
+
+def test_under_a_budget_the_reference_repeats_only_its_cheap_levels() -> None:
+    est = estimate_session(
+        _config(), GRID, FIRST, RATES, start_s=10.0, reference_repeats=2, repeat_below_s=5.0
+    )
+    # a at 1 (4.25 s) twice, at 16 (9 s) once; b at 1
+    assert est.first_pass == PassEstimate(measuring_s=26.0, runs=4, starts=2, start_s=10.0)
+
+
+def test_warmed_once_per_start_and_a_url_target_starts_nothing() -> None:
+    targets = [
+        {"name": "a", "launch": {"engine": "vllm", "model": "m"}},
+        {"name": "b", "concurrency": [1, 4], "url": "http://h:1", "model": "m"},
+    ]
+    cfg = _config(warmup_requests=2, warmup_every_level=False, targets=targets)
+    est = estimate_session(cfg, GRID, FIRST, RATES, start_s=100.0)
+    # a: 4 + 2 x 25 / 100 warmed, then 4, 4, 4, 8, 8; b: 8 + 2 x 25 / 50, then 8, 8, 8
+    assert est.grid == PassEstimate(measuring_s=32.5 + 33.0, runs=10, starts=1, start_s=100.0)
+
+
+def test_a_level_held_for_a_duration_is_that_long() -> None:
+    cfg = _config(requests_per_concurrency=None, duration_s_per_level=30.0)
+    assert run_seconds(cfg, RATES, "a", 4, warm_up=True) == 30.0 + 0.5
+
+
+def test_a_level_the_prior_does_not_predict_is_named_not_guessed() -> None:
+    rates = {"a": RATES["a"], "b": {1: 50.0}}
+    est = estimate_session(_config(), GRID, FIRST, rates, start_s=100.0)
+    assert est.grid is None and est.missing == (("b", 4),)
+    assert est.first_pass is not None  # b at 4 is not in it
+    assert estimate_line(est) == "estimate: none; the prior predicts no output tokens/s for b at 4"
+
+
+def test_the_line() -> None:
+    est = SessionEstimate(
+        grid=PassEstimate(1234.0, 54, 3, 105.0),
+        first_pass=PassEstimate(310.0, 23, 3, 105.0),
+        start_s=105.0,
+        missing=(),
+    )
+    assert estimate_line(est) == (
+        "estimate (from the prior's throughput, starts 105 s each): grid 1,234 s measuring "
+        "+ 3 starts = 25.8 GPU-min; first pass 310 s + 3 starts = 10.4 GPU-min (the rest "
+        "depends on what it measures)"
+    )
+    assert "starts 105 s each, --start-s)" in estimate_line(est, "--start-s")
+    assert estimate_line(None) == (
+        "estimate: no estimate without --prior (the forecast's output tokens/s per level)"
+    )
+
+
+def test_a_decisions_plan_and_its_reference_repeats() -> None:
+    """The decision of a YAML: its grid every target's own levels, its first pass the
+    check's levels; without reference repeats the reference measures each level once."""
+    from crossover.decide.coarse import first_pass_levels
+    from crossover.decide.estimate import decision_estimate
+    from crossover.decide.live import question_for
+    from crossover.decide.state import PolicyConfig
+
+    cfg = _config()
+    q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+    first = first_pass_levels(q, None, PolicyConfig().coarse_step)
+    assert first == {"a": [1, 4], "b": [1, 4]}  # 16: a's alone
+    est = decision_estimate(cfg, q, first, RATES, PolicyConfig(), 100.0)
+    assert est.grid == PassEstimate(70.5, 10, 2, 100.0)
+    assert est.first_pass == PassEstimate(2 * (4.25 + 4.5) + 8.5 + 9.0, 6, 2, 100.0)
+    once = decision_estimate(cfg, q, first, RATES, PolicyConfig(reference_repeats=False), 100.0)
+    assert once.first_pass == PassEstimate(4.25 + 4.5 + 8.5 + 9.0, 4, 2, 100.0)
