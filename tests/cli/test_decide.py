@@ -94,3 +94,26 @@ def test_check_estimates_the_session_from_the_prior(capsys: Any) -> None:
     assert (
         capsys.readouterr().out.splitlines()[-1].startswith("estimate: no estimate without --prior")
     )
+
+
+def test_check_under_a_budget_plans_without_the_grid_s_top_level(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Under ``--budget`` the policy leaves the grid's top level out of the first pass
+    (the dearest; what it would settle is said when it is not measured): ``--check``
+    prints that plan, not the unbudgeted one."""
+    config = tmp_path / "d.yaml"
+    config.write_text(
+        "concurrency: [1, 2, 4, 8, 16, 32, 64, 128]\noutput_tokens: 16\ninput_tokens: 8\n"
+        "targets:\n"
+        "  - {name: a, url: 'http://127.0.0.1:9', model: m}\n"
+        "  - {name: b, url: 'http://127.0.0.1:9', model: m}\n"
+    )
+    argv = ["decide", "--config", str(config), "--check", "--remote"]
+
+    def plan(*extra: str) -> list[str]:
+        assert main([*argv, *extra]) == 0
+        return [ln.strip() for ln in capsys.readouterr().out.splitlines() if ln.startswith("  a:")]
+
+    assert plan() == ["a: 1,4,16,64,128"]
+    assert plan("--budget", "0.33") == ["a: 1,4,16,64"]

@@ -437,7 +437,7 @@ def _check(
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
     report_check(check_config(cfg, local=not remote, only=None), str(config))
-    first = first_pass_levels(q, prior, policy.coarse_step)
+    first = first_pass_levels(q, prior, policy.coarse_step, keep_last=policy.budget is None)
     order = list(first)
     grid_runs = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
     how = "target by target (one engine start each)" if q.group_targets else "level by level"

@@ -56,14 +56,23 @@ def target_order(q: Question, prior: Prior | None) -> list[str]:
     return sorted(names, key=lambda t: (-score(t), names.index(t)))
 
 
-def first_pass_levels(q: Question, prior: Prior | None, step: float) -> dict[str, list[int]]:
+def pass_levels(q: Question, prior: Prior | None, step: float, keep_last: bool = True) -> list[int]:
+    """The first pass's levels over the grid: every level of a ``lead`` question, else the
+    coarse levels with the prior's predicted crossings (``keep_last``: the grid's top
+    level too; the policy leaves it out under a time budget)."""
+    if q.kind == "lead":
+        return list(q.grid)
+    return coarse_levels(q.grid, step, prior_crossings(q, prior), keep_last=keep_last)
+
+
+def first_pass_levels(
+    q: Question, prior: Prior | None, step: float, keep_last: bool = True
+) -> dict[str, list[int]]:
     """Each target's first-pass levels, in the first pass's order (the reference first),
-    as ``decide --check`` prints them: the coarse levels (every level of a ``lead``
-    question), a target's own where another target is measured there too."""
+    as ``decide --check`` prints them: :func:`pass_levels`, a target's own where another
+    target is measured there too."""
     order = target_order(q, prior)
-    coarse = (
-        list(q.grid) if q.kind == "lead" else coarse_levels(q.grid, step, prior_crossings(q, prior))
-    )
+    coarse = pass_levels(q, prior, step, keep_last)
     # a level no other target is measured at enters no comparison
     return {
         t: [c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)]

@@ -65,13 +65,7 @@ from crossover.decide.budget import (
     spent_seconds,
 )
 from crossover.decide.capacity import capacity_step
-from crossover.decide.coarse import (
-    coarse_levels,
-    first_pass,
-    first_pass_all,
-    prior_crossings,
-    target_order,
-)
+from crossover.decide.coarse import first_pass, first_pass_all, pass_levels, target_order
 from crossover.decide.model import Decision, Deferred, Measure, Observation, Question, Step
 from crossover.decide.refine import refinement_wanted, repeats_wanted, single_run_leads
 from crossover.decide.skip import check_skips, find_skips
@@ -90,11 +84,7 @@ def next_step(
     order = target_order(q, prior)
     # under a time budget the grid's last level is not added to the 4-fold steps: the top
     # level is the dearest, and what it would settle is said when it is not measured
-    coarse = coarse_levels(
-        q.grid, cfg.coarse_step, prior_crossings(q, prior), keep_last=cfg.budget is None
-    )
-    if q.kind == "lead":
-        coarse = list(q.grid)
+    coarse = pass_levels(q, prior, cfg.coarse_step, keep_last=cfg.budget is None)
     if q.kind == "capacity":
         return capacity_step(s, order, coarse)
     deferred: list[Deferred] = []
