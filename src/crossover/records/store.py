@@ -101,17 +101,22 @@ def check_writable(folder: Path) -> None:
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def _head(path: Path) -> bytes:
+    """The file's first bytes, as many as SQLite's header; one line if it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
 def require_database(path: Path) -> None:
     """Fail with one line unless ``path`` is an SQLite file: a ``Store`` opened on an
     empty or any other file would write its tables into it (``summarize`` turned an
     empty file it was only to read into a results database)."""
     if not path.is_file():
         raise UsageError(f"{path}: no such database")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    head = _head(path)
     if head != SQLITE_MAGIC:
         what = "an empty file" if not head else "not an SQLite file"
         raise UsageError(f"{path}: not a crossover results database ({what})")
@@ -126,11 +131,7 @@ def check_database_file(path: Path) -> None:
         raise UsageError(f"{path}: a folder, not a results database file")
     if not path.exists():
         return
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    head = _head(path)
     if head and head != SQLITE_MAGIC:
         raise UsageError(f"{path}: not a crossover results database (not an SQLite file)")
 
