@@ -32,6 +32,17 @@ def _garbage(path: Path) -> Path:
     return path
 
 
+def _refused(
+    rc: int, db: Path, out: Path, left: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 with one line naming ``db``, the file as it was, and ``out`` holding only
+    ``left`` (no engine logs, no other results)."""
+    assert rc == 2
+    assert f"{db}: not a crossover results database" in one_line_error(capsys)
+    assert db.read_bytes() == GARBAGE
+    assert sorted(p.name for p in out.iterdir()) == left
+
+
 def test_sweep_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
     counting_server: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -39,11 +50,8 @@ def test_sweep_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
     out = tmp_path / "res"
     db = _garbage(out / "sweep.db")
     rc = main(["sweep", "--config", str(_yaml(tmp_path, url)), "--out", str(out)])
-    assert rc == 2
-    assert f"{db}: not a crossover results database" in one_line_error(capsys)
     assert hits == []
-    assert db.read_bytes() == GARBAGE
-    assert [p.name for p in out.iterdir()] == ["sweep.db"]
+    _refused(rc, db, out, ["sweep.db"], capsys)
 
 
 def test_sweep_refuses_it_before_an_engine_starts(
@@ -67,10 +75,8 @@ def test_sweep_refuses_it_before_an_engine_starts(
     )
     out = tmp_path / "res"
     db = _garbage(out / "sweep.db")
-    assert main(["sweep", "--config", str(config), "--out", str(out)]) == 2
-    assert f"{db}: not a crossover results database" in one_line_error(capsys)
-    assert db.read_bytes() == GARBAGE
-    assert [p.name for p in out.iterdir()] == ["sweep.db"]  # no engines/ logs
+    rc = main(["sweep", "--config", str(config), "--out", str(out)])
+    _refused(rc, db, out, ["sweep.db"], capsys)  # no engines/ logs
 
 
 def test_capacity_refuses_a_capacity_db_that_is_not_sqlite_before_any_request(
@@ -81,11 +87,8 @@ def test_capacity_refuses_a_capacity_db_that_is_not_sqlite_before_any_request(
     db = _garbage(out / "capacity.db")
     rc = main(["capacity", "--url", url, "--model", "m", "--output-tokens", "4",
                "--slo", "ttft_ms.p99=100", "--out", str(out)])  # fmt: skip
-    assert rc == 2
-    assert f"{db}: not a crossover results database" in one_line_error(capsys)
     assert hits == []
-    assert db.read_bytes() == GARBAGE
-    assert [p.name for p in out.iterdir()] == ["capacity.db"]
+    _refused(rc, db, out, ["capacity.db"], capsys)
 
 
 def test_capacity_config_checks_every_target_s_database_before_the_first_search(
@@ -98,11 +101,8 @@ def test_capacity_config_checks_every_target_s_database_before_the_first_search(
     db = _garbage(out / "B" / "capacity.db")
     rc = main(["capacity", "--config", str(_yaml(tmp_path, url)), "--slo", "ttft_ms.p99=100",
                "--out", str(out)])  # fmt: skip
-    assert rc == 2
-    assert f"{db}: not a crossover results database" in one_line_error(capsys)
     assert hits == []
-    assert db.read_bytes() == GARBAGE
-    assert [p.name for p in out.iterdir()] == ["B"]
+    _refused(rc, db, out, ["B"], capsys)
 
 
 def test_decide_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
@@ -112,11 +112,8 @@ def test_decide_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
     out = tmp_path / "res"
     db = _garbage(out / "sweep.db")
     rc = main(["decide", "--config", str(_yaml(tmp_path, url)), "--out", str(out)])
-    assert rc == 2
-    assert f"{db}: not a crossover results database" in one_line_error(capsys)
     assert hits == []
-    assert db.read_bytes() == GARBAGE
-    assert [p.name for p in out.iterdir()] == ["sweep.db"]
+    _refused(rc, db, out, ["sweep.db"], capsys)
 
 
 @pytest.mark.parametrize("what", ["garbage", "empty", "folder"])
