@@ -191,6 +191,11 @@ def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
     return None
 
 
+#: under a time budget the reference repeats a level up front only where a run costs less
+#: than this share of an engine start (``decide --check``'s estimate applies it too)
+REPEAT_BELOW_START = 0.5
+
+
 def _repeat_up_front(s: State, t: str, c: int) -> bool:
     """Whether the reference's repeat at ``c`` is taken while its engine is up, before
     any later target shows the sign there uncertain: always (``reference_repeats``), but
@@ -200,7 +205,7 @@ def _repeat_up_front(s: State, t: str, c: int) -> bool:
         return False
     if s.cfg.budget is None:
         return True
-    return level_seconds(s, t, c) < 0.5 * s.cfg.start_cost(t)
+    return level_seconds(s, t, c) < REPEAT_BELOW_START * s.cfg.start_cost(t)
 
 
 def first_pass_all(s: State, order: list[str], coarse: list[int]) -> list[Measure]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from crossover.decide.coarse import REPEAT_BELOW_START
 from crossover.decide.model import Question
 from crossover.decide.state import PolicyConfig
 from crossover.sweep.config import SweepConfig
@@ -159,7 +160,7 @@ def decision_estimate(
         reference_repeats=q.repeats if up_front else 1,
         # under a time budget the reference repeats a level up front only where it costs
         # less than half a start (``coarse._repeat_up_front``)
-        repeat_below_s=0.5 * start_s if policy.budget is not None else None,
+        repeat_below_s=REPEAT_BELOW_START * start_s if policy.budget is not None else None,
     )
 
 
