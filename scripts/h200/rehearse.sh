@@ -6,6 +6,7 @@
 # $OUT) is exercised for real. Usage, from the repository root with the venv built:
 #   bash scripts/h200/rehearse.sh            # CMD=decide
 #   CMD=sweep bash scripts/h200/rehearse.sh
+#   DETACH=1 bash scripts/h200/rehearse.sh   # three calls: a snapshot, attached, ended
 # Each rehearsal starts afresh: it removes its own folders first (its config in
 # /tmp/xo-rehearse, its sweep in /tmp/xo/rehearse, its parts in /tmp/xo-out), never /tmp/xo
 # as a whole (on the device machine /tmp/xo holds the staging), so it never resumes an
@@ -48,6 +49,24 @@ cfg = {"name": "rehearse", "concurrency": [1, 4, 16], "output_tokens": 32, "repe
        "targets": targets}
 (d / "cfg.yaml").write_text(yaml.safe_dump(cfg))
 PY
-OUT=/tmp/xo-out RESULTS= CMD=${CMD:-decide} NEED_VLLM=0 NEED_LLAMA=0 END=${END:-150} \
-  PATH="$(dirname "$PY"):$PATH" bash scripts/h200/job-sweep.sh $R/cfg.yaml $NAME
+job() {  # job-sweep.sh as a device call runs it, ending END seconds in
+  XO_W=$W OUT=/tmp/xo-out RESULTS= CMD=${CMD:-decide} NEED_VLLM=0 NEED_LLAMA=0 END=$1 \
+    PATH="$(dirname "$PY"):$PATH" bash scripts/h200/job-sweep.sh $R/cfg.yaml $NAME
+}
+runs_in_part() {  # the runs in the database the call brought back
+  rm -rf $R/back && mkdir -p $R/back && cat /tmp/xo-out/$NAME.tgz.part-* | tar xzf - -C $R/back
+  "$PY" -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from runs').fetchone()[0])" $R/back/$NAME/sweep.db
+}
+if [ "${DETACH:-0}" = 1 ]; then
+  # DETACH=1: the first call ends while the run goes on (its snapshot comes back), the
+  # second attaches to it and waits for its end, the third finds it ended
+  export DETACH
+  job ${FIRST_END:-10}
+  echo "rehearsal: first call's snapshot holds $(runs_in_part) runs"
+  job ${END:-150}
+  echo "rehearsal: second call's snapshot holds $(runs_in_part) runs"
+  job 5
+else
+  job ${END:-150}
+fi
 ls /tmp/xo-out/$NAME.tgz.part-* > /dev/null && echo "rehearsal: packed into /tmp/xo-out"

@@ -68,3 +68,48 @@ def test_a_second_rehearsal_starts_afresh_and_keeps_the_staging(tmp_path: Path) 
     assert sorted(p.name for p in (base / "xo-out").iterdir()) == ["rehearse.tgz.part-aa"]
     assert (work / "cache" / "staged").read_text() == "a checkpoint"
     assert (work / "background.log").is_file()
+
+
+def test_a_detached_run_outlives_its_call_and_each_call_brings_back_a_snapshot(
+    tmp_path: Path,
+) -> None:
+    """``DETACH=1``: the real job-sweep.sh on two calibration engines. The first call ends
+    while the decision goes on and brings back a database with fewer runs than the end's;
+    the second attaches to the same run (never a second one) and packs its end; the third
+    finds it ended and packs it again. The parts hold no .pid or .rc (a carried pack
+    resumes)."""
+    import io
+    import sqlite3
+    import tarfile
+
+    text = SCRIPT.read_text(encoding="utf-8")
+    script = tmp_path / "rehearse.sh"
+    script.write_text(text.replace("/tmp/xo", str(tmp_path / "xo")))
+    done = subprocess.run(
+        ["bash", str(script)],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PY": sys.executable, "DETACH": "1", "FIRST_END": "8"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "still running (its snapshot follows; the next call attaches)" in out
+    assert "attached to rehearse's run (pid" in out
+    assert "rehearse ended before (rc 0): packing it" in out
+    assert out.count(", detached: ") == 1  # one run, whatever the calls
+    first = int(out.split("first call's snapshot holds ")[1].split()[0])
+    second = int(out.split("second call's snapshot holds ")[1].split()[0])
+    assert 0 < first < second
+
+    parts = sorted((tmp_path / "xo-out").glob("rehearse.tgz.part-*"))
+    data = b"".join(p.read_bytes() for p in parts)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = tar.getnames()
+        tar.extractall(tmp_path / "back", filter="data")
+    assert "rehearse/decision.json" in names
+    assert not [n for n in names if n.endswith(("/.pid", "/.rc"))]
+    db = sqlite3.connect(tmp_path / "back" / "rehearse" / "sweep.db")
+    assert db.execute("select count(*) from runs").fetchone()[0] == second
