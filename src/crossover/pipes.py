@@ -73,12 +73,12 @@ def flush_stdout(code: int) -> int:
 def run_tool(main: Callable[[], int]) -> NoReturn:
     """Exit with ``main()``'s status: ``if __name__ == "__main__": run_tool(main)`` in a
     ``python -m crossover.*`` tool, so ``... | head`` ends it quietly with 141, not a
-    BrokenPipeError's traceback."""
+    BrokenPipeError's traceback (or, in a typer tool, typer's silent exit 1)."""
     watch = watch_stdout()
     try:
         try:
             code = main()
-        except BrokenPipeError as exc:
+        except (SystemExit, BrokenPipeError) as exc:
             if not stdout_closed(exc, watch):
                 raise
             code = quiet_stdout_closed()
