@@ -42,6 +42,13 @@ def test_a_tool_whose_reader_has_gone_stops_quietly(module: str) -> None:
     assert _reader_gone(module) == (141, "")
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--port", "0"]], ids=["help", "listening"])
+def test_the_calibration_server_whose_reader_has_gone_stops_quietly(args: list[str]) -> None:
+    """Its help, and its "listening on" line once it serves: typer turned the broken pipe
+    into a silent exit 1."""
+    assert _reader_gone("crossover.calibration", *args) == (141, "")
+
+
 def test_an_error_keeps_its_status_and_its_line() -> None:
     rc, err = _reader_gone("crossover.advise.forecast")
     assert rc == 2

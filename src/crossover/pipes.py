@@ -29,13 +29,22 @@ def watch_stdout() -> int | None:
     return os.dup(fd) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
 
 
+def broken_pipe(exc: BaseException) -> OSError | None:
+    """The broken pipe behind ``exc``: ``exc`` itself, or the one typer's or rich's
+    ``SystemExit(1)`` was raised on (typer makes one of any EPIPE, a socket's included);
+    None where there is none (another status is the command's own: it stays)."""
+    if isinstance(exc, SystemExit) and exc.code != 1:
+        return None
+    cause = exc if isinstance(exc, OSError) else exc.__context__
+    return cause if isinstance(cause, OSError) and cause.errno == errno.EPIPE else None
+
+
 def stdout_closed(exc: BaseException, watch: int | None) -> bool:
     """Whether ``exc`` is a broken pipe (or typer's or rich's ``SystemExit(1)`` raised on
     one) and it is standard output's reader that has gone, not a socket's or stderr's."""
     import select
 
-    cause = exc if isinstance(exc, OSError) else exc.__context__
-    if not (isinstance(cause, OSError) and cause.errno == errno.EPIPE):
+    if broken_pipe(exc) is None:
         return False
     if watch is None or not hasattr(select, "poll"):
         return False
@@ -73,12 +82,12 @@ def flush_stdout(code: int) -> int:
 def run_tool(main: Callable[[], int]) -> NoReturn:
     """Exit with ``main()``'s status: ``if __name__ == "__main__": run_tool(main)`` in a
     ``python -m crossover.*`` tool, so ``... | head`` ends it quietly with 141, not a
-    BrokenPipeError's traceback."""
+    BrokenPipeError's traceback (or, in a typer tool, typer's silent exit 1)."""
     watch = watch_stdout()
     try:
         try:
             code = main()
-        except BrokenPipeError as exc:
+        except (SystemExit, BrokenPipeError) as exc:
             if not stdout_closed(exc, watch):
                 raise
             code = quiet_stdout_closed()

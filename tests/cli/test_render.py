@@ -32,3 +32,14 @@ def test_a_closed_loop_keeps_its_achieved_concurrency() -> None:
     s = RunSummary.model_validate(summary(total=1000.0, ttft_ms=20.0, itl_ms=5.0))
     s.load.mode, s.load.concurrency, s.load.achieved_concurrency = "concurrency", 4, 3.98
     assert _load_line(s).startswith("concurrency 4 (achieved 3.98)")
+
+
+def test_one_turn_reads_as_one_turn() -> None:
+    """The shape stored with a run says ``1 turns`` (kept as stored); the summary says
+    ``1 turn``."""
+    s = RunSummary.model_validate(summary(total=1000.0, ttft_ms=20.0, itl_ms=5.0))
+    s.workload.shape = {"sessions": "1 turns, think 0 s"}
+    console = Console(width=400, record=True)
+    console.print(summary_table(s))
+    line = next(ln for ln in console.export_text().splitlines() if ln.startswith("workload:"))
+    assert line.strip() == "workload: sessions of 1 turn, think 0 s"

@@ -73,3 +73,33 @@ def test_piped_into_head_one_line_and_nothing_else(sweep_db: Path) -> None:
     assert proc.returncode in (0, 141)
     assert proc.stderr.decode() == ""
     assert len(proc.stdout.decode().splitlines()) == 1
+
+
+#: ``crossover gpus`` whose table is read by writing to a socket the other end closed (a
+#: real EPIPE, as a connection to an engine gives), its standard output a live pipe
+_SOCKET_GONE = """
+import socket, sys
+import crossover.advise.hardware as hardware
+from crossover.cli.app import entry
+
+def rows():
+    mine, theirs = socket.socketpair()
+    theirs.close()
+    mine.sendall(b"x" * 100_000)
+
+hardware.known_gpus = rows
+sys.argv = ["crossover", "gpus"]
+entry()
+"""
+
+
+def test_a_broken_pipe_not_stdouts_says_so_in_one_line() -> None:
+    """typer makes a silent exit 1 of any broken pipe: a socket's is named on stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _SOCKET_GONE], capture_output=True, env=_env(), timeout=120,
+        check=False,
+    )  # fmt: skip
+    err = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (1, b"")
+    assert err.startswith("error: connection closed by the other end while crossover was")
+    assert err.rstrip().endswith("[Errno 32] Broken pipe") and err.count("\n") == 1

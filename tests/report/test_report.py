@@ -232,6 +232,11 @@ def test_the_workload_reads_as_a_sentence() -> None:
     assert "arrival rates 2, 4.5 per s; 30 s per level; 1 repeat per level" in text
     assert text.endswith("goodput SLO ttft_ms.p99=500; extra=7")
     assert "=-" not in text and "prompts_file" not in text
+    # stored as "1 turns" (a sweep keeps its shape as stored); it reads "1 turn"
+    one = describe_workload({"sessions": "1 turns, think 0.5 s", "concurrency": [1]})
+    assert (
+        one == "synthetic prompts, each its own length, sessions 1 turn, think 0.5 s; concurrency 1"
+    )
 
 
 def test_pareto_labels_never_cover_each_other() -> None:

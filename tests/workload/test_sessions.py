@@ -8,7 +8,7 @@ from dataclasses import replace
 from crossover.calibration.tokenizer import WordTokenizer
 from crossover.dialects import RequestSpec
 from crossover.engines.registry import dialect as get_dialect
-from crossover.workload.sessions import Sessions, session_prompts
+from crossover.workload.sessions import Sessions, session_prompts, shown
 
 
 def test_a_turn_carries_its_history_as_alternating_roles() -> None:
@@ -47,3 +47,11 @@ def test_a_prompt_keeps_every_field_across_a_process_or_a_resume() -> None:
     # a row a sweep stored before: the later fields are None
     old = prompt_of_row({"id": 3, "text": "a b", "tokens": 2})
     assert (old.output_tokens, old.messages) == (None, None)
+
+
+def test_a_stored_spec_reads_with_its_count() -> None:
+    """``spec()`` is stored as it is (``1 turns`` included); ``shown`` is how it reads."""
+    assert Sessions(turns=1, think_s=0.5).spec() == "1 turns, think 0.5 s"
+    assert shown(Sessions(turns=1, think_s=0.5).spec()) == "1 turn, think 0.5 s"
+    assert shown(Sessions(turns=3).spec()) == "3 turns, think 0 s"
+    assert shown('{"think_s": 0, "turns": 1}') == '{"think_s": 0, "turns": 1}'

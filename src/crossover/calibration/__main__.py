@@ -35,4 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # its --help and its "listening on" line go to standard output: `| head` ends it
+    # quietly with 141, as the other tools, not with typer's silent exit 1
+    from crossover.pipes import run_tool
+
+    run_tool(main)

@@ -17,7 +17,13 @@ import typer
 
 from crossover.cli.helpfmt import install as _plain_help_types
 from crossover.errors import CrossoverError, EngineError
-from crossover.pipes import flush_stdout, quiet_stdout_closed, stdout_closed, watch_stdout
+from crossover.pipes import (
+    broken_pipe,
+    flush_stdout,
+    quiet_stdout_closed,
+    stdout_closed,
+    watch_stdout,
+)
 
 _plain_help_types()
 
@@ -152,7 +158,15 @@ def _main(argv: list[str] | None, watch: int | None) -> int:
         # typer and rich turn a broken pipe met while a command ran into a silent exit 1
         if stdout_closed(exc, watch):
             return quiet_stdout_closed()
-        raise
+        pipe = broken_pipe(exc)
+        if pipe is None:
+            raise
+        # typer's exit 1 takes any EPIPE, a socket's too: say which end went away
+        return _fail(
+            "connection closed by the other end while crossover was writing to it (a "
+            f"server's socket or a process's pipe): {pipe}",
+            1,
+        )
     except Exception as exc:
         # typer bundles its own copy of click: recognise its errors by their shape
         from typer._click import exceptions as tce

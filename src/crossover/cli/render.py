@@ -10,6 +10,7 @@ from rich.text import Text
 from crossover.measure import Progress
 from crossover.metrics.summary import Load, RunSummary, Stats
 from crossover.words import plural
+from crossover.workload.sessions import shown
 
 VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
 
@@ -171,7 +172,7 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
         if "trace" in shape:
             parts.append(f"trace {shape['trace']}")
         if "sessions" in shape:
-            parts.append(f"sessions of {shape['sessions']}")
+            parts.append(f"sessions of {shown(shape['sessions'])}")
         lines.append(Text("workload: " + ", ".join(parts), style="dim"))
     if s.turns:
         per = [

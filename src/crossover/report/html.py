@@ -29,6 +29,7 @@ from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
 from crossover.words import plural
+from crossover.workload.sessions import shown
 
 CHART_TITLES = {
     "throughput": "Throughput vs concurrency (error bars: spread over repeats)",
@@ -93,7 +94,8 @@ def describe_workload(w: dict[str, Any]) -> str:
         ("trace_block_tokens", "tokens per trace block"),
     ):
         if w.get(key) is not None:
-            parts.append(f"{what} {_text(w.pop(key))}")
+            value = _text(w.pop(key))
+            parts.append(f"{what} {shown(value) if key == 'sessions' else value}")
         w.pop(key, None)
     endpoint = w.pop("endpoint", None)
     if endpoint:

@@ -16,9 +16,11 @@ shows in ``queue_ms``). The summary splits TTFT by turn (``RunSummary.turns``).
 from __future__ import annotations
 
 import random
+import re
 
 from pydantic import BaseModel, Field
 
+from crossover.words import plural
 from crossover.workload.prompts import Prompt, fit_to_tokens, random_words
 from crossover.workload.shape import LengthDist
 from crossover.workload.tokenizers import Tokenizer
@@ -33,6 +35,7 @@ class Sessions(BaseModel):
     think_s: float = Field(0.0, ge=0.0, le=3600.0)
 
     def spec(self) -> str:
+        # stored with each run as it is ("1 turns" too): shown() is how it reads
         return f"{self.turns} turns, think {self.think_s:g} s"
 
     def turn_of(self, index: int) -> int:
@@ -40,6 +43,14 @@ class Sessions(BaseModel):
 
     def session_of(self, index: int) -> int:
         return index // self.turns
+
+
+def shown(spec: str) -> str:
+    """A stored ``Sessions.spec()`` as it reads: ``1 turn, think 0 s`` for the ``1 turns``
+    stored (runs already stored keep that form, so it is not changed there); text of
+    another form as it is."""
+    match = re.fullmatch(r"(\d+) turns(, think .*)", spec)
+    return spec if match is None else plural(int(match[1]), "turn") + match[2]
 
 
 def _text(seed: int, what: str, session: int, turn: int, n: int, tok: Tokenizer | None) -> str:
