@@ -114,7 +114,8 @@ def decide(
         ),
     ] = None,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the decision as JSON here")
+        Path | None,
+        typer.Option("--json", help="Write the decision as JSON here (with --check: the plan)"),
     ] = None,
     reference_repeats: Annotated[
         bool,
@@ -251,7 +252,7 @@ def decide(
             raise UsageError("--check measures nothing: it takes no --out")
         _check(
             config, kind, metrics, levels_at, the_slo, the_prior, policy, remote,
-            prior, start_s,
+            prior, start_s, json_out,
         )  # fmt: skip
         return
     if out is None:
@@ -275,7 +276,7 @@ def _fail_on_invalid(sweep: SweepFile) -> None:
         )
 
 
-def _write_json(path: Path | None, data: dict[str, Any]) -> None:
+def _write_json(path: Path | None, data: dict[str, Any], what: str = "decision") -> None:
     if path is None:
         return
     import orjson
@@ -283,7 +284,7 @@ def _write_json(path: Path | None, data: dict[str, Any]) -> None:
     from crossover.cli.common import write_output
 
     write_output(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", "--json")
-    typer.echo(f"decision: {path}")
+    typer.echo(f"{what}: {path}")
 
 
 def _replay(
@@ -355,12 +356,14 @@ def _check(
     remote: bool,
     prior_path: Path | None,
     start_s: float | None,
+    json_out: Path | None,
 ) -> None:
     """``--check``: the YAML checked as ``sweep --check`` does, the decision's plan, and
-    its GPU time estimated from the prior (``crossover.decide.plan``)."""
+    its GPU time estimated from the prior (``crossover.decide.plan``); with ``--json``,
+    the plan as JSON too."""
     from crossover.cli.sweep import report_check
     from crossover.decide.live import question_for
-    from crossover.decide.plan import decision_plan, plan_lines
+    from crossover.decide.plan import decision_plan, plan_json, plan_lines
     from crossover.sweep.check import check_config
     from crossover.sweep.config import load_sweep_config
 
@@ -370,6 +373,7 @@ def _check(
     plan = decision_plan(cfg, q, prior, policy, prior_path, start_s)
     for line in plan_lines(plan):
         typer.echo(line)
+    _write_json(json_out, plan_json(plan, str(config)), "plan")
 
 
 def _live(

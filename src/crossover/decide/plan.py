@@ -3,23 +3,28 @@ grid's size, each target's first-pass levels in the order measured (the referenc
 and, from the advisor's forecast, the session's GPU time (:mod:`crossover.decide.estimate`).
 
 The plan is data (:class:`Plan`); :func:`plan_lines` says it as ``decide --check`` prints
-it. The CLI only echoes them.
+it and :func:`plan_json` is its ``--json`` (``"schema": "crossover.decision-plan/1"``). The
+CLI only echoes and writes them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crossover.decide.coarse import first_pass_levels
-from crossover.decide.estimate import SessionEstimate, decision_estimate
+from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
 from crossover.decide.estimate import estimate_line as _estimate_line
 from crossover.decide.model import Question
 from crossover.decide.replay import load_prior
 from crossover.decide.starts import START_S
 from crossover.decide.state import PolicyConfig, Prior
+from crossover.decide.text import question_json
 from crossover.errors import UsageError
 from crossover.sweep.config import SweepConfig
+
+SCHEMA = "crossover.decision-plan/1"
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,46 @@ def plan_lines(p: Plan) -> list[str]:
         "  then repeats where a sign is uncertain and levels where a crossover is wide",
         estimate_text(p),
     ]
+
+
+def _pass_json(e: PassEstimate | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "measuring_s": e.measuring_s,
+        "runs": e.runs,
+        "starts": e.starts,
+        "gpu_s": e.gpu_s,
+        "gpu_minutes": e.gpu_s / 60,
+    }
+
+
+def _estimate_json(p: Plan) -> dict[str, Any] | None:
+    if not p.prior_file:
+        return None
+    e = p.estimate
+    return {
+        "start_s": p.start_s,
+        "start_s_source": "--start-s" if p.start_s_given else "default",
+        "grid": _pass_json(e.grid) if e else None,
+        "first_pass": _pass_json(e.first_pass) if e else None,
+        "missing": [{"target": t, "level": c} for t, c in e.missing] if e else [],
+        "text": estimate_text(p),
+    }
+
+
+def plan_json(p: Plan, config: str) -> dict[str, Any]:
+    """The plan as a JSON object (``decide --check --json``; ``config``: the YAML's path)."""
+    q = p.question
+    order = list(p.first_pass)
+    return {
+        "schema": SCHEMA,
+        "config": config,
+        "question": question_json(q),
+        "grid_levels": p.grid_levels,
+        "order": "target" if q.group_targets else "level",
+        "reference": order[0] if order else None,
+        "reference_from": "prior" if p.reference_from_prior else "config",
+        "first_pass": {t: list(levels) for t, levels in p.first_pass.items()},
+        "estimate": _estimate_json(p),
+    }
