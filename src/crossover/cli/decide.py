@@ -9,19 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover.errors import UsageError
-from crossover.words import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from crossover.analysis.schema import SweepFile
     from crossover.cli.sweep import KeptRuns
-    from crossover.decide.model import Question, QuestionKind
+    from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.measure import Progress
     from crossover.metrics.summary import RunSummary
     from crossover.spec.slo import SloTerm
-    from crossover.sweep.config import Level, SweepConfig
+    from crossover.sweep.config import Level
     from crossover.sweep.driver import SweepEvents
 
 
@@ -115,7 +114,8 @@ def decide(
         ),
     ] = None,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the decision as JSON here")
+        Path | None,
+        typer.Option("--json", help="Write the decision as JSON here (with --check: the plan)"),
     ] = None,
     reference_repeats: Annotated[
         bool,
@@ -252,7 +252,7 @@ def decide(
             raise UsageError("--check measures nothing: it takes no --out")
         _check(
             config, kind, metrics, levels_at, the_slo, the_prior, policy, remote,
-            prior, start_s,
+            prior, start_s, json_out,
         )  # fmt: skip
         return
     if out is None:
@@ -276,7 +276,7 @@ def _fail_on_invalid(sweep: SweepFile) -> None:
         )
 
 
-def _write_json(path: Path | None, data: dict[str, Any]) -> None:
+def _write_json(path: Path | None, data: dict[str, Any], what: str = "decision") -> None:
     if path is None:
         return
     import orjson
@@ -284,7 +284,7 @@ def _write_json(path: Path | None, data: dict[str, Any]) -> None:
     from crossover.cli.common import write_output
 
     write_output(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", "--json")
-    typer.echo(f"decision: {path}")
+    typer.echo(f"{what}: {path}")
 
 
 def _replay(
@@ -301,84 +301,15 @@ def _replay(
     engine_logs: Path | None,
 ) -> None:
     from crossover.decide.replay import replay
-    from crossover.decide.starts import START_S
-    from crossover.decide.text import decision_json, decision_lines
+    from crossover.decide.timing import replay_json, replay_lines
 
     r = replay(
         db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy,
         prior=prior, start_s=start_s, engine_logs=engine_logs,
     )  # fmt: skip
-    costs = r.start_costs
-    for line in decision_lines(r.decision):
+    for line in replay_lines(r, db, start_s):
         typer.echo(line)
-    typer.echo("measured (replayed from the records' stamps), per target:")
-    for t, s in r.seconds.items():
-        levels = ",".join(map(str, r.levels_measured[t])) or "none"
-        typer.echo(f"  {t}: {s:.0f} s of the grid's {r.grid_seconds[t]:.0f} s (levels {levels})")
-    used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
-    typer.echo(
-        f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
-        f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
-    )
-    gpu = r.gpu_seconds()
-    typer.echo("GPU time per target (measuring + engine starts x each one's cost):")
-    for t, g in gpu.items():
-        n = r.starts_by_target.get(t, 0)
-        cost = costs[t]
-        typer.echo(
-            f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) x {cost.seconds:.0f} s "
-            f"= {g:.0f} s (start: {cost.source})"
-        )
-    estimated = sorted(t for t, x in costs.items() if not x.measured and start_s is None)
-    guessed = f"; {', '.join(estimated)}'s starts estimated" if estimated else ""
-    typer.echo(
-        f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes{guessed})"
-    )
-    for line in r.assumption_checks:
-        typer.echo(f"checked against the grid: {line}")
-    same = sum(c.same for c in r.comparisons)
-    said = sum(c.deferred for c in r.comparisons)
-    also = f", {said} left unsettled within the budget (said above)" if said else ""
-    typer.echo(
-        f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same{also}"
-    )
-    for c in r.comparisons:
-        if not c.same:
-            how = "unsettled" if c.deferred else "differs"
-            typer.echo(f"  {how}: {c.a} vs {c.b}, {c.metric}: grid {c.grid}; decide {c.decided}")
-    _write_json(
-        json_out,
-        decision_json(
-            r.decision,
-            {
-                "replay": {
-                    "database": str(db),
-                    "seconds": r.seconds,
-                    "grid_seconds": r.grid_seconds,
-                    "grid_duration_s": r.grid_duration_s,
-                    "fraction": r.fraction,
-                    "starts": r.starts,
-                    "gpu_time": {
-                        "start_s": START_S if start_s is None else start_s,
-                        "start_s_source": "--start-s" if start_s is not None else "default",
-                        "per_target": {
-                            t: {
-                                "measuring_s": r.seconds[t],
-                                "starts": r.starts_by_target.get(t, 0),
-                                "start_s": costs[t].seconds,
-                                "start_source": costs[t].source,
-                                "start_measured": costs[t].measured,
-                                "total_s": g,
-                            }
-                            for t, g in gpu.items()
-                        },
-                        "total_s": sum(gpu.values()),
-                    },
-                    "same": [c.__dict__ for c in r.comparisons],
-                }
-            },
-        ),
-    )
+    _write_json(json_out, replay_json(r, db, start_s))
 
 
 def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
@@ -425,57 +356,24 @@ def _check(
     remote: bool,
     prior_path: Path | None,
     start_s: float | None,
+    json_out: Path | None,
 ) -> None:
     """``--check``: the YAML checked as ``sweep --check`` does, the decision's plan, and
-    its GPU time estimated from the prior."""
+    its GPU time estimated from the prior (``crossover.decide.plan``); with ``--json``,
+    the plan as JSON too."""
     from crossover.cli.sweep import report_check
-    from crossover.decide.coarse import first_pass_levels
     from crossover.decide.live import question_for
+    from crossover.decide.plan import decision_plan, plan_json, plan_lines
     from crossover.sweep.check import check_config
     from crossover.sweep.config import load_sweep_config
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
     report_check(check_config(cfg, local=not remote, only=None), str(config))
-    first = first_pass_levels(q, prior, policy.coarse_step, keep_last=policy.budget is None)
-    order = list(first)
-    grid_runs = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
-    how = "target by target (one engine start each)" if q.group_targets else "level by level"
-    typer.echo(
-        f"decide plan: {kind} on {', '.join(metrics)}; the grid is {grid_runs} levels "
-        f"({len(q.targets)} targets, {q.repeats} repeat(s))"
-    )
-    leader = "the prior's predicted leader" if prior else "the YAML's first"
-    typer.echo(f"  first pass {how}, reference {order[0]} ({leader}); sequential levels after it")
-    for t, mine in first.items():
-        typer.echo(f"  {t}: {','.join(map(str, mine))}")
-    typer.echo("  then repeats where a sign is uncertain and levels where a crossover is wide")
-    typer.echo(_estimate_line(cfg, q, first, prior_path, policy, start_s))
-
-
-def _estimate_line(
-    cfg: SweepConfig,
-    q: Question,
-    first: dict[str, list[int]],
-    prior_path: Path | None,
-    policy: PolicyConfig,
-    start_s: float | None,
-) -> str:
-    """The session's GPU time, from the prior's output tokens/s: the grid's and the
-    first pass's (``first``)."""
-    from crossover.decide.estimate import decision_estimate, estimate_line
-    from crossover.decide.replay import load_prior
-    from crossover.decide.starts import START_S
-
-    if prior_path is None:
-        return estimate_line(None)
-    try:
-        rates = load_prior(prior_path, "output_tok_s")
-    except UsageError as exc:
-        return f"estimate: none; {exc}"
-    start = START_S if start_s is None else start_s
-    est = decision_estimate(cfg, q, first, rates, policy, start)
-    return estimate_line(est, "--start-s" if start_s is not None else "")
+    plan = decision_plan(cfg, q, prior, policy, prior_path, start_s)
+    for line in plan_lines(plan):
+        typer.echo(line)
+    _write_json(json_out, plan_json(plan, str(config)), "plan")
 
 
 def _live(
@@ -493,7 +391,7 @@ def _live(
     from crossover.cli.common import run_async
     from crossover.cli.sweep import KeptRuns
     from crossover.decide.live import decide_live, question_for
-    from crossover.decide.text import decision_json, decision_lines
+    from crossover.decide.timing import live_json, live_lines
     from crossover.records.store import check_database_file, check_writable
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
@@ -510,52 +408,7 @@ def _live(
         result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
     finally:
         kept.flush()
-    for line in decision_lines(result.decision):
+    for line in live_lines(result, q, out):
         typer.echo(line)
-    typer.echo(
-        "GPU time per target (wall, measured: the engine up from its start to its stop, "
-        "warm-ups and levels; measuring: the records' stamps):"
-    )
-    for t, tt in result.times.items():
-        levels = ",".join(map(str, sorted(tt.levels))) or "none"
-        starts = f", {tt.starts} engine start(s)" if tt.launched else ""
-        if tt.ready_s:
-            ready = ", ".join(f"{r:.1f}" for r in tt.ready_s)
-            stops = ", ".join(f"{x:.1f}" for x in tt.stop_s)
-            starts += f" (ready after {ready} s" + (f", stopped in {stops} s)" if stops else ")")
-        typer.echo(
-            f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
-            f"levels {levels}"
-        )
-        for why in tt.stopped:
-            typer.echo(f"    level {why}")
-    wall = sum(tt.wall_s for tt in result.times.values())
-    meas = sum(tt.measuring_s for tt in result.times.values())
-    typer.echo(f"  GPU time: {wall:.1f} s ({wall / 60:.1f} GPU-minutes), measured")
-    grid_levels = len(q.levels) * len(q.targets) * q.repeats
-    typer.echo(
-        f"total: {wall:.1f} s wall, {meas:.1f} s measuring; "
-        f"{plural(len(result.steps), 'level')} measured "
-        f"of the grid's {grid_levels} ({result.kept} kept from before)"
-    )
-    typer.echo(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
-    _write_json(
-        json_out,
-        decision_json(
-            result.decision,
-            {
-                "live": {
-                    "out": str(out),
-                    "times": {t: tt.__dict__ for t, tt in result.times.items()},
-                    "gpu_time": {
-                        "per_target": {t: tt.wall_s for t, tt in result.times.items()},
-                        "total_s": wall,
-                        "how": "measured: each target's engine from its start to its stop",
-                    },
-                    "measured": len(result.steps),
-                    "grid_levels": grid_levels,
-                }
-            },
-        ),
-    )
+    _write_json(json_out, live_json(result, q, out))
     return result.sweep

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from crossover.analysis.crossovers import Finding, format_crossover, metric_spec
-from crossover.decide.model import Decision
+from crossover.decide.model import Decision, Question
 from crossover.spec.slo import SloTerm
 
 
@@ -119,20 +119,25 @@ def decision_lines(d: Decision) -> list[str]:
     return lines
 
 
+def question_json(q: Question) -> dict[str, Any]:
+    """The question as the decision's and the plan's JSON hold it."""
+    return {
+        "kind": q.kind,
+        "targets": list(q.targets),
+        "levels": list(q.levels),
+        "metrics": list(q.metrics),
+        "at": list(q.at),
+        "slo": {"metric": q.slo.path, "limit": q.slo.limit} if q.slo else None,
+        "repeats": q.repeats,
+    }
+
+
 def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The decision as a JSON object (``"schema": "crossover.decision/1"``)."""
     q = d.question
     return {
         "schema": "crossover.decision/1",
-        "question": {
-            "kind": q.kind,
-            "targets": list(q.targets),
-            "levels": list(q.levels),
-            "metrics": list(q.metrics),
-            "at": list(q.at),
-            "slo": {"metric": q.slo.path, "limit": q.slo.limit} if q.slo else None,
-            "repeats": q.repeats,
-        },
+        "question": question_json(q),
         "confidence": d.confidence,
         "findings": [
             {

@@ -1,0 +1,150 @@
+"""A decision's plan before anything is measured (``decide --check``): the question, the
+grid's size, each target's first-pass levels in the order measured (the reference first)
+and, from the advisor's forecast, the session's GPU time (:mod:`crossover.decide.estimate`).
+
+The plan is data (:class:`Plan`); :func:`plan_lines` says it as ``decide --check`` prints
+it and :func:`plan_json` is its ``--json`` (``"schema": "crossover.decision-plan/1"``). The
+CLI only echoes and writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossover.decide.coarse import first_pass_levels
+from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
+from crossover.decide.estimate import estimate_line as _estimate_line
+from crossover.decide.model import Question
+from crossover.decide.replay import load_prior
+from crossover.decide.starts import START_S
+from crossover.decide.state import PolicyConfig, Prior
+from crossover.decide.text import question_json
+from crossover.errors import UsageError
+from crossover.sweep.config import SweepConfig
+
+SCHEMA = "crossover.decision-plan/1"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``decide --check`` says of a decision: ``first_pass`` each target's levels,
+    in the first pass's order; ``grid_levels`` the grid's level runs (every target's
+    covered level, every repeat). ``prior_file``: a forecast was given (``--prior``);
+    ``estimate`` is then its GPU time, or ``None`` where the forecast could not be read
+    for output tokens/s (``unread`` says why)."""
+
+    question: Question
+    first_pass: dict[str, list[int]]
+    grid_levels: int
+    reference_from_prior: bool
+    prior_file: bool
+    estimate: SessionEstimate | None
+    unread: str | None
+    start_s: float
+    start_s_given: bool
+
+
+def decision_plan(
+    cfg: SweepConfig,
+    q: Question,
+    prior: Prior | None,
+    policy: PolicyConfig,
+    prior_path: Path | None,
+    start_s: float | None,
+) -> Plan:
+    """The plan of question ``q`` over ``cfg`` under ``policy``: the first pass where
+    ``prior`` (the forecast's total tokens/s) puts it, and its GPU time from the same
+    forecast's output tokens/s (``prior_path``, read again for that column)."""
+    first = first_pass_levels(q, prior, policy.coarse_step, keep_last=policy.budget is None)
+    grid = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
+    start = START_S if start_s is None else start_s
+    est: SessionEstimate | None = None
+    unread: str | None = None
+    if prior_path is not None:
+        try:
+            rates = load_prior(prior_path, "output_tok_s")
+        except UsageError as exc:
+            unread = str(exc)
+        else:
+            est = decision_estimate(cfg, q, first, rates, policy, start)
+    return Plan(
+        question=q,
+        first_pass=first,
+        grid_levels=grid,
+        reference_from_prior=bool(prior),
+        prior_file=prior_path is not None,
+        estimate=est,
+        unread=unread,
+        start_s=start,
+        start_s_given=start_s is not None,
+    )
+
+
+def estimate_text(p: Plan) -> str:
+    """The plan's GPU-time line: the grid's and the first pass's, or why there is none."""
+    if not p.prior_file:
+        return _estimate_line(None)
+    if p.estimate is None:
+        return f"estimate: none; {p.unread}"
+    return _estimate_line(p.estimate, "--start-s" if p.start_s_given else "")
+
+
+def plan_lines(p: Plan) -> list[str]:
+    """The plan as ``decide --check`` prints it, after the YAML's check."""
+    q = p.question
+    order = list(p.first_pass)
+    how = "target by target (one engine start each)" if q.group_targets else "level by level"
+    leader = "the prior's predicted leader" if p.reference_from_prior else "the YAML's first"
+    return [
+        f"decide plan: {q.kind} on {', '.join(q.metrics)}; the grid is {p.grid_levels} levels "
+        f"({len(q.targets)} targets, {q.repeats} repeat(s))",
+        f"  first pass {how}, reference {order[0]} ({leader}); sequential levels after it",
+        *(f"  {t}: {','.join(map(str, mine))}" for t, mine in p.first_pass.items()),
+        "  then repeats where a sign is uncertain and levels where a crossover is wide",
+        estimate_text(p),
+    ]
+
+
+def _pass_json(e: PassEstimate | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "measuring_s": e.measuring_s,
+        "runs": e.runs,
+        "starts": e.starts,
+        "gpu_s": e.gpu_s,
+        "gpu_minutes": e.gpu_s / 60,
+    }
+
+
+def _estimate_json(p: Plan) -> dict[str, Any] | None:
+    if not p.prior_file:
+        return None
+    e = p.estimate
+    return {
+        "start_s": p.start_s,
+        "start_s_source": "--start-s" if p.start_s_given else "default",
+        "grid": _pass_json(e.grid) if e else None,
+        "first_pass": _pass_json(e.first_pass) if e else None,
+        "missing": [{"target": t, "level": c} for t, c in e.missing] if e else [],
+        "text": estimate_text(p),
+    }
+
+
+def plan_json(p: Plan, config: str) -> dict[str, Any]:
+    """The plan as a JSON object (``decide --check --json``; ``config``: the YAML's path)."""
+    q = p.question
+    order = list(p.first_pass)
+    return {
+        "schema": SCHEMA,
+        "config": config,
+        "question": question_json(q),
+        "grid_levels": p.grid_levels,
+        "order": "target" if q.group_targets else "level",
+        "reference": order[0] if order else None,
+        "reference_from": "prior" if p.reference_from_prior else "config",
+        "first_pass": {t: list(levels) for t, levels in p.first_pass.items()},
+        "estimate": _estimate_json(p),
+    }

@@ -1,0 +1,154 @@
+"""What a finished decision cost, said after its answer: a replay's measuring and GPU time
+against the grid it replayed, a live decision's measured wall and measuring time per
+target; each as the lines ``crossover decide`` prints and as its ``--json``
+(``crossover.decision/1`` with a ``replay`` or ``live`` key). Pure: the CLI echoes them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crossover.decide.model import Question
+from crossover.decide.starts import START_S
+from crossover.decide.text import decision_json, decision_lines
+from crossover.words import plural
+
+if TYPE_CHECKING:  # a replay need not import the live driver, nor a live decision the replay
+    from crossover.decide.live import LiveResult
+    from crossover.decide.replay import ReplayResult
+
+
+def replay_lines(r: ReplayResult, db: Path, start_s: float | None) -> list[str]:
+    """The replayed decision, its measuring and GPU time per target (``start_s``: the
+    ``--start-s`` given, else each target's own start cost), and its conclusions against
+    the grid's in ``db``."""
+    out = decision_lines(r.decision)
+    costs = r.start_costs
+    out.append("measured (replayed from the records' stamps), per target:")
+    for t, s in r.seconds.items():
+        levels = ",".join(map(str, r.levels_measured[t])) or "none"
+        out.append(f"  {t}: {s:.0f} s of the grid's {r.grid_seconds[t]:.0f} s (levels {levels})")
+    used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
+    out.append(
+        f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
+        f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
+    )
+    gpu = r.gpu_seconds()
+    out.append("GPU time per target (measuring + engine starts x each one's cost):")
+    for t, g in gpu.items():
+        n = r.starts_by_target.get(t, 0)
+        cost = costs[t]
+        out.append(
+            f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) x {cost.seconds:.0f} s "
+            f"= {g:.0f} s (start: {cost.source})"
+        )
+    estimated = sorted(t for t, x in costs.items() if not x.measured and start_s is None)
+    guessed = f"; {', '.join(estimated)}'s starts estimated" if estimated else ""
+    out.append(
+        f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes{guessed})"
+    )
+    out += [f"checked against the grid: {line}" for line in r.assumption_checks]
+    same = sum(c.same for c in r.comparisons)
+    said = sum(c.deferred for c in r.comparisons)
+    also = f", {said} left unsettled within the budget (said above)" if said else ""
+    out.append(
+        f"against the grid ({db}): {same} of {len(r.comparisons)} conclusions the same{also}"
+    )
+    for c in r.comparisons:
+        if not c.same:
+            how = "unsettled" if c.deferred else "differs"
+            out.append(f"  {how}: {c.a} vs {c.b}, {c.metric}: grid {c.grid}; decide {c.decided}")
+    return out
+
+
+def replay_json(r: ReplayResult, db: Path, start_s: float | None) -> dict[str, Any]:
+    """The replayed decision as ``crossover.decision/1`` with its ``replay`` key."""
+    costs = r.start_costs
+    gpu = r.gpu_seconds()
+    return decision_json(
+        r.decision,
+        {
+            "replay": {
+                "database": str(db),
+                "seconds": r.seconds,
+                "grid_seconds": r.grid_seconds,
+                "grid_duration_s": r.grid_duration_s,
+                "fraction": r.fraction,
+                "starts": r.starts,
+                "gpu_time": {
+                    "start_s": START_S if start_s is None else start_s,
+                    "start_s_source": "--start-s" if start_s is not None else "default",
+                    "per_target": {
+                        t: {
+                            "measuring_s": r.seconds[t],
+                            "starts": r.starts_by_target.get(t, 0),
+                            "start_s": costs[t].seconds,
+                            "start_source": costs[t].source,
+                            "start_measured": costs[t].measured,
+                            "total_s": g,
+                        }
+                        for t, g in gpu.items()
+                    },
+                    "total_s": sum(gpu.values()),
+                },
+                "same": [c.__dict__ for c in r.comparisons],
+            }
+        },
+    )
+
+
+def _grid_levels(q: Question) -> int:
+    return len(q.levels) * len(q.targets) * q.repeats
+
+
+def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
+    """The live decision, each target's measured wall and measuring time (its engine's
+    starts and stops, the levels it stopped within), and where the results are (``out``)."""
+    lines = decision_lines(result.decision)
+    lines.append(
+        "GPU time per target (wall, measured: the engine up from its start to its stop, "
+        "warm-ups and levels; measuring: the records' stamps):"
+    )
+    for t, tt in result.times.items():
+        levels = ",".join(map(str, sorted(tt.levels))) or "none"
+        starts = f", {tt.starts} engine start(s)" if tt.launched else ""
+        if tt.ready_s:
+            ready = ", ".join(f"{r:.1f}" for r in tt.ready_s)
+            stops = ", ".join(f"{x:.1f}" for x in tt.stop_s)
+            starts += f" (ready after {ready} s" + (f", stopped in {stops} s)" if stops else ")")
+        lines.append(
+            f"  {t}: {tt.wall_s:.1f} s wall, {tt.measuring_s:.1f} s measuring{starts}, "
+            f"levels {levels}"
+        )
+        lines += [f"    level {why}" for why in tt.stopped]
+    wall = sum(tt.wall_s for tt in result.times.values())
+    meas = sum(tt.measuring_s for tt in result.times.values())
+    lines.append(f"  GPU time: {wall:.1f} s ({wall / 60:.1f} GPU-minutes), measured")
+    lines.append(
+        f"total: {wall:.1f} s wall, {meas:.1f} s measuring; "
+        f"{plural(len(result.steps), 'level')} measured "
+        f"of the grid's {_grid_levels(q)} ({result.kept} kept from before)"
+    )
+    lines.append(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
+    return lines
+
+
+def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
+    """The live decision as ``crossover.decision/1`` with its ``live`` key."""
+    return decision_json(
+        result.decision,
+        {
+            "live": {
+                "out": str(out),
+                "times": {t: tt.__dict__ for t, tt in result.times.items()},
+                "gpu_time": {
+                    "per_target": {t: tt.wall_s for t, tt in result.times.items()},
+                    "total_s": sum(tt.wall_s for tt in result.times.values()),
+                    "how": "measured: each target's engine from its start to its stop",
+                },
+                "measured": len(result.steps),
+                "grid_levels": _grid_levels(q),
+            }
+        },
+    )

@@ -1,0 +1,170 @@
+"""``decide --check --json F``: the plan it prints, written as JSON (the question, each
+target's first-pass levels, the GPU-time estimate from ``--prior`` or ``null`` without
+one), through the decision's own writer, which refuses to write over the YAML or the
+prior."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossover.cli.app import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "scripts" / "h200" / "moe-a-warm-h100.yaml"
+PRIOR = ROOT / "docs" / "results" / "h100" / "moe-warm-grid" / "prediction.json"
+CHECK = ["decide", "--config", str(CONFIG), "--check", "--remote"]
+
+
+def _checked(capsys: Any, path: Path, *extra: str) -> tuple[list[str], dict[str, Any]]:
+    """The lines printed and the JSON written by ``decide --check ... --json path``."""
+    assert main([*CHECK, *extra, "--json", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"plan: {path}"
+    return lines[:-1], json.loads(path.read_text())
+
+
+def _first_pass(lines: list[str], targets: list[str]) -> dict[str, list[int]]:
+    """Each target's first-pass levels as printed (``  vllm: 1,4,16``)."""
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("decide plan: "))
+    out: dict[str, list[int]] = {}
+    for ln in lines[start:]:
+        name, _, levels = ln.strip().partition(": ")
+        if name in targets and ln.startswith("  "):
+            out[name] = [int(c) for c in levels.split(",")]
+    return out
+
+
+def test_the_plan_with_a_prior_is_written_as_printed(tmp_path: Path, capsys: Any) -> None:
+    lines, plan = _checked(capsys, tmp_path / "plan.json", "--prior", str(PRIOR))
+    assert set(plan) == {
+        "schema", "config", "question", "grid_levels", "order", "reference",
+        "reference_from", "first_pass", "estimate",
+    }  # fmt: skip
+    assert plan["schema"] == "crossover.decision-plan/1"
+    assert plan["config"] == str(CONFIG)
+    q = plan["question"]
+    assert q["kind"] == "crossover"
+    assert q["metrics"] == ["total_tokens_per_s", "ttft_ms.p50"]
+    assert q["targets"] == ["vllm", "llamacpp-q8", "sglang"]
+    assert q["slo"] is None and q["at"] == [] and q["repeats"] == 2
+    head = next(ln for ln in lines if ln.startswith("decide plan: "))
+    assert head == (
+        f"decide plan: crossover on total_tokens_per_s, ttft_ms.p50; the grid is "
+        f"{plan['grid_levels']} levels (3 targets, 2 repeat(s))"
+    )
+    assert plan["grid_levels"] == 54
+    assert plan["order"] == "target"
+    assert (plan["reference"], plan["reference_from"]) == ("vllm", "prior")
+    assert "reference vllm (the prior's predicted leader)" in "\n".join(lines)
+    # the order printed is the order written: the reference first
+    assert list(plan["first_pass"]) == ["vllm", "sglang", "llamacpp-q8"]
+    assert plan["first_pass"] == _first_pass(lines, q["targets"])
+    assert plan["first_pass"]["vllm"] == [1, 4, 16, 32, 64, 256]
+
+    est = plan["estimate"]
+    assert est["text"] == lines[-1]
+    assert (est["start_s"], est["start_s_source"], est["missing"]) == (105.0, "default", [])
+    grid, first = est["grid"], est["first_pass"]
+    assert set(grid) == set(first) == {"measuring_s", "runs", "starts", "gpu_s", "gpu_minutes"}
+    assert (grid["runs"], grid["starts"], first["starts"]) == (54, 3, 3)
+    for part in (grid, first):
+        assert part["gpu_s"] == pytest.approx(part["measuring_s"] + part["starts"] * 105.0)
+        assert part["gpu_minutes"] == pytest.approx(part["gpu_s"] / 60)
+    # the figures the line rounds
+    assert (
+        f"grid {grid['measuring_s']:,.0f} s measuring + {grid['starts']} starts = "
+        f"{grid['gpu_minutes']:.1f} GPU-min; first pass {first['measuring_s']:,.0f} s + "
+        f"{first['starts']} starts = {first['gpu_minutes']:.1f} GPU-min"
+    ) in lines[-1]
+    assert "grid 813 s measuring + 3 starts = 18.8 GPU-min" in lines[-1]
+
+
+def test_start_s_is_the_estimate_s_start(tmp_path: Path, capsys: Any) -> None:
+    args = ("--prior", str(PRIOR), "--start-s", "60")
+    lines, plan = _checked(capsys, tmp_path / "plan.json", *args)
+    est = plan["estimate"]
+    assert (est["start_s"], est["start_s_source"]) == (60.0, "--start-s")
+    assert est["grid"]["gpu_s"] == pytest.approx(est["grid"]["measuring_s"] + 3 * 60.0)
+    assert est["text"] == lines[-1]
+    assert "starts 60 s each, --start-s" in lines[-1]
+
+
+def test_the_plan_without_a_prior_has_no_estimate(tmp_path: Path, capsys: Any) -> None:
+    lines, plan = _checked(capsys, tmp_path / "plan.json")
+    assert plan["estimate"] is None
+    assert lines[-1].startswith("estimate: no estimate without --prior")
+    assert (plan["reference"], plan["reference_from"]) == ("vllm", "config")
+    assert "reference vllm (the YAML's first)" in "\n".join(lines)
+    assert plan["first_pass"] == _first_pass(lines, plan["question"]["targets"])
+    assert next(iter(plan["first_pass"])) == "vllm"
+
+
+def test_a_prior_without_output_rates_writes_why(tmp_path: Path, capsys: Any) -> None:
+    """A forecast with total tokens/s (where to look first) but no output tokens/s gives
+    no estimate: the JSON says so with the printed line, no figures."""
+    data = json.loads(PRIOR.read_text())
+    for row in data["rows"]:
+        row.pop("output_tok_s", None)
+    prior = tmp_path / "total-only.json"
+    prior.write_text(json.dumps(data))
+    lines, plan = _checked(capsys, tmp_path / "plan.json", "--prior", str(prior))
+    est = plan["estimate"]
+    assert (est["grid"], est["first_pass"], est["missing"]) == (None, None, [])
+    assert est["text"] == lines[-1]
+    assert re.match(r"estimate: none; .*predicts no target's output tokens/s$", lines[-1])
+
+
+def test_a_level_the_prior_does_not_predict_is_named(tmp_path: Path, capsys: Any) -> None:
+    data = json.loads(PRIOR.read_text())
+    data["rows"] = [
+        r for r in data["rows"] if (r["target"], r["concurrency"]) != ("llamacpp-q8", 4)
+    ]
+    prior = tmp_path / "gap.json"
+    prior.write_text(json.dumps(data))
+    lines, plan = _checked(capsys, tmp_path / "plan.json", "--prior", str(prior))
+    est = plan["estimate"]
+    assert est["grid"] is None and est["first_pass"] is None
+    assert est["missing"] == [{"target": "llamacpp-q8", "level": 4}]
+    assert lines[-1] == "estimate: none; the prior predicts no output tokens/s for llamacpp-q8 at 4"
+
+
+def test_a_capacity_plan_writes_its_slo(tmp_path: Path, capsys: Any) -> None:
+    args = ("--question", "capacity", "--slo", "ttft_ms.p99<=500")
+    lines, plan = _checked(capsys, tmp_path / "plan.json", *args)
+    assert plan["question"]["kind"] == "capacity"
+    assert plan["question"]["slo"] == {"metric": "ttft_ms.p99", "limit": 500.0}
+    assert lines[next(i for i, ln in enumerate(lines) if ln.startswith("decide plan: "))] == (
+        "decide plan: capacity on total_tokens_per_s, ttft_ms.p50; the grid is 54 levels "
+        "(3 targets, 2 repeat(s))"
+    )
+
+
+@pytest.mark.parametrize("own", ["config", "prior"])
+def test_json_never_overwrites_the_config_or_the_prior(
+    tmp_path: Path, capsys: Any, own: str
+) -> None:
+    config = tmp_path / "sweep.yaml"
+    config.write_bytes(CONFIG.read_bytes())
+    prior = tmp_path / "prediction.json"
+    prior.write_bytes(PRIOR.read_bytes())
+    before = {p: p.read_bytes() for p in (config, prior)}
+    target = config if own == "config" else prior
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--prior", str(prior)]
+    assert main([*argv, "--json", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before the check, nothing printed
+    assert f"--json {target}: that file is this command's own {target.name}" in captured.err
+    assert {p: p.read_bytes() for p in (config, prior)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prediction.json", "sweep.yaml"]
+
+
+def test_without_json_nothing_is_written_and_no_plan_line(tmp_path: Path, capsys: Any) -> None:
+    assert main([*CHECK, "--prior", str(PRIOR)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("estimate (from the prior's throughput")
+    assert not any(ln.startswith("plan: ") for ln in out)
