@@ -41,6 +41,19 @@ class RecordedRun:
     summary: Mapping[str, Any] | None
 
 
+def read_only_uri(path: Path) -> str:
+    """How to open ``path`` only to read it. A WAL database opened ``mode=ro`` still
+    leaves empty ``-wal`` and ``-shm`` files beside it (a committed database's folder
+    gains two), so one without a ``-wal`` file (no writer has it open: a finished sweep's)
+    is opened ``immutable``, which reads the file alone; one with it (a sweep still
+    writing, or one that stopped before its last checkpoint) ``mode=ro``, which reads
+    what the ``-wal`` holds too."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    return uri if Path(f"{path}-wal").exists() else uri + "&immutable=1"
+
+
 class Recorded:
     """The finished concurrency-level runs of a sweep database, read-only."""
 
@@ -48,7 +61,7 @@ class Recorded:
         if not path.is_file():
             raise UsageError(f"{path}: no such database")
         try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.db = sqlite3.connect(read_only_uri(path), uri=True)
             rows = self.db.execute(
                 "SELECT run_id, key, context, summary FROM runs "
                 "WHERE status='done' AND key IS NOT NULL ORDER BY created_at"
