@@ -93,6 +93,16 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         assert main(argv) == 0
         again, again_err = capsys.readouterr()
     decision = json.loads((tmp_path / "d.json").read_text())
+    # the same answer beside the records, and `crossover report` leads with it
+    assert json.loads((out / "decision.json").read_text()) == decision
+    assert f"decision: {out / 'decision.json'}" in printed
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    head = html.split('<h2 id="findings">')[0]
+    assert '<h2 id="decision">Decision</h2>' in head
+    assert "where the targets cross on total tokens/s (fast, batched)" in head
+    assert "fast leads below" in head and "Not measured, and why:" in head
+    assert "assumes throughput does not fall" in head and "GPU time:" in head
     xs = [f for f in decision["findings"] if f["kind"] == "crossover"]
     assert len(xs) == 1, printed
     x = xs[0]

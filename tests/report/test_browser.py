@@ -63,8 +63,18 @@ def _dump_dom(page: Path, profile: Path) -> str:
 def test_report_renders_in_chromium_and_planted_script_does_not_run(
     sweep_dir: Path, tmp_path: Path
 ) -> None:
+    # a decision beside the sweep, its target and reason planted with markup too
+    planted = "<script>document.documentElement.setAttribute('data-pwned','1')</script>"
+    decision = {
+        "schema": "crossover.decision/1",
+        "question": {"kind": "crossover", "targets": ["a", planted], "metrics": ["ttft_ms.p50"]},
+        "findings": [{"text": planted}],
+        "not_measured": [{"target": planted, "levels": [64], "reason": planted}],
+    }
+    (sweep_dir / "decision.json").write_text(json.dumps(decision))
     report = write_report(sweep_dir, load_sweep(sweep_dir))
     text = report.read_text()
+    assert 'id="decision"' in text
 
     # 1. the report as shipped (its CSP allows no script at all)
     dom = _dump_dom(report, tmp_path / "profile1")

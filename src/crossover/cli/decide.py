@@ -276,14 +276,16 @@ def _fail_on_invalid(sweep: SweepFile) -> None:
         )
 
 
-def _write_json(path: Path | None, data: dict[str, Any], what: str = "decision") -> None:
+def _write_json(
+    path: Path | None, data: dict[str, Any], what: str = "decision", flag: str = "--json"
+) -> None:
     if path is None:
         return
     import orjson
 
     from crossover.cli.common import write_output
 
-    write_output(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", "--json")
+    write_output(path, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", flag)
     typer.echo(f"{what}: {path}")
 
 
@@ -410,5 +412,11 @@ def _live(
         kept.flush()
     for line in live_lines(result, q, out):
         typer.echo(line)
-    _write_json(json_out, live_json(result, q, out))
+    # the answer beside the records it stands on, for `crossover report DIR` to show
+    from crossover.report.decision import DECISION_FILE
+
+    data = live_json(result, q, out)
+    _write_json(out / DECISION_FILE, data, flag="--out")
+    if json_out is not None and json_out.resolve() != (out / DECISION_FILE).resolve():
+        _write_json(json_out, data)
     return result.sweep

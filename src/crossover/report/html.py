@@ -286,9 +286,13 @@ def render_html(
     title: str = "crossover sweep report",
     chart_dir: str = "report",
     quality: dict[str, Any] | None = None,
+    decision: dict[str, Any] | None = None,
 ) -> str:
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
-    folder holds one, the ``crossover quality`` result beside the speed results)."""
+    folder holds them, the ``crossover quality`` result beside the speed results and the
+    ``crossover decide`` answer the sweep's runs were measured for)."""
+    from crossover.report.decision import decision_context
+
     rate = sweep.axis() == "rate"
     off = {(o.target, o.axis, o.level, o.repeat) for o in outlier_repeats(sweep)}
     titles = dict(CHART_TITLES)
@@ -335,6 +339,7 @@ def render_html(
         "level_header": sweep.rate_unit() if sweep.axis() == "rate" else "concurrency",
         "telemetry": _telemetry(sweep),
         "quality": _quality_rows(quality),
+        "decision": decision_context(decision),
     }
     return environment().get_template("report.html.j2").render(**context)
 
@@ -408,7 +413,17 @@ def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> 
     chart_dir.mkdir(parents=True, exist_ok=True)
     for name, png in charts.items():
         (chart_dir / f"{name}.png").write_bytes(png)
-    html = render_html(sweep, charts, findings, check_sweep(sweep), quality=load_quality(sweep_dir))
+    from crossover.report.decision import load_decision
+
+    decision = load_decision(sweep_dir)
+    html = render_html(
+        sweep,
+        charts,
+        findings,
+        check_sweep(sweep),
+        quality=load_quality(sweep_dir),
+        decision=decision,
+    )
     out = out if out is not None else sweep_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
