@@ -500,7 +500,7 @@ def summarize_cmd(
     check_output_file(json_path, "--json", keep=[db])
     console = make_console()
     out = []
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         keys = {r.run_id: r.key for r in store.runs()}
         if run_id is not None and run_id not in keys:
             raise UsageError(f"{db}: no run {run_id!r}")

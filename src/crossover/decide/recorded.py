@@ -26,7 +26,7 @@ from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
-from crossover.records.store import damaged, read_records
+from crossover.records.store import damaged, read_only_uri, read_records
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,6 @@ class RecordedRun:
     repeat: int
     context: Mapping[str, Any]
     summary: Mapping[str, Any] | None
-
-
-def read_only_uri(path: Path) -> str:
-    """How to open ``path`` only to read it. A WAL database opened ``mode=ro`` still
-    leaves empty ``-wal`` and ``-shm`` files beside it (a committed database's folder
-    gains two), so one without a ``-wal`` file (no writer has it open: a finished sweep's)
-    is opened ``immutable``, which reads the file alone; one with it (a sweep still
-    writing, or one that stopped before its last checkpoint) ``mode=ro``, which reads
-    what the ``-wal`` holds too."""
-    from urllib.parse import quote
-
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-    return uri if Path(f"{path}-wal").exists() else uri + "&immutable=1"
 
 
 class Recorded:

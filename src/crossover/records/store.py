@@ -19,7 +19,8 @@ everything received first.
 
 Reads (and ``flush``) wait for the queued writes first, so a caller always reads what
 it wrote. Runs carry a ``key`` so an interrupted sweep can find what it already
-finished and resume.
+finished and resume. A command that only reads results (``summarize``) opens the store
+``read_only``: nothing is written into the file or beside it.
 """
 
 from __future__ import annotations
@@ -136,6 +137,19 @@ def check_database_file(path: Path) -> None:
         raise UsageError(f"{path}: not a crossover results database (not an SQLite file)")
 
 
+def read_only_uri(path: Path) -> str:
+    """How to open ``path`` only to read it (an SQLite URI). A WAL database opened
+    ``mode=ro`` still leaves empty ``-wal`` and ``-shm`` files beside it (a committed
+    database's folder gains two), so one without a ``-wal`` file (no writer has it open: a
+    finished sweep's) is opened ``immutable``, which reads the file alone; one with it (a
+    sweep still writing, or one that stopped before its last checkpoint) ``mode=ro``, which
+    reads what the ``-wal`` holds too. Neither writes the file or needs its folder writable."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    return uri if Path(f"{path}-wal").exists() else uri + "&immutable=1"
+
+
 def damaged(path: Path, what: str, exc: Exception) -> UsageError:
     """One line for a row of a results database that cannot be read back (edited or
     damaged by hand: SQLite's own checks pass); a traceback otherwise."""
@@ -239,15 +253,37 @@ class _Writer(threading.Thread):
                 return
 
 
+#: what a database opened only to read must hold (it is never given its tables)
+_READ_PROBES = (
+    "SELECT run_id, key, created_at, status, context, summary FROM runs LIMIT 0",
+    "SELECT run_id, idx, warmup, record FROM requests LIMIT 0",
+    "SELECT run_id, source, t_s, data FROM samples LIMIT 0",
+)
+
+
 class Store:
-    def __init__(self, path: Path) -> None:
+    """A results database. ``read_only`` opens it only to read (``read_only_uri``): its
+    bytes and its folder stay as they were (no conversion to WAL, no ``-wal``/``-shm``
+    files, no tables created), a read-only file or folder reads, and a write raises.
+    Opened read-write (to measure) it is switched to WAL and given its tables."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(SCHEMA)
+            if read_only:
+                self._db = sqlite3.connect(
+                    read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False
+                )
+                self._db.execute("PRAGMA busy_timeout=30000")
+                for probe in _READ_PROBES:
+                    self._db.execute(probe)
+            else:
+                self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA busy_timeout=30000")
+                self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise UsageError(f"{path}: not a crossover results database ({exc})") from None
         self._writer: _Writer | None = None
@@ -262,6 +298,8 @@ class Store:
         return {"batches": w.batches, "rows": w.rows, "largest_batch": w.largest_batch}
 
     def _submit(self, sql: str, params: Sequence[Any]) -> None:
+        if self.read_only:  # the writer's own connection would write the file
+            raise sqlite3.OperationalError(f"{self.path} was opened only to read")
         w = self._writer
         if w is None:
             with self._lock:

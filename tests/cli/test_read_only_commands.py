@@ -1,0 +1,71 @@
+"""Commands that only read results (``summarize``, ``decide --replay``, ``compare``) leave a
+results folder as they found it: the database's bytes and mtime the same, no ``-wal`` or
+``-shm`` beside it, a database in rollback-journal mode not turned into WAL; and they read
+a folder they cannot write (a committed sweep on a read-only mount), printing what they
+print elsewhere. ``summarize`` opened the database read-write: it rewrote a non-WAL file
+as WAL, and failed in a read-only folder ("attempt to write a readonly database")."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.app import main
+from tests.readonly import crossover_cli, read_only, writable_cli
+
+SWEEP = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200" / "sweep"
+
+#: each reading command, given the sweep folder and a folder for its own outputs
+COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "summarize": lambda d, o: ["summarize", str(d / "sweep.db"), "--json", str(o / "s.json")],
+    "decide": lambda d, o: ["decide", "--replay", str(d / "sweep.db"), "--json", str(o / "d.json")],
+    "compare": lambda d, o: ["compare", str(d), str(d)],
+}
+
+
+def _sweep(tmp_path: Path, journal: str) -> Path:
+    """A copy of a committed sweep folder; its database in ``journal`` mode (``wal``: as a
+    sweep leaves it)."""
+    folder = tmp_path / "sweep1"
+    folder.mkdir()
+    for name in ("sweep.db", "sweep.json"):
+        shutil.copyfile(SWEEP / name, folder / name)
+    if journal != "wal":
+        db = sqlite3.connect(folder / "sweep.db")
+        db.execute(f"PRAGMA journal_mode={journal}")
+        db.close()
+    return folder
+
+
+def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_reading_leaves_the_folder_as_it_was(tmp_path: Path, command: str, journal: str) -> None:
+    folder = _sweep(tmp_path, journal)
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    before = _state(folder)
+    assert main(COMMANDS[command](folder, outputs)) == 0
+    assert _state(folder) == before
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_read_only_folder_reads_the_same(tmp_path: Path, command: str) -> None:
+    folder = _sweep(tmp_path, "wal")
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    args = COMMANDS[command](folder, outputs)
+    writable = writable_cli(args)
+    assert writable.returncode == 0, writable.stderr
+    with read_only(folder):
+        got = crossover_cli(args, unwritable=folder)
+        assert sorted(p.name for p in folder.iterdir()) == ["sweep.db", "sweep.json"]
+    assert got.returncode == 0, got.stderr
+    assert (got.stdout, got.stderr) == (writable.stdout, writable.stderr)
