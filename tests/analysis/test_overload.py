@@ -80,7 +80,7 @@ def test_the_terminal_leads_a_rate_sweep_with_output_and_flags_overload() -> Non
     from rich.console import Console
 
     from crossover.analysis import analyze_sweep
-    from crossover.cli.sweep import comparison_table, ordered_findings, table_caption
+    from crossover.report.text import comparison_table, ordered_findings, table_caption
 
     sweep = _sweep()
     assert table_caption(sweep).startswith("output tok/s | done req/s | TTFT p50 ms")

@@ -14,9 +14,9 @@ from rich.console import Console
 
 from crossover.cli.app import main
 from crossover.cli.decide import live_events
-from crossover.cli.sweep import KeptRuns
 from crossover.measure import Progress
 from crossover.metrics.summary import RunSummary
+from crossover.report.text import KeptRuns
 
 from ..analysis.synthetic_servers import summary
 

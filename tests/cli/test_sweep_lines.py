@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from crossover.cli.sweep import level_line
+from crossover.report.text import level_line
 
 
 def _summary(**values: float | None) -> SimpleNamespace:
@@ -57,7 +57,7 @@ def _sweep(made: list[list[str]]) -> object:
 def test_client_made_tails_are_said_once_with_their_count_and_cure() -> None:
     from rich.console import Console
 
-    from crossover.cli.sweep import client_made_line, comparison_table
+    from crossover.report.text import client_made_line, comparison_table
 
     sweep = _sweep([["itl_ms.p99", "ttft_ms.p99"], ["itl_ms.p99"], []])
     line = client_made_line(sweep)  # type: ignore[arg-type]
@@ -125,7 +125,7 @@ def test_a_sessions_rate_sweep_counts_sessions_per_second() -> None:
     from rich.console import Console
 
     from crossover.analysis.schema import SweepFile
-    from crossover.cli.sweep import comparison_table
+    from crossover.report.text import comparison_table
 
     from ..analysis.synthetic_servers import summary
 
@@ -149,7 +149,7 @@ def test_runs_kept_from_before_are_one_line_per_target() -> None:
     grid); now once per target, naming the runs, when the stretch of kept runs ends."""
     from rich.console import Console
 
-    from crossover.cli.sweep import KeptRuns
+    from crossover.report.text import KeptRuns
     from crossover.sweep.config import Level
 
     console = Console(width=300, record=True)

@@ -534,7 +534,8 @@ def test_counts_on_the_servers_word_alone_are_named() -> None:
     """No tokenizer, no logprobs, no counter: output rests on usage alone (the chunks are
     a lower bound); no prompt of known length: so does the prompt count (issue 43: a
     doubled prompt count raised total tok/s 84% with no word of it)."""
-    from crossover.cli.render import server_word_note, summary_table
+    from crossover.cli.render import summary_table
+    from crossover.metrics.text import server_word_note
 
     alone = summarize([rec(0, expected_prompt_tokens=None)], ctx(concurrency=1))
     assert alone.witnesses.server_word == ["output tokens", "prompt tokens"]

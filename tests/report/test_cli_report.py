@@ -251,8 +251,8 @@ def test_report_prints_the_findings_as_the_sweep_did(
 
 def test_a_sweep_of_one_repeat_says_what_its_intervals_rest_on(sweep_dir: Path) -> None:
     from crossover.analysis import analyze_sweep
-    from crossover.cli.sweep import findings_lines
     from crossover.report import load_sweep
+    from crossover.report.text import findings_lines
 
     sweep = load_sweep(sweep_dir)
     note = "one repeat per level: the intervals rest on an assumed 3% run-to-run noise"

@@ -40,8 +40,8 @@ def test_redo_measures_the_named_levels_again(
 
 def test_an_outlier_repeat_is_flagged_with_its_redo(sweep_with_outlier: Path) -> None:
     from crossover.analysis.schema import SweepFile
-    from crossover.cli.sweep import outlier_lines
     from crossover.report import write_report
+    from crossover.report.text import outlier_lines
 
     sweep = SweepFile.model_validate_json((sweep_with_outlier / "sweep.json").read_text())
     lines = outlier_lines(sweep)

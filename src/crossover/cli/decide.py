@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from crossover.analysis.schema import SweepFile
-    from crossover.cli.sweep import KeptRuns
     from crossover.decide.model import QuestionKind
     from crossover.decide.state import PolicyConfig
     from crossover.measure import Progress
     from crossover.metrics.summary import RunSummary
+    from crossover.report.text import KeptRuns
     from crossover.spec.slo import SloTerm
     from crossover.sweep.config import Level
     from crossover.sweep.driver import SweepEvents
@@ -322,7 +322,7 @@ def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
     (``kept``: flushed before any other line, and by the caller at the end)."""
     from rich.markup import escape
 
-    from crossover.cli.sweep import level_line
+    from crossover.report.text import level_line
     from crossover.sweep.driver import SweepEvents
 
     planned: dict[tuple[str, str, int], int | None] = {}
@@ -391,10 +391,10 @@ def _live(
 ) -> SweepFile:
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
-    from crossover.cli.sweep import KeptRuns
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.timing import live_json, live_lines
     from crossover.records.store import check_database_file, check_writable
+    from crossover.report.text import KeptRuns
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
 

@@ -9,23 +9,11 @@ from rich.text import Text
 
 from crossover.measure import Progress
 from crossover.metrics.summary import Load, RunSummary, Stats
+from crossover.metrics.text import CLIENT_MARK, _f, client_mark, server_word_note
 from crossover.words import plural
 from crossover.workload.sessions import shown
 
 VERDICT_STYLE = {"valid": "bold green", "unverified": "bold yellow", "invalid": "bold red"}
-
-
-def _f(x: float | None, fmt: str = ".1f") -> str:
-    return "—" if x is None else format(x, fmt)
-
-
-#: marks a percentile the client's own event-loop lag could have made
-CLIENT_MARK = "*"
-
-
-def client_mark(s: object, path: str) -> str:
-    """``*`` where ``path`` (``itl_ms.p50``) is among the summary's ``client_made``."""
-    return CLIENT_MARK if path in (getattr(s, "client_made", None) or ()) else ""
 
 
 def progress_line(p: Progress) -> Text:
@@ -54,16 +42,6 @@ def _warmup(s: RunSummary) -> str:
         return ""
     failed = f", {r.warmup_failed} failed" if r.warmup_failed else ""
     return f"   (warm-up {r.warmup}{failed})"
-
-
-def server_word_note(s: RunSummary) -> str:
-    """The verdict line's note of the counts that rest on the server's word alone
-    (``""`` when every count had an independent witness)."""
-    witnesses = getattr(s, "witnesses", None)  # a summary stored before it had them
-    alone = getattr(witnesses, "server_word", None)
-    if not alone:
-        return ""
-    return f"   ({' and '.join(alone)} on the server's word alone: no independent witness)"
 
 
 def _retries(s: RunSummary) -> str:

@@ -21,9 +21,9 @@ def report(
 
     from crossover.analysis import analyze_sweep, check_sweep
     from crossover.cli.common import console
-    from crossover.cli.sweep import findings_lines
     from crossover.errors import CrossoverError, UsageError
     from crossover.report import load_sweep, write_report
+    from crossover.report.text import findings_lines
 
     sweep = load_sweep(directory)
     sweep_dir = directory if directory.is_dir() else directory.parent

@@ -30,15 +30,12 @@ if TYPE_CHECKING:  # types only: the command imports these when it runs
     from collections.abc import Sequence
 
     from rich.console import Console
-    from rich.table import Table
 
-    from crossover.analysis.crossovers import Finding
-    from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.measure import Progress
     from crossover.metrics.summary import RunSummary
     from crossover.sweep.check import CheckReport
     from crossover.sweep.cluster import RayCluster
-    from crossover.sweep.config import SweepConfig
+    from crossover.sweep.config import Level
     from crossover.sweep.driver import SweepOutcome
 
 EXAMPLE = (
@@ -52,9 +49,6 @@ EXAMPLE = (
     "  crossover sweep --config gpu.yaml --check --remote   # paths are another machine's\n"
     "  crossover sweep --out sweep3 --config sweep.yaml --ray auto   # on a Ray cluster\n"
 )
-
-if TYPE_CHECKING:
-    from crossover.sweep.config import Level
 
 
 def register(app: typer.Typer) -> None:
@@ -225,6 +219,7 @@ def sweep(
     from crossover.cli.common import parse_list, run_async
     from crossover.records.store import check_database_file, check_writable
     from crossover.sweep.config import build_sweep_config, load_sweep_config
+    from crossover.sweep.resume import forget_empty_sweep, parse_redo
 
     flags: dict[str, Any] = {
         "requests_per_level": requests_per_level,
@@ -314,134 +309,22 @@ def sweep(
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:
+        from crossover.report.text import invalid_line
+
         raise InvalidRunError(
             invalid_line(len(invalid), len(outcome.sweep.runs), outcome.failed_levels)
         )
 
 
-def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float] | None]:
-    """``--redo NAME[@L1,L2]`` (repeatable) as {target: levels or None for all}; an
-    unknown target or a level the target does not sweep is one line, before any work."""
-    from crossover.errors import unknown_choice
-
-    out: dict[str, set[float] | None] = {}
-    names = [t.name for t in cfg.targets]
-    levels = {lv.value for lv in cfg.levels()}
-    for spec in specs or []:
-        name, _, rest = spec.partition("@")
-        if name not in names:
-            raise UsageError("--redo: " + unknown_choice("target", name, names))
-        if not rest:
-            out[name] = None
-            continue
-        mine = set(levels)
-        target = next(t for t in cfg.targets if t.name == name)
-        if target.concurrency:
-            mine = {float(c) for c in target.concurrency}
-        chosen: set[float] = set()
-        for part in rest.split(","):
-            try:
-                value = float(part)
-            except ValueError:
-                raise UsageError(
-                    f"--redo {spec}: expected NAME@LEVEL[,LEVEL...], e.g. {name}@4"
-                ) from None
-            if value not in mine:
-                shown = ", ".join(f"{v:g}" for v in sorted(mine))
-                raise UsageError(f"--redo {spec}: {name} has no level {part} (its levels: {shown})")
-            chosen.add(value)
-        if name not in out:
-            out[name] = chosen
-        elif (had := out[name]) is not None:  # None (all its levels) stays all
-            had |= chosen
-    return out
-
-
-def invalid_line(invalid: int, runs: int, failed_levels: list[str]) -> str:
-    """The sweep's last line when something did not verify or was not measured: what,
-    and the cures (resume, redo, or accept)."""
-    parts = []
-    if invalid:
-        parts.append(
-            f"{invalid} of {runs} runs are not valid (shown, never used as points); "
-            "--redo-invalid measures them again"
-        )
-    if failed_levels:
-        n = len(failed_levels)
-        parts.append(
-            f"{n} failed or unmeasured level line{'s' if n != 1 else ''} above; "
-            "the same command resumes what was not measured"
-        )
-    return "; ".join(parts) + "; --allow-invalid to exit 0"
-
-
-def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
-    """Remove the sweep.db (and sweep.json) this command created when no run reached it,
-    and the folder itself when this command created it and nothing else is in it."""
-    import contextlib
-    import shutil
-
-    from crossover.records.store import Store
-
-    db = out / "sweep.db"
-    if had_db or not db.exists():
-        return
-    try:
-        with Store(db) as store:
-            if store.runs():
-                return
-    except Exception:  # unreadable: leave it for the user to see
-        return
-    for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
-        (out / name).unlink(missing_ok=True)
-    engines = out / "engines"
-    if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
-        shutil.rmtree(engines, ignore_errors=True)
-    if fresh:
-        with contextlib.suppress(OSError):
-            out.rmdir()  # only when empty
-
-
 def report_check(report: CheckReport, source: str) -> None:
     """``--check``: one line per target (what it would run), each problem under its
     target; exit 0 when there is none, 2 (a usage error) otherwise."""
-    for t in report.targets:
-        bad = [f for f in t.findings if f.severity == "error"]
-        typer.echo(f"{'error' if bad else 'ok':<5} {t.name}: {t.what}")
-        for f in t.findings:
-            typer.echo(f"      {f.severity}: {f.message}")
-    for f in report.findings:
-        typer.echo(f"{f.severity:<5} {f.where}: {f.message}")
-    if not report.local:
-        from crossover.sweep.check import REMOTE_SKIPS
-
-        typer.echo(f"not looked up on this machine (--remote): {REMOTE_SKIPS}")
+    for line in report.lines():
+        typer.echo(line)
     errors = report.errors
     if errors:
         raise UsageError(f"{source}: {len(errors)} problem(s) listed above; nothing measured")
     typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
-
-
-class KeptRuns:
-    """Runs done earlier and kept, said in one line per target as such a stretch ends (a
-    resumed sweep printed a line for each of them, a hundred on a big grid)."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.pending: dict[str, list[str]] = {}
-
-    def add(self, name: str, level: Level, r: int) -> None:
-        self.pending.setdefault(name, []).append(f"{level.label} r={r}")
-
-    def flush(self) -> None:
-        from rich.markup import escape
-
-        for name, runs in self.pending.items():
-            n = f"{len(runs)} runs" if len(runs) > 1 else "1 run"
-            self.console.print(
-                f"[dim]{escape(name)}: {n} done earlier, kept ({escape(', '.join(runs))})[/]"
-            )
-        self.pending.clear()
 
 
 async def run_live(
@@ -461,6 +344,7 @@ async def run_live(
     from rich.markup import escape
 
     from crossover.cli.render import progress_line
+    from crossover.report.text import KeptRuns, level_line
     from crossover.sweep.driver import SweepEvents, SweepRunner
 
     progress_now: list[Progress | None] = [None]
@@ -521,233 +405,6 @@ async def run_live(
         runner.close()
 
 
-def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str:
-    """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0.
-    An open-loop level says how many requests/s it served of those arriving, and when
-    that fell behind, that it was overloaded."""
-    from rich.markup import escape
-
-    from crossover.analysis.overload import open_loop_load
-    from crossover.cli.render import _f, client_mark, server_word_note
-
-    style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
-    ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
-    alone = server_word_note(s).strip()
-    note = f" [yellow]{escape(alone)}[/]" if alone else ""
-    head = f"[bold]{escape(name)}[/] {level} r={r}  [{style}]{s.verdict}[/]{note}  "
-    tail = "" if status == "done" else f"  [red]({status})[/]"
-    load = open_loop_load(s)
-    if s.load.mode == "rate":
-        flag = "[bold red]OVERLOADED[/]  " if load is not None and load.overloaded else ""
-        served = (
-            f"served {load.served_rps:.3g} of {load.arriving_rps:.3g} req/s  "
-            if load is not None
-            else ""
-        )
-        good = (
-            f"goodput {_f(s.goodput.requests_per_s, '.3g')} req/s  "
-            if s.goodput is not None
-            else ""
-        )
-        return (
-            head
-            + flag
-            + f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s  "
-            + served
-            + good
-            + f"TTFT p50 {_f(s.ttft_ms.p50, ',.1f')} ms  E2E p50 {_f(s.e2e_ms.p50, ',.0f')} ms"
-            + tail
-        )
-    return (
-        head + f"total {_f(s.throughput.total_tokens_per_s, ',.0f')} tok/s  "
-        f"out {_f(s.throughput.output_tokens_per_s, ',.0f')} tok/s"
-        f"  TTFT p50 {_f(s.ttft_ms.p50, '.1f')}{ttft_mark} ms"
-        f"  ITL p50 {_f(s.itl_ms.p50, '.2f')}{itl_mark} ms" + tail
-    )
-
-
-def table_caption(sweep: SweepFile) -> str:
-    """What each cell of the comparison table holds."""
-    if sweep.axis() == "rate":
-        second = "goodput req/s" if _has_goodput(sweep) else "done req/s"
-        return (
-            f"output tok/s | {second} | TTFT p50 ms (mean of valid repeats); "
-            "OVERLOADED: fewer served than arrived"
-        )
-    return "total tok/s | TTFT p50 ms | ITL p50 ms (mean of valid repeats)"
-
-
-def _has_goodput(sweep: SweepFile) -> bool:
-    return any(r.summary.goodput is not None for r in sweep.runs)
-
-
-def comparison_table(sweep: SweepFile) -> Table:
-    """Rows: levels; per target the headline figures (means over valid repeats): total
-    tok/s, TTFT p50, ITL p50 along concurrency; output tok/s, goodput (or requests/s
-    done) and TTFT p50 along the rate axis, an overloaded level marked. Invalid runs are
-    shown as such, never averaged in."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from crossover.cli.render import _f
-
-    names = sweep.target_names()
-    axis = sweep.axis()
-    levels = sorted({r.level for r in sweep.runs if r.axis == axis})
-    t = Table(header_style="bold")
-    t.add_column(sweep.rate_unit() if axis == "rate" else "concurrency", justify="right")
-    for n in names:
-        t.add_column(escape(n), justify="right")
-    if axis == "rate":
-        second = "goodput.requests_per_s" if _has_goodput(sweep) else "throughput.requests_per_s"
-        paths = (
-            ("throughput.output_tokens_per_s", ",.0f"),
-            (second, ".3g"),
-            ("ttft_ms.p50", ",.0f"),
-        )
-    else:
-        paths = (
-            ("throughput.total_tokens_per_s", ",.0f"),
-            ("ttft_ms.p50", ".0f"),
-            ("itl_ms.p50", ".1f"),
-        )
-    marked = False
-    for c in levels:
-        row = [f"{c:g}"]
-        for n in names:
-            runs = [r for r in sweep.runs if r.target == n and r.axis == axis and r.level == c]
-            ok = [r for r in runs if r.is_valid]
-            if not runs:
-                row.append("—")
-            elif not ok:
-                row.append(f"[red]{runs[0].verdict}[/]")
-            else:
-
-                def mean(path: str, fmt: str, ok: list[SweepRun] = ok) -> str:
-                    vals = [v for v in (r.value(path) for r in ok) if v is not None]
-                    return _f(sum(vals) / len(vals) if vals else None, fmt)
-
-                def mark(path: str, ok: list[SweepRun] = ok) -> str:
-                    return "*" if any(path in r.summary.client_made for r in ok) else ""
-
-                cell = " | ".join(mean(p, f) + mark(p) for p, f in paths)
-                marked = marked or "*" in cell
-                if any(r.overloaded for r in ok):
-                    cell = f"[bold red]OVERLOADED[/] {cell}"
-                row.append(cell)
-        t.add_row(*row)
-    if marked:  # the footnote only where a cell carries its mark
-        t.caption = (
-            "* within reach of the client's own event-loop lag in a repeat "
-            "(client_made_percentiles): could be the client's; try --workers N"
-        )
-    return t
-
-
-def outlier_lines(sweep: SweepFile) -> list[str]:
-    """Each outlier repeat (``crossover.analysis.outliers``) and the command that redoes it."""
-    from crossover.analysis.outliers import outlier_repeats
-
-    found = outlier_repeats(sweep)
-    if not found:
-        return []
-    lines = [f"outlier repeat: {o.describe()}" for o in found]
-    redo = " ".join(f"--redo {spec}" for spec in dict.fromkeys(o.redo for o in found))
-    lines.append(
-        "an outlier widens its level's interval (findings through it read inconclusive); "
-        f"the same command with {redo} measures those levels again"
-    )
-    return lines
-
-
-def client_made_line(sweep: SweepFile) -> str | None:
-    """Said once, after the table: how many runs had tail percentiles (p90/p99) within
-    reach of the client's own loop lag, which ones, and the cure (each level's line no
-    longer repeats it)."""
-    made: dict[str, int] = {}
-    runs = 0
-    for r in sweep.runs:
-        tails = [m for m in r.summary.client_made if m.endswith(("p90", "p99"))]
-        runs += bool(tails)
-        for m in tails:
-            made[m] = made.get(m, 0) + 1
-    if not runs:
-        return None
-    which = ", ".join(f"{m} ({n})" for m, n in sorted(made.items(), key=lambda x: -x[1]))
-    return (
-        f"client-made tails in {runs} of {len(sweep.runs)} runs: {which} are within reach "
-        "of the client's own event-loop lag, so they could be the client's; --workers N "
-        "(or auto) spreads the load over more client processes"
-    )
-
-
-#: the findings printed after the table, in this order, besides every crossover
-HEADLINE = {
-    "concurrency": ("total_tokens_per_s", "ttft_ms.p50", "itl_ms.p50"),
-    "rate": ("output_tokens_per_s", "goodput_rps", "requests_per_s", "ttft_ms.p50"),
-}
-
-
-def ordered_findings(findings: list[Finding]) -> list[Finding]:
-    """Crossovers and headline findings, the headline metrics of each axis first (a rate
-    sweep leads with output tokens/s and goodput: total tokens/s counts prompts that
-    arrived, not work the server kept up with)."""
-    out: list[Finding] = []
-    for f in findings:
-        head = HEADLINE[f.axis]
-        if f.kind == "crossover" or f.metric in head:
-            out.append(f)
-
-    def rank(f: Finding) -> tuple[str, int]:
-        head = HEADLINE[f.axis]
-        return (f.axis, head.index(f.metric) if f.metric in head else len(head))
-
-    return sorted(out, key=rank)
-
-
-def findings_lines(sweep: SweepFile, findings: list[Finding]) -> list[str]:
-    """The findings as the sweep prints them after its table, in rich markup (every value
-    escaped): the overloaded levels, the crossovers under their heading, the headline
-    metrics without one, the arrival-effects notes, and what the intervals of a sweep of
-    one repeat per level rest on. ``crossover report`` prints the same lines from the
-    stored results."""
-    from rich.markup import escape
-
-    from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects, format_overloads
-    from crossover.report.compare import NOISE_FLOOR
-
-    lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
-    shown = ordered_findings(findings)
-    xs = [f for f in shown if f.kind == "crossover"]
-    others = [f for f in shown if f.kind != "crossover"]
-    if xs:
-        lines.append("[bold]crossovers[/] (who leads below and above the point; its interval):")
-    else:
-        lines.append("no crossover in the range measured")
-    lines += ["  " + escape(format_crossover(f)) for f in xs]
-    if xs and others:
-        lines.append("without a crossover:")
-    lines += ["  " + escape(format_crossover(f)) for f in others]
-    for pooled, wave in arrival_effects(findings):
-        lines.append(
-            f"[yellow]note[/]: {escape(format_crossover(wave))}: the TTFT p50 crossover of "
-            f"{escape(pooled.a)} and {escape(pooled.b)} is how the later requests arrived, "
-            'not prefill (docs/metrics.md, "TTFT by wave")'
-        )
-    counts: dict[tuple[str, float], int] = {}
-    for r in sweep.runs:
-        if r.is_valid:
-            counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
-    if counts and max(counts.values()) == 1:
-        lines.append(
-            f"[yellow]note[/]: one repeat per level: the intervals rest on an assumed "
-            f"{NOISE_FLOOR:.0%} run-to-run noise, not a measured one (--repeats 2 or more "
-            "measures it)"
-        )
-    return lines
-
-
 def print_outcome(
     outcome: SweepOutcome,
     out: Path,
@@ -760,6 +417,13 @@ def print_outcome(
     from rich.markup import escape
 
     from crossover.cli.common import console as make_console
+    from crossover.report.text import (
+        client_made_line,
+        comparison_table,
+        findings_lines,
+        outlier_lines,
+        table_caption,
+    )
 
     stdout = make_console()
     stdout.print(

@@ -74,6 +74,19 @@ class CheckReport:
         every = self.findings + [f for t in self.targets for f in t.findings]
         return [f for f in every if f.severity == "note"]
 
+    def lines(self) -> list[str]:
+        """What ``--check`` prints: one line per target (what it would run), each problem
+        under its target, then the sweep's own, and what ``--remote`` did not look up."""
+        out = []
+        for t in self.targets:
+            bad = [f for f in t.findings if f.severity == "error"]
+            out.append(f"{'error' if bad else 'ok':<5} {t.name}: {t.what}")
+            out += [f"      {f.severity}: {f.message}" for f in t.findings]
+        out += [f"{f.severity:<5} {f.where}: {f.message}" for f in self.findings]
+        if not self.local:
+            out.append(f"not looked up on this machine (--remote): {REMOTE_SKIPS}")
+        return out
+
 
 def check_config(
     cfg: SweepConfig, *, local: bool = True, only: set[str] | None = None

@@ -1,0 +1,77 @@
+"""A sweep resumed in its folder: which stored levels ``--redo`` measures again (checked
+against the config before any work), and what a sweep refused once running leaves
+behind: nothing it created without a run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from crossover.errors import UsageError, unknown_choice
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from crossover.sweep.config import SweepConfig
+
+
+def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float] | None]:
+    """``--redo NAME[@L1,L2]`` (repeatable) as {target: levels or None for all}; an
+    unknown target or a level the target does not sweep is one line, before any work."""
+    out: dict[str, set[float] | None] = {}
+    names = [t.name for t in cfg.targets]
+    levels = {lv.value for lv in cfg.levels()}
+    for spec in specs or []:
+        name, _, rest = spec.partition("@")
+        if name not in names:
+            raise UsageError("--redo: " + unknown_choice("target", name, names))
+        if not rest:
+            out[name] = None
+            continue
+        mine = set(levels)
+        target = next(t for t in cfg.targets if t.name == name)
+        if target.concurrency:
+            mine = {float(c) for c in target.concurrency}
+        chosen: set[float] = set()
+        for part in rest.split(","):
+            try:
+                value = float(part)
+            except ValueError:
+                raise UsageError(
+                    f"--redo {spec}: expected NAME@LEVEL[,LEVEL...], e.g. {name}@4"
+                ) from None
+            if value not in mine:
+                shown = ", ".join(f"{v:g}" for v in sorted(mine))
+                raise UsageError(f"--redo {spec}: {name} has no level {part} (its levels: {shown})")
+            chosen.add(value)
+        if name not in out:
+            out[name] = chosen
+        elif (had := out[name]) is not None:  # None (all its levels) stays all
+            had |= chosen
+    return out
+
+
+def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
+    """Remove the sweep.db (and sweep.json) this command created when no run reached it,
+    and the folder itself when this command created it and nothing else is in it."""
+    import contextlib
+    import shutil
+
+    from crossover.records.store import Store
+
+    db = out / "sweep.db"
+    if had_db or not db.exists():
+        return
+    try:
+        with Store(db) as store:
+            if store.runs():
+                return
+    except Exception:  # unreadable: leave it for the user to see
+        return
+    for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
+        (out / name).unlink(missing_ok=True)
+    engines = out / "engines"
+    if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
+        shutil.rmtree(engines, ignore_errors=True)
+    if fresh:
+        with contextlib.suppress(OSError):
+            out.rmdir()  # only when empty
