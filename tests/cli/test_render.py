@@ -43,3 +43,49 @@ def test_one_turn_reads_as_one_turn() -> None:
     console.print(summary_table(s))
     line = next(ln for ln in console.export_text().splitlines() if ln.startswith("workload:"))
     assert line.strip() == "workload: sessions of 1 turn, think 0 s"
+
+
+def test_the_run_summary_marks_client_made_percentiles() -> None:
+    from rich.console import Console
+
+    from crossover.cli.render import summary_table
+    from crossover.metrics.run import RunContext, summarize
+    from crossover.metrics.summary import EngineInfo, LoopLag
+    from crossover.records.model import RequestRecord
+
+    ms = 1_000_000
+    recs = [
+        RequestRecord(
+            index=i,
+            expected_output_tokens=4,
+            t_send_ns=i * 100 * ms,
+            t_first_ns=i * 100 * ms + 10 * ms,
+            t_last_ns=i * 100 * ms + 40 * ms,
+            t_done_ns=i * 100 * ms + 41 * ms,
+            chunk_arrival_ns=[i * 100 * ms + k * 10 * ms for k in range(1, 5)],
+            chunk_chars=[1] * 4,
+            completion_tokens=4,
+            count_source="usage",
+            finish_reason="length",
+            saw_done=True,
+        )
+        for i in range(3)
+    ]
+    ctx = RunContext(
+        mode="concurrency",
+        concurrency=1,
+        output_tokens=4,
+        endpoint="completions",
+        engine=EngineInfo(name="x", url="http://h", model="m"),
+        started_at="now",
+    )
+    lag = LoopLag(interval_ms=5, samples=100, p50_ms=1.0, p90_ms=3.0, p95_ms=4.0, p99_ms=9.0)
+    s = summarize(recs, ctx, loop=lag)
+    # p50: 1 ms of lag is the timer's resolution; p90 and above: 2-8 ms against 10 ms
+    assert {"itl_ms.p90", "itl_ms.p99", "ttft_ms.p99"} <= set(s.client_made)
+    assert not {"itl_ms.p50", "ttft_ms.p50", "tpot_ms.p50"} & set(s.client_made)
+    console = Console(width=200, record=True)
+    console.print(summary_table(s))
+    text = console.export_text()
+    assert "10.00*" in text  # ITL p90
+    assert "client_made_percentiles" in text and "--workers" in text
