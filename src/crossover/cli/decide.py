@@ -344,7 +344,13 @@ def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
         kept.flush()
         console.print(f"{n}: {msg}", markup=False)
 
-    return SweepEvents(on_level_start=start, on_level_done=done, on_engine=engine, on_skip=kept.add)
+    return SweepEvents(
+        on_level_start=start,
+        on_level_done=done,
+        on_engine=engine,
+        on_skip=kept.add,
+        on_note=lambda line: console.print(f"[yellow]{escape(line)}[/]"),
+    )
 
 
 def _check(

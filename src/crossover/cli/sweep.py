@@ -381,6 +381,7 @@ async def run_live(
         on_skip=kept.add,
         on_engine=engine,
         on_refine=refine,
+        on_note=lambda line: console.print(f"[yellow]{escape(line)}[/]"),
     )
     runner = SweepRunner(
         cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo

@@ -273,6 +273,15 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
             cmp.notes.append(f"{label}: {bad} invalid or unverified runs left out")
         if s.runs and not any(r.is_valid for r in s.runs):
             cmp.invalid_runs.append(f"{label} has no valid run")
+    for label, s in ((before, a), (after, b)):
+        if len({h.machine() for h in s.hosts}) > 1:
+            seen = "; then ".join(h.describe() for h in s.hosts)
+            cmp.notes.append(f"{label}: resumed on another machine ({seen})")
+    if a.hosts and b.hosts and {h.machine() for h in a.hosts} != {h.machine() for h in b.hosts}:
+        cmp.notes.append(
+            f"machines differ: {before} on {a.hosts[-1].describe()}, {after} on "
+            f"{b.hosts[-1].describe()}: a change is the machines' as much as the engines'"
+        )
     wa, wb = a.workload or {}, b.workload or {}
     for k in ("input_tokens", "output_tokens", "endpoint"):
         if k in wa and k in wb and wa[k] != wb[k]:

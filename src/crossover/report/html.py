@@ -316,6 +316,8 @@ def render_html(
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "started_at": sweep.started_at,
         "workload": describe_workload(sweep.workload or {}),
+        "hosts": [h.describe() for h in sweep.hosts],
+        "machines": len({h.machine() for h in sweep.hosts}),
         "charts": chart_list,
         "overloads": format_overloads(sweep),
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],

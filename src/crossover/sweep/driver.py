@@ -37,6 +37,7 @@ from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import (
     EngineStart,
     GpuSample,
+    HostFacts,
     Placement,
     RooflineFacts,
     RunPart,
@@ -49,6 +50,7 @@ from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
+from crossover.sweep.host import note_host, read_host
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
 from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
@@ -115,6 +117,8 @@ class SweepEvents:
     on_engine: Callable[[str, str], None] | None = None
     #: ``--refine`` adds levels: the levels and the extra levels its budget has left
     on_refine: Callable[[list[int], int], None] | None = None
+    #: a line the user should read before the levels (the sweep resumed on another machine)
+    on_note: Callable[[str], None] | None = None
 
 
 class TargetRunner(Protocol):
@@ -283,6 +287,18 @@ class SweepRunner:
             self.started_at = started
         else:
             self.store.set_meta("started_at", self.started_at)
+        # the machine it runs on now, kept where it is another kind than the last one
+        stored = self.store.get_meta("hosts") or []
+        self.host = read_host()
+        hosts, before = note_host(stored, self.host)
+        if hosts is not stored:
+            self.store.set_meta("hosts", hosts)
+        if before is not None and self.events.on_note is not None:
+            self.events.on_note(
+                f"this sweep resumed on another machine: {self.host.describe()}; its runs "
+                f"so far were measured on {before.describe()} (sweep.json's hosts keeps "
+                "both: compare their runs as two machines, not as repeats)"
+            )
 
     def _done(self, target: str, level: Level, r: int) -> bool:
         row = self.store.finished_by_key(run_key(target, level, r))
@@ -689,6 +705,7 @@ class SweepRunner:
             roofline=roofline,
             started_at=self.started_at,
             engine_starts=self.engine_starts(),
+            hosts=[HostFacts.model_validate(h) for h in self.store.get_meta("hosts") or []],
             workload={
                 **self.config.identity(),
                 "concurrency": self.config.concurrency,
