@@ -8,6 +8,9 @@ and the decision's GPU time beside the grid's measuring time.
     PYTHONPATH=src python scripts/h200/decide_vs_grid.py \\
         docs/results/h200/moe-decide docs/results/h200/moe
 
+Both must come from the same card: where both databases keep the machine they ran on
+(``hosts``) and their GPUs differ it stops (exit 2) unless ``--any-card``.
+
 Exit 0 when every conclusion is the grid's, 1 otherwise.
 """
 
@@ -49,7 +52,41 @@ def finding(d: dict[str, Any]) -> Finding:
     )
 
 
-def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
+def _gpus(db: Path) -> list[str] | None:
+    """The GPU names of the machines a database's sweep ran on (``hosts``, kept since
+    2026-12-05), ``None`` for one measured before crossover kept them."""
+    from crossover.analysis.schema import HostFacts
+    from crossover.records.store import Store
+
+    with Store(db, read_only=True) as store:
+        hosts = store.get_meta("hosts")
+    if not hosts:
+        return None
+    return sorted({g.name for h in hosts for g in HostFacts.model_validate(h).gpus})
+
+
+def same_card(live_db: Path, grid_db: Path, any_card: bool) -> str:
+    """The line saying which card each ran on; a ``UsageError`` where the cards differ
+    (a decision is compared with a grid measured on the same card) unless ``any_card``."""
+    mine, theirs = _gpus(live_db), _gpus(grid_db)
+    if mine is None or theirs is None:
+        return (
+            "cards: not recorded in "
+            + " and ".join(
+                w for w, g in (("the decision", mine), ("the grid", theirs)) if g is None
+            )
+            + " (measured before crossover kept its machine): check them in the READMEs"
+        )
+    on = {w: ", ".join(g) or "no GPU" for w, g in (("decision", mine), ("grid", theirs))}
+    both = f"the decision on {on['decision']}, the grid on {on['grid']}"
+    if mine != theirs and not any_card:
+        raise UsageError(
+            f"{both}: compare a decision with a grid from the same card (--any-card to go on)"
+        )
+    return f"cards: {both}" + ("" if mine == theirs else " (--any-card: they differ)")
+
+
+def compare(decision_dir: Path, grid: Path, tie: float = 0.0, any_card: bool = False) -> int:
     path = decision_dir / "decision.json"
     if not path.is_file():
         raise UsageError(f"no decision.json in {decision_dir}")
@@ -60,6 +97,7 @@ def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         grid_db = copy_database(grid, Path(tmp) / "grid.db")
         live_db = copy_database(decision_dir, Path(tmp) / "live.db")
+        cards = same_card(live_db, grid_db, any_card)
         r = replay(grid_db, targets=q["targets"], metrics=q["metrics"], cfg=cfg)
         # the decision's own database read as the replay reads a grid: the sweep analysis
         # of all its runs (each pair's lead level by level) and each target's measuring
@@ -82,6 +120,8 @@ def compare(decision_dir: Path, grid: Path, tie: float = 0.0) -> int:
         ok = same_conclusion(theirs, ours)
         same += ok
         rows.append((c.a, c.b, c.metric, describe(theirs), describe(ours), ok))
+    print(cards)
+    print()
     print(f"| pair | metric | grid ({grid}) | live decide | same |")
     print("|---|---|---|---|---|")
     for a, b, m, g, mine_text, ok in rows:
@@ -159,15 +199,22 @@ def main(argv: list[str]) -> int:
         help="both analysed with this tie margin (crossover decide --tie-margin); the "
         "decision's conclusions are then its runs analysed again, not decision.json's",
     )
+    parser.add_argument(
+        "--any-card",
+        action="store_true",
+        help="compare even where the decision and the grid ran on different GPUs",
+    )
     args = parser.parse_args(argv)
     if not 0.0 <= args.tie_margin < 1.0:
         parser.error(f"--tie-margin {args.tie_margin:g}: give a share, 0 <= M < 1")
     try:
-        return compare(args.decision, args.grid, args.tie_margin)
+        return compare(args.decision, args.grid, args.tie_margin, args.any_card)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from crossover.pipes import run_tool
+
+    run_tool(lambda: main(sys.argv[1:]))
