@@ -6,26 +6,20 @@ README must be re-run."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs" / "results" / "h200"
 
 
 def _script() -> ModuleType:
-    path = ROOT / "scripts" / "h200" / "decide_vs_grid.py"
-    spec = importlib.util.spec_from_file_location("decide_vs_grid", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["decide_vs_grid"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "h200" / "decide_vs_grid.py", "decide_vs_grid", True)
 
 
 def test_the_readme_states_what_the_comparison_prints(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,8 +5,6 @@ kept it, it says the cards are to be checked by hand."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,18 +13,14 @@ import pytest
 from crossover.analysis.schema import HostFacts, HostGpu
 from crossover.errors import UsageError
 from crossover.records.store import Store
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
     path = ROOT / "scripts" / "h200" / "decide_vs_grid.py"
-    spec = importlib.util.spec_from_file_location("decide_vs_grid_cards", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["decide_vs_grid_cards"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(path, "decide_vs_grid_cards", True)
 
 
 def _db(path: Path, gpu: str | None) -> Path:

@@ -1,7 +1,7 @@
-"""``Recorded`` opens a sweep database only to read it: a finished one (no ``-wal`` file
-beside it) gains no ``-wal`` or ``-shm`` file and keeps its bytes, and one a sweep is still
-writing is read with what its ``-wal`` holds (a run committed there and not yet
-checkpointed is seen)."""
+"""``Recorded`` (``decide --replay``) opens a sweep database only to read it: a finished
+one (no ``-wal`` file beside it) gains no ``-wal`` or ``-shm`` file and keeps its bytes.
+How a database still being written is read (with its ``-wal``) is
+``records.store.read_only_uri``'s, tested in tests/records/test_store_read_only.py."""
 
 from __future__ import annotations
 
@@ -44,21 +44,3 @@ def test_a_finished_database_gains_no_files_and_keeps_its_bytes(tmp_path: Path) 
         rec.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.db"]
     assert path.read_bytes() == before
-
-
-def test_a_database_still_written_is_read_with_its_wal(tmp_path: Path) -> None:
-    path = tmp_path / "odd ?#% name.db"
-    _database(path)
-    writer = sqlite3.connect(path)
-    try:
-        writer.execute("PRAGMA wal_autocheckpoint=0")  # the new run stays in the -wal
-        _add(writer, "b", "fast|c=4|r=0", 2.0)
-        writer.commit()
-        assert Path(f"{path}-wal").stat().st_size > 0
-        rec = Recorded(path)
-        try:
-            assert list(rec.runs) == [("fast", 1, 0), ("fast", 4, 0)]
-        finally:
-            rec.close()
-    finally:
-        writer.close()

@@ -5,7 +5,6 @@ counter, errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import threading
@@ -23,6 +22,7 @@ from crossover.cli.app import main
 from crossover.errors import UsageError
 from crossover.plan import triton
 from crossover.plan.triton_hosted import repository, vllm_parameters, write_repository
+from tests.scripts import load_script
 
 FINAL = 1
 
@@ -216,10 +216,7 @@ def vllm_model(
     files = repository("vllm", "vllm", vllm_parameters({"model": "/m"}, 5), 1)
     write_repository(tmp_path, files)
     monkeypatch.syspath_prepend(str(tmp_path / "vllm" / "1"))
-    spec = importlib.util.spec_from_file_location("vllm_model", tmp_path / "vllm/1/model.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(tmp_path / "vllm/1/model.py", "vllm_model")
     monkeypatch.setattr(mod, "make_engine", FakeEngine)
     increments = bool(request.param)  # vLLM is not installed here
     monkeypatch.setattr(mod, "sampling_params", lambda g: _params(g, increments))
@@ -314,10 +311,7 @@ def test_the_llamacpp_models_settings_line_reads_back_through_its_spec(
     files = repository("llamacpp", "gemma", params, 1)
     write_repository(tmp_path, files)
     monkeypatch.syspath_prepend(str(tmp_path / "gemma" / "1"))
-    spec = importlib.util.spec_from_file_location("llamacpp_model", tmp_path / "gemma/1/model.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(tmp_path / "gemma/1/model.py", "llamacpp_model")
     config = triton.parse_config(files["gemma/config.pbtxt"])
     model_config = json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True))
     mod.TritonPythonModel().initialize(
