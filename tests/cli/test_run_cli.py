@@ -174,3 +174,25 @@ def test_a_db_that_is_a_folder_is_refused_before_any_request(
     assert rc == 2
     assert "a folder, not a results database file" in one_line_error(capsys)
     assert hits == []
+
+
+def test_the_json_says_the_machine_it_was_measured_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from crossover.metrics.host import HostFacts, HostGpu
+    from crossover.metrics.summary import RunSummary
+    from crossover.report.compare import compare_runs
+
+    with spawn(CalibrationConfig(ttft_ms=2.0, itl_ms=1.0)) as url:
+        rc, s = run_cli(url, tmp_path, "--warmup", "0")
+    assert rc == 0
+    host = HostFacts.model_validate(s["host"])
+    assert host.cpus == os.cpu_count() and host.crossover and host.python
+    # two runs from different kinds of machine: compare says so
+    a = RunSummary.model_validate(s)
+    b = a.model_copy(update={"host": HostFacts(seen_at="t", gpus=[HostGpu(name="NVIDIA H200")])})
+    notes = compare_runs(a, b).notes
+    assert any(n.startswith("machines differ: A on ") and "B on 1x NVIDIA H200" in n for n in notes)
+    assert not any("machines differ" in n for n in compare_runs(a, a).notes)

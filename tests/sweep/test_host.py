@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from crossover.analysis.schema import HostFacts, HostGpu, SweepFile, TargetInfo
+from crossover.measure.host import _nvidia_smi, note_host, read_host
 from crossover.records.store import Store
 from crossover.report.compare import compare_sweeps
-from crossover.sweep.host import _nvidia_smi, note_host, read_host
 
 from .conftest import Linear, child_env, crossover_cmd, read_sweep, servers, target_flags
 

@@ -31,6 +31,8 @@ from pydantic import (
 )
 
 from crossover.files import write_atomic
+from crossover.metrics.host import HostFacts as HostFacts
+from crossover.metrics.host import HostGpu as HostGpu
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
 from crossover.spec.load import Axis as Axis
 from crossover.spec.load import level_label as level_label
@@ -291,59 +293,6 @@ class RooflineFacts(BaseModel):
         ):
             raise ValueError("experts_per_token cannot exceed experts")
         return self
-
-
-class HostGpu(BaseModel):
-    """One GPU of the machine crossover ran on, as NVML (or nvidia-smi) names it."""
-
-    name: str
-    memory_gib: float | None = None
-
-
-class HostFacts(BaseModel):
-    """The machine crossover ran on when a sweep started or resumed: its GPUs (where the
-    engines it launched ran; a URL target's server may be elsewhere), CPU and memory,
-    the GPU driver, and the versions of the client. ``None`` where a fact cannot be read
-    here."""
-
-    seen_at: str
-    gpus: list[HostGpu] = Field(default_factory=list)
-    driver: str | None = None
-    cuda: str | None = None
-    cpu: str | None = None
-    cpus: int | None = None
-    memory_gib: float | None = None
-    os: str | None = None
-    python: str | None = None
-    crossover: str | None = None
-
-    def machine(self) -> tuple[tuple[str, ...], str | None, int | None]:
-        """What makes it the same kind of machine for timings: its GPUs' names (in
-        order), its CPU model and count (a driver or package update is not a new one)."""
-        return tuple(g.name for g in self.gpus), self.cpu, self.cpus
-
-    def describe(self) -> str:
-        """``1x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 580.95, CUDA 13.0; AMD EPYC
-        9654 (16 CPUs), 125.8 GiB``: one line for the report and the CLI."""
-        counts: dict[str, int] = {}
-        for g in self.gpus:
-            counts[g.name] = counts.get(g.name, 0) + 1
-        memory = {g.name: g.memory_gib for g in self.gpus}
-        gpus = ", ".join(
-            f"{n}x {name}" + (f" ({memory[name]:.1f} GiB)" if memory[name] else "")
-            for name, n in counts.items()
-        )
-        sw = ", ".join(
-            x for x in (f"driver {self.driver}" if self.driver else None,
-                        f"CUDA {self.cuda}" if self.cuda else None) if x
-        )  # fmt: skip
-        cpu = self.cpu or "CPU unknown"
-        if self.cpus:
-            cpu += f" ({self.cpus} CPUs)"
-        if self.memory_gib:
-            cpu += f", {self.memory_gib:.1f} GiB"
-        head = (gpus or "no GPU seen") + (f", {sw}" if sw else "")
-        return f"{head}; {cpu}"
 
 
 class SweepFile(BaseModel):

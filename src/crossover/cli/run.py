@@ -391,7 +391,10 @@ def run(
             return task.result()
 
         outcome = run_async(go())
-    summary = outcome.summary
+    from crossover.measure.host import read_host
+
+    # the machine it was measured from, with the summary (`compare` notes two that differ)
+    summary = outcome.summary.model_copy(update={"host": read_host()})
     where = config.url
     if len(config.replica_urls) > 1:
         where += f" (+{plural(len(config.replica_urls) - 1, 'replica')}, round robin)"

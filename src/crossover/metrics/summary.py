@@ -9,6 +9,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from crossover.metrics.host import HostFacts
 from crossover.spec.slo import SloLimits
 
 Verdict = Literal["valid", "unverified", "invalid"]
@@ -352,6 +353,8 @@ class RunSummary(BaseModel):
     workload: WorkloadInfo
     started_at: str
     duration_s: float
+    #: the machine crossover ran on (``crossover run``'s JSON; a sweep keeps its own)
+    host: HostFacts | None = None
 
     model_config = {"populate_by_name": True}
 

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 from crossover.analysis.schema import SweepFile, level_label, summary_value
 from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
 from crossover.errors import UsageError
+from crossover.metrics.host import HostFacts
 from crossover.metrics.summary import RunSummary
 from crossover.report.load import is_sweep, load_run, load_sweep
 
@@ -181,6 +182,16 @@ def _one(v: float | None) -> tuple[float, ...]:
     return () if v is None else (v,)
 
 
+def _machines(cmp: Comparison, a: list[HostFacts], b: list[HostFacts]) -> None:
+    """A note where the two were measured on different kinds of machine (each side's
+    last; a side that does not say is not judged)."""
+    if a and b and {h.machine() for h in a} != {h.machine() for h in b}:
+        cmp.notes.append(
+            f"machines differ: {cmp.before} on {a[-1].describe()}, {cmp.after} on "
+            f"{b[-1].describe()}: a change is the machines' as much as the engines'"
+        )
+
+
 def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "B") -> Comparison:
     """Headline metrics of two run summaries."""
     cmp = Comparison(before, after)
@@ -202,6 +213,7 @@ def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "
             cmp.notes.append(f"{label}: verdict {s.verdict}; not a valid result")
             cmp.invalid_runs.append(f"{label} is {s.verdict}, not valid")
         cmp.notes.append(f"{label}: {_run_text(s)}")
+    _machines(cmp, [a.host] if a.host else [], [b.host] if b.host else [])
     wa, wb = a.workload, b.workload
     for k in ("input_tokens", "output_tokens", "endpoint"):
         va, vb = getattr(wa, k), getattr(wb, k)
@@ -277,11 +289,7 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
         if len({h.machine() for h in s.hosts}) > 1:
             seen = "; then ".join(h.describe() for h in s.hosts)
             cmp.notes.append(f"{label}: resumed on another machine ({seen})")
-    if a.hosts and b.hosts and {h.machine() for h in a.hosts} != {h.machine() for h in b.hosts}:
-        cmp.notes.append(
-            f"machines differ: {before} on {a.hosts[-1].describe()}, {after} on "
-            f"{b.hosts[-1].describe()}: a change is the machines' as much as the engines'"
-        )
+    _machines(cmp, a.hosts, b.hosts)
     wa, wb = a.workload or {}, b.workload or {}
     for k in ("input_tokens", "output_tokens", "endpoint"):
         if k in wa and k in wb and wa[k] != wb[k]:

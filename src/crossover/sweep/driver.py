@@ -45,12 +45,12 @@ from crossover.analysis.schema import (
 )
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
+from crossover.measure.host import note_host, read_host
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
-from crossover.sweep.host import note_host, read_host
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
 from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row

@@ -1,7 +1,8 @@
-"""The machine a sweep runs on (:class:`crossover.analysis.schema.HostFacts`), read when it
-starts or resumes and kept in its database (``meta`` key ``hosts``) and ``sweep.json``: a
-result says which GPUs, driver and CPU it was measured with, and a sweep resumed on
-another kind of machine says so.
+"""The machine crossover runs on (:class:`crossover.metrics.host.HostFacts`): read by
+``crossover run`` for its summary and by a sweep when it starts or resumes (kept in its
+database, ``meta`` key ``hosts``, and ``sweep.json``), so a result says which GPUs,
+driver and CPU it was measured with, and a sweep resumed on another kind of machine
+says so.
 
 GPUs come from NVML (``pynvml``, the ``gpu`` extra) or, without it, ``nvidia-smi``; CPU
 and memory from ``/proc`` (Linux); each is ``None`` where it cannot be read, never a
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crossover.analysis.schema import HostFacts, HostGpu
+from crossover.metrics.host import HostFacts, HostGpu
 
 
 def _nvml() -> tuple[list[HostGpu], str | None, str | None] | None:
