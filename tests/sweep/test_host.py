@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crossover.analysis.schema import HostFacts, HostGpu, SweepFile, TargetInfo
-from crossover.measure.host import _nvidia_smi, note_host, read_host
+from crossover.measure.host import _nvidia_smi, kept_hosts, note_host, read_host
 from crossover.records.store import Store
 from crossover.report.compare import compare_sweeps
 
@@ -75,6 +75,15 @@ def test_another_machine_is_noted_a_driver_update_is_not() -> None:
     h200 = _host(HostGpu(name="NVIDIA H200", memory_gib=139.8))
     both, before = note_host(first, h200)
     assert len(both) == 2 and before is not None and before.gpus == [H100]
+
+
+def test_an_entry_edited_into_something_else_is_passed_over() -> None:
+    stored = [{"gpus": "many"}, _host(H100).model_dump(mode="json")]
+    assert kept_hosts(stored) == [_host(H100)] and kept_hosts("junk") == []
+    same, before = note_host(stored, _host(H100))
+    assert same is stored and before is None
+    fresh, before = note_host("junk", _host(H100))
+    assert len(fresh) == 1 and before is None
 
 
 def test_compare_notes_machines_that_differ() -> None:

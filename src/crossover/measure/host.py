@@ -130,11 +130,24 @@ def read_host(proc: Path = Path("/proc"), gpus: Any = None) -> HostFacts:
     )
 
 
-def note_host(stored: list[Any], now: HostFacts) -> tuple[list[Any], HostFacts | None]:
+def kept_hosts(stored: Any) -> list[HostFacts]:
+    """The ``hosts`` a database keeps, each one that reads as one (an entry edited by hand
+    into something else is left out here, and left as it is in the database)."""
+    out = []
+    for h in stored if isinstance(stored, list) else []:
+        try:
+            out.append(HostFacts.model_validate(h))
+        except ValueError:  # pydantic's ValidationError is one
+            continue
+    return out
+
+
+def note_host(stored: Any, now: HostFacts) -> tuple[list[Any], HostFacts | None]:
     """The ``hosts`` meta list with ``now`` added where it is another kind of machine
     than the last one the sweep ran on (or the first), and that last one when ``now``
     differs from it (the sweep resumed on another machine), else ``None``."""
-    known = [HostFacts.model_validate(h) for h in stored]
+    stored = stored if isinstance(stored, list) else []
+    known = kept_hosts(stored)
     if known and known[-1].machine() == now.machine():
         return stored, None
     return [*stored, now.model_dump(mode="json")], (known[-1] if known else None)

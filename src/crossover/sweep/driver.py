@@ -37,7 +37,6 @@ from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import (
     EngineStart,
     GpuSample,
-    HostFacts,
     Placement,
     RooflineFacts,
     RunPart,
@@ -45,7 +44,7 @@ from crossover.analysis.schema import (
 )
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
-from crossover.measure.host import note_host, read_host
+from crossover.measure.host import kept_hosts, note_host, read_host
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
@@ -705,7 +704,7 @@ class SweepRunner:
             roofline=roofline,
             started_at=self.started_at,
             engine_starts=self.engine_starts(),
-            hosts=[HostFacts.model_validate(h) for h in self.store.get_meta("hosts") or []],
+            hosts=kept_hosts(self.store.get_meta("hosts")),
             workload={
                 **self.config.identity(),
                 "concurrency": self.config.concurrency,
