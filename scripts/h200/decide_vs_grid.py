@@ -55,14 +55,14 @@ def finding(d: dict[str, Any]) -> Finding:
 def _gpus(db: Path) -> list[str] | None:
     """The GPU names of the machines a database's sweep ran on (``hosts``, kept since
     2026-12-05), ``None`` for one measured before crossover kept them."""
-    from crossover.analysis.schema import HostFacts
+    from crossover.measure.host import kept_hosts
     from crossover.records.store import Store
 
     with Store(db, read_only=True) as store:
-        hosts = store.get_meta("hosts")
+        hosts = kept_hosts(store.get_meta("hosts"))
     if not hosts:
         return None
-    return sorted({g.name for h in hosts for g in HostFacts.model_validate(h).gpus})
+    return sorted({g.name for h in hosts for g in h.gpus})
 
 
 def same_card(live_db: Path, grid_db: Path, any_card: bool) -> str:
