@@ -125,3 +125,16 @@ def test_nothing_to_pack_or_carry_says_so(tmp_path: Path) -> None:
     none = _place(tmp_path, tmp_path / "home2")
     assert none.returncode == 2
     assert "no .pack/ecache: carry it" in none.stdout
+
+
+def test_repack_takes_other_folders(tmp_path: Path) -> None:
+    _caches(tmp_path / "home", kib=30)
+    assert _pack(tmp_path, tmp_path / "out").returncode == 0
+    both = (tmp_path / "out" / "ecache.du").read_text()
+    assert ".cache/vllm" in both and ".triton/cache" in both
+    kept = _pack(tmp_path, tmp_path / "out2", CACHE_DIRS=".cache/vllm")
+    assert ".triton/cache" in (tmp_path / "out2" / "ecache.du").read_text()  # packed once
+    again = _pack(tmp_path, tmp_path / "out3", CACHE_DIRS=".cache/vllm", REPACK="1")
+    assert kept.returncode == 0 and again.returncode == 0
+    du = (tmp_path / "out3" / "ecache.du").read_text()
+    assert ".cache/vllm" in du and ".triton/cache" not in du
