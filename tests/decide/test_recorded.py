@@ -1,7 +1,7 @@
 """``Recorded`` (``decide --replay``) opens a sweep database only to read it: a finished
 one (no ``-wal`` file beside it) gains no ``-wal`` or ``-shm`` file and keeps its bytes.
 How a database still being written is read (with its ``-wal``) is
-``records.store.read_only_uri``'s, tested in tests/records/test_store_read_only.py."""
+``records.database_file.read_only_uri``'s, tested in tests/records/test_store_read_only.py."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from crossover.errors import UsageError
-from crossover.records.store import Store, check_database_file
+from crossover.records.database_file import check_database_file
+from crossover.records.store import Store
 
 
 def test_a_missing_an_empty_and_a_results_database_are_fine(tmp_path: Path) -> None:

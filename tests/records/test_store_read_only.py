@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from crossover.errors import UsageError
+from crossover.records.database_file import read_only_uri
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store, read_only_uri
+from crossover.records.store import Store
 
 
 def _database(path: Path, journal: str = "wal") -> None:

@@ -112,7 +112,7 @@ def capacity(
     from crossover.engines import registry
     from crossover.errors import validation_line
     from crossover.measure import api_headers, probe
-    from crossover.records.store import check_writable
+    from crossover.records.database_file import check_writable
     from crossover.spec.slo import parse_slo
 
     terms = parse_slo(slo)
@@ -191,7 +191,7 @@ def _capacity_of_targets(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.errors import validation_line
-    from crossover.records.store import check_writable
+    from crossover.records.database_file import check_writable
     from crossover.spec.workload import Workload
     from crossover.sweep.config import load_sweep_config
 
@@ -383,7 +383,7 @@ def _check_outputs(json_path: Path | None, dbs: list[Path], config: Path | None)
     missing or a results database (some other file is left as it is), and ``--json``'s
     folder writable and the file neither a folder nor one of the search's own inputs and
     results."""
-    from crossover.records.store import check_database_file, check_writable
+    from crossover.records.database_file import check_database_file, check_writable
 
     for db in dbs:
         check_database_file(db)

@@ -399,7 +399,7 @@ def _live(
     from crossover.cli.common import run_async
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.timing import live_json, live_lines
-    from crossover.records.store import check_database_file, check_writable
+    from crossover.records.database_file import check_database_file, check_writable
     from crossover.report.text import KeptRuns
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config

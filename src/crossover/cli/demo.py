@@ -31,7 +31,7 @@ def demo(
     from crossover.cli.common import run_async
     from crossover.cli.sweep import print_outcome, run_live
     from crossover.models.gemma import ensure_gemma3_270m
-    from crossover.records.store import check_writable
+    from crossover.records.database_file import check_writable
     from crossover.sweep.demo import demo_config, explain
 
     console = make_console(stderr=True)

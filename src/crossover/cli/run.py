@@ -282,7 +282,8 @@ def run(
     from crossover.engines import registry
     from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
     from crossover.metrics.client_floor import resolve_client_floor
-    from crossover.records.store import Store, check_database_file, check_writable
+    from crossover.records.database_file import check_database_file, check_writable
+    from crossover.records.store import Store
     from crossover.spec.run import base_url, run_seed
     from crossover.spec.slo import Slo, parse_slo
     from crossover.workload import load_tokenizer
@@ -497,7 +498,8 @@ def summarize_cmd(
     from crossover.cli.common import console as make_console
     from crossover.cli.render import print_summary
     from crossover.measure import resummarize
-    from crossover.records.store import Store, require_database
+    from crossover.records.database_file import require_database
+    from crossover.records.store import Store
 
     require_database(db)
     check_output_file(json_path, "--json", keep=[db])

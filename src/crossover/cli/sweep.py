@@ -217,7 +217,7 @@ def sweep(
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_list, run_async
-    from crossover.records.store import check_database_file, check_writable
+    from crossover.records.database_file import check_database_file, check_writable
     from crossover.sweep.config import build_sweep_config, load_sweep_config
     from crossover.sweep.resume import forget_empty_sweep, parse_redo
 

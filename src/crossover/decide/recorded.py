@@ -25,8 +25,9 @@ from crossover.decide.coarse import MIN_PART
 from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.errors import UsageError
+from crossover.records.database_file import damaged, read_only_uri
 from crossover.records.model import RequestRecord
-from crossover.records.store import damaged, read_only_uri, read_records
+from crossover.records.store import read_records
 
 
 @dataclass(frozen=True)

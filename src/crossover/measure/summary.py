@@ -12,8 +12,9 @@ from crossover.errors import UsageError
 from crossover.metrics.run import RunContext, count_with_tokenizer, summarize
 from crossover.metrics.summary import ClientFloor, EngineCounter, EngineInfo, LoopLag, RunSummary
 from crossover.metrics.witness import CHUNK_ENCODES, retokenize
+from crossover.records.database_file import damaged
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store, damaged
+from crossover.records.store import Store
 from crossover.spec.run import RunConfig
 from crossover.workload import ServerTokenizer, Tokenizer
 
