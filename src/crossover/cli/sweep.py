@@ -21,7 +21,8 @@ from crossover.cli.run import (
     sessions_of,
 )
 from crossover.errors import InvalidRunError, UsageError, parse_names
-from crossover.spec.run import RunConfig, parse_named_url
+from crossover.spec.run import RunConfig
+from crossover.spec.target import parse_target
 from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
 from crossover.words import plural
@@ -53,16 +54,6 @@ EXAMPLE = (
 
 def register(app: typer.Typer) -> None:
     app.command("sweep", epilog=EXAMPLE)(sweep)
-
-
-def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
-    """``NAME=URL[,engine=vllm,model=M]``."""
-    name, url, settings = parse_named_url(text, "--target")
-    out: dict[str, Any] = {"name": name, "url": url, "engine": engine, "model": model}
-    out.update(settings)
-    if out["engine"] is None:
-        out["engine"] = "openai"
-    return out
 
 
 def sweep(

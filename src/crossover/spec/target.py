@@ -1,7 +1,8 @@
 """A sweep's targets: a running server (``url``, or ``urls`` of identical replicas) or
 an engine to launch (``launch``), the launch block validated once, with the file, into a
 ``LaunchTarget``: the engine's ``EngineConfig`` keys, its name known to the registry,
-and how many replicas to start."""
+and how many replicas to start. A ``--target NAME=URL[,k=v]`` flag is read into the same
+keys (``parse_target``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from crossover.engines import registry
 from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
 from crossover.errors import unknown_choice
-from crossover.spec.run import base_url
+from crossover.spec.run import base_url, parse_named_url
 from crossover.transport import TransportName
 
 
@@ -181,3 +182,13 @@ class TargetConfig(BaseModel):
         if self.urls is not None:
             return list(self.urls)
         return [self.url] if self.url is not None else []
+
+
+def parse_target(text: str, engine: str | None, model: str | None) -> dict[str, Any]:
+    """``NAME=URL[,engine=vllm,model=M]``."""
+    name, url, settings = parse_named_url(text, "--target")
+    out: dict[str, Any] = {"name": name, "url": url, "engine": engine, "model": model}
+    out.update(settings)
+    if out["engine"] is None:
+        out["engine"] = "openai"
+    return out
