@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         assert main(argv) == 0
         again, again_err = capsys.readouterr()
     decision = json.loads((tmp_path / "d.json").read_text())
+    # where it was measured, with the answer
+    assert [h["cpus"] for h in decision["live"]["hosts"]] == [os.cpu_count()]
     # the same answer beside the records, and `crossover report` leads with it
     assert json.loads((out / "decision.json").read_text()) == decision
     assert f"decision: {out / 'decision.json'}" in printed

@@ -149,6 +149,8 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
                 },
                 "measured": len(result.steps),
                 "grid_levels": _grid_levels(q),
+                # where it was measured (sweep.json's hosts), with the answer
+                "hosts": [h.model_dump(mode="json") for h in result.sweep.hosts],
             }
         },
     )
