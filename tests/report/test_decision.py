@@ -76,6 +76,7 @@ def test_the_decision_leads_the_report_and_its_strings_stay_text(sweep_dir: Path
     html = write_report(sweep_dir, load_sweep(sweep_dir)).read_text()
     head = html.split('<h2 id="findings">')[0]
     assert '<h2 id="decision">Decision</h2>' in head
+    assert "<h1>crossover decision report</h1>" in head
     assert "where the targets cross on total tokens/s, TTFT p50" in head
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in head
@@ -94,7 +95,7 @@ def test_the_decision_leads_the_report_and_its_strings_stay_text(sweep_dir: Path
 
 def test_no_decision_section_without_the_file(sweep_dir: Path) -> None:
     html = write_report(sweep_dir, load_sweep(sweep_dir)).read_text()
-    assert 'id="decision"' not in html
+    assert 'id="decision"' not in html and "<h1>crossover sweep report</h1>" in html
 
 
 def test_a_replay_shows_its_measuring_against_the_grid() -> None:

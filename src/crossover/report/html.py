@@ -423,6 +423,7 @@ def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> 
         charts,
         findings,
         check_sweep(sweep),
+        title="crossover decision report" if decision else "crossover sweep report",
         quality=load_quality(sweep_dir),
         decision=decision,
     )
