@@ -123,4 +123,4 @@ def test_a_sweep_keeps_its_host_and_says_when_it_resumed_on_another(tmp_path: Pa
     html = (out / "report.html").read_text()
     assert "measured on: 1x NVIDIA H100 80GB HBM3" in html
     assert "resumed on another machine:" in html
-    assert "</span> <span class=\"muted\">(the machine crossover ran on" in html
+    assert '</span> <span class="muted">(the machine crossover ran on' in html
