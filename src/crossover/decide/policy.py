@@ -41,7 +41,10 @@ Where engines start (``group_targets``), repeats are taken while a target's engi
 the reference's at each of its levels (``reference_repeats``: every later target is judged
 against them, and a repeat wanted later would cost a restart), a later target's where its
 sign against those before it is uncertain. Steps 2 and 3 prefer the target measured last,
-so its engine keeps running. A capacity
+so its engine keeps running, and what they want of it comes before the first pass switches
+engines; on a target whose start costs more than ``DEAR_START`` of its levels, a crossover
+still too wide is measured across its bracket while that engine is up
+(:func:`crossover.decide.refine.refinement_wanted`). A capacity
 question ("which target serves the most concurrency under an SLO") instead brackets each
 target's last level meeting the SLO and first level failing it, stops a target once another
 meets the SLO where it fails, and bisects the brackets that decide the leader.
@@ -174,6 +177,10 @@ def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
         first = prefer_running(s, first_pass_all(s, order, coarse))
     else:
         first = first_pass(s, order, coarse)
+    later = repeats_wanted(s) + refinement_wanted(s, coarse)
     if first is not None:
-        return first
-    return prefer_running(s, repeats_wanted(s)) or prefer_running(s, refinement_wanted(s, coarse))
+        # the engine that is up is worked before a switch: a restart costs minutes where
+        # a level costs seconds (the first pass's order resumes after)
+        up = prefer_running(s, later) if first.target != s.last_target else None
+        return up if up is not None and up.target == s.last_target else first
+    return prefer_running(s, later)

@@ -5,6 +5,7 @@ the repeats that would confirm a lead resting on one run of a side."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from crossover.analysis.refine import propose_refinement
 from crossover.decide.model import Measure, Question
@@ -82,6 +83,53 @@ def refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
                 if s.run(t, level) is None and (t, level, 0) not in s.deferred:
                     u = b if t == a else a
                     out.append(Measure(t, level, 0, None, f"refining {a} vs {b}", concerns=(u,)))
+        out += _bracket_while_up(s, a, b, common, findings)
+    return out
+
+
+#: a target's engine is dear where one start costs this many times a level of it: while
+#: it is up, the bracket a bisection is narrowing is measured whole (each later step
+#: would start it again)
+DEAR_START = 5.0
+
+
+def _bracket_while_up(
+    s: State, a: str, b: str, common: list[int], findings: list[Any]
+) -> list[Measure]:
+    """The running target's every grid level (with its repeats) inside the measured
+    levels enclosing a wide crossover's interval, where its engine is dear: the steps a
+    bisection would take one at a time, each after the other side has measured, taken now
+    while its engine is up."""
+    from crossover.decide.budget import level_seconds
+
+    t = s.last_target
+    if t not in (a, b):
+        return []
+    u = b if t == a else a
+    out: list[Measure] = []
+    for f in findings:
+        if f.kind != "crossover" or f.interval is None:
+            continue
+        width = f.rel_width
+        if width is None or width <= s.cfg.refine_width:
+            continue
+        lo = max((c for c in common if c <= f.interval[0]), default=None)
+        hi = min((c for c in common if c >= f.interval[1]), default=None)
+        if lo is None or hi is None:
+            continue
+        for c in s.q.grid:
+            if not (lo < c < hi) or c in common or not (s.q.covers(t, c) and s.q.covers(u, c)):
+                continue
+            if s.cfg.start_cost(t) < DEAR_START * level_seconds(s, t, c):
+                continue
+            reps = s.repeats(t, c)
+            r = len(reps)
+            if r >= s.q.repeats or (reps and not reps[-1].complete):
+                continue
+            if (t, c, r) in s.deferred:
+                continue
+            why = f"the bracket of {a} vs {b} while {t}'s engine is up (a restart costs more)"
+            out.append(Measure(t, c, r, None, why, concerns=(u,)))
     return out
 
 
