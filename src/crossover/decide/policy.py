@@ -177,10 +177,11 @@ def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
         first = prefer_running(s, first_pass_all(s, order, coarse))
     else:
         first = first_pass(s, order, coarse)
-    later = repeats_wanted(s) + refinement_wanted(s, coarse)
-    if first is not None:
-        # the engine that is up is worked before a switch: a restart costs minutes where
-        # a level costs seconds (the first pass's order resumes after)
-        up = prefer_running(s, later) if first.target != s.last_target else None
-        return up if up is not None and up.target == s.last_target else first
-    return prefer_running(s, later)
+    if first is not None and first.target == s.last_target:
+        return first
+    up = prefer_running(s, repeats_wanted(s) + refinement_wanted(s, coarse))
+    if first is None:
+        return up
+    # the engine that is up is worked before a switch: a restart costs minutes where a
+    # level costs seconds (the first pass's order resumes after)
+    return up if up is not None and up.target == s.last_target else first
