@@ -106,6 +106,12 @@ def argument_parser(prog: str, description: str | None = None) -> argparse.Argum
     return OneLineParser(prog=prog, description=description)
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line for a one-line message, its type's name where it says
+    nothing."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The valid name nearest to a mistyped one (difflib), or None when none is close."""
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crossover.errors import UsageError
+from crossover.errors import UsageError, first_line
 
 
 def check_writable(folder: Path) -> None:
@@ -88,5 +88,4 @@ def read_only_uri(path: Path) -> str:
 def damaged(path: Path, what: str, exc: Exception) -> UsageError:
     """One line for a row of a results database that cannot be read back (edited or
     damaged by hand: SQLite's own checks pass); a traceback otherwise."""
-    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return UsageError(f"{path}: {what} is damaged and cannot be read ({why})")
+    return UsageError(f"{path}: {what} is damaged and cannot be read ({first_line(exc)})")

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from crossover.analysis.crossovers import metric_spec
-from crossover.errors import UsageError
+from crossover.errors import UsageError, first_line
 from crossover.words import plural
 
 #: the file ``crossover report`` shows beside a sweep when the folder holds it
@@ -28,8 +28,7 @@ def load_decision(sweep_dir: Path) -> dict[str, Any] | None:
     try:
         raw = orjson.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"{path}: not readable JSON ({first})") from None
+        raise UsageError(f"{path}: not readable JSON ({first_line(exc)})") from None
     if not isinstance(raw, dict) or raw.get("schema") != DECISION_SCHEMA:
         raise UsageError(f'{path}: not a decision (expected "schema": "{DECISION_SCHEMA}")')
     return raw

@@ -353,7 +353,7 @@ QUALITY_FILE = "quality.json"
 def load_quality(sweep_dir: Path) -> dict[str, Any] | None:
     """``sweep_dir/quality.json`` (``crossover quality --json``) if present; one-line
     ``UsageError`` when it is not a ``crossover.quality/1`` file."""
-    from crossover.errors import UsageError
+    from crossover.errors import UsageError, first_line
     from crossover.quality.measure import QualityResult
 
     path = sweep_dir / QUALITY_FILE
@@ -362,8 +362,7 @@ def load_quality(sweep_dir: Path) -> dict[str, Any] | None:
     try:
         result = QualityResult.model_validate_json(path.read_bytes())
     except (OSError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"{path}: not a crossover.quality/1 file ({first})") from None
+        raise UsageError(f"{path}: not a crossover.quality/1 file ({first_line(exc)})") from None
     return result.to_json_dict()
 
 
