@@ -318,6 +318,11 @@ class SweepFile(BaseModel):
     def _one_or_many(cls, v: Any) -> Any:
         return [v] if isinstance(v, dict) else v
 
+    def machines(self) -> int:
+        """How many kinds of machine its runs were measured on (``hosts``; 0 before
+        sweeps kept them)."""
+        return len({h.machine() for h in self.hosts})
+
     def target_names(self) -> list[str]:
         """Targets in declared order, then any that appear only in ``runs``."""
         names = [t.name for t in self.targets]

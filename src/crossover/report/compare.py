@@ -286,7 +286,7 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
         if s.runs and not any(r.is_valid for r in s.runs):
             cmp.invalid_runs.append(f"{label} has no valid run")
     for label, s in ((before, a), (after, b)):
-        if len({h.machine() for h in s.hosts}) > 1:
+        if s.machines() > 1:
             seen = "; then ".join(h.describe() for h in s.hosts)
             cmp.notes.append(f"{label}: resumed on another machine ({seen})")
     _machines(cmp, a.hosts, b.hosts)

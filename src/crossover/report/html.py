@@ -317,7 +317,7 @@ def render_html(
         "started_at": sweep.started_at,
         "workload": describe_workload(sweep.workload or {}),
         "hosts": [h.describe() for h in sweep.hosts],
-        "machines": len({h.machine() for h in sweep.hosts}),
+        "machines": sweep.machines(),
         "charts": chart_list,
         "overloads": format_overloads(sweep),
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],

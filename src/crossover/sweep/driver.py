@@ -288,13 +288,13 @@ class SweepRunner:
             self.store.set_meta("started_at", self.started_at)
         # the machine it runs on now, kept where it is another kind than the last one
         stored = self.store.get_meta("hosts") or []
-        self.host = read_host()
-        hosts, before = note_host(stored, self.host)
+        host = read_host()
+        hosts, before = note_host(stored, host)
         if hosts is not stored:
             self.store.set_meta("hosts", hosts)
         if before is not None and self.events.on_note is not None:
             self.events.on_note(
-                f"this sweep resumed on another machine: {self.host.describe()}; its runs "
+                f"this sweep resumed on another machine: {host.describe()}; its runs "
                 f"so far were measured on {before.describe()} (sweep.json's hosts keeps "
                 "both: compare their runs as two machines, not as repeats)"
             )
