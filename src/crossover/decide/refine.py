@@ -5,8 +5,8 @@ the repeats that would confirm a lead resting on one run of a side."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
+from crossover.analysis.crossovers import Finding
 from crossover.analysis.refine import propose_refinement
 from crossover.decide.model import Measure, Question
 from crossover.decide.state import State, pair_findings, pairs, uncertain
@@ -94,7 +94,7 @@ DEAR_START = 5.0
 
 
 def _bracket_while_up(
-    s: State, a: str, b: str, common: list[int], findings: list[Any]
+    s: State, a: str, b: str, common: list[int], findings: list[Finding]
 ) -> list[Measure]:
     """The running target's every grid level (with its repeats) inside the measured
     levels enclosing a wide crossover's interval, where its engine is dear: the steps a
