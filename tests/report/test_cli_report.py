@@ -30,7 +30,25 @@ def test_report_command_writes_html_and_prints_findings(sweep_dir: Path, tmp_pat
     assert out.is_file()
     assert "total tokens/s: llamacpp leads below" in output
     assert "roofline 3.74 ms/token" in output
-    assert (sweep_dir / "report" / "throughput.png").is_file()
+    assert (tmp_path / "r_files" / "throughput.png").is_file()  # beside the HTML
+    assert not (sweep_dir / "report").exists()
+
+
+def test_report_elsewhere_writes_nothing_into_the_sweep_folder(
+    sweep_dir: Path, tmp_path: Path
+) -> None:
+    """``--out`` elsewhere: the PNGs go beside the HTML, named after it, and the HTML names
+    them relative to itself; the sweep's folder (read-only: a committed sweep) is left as
+    it was. They went into DIR/report/ whatever --out said."""
+    before = sorted(p.name for p in sweep_dir.iterdir())
+    out = tmp_path / "elsewhere" / "sweep1.html"
+    code, _, exc = _invoke("report", str(sweep_dir), "--out", str(out))
+    assert exc is None, exc
+    assert code == 0
+    assert sorted(p.name for p in sweep_dir.iterdir()) == before
+    names = sorted(p.name for p in (out.parent / "sweep1_files").iterdir())
+    assert names == ["itl.png", "pareto.png", "throughput.png", "ttft.png"]
+    assert "(sweep1_files/throughput.png)" in out.read_text()
 
 
 @pytest.mark.parametrize(

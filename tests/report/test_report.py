@@ -22,6 +22,7 @@ def test_report_is_self_contained_with_charts_and_files(sweep_dir: Path) -> None
     assert all(base64.b64decode(u).startswith(PNG_MAGIC) for u in uris)
     for name in ("throughput", "ttft", "itl", "pareto"):
         assert (sweep_dir / "report" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+    assert "(report/throughput.png)" in html  # the caption: the PNG beside the HTML
     # nothing is fetched from elsewhere
     assert "http://" not in html.replace("http://127.0.0.1", "")
     assert "<link" not in html

@@ -13,10 +13,16 @@ from crossover.cli.common import check_output_file
 def report(
     directory: Annotated[Path, typer.Argument(help="sweep directory (holds sweep.json)")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="HTML file to write [default: DIR/report.html]")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="HTML file to write, its PNGs in NAME_files/ beside it "
+            "[default: DIR/report.html, PNGs in DIR/report/]",
+        ),
     ] = None,
 ) -> None:
-    """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/)."""
+    """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/;
+    with --out, beside OUT and nothing written into DIR)."""
     from rich.markup import escape
 
     from crossover.analysis import analyze_sweep, check_sweep

@@ -403,14 +403,25 @@ def _quality_rows(quality: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def chart_folder(sweep_dir: Path, out: Path | None) -> Path:
+    """Where the report's PNGs go: ``DIR/report/`` beside ``DIR/report.html``; beside any
+    other HTML file, a folder named after it (``r.html``: ``r_files/``), so that a report
+    written elsewhere (``--out``) writes nothing into the sweep's folder, which may be
+    read-only (a committed sweep, someone else's)."""
+    default = sweep_dir / "report.html"
+    if out is None or out.resolve() == default.resolve():
+        return sweep_dir / "report"
+    return out.parent / f"{out.stem}_files"
+
+
 def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> Path:
-    """Analyse ``sweep``, write its PNGs to ``sweep_dir/report/`` and the HTML to
-    ``out`` (default ``sweep_dir/report.html``). Returns the HTML's path."""
+    """Analyse ``sweep``, write the HTML to ``out`` (default ``sweep_dir/report.html``)
+    and its PNGs to ``chart_folder``. Returns the HTML's path."""
     from crossover.report.charts import all_charts
 
     findings = analyze_sweep(sweep)
     charts = all_charts(sweep, findings)
-    chart_dir = sweep_dir / "report"
+    chart_dir = chart_folder(sweep_dir, out)
     chart_dir.mkdir(parents=True, exist_ok=True)
     for name, png in charts.items():
         (chart_dir / f"{name}.png").write_bytes(png)
@@ -423,6 +434,7 @@ def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> 
         findings,
         check_sweep(sweep),
         title="crossover decision report" if decision else "crossover sweep report",
+        chart_dir=chart_dir.name,  # beside the HTML: a link relative to it
         quality=load_quality(sweep_dir),
         decision=decision,
     )
