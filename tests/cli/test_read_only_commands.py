@@ -72,3 +72,52 @@ def test_a_read_only_folder_reads_the_same(tmp_path: Path, command: str) -> None
         assert sorted(p.name for p in folder.iterdir()) == ["sweep.db", "sweep.json"]
     assert got.returncode == 0, got.stderr
     assert (got.stdout, got.stderr) == (writable.stdout, writable.stderr)
+
+
+def _unfolded(tmp_path: Path) -> Path:
+    """A sweep folder whose ``sweep.db-wal`` holds a write not yet in ``sweep.db`` and has
+    no ``sweep.db-shm`` beside it: copied while a writer had it open (or left by one
+    killed), without the ``-shm``."""
+    source = _sweep(tmp_path / "source", "wal")
+    writer = sqlite3.connect(source / "sweep.db")
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint=0")  # the write stays in the -wal
+        writer.execute("INSERT INTO meta VALUES ('note', '\"not yet folded in\"')")
+        writer.commit()
+        folder = tmp_path / "copy"
+        folder.mkdir()
+        for name in ("sweep.db", "sweep.db-wal", "sweep.json"):
+            shutil.copyfile(source / name, folder / name)
+    finally:
+        writer.close()
+    return folder
+
+
+@pytest.mark.parametrize("command", ["summarize", "decide"])
+def test_a_wal_without_its_shm_in_a_read_only_folder_says_what_to_do(
+    tmp_path: Path, command: str
+) -> None:
+    """SQLite reads a ``-wal`` only by creating the ``-shm`` beside it: in a read-only
+    folder it said "unable to open database file", shown as "not a crossover results
+    database". One line says what is wrong and what to do; the ``-wal`` stays, and the
+    advice works."""
+    (tmp_path / "source").mkdir()
+    folder = _unfolded(tmp_path)
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    before = _state(folder)
+    args = COMMANDS[command](folder, outputs)
+    with read_only(folder):
+        got = crossover_cli(args, unwritable=folder)
+        assert _state(folder) == before
+    assert got.returncode == 2
+    line = " ".join(got.stderr.split())  # rich wraps long lines
+    db = folder / "sweep.db"
+    assert line == (
+        f"error: {db}: its folder is read-only and sweep.db-wal holds writes not yet in it, "
+        "which SQLite cannot read without creating sweep.db-shm: copy the folder, "
+        "sweep.db-wal included, somewhere writable and read it there"
+    )
+    copy = tmp_path / "writable"
+    shutil.copytree(folder, copy)
+    assert main(COMMANDS[command](copy, outputs)) == 0

@@ -25,7 +25,7 @@ from crossover.decide.coarse import MIN_PART
 from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.errors import UsageError
-from crossover.records.database_file import damaged, read_only_uri
+from crossover.records.database_file import cannot_read, damaged, read_only_uri
 from crossover.records.model import RequestRecord
 from crossover.records.store import read_records
 
@@ -55,7 +55,7 @@ class Recorded:
                 "WHERE status='done' AND key IS NOT NULL ORDER BY created_at"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise UsageError(f"{path}: not a crossover results database ({exc})") from None
+            raise cannot_read(path, exc) from None
         self.path = path
         self.runs: dict[tuple[str, int, int], RecordedRun] = {}
         for run_id, key, ctx, summary in rows:

@@ -1,12 +1,13 @@
 """A results database's file before a ``Store`` opens it: the output folder checked
-writable, the file checked to be SQLite (or absent), how to open it only to read, and the
-one line for a row that cannot be read back. Each fails with one line (a ``UsageError``),
-before any work, never a traceback.
+writable, the file checked to be SQLite (or absent), how to open it only to read and the
+one line where that fails, and the one line for a row that cannot be read back. Each
+fails with one line (a ``UsageError``), before any work, never a traceback.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 from crossover.errors import UsageError, first_line
@@ -83,6 +84,23 @@ def read_only_uri(path: Path) -> str:
 
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     return uri if Path(f"{path}-wal").exists() else uri + "&immutable=1"
+
+
+def cannot_read(path: Path, exc: sqlite3.DatabaseError) -> UsageError:
+    """The one line for a database that did not open only to read (``read_only_uri``):
+    not a results database, in SQLite's words; or, where a ``-wal`` is beside it without
+    its ``-shm`` in a folder that cannot be written, what is wrong and what to do: SQLite
+    reads the writes a ``-wal`` holds (a sweep stopped before its last checkpoint, or
+    copied while it ran) only by creating the ``-shm`` beside it, and says just "unable to
+    open database file". The ``-wal`` is left where it is: it holds results."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if wal.exists() and not shm.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+        return UsageError(
+            f"{path}: its folder is read-only and {wal.name} holds writes not yet in it, which "
+            f"SQLite cannot read without creating {shm.name}: copy the folder, {wal.name} "
+            "included, somewhere writable and read it there"
+        )
+    return UsageError(f"{path}: not a crossover results database ({exc})")
 
 
 def damaged(path: Path, what: str, exc: Exception) -> UsageError:

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import orjson
 
 from crossover.errors import UsageError
-from crossover.records.database_file import damaged, read_only_uri
+from crossover.records.database_file import cannot_read, damaged, read_only_uri
 from crossover.records.model import RequestRecord
 
 SCHEMA = """
@@ -205,6 +205,8 @@ class Store:
                 self._db.execute("PRAGMA busy_timeout=30000")
                 self._db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
+            if read_only:
+                raise cannot_read(path, exc) from None
             raise UsageError(f"{path}: not a crossover results database ({exc})") from None
         self._writer: _Writer | None = None
         self._lock = threading.Lock()
