@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from crossover.errors import UsageError
 from crossover.records.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -169,7 +170,7 @@ def main(folder: Path, targets: list[str] | None, levels: list[int] | None) -> N
     )
     print("|---|---:|---:|---|---:|---:|---|---|---:|---:|")
     try:
-        with Store(db) as store:
+        with Store(db, read_only=True) as store:  # it only reads: nothing written there
             for name, c, rep, run in valid_runs(store, targets, levels):
                 s = run.summary
                 assert s is not None
@@ -215,4 +216,7 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     only = args[1].split(",") if len(args) > 1 and args[1] else None
     lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
-    main(Path(args[0]), only, lv)
+    try:
+        main(Path(args[0]), only, lv)
+    except UsageError as exc:  # not a results database: one line
+        sys.exit(str(exc))

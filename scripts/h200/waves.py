@@ -23,7 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from crossover.errors import UsageError
 from crossover.metrics.run import ttft_by_wave
+from crossover.records.database_file import require_database
 from crossover.records.store import Store
 from crossover.sweep.driver import parse_run_key
 
@@ -64,7 +66,7 @@ def valid_runs(
 def main(db: Path, targets: list[str] | None, levels: list[int] | None) -> None:
     print("| target | c | repeat | wave 1 TTFT p50 ms | wave 2 TTFT p50 ms | wave 2 sent over s |")
     print("|---|---:|---:|---:|---:|---:|")
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:  # it only reads: nothing written there
         for name, c, rep, run in valid_runs(store, targets, levels):
             run_id = run.run_id
             recs = sorted(store.records(run_id, include_warmup=False), key=lambda r: r.t_send_ns)
@@ -87,7 +89,10 @@ if __name__ == "__main__":
     lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
     db = open_db(args[0])
     try:
+        require_database(db)  # read only: a path of no database is one line, not made one
         main(db, only, lv)
+    except UsageError as exc:
+        sys.exit(str(exc))
     finally:
         if db.parent.name.startswith("waves-"):
             shutil.rmtree(db.parent)
