@@ -16,6 +16,9 @@ from crossover.analysis.schema import HostFacts, HostGpu, SweepFile, TargetInfo
 from crossover.measure.host import _nvidia_smi, kept_hosts, note_host, read_host
 from crossover.records.store import Store
 from crossover.report.compare import compare_sweeps
+from crossover.sweep.config import SweepConfig
+from crossover.sweep.driver import SweepRunner
+from tests.measure.test_host_gpus import _fake_nvml
 
 from .conftest import Linear, child_env, crossover_cmd, read_sweep, servers, target_flags
 
@@ -58,7 +61,7 @@ def test_nvidia_smi_is_read_where_nvml_is_missing(
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     reading = _nvidia_smi()
     assert reading is not None
-    gpus, driver, cuda = reading
+    gpus, driver, cuda = reading.gpus, reading.driver, reading.cuda
     assert [g.name for g in gpus] == ["NVIDIA H200", "NVIDIA H200"]
     assert gpus[0].memory_gib == 140.4 and driver == "580.95.05" and cuda is None
 
@@ -94,6 +97,37 @@ def test_compare_notes_machines_that_differ() -> None:
     assert any(n.startswith("machines differ: A on 1x NVIDIA H100") for n in cmp.notes), cmp.notes
     same = compare_sweeps(a, SweepFile(hosts=[_host(H100, driver="590")], targets=x))
     assert not any("machines differ" in n for n in same.notes)
+
+
+def test_a_sweep_keeps_the_gpus_its_targets_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # crossover's own: the URL target's
+    launch = {"engine": "vllm", "model": "m"}
+    cfg = SweepConfig.model_validate(
+        {
+            "name": "gpus",
+            "targets": [
+                {"name": "A", "launch": {**launch, "env": {"CUDA_VISIBLE_DEVICES": "4"}}},
+                {"name": "B", "launch": {**launch, "replicas": 2, "gpus_per_replica": 1}},
+                {"name": "C", "url": "http://127.0.0.1:9"},
+            ],
+            "concurrency": [1],
+            "output_tokens": 4,
+            "input_tokens": 8,
+            "client_floor": "off",
+        }
+    )
+    runner = SweepRunner(cfg, tmp_path)
+    try:
+        (host,) = kept_hosts(runner.store.get_meta("hosts"))
+    finally:
+        runner.store.close()
+    assert len(host.gpus) == 4 and host.machine_gpus == 8
+    assert host.gpus_chosen == (
+        "CUDA_VISIBLE_DEVICES=4; CUDA_VISIBLE_DEVICES=0,1; CUDA_VISIBLE_DEVICES=7"
+    )
 
 
 @pytest.mark.slow

@@ -4,26 +4,101 @@ database, ``meta`` key ``hosts``, and ``sweep.json``), so a result says which GP
 driver and CPU it was measured with, and a sweep resumed on another kind of machine
 says so.
 
-GPUs come from NVML (``pynvml``, the ``gpu`` extra) or, without it, ``nvidia-smi``; CPU
-and memory from ``/proc`` (Linux); each is ``None`` where it cannot be read, never a
-guess."""
+GPUs come from NVML (``pynvml``, the ``gpu`` extra) or, without it, ``nvidia-smi``; both
+see every GPU of the machine, so those kept are the ones ``CUDA_VISIBLE_DEVICES`` leaves
+to the engines (:func:`visible_gpus`: crossover's own, or each target's where its env sets
+one). CPU and memory come from ``/proc`` (Linux); each fact is ``None`` where it cannot be
+read, never a guess."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from crossover.metrics.host import HostFacts, HostGpu
 
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 
-def _nvml() -> tuple[list[HostGpu], str | None, str | None] | None:
+
+class GpuReading(NamedTuple):
+    """Every GPU of the machine as NVML (or nvidia-smi) lists them, in its order."""
+
+    gpus: list[HostGpu]
+    driver: str | None
+    cuda: str | None
+    #: each GPU's UUID (``GPU-...``), ``None`` where not read; ``()``: none read
+    uuids: tuple[str | None, ...] = ()
+
+
+class Unread(ValueError):
+    """A ``CUDA_VISIBLE_DEVICES`` that names GPUs in a way not read here."""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def visible_gpus(value: str, reading: GpuReading, pci_order: bool) -> list[int]:
+    """The machine's GPUs (their NVML indices, in the order given) that
+    ``CUDA_VISIBLE_DEVICES=value`` leaves to CUDA: indices, and GPU UUIDs or a start of one
+    that names one GPU. As CUDA reads it, the list ends at the first index that names no
+    GPU (``-1`` and the empty string hide every one). ``pci_order``: ``CUDA_DEVICE_ORDER``
+    is ``PCI_BUS_ID`` (NVML's order); else CUDA numbers GPUs fastest first, NVML's order
+    only where they are all of one kind.
+
+    Raises :class:`Unread` for what is not read here (a MIG id, a UUID that names no GPU
+    of the reading or several, indices of GPUs of different kinds in CUDA's own order)."""
+    out: list[int] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if re.fullmatch(r"[+-]?\d+", entry) or not entry:
+            i = int(entry) if entry else -1
+            if not 0 <= i < len(reading.gpus):
+                break  # CUDA stops at an index that is no GPU
+            if not pci_order and len({g.name for g in reading.gpus}) > 1:
+                raise Unread(
+                    "indices of GPUs of different kinds follow CUDA's fastest-first order "
+                    "(CUDA_DEVICE_ORDER=PCI_BUS_ID makes it NVML's)"
+                )
+        elif entry.startswith("GPU-"):
+            if len(reading.uuids) != len(reading.gpus) or None in reading.uuids:
+                raise Unread("the GPUs' UUIDs could not be read")
+            hits = [k for k, u in enumerate(reading.uuids) if u and u.startswith(entry)]
+            if len(hits) != 1:
+                raise Unread(f"{entry} names {'no GPU' if not hits else 'several GPUs'} here")
+            i = hits[0]
+        else:
+            raise Unread(f"{entry} is not an index or a GPU UUID")
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def _chosen(values: Sequence[str], reading: GpuReading) -> tuple[list[int] | None, str]:
+    """The GPUs the engines could use under each of ``values`` (their union, NVML's
+    order), ``None`` where one is not read here; and what chose them."""
+    shown = [f"{VISIBLE}={v}" if v else f'{VISIBLE}=""' for v in dict.fromkeys(values)]
+    said = "; ".join(shown)
+    pci = os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    union: set[int] = set()
+    for v in values:
+        try:
+            union.update(visible_gpus(v, reading, pci))
+        except Unread as why:
+            return None, f"{said} not read here ({why}): every GPU counted"
+    return sorted(union), said
+
+
+def _nvml() -> GpuReading | None:
     try:
         import pynvml
     except ImportError:
@@ -33,26 +108,24 @@ def _nvml() -> tuple[list[HostGpu], str | None, str | None] | None:
     except Exception:  # no driver, no GPU: NVMLError_* and kin
         return None
     try:
-        gpus = []
+        gpus, uuids = [], []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(h)
             total = pynvml.nvmlDeviceGetMemoryInfo(h).total
-            gpus.append(
-                HostGpu(
-                    name=name.decode() if isinstance(name, bytes) else str(name),
-                    memory_gib=round(total / 2**30, 1),
-                )
-            )
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+            gpus.append(HostGpu(name=_text(name), memory_gib=round(total / 2**30, 1)))
+            uuid: str | None = None
+            with contextlib.suppress(Exception):
+                uuid = _text(pynvml.nvmlDeviceGetUUID(h))
+            uuids.append(uuid)
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
         cuda: str | None = None
         try:
             v = int(pynvml.nvmlSystemGetCudaDriverVersion())
             cuda = f"{v // 1000}.{v % 1000 // 10}"
         except Exception:
             cuda = None
-        return gpus, driver, cuda
+        return GpuReading(gpus, driver, cuda, tuple(uuids))
     except Exception:
         return None
     finally:
@@ -60,13 +133,17 @@ def _nvml() -> tuple[list[HostGpu], str | None, str | None] | None:
             pynvml.nvmlShutdown()
 
 
-def _nvidia_smi() -> tuple[list[HostGpu], str | None, str | None] | None:
+def _nvidia_smi() -> GpuReading | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+            [
+                exe,
+                "--query-gpu=name,memory.total,driver_version,uuid",
+                "--format=csv,noheader,nounits",
+            ],
             capture_output=True,
             text=True,
             timeout=15,
@@ -74,7 +151,7 @@ def _nvidia_smi() -> tuple[list[HostGpu], str | None, str | None] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    gpus, driver = [], None
+    gpus, driver, uuids = [], None, []
     for line in out.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) < 3 or not parts[0]:
@@ -85,7 +162,8 @@ def _nvidia_smi() -> tuple[list[HostGpu], str | None, str | None] | None:
             memory = None
         gpus.append(HostGpu(name=parts[0], memory_gib=memory))
         driver = parts[2] or driver
-    return gpus, driver, None
+        uuids.append(parts[3] if len(parts) > 3 and parts[3].startswith("GPU-") else None)
+    return GpuReading(gpus, driver, None, tuple(uuids))
 
 
 def _cpu(cpuinfo: Path) -> str | None:
@@ -109,18 +187,35 @@ def _memory_gib(meminfo: Path) -> float | None:
     return None
 
 
-def read_host(proc: Path = Path("/proc"), gpus: Any = None) -> HostFacts:
-    """This machine's facts now (``proc`` and ``gpus``, a ``(gpus, driver, cuda)``
-    reading, are for tests)."""
+def read_host(
+    proc: Path = Path("/proc"),
+    gpus: Any = None,
+    devices: Sequence[str | None] = (None,),
+) -> HostFacts:
+    """This machine's facts now, its GPUs those the engines could use: ``devices`` holds
+    the ``CUDA_VISIBLE_DEVICES`` each target starts its engines with, ``None`` for one
+    that keeps crossover's own (the default: ``crossover run``, URL targets). ``proc`` and
+    ``gpus``, a ``(gpus, driver, cuda[, uuids])`` reading, are for tests."""
     from crossover import __version__
 
-    reading = gpus if gpus is not None else (_nvml() or _nvidia_smi())
-    found, driver, cuda = reading if reading is not None else ([], None, None)
+    reading = GpuReading(*gpus) if gpus is not None else (_nvml() or _nvidia_smi())
+    found: list[HostGpu] = []
+    count = chosen = None
+    if reading is not None:
+        found, count = reading.gpus, len(reading.gpus)
+        own = os.environ.get(VISIBLE)
+        values = [own if d is None else d for d in devices] or [own]
+        if all(v is not None for v in values):  # else one target has them all
+            picked, chosen = _chosen([v for v in values if v is not None], reading)
+            if picked is not None:
+                found = [reading.gpus[i] for i in picked]
     return HostFacts(
         seen_at=datetime.now(UTC).isoformat(timespec="seconds"),
         gpus=found,
-        driver=driver,
-        cuda=cuda,
+        machine_gpus=count,
+        gpus_chosen=chosen,
+        driver=reading.driver if reading is not None else None,
+        cuda=reading.cuda if reading is not None else None,
         cpu=_cpu(proc / "cpuinfo"),
         cpus=os.cpu_count(),
         memory_gib=_memory_gib(proc / "meminfo"),

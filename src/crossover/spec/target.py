@@ -177,6 +177,21 @@ class TargetConfig(BaseModel):
         return self
 
     @property
+    def engine_gpus(self) -> str | None:
+        """The ``CUDA_VISIBLE_DEVICES`` its engines start with where it sets one: its
+        launch env's, or with ``gpus_per_replica`` the machine's first replicas x
+        gpus_per_replica GPUs (``TargetSession.replica_gpus`` without Ray); ``None``
+        where they keep crossover's own (a URL target's, whose server may be elsewhere)."""
+        if self.launch is None:
+            return None
+        if "CUDA_VISIBLE_DEVICES" in self.launch.env:
+            return self.launch.env["CUDA_VISIBLE_DEVICES"]
+        if self.launch.gpus_per_replica is not None:
+            n = self.launch.replicas * self.launch.gpus_per_replica
+            return ",".join(str(g) for g in range(n))
+        return None
+
+    @property
     def base_urls(self) -> list[str]:
         """The running server's base URLs: one for ``url``, N for ``urls``, none for launch."""
         if self.urls is not None:

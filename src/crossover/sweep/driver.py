@@ -286,9 +286,10 @@ class SweepRunner:
             self.started_at = started
         else:
             self.store.set_meta("started_at", self.started_at)
-        # the machine it runs on now, kept where it is another kind than the last one
+        # the machine it runs on now (the GPUs its targets' engines may use), kept where
+        # it is another kind than the last one
         stored = self.store.get_meta("hosts") or []
-        host = read_host()
+        host = read_host(devices=[t.engine_gpus for t in self.config.targets])
         hosts, before = note_host(stored, host)
         if hosts is not stored:
             self.store.set_meta("hosts", hosts)
