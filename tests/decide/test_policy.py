@@ -492,3 +492,38 @@ def test_a_resumed_level_measured_in_part_then_whole_is_one_measurement(
     assert next_step(q, obs, live) == next_step(q, alone, live)
     # the time spent counts both: the part took its seconds too
     assert spent_seconds(obs, live) == pytest.approx(spent_seconds(alone, live) + part.seconds)
+
+
+def test_a_sequential_level_stops_only_while_a_stop_leaves_requests_unsent() -> None:
+    """A closed loop keeps a request in flight on each stream, and those finish whatever the
+    stop: a level of two waves, from its first wave on, has nothing left to send, so a stop
+    there saves nothing and would make the level a part (measured again whole where the
+    drained part leaves a gap open: the H100 replay's SGLang at 256, 510 of 512 sent, then
+    all 512 again). Four waves stop after the first."""
+    from crossover.decide.coarse import stop_saves
+    from crossover.decide.live import SequentialWatch
+    from crossover.records.model import RequestRecord
+
+    assert stop_saves(4, 4, 16) and stop_saves(4, 4, None)
+    assert not stop_saves(4, 4, 8) and not stop_saves(5, 4, 8)
+    q = crossover_question(levels=(1, 4))
+    cfg = PolicyConfig(budget_factor=0.0, sequential=True)
+    # fast measured at 4: 1000 tokens/s, 10 ms TTFT; batched's requests far behind on both
+    fast = Observation("fast", 4, 0, {"total_tokens_per_s": 1000.0, "ttft_ms.p50": 10.0}, 8, 8, 1.0)
+    ms = 1_000_000
+
+    def record(i: int) -> RequestRecord:
+        return RequestRecord(index=i, expected_output_tokens=4, t_send_ns=0,
+                             t_first_ns=100 * ms, t_last_ns=1000 * ms, t_done_ns=1000 * ms,
+                             chunk_arrival_ns=[1000 * ms], chunk_chars=[4], status=200,
+                             completion_tokens=4, count_source="usage")  # fmt: skip
+
+    def stops_at(planned: int) -> int | None:
+        watch = SequentialWatch(q, [fast], cfg, "batched", 4, planned)
+        for i in range(planned):
+            if watch(record(i)) is not None:
+                return i + 1
+        return None
+
+    assert stops_at(16) == 4  # one wave finished: 8 more to send
+    assert stops_at(8) is None  # two waves: the second is in flight, nothing to save

@@ -101,6 +101,16 @@ def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
     return sorted(out)
 
 
+def stop_saves(finished: int, streams: int, planned: int | None) -> bool:
+    """Whether a sequential level that stops sending once ``finished`` of its ``planned``
+    requests have finished leaves any request unsent. A closed loop keeps one request in
+    flight on each of its ``streams``, and those finish whatever the stop (the drain): with
+    no more than that left to send, the stop saves nothing, and it makes the level a part,
+    which the policy measures again whole where the drained part leaves a gap open (a
+    level of two waves, from its first wave on). ``planned`` unknown: it may save."""
+    return planned is None or finished + streams < planned
+
+
 def part_settled(
     q: Question,
     observations: Sequence[Observation],

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.analysis.schema import SweepFile
-from crossover.decide.coarse import MIN_PART, part_settled
+from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
 from crossover.decide.model import (
     Decision,
     Measure,
@@ -102,7 +102,7 @@ class SequentialWatch:
             return None
         self.done.add(rec)
         n = self.done.count
-        if n < self.first or (self.planned is not None and n >= self.planned):
+        if n < self.first or not stop_saves(n, self.level, self.planned):
             return None
         why = part_settled(
             self.q, self.obs, self.policy, self.target, self.level, self.done.values()

@@ -21,7 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from crossover.analysis.schema import EngineStart
-from crossover.decide.coarse import MIN_PART
+from crossover.decide.coarse import MIN_PART, stop_saves
 from crossover.decide.model import Observation
 from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
 from crossover.errors import UsageError
@@ -146,10 +146,11 @@ class Recorded:
     ) -> Observation | None:
         """The level as a live sequential level would have ended (``crossover.decide.live.
         SequentialWatch``): its measured requests taken as they finished, from one wave on
-        (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each; at
-        the first it answers, the requests sent by then finish (the drain) and the level is
-        their summary, as the sweep's own summarizer computes it. ``None``: it never stops
-        (the whole level)."""
+        (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each
+        while a stop still leaves requests unsent (:func:`crossover.decide.coarse.
+        stop_saves`); at the first it answers, the requests sent by then finish (the drain)
+        and the level is their summary, as the sweep's own summarizer computes it.
+        ``None``: it never stops (the whole level)."""
         from crossover.metrics.run import RunContext, summarize
 
         records = self.records(run.run_id)
@@ -159,7 +160,9 @@ class Recorded:
         so_far = Finished()
         for n, rec in enumerate(finished[:-1], start=1):
             so_far.add(rec)
-            if n < first or settle(so_far.values()) is None:
+            if n < first or not stop_saves(n, run.level, len(measured)):
+                continue
+            if settle(so_far.values()) is None:
                 continue
             cut = end_ns(finished[n - 1])
             sent = [x for x in records if x.warmup or x.t_send_ns <= cut]
