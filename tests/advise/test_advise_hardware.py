@@ -195,8 +195,10 @@ def fake_nvml(
     cc: tuple[int, int] = (8, 9),
     cores: int | None = 9728,
     p2p: bool = False,
+    uuids: list[str] | None = None,
 ) -> types.ModuleType:
-    """A stand-in for pynvml with the calls nvml.read makes (and only those)."""
+    """A stand-in for pynvml with the calls nvml.read makes (and only those; without
+    ``uuids`` the binding has no ``nvmlDeviceGetUUID``)."""
     mod = types.ModuleType("pynvml")
     ns: dict[str, Any] = {
         "NVML_P2P_CAPS_INDEX_READ": 0,
@@ -217,6 +219,8 @@ def fake_nvml(
     }
     if cores is not None:
         ns["nvmlDeviceGetNumGpuCores"] = lambda h: cores
+    if uuids is not None:
+        ns["nvmlDeviceGetUUID"] = lambda h: uuids[h]
     for key, value in ns.items():
         setattr(mod, key, value)
     return mod

@@ -103,7 +103,8 @@ def test_a_sweep_keeps_the_gpus_its_targets_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # crossover's own: the URL target's
+    # crossover's own: the URL target's, and B's replicas get the first two of them
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,6,7")
     launch = {"engine": "vllm", "model": "m"}
     cfg = SweepConfig.model_validate(
         {
@@ -126,7 +127,7 @@ def test_a_sweep_keeps_the_gpus_its_targets_use(
         runner.store.close()
     assert len(host.gpus) == 4 and host.machine_gpus == 8
     assert host.gpus_chosen == (
-        "CUDA_VISIBLE_DEVICES=4; CUDA_VISIBLE_DEVICES=0,1; CUDA_VISIBLE_DEVICES=7"
+        "CUDA_VISIBLE_DEVICES=4; CUDA_VISIBLE_DEVICES=5,6; CUDA_VISIBLE_DEVICES=5,6,7"
     )
 
 

@@ -304,7 +304,9 @@ def test_resources_default_to_the_engines_gpus() -> None:
     assert parse_address("ray://head-svc:10001") == ("head-svc", 10001)
 
 
-def test_replicas_get_the_gpus_ray_assigned(tmp_path: Path) -> None:
+def test_replicas_get_the_gpus_ray_assigned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from crossover.sweep.config import build_sweep_config
     from crossover.sweep.level import TargetSession
     from crossover.sweep.scrape import NVMLSampler
@@ -312,6 +314,7 @@ def test_replicas_get_the_gpus_ray_assigned(tmp_path: Path) -> None:
     cfg = build_sweep_config({"concurrency": [1], "output_tokens": 4, "targets": [
         {"name": "dp", "launch": {"engine": "vllm", "model": "m", "replicas": 2,
                                   "gpus_per_replica": 2}}]})  # fmt: skip
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     here = TargetSession(cfg.targets[0], cfg, tmp_path, NVMLSampler())
     assert [here.replica_gpus(k, 2) for k in (0, 1)] == ["0,1", "2,3"]
     ray_gave = TargetSession(cfg.targets[0], cfg, tmp_path, NVMLSampler(),

@@ -216,6 +216,13 @@ def advise(
             "memory_gib": system.gpu.memory_gib,
             "datasheet": system.gpu.source,
             "pairs": [p.model_dump() for p in system.pairs],
+            # read from NVML: the machine's GPU count, the NVML indices of those planned
+            # for, what chose them (CUDA_VISIBLE_DEVICES) and the line that says so; null
+            # for GPUs named by flags
+            "machine_gpus": system.machine_gpus,
+            "gpu_indices": system.gpu_indices,
+            "gpus_chosen": system.gpus_chosen,
+            "gpus_assumed": system.assumed(),
         },
         "model": {
             "name": model.name,

@@ -19,7 +19,9 @@ from pydantic import BaseModel, Field
 
 from crossover.advise import nvml
 from crossover.advise.nvml import LocalGpu, PairLink
+from crossover.devices import VISIBLE, Unread, own, pci_order, shown, visible_indices
 from crossover.errors import UsageError, parse_names
+from crossover.words import plural
 
 Interconnect = Literal["nvlink", "pcie", "pcie-no-p2p", "tcp"]
 INTERCONNECTS: tuple[str, ...] = ("nvlink", "pcie", "pcie-no-p2p", "tcp")
@@ -99,6 +101,29 @@ class System(BaseModel):
     interconnect: Interconnect
     pairs: list[PairLink] = Field(default_factory=list)
     source: Literal["flags", "nvml"] = "flags"
+    #: read from NVML: how many GPUs the machine has (``count`` of them are planned for)
+    machine_gpus: int | None = None
+    #: read from NVML: the NVML indices of the GPUs planned for (CUDA's order)
+    gpu_indices: list[int] | None = None
+    #: read from NVML: what chose them of the machine's (``CUDA_VISIBLE_DEVICES=0,1``), or
+    #: why every GPU was kept though one was set (a form not read here, a MIG id); ``None``
+    #: where nothing chose (every GPU of the machine)
+    gpus_chosen: str | None = None
+
+    def assumed(self) -> str | None:
+        """Which GPUs of the machine the advice is for, and why, where NVML read them:
+        ``2 of the machine's 8 GPUs, NVML indices 0, 1 (CUDA_VISIBLE_DEVICES=0,1)``;
+        ``None`` for GPUs named by flags (the header says them)."""
+        if self.source != "nvml" or self.machine_gpus is None:
+            return None
+        whole = plural(self.machine_gpus, "GPU")
+        ids = self.gpu_indices or []
+        which = f"NVML {'index' if len(ids) == 1 else 'indices'} {', '.join(map(str, ids))}"
+        if self.gpus_chosen is None:
+            return f"the machine's {whole} ({VISIBLE} not set: every GPU)"
+        if self.count == self.machine_gpus:
+            return f"the machine's {whole}, {which} ({self.gpus_chosen})"
+        return f"{self.count} of the machine's {whole}, {which} ({self.gpus_chosen})"
 
     @property
     def p2p(self) -> bool:
@@ -422,14 +447,17 @@ def system_from_flags(
 def system_from_nvml(
     interconnect: str | None = None, spec: str | None = None, nv: ModuleType | None = None
 ) -> System:
-    """The local GPUs read through NVML (nvidia-ml-py); UsageError when there is none.
-    ``spec`` (--gpu-spec) gives what NVML cannot tell of a product the table lacks."""
+    """The local GPUs read through NVML (nvidia-ml-py), those ``CUDA_VISIBLE_DEVICES``
+    leaves (:func:`visible_local`); UsageError when there is none. ``spec`` (--gpu-spec)
+    gives what NVML cannot tell of a product the table lacks."""
     reading = nvml.read(nv)
-    first = reading.gpus[0]
-    others = {g.name for g in reading.gpus} - {first.name}
+    gpus, chosen = visible_local(reading.gpus)
+    first = gpus[0]
+    others = {g.name for g in gpus} - {first.name}
     if others:
+        seen = f" ({chosen})" if chosen else ""
         raise UsageError(
-            f"NVML sees different GPUs ({first.name}, {', '.join(sorted(others))}); "
+            f"NVML sees different GPUs ({first.name}, {', '.join(sorted(others))}){seen}; "
             "the advisor plans for one kind: name it with --gpu and count with --gpus"
         )
     entry = with_spec(local_entry(first), parse_gpu_spec(spec) if spec else {})
@@ -438,9 +466,41 @@ def system_from_nvml(
         full = complete(entry, how="--gpu-spec bandwidth=...GB/s,bf16=...", lacks=lacks)
     else:
         full = complete(entry)
-    n = len(reading.gpus)
-    link = _classify(reading.pairs, n) if interconnect is None else _link(full, n, interconnect)
-    return System(gpu=full, count=n, interconnect=link, pairs=reading.pairs, source="nvml")
+    n = len(gpus)
+    ids = [g.index for g in gpus]
+    pairs = [p for p in reading.pairs if p.a in ids and p.b in ids]
+    link = _classify(pairs, n) if interconnect is None else _link(full, n, interconnect)
+    return System(
+        gpu=full,
+        count=n,
+        interconnect=link,
+        pairs=pairs,
+        source="nvml",
+        machine_gpus=len(reading.gpus),
+        gpu_indices=ids,
+        gpus_chosen=chosen,
+    )
+
+
+def visible_local(gpus: list[LocalGpu]) -> tuple[list[LocalGpu], str | None]:
+    """The GPUs an engine started here could use, of every GPU NVML lists: those
+    crossover's own ``CUDA_VISIBLE_DEVICES`` leaves, read as CUDA reads it
+    (:mod:`crossover.devices`); and what chose them (``CUDA_VISIBLE_DEVICES=0,1``), or
+    why every GPU is kept though it is set (a form not read here: a MIG id), ``None``
+    where it is not set. UsageError where it leaves none."""
+    value = own()
+    if value is None:
+        return gpus, None
+    try:
+        picked = visible_indices(value, [g.name for g in gpus], [g.uuid for g in gpus], pci_order())
+    except Unread as why:
+        return gpus, f"{shown(value)} not read here ({why}): every GPU counted"
+    if not picked:
+        raise UsageError(
+            f"{shown(value)} leaves none of the machine's {plural(len(gpus), 'GPU')}; "
+            f"{nvml.NAME_IT}"
+        )
+    return [gpus[i] for i in picked], shown(value)
 
 
 def resolve_system(

@@ -1,6 +1,6 @@
 """The local GPUs as NVML reports them (nvidia-ml-py, the ``gpu`` extra, imported lazily).
 
-Only facts NVML states are read: the product name, total memory, compute capability,
+Only facts NVML states are read: the product name, UUID, total memory, compute capability,
 CUDA core count (SM count follows from the cores per SM of the compute capability),
 the maximum SM and memory clocks, the memory bus width, and the P2P/NVLink status of
 every pair. Memory bandwidth and tensor throughput are not among them: NVML's memory
@@ -33,6 +33,8 @@ class LocalGpu(BaseModel):
     max_sm_clock_mhz: int | None = None
     max_memory_clock_mhz: int | None = None
     memory_bus_width_bits: int | None = None
+    #: ``GPU-...``, what a ``CUDA_VISIBLE_DEVICES`` of UUIDs names it by
+    uuid: str | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -91,7 +93,8 @@ def _import(hint: str) -> ModuleType:
 
 
 def read(nv: ModuleType | None = None, hint: str = NAME_IT) -> LocalReading:
-    """Every GPU NVML sees; UsageError (one line, ending with the caller's ``hint``: what
+    """Every GPU NVML sees (every GPU of the machine: ``CUDA_VISIBLE_DEVICES`` hides none
+    from NVML); UsageError (one line, ending with the caller's ``hint``: what
     to do instead) when NVML is missing or sees none."""
     nv = nv or _import(hint)
     try:
@@ -126,7 +129,18 @@ def _gpu(nv: ModuleType, index: int, handle: Any) -> LocalGpu:
         max_sm_clock_mhz=_optional(nv, "nvmlDeviceGetMaxClockInfo", handle, sm_clock),
         max_memory_clock_mhz=_optional(nv, "nvmlDeviceGetMaxClockInfo", handle, mem_clock),
         memory_bus_width_bits=_optional(nv, "nvmlDeviceGetMemoryBusWidth", handle),
+        uuid=_uuid(nv, handle),
     )
+
+
+def _uuid(nv: ModuleType, handle: Any) -> str | None:
+    call = getattr(nv, "nvmlDeviceGetUUID", None)
+    if call is None:
+        return None
+    try:
+        return _text(call(handle))
+    except Exception:  # NVMLError_NotSupported and kin
+        return None
 
 
 def _pair(nv: ModuleType, handles: list[Any], a: int, b: int) -> PairLink:

@@ -124,7 +124,14 @@ def _header(advice: dict[str, Any]) -> str:
         f"{hw['count']}x {hw['gpu']}{link}, {model['name']} "
         f"{model['params'] / 1e9:.1f}B{moe}, {work['input_tokens']} in + "
         f"{work['output_tokens']} out tokens; {_formats(model)}"
-    )
+    ) + _assumed(hw)
+
+
+def _assumed(hw: dict[str, Any]) -> str:
+    """The line under the header that says which of the machine's GPUs NVML's reading
+    planned for and why (``CUDA_VISIBLE_DEVICES``); nothing for GPUs named by flags."""
+    said = hw.get("gpus_assumed")
+    return f"\nlocal GPUs: {said}" if said else ""
 
 
 def _print(advice: dict[str, Any]) -> None:
@@ -286,7 +293,7 @@ def _print_explain(advice: dict[str, Any]) -> None:
         f"{hw['count']}x {hw['gpu']} ({hw['interconnect']}), {model['name']} "
         f"{model['params'] / 1e9:.2f}B params, formats {_formats(model)}; "
         f"figures: decode tok/s per user and output tok/s (all users), "
-        f"{advice['predictions']} predictions"
+        f"{advice['predictions']} predictions" + _assumed(hw)
     )
     for rec in advice["recommendations"]:
         cfg = rec["config"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -24,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from crossover.devices import Unread, given, own, shown, visible_indices
+from crossover.devices import pci_order as _pci_order
 from crossover.metrics.host import HostFacts, HostGpu
-
-VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
 class GpuReading(NamedTuple):
@@ -39,56 +38,22 @@ class GpuReading(NamedTuple):
     uuids: tuple[str | None, ...] = ()
 
 
-class Unread(ValueError):
-    """A ``CUDA_VISIBLE_DEVICES`` that names GPUs in a way not read here."""
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def visible_gpus(value: str, reading: GpuReading, pci_order: bool) -> list[int]:
     """The machine's GPUs (their NVML indices, in the order given) that
-    ``CUDA_VISIBLE_DEVICES=value`` leaves to CUDA: indices, and GPU UUIDs or a start of one
-    that names one GPU. As CUDA reads it, the list ends at the first index that names no
-    GPU (``-1`` and the empty string hide every one). ``pci_order``: ``CUDA_DEVICE_ORDER``
-    is ``PCI_BUS_ID`` (NVML's order); else CUDA numbers GPUs fastest first, NVML's order
-    only where they are all of one kind.
-
-    Raises :class:`Unread` for what is not read here (a MIG id, a UUID that names no GPU
-    of the reading or several, indices of GPUs of different kinds in CUDA's own order)."""
-    out: list[int] = []
-    for raw in value.split(","):
-        entry = raw.strip()
-        if re.fullmatch(r"[+-]?\d+", entry) or not entry:
-            i = int(entry) if entry else -1
-            if not 0 <= i < len(reading.gpus):
-                break  # CUDA stops at an index that is no GPU
-            if not pci_order and len({g.name for g in reading.gpus}) > 1:
-                raise Unread(
-                    "indices of GPUs of different kinds follow CUDA's fastest-first order "
-                    "(CUDA_DEVICE_ORDER=PCI_BUS_ID makes it NVML's)"
-                )
-        elif entry.startswith("GPU-"):
-            if len(reading.uuids) != len(reading.gpus) or None in reading.uuids:
-                raise Unread("the GPUs' UUIDs could not be read")
-            hits = [k for k, u in enumerate(reading.uuids) if u and u.startswith(entry)]
-            if len(hits) != 1:
-                raise Unread(f"{entry} names {'no GPU' if not hits else 'several GPUs'} here")
-            i = hits[0]
-        else:
-            raise Unread(f"{entry} is not an index or a GPU UUID")
-        if i not in out:
-            out.append(i)
-    return out
+    ``CUDA_VISIBLE_DEVICES=value`` leaves to CUDA (:func:`crossover.devices.visible_indices`
+    on the reading's GPUs); raises :class:`Unread` for a form not read here."""
+    return visible_indices(value, [g.name for g in reading.gpus], reading.uuids, pci_order)
 
 
 def _chosen(values: Sequence[str], reading: GpuReading) -> tuple[list[int] | None, str]:
     """The GPUs the engines could use under each of ``values`` (their union, NVML's
     order), ``None`` where one is not read here; and what chose them."""
-    shown = [f"{VISIBLE}={v}" if v else f'{VISIBLE}=""' for v in dict.fromkeys(values)]
-    said = "; ".join(shown)
-    pci = os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    said = "; ".join(shown(v) for v in dict.fromkeys(values))
+    pci = _pci_order()
     union: set[int] = set()
     for v in values:
         try:
@@ -166,6 +131,22 @@ def _nvidia_smi() -> GpuReading | None:
     return GpuReading(gpus, driver, None, tuple(uuids))
 
 
+def gpus_to_give() -> tuple[int | None, str]:
+    """How many GPUs crossover may give the engines it starts (``gpus_per_replica``): those
+    its own ``CUDA_VISIBLE_DEVICES`` leaves, else the machine's as NVML counts them (not
+    ``nvidia-smi``: a subprocess is not a cheap question); ``None`` where neither tells.
+    And what says so: ``CUDA_VISIBLE_DEVICES=2,3 leaves 2``, ``the machine has 1``."""
+    value = own()
+    reading = _nvml()
+    names = [g.name for g in reading.gpus] if reading is not None else None
+    n = given(value, names, reading.uuids if reading is not None else ())
+    if n is None:
+        return None, "NVML could not count the machine's GPUs"
+    if value is None:
+        return n, f"the machine has {n}"
+    return n, f"{shown(value)} leaves {n}"
+
+
 def _cpu(cpuinfo: Path) -> str | None:
     try:
         for line in cpuinfo.read_text(errors="replace").splitlines():
@@ -203,8 +184,8 @@ def read_host(
     count = chosen = None
     if reading is not None:
         found, count = reading.gpus, len(reading.gpus)
-        own = os.environ.get(VISIBLE)
-        values = [own if d is None else d for d in devices] or [own]
+        mine = own()
+        values = [mine if d is None else d for d in devices] or [mine]
         if all(v is not None for v in values):  # else one target has them all
             picked, chosen = _chosen([v for v in values if v is not None], reading)
             if picked is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from crossover.devices import VISIBLE, own_entries, replica_devices
 from crossover.engines import registry
 from crossover.engines.config import EngineConfig
 from crossover.engines.spec import EngineSpec
@@ -33,8 +34,9 @@ class ReplicasConfig(BaseModel):
     gpus_per_replica: int | None = Field(
         None,
         ge=1,
-        description="replica k gets CUDA_VISIBLE_DEVICES = GPUs k*K .. k*K+K-1 (K this value); "
-        "not with CUDA_VISIBLE_DEVICES in env",
+        description="replica k gets CUDA_VISIBLE_DEVICES = GPUs k*K .. k*K+K-1 (K this value) "
+        "of those crossover's own CUDA_VISIBLE_DEVICES lists (else of the machine's); not "
+        "with CUDA_VISIBLE_DEVICES in env",
     )
 
 
@@ -179,16 +181,18 @@ class TargetConfig(BaseModel):
     @property
     def engine_gpus(self) -> str | None:
         """The ``CUDA_VISIBLE_DEVICES`` its engines start with where it sets one: its
-        launch env's, or with ``gpus_per_replica`` the machine's first replicas x
-        gpus_per_replica GPUs (``TargetSession.replica_gpus`` without Ray); ``None``
-        where they keep crossover's own (a URL target's, whose server may be elsewhere)."""
+        launch env's, or with ``gpus_per_replica`` the first replicas x gpus_per_replica
+        GPUs of crossover's own ``CUDA_VISIBLE_DEVICES`` (in their own form), or of the
+        machine's where it is not set (``TargetSession.replica_gpus`` without Ray);
+        ``None`` where they keep crossover's own (a URL target's, whose server may be
+        elsewhere)."""
         if self.launch is None:
             return None
-        if "CUDA_VISIBLE_DEVICES" in self.launch.env:
-            return self.launch.env["CUDA_VISIBLE_DEVICES"]
+        if VISIBLE in self.launch.env:
+            return self.launch.env[VISIBLE]
         if self.launch.gpus_per_replica is not None:
             n = self.launch.replicas * self.launch.gpus_per_replica
-            return ",".join(str(g) for g in range(n))
+            return replica_devices(own_entries(), 0, n)
         return None
 
     @property

@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -93,9 +94,69 @@ def check_config(
 ) -> CheckReport:
     """Every target (those in ``only``, when given) and the sweep's workload; nothing is
     started, written or measured. ``local``: this machine runs the sweep, so files,
-    executables, ports and URLs are looked up here too."""
-    targets = [_check_target(cfg, t, local) for t in cfg.targets if only is None or t.name in only]
+    executables, ports, URLs and the GPUs its replicas get are looked up here too."""
+    picked = [t for t in cfg.targets if only is None or t.name in only]
+    targets = [_check_target(cfg, t, local) for t in picked]
+    if local:
+        count = _gpus_here()
+        for t, found in zip(picked, targets, strict=True):
+            problem = _replica_gpus_problem(t, count)
+            if problem:
+                found.findings.append(Finding(f"target {t.name}", problem))
     return CheckReport(targets, _check_sweep(cfg, local), local)
+
+
+#: how many GPUs crossover may give the engines it starts here, and whose count it is
+GpuCount = tuple[int | None, str]
+
+
+def _gpus_here() -> Callable[[], GpuCount]:
+    """:func:`crossover.measure.host.gpus_to_give`, asked at most once (NVML's start)."""
+    from crossover.measure.host import gpus_to_give
+
+    seen: list[GpuCount] = []
+
+    def count() -> GpuCount:
+        if not seen:
+            seen.append(gpus_to_give())
+        return seen[0]
+
+    return count
+
+
+def _replica_gpus_problem(t: TargetConfig, count: Callable[[], GpuCount]) -> str | None:
+    """What is wrong where a target's replicas get GPUs of their own (``gpus_per_replica``)
+    and need more than crossover may give them here: ``count()``, asked only for such a
+    target, says how many (``None``: not known, nothing is refused) and whose count it
+    is (``CUDA_VISIBLE_DEVICES=2,3 leaves 2``). Without Ray the targets run one after
+    another, so each needs them alone."""
+    reps = t.launch
+    if reps is None or reps.gpus_per_replica is None:
+        return None
+    have, why = count()
+    need = reps.replicas * reps.gpus_per_replica
+    if have is None or need <= have:
+        return None
+    return (
+        f"needs {need} GPUs (replicas {reps.replicas} x gpus_per_replica "
+        f"{reps.gpus_per_replica}) but {why}; give it fewer replicas or gpus_per_replica, "
+        "or run crossover with more GPUs visible"
+    )
+
+
+def check_replica_gpus(
+    targets: Sequence[TargetConfig], count: Callable[[], GpuCount] | None = None
+) -> None:
+    """Each target whose replicas get GPUs of their own fits in the GPUs crossover may
+    give them here (:func:`_replica_gpus_problem`; ``count`` defaults to
+    :func:`crossover.measure.host.gpus_to_give`, asked once and only where a target has
+    such replicas). UsageError, one line, for the first that does not fit: before any
+    engine starts, not as replicas sharing or lacking GPUs."""
+    ask = count or _gpus_here()
+    for t in targets:
+        problem = _replica_gpus_problem(t, ask)
+        if problem:
+            raise UsageError(f"target {t.name}: {problem}")
 
 
 # --- one target ------------------------------------------------------------------------

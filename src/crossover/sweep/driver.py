@@ -49,6 +49,7 @@ from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.run import RunConfig
+from crossover.sweep.check import check_replica_gpus
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
@@ -246,6 +247,9 @@ class SweepRunner:
         #: with a Ray cluster every target runs on a node of it (``crossover.sweep.cluster``),
         #: the targets in parallel as far as the cluster has room
         self.cluster = cluster
+        if cluster is None:  # on a cluster Ray gives each target's actor its GPUs
+            picked = [t for t in config.targets if only is None or t.name in only]
+            check_replica_gpus(picked)
         self.out = out
         self.events = events or SweepEvents()
         self.store = Store(out / "sweep.db")

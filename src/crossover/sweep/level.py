@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crossover.analysis import TargetInfo
+from crossover.devices import own_entries, replica_devices
 from crossover.dialects.discovery import NotAnLLMServerError, pick_model, served_models
 from crossover.engines import registry
 from crossover.errors import (
@@ -136,11 +137,11 @@ class TargetSession:
         return self.log_dir / f"{stem}.log"
 
     def replica_gpus(self, k: int, n: int) -> str:
-        """``CUDA_VISIBLE_DEVICES`` of replica ``k`` with ``n`` GPUs each."""
-        wanted = range(k * n, k * n + n)
-        if self.visible_gpus is None:
-            return ",".join(str(g) for g in wanted)
-        return ",".join(self.visible_gpus[g] for g in wanted if g < len(self.visible_gpus))
+        """``CUDA_VISIBLE_DEVICES`` of replica ``k`` with ``n`` GPUs each: the k-th slice of
+        Ray's assignment, else of crossover's own ``CUDA_VISIBLE_DEVICES`` (its entries'
+        own form kept), else of the machine's GPUs."""
+        entries = self.visible_gpus if self.visible_gpus is not None else own_entries()
+        return replica_devices(entries, k, n)
 
     async def _start_replicas(self, ecfg: Any, display: str) -> list[Any]:
         """Start every replica at once, wait until all are healthy; if one fails, all are

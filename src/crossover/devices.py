@@ -1,0 +1,130 @@
+"""The GPUs ``CUDA_VISIBLE_DEVICES`` leaves to CUDA, for everything that reads it: the host
+a sweep records (``crossover.measure.host``), the replicas a target starts with
+``gpus_per_replica`` (``crossover.sweep.level``, ``TargetConfig.engine_gpus``) and the
+GPUs ``crossover advise`` plans for (``crossover.advise.hardware``).
+
+Indices and GPU UUIDs (or a start of one that names one GPU) are read as CUDA reads them:
+the list ends at the first index that names no GPU (``-1`` and the empty string hide every
+one). Against the machine's GPUs (NVML's list) a form not read here, a MIG id, raises
+:class:`Unread`; sliced among replicas, every entry keeps its own form."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+class Unread(ValueError):
+    """A ``CUDA_VISIBLE_DEVICES`` that names GPUs in a way not read here."""
+
+
+def own() -> str | None:
+    """crossover's own ``CUDA_VISIBLE_DEVICES``, ``None`` where it is not set."""
+    return os.environ.get(VISIBLE)
+
+
+def pci_order() -> bool:
+    """``CUDA_DEVICE_ORDER=PCI_BUS_ID``: CUDA numbers the GPUs in NVML's order."""
+    return os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+
+
+def shown(value: str) -> str:
+    """``CUDA_VISIBLE_DEVICES=0,1``, or ``CUDA_VISIBLE_DEVICES=""`` for the empty one."""
+    return f"{VISIBLE}={value}" if value else f'{VISIBLE}=""'
+
+
+def _index(entry: str) -> int | None:
+    """The entry's index (-1 for the empty one); ``None`` for a UUID or another form."""
+    if not entry:
+        return -1
+    return int(entry) if re.fullmatch(r"[+-]?\d+", entry) else None
+
+
+def listed(value: str) -> list[str]:
+    """``value``'s entries in their own form (index, GPU UUID, MIG id), as far as CUDA
+    reads them without the machine's GPUs: up to the first negative or empty index (an
+    index past the machine's last GPU also ends it; :func:`visible_indices` knows those)."""
+    out: list[str] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        i = _index(entry)
+        if i is not None and i < 0:
+            break
+        out.append(entry)
+    return out
+
+
+def visible_indices(
+    value: str, names: Sequence[str], uuids: Sequence[str | None], pci_order: bool
+) -> list[int]:
+    """The machine's GPUs (their NVML indices, in the order given) that
+    ``CUDA_VISIBLE_DEVICES=value`` leaves to CUDA, of the GPUs NVML lists as ``names``
+    (their UUIDs ``uuids``, ``None`` or ``()`` where not read): indices, and GPU UUIDs or
+    a start of one that names one GPU. As CUDA reads it, the list ends at the first index
+    that names no GPU (``-1`` and the empty string hide every one). ``pci_order``:
+    ``CUDA_DEVICE_ORDER`` is ``PCI_BUS_ID`` (NVML's order); else CUDA numbers GPUs fastest
+    first, NVML's order only where they are all of one kind.
+
+    Raises :class:`Unread` for what is not read here (a MIG id, a UUID that names no GPU
+    of the machine or several, indices of GPUs of different kinds in CUDA's own order)."""
+    out: list[int] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        i = _index(entry)
+        if i is not None:
+            if not 0 <= i < len(names):
+                break  # CUDA stops at an index that is no GPU
+            if not pci_order and len(set(names)) > 1:
+                raise Unread(
+                    "indices of GPUs of different kinds follow CUDA's fastest-first order "
+                    "(CUDA_DEVICE_ORDER=PCI_BUS_ID makes it NVML's)"
+                )
+        elif entry.startswith("GPU-"):
+            if len(uuids) != len(names) or None in uuids:
+                raise Unread("the GPUs' UUIDs could not be read")
+            hits = [k for k, u in enumerate(uuids) if u and u.startswith(entry)]
+            if len(hits) != 1:
+                raise Unread(f"{entry} names {'no GPU' if not hits else 'several GPUs'} here")
+            i = hits[0]
+        else:
+            raise Unread(f"{entry} is not an index or a GPU UUID")
+        if i not in out:
+            out.append(i)
+    return out
+
+
+def given(
+    value: str | None, names: Sequence[str] | None, uuids: Sequence[str | None]
+) -> int | None:
+    """How many GPUs CUDA gets under ``CUDA_VISIBLE_DEVICES=value`` (``None``: not set) on
+    a machine whose GPUs NVML lists as ``names`` (``None``: not read); ``None`` where that
+    cannot be told (not set, and the machine not read). A form not read against the
+    machine (a MIG id) counts its entries."""
+    if value is None:
+        return len(names) if names is not None else None
+    if names is None:
+        return len(listed(value))
+    try:
+        return len(visible_indices(value, names, uuids, pci_order()))
+    except Unread:
+        return len(listed(value))
+
+
+def replica_devices(entries: Sequence[str] | None, k: int, n: int) -> str:
+    """``CUDA_VISIBLE_DEVICES`` of replica ``k`` with ``n`` GPUs each: entries k*n ..
+    k*n+n-1 of ``entries`` (crossover's own, or those Ray assigned, each in its own form),
+    or with ``None`` (nothing chose) the machine's GPUs of those indices."""
+    wanted = range(k * n, k * n + n)
+    if entries is None:
+        return ",".join(str(g) for g in wanted)
+    return ",".join(entries[g] for g in wanted if g < len(entries))
+
+
+def own_entries() -> list[str] | None:
+    """crossover's own ``CUDA_VISIBLE_DEVICES`` as :func:`listed` reads it; ``None`` where
+    it is not set (the machine's every GPU)."""
+    value = own()
+    return None if value is None else listed(value)
