@@ -12,7 +12,7 @@ The database is only read (opened read-only, never written).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,25 @@ class Recorded:
             return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
         except (sqlite3.DatabaseError, TypeError) as exc:  # a record that is not JSON
             raise damaged(self.path, f"a request record of run {run_id}", exc) from None
+
+    def level_requests(self, names: Sequence[str]) -> dict[int, int]:
+        """Each level's measured requests, where every recorded run of ``names`` there
+        holds as many (a level whose runs differ is left out: not known)."""
+        seen: dict[int, set[int]] = {}
+        for (t, c, _), run in self.runs.items():
+            if t in names:
+                seen.setdefault(c, set()).add(self.measured(run.run_id))
+        return {c: n.pop() for c, n in seen.items() if len(n) == 1}
+
+    def measured(self, run_id: str) -> int:
+        """A run's measured requests (its warm-up left out), counted in SQL."""
+        try:
+            row = self.db.execute(
+                "SELECT count(*) FROM requests WHERE run_id=? AND warmup=0", (run_id,)
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, f"the requests of run {run_id}", exc) from None
+        return int(row[0])
 
     def observe(
         self,
