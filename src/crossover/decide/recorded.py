@@ -48,16 +48,29 @@ class Recorded:
     def __init__(self, path: Path) -> None:
         if not path.is_file():
             raise UsageError(f"{path}: no such database")
+        self.path = path
         try:
             self.db = sqlite3.connect(read_only_uri(path), uri=True)
+        except sqlite3.DatabaseError as exc:
+            raise cannot_read(path, exc) from None
+        try:
+            self.runs = self._finished_runs()
+        except BaseException:
+            self.db.close()  # refused: nothing holds the database open after
+            raise
+        self._records: dict[str, list[RequestRecord]] = {}
+
+    def _finished_runs(self) -> dict[tuple[str, int, int], RecordedRun]:
+        """The database's finished concurrency-level runs, by (target, level, repeat)."""
+        path = self.path
+        try:
             rows = self.db.execute(
                 "SELECT run_id, key, context, summary FROM runs "
                 "WHERE status='done' AND key IS NOT NULL ORDER BY created_at"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise cannot_read(path, exc) from None
-        self.path = path
-        self.runs: dict[tuple[str, int, int], RecordedRun] = {}
+        runs: dict[tuple[str, int, int], RecordedRun] = {}
         for run_id, key, ctx, summary in rows:
             parts = key.split("|")
             if len(parts) != 3 or not parts[1].startswith("c="):
@@ -71,12 +84,12 @@ class Recorded:
                     raise TypeError("its context or summary is not a JSON object")
             except (ValueError, TypeError) as exc:  # orjson's JSONDecodeError: a ValueError
                 raise damaged(path, f"run {run_id}", exc) from None
-            self.runs[(name, at, repeat)] = RecordedRun(
+            runs[(name, at, repeat)] = RecordedRun(
                 run_id, name, at, repeat, context.get("context") or {}, done
             )
-        if not self.runs:
+        if not runs:
             raise UsageError(f"{path}: no finished concurrency level to replay")
-        self._records: dict[str, list[RequestRecord]] = {}
+        return runs
 
     def records(self, run_id: str) -> list[RequestRecord]:
         if run_id not in self._records:
