@@ -36,12 +36,9 @@ duration] (the run's `created_at`, second-rounded) holds it.
 from __future__ import annotations
 
 import gzip
-import lzma
 import re
-import shutil
 import statistics as st
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,10 +46,11 @@ from pathlib import Path
 import numpy as np
 
 from crossover.errors import UsageError
+from crossover.pipes import run_tool
 from crossover.records.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from waves import valid_runs
+from waves import arguments, sweep_database, valid_runs
 
 LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Prefill|Decode) batch, (.*)$")
 FIELD = re.compile(r"(#?[a-z][a-z -]*?(?: \(token/s\))?): ([-0-9.a-zA-Z]+)")
@@ -143,15 +141,6 @@ def engine_level(lines: list[Line], t0: float, t1: float, cap: int) -> EngineLev
     return ev
 
 
-def open_db(folder: Path) -> Path:
-    if (folder / "sweep.db").is_file():
-        return folder / "sweep.db"
-    out = Path(tempfile.mkdtemp(prefix="gap-")) / "sweep.db"
-    with lzma.open(folder / "sweep.db.xz") as src, out.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return out
-
-
 def rng(values: list[float], fmt: str = "{:.1f}") -> str:
     if not values:
         return "–"
@@ -162,14 +151,15 @@ def rng(values: list[float], fmt: str = "{:.1f}") -> str:
 
 
 def main(folder: Path, targets: list[str] | None, levels: list[int] | None) -> None:
-    db = open_db(folder)
+    if not folder.is_dir():  # its engine logs are beside the database
+        raise UsageError(f"{folder}: not a sweep folder")
     logs: dict[str, list[Line]] = {}
-    print(
-        "| target | c | r | step ms (graphs) | client ms | tok/chunk | prefill s per wave "
-        "(batches) | idle s before later waves | gpu idle | loop p99 |"
-    )
-    print("|---|---:|---:|---|---:|---:|---|---|---:|---:|")
-    try:
+    with sweep_database(folder, "gap-") as db:
+        print(
+            "| target | c | r | step ms (graphs) | client ms | tok/chunk | prefill s per wave "
+            "(batches) | idle s before later waves | gpu idle | loop p99 |"
+        )
+        print("|---|---:|---:|---|---:|---:|---|---|---:|---:|")
         with Store(db, read_only=True) as store:  # it only reads: nothing written there
             for name, c, rep, run in valid_runs(store, targets, levels):
                 s = run.summary
@@ -205,18 +195,22 @@ def main(folder: Path, targets: list[str] | None, levels: list[int] | None) -> N
                     f"{toks / chunks:.3f} | {prefill} | {idle_s} | {idle}/{len(inwin)} | "
                     f"{loop if loop is None else f'{loop:.1f}'} |"
                 )
-    finally:
-        if db.parent.name.startswith("gap-"):
-            shutil.rmtree(db.parent)
+
+
+def cli(args: list[str]) -> int:
+    """``python scripts/h200/sglang_gap.py ARGS``: 0, or 1 with one line on stderr."""
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 1
+    try:
+        only, lv = arguments(args)
+        main(Path(args[0]), only, lv)
+    except UsageError as exc:  # not a results database: one line
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if not args:
-        sys.exit(__doc__)
-    only = args[1].split(",") if len(args) > 1 and args[1] else None
-    lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
-    try:
-        main(Path(args[0]), only, lv)
-    except UsageError as exc:  # not a results database: one line
-        sys.exit(str(exc))
+    # piped into `head`: a quiet stop (141), as the crossover CLI's, not a traceback
+    run_tool(lambda: cli(sys.argv[1:]))

@@ -20,28 +20,60 @@ import lzma
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from crossover.errors import UsageError
 from crossover.metrics.run import ttft_by_wave
+from crossover.pipes import run_tool
 from crossover.records.database_file import require_database
 from crossover.records.store import Store
 from crossover.sweep.driver import parse_run_key
 
 
-def open_db(arg: str) -> Path:
+@contextmanager
+def sweep_database(arg: str | Path, prefix: str = "waves-") -> Iterator[Path]:
+    """The sweep database at ``arg``: a sweep.db, or a folder's (its sweep.db, else its
+    sweep.db.xz unpacked to a temporary folder, removed after); a path that holds none is
+    one line (``UsageError``), never a database made there."""
     path = Path(arg)
     if path.is_dir():
         if (path / "sweep.db").is_file():
-            return path / "sweep.db"
-        path = path / "sweep.db.xz"
-    if path.suffix == ".xz":
-        out = Path(tempfile.mkdtemp(prefix="waves-")) / "sweep.db"
-        with lzma.open(path) as src, out.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        return out
-    return path
+            path = path / "sweep.db"
+        elif (path / "sweep.db.xz").is_file():
+            path = path / "sweep.db.xz"
+        else:
+            raise UsageError(f"{arg}: no sweep.db or sweep.db.xz in this folder")
+    if path.suffix != ".xz":
+        require_database(path)  # read only: a path of no database is one line, not made one
+        yield path
+        return
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        out = tmp / "sweep.db"
+        try:
+            with lzma.open(path) as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except (lzma.LZMAError, EOFError) as exc:
+            raise UsageError(f"{path}: not an xz-compressed database ({exc})") from None
+        require_database(out)
+        yield out
+    finally:
+        shutil.rmtree(tmp)
+
+
+def arguments(args: list[str]) -> tuple[list[str] | None, list[int] | None]:
+    """The targets (``TARGET,TARGET``) and levels (``LEVEL,LEVEL``) after the path."""
+    only = args[1].split(",") if len(args) > 1 and args[1] else None
+    try:
+        lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
+    except ValueError:
+        raise UsageError(f"{args[2]}: levels are whole numbers, e.g. 1,16,64") from None
+    return only, lv
 
 
 def valid_runs(
@@ -81,18 +113,21 @@ def main(db: Path, targets: list[str] | None, levels: list[int] | None) -> None:
             )
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+def cli(args: list[str]) -> int:
+    """``python scripts/h200/waves.py ARGS``: 0, or 1 with one line on stderr."""
     if not args:
-        sys.exit(__doc__)
-    only = args[1].split(",") if len(args) > 1 and args[1] else None
-    lv = [int(x) for x in args[2].split(",")] if len(args) > 2 else None
-    db = open_db(args[0])
+        print(__doc__, file=sys.stderr)
+        return 1
     try:
-        require_database(db)  # read only: a path of no database is one line, not made one
-        main(db, only, lv)
+        only, lv = arguments(args)
+        with sweep_database(args[0]) as db:
+            main(db, only, lv)
     except UsageError as exc:
-        sys.exit(str(exc))
-    finally:
-        if db.parent.name.startswith("waves-"):
-            shutil.rmtree(db.parent)
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    # piped into `head`: a quiet stop (141), as the crossover CLI's, not a traceback
+    run_tool(lambda: cli(sys.argv[1:]))

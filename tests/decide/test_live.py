@@ -421,3 +421,28 @@ def test_a_level_that_fails_when_measured_again_whole_is_not_asked_for_forever(
         result = asyncio.run(decide_live(cfg, out, q, PolicyConfig(partial_margin=3.0)))
     assert measured == [True]  # the rest asked once, failed, not asked again
     assert [(m.target, m.level) for m in result.steps] == [("batched", 1)]
+
+
+def test_the_question_knows_each_levels_requests_and_a_duration_sweeps_none() -> None:
+    """A live decision's question holds each level's measured requests (the sweep's own
+    ``requests_for``), so a first-pass level of two waves is said to be measured whole;
+    a sweep held for a duration has no such count."""
+    from crossover.decide.live import question_for
+
+    def config(**over: object) -> SweepConfig:
+        target = {"engine": "vllm", "model": "m"}
+        return SweepConfig.model_validate(
+            {
+                "concurrency": [1, 4, 16],
+                "output_tokens": N,
+                "targets": [{"name": "a", "url": "http://a", **target},
+                            {"name": "b", "url": "http://b", **target}],
+                **over,
+            }
+        )  # fmt: skip
+
+    q = question_for(config(requests_per_concurrency=2, min_requests_per_level=4), "crossover",
+                     ["total_tokens_per_s"])  # fmt: skip
+    assert q.requests == {1: 4, 4: 8, 16: 32}
+    q = question_for(config(duration_s_per_level=10), "crossover", ["total_tokens_per_s"])
+    assert q.requests == {}

@@ -527,3 +527,29 @@ def test_a_sequential_level_stops_only_while_a_stop_leaves_requests_unsent() -> 
 
     assert stops_at(16) == 4  # one wave finished: 8 more to send
     assert stops_at(8) is None  # two waves: the second is in flight, nothing to save
+
+
+def test_a_sequential_first_pass_level_that_no_stop_could_shorten_says_it_is_measured_whole() -> (
+    None
+):
+    """Where the question knows a level's requests and a stop after its first wave would
+    leave none unsent (two waves: the second is in flight from the first's end), the level
+    is measured whole, and its reason says so (the deferred lines and the JSON print it)
+    rather than that it stops once it settles. Four waves: sequential, as before; a level
+    whose requests are not known: sequential too (a stop may save)."""
+    fast = Observation("fast", 4, 0, {"total_tokens_per_s": 1000.0}, 8, 8, 1.0)
+    live = PolicyConfig(budget_factor=0.0, sequential=True)
+
+    def step(requests: dict[int, int]) -> Measure:
+        q = crossover_question(levels=(4,), requests=requests, group_targets=False)
+        m = next_step(q, [fast], live)
+        assert isinstance(m, Measure) and (m.target, m.level) == ("batched", 4)
+        return m
+
+    two = step({4: 8})
+    assert not two.sequential and "stopped once" not in two.why
+    assert two.why.startswith("first pass, whole: a stop would save nothing")
+    assert "8 requests on 4 streams" in two.why
+    for requests in ({4: 16}, {}):
+        four = step(requests)
+        assert four.sequential and "stopped once it settles" in four.why

@@ -6,11 +6,16 @@ How a database still being written is read (with its ``-wal``) is
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
+import pytest
 
+from crossover.decide import recorded
 from crossover.decide.recorded import Recorded
+from crossover.errors import UsageError
 
 SCHEMA = (
     "CREATE TABLE runs (run_id TEXT PRIMARY KEY, key TEXT, created_at REAL, status TEXT, "
@@ -44,3 +49,59 @@ def test_a_finished_database_gains_no_files_and_keeps_its_bytes(tmp_path: Path) 
         rec.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.db"]
     assert path.read_bytes() == before
+
+
+def _no_runs_table(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE other (x)")
+    db.commit()
+    db.close()
+
+
+def _no_finished_level(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute(SCHEMA)
+    db.commit()
+    db.close()
+
+
+def _damaged_run(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute(SCHEMA)
+    db.execute("INSERT INTO runs VALUES ('a', 'fast|c=1|r=0', 1.0, 'done', 'not json', NULL)")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.write_bytes(b"not a database, " * 64), "sweep.db"),
+        (_no_runs_table, "sweep.db"),
+        (_no_finished_level, "no finished concurrency level"),
+        (_damaged_run, "run a"),
+    ],
+    ids=["not-sqlite", "no-runs-table", "no-finished-level", "damaged-run"],
+)
+def test_a_database_it_refuses_is_left_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[[Path], object], said: str
+) -> None:
+    """A database ``Recorded`` cannot read (not SQLite, no runs table, no finished level,
+    a run's JSON damaged) is refused with one line, and the connection it opened is
+    closed: nothing holds the file open after the refusal."""
+    path = tmp_path / "sweep.db"
+    make(path)
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def spy(*args: Any, **kw: Any) -> sqlite3.Connection:
+        db = connect(*args, **kw)
+        opened.append(db)
+        return db
+
+    monkeypatch.setattr(recorded.sqlite3, "connect", spy)
+    with pytest.raises(UsageError, match=said):
+        Recorded(path)
+    assert len(opened) == 1
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        opened[0].execute("SELECT 1")

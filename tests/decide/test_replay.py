@@ -313,3 +313,28 @@ def test_a_two_wave_level_is_not_stopped_and_measured_again_whole(
         if not o.complete:  # a part: it left requests unsent after those in flight
             assert o.planned - o.requests > 0 and o.level < o.planned / 2, o
     assert sum(r.seconds.values()) < 375
+
+
+def test_a_deferred_two_wave_level_is_said_to_be_measured_whole(
+    pytestconfig: pytest.Config,
+) -> None:
+    """Under ``--budget 0.33`` with ``--live-levels`` the H100 replay defers first-pass
+    levels of two waves: the lines and the JSON give each one's reason, which says it is
+    measured whole (a stop would save nothing), not that it stops once it settles."""
+    from crossover.decide.replay import load_prior
+    from crossover.decide.timing import replay_json, replay_lines
+
+    assert pytestconfig.cache is not None
+    h100 = ROOT / "docs" / "results" / "h100"
+    db = database(pytestconfig.cache, "moe-warm-grid", h100)
+    prior = load_prior(h100 / "moe-warm-grid" / "prediction.json")
+    cfg = PolicyConfig(budget_factor=0.0, sequential=True, tie_rel=0.03, budget=0.33)
+    r = replay(db, cfg=cfg, prior=prior)
+    assert r.decision.deferred
+    whole = [x for x in r.decision.deferred if "a stop would save nothing" in x.why]
+    assert whole, r.decision.deferred
+    lines = "\n".join(replay_lines(r, db, None))
+    deferred = replay_json(r, db, None)["deferred"]
+    assert "stopped once" not in lines
+    assert not any("stopped once" in x["why"] for x in deferred)
+    assert any("a stop would save nothing" in x["why"] for x in deferred)

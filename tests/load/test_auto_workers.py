@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from crossover.cli.run import _workers
 from crossover.load.looplag import idle_lag_ms
+from crossover.load.sizing import workers_for
 from crossover.load.workers import LAG_BUDGET_MS, STREAMS_PER_WORKER, auto_workers
 
 
@@ -51,8 +51,8 @@ def test_cli_auto_runs_the_probe_only_where_it_matters(monkeypatch: pytest.Monke
 
     monkeypatch.setattr("crossover.load.looplag.idle_lag_ms", fake_probe)
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(8)))
-    assert _workers("auto", None) == 1 and _workers("auto", 4) == 1
+    assert workers_for("auto", None) == 1 and workers_for("auto", 4) == 1
     assert calls == []  # an open loop and a handful of streams: no probe
-    assert _workers("auto", 100) == 4  # 100 streams, 4x the lag budget: 32 streams a loop
+    assert workers_for("auto", 100) == 4  # 100 streams, 4x the lag budget: 32 streams a loop
     assert calls == [1.0]
-    assert _workers("3", 100) == 3
+    assert workers_for("3", 100) == 3

@@ -30,6 +30,7 @@ _plain_help_types()
 # One line per command module; each module registers its own commands.
 COMMAND_MODULES: tuple[str, ...] = (
     "run",
+    "summarize",
     "sweep",
     "decide",
     "capacity",

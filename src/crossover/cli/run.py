@@ -1,4 +1,5 @@
-"""``crossover run`` (one load level) and ``crossover summarize`` (recompute)."""
+"""``crossover run``: one load level against one endpoint (``crossover summarize``, its
+records summarized again, is :mod:`crossover.cli.summarize`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from crossover.cli.common import check_output_file, default_of, help_of, write_o
 from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.run import RunConfig
-from crossover.spec.workload import Workload
+from crossover.spec.workload import Workload, prompt_lengths_input, sessions_of
 from crossover.words import plural
 
 EXAMPLE = (
@@ -21,14 +22,6 @@ EXAMPLE = (
     "Examples:\n"
     "  crossover calibration-server --port 8001 &\n"
     "  crossover run --url http://127.0.0.1:8001 --model calib --output-tokens 32 --concurrency 4\n"
-)
-
-
-SUMMARIZE_EXAMPLE = (
-    "\b\n"
-    "Examples:\n"
-    "  crossover summarize crossover-results/results.db\n"
-    "  crossover summarize sweep1/sweep.db --json summaries.json\n"
 )
 
 
@@ -49,19 +42,6 @@ ThinkOpt = Annotated[
     float | None,
     typer.Option(help="Seconds between a turn's reply and the session's next turn [default: 0]"),
 ]
-
-
-def sessions_of(turns: int | None, think_s: float | None) -> dict[str, Any] | None:
-    """``--turns``/``--think-s`` as a config's ``sessions`` (one turn is no session); a
-    count below 1 or a think time out of range is one line (--turns 0 and --think-s -1
-    or nan passed silently as one turn)."""
-    if turns is not None and turns < 1:
-        raise UsageError(f"--turns {turns}: at least 1")
-    if think_s is not None and not 0 <= think_s <= 3600:
-        raise UsageError(f"--think-s {think_s:g}: 0 to 3600 seconds")
-    if turns is None or turns < 2:
-        return None
-    return {"turns": turns, "think_s": think_s or 0.0}
 
 
 TraceOpt = Annotated[
@@ -95,22 +75,8 @@ PromptLengthsOpt = Annotated[
 ]
 
 
-def prompt_lengths_input(
-    lengths: str | None, prompts: Path | None, input_tokens: str | None
-) -> str | None:
-    """``--input-tokens`` as the config gets it: None keeps a prompt file's own lengths."""
-    if lengths is None or lengths == "fit":
-        return input_tokens
-    if lengths != "dataset":
-        raise UsageError(f"--prompt-lengths: expected fit or dataset, got {lengths!r}")
-    if prompts is None:
-        raise UsageError("--prompt-lengths dataset goes with --prompts FILE")
-    return None
-
-
 def register(app: typer.Typer) -> None:
     app.command("run", epilog=EXAMPLE)(run)
-    app.command("summarize", epilog=SUMMARIZE_EXAMPLE)(summarize_cmd)
 
 
 def run(
@@ -278,13 +244,12 @@ def run(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import parse_transport, run_async, validated
     from crossover.cli.render import print_summary, progress_line
-    from crossover.dialects.discovery import pick_model, served_models
-    from crossover.engines import registry
-    from crossover.measure import Progress, api_headers, choose_tokenizer, execute, probe
+    from crossover.load.sizing import workers_for
+    from crossover.measure import Progress, choose_tokenizer, execute, served_model
     from crossover.metrics.client_floor import resolve_client_floor
     from crossover.records.database_file import check_database_file, check_writable
     from crossover.records.store import Store
-    from crossover.spec.run import base_url, run_seed
+    from crossover.spec.run import base_url, engine_metrics_url, run_seed
     from crossover.spec.slo import Slo, parse_slo
     from crossover.workload import load_tokenizer
 
@@ -327,7 +292,7 @@ def run(
         allowed_failures=allowed_failures,
         slo=terms.per_request(),
         api_key_env=api_key_env,
-        workers=_workers(workers, concurrency),
+        workers=workers_for(workers, concurrency),
         max_event_bytes=max_event_bytes,
         transport=parse_transport(transport),
         timeouts=validated(
@@ -339,7 +304,7 @@ def run(
             total_s=timeout_s,
         ),
     )
-    engine_metrics = _metrics_url(metrics_url, config.url)
+    engine_metrics = engine_metrics_url(metrics_url, config.url)
     check_writable(out)
     if db is not None:
         check_writable(db.parent)
@@ -355,16 +320,7 @@ def run(
         config.concurrency if config.mode == "concurrency" else config.max_in_flight,
         transport=config.transport,
     )
-    for base in config.replica_urls:
-        probe(base, api_headers(config))
-        # an LLM server of this dialect, or one line and exit 2 before anything runs
-        dialect = registry.dialect(config.dialect)
-        listed = served_models(base, dialect, model, api_headers(config))
-        if base == config.url:
-            picked, said = pick_model(base, listed, model)
-            if said is not None:
-                console.print(said)
-            config = config.model_copy(update={"model": picked})
+    config = served_model(config, model, console.print)
     console.print(f"[dim]{floor_note}[/]")  # said once the server answered, as before
     tok = local_tok or choose_tokenizer(config)
     progress = Progress(total=config.requests)
@@ -437,83 +393,3 @@ TIMEOUT_FLAGS = {
     "gap_s": "--gap-timeout-s",
     "total_s": "--timeout-s",
 }
-
-
-def _metrics_url(text: str, url: str) -> str | None:
-    """``auto``: the server's ``/metrics``; ``off``; or a URL given as is."""
-    if text == "auto":
-        return url + "/metrics"
-    if text == "off":
-        return None
-    if not text.startswith(("http://", "https://")):
-        raise UsageError(f"--metrics-url: expected auto, off or an http(s) URL, got {text!r}")
-    return text
-
-
-def _workers(text: str, concurrency: int | None) -> int:
-    """``N`` or ``auto``: ``auto_workers`` from the streams and a short probe of this
-    machine's idle event-loop lag (only where more than one process could help)."""
-    import os
-
-    if text == "auto":
-        from crossover.load.looplag import idle_lag_ms
-        from crossover.load.workers import STREAMS_PER_WORKER, auto_workers
-
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
-        if concurrency is None or cores < 2:
-            return 1
-        # a loop already late gives each process fewer streams; under a handful of
-        # streams no lag makes a second process worth its start-up
-        lag = idle_lag_ms() if concurrency > STREAMS_PER_WORKER // 8 else None
-        return auto_workers(concurrency, cores, lag)
-    try:
-        n = int(text)
-    except ValueError:
-        raise UsageError(f"--workers: expected a number or auto, got {text!r}") from None
-    if n < 1:
-        raise UsageError("--workers: at least 1")
-    return n
-
-
-def run_title(key: str | None, s: Any) -> tuple[str | None, str]:
-    """(target, heading) of a stored run: a sweep's ``NAME|c=4|r=0`` names its target,
-    level and repeat; a ``crossover run``'s names the engine and URL it measured."""
-    if key and key.count("|") == 2:
-        name, level, rep = key.split("|")
-        return name, f"{name} {level} {rep}"
-    return None, f"{s.engine.name} @ {s.engine.url}"
-
-
-def summarize_cmd(
-    db: Annotated[Path, typer.Argument(help="A crossover results database")],
-    run_id: Annotated[str | None, typer.Option(help="One run (default: every run)")] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write summaries here")] = None,
-) -> None:
-    """Recompute run summaries from the raw per-request records."""
-    import orjson
-
-    from crossover.cli.common import console as make_console
-    from crossover.cli.render import print_summary
-    from crossover.measure import resummarize
-    from crossover.records.database_file import require_database
-    from crossover.records.store import Store
-
-    require_database(db)
-    check_output_file(json_path, "--json", keep=[db])
-    console = make_console()
-    out = []
-    with Store(db, read_only=True) as store:
-        keys = {r.run_id: r.key for r in store.runs()}
-        if run_id is not None and run_id not in keys:
-            raise UsageError(f"{db}: no run {run_id!r}")
-        ids = [run_id] if run_id else list(keys)
-        for rid in ids:
-            s = resummarize(store, rid)
-            target, title = run_title(keys.get(rid), s)
-            print_summary(console, s, f"{title}  (run {rid})")
-            out.append({"run_id": rid, "target": target, "summary": s.to_json_dict()})
-    if json_path is not None:
-        write_output(json_path, orjson.dumps(out, option=orjson.OPT_INDENT_2), "--json")

@@ -17,13 +17,11 @@ from crossover.cli.run import (
     ThinkOpt,
     TraceOpt,
     TurnsOpt,
-    prompt_lengths_input,
-    sessions_of,
 )
 from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig
 from crossover.spec.target import parse_target
-from crossover.spec.workload import Workload
+from crossover.spec.workload import Workload, prompt_lengths_input, sessions_of
 from crossover.sweep.config import SweepConfig
 from crossover.words import plural
 

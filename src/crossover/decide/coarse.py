@@ -15,6 +15,7 @@ from crossover.decide.budget import level_seconds
 from crossover.decide.model import SATURATION_METRIC, Measure, Observation, Question
 from crossover.decide.skip import alone_above, stop_reason
 from crossover.decide.state import PolicyConfig, Prior, State, gap_open, uncertain
+from crossover.words import plural
 
 #: a sequential level's fewest finished requests before it may stop (and one wave of
 #: its closed loop: as many as it has streams)
@@ -111,6 +112,21 @@ def stop_saves(finished: int, streams: int, planned: int | None) -> bool:
     return planned is None or finished + streams < planned
 
 
+def sequential_first_pass(q: Question, t: str, c: int) -> Measure:
+    """A later target's first-pass level ``c``, sequential: it stops once what finished
+    settles it, where a stop may leave requests unsent (:func:`stop_saves` at its first
+    wave, the earliest it may stop); else it is measured whole, and its reason says so."""
+    planned, first = q.requests.get(c), max(c, MIN_PART)
+    if planned is None or stop_saves(first, c, planned):
+        why = "first pass, stopped once it settles against those measured there"
+        return Measure(t, c, 0, None, why, sequential=True)
+    why = (
+        f"first pass, whole: a stop would save nothing ({plural(planned, 'request')} on "
+        f"{plural(c, 'stream')}, all sent by the time {first} have finished)"
+    )
+    return Measure(t, c, 0, None, why)
+
+
 def part_settled(
     q: Question,
     observations: Sequence[Observation],
@@ -174,8 +190,7 @@ def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
                 return Measure(t, c, 0, None, "first pass")
             if cfg.budget_factor <= 0:
                 if cfg.sequential:
-                    why = "first pass, stopped once it settles against those measured there"
-                    return Measure(t, c, 0, None, why, sequential=True)
+                    return sequential_first_pass(q, t, c)
                 return Measure(t, c, 0, None, "first pass")
             budget = cfg.budget_factor * ref.seconds  # warm-up included: generous
             why = f"first pass, up to {cfg.budget_factor:g}x {order[0]}'s time there"

@@ -203,6 +203,7 @@ def question_for(
             for t in cfg.targets
             if t.concurrency or base
         },
+        requests={c: n for c in levels if (n := cfg.requests_for(c)) is not None},
     )
 
 

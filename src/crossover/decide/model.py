@@ -50,6 +50,10 @@ class Question:
     #: a target's own levels where the sweep gives it some (YAML ``concurrency:`` under the
     #: target): it is measured at no level outside their range
     target_levels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the measured requests a level is planned with, where known (the sweep's; a replay:
+    #: the recorded runs'): a sequential level whose stop would leave none unsent is
+    #: measured whole (:func:`crossover.decide.coarse.stop_saves`)
+    requests: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.targets) < 2:

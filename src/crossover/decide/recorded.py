@@ -12,7 +12,7 @@ The database is only read (opened read-only, never written).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,16 +48,29 @@ class Recorded:
     def __init__(self, path: Path) -> None:
         if not path.is_file():
             raise UsageError(f"{path}: no such database")
+        self.path = path
         try:
             self.db = sqlite3.connect(read_only_uri(path), uri=True)
+        except sqlite3.DatabaseError as exc:
+            raise cannot_read(path, exc) from None
+        try:
+            self.runs = self._finished_runs()
+        except BaseException:
+            self.db.close()  # refused: nothing holds the database open after
+            raise
+        self._records: dict[str, list[RequestRecord]] = {}
+
+    def _finished_runs(self) -> dict[tuple[str, int, int], RecordedRun]:
+        """The database's finished concurrency-level runs, by (target, level, repeat)."""
+        path = self.path
+        try:
             rows = self.db.execute(
                 "SELECT run_id, key, context, summary FROM runs "
                 "WHERE status='done' AND key IS NOT NULL ORDER BY created_at"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise cannot_read(path, exc) from None
-        self.path = path
-        self.runs: dict[tuple[str, int, int], RecordedRun] = {}
+        runs: dict[tuple[str, int, int], RecordedRun] = {}
         for run_id, key, ctx, summary in rows:
             parts = key.split("|")
             if len(parts) != 3 or not parts[1].startswith("c="):
@@ -71,12 +84,12 @@ class Recorded:
                     raise TypeError("its context or summary is not a JSON object")
             except (ValueError, TypeError) as exc:  # orjson's JSONDecodeError: a ValueError
                 raise damaged(path, f"run {run_id}", exc) from None
-            self.runs[(name, at, repeat)] = RecordedRun(
+            runs[(name, at, repeat)] = RecordedRun(
                 run_id, name, at, repeat, context.get("context") or {}, done
             )
-        if not self.runs:
+        if not runs:
             raise UsageError(f"{path}: no finished concurrency level to replay")
-        self._records: dict[str, list[RequestRecord]] = {}
+        return runs
 
     def records(self, run_id: str) -> list[RequestRecord]:
         if run_id not in self._records:
@@ -116,6 +129,25 @@ class Recorded:
             return max(0.0, (row[1] - row[0]) / 1e9), int(row[2] or 0)
         except (sqlite3.DatabaseError, TypeError) as exc:  # a record that is not JSON
             raise damaged(self.path, f"a request record of run {run_id}", exc) from None
+
+    def level_requests(self, names: Sequence[str]) -> dict[int, int]:
+        """Each level's measured requests, where every recorded run of ``names`` there
+        holds as many (a level whose runs differ is left out: not known)."""
+        seen: dict[int, set[int]] = {}
+        for (t, c, _), run in self.runs.items():
+            if t in names:
+                seen.setdefault(c, set()).add(self.measured(run.run_id))
+        return {c: n.pop() for c, n in seen.items() if len(n) == 1}
+
+    def measured(self, run_id: str) -> int:
+        """A run's measured requests (its warm-up left out), counted in SQL."""
+        try:
+            row = self.db.execute(
+                "SELECT count(*) FROM requests WHERE run_id=? AND warmup=0", (run_id,)
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, f"the requests of run {run_id}", exc) from None
+        return int(row[0])
 
     def observe(
         self,

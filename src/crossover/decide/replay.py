@@ -242,6 +242,7 @@ def replay(
             target_levels={
                 t: tuple(sorted({c for tt, c, _ in rec.runs if tt == t})) for t in names
             },
+            requests=rec.level_requests(names),
         )
         cfg = cfg or PolicyConfig()
         costs = start_costs(names, rec.engine_starts(), engine_logs, start_s)

@@ -4,13 +4,14 @@ Glue only: config -> tokenizer and prompts -> load strategy (dialect + transport
 -> records (SQLite, as they arrive) -> metrics. Sweeps call ``execute`` per level.
 
 The package's names are importable from here; the modules hold, by what they are about:
-the live counters (``progress``), the endpoint's headers and reachability probe
-(``probes``), the prompts and the tokenizer (``prompts``), the run's context, samples and
-summary again from its records (``summary``), and the level's execution (``execution``).
+the live counters (``progress``), the endpoint's headers, reachability probe and served
+model (``probes``), the prompts and the tokenizer (``prompts``), the run's context,
+samples and summary again from its records, and a stored run's heading (``summary``),
+and the level's execution (``execution``).
 """
 
 from crossover.measure.execution import Execution, RunOutcome, WorkersRunner, execute, new_run_id
-from crossover.measure.probes import api_headers, probe
+from crossover.measure.probes import api_headers, probe, served_model
 from crossover.measure.progress import Progress
 from crossover.measure.prompts import (
     PROMPTS_AHEAD,
@@ -20,7 +21,13 @@ from crossover.measure.prompts import (
     prompts_needed,
     templates_by_turn,
 )
-from crossover.measure.summary import ENGINE_COUNTER_SAMPLE, LOOP_SAMPLE, make_context, resummarize
+from crossover.measure.summary import (
+    ENGINE_COUNTER_SAMPLE,
+    LOOP_SAMPLE,
+    make_context,
+    resummarize,
+    run_title,
+)
 
 __all__ = [
     "ENGINE_COUNTER_SAMPLE",
@@ -40,5 +47,7 @@ __all__ = [
     "probe",
     "prompts_needed",
     "resummarize",
+    "run_title",
+    "served_model",
     "templates_by_turn",
 ]

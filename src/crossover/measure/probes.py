@@ -1,11 +1,13 @@
-"""The endpoint before a run: its API key headers (from the environment only) and a
-probe that fails fast, with one line, when nothing answers."""
+"""The endpoint before a run: its API key headers (from the environment only), a probe
+that fails fast, with one line, when nothing answers, and the model it serves
+(:func:`served_model`: every replica an LLM server of the run's dialect)."""
 
 from __future__ import annotations
 
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 from crossover.errors import UsageError
 from crossover.spec.run import RunConfig
@@ -33,3 +35,23 @@ def probe(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> None:
             reason = getattr(exc, "reason", exc)
             if path == "/":
                 raise UsageError(f"cannot reach {url}: {reason}") from None
+
+
+def served_model(config: RunConfig, model: str | None, say: Callable[[str], object]) -> RunConfig:
+    """``config`` with the model to send: each replica probed and asked for its models (an
+    LLM server of the run's dialect, or one line before anything runs); ``model`` where
+    given, else the one model the first replica lists (``say`` is told it was picked)."""
+    from crossover.dialects.discovery import pick_model, served_models
+    from crossover.engines import registry
+
+    for base in config.replica_urls:
+        probe(base, api_headers(config))
+        # an LLM server of this dialect, or one line and exit 2 before anything runs
+        dialect = registry.dialect(config.dialect)
+        listed = served_models(base, dialect, model, api_headers(config))
+        if base == config.url:
+            picked, said = pick_model(base, listed, model)
+            if said is not None:
+                say(said)
+            config = config.model_copy(update={"model": picked})
+    return config

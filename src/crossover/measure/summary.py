@@ -106,3 +106,12 @@ def resummarize(store: Store, run_id: str) -> RunSummary:
     except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError: a ValueError
         raise damaged(store.path, f"run {run_id}", exc) from None
     return summarize(store.records(run_id), ctx, engine, loop)
+
+
+def run_title(key: str | None, s: RunSummary) -> tuple[str | None, str]:
+    """(target, heading) of a stored run: a sweep's ``NAME|c=4|r=0`` names its target,
+    level and repeat; a ``crossover run``'s names the engine and URL it measured."""
+    if key and key.count("|") == 2:
+        name, level, rep = key.split("|")
+        return name, f"{name} {level} {rep}"
+    return None, f"{s.engine.name} @ {s.engine.url}"

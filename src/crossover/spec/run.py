@@ -13,7 +13,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from crossover import defaults
 from crossover.engines import registry
-from crossover.errors import unknown_choice
+from crossover.errors import UsageError, unknown_choice
 from crossover.spec.limits import Limits
 from crossover.spec.load import Warmup
 from crossover.spec.slo import PER_REQUEST, Slo, SloLimits
@@ -47,6 +47,17 @@ def base_url(v: str) -> str:
             " (crossover adds the API path itself)"
         )
     return v
+
+
+def engine_metrics_url(text: str, url: str) -> str | None:
+    """``--metrics-url``: ``auto``, the server's ``/metrics``; ``off``; or a URL as is."""
+    if text == "auto":
+        return url + "/metrics"
+    if text == "off":
+        return None
+    if not text.startswith(("http://", "https://")):
+        raise UsageError(f"--metrics-url: expected auto, off or an http(s) URL, got {text!r}")
+    return text
 
 
 def _trace_defaults(data: Any) -> Any:

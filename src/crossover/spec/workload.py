@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from crossover.errors import FieldError
+from crossover.errors import FieldError, UsageError
 from crossover.workload.sessions import Sessions
 from crossover.workload.shape import (
     LengthDist,
@@ -193,3 +193,29 @@ class Workload(BaseModel):
             sessions=self.sessions,
         )
         return out | trace_specs(self.trace, self.trace_block_tokens, trace_speed)
+
+
+def sessions_of(turns: int | None, think_s: float | None) -> dict[str, Any] | None:
+    """``--turns``/``--think-s`` as a config's ``sessions`` (one turn is no session); a
+    count below 1 or a think time out of range is one line (--turns 0 and --think-s -1
+    or nan passed silently as one turn)."""
+    if turns is not None and turns < 1:
+        raise UsageError(f"--turns {turns}: at least 1")
+    if think_s is not None and not 0 <= think_s <= 3600:
+        raise UsageError(f"--think-s {think_s:g}: 0 to 3600 seconds")
+    if turns is None or turns < 2:
+        return None
+    return {"turns": turns, "think_s": think_s or 0.0}
+
+
+def prompt_lengths_input(
+    lengths: str | None, prompts: Path | None, input_tokens: str | None
+) -> str | None:
+    """``--input-tokens`` as the config gets it: None keeps a prompt file's own lengths."""
+    if lengths is None or lengths == "fit":
+        return input_tokens
+    if lengths != "dataset":
+        raise UsageError(f"--prompt-lengths: expected fit or dataset, got {lengths!r}")
+    if prompts is None:
+        raise UsageError("--prompt-lengths dataset goes with --prompts FILE")
+    return None
