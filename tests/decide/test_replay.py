@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from crossover.decide.recorded import Recorded
-from crossover.decide.replay import replay, same_conclusion
-from crossover.decide.state import PolicyConfig
+from crossover.decide.replay import ReplayResult, replay, same_conclusion
+from crossover.decide.state import PolicyConfig, Prior
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "h200"
@@ -40,6 +40,25 @@ def database(cache: pytest.Cache, name: str, results: Path = RESULTS) -> Path:
             shutil.copyfileobj(fin, fout, 1 << 20)
         part.replace(out)
     return out
+
+
+def h100_grid(pytestconfig: pytest.Config) -> tuple[Path, Prior]:
+    """The H100 MoE grid's database (decompressed into pytest's cache) and its prior."""
+    from crossover.decide.replay import load_prior
+
+    assert pytestconfig.cache is not None
+    h100 = ROOT / "docs" / "results" / "h100"
+    db = database(pytestconfig.cache, "moe-warm-grid", h100)
+    return db, load_prior(h100 / "moe-warm-grid" / "prediction.json")
+
+
+@pytest.fixture(scope="module")
+def h100_live(pytestconfig: pytest.Config) -> ReplayResult:
+    """The H100 grid replayed as a live decision would run it (``--live-levels --prior
+    ... --tie-margin 0.03``): two tests read it, it is replayed once."""
+    db, prior = h100_grid(pytestconfig)
+    cfg = PolicyConfig(budget_factor=0.0, sequential=True, tie_rel=0.03)
+    return replay(db, cfg=cfg, prior=prior)
 
 
 @pytest.mark.parametrize("name", DECISIONS)
@@ -266,23 +285,14 @@ def test_the_mixture_of_experts_replay_with_a_tie_margin_keeps_the_grids_conclus
     assert ("vllm", "llamacpp-q8", 1.0) in ties and ("vllm", "sglang", 1.0) in ties
 
 
-def test_an_engine_that_is_up_is_worked_before_a_dear_restart(
-    pytestconfig: pytest.Config,
-) -> None:
+def test_an_engine_that_is_up_is_worked_before_a_dear_restart(h100_live: ReplayResult) -> None:
     """The H100 MoE grid, where llama.cpp and the two others cross between 1 and 4: each
     bisection step there wants both sides again. Worked while its engine is up (the
     bracket's grid levels and repeats on a target whose start costs more than five of its
     levels, the wanted repeats and refinements before the first pass's switch), vLLM (145 s
     a start here) starts twice and the decision five times in all, where a step at a time
     started vLLM four times and the decision eight; the grid's six conclusions stay."""
-    from crossover.decide.replay import load_prior
-
-    assert pytestconfig.cache is not None
-    h100 = ROOT / "docs" / "results" / "h100"
-    db = database(pytestconfig.cache, "moe-warm-grid", h100)
-    prior = load_prior(h100 / "moe-warm-grid" / "prediction.json")
-    cfg = PolicyConfig(budget_factor=0.0, sequential=True, tie_rel=0.03)
-    r = replay(db, cfg=cfg, prior=prior)
+    r = h100_live
     assert r.same, [c for c in r.comparisons if not c.same]
     assert r.starts_by_target["vllm"] <= 2 and r.starts <= 5, r.starts_by_target
     assert sum(r.gpu_seconds().values()) < 0.75 * (
@@ -291,21 +301,14 @@ def test_an_engine_that_is_up_is_worked_before_a_dear_restart(
 
 
 def test_a_two_wave_level_is_not_stopped_and_measured_again_whole(
-    pytestconfig: pytest.Config,
+    h100_live: ReplayResult,
 ) -> None:
     """On the H100 grid every level above 1 is two waves of the closed loop: a stop after
     the first wave leaves nothing unsent (the second wave is in flight and drains), so it
     saves nothing, and where the drained level then leaves a gap open the level is measured
     again whole. SGLang at 256 was so (510 of 512 sent, 26 s, then 512 again): the replay
     measured 395 s; without the stops that save nothing, 369 s, the same 6 of 6."""
-    from crossover.decide.replay import load_prior
-
-    assert pytestconfig.cache is not None
-    h100 = ROOT / "docs" / "results" / "h100"
-    db = database(pytestconfig.cache, "moe-warm-grid", h100)
-    prior = load_prior(h100 / "moe-warm-grid" / "prediction.json")
-    cfg = PolicyConfig(budget_factor=0.0, sequential=True, tie_rel=0.03)
-    r = replay(db, cfg=cfg, prior=prior)
+    r = h100_live
     assert r.same, [c for c in r.comparisons if not c.same]
     keys = [(o.target, o.level, o.repeat) for o in r.observations]
     assert len(keys) == len(set(keys)), "a level measured in part, then again whole"
@@ -321,13 +324,9 @@ def test_a_deferred_two_wave_level_is_said_to_be_measured_whole(
     """Under ``--budget 0.33`` with ``--live-levels`` the H100 replay defers first-pass
     levels of two waves: the lines and the JSON give each one's reason, which says it is
     measured whole (a stop would save nothing), not that it stops once it settles."""
-    from crossover.decide.replay import load_prior
     from crossover.decide.timing import replay_json, replay_lines
 
-    assert pytestconfig.cache is not None
-    h100 = ROOT / "docs" / "results" / "h100"
-    db = database(pytestconfig.cache, "moe-warm-grid", h100)
-    prior = load_prior(h100 / "moe-warm-grid" / "prediction.json")
+    db, prior = h100_grid(pytestconfig)
     cfg = PolicyConfig(budget_factor=0.0, sequential=True, tie_rel=0.03, budget=0.33)
     r = replay(db, cfg=cfg, prior=prior)
     assert r.decision.deferred
