@@ -43,7 +43,7 @@ def test_the_plan_with_a_prior_is_written_as_printed(tmp_path: Path, capsys: Any
     lines, plan = _checked(capsys, tmp_path / "plan.json", "--prior", str(PRIOR))
     assert set(plan) == {
         "schema", "config", "question", "grid_levels", "order", "reference",
-        "reference_from", "first_pass", "estimate",
+        "reference_from", "first_pass", "first_pass_steps", "estimate",
     }  # fmt: skip
     assert plan["schema"] == "crossover.decision-plan/1"
     assert plan["config"] == str(CONFIG)
@@ -82,6 +82,55 @@ def test_the_plan_with_a_prior_is_written_as_printed(tmp_path: Path, capsys: Any
         f"{first['starts']} starts = {first['gpu_minutes']:.1f} GPU-min"
     ) in lines[-1]
     assert "grid 813 s measuring + 3 starts = 18.8 GPU-min" in lines[-1]
+
+
+def test_two_wave_levels_are_planned_whole_as_the_live_run_measures_them(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """The YAML's levels are two waves (``requests_per_concurrency: 2``, at least 4): no
+    stop after a first wave leaves a request unsent, so the live run measures every level
+    whole (``coarse.sequential_first_pass``); the plan says so, and not "sequential"."""
+    lines, plan = _checked(capsys, tmp_path / "plan.json", "--prior", str(PRIOR))
+    said = lines[next(i for i, ln in enumerate(lines) if ln.startswith("decide plan: ")) :]
+    assert not any("sequential" in ln for ln in said), said
+    assert said[1].endswith("reference vllm (the prior's predicted leader), its levels whole")
+    assert said[5] == (
+        "  after it, every level whole: a stop would save nothing, each level's requests all "
+        "sent by the time it may first stop"
+    )
+    steps = plan["first_pass_steps"]
+    assert {t: [s["level"] for s in mine] for t, mine in steps.items()} == plan["first_pass"]
+    assert not any(s["sequential"] for mine in steps.values() for s in mine)
+    assert steps["sglang"][2]["why"] == (
+        "first pass, whole: a stop would save nothing (32 requests on 16 streams, all sent by "
+        "the time 16 have finished)"
+    )
+
+
+def test_four_wave_levels_are_planned_sequential(tmp_path: Path, capsys: Any) -> None:
+    """Four waves a level (``requests_per_concurrency: 4``): a stop after the first wave
+    leaves requests unsent from 4 streams up, so those levels are sequential; at 1 stream
+    the level's 4 requests are all sent by the time it may first stop (4 finished): whole."""
+    config = tmp_path / "four.yaml"
+    text = CONFIG.read_text()
+    assert "\nrequests_per_concurrency: 2\n" in text
+    config.write_text(
+        text.replace("\nrequests_per_concurrency: 2\n", "\nrequests_per_concurrency: 4\n")
+    )
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--prior", str(PRIOR)]
+    assert main([*argv, "--json", str(tmp_path / "plan.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "  after it, sequential (each stops once it settles against those measured there): "
+        "sglang 4,16,32,64,256; llamacpp-q8 4,16,32,64"
+    ) in lines
+    assert (
+        "  after it, whole (a stop would save nothing, each level's requests all sent by the "
+        "time it may first stop): sglang 1; llamacpp-q8 1"
+    ) in lines
+    steps = json.loads((tmp_path / "plan.json").read_text())["first_pass_steps"]
+    assert [s["sequential"] for s in steps["vllm"]] == [False] * 6
+    assert [s["sequential"] for s in steps["llamacpp-q8"]] == [False, True, True, True, True]
 
 
 def test_start_s_is_the_estimate_s_start(tmp_path: Path, capsys: Any) -> None:

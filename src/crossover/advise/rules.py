@@ -13,8 +13,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from crossover.advise import traits
 from crossover.engines import registry
-from crossover.errors import UsageError
+from crossover.errors import UsageError, parse_names
 from crossover.versions import version_key as version_key
 
 #: the engines the advisor weighs: those whose spec has advisor traits
@@ -170,6 +171,32 @@ def normalize_quant(quant: str | None) -> str:
             f"unknown quant {quant!r}; known: {', '.join(QUANTS)}, gguf-<{'|'.join(GGUF_QUANTS)}>"
         )
     return q
+
+
+def parse_engines(text: str) -> list[str]:
+    """``--engines llamacpp,vllm``: the engines to weigh, each one the advisor knows."""
+    names = parse_names(text, "--engines", lower=True)
+    bad = [n for n in names if n not in ENGINES]
+    if bad:
+        raise UsageError(f"--engines wants a comma list of {', '.join(ENGINES)}; got {text!r}")
+    return names
+
+
+def parse_versions(text: str | None) -> dict[str, str]:
+    """``--engine-versions trtllm=1.2.1,vllm=0.26.0``: engine (any spelling
+    ``traits.canonical`` knows) to version."""
+    out: dict[str, str] = {}
+    for item in parse_names(text, "--engine-versions") if text is not None else []:
+        name, sep, version = item.partition("=")
+        engine = traits.canonical(name)
+        if not sep or engine not in ENGINES or not version.strip():
+            raise UsageError(
+                f"--engine-versions wants ENGINE=VERSION[,...] with ENGINE in "
+                f"{', '.join(ENGINES)}; got {item!r}"
+            )
+        version_key(version)
+        out[engine] = version.strip()
+    return out
 
 
 def kernel_check(engine: str, quant: str, cc_family: str, version: str | None) -> KernelCheck:

@@ -13,6 +13,7 @@ what to give; the measurements come back through ``--results``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -21,6 +22,7 @@ from pydantic import BaseModel, Field
 from crossover import defaults
 from crossover.advise import traits
 from crossover.engines import registry
+from crossover.errors import UsageError
 
 
 def _reads_gguf(engine: str) -> bool:
@@ -231,3 +233,24 @@ def emit_sweep(
         left_out=left_out,
         notes=notes,
     )
+
+
+def sweep_for(advice: dict[str, Any], model: str, paths: list[str]) -> EmittedSweep:
+    """``--emit-sweep``'s config; each engine gets the model file it loads. ``model``
+    (``--model``) counts where it is a file; a known model name is not, so without
+    ``paths`` (``--model-path``) the candidates that need one are left out, and with none
+    left this is a usage error saying what to give."""
+    if not advice["recommendations"]:
+        raise UsageError("--emit-sweep: no candidate fits (rejected above); nothing to measure")
+    given = list(paths)
+    if Path(model).expanduser().exists():
+        given.append(model)
+    hf, gguf = model_files(given)
+    config = emit_sweep(advice, hf, gguf=gguf)
+    if not config.targets:
+        raise UsageError(
+            f"--emit-sweep: {model!r} names a model, not its files; give --model-path FILE.gguf "
+            "(llama.cpp) and/or --model-path HF_FOLDER_OR_ORG/NAME (vLLM, SGLang, TensorRT-LLM, "
+            "transformers) so the sweep can launch them"
+        )
+    return config

@@ -1,6 +1,7 @@
 """A decision's plan before anything is measured (``decide --check``): the question, the
-grid's size, each target's first-pass levels in the order measured (the reference first)
-and, from the advisor's forecast, the session's GPU time (:mod:`crossover.decide.estimate`).
+grid's size, each target's first-pass levels in the order measured (the reference first),
+which of them a live decision measures sequentially and which whole, and, from the
+advisor's forecast, the session's GPU time (:mod:`crossover.decide.estimate`).
 
 The plan is data (:class:`Plan`); :func:`plan_lines` says it as ``decide --check`` prints
 it and :func:`plan_json` is its ``--json`` (``"schema": "crossover.decision-plan/1"``). The
@@ -13,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossover.decide.coarse import first_pass_levels
+from crossover.decide.coarse import first_pass_levels, sequential_first_pass
 from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
 from crossover.decide.estimate import estimate_line as _estimate_line
-from crossover.decide.model import Question
+from crossover.decide.model import Measure, Question
 from crossover.decide.replay import load_prior
 from crossover.decide.starts import START_S
 from crossover.decide.state import PolicyConfig, Prior
@@ -33,10 +34,12 @@ class Plan:
     in the first pass's order; ``grid_levels`` the grid's level runs (every target's
     covered level, every repeat). ``prior_file``: a forecast was given (``--prior``);
     ``estimate`` is then its GPU time, or ``None`` where the forecast could not be read
-    for output tokens/s (``unread`` says why)."""
+    for output tokens/s (``unread`` says why). ``steps``: each first-pass level as the
+    live decision asks for it (:func:`first_pass_steps`), in ``first_pass``'s order."""
 
     question: Question
     first_pass: dict[str, list[int]]
+    steps: dict[str, list[Measure]]
     grid_levels: int
     reference_from_prior: bool
     prior_file: bool
@@ -44,6 +47,27 @@ class Plan:
     unread: str | None
     start_s: float
     start_s_given: bool
+
+
+def first_pass_steps(q: Question, first: dict[str, list[int]]) -> dict[str, list[Measure]]:
+    """Each first-pass level as a live decision asks for it once the levels before it are
+    measured (its levels are live: ``budget_factor`` 0, sequential; :func:`crossover.
+    decide.coarse.first_pass`): the reference's whole; a later target's whole where the
+    reference is not measured there (nothing to settle against), else as
+    :func:`~crossover.decide.coarse.sequential_first_pass` says: sequential where a stop
+    after its first wave may leave requests unsent, whole where it would save none (two
+    waves)."""
+    order = list(first)
+    ref = first[order[0]] if order else []
+    return {
+        t: [
+            sequential_first_pass(q, t, c)
+            if i and c in ref
+            else Measure(t, c, 0, None, "first pass")
+            for c in levels
+        ]
+        for i, (t, levels) in enumerate(first.items())
+    }
 
 
 def decision_plan(
@@ -72,6 +96,7 @@ def decision_plan(
     return Plan(
         question=q,
         first_pass=first,
+        steps=first_pass_steps(q, first),
         grid_levels=grid,
         reference_from_prior=bool(prior),
         prior_file=prior_path is not None,
@@ -91,6 +116,46 @@ def estimate_text(p: Plan) -> str:
     return _estimate_line(p.estimate, "--start-s" if p.start_s_given else "")
 
 
+#: how a later target's first-pass level is measured, and why, as the plan says it
+_HOW = {
+    "sequential": ("sequential", "each stops once it settles against those measured there"),
+    "whole": (
+        "whole",
+        "a stop would save nothing, each level's requests all sent by the time it may first stop",
+    ),
+    "alone": ("whole", "the reference is not measured there"),
+}
+
+
+def _how(m: Measure, reference: list[int]) -> str:
+    if m.sequential:
+        return "sequential"
+    return "whole" if m.level in reference else "alone"
+
+
+def later_lines(p: Plan) -> list[str]:
+    """How the targets after the reference are measured at their first-pass levels: one
+    line per way (sequential; whole where a stop would save nothing; whole where the
+    reference is not measured), each target's levels that way, or ``every level``."""
+    steps = list(p.steps.values())
+    if not steps:
+        return []
+    reference = [m.level for m in steps[0]]
+    ways: dict[str, dict[str, list[int]]] = {}
+    for mine in steps[1:]:
+        for m in mine:
+            ways.setdefault(_how(m, reference), {}).setdefault(m.target, []).append(m.level)
+    if len(ways) == 1:
+        label, why = _HOW[next(iter(ways))]
+        return [f"  after it, every level {label}: {why}"]
+    return [
+        f"  after it, {_HOW[way][0]} ({_HOW[way][1]}): "
+        + "; ".join(f"{t} {','.join(map(str, cs))}" for t, cs in ways[way].items())
+        for way in _HOW
+        if way in ways
+    ]
+
+
 def plan_lines(p: Plan) -> list[str]:
     """The plan as ``decide --check`` prints it, after the YAML's check."""
     q = p.question
@@ -100,8 +165,9 @@ def plan_lines(p: Plan) -> list[str]:
     return [
         f"decide plan: {q.kind} on {', '.join(q.metrics)}; the grid is {p.grid_levels} levels "
         f"({len(q.targets)} targets, {q.repeats} repeat(s))",
-        f"  first pass {how}, reference {order[0]} ({leader}); sequential levels after it",
+        f"  first pass {how}, reference {order[0]} ({leader}), its levels whole",
         *(f"  {t}: {','.join(map(str, mine))}" for t, mine in p.first_pass.items()),
+        *later_lines(p),
         "  then repeats where a sign is uncertain and levels where a crossover is wide",
         estimate_text(p),
     ]
@@ -146,5 +212,9 @@ def plan_json(p: Plan, config: str) -> dict[str, Any]:
         "reference": order[0] if order else None,
         "reference_from": "prior" if p.reference_from_prior else "config",
         "first_pass": {t: list(levels) for t, levels in p.first_pass.items()},
+        "first_pass_steps": {
+            t: [{"level": m.level, "sequential": m.sequential, "why": m.why} for m in mine]
+            for t, mine in p.steps.items()
+        },
         "estimate": _estimate_json(p),
     }
