@@ -365,10 +365,11 @@ def test_gpus_local_shows_what_nvml_reads(
     monkeypatch.setitem(
         sys.modules, "pynvml", fake_nvml(["NVIDIA GeForce RTX 4090 Laptop GPU"], 15.99)
     )
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert main(["gpus", "--local"]) == 0
     out = capsys.readouterr().out
     assert "NVIDIA GeForce RTX 4090 Laptop GPU, 16.0 GiB, cc 8.9, 76 SMs" in out
-    assert out.rstrip().endswith("-> RTX-4090-Laptop")
+    assert out.splitlines()[0].endswith("-> RTX-4090-Laptop")
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: one line, exit 2
     assert main(["gpus", "--local"]) == 2
     assert "nvidia-ml-py" in capsys.readouterr().err

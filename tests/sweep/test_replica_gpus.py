@@ -91,7 +91,7 @@ def test_without_nvml_the_machine_is_not_guessed(monkeypatch: pytest.MonkeyPatch
 
 
 def test_only_targets_with_replicas_on_gpus_ask_the_machine() -> None:
-    def count() -> tuple[int | None, str]:
+    def count(env: str | None) -> tuple[int | None, str]:
         raise AssertionError("asked")
 
     one = _config(replicas=1).targets[0]

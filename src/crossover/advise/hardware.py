@@ -116,14 +116,7 @@ class System(BaseModel):
         ``None`` for GPUs named by flags (the header says them)."""
         if self.source != "nvml" or self.machine_gpus is None:
             return None
-        whole = plural(self.machine_gpus, "GPU")
-        ids = self.gpu_indices or []
-        which = f"NVML {'index' if len(ids) == 1 else 'indices'} {', '.join(map(str, ids))}"
-        if self.gpus_chosen is None:
-            return f"the machine's {whole} ({VISIBLE} not set: every GPU)"
-        if self.count == self.machine_gpus:
-            return f"the machine's {whole}, {which} ({self.gpus_chosen})"
-        return f"{self.count} of the machine's {whole}, {which} ({self.gpus_chosen})"
+        return gpus_assumed(self.machine_gpus, self.gpu_indices or [], self.gpus_chosen)
 
     @property
     def p2p(self) -> bool:
@@ -482,25 +475,51 @@ def system_from_nvml(
     )
 
 
+def gpus_assumed(machine: int, ids: list[int], chosen: str | None) -> str:
+    """Which of the machine's ``machine`` GPUs crossover uses, and why: ``ids`` their NVML
+    indices (CUDA's order), ``chosen`` what chose them (:func:`visible_positions`), as
+    advise's ``local GPUs:`` line and ``crossover gpus --local`` say it: ``2 of the
+    machine's 8 GPUs, NVML indices 0, 1 (CUDA_VISIBLE_DEVICES=0,1)``."""
+    whole = plural(machine, "GPU")
+    which = f"NVML {'index' if len(ids) == 1 else 'indices'} {', '.join(map(str, ids))}"
+    if chosen is None:
+        return f"the machine's {whole} ({VISIBLE} not set: every GPU)"
+    if not ids:
+        return f"none of the machine's {whole} ({chosen} leaves none)"
+    if len(ids) == machine:
+        return f"the machine's {whole}, {which} ({chosen})"
+    return f"{len(ids)} of the machine's {whole}, {which} ({chosen})"
+
+
+def visible_positions(gpus: list[LocalGpu]) -> tuple[list[int], str | None]:
+    """The positions in ``gpus`` (every GPU NVML lists) of those crossover's own
+    ``CUDA_VISIBLE_DEVICES`` leaves, in CUDA's order, read as CUDA reads it
+    (:mod:`crossover.devices`); and what chose them (``CUDA_VISIBLE_DEVICES=0,1``), or
+    why every GPU is kept though it is set (a form not read here: a MIG id), ``None``
+    where it is not set. An empty list where it leaves none."""
+    value = own()
+    every = list(range(len(gpus)))
+    if value is None:
+        return every, None
+    try:
+        picked = visible_indices(value, [g.name for g in gpus], [g.uuid for g in gpus], pci_order())
+    except Unread as why:
+        return every, f"{shown(value)} not read here ({why}): every GPU counted"
+    return picked, shown(value)
+
+
 def visible_local(gpus: list[LocalGpu]) -> tuple[list[LocalGpu], str | None]:
     """The GPUs an engine started here could use, of every GPU NVML lists: those
     crossover's own ``CUDA_VISIBLE_DEVICES`` leaves, read as CUDA reads it
     (:mod:`crossover.devices`); and what chose them (``CUDA_VISIBLE_DEVICES=0,1``), or
     why every GPU is kept though it is set (a form not read here: a MIG id), ``None``
-    where it is not set. UsageError where it leaves none."""
-    value = own()
-    if value is None:
-        return gpus, None
-    try:
-        picked = visible_indices(value, [g.name for g in gpus], [g.uuid for g in gpus], pci_order())
-    except Unread as why:
-        return gpus, f"{shown(value)} not read here ({why}): every GPU counted"
+    where it is not set (:func:`visible_positions`). UsageError where it leaves none."""
+    picked, chosen = visible_positions(gpus)
     if not picked:
         raise UsageError(
-            f"{shown(value)} leaves none of the machine's {plural(len(gpus), 'GPU')}; "
-            f"{nvml.NAME_IT}"
+            f"{chosen} leaves none of the machine's {plural(len(gpus), 'GPU')}; {nvml.NAME_IT}"
         )
-    return [gpus[i] for i in picked], shown(value)
+    return [gpus[i] for i in picked], chosen
 
 
 def resolve_system(

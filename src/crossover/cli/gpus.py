@@ -13,6 +13,52 @@ def _fig(value: float | None, width: int) -> str:
     return f"{value:>{width}g}" if value is not None else f"{'-':>{width}}"
 
 
+def _local(as_json: bool) -> None:
+    """Every GPU NVML reads here (every GPU of the machine), its table row, those that
+    crossover's own ``CUDA_VISIBLE_DEVICES`` hides marked, and a last line saying which
+    GPUs crossover uses, as advise's ``local GPUs:`` line says it."""
+    import json
+
+    from crossover.advise import nvml
+    from crossover.advise.hardware import (
+        gpus_assumed,
+        local_entry,
+        match_local,
+        visible_positions,
+    )
+
+    # `gpus` takes no --gpu: its hint is the table, and the commands that do take one
+    hint = (
+        "`crossover gpus` without --local lists the table, and advise and plan take the "
+        "GPU by name (--gpu)"
+    )
+    gpus = nvml.read(hint=hint).gpus
+    picked, chosen = visible_positions(gpus)
+    for k, gpu in enumerate(gpus):
+        row = match_local(gpu)
+        seen = (
+            f"GPU {gpu.index}: {gpu.name}, {gpu.memory_gib:.1f} GiB, cc "
+            f"{gpu.compute_capability}, {gpu.sm_count or '-'} SMs, max SM clock "
+            f"{gpu.max_sm_clock_mhz or '-'} MHz"
+        )
+        entry = local_entry(gpu)
+        matched = (
+            f"{seen} -> {row.id}"
+            if row is not None
+            else f"{seen} -> not in the table: advise needs --gpu-spec bandwidth=..,bf16=.."
+        )
+        typer.echo(matched if k in picked else f"{matched} [hidden by {chosen}]")
+        if as_json:
+            where = {
+                "nvml_index": gpu.index,
+                "visible": k in picked,
+                "gpus_chosen": chosen,
+            }
+            typer.echo(json.dumps({**entry.model_dump(), **where}, indent=2))
+    said = gpus_assumed(len(gpus), [gpus[k].index for k in picked], chosen)
+    typer.echo(f"local GPUs: {said}")
+
+
 def gpus_command(
     name: Annotated[
         str | None, typer.Argument(help="show only rows whose id or alias contains this")
@@ -25,38 +71,11 @@ def gpus_command(
     """List the known GPUs (datasheet figures, dense TFLOPS; - where no source states one)."""
     import json
 
-    from crossover.advise.hardware import (
-        _norm,
-        closest_names,
-        known_gpus,
-        local_entry,
-        match_local,
-    )
+    from crossover.advise.hardware import _norm, closest_names, known_gpus
     from crossover.errors import UsageError
 
     if local:
-        from crossover.advise import nvml
-
-        # `gpus` takes no --gpu: its hint is the table, and the commands that do take one
-        hint = (
-            "`crossover gpus` without --local lists the table, and advise and plan take the "
-            "GPU by name (--gpu)"
-        )
-        for gpu in nvml.read(hint=hint).gpus:
-            row = match_local(gpu)
-            seen = (
-                f"GPU {gpu.index}: {gpu.name}, {gpu.memory_gib:.1f} GiB, cc "
-                f"{gpu.compute_capability}, {gpu.sm_count or '-'} SMs, max SM clock "
-                f"{gpu.max_sm_clock_mhz or '-'} MHz"
-            )
-            entry = local_entry(gpu)
-            typer.echo(
-                f"{seen} -> {row.id}"
-                if row is not None
-                else f"{seen} -> not in the table: advise needs --gpu-spec bandwidth=..,bf16=.."
-            )
-            if as_json:
-                typer.echo(json.dumps(entry.model_dump(), indent=2))
+        _local(as_json)
         return
     rows = known_gpus()
     if name:

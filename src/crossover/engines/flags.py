@@ -103,6 +103,30 @@ class FlagTable:
                 out.setdefault(names[arg], (typed_fact(argv[i + 1]), f"{arg} {argv[i + 1]}"))
         return out
 
+    def given(self, argv: list[str], setting: str) -> tuple[str, str] | None:
+        """``(value, the flag as given)`` of ``setting`` in ``argv``, ``--flag VALUE`` or
+        ``--flag=VALUE`` under any of its names, the last one given winning as argparse and
+        click read them; ``None`` where no flag gives it."""
+        names = {n for f in self.flags if f.setting == setting for n in f.names}
+        out: tuple[str, str] | None = None
+        for i, arg in enumerate(argv):
+            flag, eq, inline = arg.partition("=")
+            if flag in names:
+                raw = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+                if raw is not None:
+                    out = (raw, f"{flag} {raw}")
+        return out
+
+    def gpus(self, *settings: str) -> Callable[[list[str]], GpuAsk | None]:
+        """A spec's ``launch_gpus``: the GPUs one launch uses, the product of ``settings``
+        (tensor x pipeline parallel) as its argv gives them; ``None`` where none is given
+        or one is not a whole number (``auto``: the engine chooses)."""
+
+        def read(argv: list[str]) -> GpuAsk | None:
+            return gpu_ask([self.given(argv, s) for s in settings])
+
+        return read
+
     def requested_switches(self, argv: list[str]) -> list[Switch]:
         return [s for s in self.switches if s.requested and s.name in argv]
 
@@ -121,6 +145,35 @@ class FlagTable:
             elif arg in switches:
                 out[switches[arg].setting] = (switches[arg].value, arg)
         return out
+
+
+@dataclass(frozen=True)
+class GpuAsk:
+    """The GPUs one launch of an engine uses (its tensor x pipeline parallel size), and
+    the flags that ask for them as given (``--tensor-parallel-size 4``)."""
+
+    count: int
+    asked: str
+
+
+def gpu_ask(given: list[tuple[str, str] | None]) -> GpuAsk | None:
+    """The product of the ``(value, as given)`` sizes given (``None``: not given, 1),
+    said by those that are not 1 (by the first where all are); ``None`` where none is
+    given or one is not a whole number."""
+    count = 1
+    said: list[str] = []
+    ones: list[str] = []
+    for one in given:
+        if one is None:
+            continue
+        raw, flag = one
+        if not raw.strip().isdigit():
+            return None
+        count *= int(raw)
+        (ones if int(raw) == 1 else said).append(flag)
+    if not said and not ones:
+        return None
+    return GpuAsk(count, " x ".join(said or ones[:1]))
 
 
 def typed_fact(raw: str) -> Value:

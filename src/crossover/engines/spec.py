@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from crossover.dialects.base import Dialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
-from crossover.engines.flags import FlagTable
+from crossover.engines.flags import FlagTable, GpuAsk
 from crossover.engines.launchrec import Fact, LaunchRecord
 from crossover.engines.ready import ReadyClock
 from crossover.errors import UsageError
@@ -247,6 +247,11 @@ class EngineSpec:
     #: the log line that says it serves, and its lines' clock: its start read back
     #: from a log (``crossover.engines.ready``); None: its log does not say
     ready_clock: ReadyClock | None = None
+    #: the GPUs one launch uses, read from its argv (tensor x pipeline parallel, e.g.
+    #: ``FLAGS.gpus("tp", "pp")``), checked against those visible before a sweep starts
+    #: it (``crossover.sweep.check``); None: its argv has no count (llama.cpp splits a
+    #: model over every GPU it sees, transformers runs on one device)
+    launch_gpus: Callable[[list[str]], GpuAsk | None] | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

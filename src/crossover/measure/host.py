@@ -136,8 +136,18 @@ def gpus_to_give() -> tuple[int | None, str]:
     its own ``CUDA_VISIBLE_DEVICES`` leaves, else the machine's as NVML counts them (not
     ``nvidia-smi``: a subprocess is not a cheap question); ``None`` where neither tells.
     And what says so: ``CUDA_VISIBLE_DEVICES=2,3 leaves 2``, ``the machine has 1``."""
-    value = own()
-    reading = _nvml()
+    return gpus_left(own(), nvml_reading())
+
+
+def nvml_reading() -> GpuReading | None:
+    """The machine's GPUs as NVML lists them; ``None`` without NVML (no ``nvidia-smi``)."""
+    return _nvml()
+
+
+def gpus_left(value: str | None, reading: GpuReading | None) -> tuple[int | None, str]:
+    """How many GPUs ``CUDA_VISIBLE_DEVICES=value`` (``None``: not set) leaves of the
+    machine's (``reading``, ``None``: not read), and what says so (as
+    :func:`gpus_to_give`); ``None`` where neither tells."""
     names = [g.name for g in reading.gpus] if reading is not None else None
     n = given(value, names, reading.uuids if reading is not None else ())
     if n is None:

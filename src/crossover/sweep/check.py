@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from crossover.devices import VISIBLE
 from crossover.errors import UsageError
 
 if TYPE_CHECKING:
     from crossover.engines.config import EngineConfig
+    from crossover.engines.flags import GpuAsk
     from crossover.engines.spec import EngineSpec
     from crossover.sweep.config import SweepConfig, TargetConfig
 
@@ -97,43 +99,98 @@ def check_config(
     executables, ports, URLs and the GPUs its replicas get are looked up here too."""
     picked = [t for t in cfg.targets if only is None or t.name in only]
     targets = [_check_target(cfg, t, local) for t in picked]
-    if local:
-        count = _gpus_here()
-        for t, found in zip(picked, targets, strict=True):
-            problem = _replica_gpus_problem(t, count)
-            if problem:
-                found.findings.append(Finding(f"target {t.name}", problem))
+    count = _gpus_here() if local else None
+    for t, found in zip(picked, targets, strict=True):
+        problems = [_engine_gpus_problem(t, count)]
+        if count is not None:
+            problems.insert(0, _replica_gpus_problem(t, count))
+        found.findings += [Finding(f"target {t.name}", p) for p in problems if p]
     return CheckReport(targets, _check_sweep(cfg, local), local)
 
 
 #: how many GPUs crossover may give the engines it starts here, and whose count it is
 GpuCount = tuple[int | None, str]
+#: :data:`GpuCount` under a target's own ``CUDA_VISIBLE_DEVICES`` (``None``: crossover's)
+GpuCounter = Callable[[str | None], GpuCount]
 
 
-def _gpus_here() -> Callable[[], GpuCount]:
-    """:func:`crossover.measure.host.gpus_to_give`, asked at most once (NVML's start)."""
-    from crossover.measure.host import gpus_to_give
+def _gpus_here() -> GpuCounter:
+    """:func:`crossover.measure.host.gpus_left` under crossover's own
+    ``CUDA_VISIBLE_DEVICES`` (``None``) or a target's own, NVML read at most once (its
+    start is not cheap) and only when asked."""
+    from crossover.devices import own
+    from crossover.measure.host import GpuReading, gpus_left, nvml_reading
 
-    seen: list[GpuCount] = []
+    seen: list[GpuReading | None] = []
 
-    def count() -> GpuCount:
+    def count(env: str | None) -> GpuCount:
         if not seen:
-            seen.append(gpus_to_give())
-        return seen[0]
+            seen.append(nvml_reading())
+        if env is None:
+            return gpus_left(own(), seen[0])
+        have, why = gpus_left(env, seen[0])
+        return have, f"its launch env's {why}"
 
     return count
 
 
-def _replica_gpus_problem(t: TargetConfig, count: Callable[[], GpuCount]) -> str | None:
+def _launch_gpus(t: TargetConfig) -> GpuAsk | None:
+    """The GPUs one engine of a launched target uses (its adapter's ``launch_gpus`` read
+    from the command the adapter builds, ``extra_args`` included); ``None`` where the
+    engine has no count or the command does not build (a finding of its own)."""
+    from crossover.engines.adapters import launch_spec
+
+    if t.launch is None or t.launch.adapter.launch_gpus is None:
+        return None
+    ecfg = t.launch.engine_config()
+    try:
+        spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))
+    except UsageError:
+        return None
+    return t.launch.adapter.launch_gpus(spec.argv)
+
+
+def _engine_gpus_problem(t: TargetConfig, count: GpuCounter | None) -> str | None:
+    """What is wrong where one engine of a target asks for more GPUs (tensor x pipeline
+    parallel, :func:`_launch_gpus`) than it will see: with ``gpus_per_replica``, more
+    than each replica's share (whatever the machine); else more than its launch env's
+    ``CUDA_VISIBLE_DEVICES`` or crossover's own leaves here (``count``; ``None``: this
+    machine does not run it, ``None`` counted: not known), every replica seeing those
+    same GPUs. A one-GPU engine asks nothing of the machine."""
+    reps = t.launch
+    ask = _launch_gpus(t)
+    if reps is None or ask is None or ask.count <= 1:
+        return None
+    wants = f"{reps.adapter.display_name} asks for {ask.count} GPUs ({ask.asked})"
+    smaller = "give it a smaller tensor/pipeline parallel size"
+    if reps.gpus_per_replica is not None:
+        if ask.count <= reps.gpus_per_replica:
+            return None
+        return (
+            f"{wants} but each replica gets gpus_per_replica {reps.gpus_per_replica}; "
+            f"{smaller}, or gpus_per_replica {ask.count}"
+        )
+    if count is None:
+        return None
+    have, why = count(reps.env.get(VISIBLE))
+    if have is None or ask.count <= have:
+        return None
+    each = (
+        f" (each of its {reps.replicas} replicas sees the same GPUs)" if reps.replicas > 1 else ""
+    )
+    return f"{wants}{each} but {why}; {smaller}, or run it with more GPUs visible"
+
+
+def _replica_gpus_problem(t: TargetConfig, count: GpuCounter) -> str | None:
     """What is wrong where a target's replicas get GPUs of their own (``gpus_per_replica``)
-    and need more than crossover may give them here: ``count()``, asked only for such a
-    target, says how many (``None``: not known, nothing is refused) and whose count it
-    is (``CUDA_VISIBLE_DEVICES=2,3 leaves 2``). Without Ray the targets run one after
-    another, so each needs them alone."""
+    and need more than crossover may give them here: ``count(None)``, asked only for
+    such a target, says how many (``None``: not known, nothing is refused) and whose
+    count it is (``CUDA_VISIBLE_DEVICES=2,3 leaves 2``). Without Ray the targets run one
+    after another, so each needs them alone."""
     reps = t.launch
     if reps is None or reps.gpus_per_replica is None:
         return None
-    have, why = count()
+    have, why = count(None)
     need = reps.replicas * reps.gpus_per_replica
     if have is None or need <= have:
         return None
@@ -144,17 +201,16 @@ def _replica_gpus_problem(t: TargetConfig, count: Callable[[], GpuCount]) -> str
     )
 
 
-def check_replica_gpus(
-    targets: Sequence[TargetConfig], count: Callable[[], GpuCount] | None = None
-) -> None:
+def check_replica_gpus(targets: Sequence[TargetConfig], count: GpuCounter | None = None) -> None:
     """Each target whose replicas get GPUs of their own fits in the GPUs crossover may
-    give them here (:func:`_replica_gpus_problem`; ``count`` defaults to
-    :func:`crossover.measure.host.gpus_to_give`, asked once and only where a target has
-    such replicas). UsageError, one line, for the first that does not fit: before any
-    engine starts, not as replicas sharing or lacking GPUs."""
+    give them here (:func:`_replica_gpus_problem`), and each engine's tensor x pipeline
+    parallel size in the GPUs it will see (:func:`_engine_gpus_problem`); ``count``
+    defaults to :func:`_gpus_here`, NVML read once and only where a target needs it.
+    UsageError, one line, for the first that does not fit: before any engine starts,
+    not as an engine failing minutes into its start."""
     ask = count or _gpus_here()
     for t in targets:
-        problem = _replica_gpus_problem(t, ask)
+        problem = _replica_gpus_problem(t, ask) or _engine_gpus_problem(t, ask)
         if problem:
             raise UsageError(f"target {t.name}: {problem}")
 

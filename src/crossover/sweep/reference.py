@@ -65,8 +65,13 @@ target's knobs against its engine (the launch command is built and shown), model
 executables, fixed ports, URLs, the tokenizer and prompt files, prompt + output tokens
 against a launched engine's `context_tokens`, every level's run as `crossover run`
 validates it (refused in the same words: e.g. `sessions` with `duration_s_per_level`),
-roofline entries naming real targets; exit 0, or 2 with every problem listed. A schema
-mistake (an unknown key, a bad value, an unknown engine) lists every one in its line.
+roofline entries naming real targets, a launched engine's tensor x pipeline parallel size
+(`--tensor-parallel-size 4`, `--tp-size`, trtllm-serve's `--tp_size` or its options file's
+`tensor_parallel_size`; llama.cpp has none) against the GPUs it will see (each replica's
+`gpus_per_replica`, else its env's or crossover's own `CUDA_VISIBLE_DEVICES`, else the
+machine's as NVML counts them; not checked where neither says); exit 0, or 2 with every
+problem listed. A schema mistake (an unknown key, a bad value, an unknown engine) lists
+every one in its line.
 A sweep that runs does the same before its first level, so a mistake in the last target
 never waits for the first ones to be measured. For a config
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks

@@ -85,4 +85,5 @@ SPEC = EngineSpec(
     detect=(),
     model_is_local=False,
     source="lmdeploy lmdeploy/cli/serve.py, lmdeploy/serve/openai/protocol.py",
+    launch_gpus=FLAGS.gpus("tp"),
 )

@@ -39,7 +39,15 @@ NAME = "sglang"
 
 FLAGS = FlagTable(
     flags=(
-        Flag("tp", ("--tp-size", "--tensor-parallel-size"), "tp", requested=True, echoed=True),
+        # --tp: argparse's abbreviation of --tp-size, as SGLang's docs write it (--pp is
+        # ambiguous there: --pp-size, --pp-max-micro-batch-size, ...)
+        Flag(
+            "tp",
+            ("--tp-size", "--tensor-parallel-size", "--tp"),
+            "tp",
+            requested=True,
+            echoed=True,
+        ),
         Flag("pp", ("--pp-size", "--pipeline-parallel-size"), "pp", requested=True, echoed=True),
         Flag("ep", ("--ep-size",), requested=True, echoed=True),
         Flag(
@@ -199,4 +207,5 @@ SPEC = EngineSpec(
     quality=QualityAPI(completion_fields={"ignore_eos": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
     advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm", prefix_cache=True),
+    launch_gpus=FLAGS.gpus("tp", "pp"),
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 from crossover.dialects import TRTLLMDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines.config import EngineConfig
-from crossover.engines.flags import Flag, FlagTable, fmt_g
+from crossover.engines.flags import Flag, FlagTable, GpuAsk, fmt_g, gpu_ask
 from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
@@ -116,6 +116,43 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     return LaunchSpec(argv=argv + list(config.extra_args), files=files)
 
 
+#: the LLM API's own names of the sizes, as an --extra_llm_api_options YAML gives them
+YAML_SIZES = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size"}
+
+
+def launch_gpus(argv: list[str]) -> GpuAsk | None:
+    """tp x pp as the launch gives them: ``--tp_size``/``--pp_size``, each replaced by
+    its key in the ``--extra_llm_api_options`` YAML named (trtllm-serve lays that file's
+    keys over its flags), where the file reads; a file that does not read is left to
+    the other checks and to the engine."""
+    given = {s: FLAGS.given(argv, s) for s in YAML_SIZES}
+    options = _options_file(argv)
+    for setting, key in YAML_SIZES.items():
+        if key in options:
+            given[setting] = (str(options[key]), f"{key}: {options[key]} (extra_llm_api_options)")
+    return gpu_ask(list(given.values()))
+
+
+def _options_file(argv: list[str]) -> dict[str, object]:
+    """The mapping of the ``--extra_llm_api_options`` file named last in ``argv``; empty
+    where none is named or it does not read as a YAML mapping."""
+    flag = "--extra_llm_api_options"
+    named = [
+        argv[i + 1] if a == flag else a.partition("=")[2]
+        for i, a in enumerate(argv)
+        if (a == flag and i + 1 < len(argv)) or a.startswith(flag + "=")
+    ]
+    if not named:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(named[-1]).expanduser().read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 SPEC = EngineSpec(
     name="trtllm",
     display_name="trtllm-serve",
@@ -135,4 +172,5 @@ SPEC = EngineSpec(
     plan=PlanTraits(writer="crossover.plan.nvidia:plan_trtllm", versioned=True),
     # KvCacheConfig.enable_block_reuse defaults to True (TensorRT-LLM LLM API reference)
     advise=AdvisorTraits(preference=(0, 0, 2), borrows_profile="vllm", prefix_cache=True),
+    launch_gpus=launch_gpus,
 )

@@ -197,6 +197,7 @@ SPEC = EngineSpec(
     quality=QualityAPI(completion_fields={"ignore_eos": True, "return_tokens_as_token_ids": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",), load_format=True),
     advise=AdvisorTraits(preference=(2, 1, 0), prefix_cache=True),
+    launch_gpus=FLAGS.gpus("tp", "pp"),
     # its async engine in the Python backend (crossover.plan.triton_python)
     triton_hosted=TritonHostedTraits(
         model_file="vllm_model.py",
