@@ -41,6 +41,41 @@ def test_sglang_reads_its_tp_abbreviation(tmp_path: Path) -> None:
     )
 
 
+def test_vllm_data_parallel_multiplies_on_one_node(tmp_path: Path) -> None:
+    assert _ask("vllm", tmp_path, tp=2, extra_args=["-dp", "2"]) == GpuAsk(
+        4, "--tensor-parallel-size 2 x -dp 2"
+    )
+    assert _ask("vllm", tmp_path, extra_args=["--data-parallel-size=4", "-dpb", "mp"]) == GpuAsk(
+        4, "--data-parallel-size 4"
+    )
+
+
+@pytest.mark.parametrize(
+    "more",
+    [
+        ["--data-parallel-size-local", "2"],
+        ["-dpl", "1"],
+        ["--data-parallel-address", "10.0.0.5"],
+        ["--nnodes=2"],
+        ["--headless"],
+        ["--data-parallel-backend", "ray"],
+    ],
+)
+def test_vllm_data_parallel_over_nodes_is_not_guessed(tmp_path: Path, more: list[str]) -> None:
+    assert _ask("vllm", tmp_path, tp=2, extra_args=["-dp", "4", *more]) is None
+
+
+def test_sglang_data_parallel_workers_or_dp_attention(tmp_path: Path) -> None:
+    assert _ask("sglang", tmp_path, tp=2, extra_args=["--dp-size", "2"]) == GpuAsk(
+        4, "--tp-size 2 x --dp-size 2"
+    )
+    assert _ask("sglang", tmp_path, extra_args=["--dp", "3"]) == GpuAsk(3, "--dp 3")
+    # dp attention splits the same tp GPUs
+    dpa = ["--dp-size", "4", "--enable-dp-attention"]
+    assert _ask("sglang", tmp_path, tp=4, extra_args=dpa) == GpuAsk(4, "--tp-size 4")
+    assert _ask("sglang", tmp_path, tp=8, extra_args=["--nnodes", "2", "--node-rank", "0"]) is None
+
+
 def test_lmdeploy_splits_by_tp_only(tmp_path: Path) -> None:
     assert _ask("lmdeploy", tmp_path, tp=2) == GpuAsk(2, "--tp 2")
 

@@ -304,6 +304,32 @@ def test_resources_default_to_the_engines_gpus() -> None:
     assert parse_address("ray://head-svc:10001") == ("head-svc", 10001)
 
 
+def test_ray_asks_for_one_launchs_gpus_as_the_check_counts_them() -> None:
+    """extra_args' -tp counts (the engine would fail on a 1-GPU actor); replicas without
+    gpus_per_replica share the actor's GPUs, so they ask for one launch's, not N times."""
+    from crossover.sweep.check import _launch_gpus
+    from crossover.sweep.config import build_sweep_config, ray_resources
+
+    cfg = build_sweep_config({
+        "concurrency": [1], "output_tokens": 4,
+        "targets": [
+            {"name": "extra", "launch": {"engine": "vllm", "model": "m",
+                                         "extra_args": ["-tp", "4"]}},
+            {"name": "shared", "launch": {"engine": "sglang", "model": "m", "tp": 2,
+                                          "replicas": 3}},
+            {"name": "pp", "launch": {"engine": "vllm", "model": "m", "tp": 2,
+                                      "extra_args": ["--pipeline-parallel-size=2"]}},
+            {"name": "gguf", "launch": {"engine": "llamacpp", "model": "/m.gguf",
+                                        "replicas": 2}},
+        ],
+    })  # fmt: skip
+    got = {t.name: ray_resources(t).get("GPU") for t in cfg.targets}
+    assert got == {"extra": 4.0, "shared": 2.0, "pp": 4.0, "gguf": 1.0}
+    for t in cfg.targets[:3]:  # the number the up-front check compares
+        ask = _launch_gpus(t)
+        assert ask is not None and float(ask.count) == got[t.name]
+
+
 def test_replicas_get_the_gpus_ray_assigned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -117,12 +117,18 @@ class FlagTable:
                     out = (raw, f"{flag} {raw}")
         return out
 
-    def gpus(self, *settings: str) -> Callable[[list[str]], GpuAsk | None]:
+    def gpus(
+        self, *settings: str, unknown: tuple[str, ...] = ()
+    ) -> Callable[[list[str]], GpuAsk | None]:
         """A spec's ``launch_gpus``: the GPUs one launch uses, the product of ``settings``
-        (tensor x pipeline parallel) as its argv gives them; ``None`` where none is given
-        or one is not a whole number (``auto``: the engine chooses)."""
+        (tensor x pipeline x data parallel) as its argv gives them; ``None`` where none
+        is given, one is not a whole number (``auto``: the engine chooses), or a flag of
+        ``unknown`` is given (``--nnodes``: the launch spans nodes, its share of this one
+        is not read here)."""
 
         def read(argv: list[str]) -> GpuAsk | None:
+            if any(a.partition("=")[0] in unknown for a in argv):
+                return None
             return gpu_ask([self.given(argv, s) for s in settings])
 
         return read

@@ -127,7 +127,9 @@ class TargetConfig(BaseModel):
         description="with --ray: the Ray resources this target's actor (its engine and load) "
         "asks for, e.g. {GPU: 2} or {CPU: 4, node-b: 1} (custom ones as `ray start "
         "--resources` names them); default CPU 1 and, for a launched engine, GPU = "
-        "replicas x gpus_per_replica, else tp x pp (GPU: 0 for an engine on CPU)",
+        "replicas x gpus_per_replica, else one launch's tp x pp (x dp) as its command "
+        "gives them, extra_args included: the replicas share those (GPU: 0 for an engine "
+        "on CPU)",
     )
 
     @model_validator(mode="before")

@@ -135,19 +135,11 @@ def _gpus_here() -> GpuCounter:
 
 
 def _launch_gpus(t: TargetConfig) -> GpuAsk | None:
-    """The GPUs one engine of a launched target uses (its adapter's ``launch_gpus`` read
-    from the command the adapter builds, ``extra_args`` included); ``None`` where the
-    engine has no count or the command does not build (a finding of its own)."""
-    from crossover.engines.adapters import launch_spec
+    """The GPUs one engine of a launched target uses
+    (:func:`crossover.engines.adapters.launch_gpus`); ``None`` for a URL target."""
+    from crossover.engines.adapters import launch_gpus
 
-    if t.launch is None or t.launch.adapter.launch_gpus is None:
-        return None
-    ecfg = t.launch.engine_config()
-    try:
-        spec = launch_spec(ecfg, ecfg.port or 8000, Path(tempfile.gettempdir()))
-    except UsageError:
-        return None
-    return t.launch.adapter.launch_gpus(spec.argv)
+    return None if t.launch is None else launch_gpus(t.launch.engine_config())
 
 
 def _engine_gpus_problem(t: TargetConfig, count: GpuCounter | None) -> str | None:

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
+from crossover.engines.adapters import launch_gpus
 from crossover.errors import UsageError, unknown_choice, validation_line
 from crossover.files import read_yaml
 from crossover.spec.limits import Limits
@@ -369,11 +370,19 @@ def _validated(
 
 def ray_resources(target: TargetConfig) -> dict[str, float]:
     """The Ray resources a target's actor asks for: its ``resources:``, over the defaults
-    (CPU 1 for the load; a launched engine's GPUs: replicas x gpus_per_replica, else
-    tp x pp, per replica)."""
+    (CPU 1 for the load; a launched engine's GPUs). The one actor starts every replica
+    of the target (``TargetSession`` on the node), under the ``CUDA_VISIBLE_DEVICES``
+    Ray gives it: with ``gpus_per_replica`` replica k gets the k-th slice of those, so
+    replicas x gpus_per_replica; without it every replica sees all of them, as they do
+    without Ray, so one launch's GPUs (its adapter's ``launch_gpus``, read from the
+    command it builds, ``extra_args`` included: what the sweep's GPU check counts), else
+    the config's tp x pp."""
     out: dict[str, float] = {"CPU": 1.0}
     if (launch := target.launch) is not None:
-        per = launch.gpus_per_replica or launch.tp * launch.pp
-        out["GPU"] = float(launch.replicas * per)
+        if launch.gpus_per_replica is not None:
+            out["GPU"] = float(launch.replicas * launch.gpus_per_replica)
+        else:
+            ask = launch_gpus(launch.engine_config())
+            out["GPU"] = float(ask.count if ask is not None else launch.tp * launch.pp)
     out.update(target.resources or {})
     return {k: v for k, v in out.items() if v > 0}

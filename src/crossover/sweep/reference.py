@@ -67,7 +67,9 @@ against a launched engine's `context_tokens`, every level's run as `crossover ru
 validates it (refused in the same words: e.g. `sessions` with `duration_s_per_level`),
 roofline entries naming real targets, a launched engine's tensor x pipeline parallel size
 (`--tensor-parallel-size 4`, `--tp-size`, trtllm-serve's `--tp_size` or its options file's
-`tensor_parallel_size`; llama.cpp has none) against the GPUs it will see (each replica's
+`tensor_parallel_size`; times vLLM's `--data-parallel-size`/`-dp` and SGLang's
+`--dp-size` without `--enable-dp-attention`; a launch over several nodes, `--nnodes`,
+`--data-parallel-address`, ..., and llama.cpp have none) against the GPUs it will see (each replica's
 `gpus_per_replica`, else its env's or crossover's own `CUDA_VISIBLE_DEVICES`, else the
 machine's as NVML counts them; not checked where neither says); exit 0, or 2 with every
 problem listed. A schema mistake (an unknown key, a bad value, an unknown engine) lists

@@ -18,7 +18,7 @@ from pathlib import Path
 from crossover.dialects import SGLangDialect
 from crossover.engines import logs_sglang
 from crossover.engines.config import EngineConfig
-from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
+from crossover.engines.flags import Flag, FlagTable, GpuAsk, Switch, fmt_g
 from crossover.engines.launchrec import Fact
 from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
@@ -49,6 +49,8 @@ FLAGS = FlagTable(
             echoed=True,
         ),
         Flag("pp", ("--pp-size", "--pipeline-parallel-size"), "pp", requested=True, echoed=True),
+        # read back only (launch_gpus); --dp as SGLang's docs write it, like --tp
+        Flag("dp", ("--dp-size", "--data-parallel-size", "--dp")),
         Flag("ep", ("--ep-size",), requested=True, echoed=True),
         Flag(
             "parallel_slots",
@@ -163,6 +165,19 @@ def plan_fields(s: PlanLaunch) -> PlanFields:
     return split_plan_fields(s, SPEC.ep_flag)
 
 
+#: a launch over several nodes: this node's share of tp x pp is not guessed
+MULTI_NODE = ("--nnodes", "--node-rank", "--dist-init-addr")
+_TP_PP = FLAGS.gpus("tp", "pp", unknown=MULTI_NODE)
+_DP_TP_PP = FLAGS.gpus("tp", "pp", "dp", unknown=MULTI_NODE)
+
+
+def launch_gpus(argv: list[str]) -> GpuAsk | None:
+    """tp x pp x dp: without ``--enable-dp-attention`` SGLang's data-parallel controller
+    starts ``--dp-size`` workers of tp x pp GPUs each on this node; with it the dp
+    ranks split the attention of the same tp GPUs (dp at most tp), so tp x pp."""
+    return (_TP_PP if "--enable-dp-attention" in argv else _DP_TP_PP)(argv)
+
+
 SPEC = EngineSpec(
     name=NAME,
     display_name="SGLang",
@@ -207,5 +222,5 @@ SPEC = EngineSpec(
     quality=QualityAPI(completion_fields={"ignore_eos": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
     advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm", prefix_cache=True),
-    launch_gpus=FLAGS.gpus("tp", "pp"),
+    launch_gpus=launch_gpus,
 )

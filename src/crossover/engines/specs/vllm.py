@@ -18,7 +18,7 @@ from crossover.dialects import VLLMDialect
 from crossover.engines import logpatterns as lp
 from crossover.engines import logs_moe
 from crossover.engines.config import EngineConfig
-from crossover.engines.flags import Flag, FlagTable, Switch, fmt_g
+from crossover.engines.flags import Flag, FlagTable, GpuAsk, Switch, fmt_g
 from crossover.engines.ready import ReadyClock
 from crossover.engines.spec import (
     AdvisorTraits,
@@ -60,9 +60,47 @@ FLAGS = FlagTable(
         Flag("dtype", ("--dtype",), "dtype", requested=True, echoed=True),
         Flag("quant", ("--quantization", "-q"), "quant", requested=True, echoed=True),
         Flag("load_format", ("--load-format",), "load_format"),
+        # read back only: the GPUs one launch uses (launch_gpus)
+        Flag("dp", ("--data-parallel-size", "-dp")),
+        Flag("dp_backend", ("--data-parallel-backend", "-dpb")),
     ),
     switches=(Switch("--enforce-eager", "cuda_graphs", False, requested=True, echoed=True),),
 )
+#: flags of a data-parallel deployment over several nodes (vllm/engine/arg_utils.py):
+#: this launch's share of the GPUs is not tp x pp x dp, and is not guessed
+MULTI_NODE = (
+    "--data-parallel-size-local",
+    "-dpl",
+    "--data-parallel-address",
+    "-dpa",
+    "--data-parallel-start-rank",
+    "-dpr",
+    "--data-parallel-rank",
+    "-dpn",
+    "--data-parallel-hybrid-lb",
+    "-dph",
+    "--data-parallel-external-lb",
+    "-dpe",
+    "--headless",
+    "--nnodes",
+    "-n",
+    "--node-rank",
+    "-r",
+)
+_ONE_NODE_GPUS = FLAGS.gpus("tp", "pp", "dp", unknown=MULTI_NODE)
+
+
+def launch_gpus(argv: list[str]) -> GpuAsk | None:
+    """tp x pp x dp: one ``vllm serve`` starts its ``--data-parallel-size`` engines, each
+    of tp x pp GPUs, on this node; ``None`` (not guessed) for a launch that may span
+    nodes (:data:`MULTI_NODE`, or ``--data-parallel-backend ray``, which places the
+    data-parallel ranks over a Ray cluster)."""
+    backend = FLAGS.given(argv, "dp_backend")
+    if backend is not None and backend[0] == "ray":
+        return None
+    return _ONE_NODE_GPUS(argv)
+
+
 COMPILATION_FLAGS = ("--compilation-config", "-cc", "-O")
 
 #: NVLink multicast off for every vLLM start (docs/engines.md, "Several GPUs"): vLLM 0.26
@@ -197,7 +235,7 @@ SPEC = EngineSpec(
     quality=QualityAPI(completion_fields={"ignore_eos": True, "return_tokens_as_token_ids": True}),
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",), load_format=True),
     advise=AdvisorTraits(preference=(2, 1, 0), prefix_cache=True),
-    launch_gpus=FLAGS.gpus("tp", "pp"),
+    launch_gpus=launch_gpus,
     # its async engine in the Python backend (crossover.plan.triton_python)
     triton_hosted=TritonHostedTraits(
         model_file="vllm_model.py",
