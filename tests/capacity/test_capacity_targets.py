@@ -81,3 +81,26 @@ def test_replica_targets_are_refused_in_one_line(
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: target dp2: capacity searches one server, not replicas"
+
+
+def test_an_engine_asking_for_more_gpus_than_visible_is_one_line_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as a sweep refuses it (crossover.sweep.check): -tp 4 in extra_args, 2 GPUs visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    exe = tmp_path / "vllm-started"
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({
+        "concurrency": [1], "output_tokens": 4,
+        "targets": [{"name": "big", "launch": {
+            "engine": "vllm", "model": "m", "extra_args": ["-tp", "4"],
+            "executable": ["sh", "-c", f"touch {exe}; sleep 60"]}}],
+    }))  # fmt: skip
+    rc = main(["capacity", "--config", str(config), "--slo", "ttft_ms.mean=50",
+               "--out", str(tmp_path / "runs")])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: target big: vLLM asks for 4 GPUs (-tp 4)"), err
+    assert "CUDA_VISIBLE_DEVICES=0,1 leaves 2" in err[0], err
+    assert not exe.exists()  # no engine was started

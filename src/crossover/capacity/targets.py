@@ -31,12 +31,18 @@ async def capacity_per_target(
     events: CapacityEvents,
     on_target: Callable[[str, str], None] | None = None,
 ) -> CapacitySet:
-    """``base``: the CapacityConfig fields shared by every target (SLO, precision, ...)."""
+    """``base``: the CapacityConfig fields shared by every target (SLO, precision, ...).
+    Replicas, and launched engines that ask for more GPUs than they will see
+    (:func:`crossover.sweep.check.check_replica_gpus`), are refused before any starts."""
     from crossover.errors import UsageError
+    from crossover.sweep.check import check_replica_gpus
 
     for t in sweep.targets:
         if t.urls is not None or (t.launch is not None and t.launch.replicas > 1):
             raise UsageError(f"target {t.name}: capacity searches one server, not replicas")
+    # an engine asking for more GPUs than it will see: one line now, as the sweep says it,
+    # not a failed start minutes into the first target
+    check_replica_gpus(sweep.targets)
     results: list[CapacityFile] = []
     for t in sweep.targets:
         folder = out / t.name
