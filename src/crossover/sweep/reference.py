@@ -69,11 +69,11 @@ roofline entries naming real targets, a launched engine's tensor x pipeline para
 (`--tensor-parallel-size 4`, `--tp-size`, trtllm-serve's `--tp_size` or its options file's
 `tensor_parallel_size`; times vLLM's `--data-parallel-size`/`-dp` and SGLang's
 `--dp-size` without `--enable-dp-attention`; a launch over several nodes, `--nnodes`,
-`--data-parallel-address`, ..., and llama.cpp have none) against the GPUs it will see (each replica's
-`gpus_per_replica`, else its env's or crossover's own `CUDA_VISIBLE_DEVICES`, else the
-machine's as NVML counts them; not checked where neither says); exit 0, or 2 with every
-problem listed. A schema mistake (an unknown key, a bad value, an unknown engine) lists
-every one in its line.
+`--data-parallel-address`, ..., and llama.cpp have none) against the GPUs it will see
+(each replica's `gpus_per_replica`, else its env's or crossover's own
+`CUDA_VISIBLE_DEVICES`, else the machine's as NVML counts them; not checked where neither
+says); exit 0, or 2 with every problem listed. A schema mistake (an unknown key, a bad
+value, an unknown engine) lists every one in its line.
 A sweep that runs does the same before its first level, so a mistake in the last target
 never waits for the first ones to be measured. For a config
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
