@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crossover.load.looplag import idle_lag_ms
-from crossover.load.sizing import workers_for
+from crossover.load.sizing import FEW_STREAMS, auto_workers_here, workers_for
 from crossover.load.workers import LAG_BUDGET_MS, STREAMS_PER_WORKER, auto_workers
 
 
@@ -56,3 +56,18 @@ def test_cli_auto_runs_the_probe_only_where_it_matters(monkeypatch: pytest.Monke
     assert workers_for("auto", 100) == 4  # 100 streams, 4x the lag budget: 32 streams a loop
     assert calls == [1.0]
     assert workers_for("3", 100) == 3
+
+
+def test_run_and_sweep_size_auto_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run --workers auto`` (the idle probe's lag) and a sweep level's ``workers: auto``
+    (the previous level's lag) both go through ``auto_workers_here``: the same processes
+    for the same streams and lag, one up to ``FEW_STREAMS`` streams or on one core."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(8)))
+    monkeypatch.setattr("crossover.load.looplag.idle_lag_ms", lambda: 40.0)
+    for streams in (1, FEW_STREAMS, FEW_STREAMS + 1, 100, 300, 5000):
+        assert workers_for("auto", streams) == auto_workers_here(streams, 40.0)
+    assert auto_workers_here(FEW_STREAMS, 40.0) == 1
+    assert auto_workers_here(FEW_STREAMS + 1, 40.0) == 6  # 3 streams a process
+    assert auto_workers_here(None, 40.0) == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
+    assert auto_workers_here(5000, None) == 1 and workers_for("auto", 5000) == 1

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crossover.errors import UsageError
+from crossover.load.sizing import FEW_STREAMS
 from crossover.sweep.config import Level, build_sweep_config
 from crossover.sweep.level import TargetSession
 from crossover.sweep.scrape import NVMLSampler
@@ -40,3 +41,17 @@ def test_a_number_stays_as_given_and_a_bad_value_is_refused(tmp_path: Path) -> N
         _session(tmp_path, "many")
     with pytest.raises((UsageError, ValueError)):
         _session(tmp_path, 0)
+
+
+def test_a_handful_of_streams_runs_from_one_process_however_late_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``run --workers auto`` (``auto_workers_here``): up to ``FEW_STREAMS`` streams
+    stay in one process whatever lag the previous level measured; above it the lag counts."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    s = _session(tmp_path, "auto")
+    s.loop_p99_ms = 40.0  # 3 streams a process
+    assert s.workers_for(Level("concurrency", FEW_STREAMS)) == 1
+    assert s.workers_for(Level("concurrency", FEW_STREAMS + 1)) == 6
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert s.workers_for(Level("concurrency", 300)) == 1  # one core: one process

@@ -29,7 +29,7 @@ def demo(
     from crossover.builds.llamacpp import ensure_llama_server
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
-    from crossover.cli.sweep import print_outcome, run_live
+    from crossover.cli.sweep_display import print_outcome, run_live
     from crossover.models.gemma import ensure_gemma3_270m
     from crossover.records.database_file import check_writable
     from crossover.sweep.demo import demo_config, explain

@@ -18,24 +18,14 @@ from crossover.cli.run import (
     TraceOpt,
     TurnsOpt,
 )
+from crossover.cli.sweep_display import print_outcome, run_live
 from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig
-from crossover.spec.target import parse_target
-from crossover.spec.workload import Workload, prompt_lengths_input, sessions_of
+from crossover.spec.workload import Workload
 from crossover.sweep.config import SweepConfig
-from crossover.words import plural
 
 if TYPE_CHECKING:  # types only: the command imports these when it runs
-    from collections.abc import Sequence
-
-    from rich.console import Console
-
-    from crossover.measure import Progress
-    from crossover.metrics.summary import RunSummary
     from crossover.sweep.check import CheckReport
-    from crossover.sweep.cluster import RayCluster
-    from crossover.sweep.config import Level
-    from crossover.sweep.driver import SweepOutcome
 
 EXAMPLE = (
     "\b\n"
@@ -205,9 +195,9 @@ def sweep(
 ) -> None:
     """Sweep targets over concurrency levels; find where one overtakes another."""
     from crossover.cli.common import console as make_console
-    from crossover.cli.common import parse_list, run_async
+    from crossover.cli.common import run_async
     from crossover.records.database_file import check_database_file, check_writable
-    from crossover.sweep.config import build_sweep_config, load_sweep_config
+    from crossover.sweep.flags import sweep_config_of
     from crossover.sweep.resume import forget_empty_sweep, parse_redo
 
     flags: dict[str, Any] = {
@@ -229,33 +219,19 @@ def sweep(
         "transport": transport,
         "slo": slo,
     }
-    if (sessions := sessions_of(turns, think_s)) is not None:  # as run: one turn is none
-        flags["sessions"] = sessions
-    if refine:
-        flags["refine"] = True
-    if concurrency is not None and rates is not None:
-        raise UsageError("give --concurrency or --rates, not both")
-    if concurrency is not None:
-        flags["concurrency"] = parse_list(concurrency, "--concurrency")
-    if rates is not None:
-        flags["rates"] = parse_list(rates, "--rates", float)
-    if config is not None:
-        if target:
-            raise UsageError("give --config or --target, not both")
-        cfg = load_sweep_config(config, flags)
-    else:
-        if not target:
-            raise UsageError("give --config sweep.yaml or at least one --target NAME=URL")
-        data = {k: v for k, v in flags.items() if v is not None}
-        data["targets"] = [parse_target(t, engine, model) for t in target]
-        if "output_tokens" not in data:
-            raise UsageError("--output-tokens is required")
-        if "concurrency" not in data and "rates" not in data:
-            raise UsageError("--concurrency (e.g. 1,2,4,8) or --rates (e.g. 2,4,8) is required")
-        cfg = build_sweep_config(data)
-    if prompt_lengths not in (None, "fit"):  # each prompt as written, the same to all
-        prompt_lengths_input(prompt_lengths, cfg.prompts_file, None)
-        cfg = cfg.model_copy(update={"input_tokens": None, "input_lengths": None})
+    cfg = sweep_config_of(
+        flags,
+        config=config,
+        target=target,
+        engine=engine,
+        model=model,
+        concurrency=concurrency,
+        rates=rates,
+        turns=turns,
+        think_s=think_s,
+        refine=refine,
+        prompt_lengths=prompt_lengths,
+    )
     chosen = set(parse_names(only, "--only")) if only is not None else None
     cfg.check_only(chosen)  # before the output folder exists: a mistake writes nothing
     from crossover.sweep.check import check_config, raise_if_errors
@@ -314,131 +290,3 @@ def report_check(report: CheckReport, source: str) -> None:
     if errors:
         raise UsageError(f"{source}: {len(errors)} problem(s) listed above; nothing measured")
     typer.echo(f"{source}: OK, {len(report.targets)} target(s) checked; nothing measured")
-
-
-async def run_live(
-    cfg: SweepConfig,
-    out: Path,
-    console: Console,
-    only: set[str] | None = None,
-    redo_invalid: bool = False,
-    cluster: RayCluster | None = None,
-    redo: dict[str, set[float] | None] | None = None,
-) -> SweepOutcome:
-    """Run the sweep with a live progress line and one line per finished level."""
-    import asyncio
-    import contextlib
-
-    from rich.live import Live
-    from rich.markup import escape
-
-    from crossover.cli.render import progress_line
-    from crossover.report.text import KeptRuns, level_line
-    from crossover.sweep.driver import SweepEvents, SweepRunner
-
-    progress_now: list[Progress | None] = [None]
-    label = [""]
-    kept = KeptRuns(console)
-
-    def start(name: str, level: Level, r: int, progress: Progress) -> None:
-        kept.flush()
-        progress_now[0], label[0] = progress, f"{name} {level.label} r={r}"
-
-    def engine(name: str, msg: str) -> None:
-        kept.flush()
-        console.print(f"[cyan]{escape(name)}[/]: {escape(msg)}")
-
-    def refine(new: list[int], left: int) -> None:
-        kept.flush()
-        console.print(
-            f"[cyan]refine[/]: measuring concurrency {', '.join(map(str, new))}, between "
-            "levels where a crossover (or an inconclusive sign change) is not yet placed "
-            f"within {cfg.refine_width:.0%} of its level ({left} more level(s) left of "
-            f"--refine-budget {cfg.refine_budget})"
-        )
-
-    def done(name: str, level: Level, r: int, s: RunSummary, status: str) -> None:
-        kept.flush()
-        console.print(level_line(name, level.label, r, s, status))
-        for p in s.problems:
-            if p.severity == "error":
-                console.print(f"    [red]{p.code}[/]: {escape(p.message)}")
-
-    events = SweepEvents(
-        on_level_start=start,
-        on_level_done=done,
-        on_skip=kept.add,
-        on_engine=engine,
-        on_refine=refine,
-        on_note=lambda line: console.print(f"[yellow]{escape(line)}[/]"),
-    )
-    runner = SweepRunner(
-        cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
-    )
-    task = asyncio.ensure_future(runner.run())
-    try:
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
-            while not task.done():
-                await asyncio.wait({task}, timeout=0.25)
-                p = progress_now[0]
-                if p is not None:
-                    from rich.text import Text
-
-                    live.update(Text.assemble((label[0] + "  ", "bold"), progress_line(p)))
-        return task.result()
-    finally:
-        kept.flush()
-        if not task.done():  # Ctrl-C: let the level mark itself interrupted first
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        runner.close()
-
-
-def print_outcome(
-    outcome: SweepOutcome,
-    out: Path,
-    console: Console,
-    report: bool,
-    notes: Sequence[str] = (),
-) -> None:
-    """The comparison table, the crossovers one per line (then ``notes``, a caller's lines
-    on them), where the results are."""
-    from rich.markup import escape
-
-    from crossover.cli.common import console as make_console
-    from crossover.report.text import (
-        client_made_line,
-        comparison_table,
-        findings_lines,
-        outlier_lines,
-        table_caption,
-    )
-
-    stdout = make_console()
-    stdout.print(
-        f"\n[bold]Sweep[/] {out}: {plural(outcome.ran, 'run')} measured, {outcome.skipped} kept "
-        "from before"
-    )
-    stdout.print(table_caption(outcome.sweep))
-    stdout.print(comparison_table(outcome.sweep))
-    for line in outlier_lines(outcome.sweep):
-        stdout.print(f"[yellow]{escape(line)}[/]")
-    made = client_made_line(outcome.sweep)
-    if made is not None:
-        stdout.print(f"[yellow]{escape(made)}[/]")
-    for line in findings_lines(outcome.sweep, outcome.findings):
-        stdout.print(line)
-    for note in notes:
-        stdout.print(escape(note))
-    for line in outcome.failed_levels:
-        stdout.print(f"[red]failed level[/] {escape(line)}")
-    stdout.print(f"results: {out / 'sweep.json'} (database {out / 'sweep.db'})")
-    if report:
-        try:
-            from crossover.report.html import write_report
-
-            path = write_report(out, outcome.sweep)
-            stdout.print(f"report: {path}")
-        except Exception as exc:  # the sweep's results stand without the report
-            console.print(f"[yellow]report not written: {escape(str(exc))}[/]")

@@ -3,7 +3,7 @@
 The in-process load (``crossover.measure``), each worker process
 (``crossover.load.workers``) and each Ray actor (``crossover.load.rayworkers``, which
 runs the worker's code) call ``run_share`` with what differs between them: their
-``Share`` of the load (``crossover.load.workers.plan_shares``; the whole of it
+``Share`` of the load (``crossover.load.shares.plan_shares``; the whole of it
 in-process: ``whole_share``), how a request is sent and where its record goes
 (``send``), and what happens between the warm-up and the measured load (``start``:
 in-process, the progress clock starts; a worker says it is ready and waits for the
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from crossover import defaults
 from crossover.load.looplag import probe_interval_s
 from crossover.load.send import open_replica_connections
+from crossover.load.shares import Share
 from crossover.load.strategies import SendFn, closed_loop, measured_load
-from crossover.load.workers import Share
 from crossover.transport.client import Transport
 from crossover.workload import Prompt
 

@@ -25,7 +25,8 @@ import threading
 import traceback
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from crossover.load.workers import WorkerJob, WorkerLink, _worker, shares_of
+from crossover.load.shares import shares_of
+from crossover.load.workers import WorkerJob, WorkerLink, _worker
 from crossover.workload import prompt_of_row, prompt_row
 
 T = TypeVar("T")

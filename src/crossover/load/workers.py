@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import multiprocessing as mp
 import queue as queue_mod
 import time
@@ -39,162 +38,34 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from crossover import defaults
-from crossover.load.looplag import probe_interval_s as lag_probe_interval
+# the split and the sizing live beside this module; their names stay importable from here
+from crossover.load.shares import Share, plan_shares, shares_of
+from crossover.load.sizing import LAG_BUDGET_MS, STREAMS_PER_WORKER, auto_workers
 from crossover.records.model import RequestRecord
 from crossover.workload import Prompt
 
+__all__ = [
+    "LAG_BUDGET_MS",
+    "STREAMS_PER_WORKER",
+    "LoadHooks",
+    "Share",
+    "WorkerError",
+    "WorkerJob",
+    "WorkerLink",
+    "WorkerMessages",
+    "auto_workers",
+    "plan_shares",
+    "run_workers",
+    "shares_of",
+]
+
 if TYPE_CHECKING:
     from crossover.load.loop import LevelLoad
-    from crossover.spec.run import RunConfig
-
-#: streams one event loop carries under ``--workers auto``: at 256 streams one loop's
-#: p99 lag passed 1 ms on the calibration server (docs/results/client_overhead.md)
-STREAMS_PER_WORKER = 128
-#: the loop lag (ms, p99) a worker may start with before it is given fewer streams
-LAG_BUDGET_MS = 1.0
-
-
-def auto_workers(streams: int | None, cores: int, lag_ms: float | None = None) -> int:
-    """``--workers auto``: client processes for ``streams`` concurrent streams.
-
-    One per ``STREAMS_PER_WORKER`` streams; where a loop is already ``lag_ms`` late
-    (p99: ``idle_lag_ms`` before a run, or a previous level's ``client_loop``) past
-    ``LAG_BUDGET_MS``, each carries fewer streams in proportion (a loop 2 ms late gets
-    half as many), since every chunk it reads is stamped that late. Never more than
-    ``cores``, never fewer than 1; a load with no stream count (an open loop, a trace:
-    ``streams`` None) runs from one process.
-    """
-    if streams is None or streams < 1:
-        return 1
-    per_worker = float(STREAMS_PER_WORKER)
-    if lag_ms is not None and lag_ms > LAG_BUDGET_MS:
-        per_worker *= LAG_BUDGET_MS / lag_ms
-    want = -(-streams // max(1, int(per_worker)))  # ceil
-    return max(1, min(want, cores))
-
 
 #: how often a worker looks at the parent's stop flag
 _STOP_POLL_S = 0.1
 #: the workers' shared start is this far after the parent says go (ns)
 START_LEAD_NS = 50_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Share:
-    """One loop's part of a level's load: a worker's (``plan_shares``), or the whole level
-    run in-process (``crossover.load.loop.whole_share``)."""
-
-    worker: int
-    concurrency: int | None
-    rate_rps: float | None
-    max_in_flight: int | None
-    requests: int | None
-    duration_s: float | None
-    warmup: int
-    warmup_concurrency: int
-    prompt_offset: int
-    warmup_offset: int
-    seed: int
-    #: the loop-lag probe's sleep, from the whole run's concurrency (looplag.probe_interval_s)
-    probe_interval_s: float
-    #: ``(k, W)``: this worker sends entries k, k + W, ... of the whole run's schedule (a
-    #: trace, or an open loop of sessions); ``rate_rps``, ``requests`` and ``seed`` are then
-    #: the whole run's, its indices are the run's own and ``prompt_offset`` is 0
-    part: tuple[int, int] | None = None
-
-
-def _split(total: int, parts: int) -> list[int]:
-    """``total`` as ``parts`` integers differing by at most one, larger first."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if k < extra else 0) for k in range(parts)]
-
-
-def _weighted(total: int, weights: list[int]) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainders), summing exactly."""
-    w = sum(weights)
-    raw = [total * x / w for x in weights]
-    out = [int(r) for r in raw]
-    for k in sorted(range(len(raw)), key=lambda k: raw[k] - out[k], reverse=True)[
-        : total - sum(out)
-    ]:
-        out[k] += 1
-    return out
-
-
-def plan_shares(
-    *,
-    workers: int,
-    concurrency: int | None,
-    rate_rps: float | None,
-    max_in_flight: int | None,
-    requests: int | None,
-    duration_s: float | None,
-    warmup: int,
-    seed: int,
-    turns: int | None = None,
-    trace: bool = False,
-) -> list[Share]:
-    """Split one run's load over ``workers`` processes (fewer when there is less to split).
-
-    ``turns``: the requests are sessions of that many turns, split in whole sessions;
-    ``trace``: the open loop replays a trace, split by line (``part``)."""
-    by_part = concurrency is None and (turns is not None or trace)
-    reqs: list[int | None]
-    if concurrency is not None and turns is not None:
-        assert requests is not None  # sessions count requests
-        n_sessions = -(-requests // turns)
-        w = max(1, min(workers, concurrency, n_sessions))
-        conc = _split(concurrency, w)
-        # whole sessions, in proportion to the streams; the last one may be cut short
-        ends = list(itertools.accumulate(_weighted(n_sessions, conc)))
-        reqs = [
-            min(e * turns, requests) - min(b * turns, requests)
-            for b, e in zip([0, *ends[:-1]], ends, strict=True)
-        ]
-    elif concurrency is not None:
-        w = max(1, min(workers, concurrency))
-        conc = _split(concurrency, w)
-        reqs = list(_weighted(requests, conc)) if requests is not None else [None] * w
-    elif by_part:
-        units = None if requests is None else -(-requests // (turns or 1))
-        w = max(1, workers if units is None else min(workers, units))
-        conc = [0] * w
-        reqs = [requests] * w  # each worker walks the whole schedule, sending its part
-    else:
-        assert rate_rps is not None
-        w = max(1, workers if requests is None else min(workers, requests))
-        conc = [0] * w
-        reqs = list(_split(requests, w)) if requests is not None else [None] * w
-    warm = _split(warmup, w)
-    caps: list[int | None] = (
-        list(_split(max_in_flight, w)) if max_in_flight is not None else [None] * w
-    )
-    shares = []
-    offset = warm_offset = 0
-    for k in range(w):
-        c = conc[k] or None
-        shares.append(
-            Share(
-                worker=k,
-                concurrency=c,
-                rate_rps=None if rate_rps is None else rate_rps / (1 if by_part else w),
-                max_in_flight=None if (cap := caps[k]) is None else max(1, cap),
-                requests=reqs[k],
-                duration_s=duration_s,
-                warmup=warm[k],
-                warmup_concurrency=defaults.warmup_concurrency(c, warm[k]),
-                prompt_offset=0 if by_part else offset,
-                warmup_offset=warm_offset,
-                # a shared schedule needs the run's own seed; independent ones their own
-                seed=seed if by_part else seed * 1009 + k,
-                probe_interval_s=lag_probe_interval(concurrency),
-                part=(k, w) if by_part else None,
-            )
-        )
-        offset += reqs[k] or 0
-        warm_offset += warm[k]
-    return shares
 
 
 # --- the worker process --------------------------------------------------------------
@@ -310,22 +181,6 @@ async def _worker(job: WorkerJob, prompts: list[Prompt], link: WorkerLink) -> No
 
 
 # --- the parent ------------------------------------------------------------------------
-
-
-def shares_of(config: RunConfig) -> list[Share]:
-    """``plan_shares`` for a run's config (``config.workers`` of its load)."""
-    return plan_shares(
-        workers=config.workers,
-        concurrency=config.concurrency,
-        rate_rps=config.rate_rps,
-        max_in_flight=config.max_in_flight,
-        requests=config.requests,
-        duration_s=config.duration_s,
-        warmup=config.warmup,
-        seed=config.arrivals_seed,
-        turns=config.sessions.turns if config.sessions else None,
-        trace=config.trace is not None,
-    )
 
 
 class WorkerError(RuntimeError):

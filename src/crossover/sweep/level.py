@@ -225,15 +225,9 @@ class TargetSession:
         level's streams and the loop lag this target's previous level measured."""
         if self.sweep.workers != "auto":
             return self.sweep.workers
-        import os
+        from crossover.load.sizing import auto_workers_here
 
-        from crossover.load.workers import auto_workers
-
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
-        return auto_workers(level.concurrency, cores, self.loop_p99_ms)
+        return auto_workers_here(level.concurrency, self.loop_p99_ms)
 
     def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
         warmup = self.warmup_for(level)
