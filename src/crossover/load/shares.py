@@ -1,9 +1,18 @@
 """One run's load split over its client processes: each worker's ``Share``.
 
 A closed loop gets ``C`` streams split as evenly as possible (and the measured requests in
-proportion), an open loop ``rate / W`` with its own seed; sessions and traces are split by
-index instead (``plan_shares``). ``crossover.load.workers`` and
-``crossover.load.rayworkers`` run the shares; ``crossover.load.loop`` runs one.
+proportion), an open loop ``rate / W`` with its own seed (independent Poisson processes
+add up to one Poisson process at the full rate).
+
+Sessions and traces are split by index instead (``plan_shares``), so the work is the one a
+single process would send: sessions in a closed loop go to the workers in whole blocks of
+sessions (in proportion to their streams), each session wholly in one worker so its turns
+stay in order; an open loop of sessions or a trace is one schedule (the run's seed, the
+trace's times) that every worker computes, worker ``k`` of ``W`` sending its entries
+``k``, ``k + W``, ... against a start time the parent gives them all.
+
+``crossover.load.workers`` and ``crossover.load.rayworkers`` run the shares;
+``crossover.load.loop`` runs one.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Several client processes for one run, when one event loop cannot keep up.
 
 Each worker process runs its share of the load with its own uvloop and aiohttp
-session: a closed loop gets ``C`` streams split as evenly as possible (and the
-measured requests in proportion), an open loop gets ``rate / W`` with its own seed
-(independent Poisson processes add up to one Poisson process at the full rate).
-
-Sessions and traces are split by index instead, so the work is the one a single process
-would send: sessions in a closed loop go to the workers in whole blocks of sessions (in
-proportion to their streams), each session wholly in one worker so its turns stay in
-order; an open loop of sessions or a trace is one schedule (the run's seed, the trace's
-times) that every worker computes, worker ``k`` of ``W`` sending its entries ``k``,
-``k + W``, ... against a start time the parent gives them all.
+session; how the load is split among them (streams, rate, sessions, a trace's entries)
+is ``crossover.load.shares``, and how many workers ``auto`` gives is
+``crossover.load.sizing``.
 
 Workers send finished records back over a ``multiprocessing`` queue as they
 complete; the parent numbers them in arrival order (measured and warm-up apart),
