@@ -96,6 +96,24 @@ def visible_indices(
     return out
 
 
+def pick(
+    values: Sequence[str], names: Sequence[str], uuids: Sequence[str | None]
+) -> tuple[list[int] | None, str]:
+    """The machine's GPUs (NVML indices, CUDA's order, each once) that any of ``values``
+    (``CUDA_VISIBLE_DEVICES`` settings) leaves to CUDA (:func:`visible_indices`), and what
+    chose them (``CUDA_VISIBLE_DEVICES=0,1``); ``None`` where one is a form not read here,
+    with why every GPU is counted instead."""
+    said = "; ".join(shown(v) for v in dict.fromkeys(values))
+    out: list[int] = []
+    for v in values:
+        try:
+            found = visible_indices(v, names, uuids, pci_order())
+        except Unread as why:
+            return None, f"{said} not read here ({why}): every GPU counted"
+        out += [i for i in found if i not in out]
+    return out, said
+
+
 def given(
     value: str | None, names: Sequence[str] | None, uuids: Sequence[str | None]
 ) -> int | None:

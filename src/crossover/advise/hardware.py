@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from crossover.advise import nvml
 from crossover.advise.nvml import LocalGpu, PairLink
-from crossover.devices import VISIBLE, Unread, own, pci_order, shown, visible_indices
+from crossover.devices import VISIBLE, own, pick
 from crossover.errors import UsageError, parse_names
 from crossover.words import plural
 
@@ -501,11 +501,8 @@ def visible_positions(gpus: list[LocalGpu]) -> tuple[list[int], str | None]:
     every = list(range(len(gpus)))
     if value is None:
         return every, None
-    try:
-        picked = visible_indices(value, [g.name for g in gpus], [g.uuid for g in gpus], pci_order())
-    except Unread as why:
-        return every, f"{shown(value)} not read here ({why}): every GPU counted"
-    return picked, shown(value)
+    picked, chosen = pick([value], [g.name for g in gpus], [g.uuid for g in gpus])
+    return (every if picked is None else picked), chosen
 
 
 def visible_local(gpus: list[LocalGpu]) -> tuple[list[LocalGpu], str | None]:

@@ -6,9 +6,9 @@ says so.
 
 GPUs come from NVML (``pynvml``, the ``gpu`` extra) or, without it, ``nvidia-smi``; both
 see every GPU of the machine, so those kept are the ones ``CUDA_VISIBLE_DEVICES`` leaves
-to the engines (:func:`visible_gpus`: crossover's own, or each target's where its env sets
-one). CPU and memory come from ``/proc`` (Linux); each fact is ``None`` where it cannot be
-read, never a guess."""
+to the engines (:func:`crossover.devices.pick`: crossover's own, or each target's where
+its env sets one). CPU and memory come from ``/proc`` (Linux); each fact is ``None`` where
+it cannot be read, never a guess."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from crossover.devices import Unread, given, own, shown, visible_indices
-from crossover.devices import pci_order as _pci_order
+from crossover.devices import given, own, pick, shown
 from crossover.metrics.host import HostFacts, HostGpu
 
 
@@ -42,25 +41,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def visible_gpus(value: str, reading: GpuReading, pci_order: bool) -> list[int]:
-    """The machine's GPUs (their NVML indices, in the order given) that
-    ``CUDA_VISIBLE_DEVICES=value`` leaves to CUDA (:func:`crossover.devices.visible_indices`
-    on the reading's GPUs); raises :class:`Unread` for a form not read here."""
-    return visible_indices(value, [g.name for g in reading.gpus], reading.uuids, pci_order)
-
-
 def _chosen(values: Sequence[str], reading: GpuReading) -> tuple[list[int] | None, str]:
     """The GPUs the engines could use under each of ``values`` (their union, NVML's
-    order), ``None`` where one is not read here; and what chose them."""
-    said = "; ".join(shown(v) for v in dict.fromkeys(values))
-    pci = _pci_order()
-    union: set[int] = set()
-    for v in values:
-        try:
-            union.update(visible_gpus(v, reading, pci))
-        except Unread as why:
-            return None, f"{said} not read here ({why}): every GPU counted"
-    return sorted(union), said
+    order), ``None`` where one is not read here; and what chose them
+    (:func:`crossover.devices.pick`)."""
+    picked, said = pick(values, [g.name for g in reading.gpus], reading.uuids)
+    return (None if picked is None else sorted(picked)), said
 
 
 def _nvml() -> GpuReading | None:
