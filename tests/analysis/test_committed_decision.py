@@ -59,3 +59,41 @@ def test_with_the_tie_margin_the_readme_states_what_the_comparison_prints(
         f"{same[1]} of {same[2]} conclusions the same, {contradictions[1]} levels contradicting"
         in " ".join(readme.split())
     )
+
+
+H100 = ROOT / "docs" / "results" / "h100"
+
+
+def test_the_h100_decision_s_readme_states_what_the_comparison_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/results/h100/moe-warm-decide: the fair live proof, a decision and a grid from
+    one YAML on the same card, both read with the tie margin. Its README's table, count of
+    conclusions, contradicting levels and measuring time are what the script prints."""
+    rc = _script().main(
+        [str(H100 / "moe-warm-decide"), str(H100 / "moe-warm-grid"), "--tie-margin", "0.03"]
+    )
+    out = capsys.readouterr().out
+    readme = (H100 / "moe-warm-decide" / "README.md").read_text("utf-8")
+    assert rc == 1  # one conclusion is not the grid's
+    assert "the decision on NVIDIA H100 80GB HBM3, the grid on NVIDIA H100 80GB HBM3" in out
+    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
+    assert same is not None and (same[1], same[2]) == ("5", "6")
+    assert f"{same[1]} of the grid's {same[2]} conclusions" in readme
+    rows = 0
+    for line in out.splitlines():
+        m = re.match(r"\| (\S+ vs \S+) \| (\S+) \| ([^|]+) \| ([^|]+) \| (yes|\*\*no\*\*) \|", line)
+        if m and m[2] in ("total_tokens_per_s", "ttft_ms.p50"):
+            metric = {"total_tokens_per_s": "total tokens/s", "ttft_ms.p50": "TTFT p50"}[m[2]]
+            row = f"| {m[1]} | {metric} | {m[3].strip()} | {m[4].strip()} | {m[5]} |"
+            assert row in readme, row
+            rows += 1
+    assert rows == 6
+    contradictions = re.search(r"(\d+) level\(s\) where", out)
+    assert contradictions is not None and contradictions[1] == "0"
+    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
+    assert spent is not None
+    flat = " ".join(readme.split())
+    assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
+    gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
+    assert gpu is not None and f"Engines up: {gpu[1]} s" in flat

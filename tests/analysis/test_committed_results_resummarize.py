@@ -1,6 +1,6 @@
 """The committed sweep results re-summarize to the figures their sweep.json holds.
 
-Each committed H200 folder named below keeps its raw records (``sweep.db`` or ``.xz``): every run
+Each committed H200 and H100 folder named below keeps its raw records (``sweep.db`` or ``.xz``): every run
 summarized again from them must give the throughput and latency published in its
 ``sweep.json``.
 A change to the engines, the defaults or the metrics that moved a published figure fails here.
@@ -17,15 +17,22 @@ from crossover.measure import resummarize
 from crossover.records.copies import copy_database
 from crossover.records.store import Store
 
-H200 = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 # sglang-a, vllm-a and vllm-b published a few TPOT means (0.003-0.1%) under the rule before
 # "TPOT divides by the tokens after the first delivery": docs/results/h200/README.md,
 # "Re-summarized with today's code" (scripts/h200/check_resummarize.py checks every folder)
-@pytest.mark.parametrize("folder", ["sweep", "triton", "moe", "prefix", "moe-tuning", "moe-decide"])
+@pytest.mark.parametrize(
+    "folder",
+    [
+        *(f"h200/{f}" for f in ("sweep", "triton", "moe", "prefix", "moe-tuning", "moe-decide")),
+        "h100/moe-warm-grid",
+        "h100/moe-warm-decide",
+    ],
+)
 def test_committed_sweep_resummarizes_to_the_same_figures(tmp_path: Path, folder: str) -> None:
-    results = H200 / folder
+    results = RESULTS / folder
     db = copy_database(results, tmp_path / "sweep.db")
     published = json.loads((results / "sweep.json").read_text("utf-8"))
     store = Store(db)
