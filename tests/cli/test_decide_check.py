@@ -70,7 +70,10 @@ def test_the_plan_with_a_prior_is_written_as_printed(tmp_path: Path, capsys: Any
     assert est["text"] == lines[-1]
     assert (est["start_s"], est["start_s_source"], est["missing"]) == (105.0, "default", [])
     grid, first = est["grid"], est["first_pass"]
-    assert set(grid) == set(first) == {"measuring_s", "runs", "starts", "gpu_s", "gpu_minutes"}
+    keys = {"measuring_s", "runs", "starts", "gpu_s", "gpu_minutes", "stopped"}
+    assert set(grid) == set(first) == set(est["first_pass_low"]) == keys
+    # two waves a level: nothing sequential, the range one figure
+    assert est["first_pass_low"] == est["first_pass_high"] == first
     assert (grid["runs"], grid["starts"], first["starts"]) == (54, 3, 3)
     for part in (grid, first):
         assert part["gpu_s"] == pytest.approx(part["measuring_s"] + part["starts"] * 105.0)
@@ -128,9 +131,21 @@ def test_four_wave_levels_are_planned_sequential(tmp_path: Path, capsys: Any) ->
         "  after it, whole (a stop would save nothing, each level's requests all sent by the "
         "time it may first stop): sglang 1; llamacpp-q8 1"
     ) in lines
-    steps = json.loads((tmp_path / "plan.json").read_text())["first_pass_steps"]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    steps = plan["first_pass_steps"]
     assert [s["sequential"] for s in steps["vllm"]] == [False] * 6
     assert [s["sequential"] for s in steps["llamacpp-q8"]] == [False, True, True, True, True]
+    # the estimate's first pass a range: the 9 sequential levels stopped at the first
+    # chance (two of their four waves), then each whole
+    est = plan["estimate"]
+    low, high = est["first_pass_low"], est["first_pass_high"]
+    assert high == est["first_pass"] and (low["stopped"], high["stopped"]) == (9, 0)
+    assert low["measuring_s"] < high["measuring_s"] and low["runs"] == high["runs"]
+    assert (
+        f"first pass {low['measuring_s']:,.0f}-{high['measuring_s']:,.0f} s + 3 starts = "
+        f"{low['gpu_minutes']:.1f}-{high['gpu_minutes']:.1f} GPU-min (low with 9 sequential "
+        "levels stopped at the first chance, high with every level whole"
+    ) in lines[-2]
 
 
 def test_start_s_is_the_estimate_s_start(tmp_path: Path, capsys: Any) -> None:

@@ -97,6 +97,7 @@ def test_the_line() -> None:
         first_pass=PassEstimate(310.0, 23, 3, 105.0),
         start_s=105.0,
         missing=(),
+        first_pass_low=PassEstimate(310.0, 23, 3, 105.0),
     )
     assert estimate_line(est) == (
         "estimate (from the prior's throughput, starts 105 s each): grid 1,234 s measuring "
@@ -126,3 +127,91 @@ def test_a_decisions_plan_and_its_reference_repeats() -> None:
     assert est.first_pass == PassEstimate(2 * (4.25 + 4.5) + 8.5 + 9.0, 6, 2, 100.0)
     once = decision_estimate(cfg, q, first, RATES, PolicyConfig(reference_repeats=False), 100.0)
     assert once.first_pass == PassEstimate(4.25 + 4.5 + 8.5 + 9.0, 4, 2, 100.0)
+
+
+def test_the_line_gives_the_first_pass_as_a_range_where_levels_may_stop() -> None:
+    est = SessionEstimate(
+        grid=PassEstimate(1234.0, 54, 3, 105.0),
+        first_pass=PassEstimate(310.0, 23, 3, 105.0),
+        start_s=105.0,
+        missing=(),
+        first_pass_low=PassEstimate(190.0, 23, 3, 105.0, stopped=9),
+    )
+    assert estimate_line(est).endswith(
+        "first pass 190-310 s + 3 starts = 8.4-10.4 GPU-min (low with 9 sequential levels "
+        "stopped at the first chance, high with every level whole; the rest depends on what "
+        "it measures)"
+    )
+    # both ends printing alike: one figure
+    same = SessionEstimate(
+        grid=est.grid,
+        first_pass=est.first_pass,
+        start_s=105.0,
+        missing=(),
+        first_pass_low=PassEstimate(309.9, 23, 3, 105.0, stopped=1),
+    )
+    assert "first pass 310 s + 3 starts = 10.4 GPU-min (the rest" in estimate_line(same)
+
+
+def test_a_sequential_level_stopped_at_its_earliest_is_its_first_waves() -> None:
+    """A later target's sequential level stops at the earliest once one wave has finished
+    (``max(c, 4)`` requests), the requests then in flight drained: two waves of 16 at
+    c = 16 (16 finished, 15 more sent), four single requests at c = 1."""
+    from crossover.decide.coarse import earliest_stop
+
+    cfg = _config(requests_per_concurrency=4)  # four waves: 64 requests at 16, 4 at 1
+    assert earliest_stop(16, 64) == 31
+    assert earliest_stop(4, 16) == 7
+    assert earliest_stop(1, 6) == 4
+    assert earliest_stop(1, 4) is None  # 4 on one stream: all sent by then, no stop saves
+    assert earliest_stop(16, 32) is None  # two waves
+    assert earliest_stop(16, None) == 31  # held for a duration
+    # 64 requests x 100 / 400 whole; stopped: 2 waves x 16 x 100 / 400; warm-up 16 x 25 / 400
+    assert run_seconds(cfg, RATES, "a", 16, warm_up=True) == 16.0 + 1.0
+    assert run_seconds(cfg, RATES, "a", 16, warm_up=True, sent=31) == 8.0 + 1.0
+    assert run_seconds(cfg, RATES, "a", 16, warm_up=False, sent=64) == 16.0  # never past whole
+    held = _config(requests_per_concurrency=None, duration_s_per_level=30.0)
+    assert run_seconds(held, RATES, "a", 16, warm_up=False, sent=31) == 8.0
+    assert run_seconds(held, RATES, "a", 1, warm_up=False, sent=4) == 4.0
+    assert run_seconds(held, RATES, "a", 1, warm_up=False, sent=400) == 30.0
+
+
+def test_a_four_wave_decision_is_a_range_from_its_one_wave_stops() -> None:
+    """Four waves a level (``requests_per_concurrency: 4``): b's level 4 is sequential
+    (16 requests, a stop after its first wave leaves 9 unsent), its level 1 whole (4
+    requests on one stream, all sent by the earliest stop). The first pass's low end
+    counts b at 4 up to its first stop (two waves: 8 of 16 requests' time), its high end
+    whole; the reference's levels are whole at both ends."""
+    from crossover.decide.coarse import first_pass_levels
+    from crossover.decide.estimate import decision_estimate
+    from crossover.decide.live import question_for
+    from crossover.decide.state import PolicyConfig
+
+    cfg = _config(requests_per_concurrency=4)
+    q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+    first = first_pass_levels(q, None, PolicyConfig().coarse_step)
+    assert first == {"a": [1, 4], "b": [1, 4]}
+    est = decision_estimate(cfg, q, first, RATES, PolicyConfig(), 100.0)
+    # a: 1 (4 requests, 4.25 s), 4 (16 x 100 / 200 = 8 + 0.5) twice; b: 1 (8.5), 4 (16 + 1)
+    whole = 2 * (4.25 + 8.5) + 8.5 + 17.0
+    assert est.first_pass == PassEstimate(whole, 6, 2, 100.0)
+    # b at 4 stopped at the first chance: 7 sent, two waves of 4: 8 x 100 / 100 + 1
+    assert est.first_pass_low == PassEstimate(whole - 8.0, 6, 2, 100.0, stopped=1)
+    line = estimate_line(est)
+    assert "first pass 43-51 s + 2 starts = 4.0-4.2 GPU-min (low with 1 sequential level" in line
+
+
+def test_a_two_wave_decision_is_one_figure() -> None:
+    """Two waves a level (``requests_per_concurrency: 2``, the H100 and H200 YAMLs'): no
+    level is sequential, both ends are the same and the line gives one figure."""
+    from crossover.decide.coarse import first_pass_levels
+    from crossover.decide.estimate import decision_estimate
+    from crossover.decide.live import question_for
+    from crossover.decide.state import PolicyConfig
+
+    cfg = _config()
+    q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+    first = first_pass_levels(q, None, PolicyConfig().coarse_step)
+    est = decision_estimate(cfg, q, first, RATES, PolicyConfig(), 100.0)
+    assert est.first_pass_low == est.first_pass
+    assert "first pass 35 s + 2 starts = 3.9 GPU-min (the rest depends" in estimate_line(est)

@@ -5,9 +5,11 @@ there. The plan asks the policy's own rule, so it says what the live run then do
 
 from __future__ import annotations
 
-from crossover.decide.coarse import first_pass_all, first_pass_levels
+from pathlib import Path
+
+from crossover.decide.coarse import first_pass_all, first_pass_levels, first_pass_steps
 from crossover.decide.model import Measure, Observation, Question
-from crossover.decide.plan import Plan, first_pass_steps, later_lines, plan_json, plan_lines
+from crossover.decide.plan import Plan, decision_plan, later_lines, plan_json, plan_lines
 from crossover.decide.state import PolicyConfig, State
 
 
@@ -134,3 +136,84 @@ def test_the_plan_says_what_the_live_policy_asks_for() -> None:
             live = _live_steps(q, p.first_pass)
             assert planned
             assert sorted(map(_key, planned)) == sorted(map(_key, live)), (requests, kw)
+
+
+def _yaml_plan(tmp_path: Path, per_concurrency: int) -> Plan:
+    """The plan ``decide --check --prior`` makes of a YAML whose levels are
+    ``per_concurrency`` waves (servers already running: no engine start), from a forecast
+    whose output tokens/s make every quotient exact."""
+    import json
+
+    from crossover.decide.live import question_for
+    from crossover.sweep.config import load_sweep_config
+
+    config = tmp_path / "sweep.yaml"
+    config.write_text(
+        "concurrency: [1, 4, 16]\n"
+        f"requests_per_concurrency: {per_concurrency}\nmin_requests_per_level: 4\n"
+        "warmup_requests: 0\nrepeats: 1\noutput_tokens: 100\ninput_tokens: 8\n"
+        "targets:\n"
+        "  - {name: a, url: 'http://127.0.0.1:9', model: m}\n"
+        "  - {name: b, url: 'http://127.0.0.1:9', model: m}\n"
+    )
+    rates = {"a": {1: 100.0, 4: 200.0, 16: 400.0}, "b": {1: 50.0, 4: 100.0, 16: 200.0}}
+    prior = tmp_path / "forecast.json"
+    prior.write_text(
+        json.dumps(
+            {
+                "schema": "crossover.forecast/1",
+                "rows": [
+                    {"target": t, "concurrency": c, "total_tok_s": 2 * v, "output_tok_s": v}
+                    for t, mine in rates.items()
+                    for c, v in mine.items()
+                ],
+            }
+        )
+    )
+    cfg = load_sweep_config(config, {})
+    q = question_for(cfg, "crossover", ["total_tokens_per_s"])
+    return decision_plan(cfg, q, None, PolicyConfig(), prior, None)
+
+
+def test_four_wave_levels_give_the_first_pass_as_a_range_from_their_first_stop(
+    tmp_path: Path,
+) -> None:
+    """Four waves a level: b's 4 and 16 are sequential, each stopping at the earliest once
+    one wave has finished, the wave then in flight drained: two of its four waves. The low
+    end counts them so, the high end whole; b's 1 (4 requests on one stream) is whole at
+    both ends, and so is the reference."""
+    p = _yaml_plan(tmp_path, 4)
+    assert [m.sequential for m in p.steps["b"]] == [False, True, True]
+    est = p.estimate
+    assert est is not None and est.first_pass is not None and est.first_pass_low is not None
+    # a: 4 x 100 / 100 + 16 x 100 / 200 + 64 x 100 / 400; b: 4 x 100 / 50 + 16 + 32
+    assert est.first_pass.measuring_s == 28.0 + 56.0
+    # b at 4: 7 sent by its first stop, two waves of 4; at 16: 31 sent, two waves of 16
+    assert est.first_pass_low.measuring_s == 28.0 + 8.0 + 8 * 100 / 100 + 32 * 100 / 200
+    assert (est.first_pass_low.stopped, est.first_pass.stopped) == (2, 0)
+    assert plan_lines(p)[-1].endswith(
+        "first pass 60-84 s + 0 starts = 1.0-1.4 GPU-min (low with 2 sequential levels "
+        "stopped at the first chance, high with every level whole; the rest depends on what "
+        "it measures)"
+    )
+    data = plan_json(p, "sweep.yaml")["estimate"]
+    assert data["first_pass_low"]["measuring_s"] == 60.0
+    assert data["first_pass_high"] == data["first_pass"]
+    assert data["first_pass"]["measuring_s"] == 84.0
+
+
+def test_two_wave_levels_give_one_first_pass_figure(tmp_path: Path) -> None:
+    """Two waves a level: no stop saves a request, nothing is sequential, and the low and
+    high ends are the same, printed as one figure."""
+    p = _yaml_plan(tmp_path, 2)
+    assert not any(m.sequential for mine in p.steps.values() for m in mine)
+    est = p.estimate
+    assert est is not None and est.first_pass is not None
+    assert est.first_pass_low == est.first_pass
+    # a: 4 + 8 x 100 / 200 + 32 x 100 / 400; b: 8 + 8 + 16
+    assert est.first_pass.measuring_s == 16.0 + 32.0
+    assert plan_lines(p)[-1].endswith(
+        "first pass 48 s + 0 starts = 0.8 GPU-min (the rest depends on what it measures)"
+    )
+    data = plan_json(p, "sweep.yaml")["estimate"]
+    assert data["first_pass_low"] == data["first_pass_high"] == data["first_pass"]

@@ -1,5 +1,6 @@
-"""Capacity per target of a sweep YAML: each ``launch:`` target's engine is started, searched
-and stopped in turn (one engine at a time); URL targets are searched as they are."""
+"""Capacity per target of a sweep YAML: each ``launch:`` target's engine is started (on the
+GPUs the sweep gives it: ``TargetConfig.engine_gpus``), searched and stopped in turn (one
+engine at a time); URL targets are searched as they are."""
 
 from __future__ import annotations
 
@@ -60,10 +61,16 @@ async def capacity_per_target(
 async def _launched(
     t: TargetConfig, base: dict[str, Any], folder: Path, events: CapacityEvents
 ) -> CapacityFile:
+    from crossover.devices import VISIBLE
     from crossover.engines.lifecycle import start
 
     assert t.launch is not None
     ecfg = t.launch.engine_config()
+    # the GPUs the sweep gives its replica 0 (``gpus_per_replica``: the first k visible),
+    # not every GPU this process sees
+    gpus = t.engine_gpus
+    if gpus is not None and ecfg.env.get(VISIBLE) != gpus:
+        ecfg = ecfg.model_copy(update={"env": {**ecfg.env, VISIBLE: gpus}})
     adapter = t.launch.adapter
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     # started from the main thread, as the sweep does, so the engine dies with us

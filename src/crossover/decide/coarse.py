@@ -127,6 +127,41 @@ def sequential_first_pass(q: Question, t: str, c: int) -> Measure:
     return Measure(t, c, 0, None, why)
 
 
+def earliest_stop(c: int, planned: int | None) -> int | None:
+    """The requests a sequential level of ``c`` streams (``planned`` of them, ``None``:
+    held for a duration) has sent when it stops at its earliest, or ``None`` where it
+    never stops (:func:`stop_saves`: no stop there leaves a request unsent). Its first
+    chance is one wave finished (``max(c, MIN_PART)`` requests, as
+    :class:`crossover.decide.live.SequentialWatch` and a replay's live levels count it);
+    by then every stream but the one whose request ended last has sent its next, which
+    the drain lets finish: ``max(c, MIN_PART) + c - 1`` sent."""
+    first = max(c, MIN_PART)
+    if not stop_saves(first, c, planned):
+        return None
+    sent = first + c - 1
+    return sent if planned is None else min(sent, planned)
+
+
+def first_pass_steps(q: Question, first: Mapping[str, Sequence[int]]) -> dict[str, list[Measure]]:
+    """Each first-pass level as a live decision asks for it once the levels before it are
+    measured (its levels are live: ``budget_factor`` 0, sequential; :func:`first_pass`):
+    the reference's whole; a later target's whole where the reference is not measured
+    there (nothing to settle against), else as :func:`sequential_first_pass` says:
+    sequential where a stop after its first wave may leave requests unsent, whole where
+    it would save none (two waves). ``first``: :func:`first_pass_levels`."""
+    order = list(first)
+    ref = first[order[0]] if order else []
+    return {
+        t: [
+            sequential_first_pass(q, t, c)
+            if i and c in ref
+            else Measure(t, c, 0, None, "first pass")
+            for c in levels
+        ]
+        for i, (t, levels) in enumerate(first.items())
+    }
+
+
 def part_settled(
     q: Question,
     observations: Sequence[Observation],

@@ -3,8 +3,13 @@
 Two figures, each measuring seconds plus engine starts x a start's cost: the grid (every
 target's every level, every repeat, as the sweep of the same YAML measures them) and the
 decision's first pass (its first-pass levels once each, the reference's repeats too where
-they are taken while its engine is up). What the decision measures after its first pass
-depends on what the first pass finds, so it is not estimated.
+they are taken while its engine is up). The first pass is a range where some of its levels
+are sequential (a later target's level that stops sending once it settles, where a stop
+leaves requests unsent, :func:`crossover.decide.coarse.sequential_first_pass`): its low
+end each such level stopped at its earliest (:func:`crossover.decide.coarse.
+earliest_stop`), its high end each measured whole; how far a level gets depends on what
+it finds, so neither end is the estimate alone. What the decision measures after its
+first pass depends on what the first pass finds, so it is not estimated.
 
 A level's measuring seconds come from the advisor's forecast (``crossover.advise.forecast
 --json``): its measured requests (the sweep config's own ``requests_for``) and its
@@ -16,10 +21,11 @@ long plus its warm-up. A level the forecast does not predict leaves the estimate
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from crossover.decide.coarse import REPEAT_BELOW_START
+from crossover.decide.coarse import REPEAT_BELOW_START, earliest_stop, first_pass_steps
 from crossover.decide.model import Question
 from crossover.decide.state import PolicyConfig
 from crossover.sweep.config import SweepConfig
@@ -31,12 +37,14 @@ OutputRates = Mapping[str, Mapping[int, float]]
 
 @dataclass(frozen=True)
 class PassEstimate:
-    """One plan's predicted cost: ``runs`` level runs, ``measuring_s`` of them."""
+    """One plan's predicted cost: ``runs`` level runs, ``measuring_s`` of them;
+    ``stopped`` of the runs counted up to their earliest stop, not whole."""
 
     measuring_s: float
     runs: int
     starts: int
     start_s: float
+    stopped: int = 0
 
     @property
     def gpu_s(self) -> float:
@@ -46,19 +54,32 @@ class PassEstimate:
 @dataclass(frozen=True)
 class SessionEstimate:
     """The grid's and the first pass's predicted cost; ``None`` where a level they
-    measure is not predicted (``missing``: each such target and level)."""
+    measure is not predicted (``missing``: each such target and level). ``first_pass``
+    counts every level whole (the high end); ``first_pass_low`` each sequential level
+    stopped at its earliest (the same where none is sequential)."""
 
     grid: PassEstimate | None
     first_pass: PassEstimate | None
     start_s: float
     missing: tuple[tuple[str, int], ...]
+    first_pass_low: PassEstimate | None
 
 
 def run_seconds(
-    cfg: SweepConfig, rates: OutputRates, target: str, c: int, *, warm_up: bool
+    cfg: SweepConfig,
+    rates: OutputRates,
+    target: str,
+    c: int,
+    *,
+    warm_up: bool,
+    sent: int | None = None,
 ) -> float | None:
     """One run of ``target`` at concurrency ``c``: its measuring seconds (its warm-up
-    first, when ``warm_up``), or ``None`` where the forecast predicts no rate there."""
+    first, when ``warm_up``), or ``None`` where the forecast predicts no rate there.
+    ``sent``: the run stops sending once that many requests are sent (a sequential
+    level's earliest stop), and the requests in flight finish: the closed loop's waves
+    they take, ``ceil(sent / c)``, each as long as ``c`` requests at the predicted rate
+    (at most the whole level's time)."""
     rate = (rates.get(target) or {}).get(c)
     if rate is None or not rate > 0:
         return None
@@ -67,42 +88,52 @@ def run_seconds(
         seconds = requests * cfg.output_tokens / rate
     else:  # the level is held for a duration
         seconds = cfg.duration_s_per_level or 0.0
+    if sent is not None:
+        waves = math.ceil(sent / c) * c * cfg.output_tokens / rate
+        seconds = min(seconds, waves)
     if warm_up:
         tokens = cfg.warmup_output_tokens or cfg.output_tokens
         seconds += cfg.warmup_for(c, "level") * tokens / rate
     return seconds
 
 
+#: one target's runs in the order measured: (level, repeats, requests sent where the level
+#: stops at its earliest, ``None``: whole)
+Runs = Sequence[tuple[int, int, int | None]]
+
+
 def _plan(
     cfg: SweepConfig,
     rates: OutputRates,
-    runs: Mapping[str, Sequence[tuple[int, int]]],
+    runs: Mapping[str, Runs],
     start_s: float,
     missing: list[tuple[str, int]],
 ) -> PassEstimate | None:
-    """``runs``: per target, its (level, repeats) in the order measured, one engine start
-    each target that launches one; without ``warmup_every_level`` only a start's first run
-    is warmed."""
+    """``runs``: per target, its (level, repeats, sent) in the order measured, one engine
+    start each target that launches one; without ``warmup_every_level`` only a start's
+    first run is warmed."""
     launched = {t.name for t in cfg.targets if t.launch is not None}
-    total, count, starts = 0.0, 0, 0
+    total, count, starts, stopped = 0.0, 0, 0, 0
     lost = False
     for t, levels in runs.items():
         if not levels:
             continue
         starts += t in launched
         first = True
-        for c, n in levels:
+        for c, n, sent in levels:
             for _ in range(n):
-                s = run_seconds(cfg, rates, t, c, warm_up=first or cfg.warmup_every_level)
+                warm = first or cfg.warmup_every_level
+                s = run_seconds(cfg, rates, t, c, warm_up=warm, sent=sent)
                 first = False
                 count += 1
+                stopped += sent is not None
                 if s is None:
                     lost = True
                     if (t, c) not in missing:
                         missing.append((t, c))
                     continue
                 total += s
-    return None if lost else PassEstimate(total, count, starts, start_s)
+    return None if lost else PassEstimate(total, count, starts, start_s, stopped)
 
 
 def estimate_session(
@@ -114,28 +145,35 @@ def estimate_session(
     start_s: float,
     reference_repeats: int = 1,
     repeat_below_s: float | None = None,
+    sequential: Mapping[str, Collection[int]] | None = None,
 ) -> SessionEstimate:
     """The grid's cost (``grid``: each target's levels, each measured ``cfg.repeats``
     times) and the first pass's (``first_pass``: each target's first-pass levels in
     order, the first target the reference, measured ``reference_repeats`` times at each
     of its levels; with ``repeat_below_s``, a time budget's rule, only at the levels whose
-    run costs less than that)."""
+    run costs less than that). ``sequential``: per later target, its first-pass levels
+    measured sequentially, counted whole in ``first_pass`` and up to their earliest stop
+    (:func:`crossover.decide.coarse.earliest_stop`) in ``first_pass_low``."""
     missing: list[tuple[str, int]] = []
-    grid_runs = {t: [(c, cfg.repeats) for c in levels] for t, levels in grid.items()}
-    first_runs: dict[str, list[tuple[int, int]]] = {}
+    grid_runs = {t: [(c, cfg.repeats, None) for c in levels] for t, levels in grid.items()}
+    high: dict[str, list[tuple[int, int, int | None]]] = {}
+    low: dict[str, list[tuple[int, int, int | None]]] = {}
     for i, (t, levels) in enumerate(first_pass.items()):
-        first_runs[t] = []
+        high[t], low[t] = [], []
+        mine = (sequential or {}).get(t, ())
         for c in levels:
             n = reference_repeats if i == 0 else 1
             if n > 1 and repeat_below_s is not None:
                 one = run_seconds(cfg, rates, t, c, warm_up=cfg.warmup_every_level)
                 n = n if one is not None and one < repeat_below_s else 1
-            first_runs[t].append((c, n))
+            high[t].append((c, n, None))
+            low[t].append((c, n, earliest_stop(c, cfg.requests_for(c)) if c in mine else None))
     return SessionEstimate(
         grid=_plan(cfg, rates, grid_runs, start_s, missing),
-        first_pass=_plan(cfg, rates, first_runs, start_s, missing),
+        first_pass=_plan(cfg, rates, high, start_s, missing),
         start_s=start_s,
         missing=tuple(missing),
+        first_pass_low=_plan(cfg, rates, low, start_s, []),
     )
 
 
@@ -149,8 +187,11 @@ def decision_estimate(
 ) -> SessionEstimate:
     """:func:`estimate_session` for the decision of question ``q`` over ``cfg`` under
     ``policy``: the grid every target's levels as the sweep measures them, the reference's
-    repeats where the first pass takes them while its engine is up."""
+    repeats where the first pass takes them while its engine is up, a later target's
+    levels sequential where the live decision measures them so
+    (:func:`crossover.decide.coarse.first_pass_steps`)."""
     up_front = q.group_targets and policy.reference_repeats
+    steps = first_pass_steps(q, first_pass)
     return estimate_session(
         cfg,
         {t: [c for c in q.levels if q.covers(t, c)] for t in q.targets},
@@ -161,12 +202,21 @@ def decision_estimate(
         # under a time budget the reference repeats a level up front only where it costs
         # less than half a start (``coarse._repeat_up_front``)
         repeat_below_s=REPEAT_BELOW_START * start_s if policy.budget is not None else None,
+        sequential={t: {m.level for m in mine if m.sequential} for t, mine in steps.items()},
     )
+
+
+def _span(low: float, high: float, fmt: str) -> str:
+    """``low-high`` as printed, or one figure where both print the same."""
+    a, b = format(low, fmt), format(high, fmt)
+    return a if a == b else f"{a}-{b}"
 
 
 def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     """The estimate in one line (``None``: no prior to estimate from); ``start_source``
-    says where a start's cost comes from when it is not the default."""
+    says where a start's cost comes from when it is not the default. The first pass is a
+    range (its sequential levels each stopped at its earliest, then each whole) where the
+    two print differently, else one figure."""
     if est is None:
         return "estimate: no estimate without --prior (the forecast's output tokens/s per level)"
     if est.missing:
@@ -176,10 +226,18 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     assert est.first_pass is not None
     by = f", {start_source}" if start_source else ""
     g, f = est.grid, est.first_pass
+    lo = est.first_pass_low or f
+    measuring = _span(lo.measuring_s, f.measuring_s, ",.0f")
+    minutes = _span(lo.gpu_s / 60, f.gpu_s / 60, ".1f")
+    rest = "the rest depends on what it measures"
+    if measuring != format(f.measuring_s, ",.0f") or minutes != format(f.gpu_s / 60, ".1f"):
+        rest = (
+            f"low with {plural(lo.stopped, 'sequential level')} stopped at the first chance, "
+            f"high with every level whole; {rest}"
+        )
     return (
         f"estimate (from the prior's throughput, starts {est.start_s:,.0f} s each{by}): "
         f"grid {g.measuring_s:,.0f} s measuring + {plural(g.starts, 'start')} = "
-        f"{g.gpu_s / 60:.1f} GPU-min; first pass {f.measuring_s:,.0f} s + "
-        f"{plural(f.starts, 'start')} = {f.gpu_s / 60:.1f} GPU-min "
-        "(the rest depends on what it measures)"
+        f"{g.gpu_s / 60:.1f} GPU-min; first pass {measuring} s + "
+        f"{plural(f.starts, 'start')} = {minutes} GPU-min ({rest})"
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossover.decide.coarse import first_pass_levels, sequential_first_pass
+from crossover.decide.coarse import first_pass_levels, first_pass_steps
 from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
 from crossover.decide.estimate import estimate_line as _estimate_line
 from crossover.decide.model import Measure, Question
@@ -47,27 +47,6 @@ class Plan:
     unread: str | None
     start_s: float
     start_s_given: bool
-
-
-def first_pass_steps(q: Question, first: dict[str, list[int]]) -> dict[str, list[Measure]]:
-    """Each first-pass level as a live decision asks for it once the levels before it are
-    measured (its levels are live: ``budget_factor`` 0, sequential; :func:`crossover.
-    decide.coarse.first_pass`): the reference's whole; a later target's whole where the
-    reference is not measured there (nothing to settle against), else as
-    :func:`~crossover.decide.coarse.sequential_first_pass` says: sequential where a stop
-    after its first wave may leave requests unsent, whole where it would save none (two
-    waves)."""
-    order = list(first)
-    ref = first[order[0]] if order else []
-    return {
-        t: [
-            sequential_first_pass(q, t, c)
-            if i and c in ref
-            else Measure(t, c, 0, None, "first pass")
-            for c in levels
-        ]
-        for i, (t, levels) in enumerate(first.items())
-    }
 
 
 def decision_plan(
@@ -182,6 +161,7 @@ def _pass_json(e: PassEstimate | None) -> dict[str, Any] | None:
         "starts": e.starts,
         "gpu_s": e.gpu_s,
         "gpu_minutes": e.gpu_s / 60,
+        "stopped": e.stopped,
     }
 
 
@@ -194,6 +174,10 @@ def _estimate_json(p: Plan) -> dict[str, Any] | None:
         "start_s_source": "--start-s" if p.start_s_given else "default",
         "grid": _pass_json(e.grid) if e else None,
         "first_pass": _pass_json(e.first_pass) if e else None,
+        # the first pass's range: its sequential levels each stopped at the first chance
+        # (low), each whole (high, the same as ``first_pass``)
+        "first_pass_low": _pass_json(e.first_pass_low) if e else None,
+        "first_pass_high": _pass_json(e.first_pass) if e else None,
         "missing": [{"target": t, "level": c} for t, c in e.missing] if e else [],
         "text": estimate_text(p),
     }
