@@ -11,6 +11,16 @@ import typer
 
 from crossover import defaults
 from crossover.cli.common import check_output_file, default_of, help_of, write_output
+from crossover.cli.options import (
+    EndpointOpt,
+    PromptLengthsOpt,
+    PromptsOpt,
+    SharedPrefixOpt,
+    ThinkOpt,
+    TokenizerOpt,
+    TraceOpt,
+    TurnsOpt,
+)
 from crossover.errors import InvalidRunError, UsageError
 from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.run import RunConfig
@@ -23,56 +33,6 @@ EXAMPLE = (
     "  crossover calibration-server --port 8001 &\n"
     "  crossover run --url http://127.0.0.1:8001 --model calib --output-tokens 32 --concurrency 4\n"
 )
-
-
-#: options ``crossover sweep`` takes as ``run`` does (the same flag, help and parsing);
-#: each defaults to None there, so a YAML's key is kept unless the flag is given
-EndpointOpt = Annotated[
-    str | None, typer.Option(help=help_of(Workload, "endpoint", show_default=True))
-]
-TurnsOpt = Annotated[
-    int | None,
-    typer.Option(
-        help="Multi-turn sessions of this many turns: each turn's prompt carries the "
-        "session's history (earlier prompts and stand-ins of their replies' lengths); "
-        "--concurrency/--rate count sessions [default: 1]"
-    ),
-]
-ThinkOpt = Annotated[
-    float | None,
-    typer.Option(help="Seconds between a turn's reply and the session's next turn [default: 0]"),
-]
-
-
-TraceOpt = Annotated[
-    Path | None,
-    typer.Option(
-        help="Replay a Mooncake-style JSONL trace (timestamp ms, input_length, "
-        "output_length, hash_ids): its arrivals, lengths and shared blocks"
-    ),
-]
-SharedPrefixOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="PxL[:random]: P shared prefixes of L tokens before each prompt's own "
-        "--input-tokens (prefix caches matter); round robin unless :random"
-    ),
-]
-PromptsOpt = Annotated[
-    Path | None,
-    typer.Option(
-        help="Prompts from a JSONL or ShareGPT file (fitted to --input-tokens unless "
-        "--prompt-lengths dataset)"
-    ),
-]
-PromptLengthsOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="With --prompts: fit (trim or pad each to --input-tokens) or dataset (each "
-        "prompt as written: the dataset's own lengths, the same prompts to every engine) "
-        "[default: fit]"
-    ),
-]
 
 
 def register(app: typer.Typer) -> None:
@@ -153,7 +113,7 @@ def run(
     shared_prefix: SharedPrefixOpt = None,
     prompts: PromptsOpt = None,
     prompt_lengths: PromptLengthsOpt = None,
-    tokenizer: Annotated[str | None, typer.Option(help=help_of(Workload, "tokenizer"))] = None,
+    tokenizer: TokenizerOpt = None,
     seed: Annotated[
         int | None,
         typer.Option(

@@ -9,12 +9,13 @@ import typer
 
 from crossover import defaults
 from crossover.cli.common import default_of, help_of
-from crossover.cli.run import (
+from crossover.cli.options import (
     EndpointOpt,
     PromptLengthsOpt,
     PromptsOpt,
     SharedPrefixOpt,
     ThinkOpt,
+    TokenizerOpt,
     TraceOpt,
     TurnsOpt,
 )
@@ -126,7 +127,7 @@ def sweep(
             "counts when it meets each limit)"
         ),
     ] = None,
-    tokenizer: Annotated[str | None, typer.Option(help=help_of(Workload, "tokenizer"))] = None,
+    tokenizer: TokenizerOpt = None,
     seed: Annotated[
         int | None, typer.Option(help=help_of(Workload, "seed", show_default=True))
     ] = None,

@@ -46,18 +46,26 @@ def usable_cores() -> int:
 def auto_workers_here(streams: int | None, lag_ms: float | None) -> int:
     """``auto_workers`` on this machine's cores, for ``run --workers auto`` (``lag_ms``: the
     idle probe's) and a sweep's ``workers: auto`` (the target's previous level's client
-    loop lag): one process for no stream count, one core, or ``FEW_STREAMS`` or fewer."""
+    loop lag; before its first level, the idle probe's as for ``run``): one process for no
+    stream count, one core, or ``FEW_STREAMS`` or fewer."""
     cores = usable_cores()
     if streams is None or cores < 2 or streams <= FEW_STREAMS:
         return 1
     return auto_workers(streams, cores, lag_ms)
 
 
+def lag_counts(streams: int | None) -> bool:
+    """Whether a loop lag can change ``auto_workers_here``'s answer for ``streams``: more
+    than ``FEW_STREAMS`` of them, on more than one core. Elsewhere the load runs from one
+    process whatever the lag, and no probe of it is worth its time."""
+    return streams is not None and streams > FEW_STREAMS and usable_cores() >= 2
+
+
 def workers_for(text: str, concurrency: int | None) -> int:
     """``N`` or ``auto``: ``auto_workers_here`` from the streams and a short probe of this
     machine's idle event-loop lag (only where more than one process could help)."""
     if text == "auto":
-        if concurrency is None or concurrency <= FEW_STREAMS or usable_cores() < 2:
+        if not lag_counts(concurrency):
             return 1
         from crossover.load.looplag import idle_lag_ms
 

@@ -96,7 +96,8 @@ class SweepConfig(Limits, Warmup, Workload):
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         1,
         description="load processes per level (as crossover run --workers); auto: sized per "
-        "level from its streams and the target's previous level's client loop lag; with "
+        "level from its streams and the target's previous level's client loop lag (before "
+        "its first level, the idle-loop probe crossover run --workers auto takes); with "
         "--ray they are Ray actors spread over the cluster's nodes, each node's records "
         "timed by its own clock",
     )

@@ -74,7 +74,8 @@ class TargetSession:
     warm: bool = False  # this engine instance has had its warm-up
     #: a URL target's model: its own, or the one its server lists (asked once)
     model: str | None = None
-    #: the client loop's p99 lag (ms) of this target's last measured level (workers: auto)
+    #: the client loop's p99 lag (ms) the next level's ``workers: auto`` sizes from: this
+    #: target's last measured level's, or before its first the idle probe's (``prepare``)
     loop_p99_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -222,12 +223,30 @@ class TargetSession:
 
     def workers_for(self, level: Level) -> int:
         """The level's load processes: the sweep's number, or (``auto``) sized from the
-        level's streams and the loop lag this target's previous level measured."""
+        level's streams and the loop lag this target's previous level measured (before
+        its first level, the idle probe's: ``probe_idle_loop``)."""
         if self.sweep.workers != "auto":
             return self.sweep.workers
         from crossover.load.sizing import auto_workers_here
 
         return auto_workers_here(level.concurrency, self.loop_p99_ms)
+
+    async def probe_idle_loop(self, level: Level) -> None:
+        """``workers: auto`` with no lag measured yet (the target's first level this time):
+        the probe of this machine's idle event loop that ``run --workers auto`` takes
+        (``idle_lag_ms``, 0.2 s on a fresh loop in a thread), so the first level is sized
+        as ``run`` would size it rather than as if no loop were ever late. Taken once, in
+        ``prepare``: before the level's warm-up and measured window, after its engine
+        started (an engine on this host busies the cores the load will run on); only where
+        the lag can change the number (``lag_counts``). Later levels size from the lag the
+        previous level measured, under load."""
+        if self.sweep.workers != "auto" or self.loop_p99_ms is not None:
+            return
+        from crossover.load import looplag
+        from crossover.load.sizing import lag_counts
+
+        if lag_counts(level.concurrency):
+            self.loop_p99_ms = await asyncio.to_thread(looplag.idle_lag_ms)
 
     def run_config(self, urls: list[str], dialect: str, model: str, level: Level) -> RunConfig:
         warmup = self.warmup_for(level)
@@ -272,6 +291,7 @@ class TargetSession:
                 if said is not None:
                     self._say(said)
             model = self.model
+        await self.probe_idle_loop(level)
         run_cfg = self.run_config(urls, dialect, model, level)
         self.warm = True
         return run_cfg
