@@ -1,12 +1,26 @@
 """``CUDA_VISIBLE_DEVICES`` read once for every user (``crossover.devices``): its entries in
 their own form, sliced among a target's replicas, and counted against the machine's GPUs
-as CUDA counts them."""
+as CUDA counts them. And NVML read in one session for every user: each figure a binding
+or driver does not tell is ``None``, and the session is always shut down."""
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 import pytest
 
-from crossover.devices import Unread, given, listed, replica_devices, visible_indices
+from crossover.devices import (
+    NvmlGpu,
+    NvmlPair,
+    NvmlUnavailable,
+    Unread,
+    given,
+    listed,
+    read_nvml,
+    replica_devices,
+    visible_indices,
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 UUIDS = [f"GPU-{c * 8}-1111-2222-3333-444444444444" for c in "abcd"]
@@ -44,3 +58,100 @@ def test_forms_not_read_against_the_machine_raise_unread() -> None:
     with pytest.raises(Unread, match="MIG-a is not an index"):
         visible_indices("MIG-a", [H100], [UUIDS[0]], pci_order=True)
     assert visible_indices("1,0", [H100, H100], UUIDS[:2], pci_order=False) == [1, 0]
+
+
+# --- NVML, read once for the host record and the advisor ------------------------------------
+
+
+def _nvml(names: list[str], full: bool = True) -> tuple[types.ModuleType, list[str]]:
+    """A stand-in for pynvml and the log of its sessions (``init``, ``shutdown``);
+    ``full=False``: an old binding with only names, memory and the driver."""
+    calls: list[str] = []
+    mod = types.ModuleType("pynvml")
+    ns: dict[str, Any] = {
+        "nvmlInit": lambda: calls.append("init"),
+        "nvmlShutdown": lambda: calls.append("shutdown"),
+        "nvmlDeviceGetCount": lambda: len(names),
+        "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetName": lambda h: names[h].encode(),  # older bindings return bytes
+        "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(total=80 * 2**30),
+        "nvmlSystemGetDriverVersion": lambda: b"580.95.05",
+    }
+    if full:
+        ns |= {
+            "NVML_P2P_CAPS_INDEX_READ": 0,
+            "NVML_P2P_CAPS_INDEX_NVLINK": 3,
+            "NVML_P2P_STATUS_OK": 0,
+            "nvmlDeviceGetCudaComputeCapability": lambda h: (9, 0),
+            "nvmlDeviceGetNumGpuCores": lambda h: 16896,
+            "nvmlDeviceGetMaxClockInfo": lambda h, kind: 1980 if kind == 1 else 2619,
+            "nvmlDeviceGetMemoryBusWidth": lambda h: 5120,
+            "nvmlDeviceGetP2PStatus": lambda a, b, idx: 0,
+            "nvmlDeviceGetUUID": lambda h: UUIDS[h],
+            "nvmlSystemGetCudaDriverVersion": lambda: 13000,
+        }
+    for key, value in ns.items():
+        setattr(mod, key, value)
+    return mod, calls
+
+
+def test_one_nvml_session_reads_every_gpu_every_pair_and_the_driver() -> None:
+    nv, calls = _nvml([H100] * 3)
+    reading = read_nvml(nv)
+    assert calls == ["init", "shutdown"]
+    assert [g.index for g in reading.gpus] == [0, 1, 2]
+    first = reading.gpus[0]
+    assert first == NvmlGpu(
+        index=0,
+        name=H100,
+        memory_bytes=80 * 2**30,
+        uuid=UUIDS[0],
+        compute_capability="9.0",
+        cuda_cores=16896,
+        max_sm_clock_mhz=1980,
+        max_memory_clock_mhz=2619,
+        memory_bus_width_bits=5120,
+    )
+    assert [(p.a, p.b) for p in reading.pairs] == [(0, 1), (0, 2), (1, 2)]
+    assert all(p.p2p and p.nvlink for p in reading.pairs)
+    assert reading.driver == "580.95.05" and reading.cuda == "13.0"
+
+
+def test_what_a_binding_or_driver_does_not_tell_is_none() -> None:
+    nv, _ = _nvml([H100] * 2, full=False)
+    reading = read_nvml(nv)
+    gpu = reading.gpus[0]
+    assert gpu.name == H100 and gpu.memory_bytes == 80 * 2**30
+    assert gpu.uuid is None and gpu.compute_capability is None and gpu.cuda_cores is None
+    assert gpu.max_sm_clock_mhz is None and gpu.memory_bus_width_bits is None
+    assert reading.pairs == (NvmlPair(a=0, b=1, p2p=None, nvlink=None),)
+    assert reading.driver == "580.95.05" and reading.cuda is None
+
+    def refused(*_: Any) -> Any:
+        raise RuntimeError("NVMLError_NotSupported")
+
+    nv.nvmlSystemGetDriverVersion = refused
+    nv.nvmlDeviceGetCudaComputeCapability = refused
+    reading = read_nvml(nv)
+    assert reading.driver is None and reading.gpus[0].compute_capability is None
+
+
+def test_nvml_that_cannot_start_or_name_a_gpu_raises_and_is_shut_down() -> None:
+    nv, _ = _nvml([H100])
+
+    def no_driver() -> None:
+        raise RuntimeError("Driver Not Loaded")
+
+    nv.nvmlInit = no_driver
+    with pytest.raises(NvmlUnavailable, match=r"^Driver Not Loaded$"):
+        read_nvml(nv)
+    nv, calls = _nvml([H100])
+
+    def lost(_: Any) -> Any:
+        raise RuntimeError("GPU is lost")
+
+    nv.nvmlDeviceGetName = lost
+    with pytest.raises(RuntimeError, match="GPU is lost"):
+        read_nvml(nv)
+    assert calls == ["init", "shutdown"]
+    assert read_nvml(_nvml([])[0]).gpus == ()

@@ -1,18 +1,27 @@
-"""The GPUs ``CUDA_VISIBLE_DEVICES`` leaves to CUDA, for everything that reads it: the host
-a sweep records (``crossover.measure.host``), the replicas a target starts with
-``gpus_per_replica`` (``crossover.sweep.level``, ``TargetConfig.engine_gpus``) and the
-GPUs ``crossover advise`` plans for (``crossover.advise.hardware``).
+"""The machine's GPUs as NVML lists them, and those ``CUDA_VISIBLE_DEVICES`` leaves to
+CUDA, for everything that reads them: the host a sweep records (``crossover.measure.host``),
+the replicas a target starts with ``gpus_per_replica`` (``crossover.sweep.level``,
+``TargetConfig.engine_gpus``) and the GPUs ``crossover advise`` plans for
+(``crossover.advise.hardware``, ``crossover.advise.nvml``).
 
 Indices and GPU UUIDs (or a start of one that names one GPU) are read as CUDA reads them:
 the list ends at the first index that names no GPU (``-1`` and the empty string hide every
 one). Against the machine's GPUs (NVML's list) a form not read here, a MIG id, raises
-:class:`Unread`; sliced among replicas, every entry keeps its own form."""
+:class:`Unread`; sliced among replicas, every entry keeps its own form.
+
+NVML (nvidia-ml-py, the ``gpu`` extra, imported lazily) is read in one place,
+:func:`read_nvml`, for the host record and the advisor alike: each builds its own view of
+the one :class:`NvmlReading` and says in its own way what it does without one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 
@@ -146,3 +155,151 @@ def own_entries() -> list[str] | None:
     it is not set (the machine's every GPU)."""
     value = own()
     return None if value is None else listed(value)
+
+
+@dataclass(frozen=True)
+class NvmlGpu:
+    """One GPU as NVML lists it; ``None`` where NVML (this binding, this driver) does
+    not say."""
+
+    index: int
+    #: the product name as NVML gives it (decoded, not stripped)
+    name: str
+    memory_bytes: int
+    #: ``GPU-...``, what a ``CUDA_VISIBLE_DEVICES`` of UUIDs names it by
+    uuid: str | None = None
+    #: ``9.0``
+    compute_capability: str | None = None
+    cuda_cores: int | None = None
+    max_sm_clock_mhz: int | None = None
+    max_memory_clock_mhz: int | None = None
+    memory_bus_width_bits: int | None = None
+
+
+@dataclass(frozen=True)
+class NvmlPair:
+    """The P2P read and NVLink status of two GPUs (NVML indices ``a < b``)."""
+
+    a: int
+    b: int
+    p2p: bool | None
+    nvlink: bool | None
+
+
+@dataclass(frozen=True)
+class NvmlReading:
+    """Every GPU of the machine in NVML's order (``CUDA_VISIBLE_DEVICES`` hides none from
+    NVML), every pair of them, and the driver and the CUDA version it supports."""
+
+    gpus: tuple[NvmlGpu, ...]
+    pairs: tuple[NvmlPair, ...]
+    driver: str | None
+    #: ``13.0``
+    cuda: str | None
+
+
+class NvmlUnavailable(RuntimeError):
+    """``nvmlInit`` failed (no driver, no GPU); its message is NVML's."""
+
+
+def nvml_module() -> ModuleType | None:
+    """The ``pynvml`` module (nvidia-ml-py), ``None`` where it is not installed."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    module: ModuleType = pynvml
+    return module
+
+
+def read_nvml(nv: ModuleType) -> NvmlReading:
+    """One NVML session (``nv``: the ``pynvml`` module, or a stand-in): every GPU, every
+    pair, the driver. A figure a call this binding or driver lacks does not give is
+    ``None``; :class:`NvmlUnavailable` where ``nvmlInit`` fails, and the count, a handle,
+    a name or a memory size NVML cannot give raises its error."""
+    try:
+        nv.nvmlInit()
+    except Exception as exc:  # NVMLError: no driver, no GPU
+        raise NvmlUnavailable(str(exc)) from exc
+    try:
+        n = int(nv.nvmlDeviceGetCount())
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        gpus = tuple(_nvml_gpu(nv, i, h) for i, h in enumerate(handles))
+        pairs = tuple(_nvml_pair(nv, handles, a, b) for a in range(n) for b in range(a + 1, n))
+        driver: str | None = None
+        with contextlib.suppress(Exception):
+            driver = _text(nv.nvmlSystemGetDriverVersion())
+        cuda: str | None = None
+        with contextlib.suppress(Exception):
+            v = int(nv.nvmlSystemGetCudaDriverVersion())
+            cuda = f"{v // 1000}.{v % 1000 // 10}"
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
+    return NvmlReading(gpus, pairs, driver, cuda)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _optional(nv: ModuleType, fn: str, *args: Any) -> int | None:
+    """A figure from an NVML call that older drivers or bindings lack: None if absent."""
+    call = getattr(nv, fn, None)
+    if call is None:
+        return None
+    try:
+        value = call(*args)
+    except Exception:  # NVMLError_NotSupported and kin
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _maybe(nv: ModuleType, fn: str, *args: Any) -> Any:
+    """What an NVML call gives, ``None`` where the binding lacks it or NVML refuses."""
+    call = getattr(nv, fn, None)
+    if call is None:
+        return None
+    try:
+        return call(*args)
+    except Exception:  # NVMLError_NotSupported and kin
+        return None
+
+
+def _nvml_gpu(nv: ModuleType, index: int, handle: Any) -> NvmlGpu:
+    cc = _maybe(nv, "nvmlDeviceGetCudaComputeCapability", handle)
+    uuid = _maybe(nv, "nvmlDeviceGetUUID", handle)
+    return NvmlGpu(
+        index=index,
+        name=_text(nv.nvmlDeviceGetName(handle)),
+        memory_bytes=int(nv.nvmlDeviceGetMemoryInfo(handle).total),
+        uuid=None if uuid is None else _text(uuid),
+        compute_capability=None if cc is None else f"{int(cc[0])}.{int(cc[1])}",
+        cuda_cores=_optional(nv, "nvmlDeviceGetNumGpuCores", handle),
+        max_sm_clock_mhz=_optional(
+            nv, "nvmlDeviceGetMaxClockInfo", handle, getattr(nv, "NVML_CLOCK_SM", 1)
+        ),
+        max_memory_clock_mhz=_optional(
+            nv, "nvmlDeviceGetMaxClockInfo", handle, getattr(nv, "NVML_CLOCK_MEM", 2)
+        ),
+        memory_bus_width_bits=_optional(nv, "nvmlDeviceGetMemoryBusWidth", handle),
+    )
+
+
+def _nvml_pair(nv: ModuleType, handles: list[Any], a: int, b: int) -> NvmlPair:
+    def status(index_name: str) -> bool | None:
+        idx = getattr(nv, index_name, None)
+        if idx is None:
+            return None
+        try:
+            ok = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], idx)
+        except Exception:
+            return None
+        return bool(ok == nv.NVML_P2P_STATUS_OK)
+
+    return NvmlPair(
+        a=a,
+        b=b,
+        p2p=status("NVML_P2P_CAPS_INDEX_READ"),
+        nvlink=status("NVML_P2P_CAPS_INDEX_NVLINK"),
+    )

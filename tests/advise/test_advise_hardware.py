@@ -245,6 +245,13 @@ def test_nvml_calls_a_driver_lacks_are_none() -> None:
     assert gpu.sm_count is None and gpu.memory_bus_width_bits is None
 
 
+def test_nvml_that_does_not_tell_the_compute_capability_is_a_usage_error() -> None:
+    mod = fake_nvml(["NVIDIA H100 80GB HBM3"], 79.6)
+    del mod.nvmlDeviceGetCudaComputeCapability
+    with pytest.raises(UsageError, match=r"GPU 0's compute capability; name the GPU with --gpu"):
+        nvml.read(mod)
+
+
 def test_local_laptop_matches_exactly_by_nvml_name() -> None:
     nv = fake_nvml(["NVIDIA GeForce RTX 4090 Laptop GPU"], 15.99)
     system = system_from_nvml(nv=nv)

@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.advise.test_advise_hardware import fake_nvml
 
+from crossover.advise import nvml as advise_nvml
 from crossover.analysis.schema import SweepFile
+from crossover.devices import read_nvml
+from crossover.measure import host
 from crossover.measure.host import GpuReading, _nvidia_smi, read_host
 from crossover.metrics.host import HostFacts, HostGpu
 
@@ -205,3 +209,54 @@ def test_a_host_kept_before_the_machine_s_gpus_were_still_loads() -> None:
     (h,) = sweep.hosts
     assert h.machine_gpus is None and h.gpus_chosen is None
     assert h.describe() == "1x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 580; CPU unknown"
+
+
+def test_the_host_and_advise_are_one_nvml_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One session of NVML (one nvmlInit) gives both the host a sweep records and the GPUs
+    ``crossover advise`` and ``crossover gpus --local`` read; each reader reads through
+    it."""
+    nv = fake_nvml([H100] * 4, 79.6, cc=(9, 0), p2p=True, uuids=UUIDS)
+    sessions: list[str] = []
+    nv.nvmlInit = lambda: sessions.append("init")  # type: ignore[attr-defined]
+    nv.nvmlSystemGetDriverVersion = lambda: "580.95.05"  # type: ignore[attr-defined]
+    nv.nvmlSystemGetCudaDriverVersion = lambda: 13000  # type: ignore[attr-defined]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    reading = read_nvml(nv)
+    local = advise_nvml.local_reading(reading)
+    h = read_host(tmp_path, gpus=host.gpu_reading(reading))
+    assert sessions == ["init"]
+    assert [g.name for g in h.gpus] == [g.name for g in local.gpus] == [H100] * 4
+    assert [g.memory_gib for g in h.gpus] == [round(g.memory_gib, 1) for g in local.gpus]
+    assert host.gpu_reading(reading).uuids == tuple(g.uuid for g in local.gpus) == tuple(UUIDS)
+    assert h.driver == "580.95.05" and h.cuda == "13.0" and h.machine_gpus == 4
+    assert len(local.pairs) == 6 and all(p.p2p for p in local.pairs)
+
+    # the readers themselves: each one session of the same reading
+    assert host.read_nvml is advise_nvml.read_nvml is read_nvml
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    again = read_host(tmp_path)
+    assert again.model_copy(update={"seen_at": h.seen_at}) == h
+    assert advise_nvml.read() == local
+    assert sessions == ["init"] * 3
+
+
+def test_an_nvml_that_cannot_tell_the_driver_gives_way_to_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nv = _fake_nvml([H100] * 2, UUIDS[:2])
+
+    def refused() -> str:
+        raise RuntimeError("NVMLError_NotSupported")
+
+    nv.nvmlSystemGetDriverVersion = refused  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771, 580.95.05, GPU-x'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    h = read_host(tmp_path)
+    assert [g.name for g in h.gpus] == ["NVIDIA H200"] and h.driver == "580.95.05"

@@ -1,7 +1,9 @@
 """The machine a sweep ran on is kept with its results: its GPUs (NVML, else nvidia-smi),
 driver, CPU and memory (``/proc``) in ``sweep.json``'s ``hosts``; a sweep resumed on
 another kind of machine (other GPUs or CPU, not a driver update) says so and keeps both;
-the report says where it was measured and ``compare`` notes machines that differ."""
+the report says where it was measured and ``compare`` notes machines that differ. A host
+kept before hosts kept the targets' GPUs (every GPU of its machine) is the same machine as
+some of those GPUs chosen now by ``CUDA_VISIBLE_DEVICES``."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import pytest
 
 from crossover.analysis.schema import HostFacts, HostGpu, SweepFile, TargetInfo
 from crossover.measure.host import _nvidia_smi, kept_hosts, note_host, read_host
+from crossover.metrics.host import kinds, machine_count
 from crossover.records.store import Store
 from crossover.report.compare import compare_sweeps
 from crossover.sweep.config import SweepConfig
-from crossover.sweep.driver import SweepRunner
+from crossover.sweep.driver import SweepEvents, SweepRunner
 from tests.measure.test_host_gpus import _fake_nvml
 
 from .conftest import Linear, child_env, crossover_cmd, read_sweep, servers, target_flags
@@ -159,3 +162,121 @@ def test_a_sweep_keeps_its_host_and_says_when_it_resumed_on_another(tmp_path: Pa
     assert "measured on: 1x NVIDIA H100 80GB HBM3" in html
     assert "resumed on another machine:" in html
     assert '</span> <span class="muted">(the machine crossover ran on' in html
+
+
+# --- a host kept before hosts kept the targets' GPUs: every GPU of its machine ---------------
+
+
+def _old(n: int, gpu: HostGpu = H100, cpu: str = "EPYC") -> HostFacts:
+    """A host an older crossover kept: every GPU of the machine, no ``machine_gpus``."""
+    return HostFacts(seen_at="t", gpus=[gpu] * n, driver="580", cpu=cpu, cpus=16)
+
+
+def _chosen(n: int, of: int, gpu: HostGpu = H100, cpu: str = "EPYC") -> HostFacts:
+    """A host kept now: ``n`` of the machine's ``of`` GPUs, by CUDA_VISIBLE_DEVICES."""
+    chosen = "CUDA_VISIBLE_DEVICES=" + ",".join(map(str, range(n)))
+    return _old(n, gpu, cpu).model_copy(update={"machine_gpus": of, "gpus_chosen": chosen})
+
+
+def test_an_old_host_of_every_gpu_is_the_same_machine_as_some_of_them_chosen() -> None:
+    stored = [_old(8).model_dump(mode="json")]
+    same, before = note_host(stored, _chosen(2, of=8))
+    assert same is stored and before is None
+    assert note_host(stored, _chosen(8, of=8))[1] is None
+    # as before: a machine of one H100 then, one of four H100s now
+    assert note_host([_old(1).model_dump(mode="json")], _chosen(1, of=4))[1] is None
+    # the relation holds both ways, and where the old host is the later one
+    assert _chosen(2, of=8).same_kind(_old(8)) and _old(8).same_kind(_chosen(2, of=8))
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        _chosen(2, of=8, gpu=HostGpu(name="NVIDIA H200", memory_gib=139.8)),  # other GPUs
+        _chosen(2, of=4),  # a machine of four H100s, not of eight
+        _chosen(2, of=8, cpu="Xeon"),  # another CPU
+    ],
+)
+def test_a_machine_that_differs_from_an_old_host_is_still_noted(now: HostFacts) -> None:
+    stored = [_old(8).model_dump(mode="json")]
+    both, before = note_host(stored, now)
+    assert len(both) == 2 and before == _old(8)
+
+
+def test_two_hosts_kept_now_compare_the_gpus_their_targets_use() -> None:
+    """Both say which GPUs their targets could use: those are compared (8 H100s then, 2
+    now, are timings of other GPUs though of one machine)."""
+    assert _chosen(2, of=8).same_kind(_chosen(2, of=8).model_copy(update={"gpus_chosen": "x"}))
+    assert not _chosen(8, of=8).same_kind(_chosen(2, of=8))
+    assert note_host([_chosen(8, of=8).model_dump(mode="json")], _chosen(2, of=8))[1] is not None
+
+
+def test_the_report_does_not_call_an_old_host_and_its_chosen_gpus_two_machines() -> None:
+    """A sweep an earlier crossover kept both hosts of (resumed under CUDA_VISIBLE_DEVICES
+    on the machine it started on) is one machine to the report and to compare."""
+    from crossover.report.html import render_html
+
+    x = [TargetInfo(name="x")]
+    resumed = SweepFile(hosts=[_old(8), _chosen(2, of=8)], targets=x)
+    assert resumed.machines() == 1
+    cmp = compare_sweeps(resumed, SweepFile(hosts=[_chosen(2, of=8)], targets=x))
+    assert not any("another machine" in n or "machines differ" in n for n in cmp.notes)
+    html = render_html(resumed, {}, [], [])
+    assert "measured on: 8x NVIDIA H100" in html and "resumed on another machine" not in html
+
+    moved = SweepFile(hosts=[_old(8), _chosen(2, of=4)], targets=x)
+    assert moved.machines() == 2
+    cmp = compare_sweeps(moved, SweepFile(hosts=[_old(8)], targets=x))
+    assert any(n.startswith("A: resumed on another machine (8x") for n in cmp.notes), cmp.notes
+    assert any(n.startswith("machines differ") for n in cmp.notes), cmp.notes
+    assert "resumed on another machine: 2x NVIDIA H100" in render_html(moved, {}, [], [])
+
+
+def test_a_sweep_an_older_crossover_kept_resumes_on_its_machine_unnoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep started on the whole machine (kept as every GPU, no machine_gpus) and
+    resumes on it under CUDA_VISIBLE_DEVICES=0,1: no 'resumed on another machine'."""
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cfg = SweepConfig.model_validate(
+        {
+            "name": "old",
+            "targets": [{"name": "A", "url": "http://127.0.0.1:9"}],
+            "concurrency": [1],
+            "output_tokens": 4,
+            "input_tokens": 8,
+            "client_floor": "off",
+        }
+    )
+
+    def resume() -> list[str]:
+        notes: list[str] = []
+        runner = SweepRunner(cfg, tmp_path, events=SweepEvents(on_note=notes.append))
+        runner.store.close()
+        return notes
+
+    assert resume() == []
+    with Store(tmp_path / "sweep.db") as store:
+        (now,) = kept_hosts(store.get_meta("hosts"))
+        old = now.model_dump(mode="json", exclude={"machine_gpus", "gpus_chosen"})
+        assert len(old["gpus"]) == 8
+        store.set_meta("hosts", [old])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert resume() == []
+    with Store(tmp_path / "sweep.db") as store:
+        assert store.get_meta("hosts") == [old]
+    # on a machine of other GPUs it is said
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(["NVIDIA H200"] * 8))
+    (said,) = resume()
+    assert said.startswith("this sweep resumed on another machine: 2x NVIDIA H200")
+    assert "so far were measured on 8x NVIDIA H100 80GB HBM3" in said
+
+
+def test_hosts_an_earlier_crossover_kept_are_read_as_a_sweep_keeps_them_now() -> None:
+    """Each host is judged against the last one kept, as :func:`note_host` keeps them: an
+    old host of every GPU, two of them, then all eight is one machine throughout."""
+    hosts = [_old(8), _chosen(2, of=8), _chosen(8, of=8)]
+    assert kinds(hosts) == [_old(8)] and machine_count(hosts) == 1
+    back = [_old(8), _old(8, cpu="Xeon"), _chosen(2, of=8)]
+    assert kinds(back) == back and machine_count(back) == 2

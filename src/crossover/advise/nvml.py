@@ -1,4 +1,6 @@
-"""The local GPUs as NVML reports them (nvidia-ml-py, the ``gpu`` extra, imported lazily).
+"""The local GPUs as NVML reports them (nvidia-ml-py, the ``gpu`` extra, imported lazily),
+the advisor's view of the one NVML reading (:func:`crossover.devices.read_nvml`) the sweep's
+host record is made from too.
 
 Only facts NVML states are read: the product name, UUID, total memory, compute capability,
 CUDA core count (SM count follows from the cores per SM of the compute capability),
@@ -10,10 +12,10 @@ clock does not say the memory's transfers per clock, and it has no tensor rate.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
 
 from pydantic import BaseModel
 
+from crossover.devices import NvmlGpu, NvmlReading, NvmlUnavailable, nvml_module, read_nvml
 from crossover.errors import UsageError
 
 #: FP32 cores per SM by compute capability major.minor (CUDA C++ Programming Guide,
@@ -61,102 +63,52 @@ def sm_count(cuda_cores: int | None, cc: str) -> int | None:
     return cuda_cores // per_sm if cuda_cores % per_sm == 0 else None
 
 
-def _optional(nv: ModuleType, fn: str, *args: Any) -> int | None:
-    """A figure from an NVML call that older drivers or bindings lack: None if absent."""
-    call = getattr(nv, fn, None)
-    if call is None:
-        return None
-    try:
-        value = call(*args)
-    except Exception:  # NVMLError_NotSupported and kin
-        return None
-    return int(value) if isinstance(value, int) and value > 0 else None
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 #: what a command that reads the local GPU offers instead when it cannot (advise, plan)
 NAME_IT = "name the GPU with --gpu, or describe it with --gpu-spec"
 
 
-def _import(hint: str) -> ModuleType:
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise UsageError(
-            f"reading the local GPU needs nvidia-ml-py (pip install 'crossover[gpu]'); or {hint}"
-        ) from exc
-    module: ModuleType = pynvml
-    return module
-
-
 def read(nv: ModuleType | None = None, hint: str = NAME_IT) -> LocalReading:
     """Every GPU NVML sees (every GPU of the machine: ``CUDA_VISIBLE_DEVICES`` hides none
-    from NVML); UsageError (one line, ending with the caller's ``hint``: what
-    to do instead) when NVML is missing or sees none."""
-    nv = nv or _import(hint)
+    from NVML), read by :func:`crossover.devices.read_nvml` as the sweep's host record
+    reads them; UsageError (one line, ending with the caller's ``hint``: what to do
+    instead) when NVML is missing or sees none."""
+    nv = nv or nvml_module()
+    if nv is None:
+        raise UsageError(
+            f"reading the local GPU needs nvidia-ml-py (pip install 'crossover[gpu]'); or {hint}"
+        )
     try:
-        nv.nvmlInit()
-    except Exception as exc:  # NVMLError: no driver, no GPU
+        reading = read_nvml(nv)
+    except NvmlUnavailable as exc:
         raise UsageError(f"NVML is unavailable ({exc}); {hint}") from exc
-    try:
-        n = int(nv.nvmlDeviceGetCount())
-        if n == 0:
-            raise UsageError(f"NVML sees no GPU; {hint}")
-        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-        gpus = [_gpu(nv, i, h) for i, h in enumerate(handles)]
-        pairs = [_pair(nv, handles, a, b) for a in range(n) for b in range(a + 1, n)]
-    finally:
-        nv.nvmlShutdown()
-    return LocalReading(gpus=gpus, pairs=pairs)
+    return local_reading(reading, hint)
 
 
-def _gpu(nv: ModuleType, index: int, handle: Any) -> LocalGpu:
-    major, minor = nv.nvmlDeviceGetCudaComputeCapability(handle)
-    cc = f"{int(major)}.{int(minor)}"
-    cores = _optional(nv, "nvmlDeviceGetNumGpuCores", handle)
-    sm_clock = getattr(nv, "NVML_CLOCK_SM", 1)
-    mem_clock = getattr(nv, "NVML_CLOCK_MEM", 2)
-    return LocalGpu(
-        index=index,
-        name=_text(nv.nvmlDeviceGetName(handle)).strip(),
-        memory_bytes=int(nv.nvmlDeviceGetMemoryInfo(handle).total),
-        compute_capability=cc,
-        cuda_cores=cores,
-        sm_count=sm_count(cores, cc),
-        max_sm_clock_mhz=_optional(nv, "nvmlDeviceGetMaxClockInfo", handle, sm_clock),
-        max_memory_clock_mhz=_optional(nv, "nvmlDeviceGetMaxClockInfo", handle, mem_clock),
-        memory_bus_width_bits=_optional(nv, "nvmlDeviceGetMemoryBusWidth", handle),
-        uuid=_uuid(nv, handle),
+def local_reading(reading: NvmlReading, hint: str = NAME_IT) -> LocalReading:
+    """The advisor's view of an NVML reading (:func:`crossover.devices.read_nvml`): names
+    stripped, SMs from the cores; UsageError (ending with ``hint``) where NVML sees no GPU
+    or does not tell a GPU's compute capability."""
+    if not reading.gpus:
+        raise UsageError(f"NVML sees no GPU; {hint}")
+    return LocalReading(
+        gpus=[_gpu(g, hint) for g in reading.gpus],
+        pairs=[PairLink(a=p.a, b=p.b, p2p=p.p2p, nvlink=p.nvlink) for p in reading.pairs],
     )
 
 
-def _uuid(nv: ModuleType, handle: Any) -> str | None:
-    call = getattr(nv, "nvmlDeviceGetUUID", None)
-    if call is None:
-        return None
-    try:
-        return _text(call(handle))
-    except Exception:  # NVMLError_NotSupported and kin
-        return None
-
-
-def _pair(nv: ModuleType, handles: list[Any], a: int, b: int) -> PairLink:
-    def status(index_name: str) -> bool | None:
-        idx = getattr(nv, index_name, None)
-        if idx is None:
-            return None
-        try:
-            ok = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], idx)
-        except Exception:
-            return None
-        return bool(ok == nv.NVML_P2P_STATUS_OK)
-
-    return PairLink(
-        a=a,
-        b=b,
-        p2p=status("NVML_P2P_CAPS_INDEX_READ"),
-        nvlink=status("NVML_P2P_CAPS_INDEX_NVLINK"),
+def _gpu(gpu: NvmlGpu, hint: str) -> LocalGpu:
+    cc = gpu.compute_capability
+    if cc is None:
+        raise UsageError(f"NVML does not tell GPU {gpu.index}'s compute capability; {hint}")
+    return LocalGpu(
+        index=gpu.index,
+        name=gpu.name.strip(),
+        memory_bytes=gpu.memory_bytes,
+        compute_capability=cc,
+        cuda_cores=gpu.cuda_cores,
+        sm_count=sm_count(gpu.cuda_cores, cc),
+        max_sm_clock_mhz=gpu.max_sm_clock_mhz,
+        max_memory_clock_mhz=gpu.max_memory_clock_mhz,
+        memory_bus_width_bits=gpu.memory_bus_width_bits,
+        uuid=gpu.uuid,
     )

@@ -33,6 +33,7 @@ from pydantic import (
 from crossover.files import write_atomic
 from crossover.metrics.host import HostFacts as HostFacts
 from crossover.metrics.host import HostGpu as HostGpu
+from crossover.metrics.host import machine_count
 from crossover.metrics.summary import EngineInfo, Problem, RunSummary
 from crossover.spec.load import Axis as Axis
 from crossover.spec.load import level_label as level_label
@@ -320,8 +321,8 @@ class SweepFile(BaseModel):
 
     def machines(self) -> int:
         """How many kinds of machine its runs were measured on (``hosts``; 0 before
-        sweeps kept them)."""
-        return len({h.machine() for h in self.hosts})
+        sweeps kept them; :meth:`HostFacts.same_kind`)."""
+        return machine_count(self.hosts)
 
     def target_names(self) -> list[str]:
         """Targets in declared order, then any that appear only in ``runs``."""

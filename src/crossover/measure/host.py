@@ -4,7 +4,8 @@ database, ``meta`` key ``hosts``, and ``sweep.json``), so a result says which GP
 driver and CPU it was measured with, and a sweep resumed on another kind of machine
 says so.
 
-GPUs come from NVML (``pynvml``, the ``gpu`` extra) or, without it, ``nvidia-smi``; both
+GPUs come from NVML (``pynvml``, the ``gpu`` extra: :func:`crossover.devices.read_nvml`,
+the reading ``crossover advise`` makes too) or, without it, ``nvidia-smi``; both
 see every GPU of the machine, so those kept are the ones ``CUDA_VISIBLE_DEVICES`` leaves
 to the engines (:func:`crossover.devices.pick`: crossover's own, or each target's where
 its env sets one). CPU and memory come from ``/proc`` (Linux); each fact is ``None`` where
@@ -12,7 +13,6 @@ it cannot be read, never a guess."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import shutil
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from crossover.devices import given, own, pick, shown
+from crossover.devices import NvmlReading, given, nvml_module, own, pick, read_nvml, shown
 from crossover.metrics.host import HostFacts, HostGpu
 
 
@@ -37,10 +37,6 @@ class GpuReading(NamedTuple):
     uuids: tuple[str | None, ...] = ()
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _chosen(values: Sequence[str], reading: GpuReading) -> tuple[list[int] | None, str]:
     """The GPUs the engines could use under each of ``values`` (their union, NVML's
     order), ``None`` where one is not read here; and what chose them
@@ -50,38 +46,24 @@ def _chosen(values: Sequence[str], reading: GpuReading) -> tuple[list[int] | Non
 
 
 def _nvml() -> GpuReading | None:
-    try:
-        import pynvml
-    except ImportError:
+    nv = nvml_module()
+    if nv is None:
         return None
     try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no GPU: NVMLError_* and kin
+        reading = read_nvml(nv)
+    except Exception:  # no driver, no GPU (NvmlUnavailable), an NVMLError_* mid-way
         return None
-    try:
-        gpus, uuids = [], []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            total = pynvml.nvmlDeviceGetMemoryInfo(h).total
-            gpus.append(HostGpu(name=_text(name), memory_gib=round(total / 2**30, 1)))
-            uuid: str | None = None
-            with contextlib.suppress(Exception):
-                uuid = _text(pynvml.nvmlDeviceGetUUID(h))
-            uuids.append(uuid)
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        cuda: str | None = None
-        try:
-            v = int(pynvml.nvmlSystemGetCudaDriverVersion())
-            cuda = f"{v // 1000}.{v % 1000 // 10}"
-        except Exception:
-            cuda = None
-        return GpuReading(gpus, driver, cuda, tuple(uuids))
-    except Exception:
+    if reading.driver is None:  # an NVML that cannot tell the driver: nvidia-smi, as before
         return None
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+    return gpu_reading(reading)
+
+
+def gpu_reading(reading: NvmlReading) -> GpuReading:
+    """The host record's view of an NVML reading (:func:`crossover.devices.read_nvml`, the
+    one ``crossover advise`` and ``crossover gpus --local`` read): each GPU's name as NVML
+    gives it and memory in GiB, the driver, the CUDA version, the UUIDs."""
+    gpus = [HostGpu(name=g.name, memory_gib=round(g.memory_bytes / 2**30, 1)) for g in reading.gpus]
+    return GpuReading(gpus, reading.driver, reading.cuda, tuple(g.uuid for g in reading.gpus))
 
 
 def _nvidia_smi() -> GpuReading | None:
@@ -216,10 +198,12 @@ def kept_hosts(stored: Any) -> list[HostFacts]:
 
 def note_host(stored: Any, now: HostFacts) -> tuple[list[Any], HostFacts | None]:
     """The ``hosts`` meta list with ``now`` added where it is another kind of machine
-    than the last one the sweep ran on (or the first), and that last one when ``now``
-    differs from it (the sweep resumed on another machine), else ``None``."""
+    than the last one the sweep ran on (or the first; :meth:`HostFacts.same_kind`: a host
+    kept before hosts kept the targets' GPUs is every GPU of its machine), and that last
+    one when ``now`` differs from it (the sweep resumed on another machine), else
+    ``None``."""
     stored = stored if isinstance(stored, list) else []
     known = kept_hosts(stored)
-    if known and known[-1].machine() == now.machine():
+    if known and known[-1].same_kind(now):
         return stored, None
     return [*stored, now.model_dump(mode="json")], (known[-1] if known else None)

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 from pydantic import BaseModel, Field
 
 from crossover.words import plural
@@ -47,6 +50,19 @@ class HostFacts(BaseModel):
         and count (a driver or package update is not a new one)."""
         return tuple(g.name for g in self.gpus), self.cpu, self.cpus
 
+    def same_kind(self, other: HostFacts) -> bool:
+        """Whether ``other`` is the same kind of machine for timings: the same
+        :meth:`machine`, or, where one was kept before hosts kept the GPUs the targets
+        could use (no ``machine_gpus``: its ``gpus`` are every GPU of its machine, which
+        of them its targets used it does not say), the same CPU and a machine of as many
+        GPUs the other's are among (8 H100s then; 2 of the machine's 8 H100s, by
+        ``CUDA_VISIBLE_DEVICES=0,1``, now)."""
+        if self.machine() == other.machine():
+            return True
+        if (self.cpu, self.cpus) != (other.cpu, other.cpus):
+            return False
+        return _whole_then(self, other) or _whole_then(other, self)
+
     def describe(self) -> str:
         """``1x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 580.95, CUDA 13.0; AMD EPYC
         9654 (16 CPUs), 125.8 GiB``: one line for the report and the CLI (``1x ... of the
@@ -76,3 +92,40 @@ class HostFacts(BaseModel):
             seen += f" ({self.gpus_chosen})"
         head = seen + (f", {sw}" if sw else "")
         return f"{head}; {cpu}"
+
+
+def _whole_then(old: HostFacts, now: HostFacts) -> bool:
+    """``old``, kept before hosts kept the targets' GPUs (every GPU of its machine), may be
+    the machine ``now`` chose some of: as many GPUs, each chosen one's kind among them."""
+    if old.machine_gpus is not None or not old.gpus or now.machine_gpus != len(old.gpus):
+        return False
+    return Counter(g.name for g in now.gpus) <= Counter(g.name for g in old.gpus)
+
+
+def kinds(hosts: Sequence[HostFacts]) -> list[HostFacts]:
+    """The first of ``hosts`` and each that is another kind of machine than the last one
+    kept (:meth:`HostFacts.same_kind`), as a sweep keeps them: where it resumed on another
+    machine (a host an earlier crossover kept though it was the same kind is passed over)."""
+    kept: list[HostFacts] = []
+    for h in hosts:
+        if not kept or not kept[-1].same_kind(h):
+            kept.append(h)
+    return kept
+
+
+def machine_count(hosts: Sequence[HostFacts]) -> int:
+    """How many kinds of machine ``hosts`` were (:meth:`HostFacts.same_kind`); more than
+    one where :func:`kinds` finds a resume on another machine."""
+    seen: list[HostFacts] = []
+    for h in kinds(hosts):
+        if not any(h.same_kind(s) for s in seen):
+            seen.append(h)
+    return len(seen)
+
+
+def same_machines(a: Sequence[HostFacts], b: Sequence[HostFacts]) -> bool:
+    """Whether every host of ``a`` is the same kind of machine as one of ``b``, and the
+    other way round."""
+    return all(any(x.same_kind(y) for y in b) for x in a) and all(
+        any(y.same_kind(x) for x in a) for y in b
+    )

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from crossover.analysis.schema import SweepFile, level_label, summary_value
 from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
 from crossover.errors import UsageError
-from crossover.metrics.host import HostFacts
+from crossover.metrics.host import HostFacts, kinds, same_machines
 from crossover.metrics.summary import RunSummary
 from crossover.report.load import is_sweep, load_run, load_sweep
 
@@ -185,7 +185,7 @@ def _one(v: float | None) -> tuple[float, ...]:
 def _machines(cmp: Comparison, a: list[HostFacts], b: list[HostFacts]) -> None:
     """A note where the two were measured on different kinds of machine (each side's
     last; a side that does not say is not judged)."""
-    if a and b and {h.machine() for h in a} != {h.machine() for h in b}:
+    if a and b and not same_machines(a, b):
         cmp.notes.append(
             f"machines differ: {cmp.before} on {a[-1].describe()}, {cmp.after} on "
             f"{b[-1].describe()}: a change is the machines' as much as the engines'"
@@ -287,7 +287,7 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
             cmp.invalid_runs.append(f"{label} has no valid run")
     for label, s in ((before, a), (after, b)):
         if s.machines() > 1:
-            seen = "; then ".join(h.describe() for h in s.hosts)
+            seen = "; then ".join(h.describe() for h in kinds(s.hosts))
             cmp.notes.append(f"{label}: resumed on another machine ({seen})")
     _machines(cmp, a.hosts, b.hosts)
     wa, wb = a.workload or {}, b.workload or {}

@@ -28,6 +28,7 @@ from crossover.analysis.crossovers import (
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
+from crossover.metrics.host import kinds
 from crossover.words import plural
 from crossover.workload.sessions import shown
 
@@ -316,7 +317,9 @@ def render_html(
         "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "started_at": sweep.started_at,
         "workload": describe_workload(sweep.workload or {}),
-        "hosts": [h.describe() for h in sweep.hosts],
+        # each change of machine (metrics.host.kinds): a host an earlier crossover kept as
+        # another machine, though the same kind, is no resume on another machine
+        "hosts": [h.describe() for h in kinds(sweep.hosts)],
         "machines": sweep.machines(),
         "charts": chart_list,
         "overloads": format_overloads(sweep),
