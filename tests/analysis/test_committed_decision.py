@@ -22,6 +22,20 @@ def _script() -> ModuleType:
     return load_script(ROOT / "scripts" / "h200" / "decide_vs_grid.py", "decide_vs_grid", True)
 
 
+def _rows_in(out: str, readme: str) -> int:
+    """Each pair's row the script printed is in the README's table (metric names as the
+    README writes them); how many rows."""
+    rows = 0
+    for line in out.splitlines():
+        m = re.match(r"\| (\S+ vs \S+) \| (\S+) \| ([^|]+) \| ([^|]+) \| (yes|\*\*no\*\*) \|", line)
+        if m and m[2] in ("total_tokens_per_s", "ttft_ms.p50"):
+            metric = {"total_tokens_per_s": "total tokens/s", "ttft_ms.p50": "TTFT p50"}[m[2]]
+            row = f"| {m[1]} | {metric} | {m[3].strip()} | {m[4].strip()} | {m[5]} |"
+            assert row in readme, row
+            rows += 1
+    return rows
+
+
 def test_the_readme_states_what_the_comparison_prints(capsys: pytest.CaptureFixture[str]) -> None:
     rc = _script().main([str(H200 / "moe-decide"), str(H200 / "moe")])
     out = capsys.readouterr().out
@@ -30,13 +44,7 @@ def test_the_readme_states_what_the_comparison_prints(capsys: pytest.CaptureFixt
     same = re.search(r"(\d+) of (\d+) conclusions the same", out)
     assert same is not None
     assert f"reached {same[1]} of the grid's {same[2]} conclusions" in readme
-    # each pair's row, as printed, is in the README's table (metric names aside)
-    for line in out.splitlines():
-        m = re.match(r"\| (\S+ vs \S+) \| (\S+) \| ([^|]+) \| ([^|]+) \| (yes|\*\*no\*\*) \|", line)
-        if m and m[2] in ("total_tokens_per_s", "ttft_ms.p50"):
-            metric = {"total_tokens_per_s": "total tokens/s", "ttft_ms.p50": "TTFT p50"}[m[2]]
-            row = f"| {m[1]} | {metric} | {m[3].strip()} | {m[4].strip()} | {m[5]} |"
-            assert row in readme, row
+    assert _rows_in(out, readme) == 6
     contradictions = re.search(r"(\d+) level\(s\) where", out)
     assert contradictions is not None and contradictions[1] == "1"
     assert "agree except one" in readme
@@ -80,15 +88,7 @@ def test_the_h100_decision_s_readme_states_what_the_comparison_prints(
     same = re.search(r"(\d+) of (\d+) conclusions the same", out)
     assert same is not None and (same[1], same[2]) == ("5", "6")
     assert f"{same[1]} of the grid's {same[2]} conclusions" in readme
-    rows = 0
-    for line in out.splitlines():
-        m = re.match(r"\| (\S+ vs \S+) \| (\S+) \| ([^|]+) \| ([^|]+) \| (yes|\*\*no\*\*) \|", line)
-        if m and m[2] in ("total_tokens_per_s", "ttft_ms.p50"):
-            metric = {"total_tokens_per_s": "total tokens/s", "ttft_ms.p50": "TTFT p50"}[m[2]]
-            row = f"| {m[1]} | {metric} | {m[3].strip()} | {m[4].strip()} | {m[5]} |"
-            assert row in readme, row
-            rows += 1
-    assert rows == 6
+    assert _rows_in(out, readme) == 6
     contradictions = re.search(r"(\d+) level\(s\) where", out)
     assert contradictions is not None and contradictions[1] == "0"
     spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
