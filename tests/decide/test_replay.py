@@ -10,6 +10,7 @@ The databases are decompressed once into pytest's cache (they are only read).
 from __future__ import annotations
 
 import lzma
+import re
 import shutil
 from pathlib import Path
 
@@ -245,6 +246,34 @@ def test_a_budget_with_measured_starts_counts_them_in_the_grid_too(
     assert counted["budget"]["seconds"] == pytest.approx(0.33 * (measuring + starts))
     # what it spent, starts included, stays within it
     assert counted["replay"]["gpu_time"]["total_s"] <= counted["budget"]["seconds"] + 1e-6
+
+
+def test_a_budget_the_engine_starts_alone_exceed_says_so(
+    pytestconfig: pytest.Config, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SGLang against vLLM (four targets, starts of 86-117 s read from their logs): a third
+    of the grid's time (330 s) is less than the four starts (404 s), so the replay measures
+    next to nothing; the decision says why and what budget measures more, where it said
+    only that "the time budget measured the first pass's levels"."""
+    from crossover.cli.app import main
+
+    assert pytestconfig.cache is not None
+    db = database(pytestconfig.cache, "sglang-a")
+    logs = Path(__file__).parents[2] / "docs/results/h200/sglang-a/engines"
+    args = ["decide", "--replay", str(db), "--live-levels", "--engine-logs", str(logs)]
+    assert main([*args, "--budget", "0.33"]) == 0
+    out = capsys.readouterr().out
+    note = [line for line in out.splitlines() if "does not cover one engine start" in line]
+    assert len(note) == 1, out
+    m = re.search(
+        r"time budget \((\d+) s\) .* targets? \((\d+) s, .* more than ([\d.]+) of", note[0]
+    )
+    assert m is not None, note[0]
+    assert int(m[2]) > int(m[1])
+    assert "time budget: 330 s (of the grid's 1001 s" in out
+    # a budget past the starts: no such note
+    assert main([*args, "--budget", "0.6"]) == 0
+    assert "does not cover one engine start" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("bad", ["-0.1", "1", "nan", "inf"])

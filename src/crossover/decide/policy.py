@@ -147,6 +147,14 @@ def next_step(
     findings = pair_findings(s)
     notes = check_skips(s, skips)
     if budget is not None:
+        starts = sum(cfg.start_cost(t) for t in order)
+        if starts > 0.0 and starts >= budget[0]:
+            notes.append(
+                f"the time budget ({budget[0]:.0f} s) does not cover one engine start per "
+                f"target ({starts:.0f} s, each at its measured cost): nothing past the starts "
+                f"fits in it; a budget of more than {starts / budget[1]:.2f} of the grid's "
+                f"{budget[1]:.0f} s measures more"
+            )
         for t in order:
             skipped = {c for sk in skips if sk.target == t for c in sk.levels}
             left = [

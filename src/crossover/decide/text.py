@@ -99,8 +99,9 @@ def decision_lines(d: Decision) -> list[str]:
     if d.budget is not None:
         allowed, grid = d.budget
         lines.append(
-            f"time budget: {allowed:.0f} s of measuring (of the grid's {grid:.0f} s, "
-            "estimated from the levels measured)"
+            f"time budget: {allowed:.0f} s (of the grid's {grid:.0f} s: its measuring, "
+            "estimated from the levels measured, and one engine start per target where "
+            "starts are timed)"
         )
     if d.deferred:
         lines.append("not measured within the time budget (each would have cost about):")
