@@ -15,6 +15,7 @@ from crossover.analysis.crossovers import (
     compare_pair,
     findings_to_schema,
     format_crossover,
+    reanalyze,
 )
 from crossover.analysis.refine import propose_refinement, refine_until
 from crossover.analysis.roofline import RooflineCheck, check_roofline, check_sweep
@@ -48,6 +49,7 @@ __all__ = [
     "findings_to_schema",
     "format_crossover",
     "propose_refinement",
+    "reanalyze",
     "refine_until",
     "summary_value",
 ]

@@ -383,7 +383,7 @@ def compare_pair(
             reason = "no crossover in the range measured"
         if ties and levels:
             at = ", ".join(f"{c:g}" for c in ties)
-            reason += f"; level within {tie_rel:.0%} at {at}"
+            reason += f"; level within {fmt_margin(tie_rel)} at {at}"
         findings.append(replace(base, leader=leader, reason=reason))
     findings.sort(key=lambda f: f.bracket[0] if f.bracket else 0)
     return findings
@@ -425,6 +425,21 @@ def analyze_sweep(
                         )
                     )
     return out
+
+
+def fmt_margin(tie_rel: float) -> str:
+    """A tie margin as a percentage: ``3%`` for 0.03, ``2.5%`` for 0.025."""
+    return f"{100.0 * tie_rel:.4g}%"
+
+
+def reanalyze(sweep: SweepFile, *, tie_rel: float = 0.0) -> tuple[SweepFile, list[Finding]]:
+    """The sweep with its ``crossovers`` and ``inconclusive`` read again with the tie margin
+    ``tie_rel`` (recorded as ``tie_margin``), and the findings behind them: what ``crossover
+    sweep --tie-margin M`` writes to sweep.json after the sweep's own analysis."""
+    findings = analyze_sweep(sweep, tie_rel=tie_rel)
+    xs, inc = findings_to_schema(findings)
+    update = {"crossovers": xs, "inconclusive": inc, "tie_margin": tie_rel}
+    return sweep.model_copy(update=update), findings
 
 
 def arrival_effects(findings: Sequence[Finding]) -> list[tuple[Finding, Finding]]:

@@ -313,6 +313,10 @@ class SweepFile(BaseModel):
     engine_starts: list[EngineStart] = Field(default_factory=list)
     #: the machine the sweep started on, then each other one it resumed on
     hosts: list[HostFacts] = Field(default_factory=list)
+    #: the tie margin ``crossovers`` and ``inconclusive`` were read with (``crossover sweep
+    #: --tie-margin``): means within this share of each other at a level are level there;
+    #: ``None`` (files written before it was kept, or a sweep without one) reads as 0
+    tie_margin: float | None = Field(default=None, ge=0.0, lt=1.0)
 
     @field_validator("roofline", mode="before")
     @classmethod

@@ -94,6 +94,13 @@ def validated(schema: type[T], names: dict[str, str] | None = None, **values: An
         raise UsageError(validation_line(exc, flags=True, names=names)) from None
 
 
+def check_tie_margin(margin: float, flag: str = "--tie-margin") -> float:
+    """``--tie-margin M`` (decide, compare, report, sweep): a share, 0 <= M < 1."""
+    if not 0.0 <= margin < 1.0:  # NaN too
+        raise UsageError(f"{flag} {margin:g}: give a share, 0 <= M < 1 (e.g. 0.03)")
+    return margin
+
+
 def parse_transport(text: str) -> TransportName:
     """``--transport``: one of ``TRANSPORTS``."""
     from crossover.transport import TRANSPORTS

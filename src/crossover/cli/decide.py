@@ -184,7 +184,7 @@ def decide(
     ] = False,
 ) -> None:
     """Measure only what settles the question: who leads, where targets cross, or capacity."""
-    from crossover.cli.common import check_output_file, parse_list
+    from crossover.cli.common import check_output_file, check_tie_margin, parse_list
 
     kind = _kind(question)
     metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
@@ -198,8 +198,7 @@ def decide(
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
     if budget is not None and not 0.0 < budget <= 1.0:
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
-    if not 0.0 <= tie_margin < 1.0:
-        raise UsageError(f"--tie-margin {tie_margin:g}: give a share, 0 <= M < 1 (e.g. 0.03)")
+    check_tie_margin(tie_margin)
     if start_s is not None and not 0 <= start_s < math.inf:
         raise UsageError(f"--start-s {start_s:g}: give 0 or more seconds")
     if engine_logs is not None and replay is None:

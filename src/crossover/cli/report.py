@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from crossover.cli.common import check_output_file
+from crossover.cli.common import check_output_file, check_tie_margin
 
 
 def report(
@@ -18,6 +18,14 @@ def report(
             "--out",
             help="HTML file to write, its PNGs in NAME_files/ beside it "
             "[default: DIR/report.html, PNGs in DIR/report/]",
+        ),
+    ] = None,
+    tie_margin: Annotated[
+        float | None,
+        typer.Option(
+            help="Means within this share of each other are level at a level: neither a "
+            "lead nor a sign change, so no crossover rests on them (e.g. 0.03) "
+            "[default: the margin sweep.json records, else 0]"
         ),
     ] = None,
 ) -> None:
@@ -31,11 +39,14 @@ def report(
     from crossover.report import load_sweep, write_report
     from crossover.report.text import findings_lines
 
+    if tie_margin is not None:
+        check_tie_margin(tie_margin)
     sweep = load_sweep(directory)
+    margin = tie_margin if tie_margin is not None else sweep.tie_margin or 0.0
     sweep_dir = directory if directory.is_dir() else directory.parent
     check_output_file(out, "--out", keep=[sweep_dir / "sweep.json", sweep_dir / "sweep.db"])
     try:
-        path = write_report(sweep_dir, sweep, out)
+        path = write_report(sweep_dir, sweep, out, tie_rel=margin)
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
     except ImportError as exc:  # a core dependency removed by hand: say the one fix
@@ -45,7 +56,8 @@ def report(
             "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
         ) from None
     stdout = console()
-    for line in findings_lines(sweep, analyze_sweep(sweep)):  # as the sweep printed them
+    findings = analyze_sweep(sweep, tie_rel=margin)
+    for line in findings_lines(sweep, findings, tie_rel=margin):  # as the sweep printed them
         stdout.print(line)
     for check in check_sweep(sweep):
         stdout.print(escape(check.describe()))
@@ -64,6 +76,14 @@ def compare(
             "--force", help="Compare even a run that is not valid, or work that is not matched"
         ),
     ] = False,
+    tie_margin: Annotated[
+        float,
+        typer.Option(
+            help="A ratio within this share of 1 is no significant change even where its "
+            "interval excludes 1: repeats on one engine start miss the start-to-start "
+            "variation (e.g. 0.03; default 0: the interval alone decides)"
+        ),
+    ] = 0.0,
 ) -> None:
     """Before/after table of the headline metrics of two runs or two sweeps, with ratios.
 
@@ -74,9 +94,10 @@ def compare(
     from crossover.errors import InvalidRunError, UsageError
     from crossover.report import compare_paths, format_table, write_compare_html
 
+    check_tie_margin(tie_margin)
     inputs = [p / name for p in (before, after) for name in ("sweep.json", "sweep.db")]
     check_output_file(html, "--html", keep=[before, after, *inputs])
-    cmp = compare_paths(before, after)
+    cmp = compare_paths(before, after, tie_rel=tie_margin)
     why = cmp.refusal()
     if why is not None and not force:
         error = InvalidRunError if cmp.invalid_runs else UsageError
@@ -96,6 +117,7 @@ COMPARE_EXAMPLE = (
     "  crossover run ... --json a.json; crossover run ... --json b.json\n"
     "  crossover compare a.json b.json\n"
     "  crossover compare sweep1 sweep2 --html compare.html\n"
+    "  crossover compare sweep1 sweep1b --tie-margin 0.03\n"
 )
 
 

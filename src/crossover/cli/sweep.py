@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from crossover import defaults
-from crossover.cli.common import default_of, help_of
+from crossover.cli.common import check_tie_margin, default_of, help_of
 from crossover.cli.options import (
     EndpointOpt,
     PromptLengthsOpt,
@@ -19,7 +19,7 @@ from crossover.cli.options import (
     TraceOpt,
     TurnsOpt,
 )
-from crossover.cli.sweep_display import print_outcome, run_live
+from crossover.cli.sweep_display import apply_tie_margin, print_outcome, run_live
 from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig
 from crossover.spec.workload import Workload
@@ -127,6 +127,14 @@ def sweep(
             "counts when it meets each limit)"
         ),
     ] = None,
+    tie_margin: Annotated[
+        float,
+        typer.Option(
+            help="Means within this share of each other are level at a level: neither a "
+            "lead nor a sign change, in the crossovers printed, sweep.json and the report "
+            "(e.g. 0.03; default 0: any significant gap leads)"
+        ),
+    ] = 0.0,
     tokenizer: TokenizerOpt = None,
     seed: Annotated[
         int | None, typer.Option(help=help_of(Workload, "seed", show_default=True))
@@ -201,6 +209,7 @@ def sweep(
     from crossover.sweep.flags import sweep_config_of
     from crossover.sweep.resume import forget_empty_sweep, parse_redo
 
+    check_tie_margin(tie_margin)
     flags: dict[str, Any] = {
         "requests_per_level": requests_per_level,
         "duration_s_per_level": duration_s_per_level,
@@ -272,6 +281,8 @@ def sweep(
     finally:
         if cluster is not None:
             cluster.close()
+    if tie_margin > 0.0:
+        outcome = apply_tie_margin(outcome, out, tie_margin)
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:

@@ -1,6 +1,7 @@
 """A sweep on the terminal: a live progress line and one line per finished level while it
-runs (``run_live``), the comparison and the crossovers at the end (``print_outcome``);
-``crossover sweep`` and ``crossover demo`` show their sweeps this way."""
+runs (``run_live``), the comparison and the crossovers at the end (``print_outcome``,
+read with a tie margin by ``apply_tie_margin``); ``crossover sweep`` and ``crossover
+demo`` show their sweeps this way."""
 
 from __future__ import annotations
 
@@ -100,6 +101,19 @@ async def run_live(
         runner.close()
 
 
+def apply_tie_margin(outcome: SweepOutcome, out: Path, tie_rel: float) -> SweepOutcome:
+    """The sweep's findings read again with the tie margin ``tie_rel`` (``crossover sweep
+    --tie-margin``), and ``out/sweep.json`` rewritten with the crossovers and inconclusive
+    brackets so read and the margin (``tie_margin``)."""
+    import dataclasses
+
+    from crossover.analysis import reanalyze
+
+    sweep, findings = reanalyze(outcome.sweep, tie_rel=tie_rel)
+    sweep.write(out / "sweep.json")
+    return dataclasses.replace(outcome, sweep=sweep, findings=findings)
+
+
 def print_outcome(
     outcome: SweepOutcome,
     out: Path,
@@ -132,7 +146,8 @@ def print_outcome(
     made = client_made_line(outcome.sweep)
     if made is not None:
         stdout.print(f"[yellow]{escape(made)}[/]")
-    for line in findings_lines(outcome.sweep, outcome.findings):
+    margin = outcome.sweep.tie_margin or 0.0
+    for line in findings_lines(outcome.sweep, outcome.findings, tie_rel=margin):
         stdout.print(line)
     for note in notes:
         stdout.print(escape(note))

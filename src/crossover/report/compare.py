@@ -12,6 +12,12 @@ so it is never below zero and reads ``[0.608x, 2.792x]``; Welch's over the repea
 when both sides have two or more, else the assumed 3% run-to-run noise (one run has no
 spread of its own; the notes say which). Otherwise the row says ``no significant
 change``.
+
+With a tie margin M (``crossover compare --tie-margin M``, as ``crossover decide`` takes
+it), a ratio within M of 1 (``|ratio - 1| < M``) is no significant change however tight
+its interval: the repeats of a level share one engine start, so their interval misses the
+variation from one start (one machine, one day) to the next. Such a row reads
+``no significant change (within 3%)`` and a line under the table counts them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from crossover.analysis.crossovers import fmt_margin
 from crossover.analysis.schema import SweepFile, level_label, summary_value
 from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
 from crossover.errors import UsageError
@@ -71,6 +78,8 @@ class CompareRow:
     metric: Headline
     before_values: tuple[float, ...]
     after_values: tuple[float, ...]
+    #: the tie margin: a ratio within this share of 1 is no significant change
+    tie_rel: float = 0.0
 
     @property
     def before(self) -> float | None:
@@ -110,21 +119,43 @@ class CompareRow:
             return None
         return ((b + d.lo) / b, (b + d.hi) / b)
 
-    @property
-    def change(self) -> Literal["better", "worse", "no significant change", ""]:
+    def _significant(self) -> tuple[bool, bool] | None:
+        """(the interval excludes 1, the change is up), or None where nothing is compared."""
         if self.ratio is None or not self.before_values or not self.after_values:
-            return ""
+            return None
         found = ratio_interval(self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR)
         if found is not None:
-            significant, up = found.significant, found.ratio > 1.0
-        else:
-            d = self.diff
-            if d is None:
-                return ""
-            significant, up = d.significant, d.mean > 0
-        if not significant:
+            return found.significant, found.ratio > 1.0
+        d = self.diff
+        if d is None:
+            return None
+        return d.significant, d.mean > 0
+
+    @property
+    def tied(self) -> bool:
+        """The interval excludes 1 but the ratio is within the tie margin of 1: the margin
+        turned a better or worse into no significant change."""
+        sig = self._significant()
+        r = self.ratio
+        return sig is not None and sig[0] and r is not None and abs(r - 1.0) < self.tie_rel
+
+    @property
+    def change(self) -> Literal["better", "worse", "no significant change", ""]:
+        sig = self._significant()
+        if sig is None:
+            return ""
+        significant, up = sig
+        if not significant or self.tied:
             return NO_CHANGE
         return "better" if up == self.metric.higher_is_better else "worse"
+
+    @property
+    def change_text(self) -> str:
+        """The verdict as the table shows it: :attr:`change`, and for a row the tie margin
+        made level, ``no significant change (within 3%)``."""
+        if self.tied:
+            return f"{NO_CHANGE} (within {fmt_margin(self.tie_rel)})"
+        return self.change
 
     def cells(self) -> tuple[str, str, str, str, str, str, str]:
         d = self.metric.digits
@@ -140,7 +171,7 @@ class CompareRow:
             fmt(self.after),
             "-" if r is None else f"{r:.3f}x",
             "-" if iv is None else f"[{iv[0]:.3f}x, {iv[1]:.3f}x]",
-            self.change,
+            self.change_text,
         )
 
 
@@ -154,6 +185,26 @@ class Comparison:
     #: work that is not matched; ``crossover compare`` refuses unless ``--force``
     invalid_runs: list[str] = field(default_factory=list)
     unmatched_work: list[str] = field(default_factory=list)
+    #: the tie margin the rows were read with (0: none)
+    tie_rel: float = 0.0
+
+    def tied_rows(self) -> list[CompareRow]:
+        """Rows whose interval excludes 1 that the tie margin read as level."""
+        return [r for r in self.rows if r.tied]
+
+    def margin_line(self) -> str | None:
+        """The line under the table with a tie margin: how many rows it turned level;
+        None without one."""
+        if self.tie_rel <= 0.0:
+            return None
+        m = fmt_margin(self.tie_rel)
+        n = len(self.tied_rows())
+        rows = "1 row" if n == 1 else f"{n} rows"
+        flagged = sum(1 for r in self.rows if r.change in ("better", "worse"))
+        return (
+            f"tie margin {m}: {rows} whose interval excludes 1 but whose ratio is within "
+            f"{m} of 1 read as {NO_CHANGE}; {flagged} still better or worse"
+        )
 
     def refusal(self) -> str | None:
         """One line saying why the comparison would mislead, or None when it is sound."""
@@ -192,13 +243,14 @@ def _machines(cmp: Comparison, a: list[HostFacts], b: list[HostFacts]) -> None:
         )
 
 
-def compare_runs(a: RunSummary, b: RunSummary, before: str = "A", after: str = "B") -> Comparison:
-    """Headline metrics of two run summaries."""
-    cmp = Comparison(before, after)
+def compare_runs(
+    a: RunSummary, b: RunSummary, before: str = "A", after: str = "B", *, tie_rel: float = 0.0
+) -> Comparison:
+    """Headline metrics of two run summaries (``tie_rel``: the tie margin)."""
+    cmp = Comparison(before, after, tie_rel=tie_rel)
     for h in HEADLINES:
-        cmp.rows.append(
-            CompareRow("run", h, _one(summary_value(a, h.path)), _one(summary_value(b, h.path)))
-        )
+        va, vb = _one(summary_value(a, h.path)), _one(summary_value(b, h.path))
+        cmp.rows.append(CompareRow("run", h, va, vb, tie_rel))
     cmp.notes.append(
         f"one run each: no spread of their own; a change within the assumed "
         f"{NOISE_FLOOR:.0%} run-to-run noise is no significant change (repeat sweeps "
@@ -245,9 +297,12 @@ def _repeats_note(label: str, s: SweepFile) -> str:
     )
 
 
-def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "B") -> Comparison:
-    """Per target and level, the headline metrics of two sweeps (valid runs)."""
-    cmp = Comparison(before, after)
+def compare_sweeps(
+    a: SweepFile, b: SweepFile, before: str = "A", after: str = "B", *, tie_rel: float = 0.0
+) -> Comparison:
+    """Per target and level, the headline metrics of two sweeps (valid runs; ``tie_rel``:
+    the tie margin)."""
+    cmp = Comparison(before, after, tie_rel=tie_rel)
     na, nb = a.target_names(), b.target_names()
     for label, names in ((before, na), (after, nb)):
         if not names:  # else "no target in common:  vs a, b"
@@ -276,7 +331,7 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
             for h in headlines:
                 va, vb = values[h.key]
                 group = f"{name} {level_label(axis_a, c)}"
-                cmp.rows.append(CompareRow(group, h, va.get(c, ()), vb.get(c, ())))
+                cmp.rows.append(CompareRow(group, h, va.get(c, ()), vb.get(c, ()), tie_rel))
     for label, s in ((before, a), (after, b)):
         cmp.notes.append(_repeats_note(label, s))
     for label, s in ((before, a), (after, b)):
@@ -298,8 +353,9 @@ def compare_sweeps(a: SweepFile, b: SweepFile, before: str = "A", after: str = "
     return cmp
 
 
-def compare_paths(a: Path, b: Path) -> Comparison:
-    """Compare two run summaries or two sweeps, as the paths say."""
+def compare_paths(a: Path, b: Path, *, tie_rel: float = 0.0) -> Comparison:
+    """Compare two run summaries or two sweeps, as the paths say (``tie_rel``: the tie
+    margin, a ratio within it of 1 is no significant change)."""
     for p in (a, b):
         if not p.exists():
             raise UsageError(f"{p}: no such file or directory")
@@ -310,8 +366,8 @@ def compare_paths(a: Path, b: Path) -> Comparison:
         load_run(b if sa else a)
         raise UsageError("compare two run summaries or two sweeps, not one of each")
     if sa:
-        return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b))
-    return compare_runs(load_run(a), load_run(b), str(a), str(b))
+        return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b), tie_rel=tie_rel)
+    return compare_runs(load_run(a), load_run(b), str(a), str(b), tie_rel=tie_rel)
 
 
 def format_table(cmp: Comparison) -> str:
@@ -327,6 +383,9 @@ def format_table(cmp: Comparison) -> str:
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
         lines.append("  ".join(cells).rstrip())
+    margin = cmp.margin_line()
+    if margin is not None:
+        lines.append(margin)
     lines += [f"note: {n}" for n in cmp.notes]
     return "\n".join(lines)
 
@@ -343,7 +402,8 @@ def render_compare_html(cmp: Comparison, title: str = "crossover compare") -> st
             generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             before=cmp.before,
             after=cmp.after,
-            rows=[r.cells() for r in cmp.rows],
+            rows=[(r.cells(), r.change) for r in cmp.rows],
+            margin=cmp.margin_line(),
             notes=cmp.notes,
         )
     )

@@ -22,6 +22,7 @@ from crossover.analysis.crossovers import (
     Finding,
     analyze_sweep,
     crossover_levels,
+    fmt_margin,
     format_crossover,
     format_overloads,
 )
@@ -288,10 +289,12 @@ def render_html(
     chart_dir: str = "report",
     quality: dict[str, Any] | None = None,
     decision: dict[str, Any] | None = None,
+    tie_rel: float = 0.0,
 ) -> str:
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
     folder holds them, the ``crossover quality`` result beside the speed results and the
-    ``crossover decide`` answer the sweep's runs were measured for)."""
+    ``crossover decide`` answer the sweep's runs were measured for); ``tie_rel``: the tie
+    margin ``findings`` were read with, said above them."""
     from crossover.report.decision import decision_context
 
     rate = sweep.axis() == "rate"
@@ -327,6 +330,8 @@ def render_html(
         "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
         "no_crossover": [format_crossover(f) for f in findings if f.kind == "none"],
         "recorded": [format_crossover(x, crossover_levels(sweep, x)) for x in sweep.crossovers],
+        "recorded_margin": fmt_margin(sweep.tie_margin or 0.0),
+        "margin": margin_text(tie_rel),
         "roofline": [
             {"target": c.target, "status": c.status, "line": c.describe()} for c in roofline
         ],
@@ -417,12 +422,31 @@ def chart_folder(sweep_dir: Path, out: Path | None) -> Path:
     return out.parent / f"{out.stem}_files"
 
 
-def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> Path:
-    """Analyse ``sweep``, write the HTML to ``out`` (default ``sweep_dir/report.html``)
-    and its PNGs to ``chart_folder``. Returns the HTML's path."""
+def margin_text(tie_rel: float) -> str:
+    """What the report says of the tie margin its findings were read with."""
+    if tie_rel <= 0.0:
+        return (
+            "Read without a tie margin: any significant difference at a level is a lead "
+            "(crossover report --tie-margin M reads means within M of each other as level)."
+        )
+    m = fmt_margin(tie_rel)
+    return (
+        f"Read with a tie margin of {m}: at a level where the two means are within {m} of "
+        "each other, neither leads and the difference has no sign, however tight its "
+        "interval; no crossover rests on such a level."
+    )
+
+
+def write_report(
+    sweep_dir: Path, sweep: SweepFile, out: Path | None = None, *, tie_rel: float | None = None
+) -> Path:
+    """Analyse ``sweep`` with the tie margin ``tie_rel`` (default: the one sweep.json
+    records, else 0), write the HTML to ``out`` (default ``sweep_dir/report.html``) and
+    its PNGs to ``chart_folder``. Returns the HTML's path."""
     from crossover.report.charts import all_charts
 
-    findings = analyze_sweep(sweep)
+    margin = tie_rel if tie_rel is not None else sweep.tie_margin or 0.0
+    findings = analyze_sweep(sweep, tie_rel=margin)
     charts = all_charts(sweep, findings)
     chart_dir = chart_folder(sweep_dir, out)
     chart_dir.mkdir(parents=True, exist_ok=True)
@@ -440,6 +464,7 @@ def write_report(sweep_dir: Path, sweep: SweepFile, out: Path | None = None) -> 
         chart_dir=chart_dir.name,  # beside the HTML: a link relative to it
         quality=load_quality(sweep_dir),
         decision=decision,
+        tie_rel=margin,
     )
     out = out if out is not None else sweep_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -218,17 +218,23 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=rank)
 
 
-def findings_lines(sweep: SweepFile, findings: list[Finding]) -> list[str]:
+def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float = 0.0) -> list[str]:
     """The findings as the sweep prints them after its table, in rich markup (every value
-    escaped): the overloaded levels, the crossovers under their heading, the headline
-    metrics without one, the arrival-effects notes, and what the intervals of a sweep of
-    one repeat per level rest on. ``crossover report`` prints the same lines from the
-    stored results."""
+    escaped): the overloaded levels, the tie margin they were read with (when there is
+    one), the crossovers under their heading, the headline metrics without one, the
+    arrival-effects notes, and what the intervals of a sweep of one repeat per level rest
+    on. ``crossover report`` prints the same lines from the stored results."""
     from crossover.analysis import format_crossover
-    from crossover.analysis.crossovers import arrival_effects, format_overloads
+    from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
     from crossover.report.compare import NOISE_FLOOR
 
     lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
+    if tie_rel > 0.0:
+        m = fmt_margin(tie_rel)
+        lines.append(
+            f"tie margin {m}: means within {m} of each other at a level are level there "
+            "(no lead, no sign)"
+        )
     shown = ordered_findings(findings)
     xs = [f for f in shown if f.kind == "crossover"]
     others = [f for f in shown if f.kind != "crossover"]
