@@ -14,7 +14,7 @@ from rich.console import Console
 
 from crossover.analysis import SweepFile, analyze_sweep, reanalyze
 from crossover.cli.app import main
-from crossover.cli.sweep_display import apply_tie_margin, print_outcome
+from crossover.cli.sweep_display import print_outcome
 from crossover.report.text import findings_lines
 from crossover.sweep.driver import SweepOutcome
 
@@ -150,23 +150,17 @@ def test_findings_lines_say_the_margin_only_with_one() -> None:
     assert any(li.startswith("tie margin 5%") for li in lines)
 
 
-def test_the_sweep_prints_and_writes_what_the_margin_reads(
+def test_the_sweep_prints_what_the_margin_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``crossover sweep --tie-margin``: the findings it prints at its end and the
-    crossovers sweep.json keeps are read with the margin, and sweep.json says which."""
-    sweep, findings = reanalyze(_sweep(), tie_rel=0.0)
-    sweep.tie_margin = None  # as the sweep runner writes it
+    """``crossover sweep --tie-margin``: the findings it prints at its end are those the
+    sweep runner read with the margin (tests/sweep/test_sweep_tie_margin.py runs one), and
+    the lines say which margin."""
+    sweep, findings = reanalyze(_sweep(), tie_rel=0.03)
     out = tmp_path / "sweep"
     out.mkdir()
     sweep.write(out / "sweep.json")
-    outcome = SweepOutcome(sweep, findings, ran=12, skipped=0)
-    tied = apply_tie_margin(outcome, out, 0.03)
-    stored = SweepFile.read(out / "sweep.json")
-    assert stored.tie_margin == 0.03
-    assert stored.crossovers == [] and len(stored.inconclusive) == 1
-    assert tied.ran == 12 and tied.sweep.tie_margin == 0.03
-    print_outcome(tied, out, Console(stderr=True), report=False)
+    print_outcome(SweepOutcome(sweep, findings, ran=12, skipped=0), out, Console(), report=False)
     text = capsys.readouterr().out
     assert "tie margin 3%" in text
     assert "A vs B inconclusive between 2 and 4" in text

@@ -19,7 +19,7 @@ from crossover.cli.options import (
     TraceOpt,
     TurnsOpt,
 )
-from crossover.cli.sweep_display import apply_tie_margin, print_outcome, run_live
+from crossover.cli.sweep_display import print_outcome, run_live
 from crossover.errors import InvalidRunError, UsageError, parse_names
 from crossover.spec.run import RunConfig
 from crossover.spec.workload import Workload
@@ -128,13 +128,14 @@ def sweep(
         ),
     ] = None,
     tie_margin: Annotated[
-        float,
+        float | None,
         typer.Option(
             help="Means within this share of each other are level at a level: neither a "
-            "lead nor a sign change, in the crossovers printed, sweep.json and the report "
-            "(e.g. 0.03; default 0: any significant gap leads)"
+            "lead nor a sign change, in the crossovers printed, --refine's levels, "
+            "sweep.json and the report (e.g. 0.03; default: the margin a resumed sweep "
+            "was measured with, else 0: any significant gap leads)"
         ),
-    ] = 0.0,
+    ] = None,
     tokenizer: TokenizerOpt = None,
     seed: Annotated[
         int | None, typer.Option(help=help_of(Workload, "seed", show_default=True))
@@ -209,7 +210,8 @@ def sweep(
     from crossover.sweep.flags import sweep_config_of
     from crossover.sweep.resume import forget_empty_sweep, parse_redo
 
-    check_tie_margin(tie_margin)
+    if tie_margin is not None:
+        check_tie_margin(tie_margin)
     flags: dict[str, Any] = {
         "requests_per_level": requests_per_level,
         "duration_s_per_level": duration_s_per_level,
@@ -271,7 +273,9 @@ def sweep(
         check_writable(out)
         console = make_console(stderr=True)
         outcome = run_async(
-            run_live(cfg, out, console, chosen, redo_invalid, cluster, parse_redo(redo, cfg))
+            run_live(
+                cfg, out, console, chosen, redo_invalid, cluster, parse_redo(redo, cfg), tie_margin
+            )
         )
     except UsageError:
         # refused once running (a prompt file no tokenizer can fit, a server gone since
@@ -281,8 +285,6 @@ def sweep(
     finally:
         if cluster is not None:
             cluster.close()
-    if tie_margin > 0.0:
-        outcome = apply_tie_margin(outcome, out, tie_margin)
     print_outcome(outcome, out, console, report)
     invalid = [r for r in outcome.sweep.runs if r.summary.verdict != "valid"]
     if (invalid or outcome.failed_levels) and not allow_invalid:

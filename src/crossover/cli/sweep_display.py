@@ -1,7 +1,7 @@
 """A sweep on the terminal: a live progress line and one line per finished level while it
 runs (``run_live``), the comparison and the crossovers at the end (``print_outcome``,
-read with a tie margin by ``apply_tie_margin``); ``crossover sweep`` and ``crossover
-demo`` show their sweeps this way."""
+read with the sweep's tie margin); ``crossover sweep`` and ``crossover demo`` show their
+sweeps this way."""
 
 from __future__ import annotations
 
@@ -30,8 +30,11 @@ async def run_live(
     redo_invalid: bool = False,
     cluster: RayCluster | None = None,
     redo: dict[str, set[float] | None] | None = None,
+    tie_rel: float | None = None,
 ) -> SweepOutcome:
-    """Run the sweep with a live progress line and one line per finished level."""
+    """Run the sweep with a live progress line and one line per finished level; its
+    analysis reads levels with the tie margin ``tie_rel`` (None: the one the sweep was
+    measured with, else 0)."""
     import asyncio
     import contextlib
 
@@ -79,7 +82,14 @@ async def run_live(
         on_note=lambda line: console.print(f"[yellow]{escape(line)}[/]"),
     )
     runner = SweepRunner(
-        cfg, out, events, only=only, redo_invalid=redo_invalid, cluster=cluster, redo=redo
+        cfg,
+        out,
+        events,
+        only=only,
+        redo_invalid=redo_invalid,
+        cluster=cluster,
+        redo=redo,
+        tie_rel=tie_rel,
     )
     task = asyncio.ensure_future(runner.run())
     try:
@@ -99,19 +109,6 @@ async def run_live(
             with contextlib.suppress(BaseException):
                 await task
         runner.close()
-
-
-def apply_tie_margin(outcome: SweepOutcome, out: Path, tie_rel: float) -> SweepOutcome:
-    """The sweep's findings read again with the tie margin ``tie_rel`` (``crossover sweep
-    --tie-margin``), and ``out/sweep.json`` rewritten with the crossovers and inconclusive
-    brackets so read and the margin (``tie_margin``)."""
-    import dataclasses
-
-    from crossover.analysis import reanalyze
-
-    sweep, findings = reanalyze(outcome.sweep, tie_rel=tie_rel)
-    sweep.write(out / "sweep.json")
-    return dataclasses.replace(outcome, sweep=sweep, findings=findings)
 
 
 def print_outcome(

@@ -225,7 +225,7 @@ async def decide_live(
             "refine_budget": cfg.refine_budget,
         }
     )
-    runner = SweepRunner(cfg, out, events)
+    runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel)
     try:
         obs = stored_observations(runner, question.targets)
         # each level and repeat once: a part measured again whole is two runs of one key

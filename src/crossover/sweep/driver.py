@@ -228,6 +228,7 @@ class SweepRunner:
         redo_invalid: bool = False,
         cluster: RayCluster | None = None,
         redo: dict[str, set[float] | None] | None = None,
+        tie_rel: float | None = None,
     ) -> None:
         self.config = config
         #: on resume, measure again the levels whose stored run is not valid
@@ -273,6 +274,13 @@ class SweepRunner:
         self._start_up: dict[str, int] = {}
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
+        #: the tie margin the analysis reads every level with (``--tie-margin``: means
+        #: within it of each other are level), also behind ``--refine``'s levels; kept in
+        #: the database, so a resume without one reads as the sweep was read before
+        if tie_rel is not None:
+            self.store.set_meta("tie_margin", tie_rel)
+        stored = self.store.get_meta("tie_margin")
+        self.tie_rel: float = float(stored) if stored else 0.0
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
@@ -624,7 +632,7 @@ class SweepRunner:
 
     async def run(self) -> SweepOutcome:
         await self._measure(self.config.levels())
-        findings = analyze_sweep(self.sweep_file())
+        findings = analyze_sweep(self.sweep_file(), tie_rel=self.tie_rel)
         if self.config.refine:  # along concurrency only (the config says so)
             spent = 0
             measured = set(self.config.concurrency or []) | set(self._measured_levels())
@@ -647,9 +655,10 @@ class SweepRunner:
                 await self._measure([Level("concurrency", c) for c in new], main_pass=False)
                 spent += len(new)
                 measured |= set(new)
-                findings = analyze_sweep(self.sweep_file())
+                findings = analyze_sweep(self.sweep_file(), tie_rel=self.tie_rel)
         sweep = self.write_sweep_file()
-        return SweepOutcome(sweep, analyze_sweep(sweep), self.ran, self.skipped, self.failed_levels)
+        findings = analyze_sweep(sweep, tie_rel=self.tie_rel)
+        return SweepOutcome(sweep, findings, self.ran, self.skipped, self.failed_levels)
 
     def _measured_levels(self) -> list[int]:
         out = []
@@ -724,8 +733,9 @@ class SweepRunner:
                 **({"slo": self.config.slo.text()} if self.config.slo else {}),
             },
         )
-        xs, inc = findings_to_schema(analyze_sweep(sweep))
+        xs, inc = findings_to_schema(analyze_sweep(sweep, tie_rel=self.tie_rel))
         sweep.crossovers, sweep.inconclusive = xs, inc
+        sweep.tie_margin = self.tie_rel or None
         return sweep
 
     def _target_infos(self) -> list[TargetInfo]:
