@@ -210,9 +210,11 @@ def test_launched_engines_start_once_each_and_are_stopped(
     )
     out = tmp_path / "d"
     rc = main(["decide", "--config", str(config), "--out", str(out), "--json",
-               str(tmp_path / "d.json")])  # fmt: skip
+               str(tmp_path / "d.json"), "--tie-margin", "0.03"])  # fmt: skip
     printed = capsys.readouterr().out
     assert rc == 0, printed
+    # the sweep folder's own analysis is read with the decision's margin, and says so
+    assert json.loads((out / "sweep.json").read_text())["tie_margin"] == 0.03
     live = json.loads((tmp_path / "d.json").read_text())["live"]
     times = live["times"]
     # the GPU time per target: each engine from its start to its stop, measured
