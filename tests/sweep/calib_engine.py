@@ -9,6 +9,8 @@ CALIB_ENGINE_FAIL_GPUS=G makes it exit at once (status 1) when CUDA_VISIBLE_DEVI
 one replica of several that will not start. CALIB_ENGINE_DIE_GPUS=G limits
 CALIB_ENGINE_DIE_AFTER to the replica whose CUDA_VISIBLE_DEVICES is G.
 CALIB_ENGINE_LOAD_S=S makes it take S seconds before it listens (a model loading).
+CALIB_ENGINE_STARTS=PATH appends a line to PATH each time it starts (its process id): the
+engine's starts counted from its side.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def main() -> int:
     if fail_gpus is not None and os.environ.get("CUDA_VISIBLE_DEVICES") == fail_gpus:
         sys.stderr.write(f"E calibration engine: no GPU {fail_gpus} (on purpose)\n")
         return 1
+
+    starts = os.environ.get("CALIB_ENGINE_STARTS")
+    if starts:
+        with Path(starts).open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
 
     load_s = float(os.environ.get("CALIB_ENGINE_LOAD_S", "0"))
     if load_s > 0:

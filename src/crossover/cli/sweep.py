@@ -114,6 +114,14 @@ def sweep(
     repeats: Annotated[
         int | None, typer.Option(help=help_of(SweepConfig, "repeats", show_default=True))
     ] = None,
+    restart_between_repeats: Annotated[
+        bool,
+        typer.Option(
+            help="Measure each repeat in its own engine start: every launched target's "
+            "levels of a repeat, then its engine stopped and started again (launched "
+            "targets only; one start per repeat per target)"
+        ),
+    ] = False,
     refine: Annotated[
         bool, typer.Option(help="Measure between bracketing levels to narrow crossovers")
     ] = False,
@@ -224,6 +232,7 @@ def sweep(
         "shared_prefix": shared_prefix,
         "prompts_file": prompts,
         "repeats": repeats,
+        "restart_between_repeats": True if restart_between_repeats else None,
         "tokenizer": tokenizer,
         "seed": seed,
         "refine_budget": refine_budget,

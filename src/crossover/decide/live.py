@@ -176,6 +176,12 @@ def question_for(
     """The question over a sweep config's targets and concurrency levels."""
     if cfg.rates is not None:
         raise UsageError("decide works along concurrency levels; this sweep has rates")
+    if cfg.restart_between_repeats:
+        raise UsageError(
+            "decide measures a level's repeats only where a sign is uncertain, while the "
+            "target's engine is up, so it does not restart the engine per repeat: run "
+            "crossover sweep for restart_between_repeats, or set it false"
+        )
     base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
     levels = list(base)
     for t in cfg.targets:

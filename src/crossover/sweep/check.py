@@ -236,6 +236,8 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
             )
         )
     out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
+    if cfg.restart_between_repeats:
+        out.findings.append(Finding(where, _starts_line(cfg), "note"))
     if local:
         out.findings += _local_launch(ecfg, adapter, where, reps.replicas)
     elif not _looks_like_path(ecfg.model) and adapter.model_is_local:
@@ -247,6 +249,16 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
             )
         )
     return out
+
+
+def _starts_line(cfg: SweepConfig) -> str:
+    """What ``restart_between_repeats`` makes of a launched target's engine starts."""
+    n = cfg.engine_starts_planned()
+    times = "once" if n == 1 else f"{n} times"
+    return (
+        f"its engine starts {times}, once per repeat (restart_between_repeats): all its "
+        "levels of a repeat on one start, then the engine stopped and started again"
+    )
 
 
 def _free_port_shown(

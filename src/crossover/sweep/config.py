@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from crossover import defaults
 from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.engines.adapters import launch_gpus
-from crossover.errors import UsageError, unknown_choice, validation_line
+from crossover.errors import FieldError, UsageError, unknown_choice, validation_line
 from crossover.files import read_yaml
 from crossover.spec.limits import Limits
 from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
@@ -86,6 +86,16 @@ class SweepConfig(Limits, Warmup, Workload):
         description="every target's engine up together, each level's repeat measured "
         "target after target (A, B, then B, A): a shared machine's drifting load moves "
         "both alike; the engines must fit side by side",
+    )
+    restart_between_repeats: bool = Field(
+        False,
+        description="measure each repeat in its own engine start: every launched target "
+        "runs all its levels of repeat 0, its engine is stopped and started again (with "
+        "its warm-up, as a first start), then all levels of repeat 1, ...; the interval "
+        "over repeats then holds the start-to-start variation (memory layout, kernel "
+        "choices, compiled graphs) that repeats on one start miss. Costs one engine start "
+        "per repeat per target; launched targets only (a URL target is refused); with "
+        "interleave every engine is stopped after each repeat and all start again",
     )
     refine_budget: int = Field(8, ge=1, description="extra levels refine may add")
     refine_width: float = Field(
@@ -209,7 +219,21 @@ class SweepConfig(Limits, Warmup, Workload):
                 raise ValueError(f"target {own[0]}: own concurrency levels in a rate sweep")
         if self.trace is not None and self.rates is None:
             raise ValueError("a trace sets its own arrivals: give rates (its scaled mean rate)")
+        if self.restart_between_repeats:
+            urls = [t.name for t in self.targets if t.launch is None]
+            if urls:
+                raise FieldError(
+                    "restart_between_repeats",
+                    f"target {urls[0]} is a URL: crossover restarts only the engines it "
+                    "launches (launch:), so its repeats would share one start; measure "
+                    "URL targets without restart_between_repeats",
+                )
         return self
+
+    def engine_starts_planned(self) -> int:
+        """How many times each launched target's engine starts in a whole sweep (no death,
+        no resume): once, or once per repeat with ``restart_between_repeats``."""
+        return self.repeats if self.restart_between_repeats else 1
 
     def trace_speed(self, rate: float) -> float:
         """The speed factor that makes the trace's mean arrival rate ``rate``."""
@@ -332,6 +356,7 @@ FLAG_NAMES: dict[str, str] = {
     "output_tokens": "--output-tokens",
     "input_tokens": "--input-tokens",
     "repeats": "--repeats",
+    "restart_between_repeats": "--restart-between-repeats",
     "tokenizer": "--tokenizer",
     "seed": "--seed",
     "refine_budget": "--refine-budget",

@@ -4,7 +4,9 @@ Targets run one after another (one engine at a time, so one GPU is enough); with
 cluster (``--ray``) each target is an actor on a node with its resources and they run
 side by side (``crossover.sweep.cluster``). Either way one level is measured by the same
 code (``crossover.sweep.level``), and each launched engine is started once and reused
-across its levels. Every run is
+across its levels (with ``restart_between_repeats``, once per repeat: stopped after its
+last level of a repeat and started again for the next, so the repeats' spread holds the
+start-to-start variation). Every run is
 committed to ``DIR/sweep.db`` as it finishes and ``DIR/sweep.json`` is rewritten
 after each, so an interrupted sweep loses at most the level in flight; the same
 command again skips the runs already done (each has a key target|level|repeat, the level
@@ -270,7 +272,7 @@ class SweepRunner:
         self._open: dict[str, TargetRunner] = {}
         #: engine starts noted in this process, and each target's start still up (its
         #: index in the ``engine_starts`` meta list, to stamp its stop on)
-        self._starts_seen: set[tuple[str, str, float]] = set()
+        self._starts_seen: set[tuple[str, str, float, str | None]] = set()
         self._start_up: dict[str, int] = {}
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self._check_resume()
@@ -467,6 +469,12 @@ class SweepRunner:
         backend = self._backend(t)
         try:
             for i, (c, r) in enumerate(todo):
+                if i and r != todo[i - 1][1] and self.config.restart_between_repeats:
+                    # each repeat its own engine start: stopped after the last level of
+                    # one repeat, started (and warmed up) again at the next repeat's first
+                    await self._stop(t.cfg.name, backend)
+                    self._say_restart(t.cfg.name, todo[i - 1][1], r)
+                    backend = self._backend(t)
                 try:
                     going = await self._level(t, backend, c, r)
                 except EngineError as exc:
@@ -500,7 +508,16 @@ class SweepRunner:
         backends: dict[str, TargetRunner] = {}
         gone: set[str] = set()
         try:
-            for name, level, r in order:
+            for i, (name, level, r) in enumerate(order):
+                if i and r != order[i - 1][2] and self.config.restart_between_repeats:
+                    # each repeat its own engine starts: every engine up is stopped after
+                    # a repeat, and each starts again at its first level of the next
+                    for up, b in list(backends.items()):
+                        if up not in gone:
+                            await self._stop(up, b)
+                            if any(n == up for n, _, _ in order[i:]):
+                                self._say_restart(up, order[i - 1][2], r)
+                    backends.clear()
                 if name in gone:
                     continue
                 t = by_name[name]
@@ -518,6 +535,14 @@ class SweepRunner:
             for name, backend in backends.items():
                 if name not in gone:
                     await self._stop(name, backend)
+
+    def _say_restart(self, name: str, done: int, next_repeat: int) -> None:
+        if self.events.on_engine:
+            self.events.on_engine(
+                name,
+                f"engine stopped after repeat {done}; it starts again for repeat "
+                f"{next_repeat} (restart_between_repeats)",
+            )
 
     # --- one level at a time (``crossover decide``) --------------------------
     async def measure_level(
@@ -558,7 +583,9 @@ class SweepRunner:
         info = t.info
         if info.started_at is None or info.ready_s is None:
             return
-        mark = (t.cfg.name, info.started_at, info.ready_s)
+        # its URL too (a new start listens on a port of its own): two quick starts in one
+        # second can time alike to the millisecond (restart_between_repeats, a death)
+        mark = (t.cfg.name, info.started_at, info.ready_s, info.url)
         if mark in self._starts_seen:
             return
         self._starts_seen.add(mark)
@@ -729,6 +756,9 @@ class SweepRunner:
                     else {}
                 ),
                 "repeats": self.config.repeats,
+                **(
+                    {"restart_between_repeats": True} if self.config.restart_between_repeats else {}
+                ),
                 "name": self.config.name,
                 **({"slo": self.config.slo.text()} if self.config.slo else {}),
             },
