@@ -54,6 +54,19 @@ def test_a_change_beyond_the_spread_is_named() -> None:
     cmp = compare_sweeps(before, after)
     assert _row(cmp, "A c=4", "TTFT p50 ms").change == "worse"
     assert any("intervals from their spread (Welch)" in n for n in cmp.notes)
+    # their repeats shared an engine start: the note says what the interval leaves out
+    assert any("start-to-start variation is not in them" in n for n in cmp.notes)
+
+
+def test_repeats_each_on_their_own_start_are_said_so() -> None:
+    """A sweep measured with ``restart_between_repeats`` (its workload says so): its
+    intervals hold the start-to-start variation, and the note says that instead."""
+    before = _sweep({4: (20.0, 20.2, 19.9)})
+    after = _sweep({4: (25.0, 25.1, 24.9)})
+    after.workload = {**(after.workload or {}), "restart_between_repeats": True}
+    notes = compare_sweeps(before, after).notes
+    assert any(n.endswith("each repeat on its own engine start") for n in notes), notes
+    assert sum("start-to-start variation is not in them" in n for n in notes) == 1, notes
 
 
 def test_single_runs_say_they_have_no_spread() -> None:

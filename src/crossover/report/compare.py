@@ -290,7 +290,16 @@ def _repeats_note(label: str, s: SweepFile) -> str:
             counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
     most = max(counts.values(), default=0)
     if most >= 2:
-        return f"{label}: up to {most} repeats per level: intervals from their spread (Welch)"
+        head = f"{label}: up to {most} repeats per level: intervals from their spread (Welch)"
+        if (s.workload or {}).get("restart_between_repeats"):
+            return f"{head}, each repeat on its own engine start"
+        # a level's repeats ran on one engine start: what changes from one start (or
+        # machine, or day) to the next is not in their spread (docs/metrics.md)
+        return (
+            f"{head}; repeats measured back to back share an engine start, so "
+            "start-to-start variation is not in them (restart_between_repeats measures it, "
+            "--tie-margin allows for it)"
+        )
     return (
         f"{label}: one repeat per level: no spread of its own; the assumed "
         f"{NOISE_FLOOR:.0%} run-to-run noise stands in (--repeats 2 or more measures it)"
