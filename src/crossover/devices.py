@@ -244,14 +244,9 @@ def _text(value: Any) -> str:
 
 
 def _optional(nv: ModuleType, fn: str, *args: Any) -> int | None:
-    """A figure from an NVML call that older drivers or bindings lack: None if absent."""
-    call = getattr(nv, fn, None)
-    if call is None:
-        return None
-    try:
-        value = call(*args)
-    except Exception:  # NVMLError_NotSupported and kin
-        return None
+    """A figure from an NVML call that older drivers or bindings lack: None if absent
+    (:func:`_maybe`) or not a positive count."""
+    value = _maybe(nv, fn, *args)
     return int(value) if isinstance(value, int) and value > 0 else None
 
 

@@ -433,12 +433,12 @@ def fmt_margin(tie_rel: float) -> str:
 
 
 def reanalyze(sweep: SweepFile, *, tie_rel: float = 0.0) -> tuple[SweepFile, list[Finding]]:
-    """The sweep with its ``crossovers`` and ``inconclusive`` read again with the tie margin
-    ``tie_rel`` (recorded as ``tie_margin``), and the findings behind them: what ``crossover
-    sweep --tie-margin M`` writes to sweep.json after the sweep's own analysis."""
+    """The sweep with its ``crossovers`` and ``inconclusive`` read with the tie margin
+    ``tie_rel`` (recorded as ``tie_margin``, ``None`` for none), and the findings behind
+    them: what the sweep runner writes to sweep.json (``SweepRunner.sweep_file``)."""
     findings = analyze_sweep(sweep, tie_rel=tie_rel)
     xs, inc = findings_to_schema(findings)
-    update = {"crossovers": xs, "inconclusive": inc, "tie_margin": tie_rel}
+    update = {"crossovers": xs, "inconclusive": inc, "tie_margin": tie_rel or None}
     return sweep.model_copy(update=update), findings
 
 

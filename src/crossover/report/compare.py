@@ -131,13 +131,16 @@ class CompareRow:
             return None
         return d.significant, d.mean > 0
 
+    def _within_margin(self) -> bool:
+        r = self.ratio
+        return r is not None and abs(r - 1.0) < self.tie_rel
+
     @property
     def tied(self) -> bool:
         """The interval excludes 1 but the ratio is within the tie margin of 1: the margin
         turned a better or worse into no significant change."""
         sig = self._significant()
-        r = self.ratio
-        return sig is not None and sig[0] and r is not None and abs(r - 1.0) < self.tie_rel
+        return sig is not None and sig[0] and self._within_margin()
 
     @property
     def change(self) -> Literal["better", "worse", "no significant change", ""]:
@@ -145,7 +148,7 @@ class CompareRow:
         if sig is None:
             return ""
         significant, up = sig
-        if not significant or self.tied:
+        if not significant or self._within_margin():
             return NO_CHANGE
         return "better" if up == self.metric.higher_is_better else "worse"
 

@@ -31,9 +31,8 @@ from crossover.analysis import (
     SweepFile,
     SweepRun,
     TargetInfo,
-    analyze_sweep,
-    findings_to_schema,
     propose_refinement,
+    reanalyze,
 )
 from crossover.analysis.crossovers import Finding
 from crossover.analysis.schema import (
@@ -659,7 +658,7 @@ class SweepRunner:
 
     async def run(self) -> SweepOutcome:
         await self._measure(self.config.levels())
-        findings = analyze_sweep(self.sweep_file(), tie_rel=self.tie_rel)
+        _, findings = self._analysed()
         if self.config.refine:  # along concurrency only (the config says so)
             spent = 0
             measured = set(self.config.concurrency or []) | set(self._measured_levels())
@@ -682,9 +681,9 @@ class SweepRunner:
                 await self._measure([Level("concurrency", c) for c in new], main_pass=False)
                 spent += len(new)
                 measured |= set(new)
-                findings = analyze_sweep(self.sweep_file(), tie_rel=self.tie_rel)
-        sweep = self.write_sweep_file()
-        findings = analyze_sweep(sweep, tie_rel=self.tie_rel)
+                _, findings = self._analysed()
+        sweep, findings = self._analysed()
+        sweep.write(self.out / "sweep.json")
         return SweepOutcome(sweep, findings, self.ran, self.skipped, self.failed_levels)
 
     def _measured_levels(self) -> list[int]:
@@ -698,6 +697,12 @@ class SweepRunner:
 
     # --- the sweep file ---------------------------------------------------
     def sweep_file(self) -> SweepFile:
+        """The sweep as sweep.json holds it: every finished run, read with the tie margin."""
+        return self._analysed()[0]
+
+    def _analysed(self) -> tuple[SweepFile, list[Finding]]:
+        """The sweep (:meth:`sweep_file`) and the findings its crossovers and inconclusive
+        brackets come from, read with the sweep's tie margin (``reanalyze``)."""
         runs: list[SweepRun] = []
         by_target = {t.cfg.name for t in self.targets}
         for row in self.store.runs():
@@ -763,10 +768,7 @@ class SweepRunner:
                 **({"slo": self.config.slo.text()} if self.config.slo else {}),
             },
         )
-        xs, inc = findings_to_schema(analyze_sweep(sweep, tie_rel=self.tie_rel))
-        sweep.crossovers, sweep.inconclusive = xs, inc
-        sweep.tie_margin = self.tie_rel or None
-        return sweep
+        return reanalyze(sweep, tie_rel=self.tie_rel)
 
     def _target_infos(self) -> list[TargetInfo]:
         stored: dict[str, Any] = self.store.get_meta("targets") or {}
