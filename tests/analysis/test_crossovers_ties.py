@@ -6,7 +6,7 @@ opposite between the machines, and the analysis read one as a lead and the other
 
 from __future__ import annotations
 
-from crossover.analysis.crossovers import compare_pair, metric_spec
+from crossover.analysis.crossovers import compare_pair, format_crossover, metric_spec
 
 TPS = metric_spec("total_tokens_per_s")
 
@@ -48,3 +48,19 @@ def test_without_the_margin_nothing_is_a_tie() -> None:
     b = {1.0: [100.0, 100.0], 2.0: [199.0, 199.2]}
     for f in compare_pair("a", "b", a, b, TPS):
         assert not any(lv.tie for lv in f.per_level)
+
+
+def test_a_lead_line_names_the_levels_the_margin_read_as_level() -> None:
+    # the lead is at 2 and 4 only: the line that says "a leads b over 1-4" says so
+    a = {1.0: [420.0, 420.2], 2.0: [688.0, 690.0], 4.0: [1040.0, 1044.0]}
+    b = {1.0: [422.0, 422.2], 2.0: [385.0, 386.0], 4.0: [830.0, 832.0]}
+    (tied,) = compare_pair("a", "b", a, b, TPS, tie_rel=0.03)
+    assert format_crossover(tied) == (
+        "total tokens/s: a leads b over 1-4 concurrent requests (no crossover in the range "
+        "measured; level within 3% at 1)"
+    )
+    # without a tie the line is as it was
+    (plain,) = compare_pair("a", "b", {k: v for k, v in a.items() if k > 1}, b, TPS)
+    assert format_crossover(plain).endswith(
+        "over 2-4 concurrent requests (no crossover in the range measured)"
+    )

@@ -274,6 +274,14 @@ def test_a_budget_the_engine_starts_alone_exceed_says_so(
     # a budget past the starts: no such note
     assert main([*args, "--budget", "0.6"]) == 0
     assert "does not cover one engine start" not in capsys.readouterr().out
+    assert "each at its measured cost" in note[0]
+    # starts at --start-s, none timed: the note says where their cost came from
+    plain = ["decide", "--replay", str(db), "--live-levels", "--start-s", "150"]
+    assert main([*plain, "--budget", "0.33"]) == 0
+    out = capsys.readouterr().out
+    note = [line for line in out.splitlines() if "does not cover one engine start" in line]
+    assert len(note) == 1, out
+    assert "(600 s, each at --start-s 150 s)" in note[0], note[0]
 
 
 @pytest.mark.parametrize("bad", ["-0.1", "1", "nan", "inf"])

@@ -233,6 +233,13 @@ def test_the_workload_reads_as_a_sentence() -> None:
     assert "arrival rates 2, 4.5 per s; 30 s per level; 1 repeat per level" in text
     assert text.endswith("goodput SLO ttft_ms.p99=500; extra=7")
     assert "=-" not in text and "prompts_file" not in text
+    # repeats on their own engine starts say so (the error bars then hold the
+    # start-to-start variation), not as a generic key=value
+    own = describe_workload({"concurrency": [1, 2], "repeats": 2, "restart_between_repeats": True})
+    assert (
+        own
+        == "synthetic prompts, each its own length; concurrency 1, 2; 2 repeats per level, each on its own engine start"
+    )
     # stored as "1 turns" (a sweep keeps its shape as stored); it reads "1 turn"
     one = describe_workload({"sessions": "1 turns, think 0.5 s", "concurrency": [1]})
     assert (

@@ -151,6 +151,28 @@ def test_a_resumed_sweep_restarts_only_for_repeats_left(
     assert _engine_starts(tmp_path) == 3
 
 
+def test_a_resume_that_switches_it_is_refused_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Repeats on their own starts and repeats on one start measure different things: a
+    sweep resumed with the setting switched (either way) would mix the two in one
+    interval, and its sweep.json would say only the second."""
+    out = tmp_path / "out"
+    assert _sweep(_config(tmp_path, repeats=1), out) == 0, capsys.readouterr()
+    capsys.readouterr()
+    plain = _config(tmp_path, repeats=2, restart_between_repeats=False)
+    assert _sweep(plain, out) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "different workload (restart_between_repeats)" in line, line
+    assert len(db_runs(out)) == len(LEVELS)  # nothing measured, nothing lost
+
+    other = tmp_path / "other"
+    assert _sweep(plain, other, "--no-restart-between-repeats") == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert _sweep(_config(tmp_path, repeats=3), other) == 2
+    assert "(restart_between_repeats)" in _one_error_line(capsys.readouterr().err)
+
+
 @pytest.mark.slow
 def test_an_interrupted_sweep_resumes_in_the_start_it_needs(tmp_path: Path) -> None:
     """Killed in repeat 1's first level: the resume redoes that level and repeat 1's

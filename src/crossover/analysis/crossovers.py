@@ -604,8 +604,11 @@ def format_crossover(x: Finding | Crossover, levels: Sequence[float] = ()) -> st
         )
     if x.leader is not None:
         other = x.b if x.leader == x.a else x.a
+        # the levels a tie margin read as level, where some were (``; level within 3% at
+        # 1, 2``): the lead is over the others
+        ties = x.reason.partition("; ")[2]
         return (
             f"{label}: {x.leader} leads {other} over {span} {unit} "
-            "(no crossover in the range measured)"
+            f"(no crossover in the range measured{'; ' + ties if ties else ''})"
         )
     return f"{label}: {x.a} vs {x.b}: {x.reason} (levels {span})"

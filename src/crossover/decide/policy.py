@@ -149,9 +149,17 @@ def next_step(
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:
+            timed = sum(1 for t in order if t in cfg.start_s_of)
+            how = (
+                "each at its measured cost"
+                if timed == len(order)
+                else f"each at --start-s {cfg.start_s:g} s"
+                if not timed
+                else f"{timed} at their measured cost, the others at --start-s {cfg.start_s:g} s"
+            )
             notes.append(
                 f"the time budget ({budget[0]:.0f} s) does not cover one engine start per "
-                f"target ({starts:.0f} s, each at its measured cost): nothing past the starts "
+                f"target ({starts:.0f} s, {how}): nothing past the starts "
                 f"fits in it; a budget of more than {starts / budget[1]:.2f} of the grid's "
                 f"{budget[1]:.0f} s measures more"
             )

@@ -330,6 +330,9 @@ class SweepConfig(Limits, Warmup, Workload):
             "prompts_file": str(self.prompts_file) if self.prompts_file else None,
             # only when set: a fixed-length sweep keeps the identity it always had
             **self.shape(),
+            # only when set, as the shape: repeats on their own starts and repeats on one
+            # start measure different things, and their interval mixes the two
+            **({"restart_between_repeats": True} if self.restart_between_repeats else {}),
         }
 
 
