@@ -7,6 +7,7 @@ some of those GPUs chosen now by ``CUDA_VISIBLE_DEVICES``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -280,3 +281,89 @@ def test_hosts_an_earlier_crossover_kept_are_read_as_a_sweep_keeps_them_now() ->
     assert kinds(hosts) == [_old(8)] and machine_count(hosts) == 1
     back = [_old(8), _old(8, cpu="Xeon"), _chosen(2, of=8)]
     assert kinds(back) == back and machine_count(back) == 2
+
+
+# --- another machine of the same kind: machine_id, a hash of the GPUs' UUIDs -------------
+
+
+def _at(machine_id: str | None, gpu: HostGpu = H100) -> HostFacts:
+    return _host(gpu).model_copy(update={"machine_id": machine_id})
+
+
+def test_another_machine_of_the_same_kind_is_kept_an_unknown_one_is_not() -> None:
+    first, _ = note_host([], _at("gpu:aaaaaaaaaaaa"))
+    again, before = note_host(first, _at("gpu:aaaaaaaaaaaa"))
+    assert again is first and before is None
+    # either side without a fingerprint (a host kept before it was): as before, by kind
+    assert note_host(first, _at(None)) == (first, None)
+    assert note_host([_at(None).model_dump(mode="json")], _at("gpu:bbbbbbbbbbbb"))[1] is None
+    both, before = note_host(first, _at("gpu:bbbbbbbbbbbb"))
+    assert len(both) == 2 and before == _at("gpu:aaaaaaaaaaaa")
+    # still one kind of machine to every count
+    hosts = kept_hosts(both)
+    assert kinds(hosts) == hosts[:1] and machine_count(hosts) == 1
+
+
+def _uuids(c: str) -> list[str]:
+    return [f"GPU-{c * 8}-{k}111-2222-3333-444444444444" for k in range(8)]
+
+
+def test_a_sweep_resumed_on_another_machine_of_the_same_kind_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two H100 machines of one kind: the resume says so and keeps both hosts, and the
+    report and compare still read one kind of machine (no 'resumed on another machine')."""
+    from crossover.report.html import render_html
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cfg = SweepConfig.model_validate(
+        {
+            "name": "two",
+            "targets": [{"name": "A", "url": "http://127.0.0.1:9"}],
+            "concurrency": [1],
+            "output_tokens": 4,
+            "input_tokens": 8,
+            "client_floor": "off",
+        }
+    )
+
+    def resume(uuids: list[str]) -> tuple[list[str], list[HostFacts]]:
+        monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8, uuids))
+        notes: list[str] = []
+        runner = SweepRunner(cfg, tmp_path, events=SweepEvents(on_note=notes.append))
+        try:
+            return notes, kept_hosts(runner.store.get_meta("hosts"))
+        finally:
+            runner.store.close()
+
+    notes, hosts = resume(_uuids("a"))
+    assert notes == [] and len(hosts) == 1 and hosts[0].machine_id is not None
+    # the same machine, its GPUs chosen otherwise: no note, nothing kept
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+    assert resume(_uuids("a")) == ([], hosts)
+    (said,), both = resume(_uuids("b"))
+    said = " ".join(said.split())
+    assert said.startswith(
+        "this sweep resumed on another machine of the same kind: 8x NVIDIA H100 80GB HBM3"
+    )
+    assert f"(machine {both[1].machine_id})" in said
+    assert f"measured on the other (machine {hosts[0].machine_id};" in said
+    assert len(both) == 2 and both[0] == hosts[0]
+    assert both[1].machine_id not in (None, hosts[0].machine_id)
+    assert all("GPU-" not in json.dumps(h.model_dump(mode="json")) for h in both)
+    # back on the same machine: nothing new
+    assert resume(_uuids("b")) == ([], both)
+
+    x = [TargetInfo(name="x")]
+    sweep = SweepFile(hosts=both, targets=x)
+    assert sweep.machines() == 1
+    html = render_html(sweep, {}, [], [])
+    assert "resumed on another machine:" not in html
+    assert f"machine {both[0].machine_id}, then {both[1].machine_id}: resumed on another " in html
+    assert "compare them as two machines" in html
+    cmp = compare_sweeps(sweep, SweepFile(hosts=both[1:], targets=x))
+    assert not any("machines differ" in n or "another machine (" in n for n in cmp.notes)
+    assert any(
+        n.startswith("A: resumed on another machine of the same kind (machine gpu:")
+        for n in cmp.notes
+    ), cmp.notes

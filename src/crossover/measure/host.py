@@ -1,8 +1,8 @@
 """The machine crossover runs on (:class:`crossover.metrics.host.HostFacts`): read by
 ``crossover run`` for its summary and by a sweep when it starts or resumes (kept in its
 database, ``meta`` key ``hosts``, and ``sweep.json``), so a result says which GPUs,
-driver and CPU it was measured with, and a sweep resumed on another kind of machine
-says so.
+driver and CPU it was measured with, and a sweep resumed on another kind of machine, or
+on another machine of the same kind (``machine_id``, a hash of the GPUs' UUIDs), says so.
 
 GPUs come from NVML (``pynvml``, the ``gpu`` extra: :func:`crossover.devices.read_nvml`,
 the reading ``crossover advise`` makes too) or, without it, ``nvidia-smi``; both
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from crossover.devices import NvmlReading, given, nvml_module, own, pick, read_nvml, shown
-from crossover.metrics.host import HostFacts, HostGpu
+from crossover.metrics.host import HostFacts, HostGpu, fingerprint
 
 
 class GpuReading(NamedTuple):
@@ -159,9 +159,12 @@ def read_host(
 
     reading = GpuReading(*gpus) if gpus is not None else (_nvml() or _nvidia_smi())
     found: list[HostGpu] = []
-    count = chosen = None
+    count = chosen = machine_id = None
     if reading is not None:
         found, count = reading.gpus, len(reading.gpus)
+        # every GPU of the machine, those hidden from the targets too: one machine
+        if len(reading.uuids) == len(reading.gpus):
+            machine_id = fingerprint(reading.uuids)
         mine = own()
         values = [mine if d is None else d for d in devices] or [mine]
         if all(v is not None for v in values):  # else one target has them all
@@ -181,6 +184,7 @@ def read_host(
         os=f"{platform.system()} {platform.release()}".strip() or None,
         python=sys.version.split()[0],
         crossover=__version__,
+        machine_id=machine_id,
     )
 
 
@@ -197,13 +201,15 @@ def kept_hosts(stored: Any) -> list[HostFacts]:
 
 
 def note_host(stored: Any, now: HostFacts) -> tuple[list[Any], HostFacts | None]:
-    """The ``hosts`` meta list with ``now`` added where it is another kind of machine
-    than the last one the sweep ran on (or the first; :meth:`HostFacts.same_kind`: a host
-    kept before hosts kept the targets' GPUs is every GPU of its machine), and that last
-    one when ``now`` differs from it (the sweep resumed on another machine), else
-    ``None``."""
+    """The ``hosts`` meta list with ``now`` added where it is another machine than the
+    last one the sweep ran on (or the first): another kind (:meth:`HostFacts.same_kind`: a
+    host kept before hosts kept the targets' GPUs is every GPU of its machine), or another
+    machine of the same kind (:meth:`HostFacts.same_machine`: both fingerprints known and
+    different); and that last one when ``now`` differs from it (the sweep resumed on
+    another machine), else ``None``. :func:`crossover.metrics.host.kinds` passes over a
+    second machine of the same kind: it counts kinds."""
     stored = stored if isinstance(stored, list) else []
     known = kept_hosts(stored)
-    if known and known[-1].same_kind(now):
+    if known and known[-1].same_kind(now) and known[-1].same_machine(now) is not False:
         return stored, None
     return [*stored, now.model_dump(mode="json")], (known[-1] if known else None)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 
@@ -43,6 +44,11 @@ class HostFacts(BaseModel):
     os: str | None = None
     python: str | None = None
     crossover: str | None = None
+    #: which physical machine: :func:`fingerprint` of every GPU's UUID the machine lists
+    #: (``CUDA_VISIBLE_DEVICES`` hiding some leaves it as it is), a hash, never the UUIDs
+    #: themselves (hardware identifiers, and results get published); ``None`` where a
+    #: UUID was not read, without a GPU, and in records written before it was kept
+    machine_id: str | None = None
 
     def machine(self) -> tuple[tuple[str, ...], str | None, int | None]:
         """What makes it the same kind of machine for timings: its GPUs' names (in
@@ -62,6 +68,14 @@ class HostFacts(BaseModel):
         if (self.cpu, self.cpus) != (other.cpu, other.cpus):
             return False
         return _whole_then(self, other) or _whole_then(other, self)
+
+    def same_machine(self, other: HostFacts) -> bool | None:
+        """Whether ``other`` is the same physical machine (the same :attr:`machine_id`);
+        ``None`` where either does not say. Two machines of one kind (:meth:`same_kind`)
+        are not the same machine: machine-to-machine variation is in their ratios."""
+        if self.machine_id is None or other.machine_id is None:
+            return None
+        return self.machine_id == other.machine_id
 
     def describe(self) -> str:
         """``1x NVIDIA H100 80GB HBM3 (79.6 GiB), driver 580.95, CUDA 13.0; AMD EPYC
@@ -94,6 +108,17 @@ class HostFacts(BaseModel):
         return f"{head}; {cpu}"
 
 
+def fingerprint(uuids: Sequence[str | None]) -> str | None:
+    """Which machine these GPUs are: ``gpu:`` and the first 12 hex digits of the SHA-256
+    of every GPU's UUID (sorted, joined by commas), so the same GPUs in any order, or any
+    of them chosen, are the same machine and the UUIDs themselves are not kept; ``None``
+    where there is no GPU or a UUID was not read."""
+    if not uuids or any(not u for u in uuids):
+        return None
+    joined = ",".join(sorted(str(u).strip() for u in uuids))
+    return "gpu:" + hashlib.sha256(joined.encode()).hexdigest()[:12]
+
+
 def _whole_then(old: HostFacts, now: HostFacts) -> bool:
     """``old``, kept before hosts kept the targets' GPUs (every GPU of its machine), may be
     the machine ``now`` chose some of: as many GPUs, each chosen one's kind among them."""
@@ -105,7 +130,8 @@ def _whole_then(old: HostFacts, now: HostFacts) -> bool:
 def kinds(hosts: Sequence[HostFacts]) -> list[HostFacts]:
     """The first of ``hosts`` and each that is another kind of machine than the last one
     kept (:meth:`HostFacts.same_kind`), as a sweep keeps them: where it resumed on another
-    machine (a host an earlier crossover kept though it was the same kind is passed over)."""
+    kind of machine (a host an earlier crossover kept though it was the same kind, and
+    another machine of the same kind, :meth:`HostFacts.same_machine`, are passed over)."""
     kept: list[HostFacts] = []
     for h in hosts:
         if not kept or not kept[-1].same_kind(h):
@@ -129,3 +155,14 @@ def same_machines(a: Sequence[HostFacts], b: Sequence[HostFacts]) -> bool:
     return all(any(x.same_kind(y) for y in b) for x in a) and all(
         any(y.same_kind(x) for x in a) for y in b
     )
+
+
+def machine_ids(hosts: Sequence[HostFacts]) -> list[str]:
+    """Each physical machine ``hosts`` name (:attr:`HostFacts.machine_id`), in the order
+    first seen; those without one are not counted. More than one where a sweep resumed on
+    another machine, of the same kind or not."""
+    seen: list[str] = []
+    for h in hosts:
+        if h.machine_id is not None and h.machine_id not in seen:
+            seen.append(h.machine_id)
+    return seen

@@ -29,7 +29,7 @@ from crossover.analysis.crossovers import (
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
-from crossover.metrics.host import kinds
+from crossover.metrics.host import kinds, machine_ids
 from crossover.words import plural
 from crossover.workload.sessions import shown
 
@@ -327,6 +327,9 @@ def render_html(
         # each change of machine (metrics.host.kinds): a host an earlier crossover kept as
         # another machine, though the same kind, is no resume on another machine
         "hosts": [h.describe() for h in kinds(sweep.hosts)],
+        # which physical machines (machine_id, a hash of their GPUs' UUIDs): two machines
+        # of one kind are one kind in "hosts", and both are named here
+        "machine_ids": machine_ids(sweep.hosts),
         "machines": sweep.machines(),
         "charts": chart_list,
         "overloads": format_overloads(sweep),

@@ -46,6 +46,7 @@ from crossover.analysis.schema import (
 from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.measure.host import kept_hosts, note_host, read_host
+from crossover.metrics.host import HostFacts
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
@@ -96,6 +97,24 @@ def interleaved_order(
 SEQUENTIAL_STOP = "sequential_stop"
 #: sees each record of a level as it arrives; a reason (str) stops the level there
 LevelWatch = Callable[[RequestRecord], str | None]
+
+
+def _resumed_on(host: HostFacts, before: HostFacts) -> str:
+    """The line a sweep prints where it resumed on ``host``, another machine than
+    ``before``, the last one it ran on: another kind, or another machine of the same kind
+    (their ``machine_id`` differs)."""
+    if before.same_kind(host):
+        return (
+            f"this sweep resumed on another machine of the same kind: {host.describe()} "
+            f"(machine {host.machine_id}); its runs so far were measured on the other "
+            f"(machine {before.machine_id}; sweep.json's hosts keeps both: compare "
+            "across them as two machines, not as repeats)"
+        )
+    return (
+        f"this sweep resumed on another machine: {host.describe()}; its runs so far were "
+        f"measured on {before.describe()} (sweep.json's hosts keeps both: compare their "
+        "runs as two machines, not as repeats)"
+    )
 
 
 def run_key(target: str, level: Level, repeat: int) -> str:
@@ -300,18 +319,14 @@ class SweepRunner:
         else:
             self.store.set_meta("started_at", self.started_at)
         # the machine it runs on now (the GPUs its targets' engines may use), kept where
-        # it is another kind than the last one
+        # it is another kind than the last one, or another machine of the same kind
         stored = self.store.get_meta("hosts") or []
         host = read_host(devices=[t.engine_gpus for t in self.config.targets])
         hosts, before = note_host(stored, host)
         if hosts is not stored:
             self.store.set_meta("hosts", hosts)
         if before is not None and self.events.on_note is not None:
-            self.events.on_note(
-                f"this sweep resumed on another machine: {host.describe()}; its runs "
-                f"so far were measured on {before.describe()} (sweep.json's hosts keeps "
-                "both: compare their runs as two machines, not as repeats)"
-            )
+            self.events.on_note(_resumed_on(host, before))
 
     def _done(self, target: str, level: Level, r: int) -> bool:
         row = self.store.finished_by_key(run_key(target, level, r))
