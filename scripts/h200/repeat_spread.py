@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from crossover.analysis.crossovers import Finding, analyze_sweep, level_values, metric_spec
+from crossover.analysis.crossovers import Finding, analyze_sweep, metric_spec
 from crossover.analysis.schema import SweepFile
+from crossover.analysis.spread import level_spreads
 from crossover.decide.replay import describe
 from crossover.errors import UsageError, argument_parser
 from crossover.report.load import load_sweep
@@ -40,17 +41,6 @@ def restrict(sweep: SweepFile, targets: Sequence[str], levels: set[float]) -> Sw
     ]
     kept = [t for t in sweep.targets if t.name in targets]
     return sweep.model_copy(update={"runs": runs, "targets": kept})
-
-
-def spreads(sweep: SweepFile, metric: str) -> list[tuple[float, str, float]]:
-    """(spread, target, level) for every target-level with two valid repeats or more."""
-    path = metric_spec(metric).path
-    out = []
-    for t in sweep.target_names():
-        for level, vals in level_values(sweep.runs, t, path).items():
-            if len(vals) >= 2 and statistics.fmean(vals) > 0:
-                out.append(((max(vals) - min(vals)) / statistics.fmean(vals), t, level))
-    return out
 
 
 def conclusions(sweep: SweepFile, tie: float) -> dict[tuple[str, str, str], str]:
@@ -110,7 +100,7 @@ def report(folders: Sequence[Path], targets: Sequence[str], args: Any) -> int:
     for folder, sweep in cut.items():
         print(f"  {folder}")
         for m in METRICS:
-            s = sorted(spreads(sweep, m))
+            s = sorted(level_spreads(sweep, m))
             if not s:
                 print(f"    {metric_spec(m).label:<16} no level with two repeats")
                 continue

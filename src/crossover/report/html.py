@@ -29,6 +29,7 @@ from crossover.analysis.crossovers import (
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
+from crossover.analysis.spread import own_starts, repeat_spreads
 from crossover.metrics.host import kinds, machine_ids
 from crossover.words import plural
 from crossover.workload.sessions import shown
@@ -347,6 +348,17 @@ def render_html(
         "outliers": [
             {"line": o.describe(), "redo": f"--redo {o.redo}"} for o in outlier_repeats(sweep)
         ],
+        "spreads": [
+            {
+                "label": x.label,
+                "median": f"{100 * x.median:.1f}%",
+                "largest": f"{100 * x.largest:.1f}%",
+                "where": x.where(),
+                "levels": x.levels,
+            }
+            for x in repeat_spreads(sweep)
+        ],
+        "own_starts": own_starts(sweep),
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
             {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
