@@ -149,14 +149,15 @@ def next_step(
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:
+            # where each start's cost came from: measured (this decision's, the
+            # database's, the logs'), or --start-s
             timed = sum(1 for t in order if t in cfg.start_s_of)
-            how = (
-                "each at its measured cost"
-                if timed == len(order)
-                else f"each at --start-s {cfg.start_s:g} s"
-                if not timed
-                else f"{timed} at their measured cost, the others at --start-s {cfg.start_s:g} s"
-            )
+            if timed == len(order):
+                how = "each at its measured cost"
+            elif not timed:
+                how = f"each at --start-s {cfg.start_s:g} s"
+            else:
+                how = f"{timed} at their measured cost, the others at --start-s {cfg.start_s:g} s"
             notes.append(
                 f"the time budget ({budget[0]:.0f} s) does not cover one engine start per "
                 f"target ({starts:.0f} s, {how}): nothing past the starts "

@@ -117,11 +117,11 @@ def describe_workload(w: dict[str, Any]) -> str:
         more.append(f"{w.pop('duration_s_per_level'):g} s per level")
     w.pop("duration_s_per_level", None)
     reps = w.pop("repeats", None)
-    own_starts = bool(w.pop("restart_between_repeats", None))
+    restarted = bool(w.pop("restart_between_repeats", None))
     if reps is not None:
         # the spread of repeats on one engine start misses the start-to-start variation
         # that repeats on their own starts hold: say which the error bars are
-        own = ", each on its own engine start" if own_starts and reps != 1 else ""
+        own = ", each on its own engine start" if restarted and reps != 1 else ""
         more.append(f"{reps} repeat{'s' if reps != 1 else ''} per level{own}")
     if w.get("slo"):
         more.append(f"goodput SLO {_text(w.pop('slo'))}")
