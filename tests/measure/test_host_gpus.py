@@ -46,6 +46,18 @@ def _fake_nvml(names: list[str], uuids: list[str] | None = None) -> types.Module
     return mod
 
 
+def _fake_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *lines: str, alone: bool = False
+) -> None:
+    """An ``nvidia-smi`` in ``tmp_path`` that prints ``lines`` (its CSV rows), first on
+    PATH (``alone``: the only folder on it)."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines))
+    smi.chmod(0o755)
+    path = str(tmp_path) if alone else f"{tmp_path}:{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+
+
 @pytest.fixture
 def four(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine of four H100s, crossover started with no CUDA_VISIBLE_DEVICES."""
@@ -180,14 +192,12 @@ def test_the_targets_gpus_are_the_union_of_their_own(
 
 
 def test_nvidia_smi_gives_the_uuids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(
-        "#!/bin/sh\n"
-        f"echo 'NVIDIA H200, 143771, 580.95.05, {UUIDS[0]}'\n"
-        f"echo 'NVIDIA H200, 143771, 580.95.05, {UUIDS[1]}'\n"
+    _fake_smi(
+        tmp_path,
+        monkeypatch,
+        f"NVIDIA H200, 143771, 580.95.05, {UUIDS[0]}",
+        f"NVIDIA H200, 143771, 580.95.05, {UUIDS[1]}",
     )
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     reading = _nvidia_smi()
     assert reading is not None and reading.uuids == (UUIDS[0], UUIDS[1])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", UUIDS[1])
@@ -253,10 +263,7 @@ def test_an_nvml_that_cannot_tell_the_driver_gives_way_to_nvidia_smi(
 
     nv.nvmlSystemGetDriverVersion = refused  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pynvml", nv)
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771, 580.95.05, GPU-x'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    _fake_smi(tmp_path, monkeypatch, "NVIDIA H200, 143771, 580.95.05, GPU-x", alone=True)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     h = read_host(tmp_path)
     assert [g.name for g in h.gpus] == ["NVIDIA H200"] and h.driver == "580.95.05"

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
-from tests.measure.test_host_gpus import _fake_nvml
+from tests.measure.test_host_gpus import _fake_nvml, _fake_smi
 
 from crossover.analysis.schema import SweepFile
 from crossover.measure.host import _nvidia_smi, read_host
@@ -105,14 +104,12 @@ def test_nvml_and_nvidia_smi_give_the_same_fingerprint(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 2, UUIDS[:2]))
     nvml = read_host(tmp_path)
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(
-        "#!/bin/sh\n"
-        f"echo '{H100.name}, 81559, 580.95.05, {UUIDS[1]}'\n"
-        f"echo '{H100.name}, 81559, 580.95.05, {UUIDS[0]}'\n"
+    _fake_smi(
+        tmp_path,
+        monkeypatch,
+        f"{H100.name}, 81559, 580.95.05, {UUIDS[1]}",
+        f"{H100.name}, 81559, 580.95.05, {UUIDS[0]}",
     )
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     reading = _nvidia_smi()
     assert reading is not None
     assert read_host(tmp_path, gpus=reading).machine_id == nvml.machine_id == fingerprint(UUIDS[:2])

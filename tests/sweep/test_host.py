@@ -22,7 +22,7 @@ from crossover.records.store import Store
 from crossover.report.compare import compare_sweeps
 from crossover.sweep.config import SweepConfig
 from crossover.sweep.driver import SweepEvents, SweepRunner
-from tests.measure.test_host_gpus import _fake_nvml
+from tests.measure.test_host_gpus import _fake_nvml, _fake_smi
 
 from .conftest import Linear, child_env, crossover_cmd, read_sweep, servers, target_flags
 
@@ -38,6 +38,20 @@ def _proc(tmp_path: Path) -> Path:
     )
     (proc / "meminfo").write_text("MemTotal:       131893244 kB\nMemFree: 1 kB\n")
     return proc
+
+
+def _url_sweep(name: str) -> SweepConfig:
+    """A sweep of one URL target at one level: the host record is read, nothing launched."""
+    return SweepConfig.model_validate(
+        {
+            "name": name,
+            "targets": [{"name": "A", "url": "http://127.0.0.1:9"}],
+            "concurrency": [1],
+            "output_tokens": 4,
+            "input_tokens": 8,
+            "client_floor": "off",
+        }
+    )
 
 
 def test_the_host_is_read_from_proc_and_the_gpu_reading(tmp_path: Path) -> None:
@@ -57,12 +71,7 @@ def test_the_host_is_read_from_proc_and_the_gpu_reading(tmp_path: Path) -> None:
 def test_nvidia_smi_is_read_where_nvml_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(
-        "#!/bin/sh\necho 'NVIDIA H200, 143771, 580.95.05'\necho 'NVIDIA H200, 143771, 580.95.05'\n"
-    )
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    _fake_smi(tmp_path, monkeypatch, *["NVIDIA H200, 143771, 580.95.05"] * 2)
     reading = _nvidia_smi()
     assert reading is not None
     gpus, driver, cuda = reading.gpus, reading.driver, reading.cuda
@@ -240,16 +249,7 @@ def test_a_sweep_an_older_crossover_kept_resumes_on_its_machine_unnoted(
     resumes on it under CUDA_VISIBLE_DEVICES=0,1: no 'resumed on another machine'."""
     monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    cfg = SweepConfig.model_validate(
-        {
-            "name": "old",
-            "targets": [{"name": "A", "url": "http://127.0.0.1:9"}],
-            "concurrency": [1],
-            "output_tokens": 4,
-            "input_tokens": 8,
-            "client_floor": "off",
-        }
-    )
+    cfg = _url_sweep("old")
 
     def resume() -> list[str]:
         notes: list[str] = []
@@ -316,16 +316,7 @@ def test_a_sweep_resumed_on_another_machine_of_the_same_kind_says_so(
     from crossover.report.html import render_html
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    cfg = SweepConfig.model_validate(
-        {
-            "name": "two",
-            "targets": [{"name": "A", "url": "http://127.0.0.1:9"}],
-            "concurrency": [1],
-            "output_tokens": 4,
-            "input_tokens": 8,
-            "client_floor": "off",
-        }
-    )
+    cfg = _url_sweep("two")
 
     def resume(uuids: list[str]) -> tuple[list[str], list[HostFacts]]:
         monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml([H100.name] * 8, uuids))

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 
 from crossover.analysis.crossovers import fmt_margin
 from crossover.analysis.schema import SweepFile, level_label, summary_value
+from crossover.analysis.spread import own_starts
 from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
 from crossover.errors import UsageError
 from crossover.metrics.host import HostFacts, kinds, machine_ids, same_machines
@@ -316,7 +317,7 @@ def _repeats_note(label: str, s: SweepFile) -> str:
     most = max(counts.values(), default=0)
     if most >= 2:
         head = f"{label}: up to {most} repeats per level: intervals from their spread (Welch)"
-        if (s.workload or {}).get("restart_between_repeats"):
+        if own_starts(s):
             return f"{head}, each repeat on its own engine start"
         # a level's repeats ran on one engine start: what changes from one start (or
         # machine, or day) to the next is not in their spread (docs/metrics.md)
