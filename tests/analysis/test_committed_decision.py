@@ -97,3 +97,54 @@ def test_the_h100_decision_s_readme_states_what_the_comparison_prints(
     assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
     gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
     assert gpu is not None and f"Engines up: {gpu[1]} s" in flat
+
+
+def test_the_second_h100_decision_s_readme_states_what_the_comparison_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/results/h100/moe-warm-decide-b: the same question asked again on another H100
+    (the decision A/A). Its README's table, counts, measuring time and GPU time are what the
+    script prints; every throughput conclusion is the grid's, the two TTFT ones are not."""
+    monkeypatch.chdir(ROOT)  # the README's command runs from the repository root
+    rc = _script().main(
+        ["docs/results/h100/moe-warm-decide-b", "docs/results/h100/moe-warm-grid"]
+        + ["--tie-margin", "0.03"]
+    )
+    out = capsys.readouterr().out
+    readme = (H100 / "moe-warm-decide-b" / "README.md").read_text("utf-8")
+    assert out.strip() == (H100 / "moe-warm-decide-b" / "comparison.md").read_text("utf-8").strip()
+    assert rc == 1
+    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
+    assert same is not None and (same[1], same[2]) == ("4", "6")
+    flat = " ".join(readme.split())
+    assert f"{same[1]} of the grid's {same[2]} conclusions" in flat
+    assert _rows_in(out, readme) == 6
+    for line in out.splitlines():
+        if "| total_tokens_per_s |" in line and line.endswith(("| yes |", "| **no** |")):
+            assert line.endswith("| yes |"), line  # each pair's throughput conclusion
+    contradictions = re.search(r"(\d+) level\(s\) where", out)
+    assert contradictions is not None and contradictions[1] == "0"
+    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
+    assert spent is not None
+    assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
+    gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
+    assert gpu is not None and f"engines up {int(gpu[1]):,} s" in flat
+
+
+def test_the_second_h100_decision_s_readme_holds_the_spread_script_s_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.scripts import load_script
+
+    monkeypatch.chdir(ROOT)
+    folders = [
+        f"docs/results/h100/{f}"
+        for f in ("moe-warm-grid", "moe-warm-decide", "moe-warm-decide-b", "moe-warm-restart")
+    ]
+    script = load_script(ROOT / "scripts" / "h200" / "repeat_spread.py", "repeat_spread", True)
+    args = [*folders, "--targets", "vllm,sglang", "--max-level", "64", "--tie-margin", "0.03"]
+    assert script.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.strip() in (H100 / "moe-warm-decide-b" / "README.md").read_text("utf-8")
+    # TTFT p50 of vLLM against SGLang at 1-64: the grid's crossover, three inconclusive
+    assert out.count("TTFT p50: vllm vs sglang: inconclusive") == 3

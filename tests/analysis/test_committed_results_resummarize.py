@@ -29,6 +29,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
         *(f"h200/{f}" for f in ("sweep", "triton", "moe", "prefix", "moe-tuning", "moe-decide")),
         "h100/moe-warm-grid",
         "h100/moe-warm-decide",
+        "h100/moe-warm-decide-b",
         "h100/moe-warm-restart",
     ],
 )

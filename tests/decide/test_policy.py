@@ -553,3 +553,41 @@ def test_a_sequential_first_pass_level_that_no_stop_could_shorten_says_it_is_mea
     for requests in ({4: 16}, {}):
         four = step(requests)
         assert four.sequential and "stopped once it settles" in four.why
+
+
+def _single_run_side(b16: float, a4: tuple[float, float]) -> list[Observation]:
+    """a and b on TTFT p50 at 1, 4 and 16: level at 1 and 4 (a's repeats at 4 as ``a4``),
+    b measured once at 16 (``b16``) against a's two runs of 100 ms."""
+
+    def ob(t: str, c: int, r: int, v: float) -> Observation:
+        return Observation(t, c, r, {"ttft_ms.p50": v}, 10, 10, 5.0)
+
+    return [
+        ob("a", 1, 0, 100.0), ob("a", 1, 1, 102.0), ob("a", 4, 0, a4[0]), ob("a", 4, 1, a4[1]),
+        ob("a", 16, 0, 100.0), ob("a", 16, 1, 101.0),
+        ob("b", 1, 0, 101.0), ob("b", 1, 1, 100.0), ob("b", 4, 0, 118.0), ob("b", 4, 1, 117.0),
+        ob("b", 16, 0, b16),
+    ]  # fmt: skip
+
+
+def test_a_side_resting_on_one_run_is_repeated_where_the_metric_moves() -> None:
+    """The H100 decision B (docs/results/h100/moe-warm-decide-b): SGLang's one run at 256,
+    TTFT p50 1,250 ms against vLLM's 444 and 526, alone made vLLM's side of a crossover the
+    grid does not have (its two runs there: 708 and 527). The median spread calls such a gap
+    certain; where the metric's repeats have moved by more than 10% at some level, a side one
+    run alone shows is repeated before it is concluded."""
+    q = Question("crossover", ("a", "b"), (1, 4, 16), ("ttft_ms.p50",))
+    obs = _single_run_side(b16=300.0, a4=(100.0, 135.0))  # a's repeats at 4: 30% apart
+    step = next_step(q, obs)
+    assert isinstance(step, Measure), step
+    assert (step.target, step.level, step.repeat) == ("b", 16, 1)
+    assert "alone, on one run of b" in step.why
+    # measured: the side has its two runs, the policy settles
+    obs.append(Observation("b", 16, 1, {"ttft_ms.p50": 290.0}, 10, 10, 5.0))
+    assert isinstance(next_step(q, obs), Decision)
+    # repeats that never moved more than 10%: one run is as the median spread judges it
+    steady = _single_run_side(b16=300.0, a4=(100.0, 104.0))
+    assert isinstance(next_step(q, steady), Decision)
+    # switched off (--no-confirm-single-runs)
+    off = PolicyConfig(confirm_single_runs=False)
+    assert isinstance(next_step(q, obs[:-1], off), Decision)

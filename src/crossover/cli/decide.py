@@ -118,6 +118,13 @@ def decide(
             "starts; off: less measuring time)"
         ),
     ] = True,
+    confirm_single_runs: Annotated[
+        bool,
+        typer.Option(
+            help="Repeat a run that alone shows one side of the answer, on a metric whose "
+            "repeats have moved by more than 10% (off: less measuring)"
+        ),
+    ] = True,
     refine_inconclusive: Annotated[
         bool,
         typer.Option(
@@ -220,6 +227,7 @@ def decide(
 
     policy = PolicyConfig(
         reference_repeats=reference_repeats,
+        confirm_single_runs=confirm_single_runs,
         refine_inconclusive=refine_inconclusive,
         tie_rel=tie_margin,
         budget_factor=0.0 if live_levels else PolicyConfig.budget_factor,

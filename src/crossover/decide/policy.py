@@ -70,7 +70,12 @@ from crossover.decide.budget import (
 from crossover.decide.capacity import capacity_step
 from crossover.decide.coarse import first_pass, first_pass_all, pass_levels, target_order
 from crossover.decide.model import Decision, Deferred, Measure, Observation, Question, Step
-from crossover.decide.refine import refinement_wanted, repeats_wanted, single_run_leads
+from crossover.decide.refine import (
+    refinement_wanted,
+    repeats_wanted,
+    single_run_leads,
+    sole_support_repeats,
+)
 from crossover.decide.skip import check_skips, find_skips
 from crossover.decide.state import PolicyConfig, Prior, State, pair_findings, prefer_running
 
@@ -196,7 +201,9 @@ def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
         first = first_pass(s, order, coarse)
     if first is not None and first.target == s.last_target:
         return first
-    up = prefer_running(s, repeats_wanted(s) + refinement_wanted(s, coarse))
+    up = prefer_running(
+        s, repeats_wanted(s) + sole_support_repeats(s) + refinement_wanted(s, coarse)
+    )
     if first is None:
         return up
     # the engine that is up is worked before a switch: a restart costs minutes where a

@@ -1,6 +1,7 @@
 """The decide policy after the first pass: the repeats of levels where a sign is still
-uncertain, the bisection of crossovers still wider than asked, and (under a time budget)
-the repeats that would confirm a lead resting on one run of a side."""
+uncertain, the repeats that confirm a side of an answer resting on one run, the bisection
+of crossovers still wider than asked, and (under a time budget) the repeats that would
+confirm a lead resting on one run of a side."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from crossover.analysis.crossovers import Finding
 from crossover.analysis.refine import propose_refinement
 from crossover.decide.model import Measure, Question
-from crossover.decide.state import State, pair_findings, pairs, uncertain
+from crossover.decide.state import State, largest_spread, pair_findings, pairs, uncertain
 
 
 def repeats_wanted(s: State) -> list[Measure]:
@@ -36,6 +37,46 @@ def repeats_wanted(s: State) -> list[Measure]:
                         Measure(t, c, len(reps), None, "a sign still uncertain", concerns=(u,))
                     )
     return [m for m in out if (m.target, m.level, m.repeat) not in s.deferred]
+
+
+def sole_support_repeats(s: State) -> list[Measure]:
+    """The repeats that confirm a side of the answer resting on one run: a stretch of a
+    pair's significant leads (a lead over the range, or one side of a crossover) that one
+    level alone shows, where one target has a single run, on a metric whose repeats have
+    moved by more than ``repeat_margin`` at some level of either target. The median spread
+    (:func:`crossover.decide.state.uncertain`) judged the sign certain from one run; on such
+    a metric one run can land far from its repeat (TTFT p50 of a burst of prompts: 17-36%
+    on the H100 MoE decisions), and the side would rest on it alone."""
+    q = s.q
+    if q.repeats < 2 or not s.cfg.confirm_single_runs:
+        return []
+    out: list[Measure] = []
+    seen: set[tuple[str, str, str]] = set()
+    for f in pair_findings(s):
+        key = (f.a, f.b, f.metric)
+        if key in seen:
+            continue
+        seen.add(key)
+        moved = (largest_spread(s, f.a, f.metric), largest_spread(s, f.b, f.metric))
+        if not any(x is not None and x > math.log1p(s.cfg.repeat_margin) for x in moved):
+            continue
+        sig = [lv for lv in f.per_level if lv.lead is not None]
+        for i, lv in enumerate(sig):
+            before = sig[i - 1].lead if i > 0 else None
+            after = sig[i + 1].lead if i + 1 < len(sig) else None
+            if lv.lead in (before, after):
+                continue  # another level shows the same side
+            c = int(lv.concurrency)
+            for t, u in ((f.a, f.b), (f.b, f.a)):
+                runs = [o for o in s.repeats(t, c) if o.valid]
+                r = len(s.repeats(t, c))
+                if len(runs) != 1 or not runs[0].complete or r >= q.repeats:
+                    continue
+                if (t, c, r) in s.deferred:
+                    continue
+                why = f"{lv.lead}'s lead on {f.metric} at {c} alone, on one run of {t}"
+                out.append(Measure(t, c, r, None, why, concerns=(u,)))
+    return out
 
 
 def snap(q: Question, lo: int, hi: int, mid: int) -> int | None:

@@ -32,6 +32,10 @@ class PolicyConfig:
     refine_width: float = 0.25
     refine_budget: int = 8
     reference_repeats: bool = True
+    #: a side of the answer one level alone shows, on one run of a target, is confirmed by
+    #: that run's repeat where the metric's repeats have moved by more than
+    #: ``repeat_margin`` (:func:`crossover.decide.refine.sole_support_repeats`)
+    confirm_single_runs: bool = True
     refine_inconclusive: bool = False
     #: means within this share of each other are level, not a lead or a sign (the
     #: analysis's ``tie_rel``; 0: none, the sweep's own reading)
@@ -170,6 +174,17 @@ def spread(s: State, t: str, metric: str) -> float | None:
         if len(vals) >= 2 and min(vals) > 0
     ]
     return float(np.median(diffs)) if diffs else None
+
+
+def largest_spread(s: State, t: str, metric: str) -> float | None:
+    """The largest log ratio between the repeats of one of ``t``'s levels on ``metric``
+    (``None`` before any level was repeated)."""
+    diffs = [
+        math.log(max(vals) / min(vals))
+        for vals in s.values(t, metric).values()
+        if len(vals) >= 2 and min(vals) > 0
+    ]
+    return max(diffs) if diffs else None
 
 
 def pair_noise(s: State, a: str, b: str, metric: str) -> float:
