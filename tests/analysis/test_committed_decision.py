@@ -72,6 +72,24 @@ def test_with_the_tie_margin_the_readme_states_what_the_comparison_prints(
 H100 = ROOT / "docs" / "results" / "h100"
 
 
+def _states(out: str, readme: str, same: tuple[str, str], engines_up: str) -> None:
+    """A live decision's README states what the comparison printed: the conclusions the
+    same (``same``), each pair's row, no level contradicting, the measuring time and the
+    GPU time (``engines_up``, formatted with ``gpu``, the seconds)."""
+    flat = " ".join(readme.split())
+    m = re.search(r"(\d+) of (\d+) conclusions the same", out)
+    assert m is not None and (m[1], m[2]) == same
+    assert f"{m[1]} of the grid's {m[2]} conclusions" in flat
+    assert _rows_in(out, readme) == 6
+    contradictions = re.search(r"(\d+) level\(s\) where", out)
+    assert contradictions is not None and contradictions[1] == "0"
+    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
+    assert spent is not None
+    assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
+    gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
+    assert gpu is not None and engines_up.format(gpu=int(gpu[1])) in flat
+
+
 def test_the_h100_decision_s_readme_states_what_the_comparison_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -85,18 +103,7 @@ def test_the_h100_decision_s_readme_states_what_the_comparison_prints(
     readme = (H100 / "moe-warm-decide" / "README.md").read_text("utf-8")
     assert rc == 1  # one conclusion is not the grid's
     assert "the decision on NVIDIA H100 80GB HBM3, the grid on NVIDIA H100 80GB HBM3" in out
-    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
-    assert same is not None and (same[1], same[2]) == ("5", "6")
-    assert f"{same[1]} of the grid's {same[2]} conclusions" in readme
-    assert _rows_in(out, readme) == 6
-    contradictions = re.search(r"(\d+) level\(s\) where", out)
-    assert contradictions is not None and contradictions[1] == "0"
-    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
-    assert spent is not None
-    flat = " ".join(readme.split())
-    assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
-    gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
-    assert gpu is not None and f"Engines up: {gpu[1]} s" in flat
+    _states(out, readme, ("5", "6"), "Engines up: {gpu} s")
 
 
 def test_the_second_h100_decision_s_readme_states_what_the_comparison_prints(
@@ -114,21 +121,10 @@ def test_the_second_h100_decision_s_readme_states_what_the_comparison_prints(
     readme = (H100 / "moe-warm-decide-b" / "README.md").read_text("utf-8")
     assert out.strip() == (H100 / "moe-warm-decide-b" / "comparison.md").read_text("utf-8").strip()
     assert rc == 1
-    same = re.search(r"(\d+) of (\d+) conclusions the same", out)
-    assert same is not None and (same[1], same[2]) == ("4", "6")
-    flat = " ".join(readme.split())
-    assert f"{same[1]} of the grid's {same[2]} conclusions" in flat
-    assert _rows_in(out, readme) == 6
+    _states(out, readme, ("4", "6"), "engines up {gpu:,} s")
     for line in out.splitlines():
         if "| total_tokens_per_s |" in line and line.endswith(("| yes |", "| **no** |")):
             assert line.endswith("| yes |"), line  # each pair's throughput conclusion
-    contradictions = re.search(r"(\d+) level\(s\) where", out)
-    assert contradictions is not None and contradictions[1] == "0"
-    spent = re.search(r"measuring (\d+) s of the grid's (\d+) s \((\d+)%\)", out)
-    assert spent is not None
-    assert f"{spent[1]} s of the grid's {spent[2]} s of measuring ({spent[3]}%)" in flat
-    gpu = re.search(r"GPU time \(engines up, start to stop\): (\d+) s", out)
-    assert gpu is not None and f"engines up {int(gpu[1]):,} s" in flat
 
 
 def test_the_second_h100_decision_s_readme_holds_the_spread_script_s_output(

@@ -69,14 +69,19 @@ def sole_support_repeats(s: State) -> list[Measure]:
             c = int(lv.concurrency)
             for t, u in ((f.a, f.b), (f.b, f.a)):
                 runs = [o for o in s.repeats(t, c) if o.valid]
-                r = len(s.repeats(t, c))
-                if len(runs) != 1 or not runs[0].complete or r >= q.repeats:
-                    continue
-                if (t, c, r) in s.deferred:
+                r = _next_repeat(s, t, c)
+                if len(runs) != 1 or not runs[0].complete or r is None:
                     continue
                 why = f"{lv.lead}'s lead on {f.metric} at {c} alone, on one run of {t}"
                 out.append(Measure(t, c, r, None, why, concerns=(u,)))
     return out
+
+
+def _next_repeat(s: State, t: str, c: int) -> int | None:
+    """The repeat of ``t`` at ``c`` to measure next, ``None`` when the question's repeats
+    are all taken or the budget deferred it."""
+    r = len(s.repeats(t, c))
+    return None if r >= s.q.repeats or (t, c, r) in s.deferred else r
 
 
 def snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
@@ -164,10 +169,8 @@ def _bracket_while_up(
             if s.cfg.start_cost(t) < DEAR_START * level_seconds(s, t, c):
                 continue
             reps = s.repeats(t, c)
-            r = len(reps)
-            if r >= s.q.repeats or (reps and not reps[-1].complete):
-                continue
-            if (t, c, r) in s.deferred:
+            r = _next_repeat(s, t, c)
+            if r is None or (reps and not reps[-1].complete):
                 continue
             why = f"the bracket of {a} vs {b} while {t}'s engine is up (a restart costs more)"
             out.append(Measure(t, c, r, None, why, concerns=(u,)))
