@@ -119,7 +119,7 @@ def test_a_call_without_detach_is_refused_while_the_detached_run_goes_on(
     tmp_path: Path,
 ) -> None:
     """``job-sweep.sh`` without ``DETACH=1`` while NAME's detached run is still going: one
-    line naming it, exit 4, before its modules are copied or anything else is touched (it
+    line naming it, exit 6, before its modules are copied or anything else is touched (it
     would have started a second run on the same folder and GPU)."""
     work = tmp_path / "xo"
     (work / "rehearse").mkdir(parents=True)
@@ -137,7 +137,7 @@ def test_a_call_without_detach_is_refused_while_the_detached_run_goes_on(
             timeout=60,
             check=False,
         )
-        assert done.returncode == 4, done.stdout + done.stderr
+        assert done.returncode == 6, done.stdout + done.stderr
         assert done.stdout == (
             f"rehearse's detached run (pid {running.pid}) is still going: repeat this call "
             "with DETACH=1 to attach to it\n"
