@@ -22,9 +22,9 @@
 # machine stays held) with its multicast guard, and this call only watches it until END,
 # then brings back a consistent snapshot of its folder (the database copied through
 # SQLite's backup) and leaves it running. The next call with the same NAME attaches to it
-# (never a second run) and packs again; the one after it ended packs its end. A machine
-# taken back then loses only what came after the last call's snapshot, and the sweep
-# resumes from it (carry .pack/NAME.tar.gz). Calls back to back: the machine is given
+# (never a second run: one without DETACH=1 is refused, exit 6) and packs again; the one
+# after it ended packs its end. A machine taken back then loses only what came after the
+# last call's snapshot, and the sweep resumes from it (carry .pack/NAME.tar.gz). Calls back to back: the machine is given
 # back after 30 s idle.
 set -uo pipefail
 CONFIG=$1; NAME=$2; shift 2
@@ -38,14 +38,21 @@ ROOT=$(pwd); W=${XO_W:-/tmp/xo}  # XO_W: tests only
 if [ ! -f $W/background.log ]; then
   echo "no staging on this machine (a fresh one?): run job-start.sh and the chunks first"; exit 3
 fi
+# a detached run of NAME still going: DETACH=1 attaches to it; without, this call would
+# start a second run on its folder and GPU (a second engine beside the first's): refused,
+# exit 6, before anything is copied or changed
+RUNNING=0
+[ -f $W/$NAME/.pid ] && [ ! -f $W/$NAME/.rc ] && kill -0 "$(cat $W/$NAME/.pid)" 2>/dev/null && RUNNING=1
+if [ $RUNNING = 1 ] && [ "${DETACH:-0}" != 1 ]; then
+  echo "$NAME's detached run (pid $(cat $W/$NAME/.pid)) is still going: repeat this call with DETACH=1 to attach to it"
+  exit 6
+fi
 mkdir -p $W/bin
 export CROSSOVER_CACHE=$W/cache PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$W/src
 export PATH=$W/bin:/opt/torch/.venv/bin:$PATH HF_HUB_OFFLINE=1
 # never NVLink multicast on these shared machines (the vLLM adapter sets these too)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # a detached run of NAME still going reads its modules from $W/src: leave them as they are
-RUNNING=0
-[ -f $W/$NAME/.pid ] && [ ! -f $W/$NAME/.rc ] && kill -0 "$(cat $W/$NAME/.pid)" 2>/dev/null && RUNNING=1
 [ $RUNNING = 1 ] || { rm -rf $W/src && cp -r $ROOT/src $W/src; }
 XO="python3 -m crossover"
 # a detached install (job-chunk.sh with INSTALL=1): wait for it unless NEED_VLLM=0

@@ -137,7 +137,7 @@ def test_a_sweep_keeps_the_gpus_its_targets_use(
     try:
         (host,) = kept_hosts(runner.store.get_meta("hosts"))
     finally:
-        runner.store.close()
+        runner.close()
     assert len(host.gpus) == 4 and host.machine_gpus == 8
     assert host.gpus_chosen == (
         "CUDA_VISIBLE_DEVICES=4; CUDA_VISIBLE_DEVICES=5,6; CUDA_VISIBLE_DEVICES=5,6,7"
@@ -254,7 +254,7 @@ def test_a_sweep_an_older_crossover_kept_resumes_on_its_machine_unnoted(
     def resume() -> list[str]:
         notes: list[str] = []
         runner = SweepRunner(cfg, tmp_path, events=SweepEvents(on_note=notes.append))
-        runner.store.close()
+        runner.close()
         return notes
 
     assert resume() == []
@@ -325,7 +325,7 @@ def test_a_sweep_resumed_on_another_machine_of_the_same_kind_says_so(
         try:
             return notes, kept_hosts(runner.store.get_meta("hosts"))
         finally:
-            runner.store.close()
+            runner.close()
 
     notes, hosts = resume(_uuids("a"))
     assert notes == [] and len(hosts) == 1 and hosts[0].machine_id is not None

@@ -113,3 +113,37 @@ def test_a_detached_run_outlives_its_call_and_each_call_brings_back_a_snapshot(
     assert not [n for n in names if n.endswith(("/.pid", "/.rc"))]
     db = sqlite3.connect(tmp_path / "back" / "rehearse" / "sweep.db")
     assert db.execute("select count(*) from runs").fetchone()[0] == second
+
+
+def test_a_call_without_detach_is_refused_while_the_detached_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """``job-sweep.sh`` without ``DETACH=1`` while NAME's detached run is still going: one
+    line naming it, exit 6, before its modules are copied or anything else is touched (it
+    would have started a second run on the same folder and GPU)."""
+    work = tmp_path / "xo"
+    (work / "rehearse").mkdir(parents=True)
+    (work / "background.log").write_text("staged\n")  # job-start.sh ran on this machine
+    running = subprocess.Popen(["sleep", "60"])  # the detached run, alive
+    try:
+        (work / "rehearse" / ".pid").write_text(f"{running.pid}\n")
+        before = sorted(str(p.relative_to(work)) for p in work.rglob("*"))
+        done = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "h200" / "job-sweep.sh"), "x.yaml", "rehearse"],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "XO_W": str(work)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 6, done.stdout + done.stderr
+        assert done.stdout == (
+            f"rehearse's detached run (pid {running.pid}) is still going: repeat this call "
+            "with DETACH=1 to attach to it\n"
+        )
+        assert done.stderr == ""
+        assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == before  # no src/
+    finally:
+        running.kill()
+        running.wait()

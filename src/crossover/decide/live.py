@@ -231,7 +231,7 @@ async def decide_live(
             "refine_budget": cfg.refine_budget,
         }
     )
-    runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel)
+    runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel, command="decide")
     try:
         obs = stored_observations(runner, question.targets)
         # each level and repeat once: a part measured again whole is two runs of one key

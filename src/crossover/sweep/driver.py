@@ -48,6 +48,7 @@ from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run
 from crossover.measure.host import kept_hosts, note_host, read_host
 from crossover.metrics.host import HostFacts
 from crossover.metrics.summary import RunSummary
+from crossover.records.folder_lock import FolderLock
 from crossover.records.model import RequestRecord
 from crossover.records.store import Store
 from crossover.spec.run import RunConfig
@@ -249,6 +250,7 @@ class SweepRunner:
         cluster: RayCluster | None = None,
         redo: dict[str, set[float] | None] | None = None,
         tie_rel: float | None = None,
+        command: str = "sweep",
     ) -> None:
         self.config = config
         #: on resume, measure again the levels whose stored run is not valid
@@ -273,7 +275,14 @@ class SweepRunner:
             check_replica_gpus(picked)
         self.out = out
         self.events = events or SweepEvents()
-        self.store = Store(out / "sweep.db")
+        # one writer per folder, before anything in it is opened or changed: a second
+        # sweep or decide there is refused with one line naming the first (``command``)
+        self.lock = FolderLock.take(out, command)
+        try:
+            self.store = Store(out / "sweep.db")
+        except BaseException:
+            self.lock.release()
+            raise
         self.nvml = NVMLSampler()
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_chosen = False
@@ -293,14 +302,18 @@ class SweepRunner:
         self._starts_seen: set[tuple[str, str, float, str | None]] = set()
         self._start_up: dict[str, int] = {}
         self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        self._check_resume()
-        #: the tie margin the analysis reads every level with (``--tie-margin``: means
-        #: within it of each other are level), also behind ``--refine``'s levels; kept in
-        #: the database, so a resume without one reads as the sweep was read before
-        if tie_rel is not None:
-            self.store.set_meta("tie_margin", tie_rel)
-        stored = self.store.get_meta("tie_margin")
-        self.tie_rel: float = float(stored) if stored else 0.0
+        try:
+            self._check_resume()
+            #: the tie margin the analysis reads every level with (``--tie-margin``: means
+            #: within it of each other are level), also behind ``--refine``'s levels; kept
+            #: in the database, so a resume without one reads as the sweep was read before
+            if tie_rel is not None:
+                self.store.set_meta("tie_margin", tie_rel)
+            stored = self.store.get_meta("tie_margin")
+            self.tie_rel: float = float(stored) if stored else 0.0
+        except BaseException:  # refused (another workload there): the folder goes free
+            self.close()
+            raise
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
@@ -814,7 +827,11 @@ class SweepRunner:
         return sweep
 
     def close(self) -> None:
-        self.store.close()
+        """Close the store and let the folder go (another writer may take it then)."""
+        try:
+            self.store.close()
+        finally:
+            self.lock.release()
 
 
 def part_of(samples: Sequence[tuple[str, float, dict[str, Any]]]) -> RunPart | None:

@@ -52,26 +52,38 @@ def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float
 
 def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
     """Remove the sweep.db (and sweep.json) this command created when no run reached it,
-    and the folder itself when this command created it and nothing else is in it."""
+    and the folder itself when this command created it and nothing else is in it.
+
+    Done holding the folder's lock, and not at all where another process holds it: the
+    sweep.db without a run may be another sweep's, just begun."""
     import contextlib
     import shutil
 
+    from crossover.records.folder_lock import FolderLock
     from crossover.records.store import Store
 
     db = out / "sweep.db"
     if had_db or not db.exists():
         return
     try:
-        with Store(db) as store:
-            if store.runs():
-                return
-    except Exception:  # unreadable: leave it for the user to see
+        lock = FolderLock.take(out, "sweep")
+    except UsageError:  # busy, or no longer writable: leave it as it is
         return
-    for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
-        (out / name).unlink(missing_ok=True)
-    engines = out / "engines"
-    if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
-        shutil.rmtree(engines, ignore_errors=True)
+    try:
+        try:
+            with Store(db) as store:
+                if store.runs():
+                    return
+        except Exception:  # unreadable: leave it for the user to see
+            return
+        for name in ("sweep.db", "sweep.db-wal", "sweep.db-shm", "sweep.json"):
+            (out / name).unlink(missing_ok=True)
+        engines = out / "engines"
+        if fresh and engines.is_dir() and not any(engines.rglob("*.log")):
+            shutil.rmtree(engines, ignore_errors=True)
+    finally:
+        # the lock file goes too from a folder this command made (removed while held)
+        lock.release(remove=fresh)
     if fresh:
         with contextlib.suppress(OSError):
             out.rmdir()  # only when empty
