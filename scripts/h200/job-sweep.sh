@@ -24,8 +24,8 @@
 # SQLite's backup) and leaves it running. The next call with the same NAME attaches to it
 # (never a second run: one without DETACH=1 is refused, exit 6) and packs again; the one
 # after it ended packs its end. A machine taken back then loses only what came after the
-# last call's snapshot, and the sweep resumes from it (carry .pack/NAME.tar.gz). Calls back to back: the machine is given
-# back after 30 s idle.
+# last call's snapshot, and the sweep resumes from it (carry .pack/NAME.tar.gz). Calls
+# back to back: the machine is given back after 30 s idle.
 set -uo pipefail
 CONFIG=$1; NAME=$2; shift 2
 T0=$(date +%s); END=${END:-560}
@@ -181,7 +181,7 @@ nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,nohead
 # carried pack resumes, never reads as a run that ended)
 SNAP=$W/snap; rm -rf $SNAP && mkdir -p $SNAP
 tar cf - -C $W --exclude="$NAME/sweep.db" --exclude="$NAME/sweep.db-wal" --exclude="$NAME/sweep.db-shm" \
-  --exclude="$NAME/.pid" --exclude="$NAME/.rc" $NAME | tar xf - -C $SNAP
+  --exclude="$NAME/.pid" --exclude="$NAME/.rc" --exclude="$NAME/.crossover.lock" $NAME | tar xf - -C $SNAP
 [ -f $W/$NAME/sweep.db ] && python3 -c "
 import sqlite3, sys
 src, dst = sqlite3.connect(sys.argv[1], timeout=60), sqlite3.connect(sys.argv[2])
