@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crossover.analysis.kv import KvFullRun, format_kv_full, kv_full_runs
 from crossover.decide.model import Question
 from crossover.decide.starts import START_S
 from crossover.decide.text import decision_json, decision_lines
@@ -106,6 +107,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     """The live decision, each target's measured wall and measuring time (its engine's
     starts and stops, the levels it stopped within), and where the results are (``out``)."""
     lines = decision_lines(result.decision)
+    lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
     lines.append(
         "GPU time per target (wall, measured: the engine up from its start to its stop, "
         "warm-ups and levels; measuring: the records' stamps):"
@@ -134,11 +136,32 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     return lines
 
 
+def kv_full_json(runs: list[KvFullRun]) -> list[dict[str, Any]]:
+    """The runs whose KV cache was full with requests waiting (``crossover.analysis.kv``),
+    as the live decision's JSON lists them under ``kv_full``."""
+    return [
+        {
+            "target": x.target,
+            "level": x.level,
+            "repeat": x.repeat,
+            "peak_usage": x.pressure.peak_usage,
+            "peak_waiting": x.pressure.peak_waiting,
+            "full_waiting_samples": x.pressure.full_waiting_samples,
+            "samples": x.pressure.samples,
+            "usage_series": x.pressure.usage_series,
+            "waiting_series": x.pressure.waiting_series,
+        }
+        for x in runs
+    ]
+
+
 def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
-    """The live decision as ``crossover.decision/1`` with its ``live`` key."""
+    """The live decision as ``crossover.decision/1`` with its ``live`` key and, under
+    ``kv_full``, the levels measured past the engine's KV capacity."""
     return decision_json(
         result.decision,
         {
+            "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
             "live": {
                 "out": str(out),
                 "times": {t: tt.__dict__ for t, tt in result.times.items()},
@@ -151,6 +174,6 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
                 "grid_levels": _grid_levels(q),
                 # where it was measured (sweep.json's hosts), with the answer
                 "hosts": [h.model_dump(mode="json") for h in result.sweep.hosts],
-            }
+            },
         },
     )

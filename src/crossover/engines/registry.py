@@ -122,6 +122,16 @@ def metric_names() -> tuple[str, ...]:
     return tuple(n for s in ENGINES.values() for n in s.metric_names)
 
 
+def kv_series() -> tuple[tuple[str, str | None], ...]:
+    """Each engine's KV-cache usage gauge and its waiting-requests gauge (None where it has
+    none), for the engines that declare a usage gauge, in listing order."""
+    return tuple(
+        (s.kv_usage_metric, s.waiting_metric)
+        for s in ENGINES.values()
+        if s.kv_usage_metric is not None
+    )
+
+
 def engine_config(**fields: object) -> EngineConfig:
     """An ``EngineConfig`` of a known engine; a mistake is one ``UsageError`` line."""
     from pydantic import ValidationError

@@ -220,6 +220,11 @@ class EngineSpec:
     detect_first: bool = False
     #: the engine's generated-token counter, current when a response ends (the witness)
     counter: str | None = None
+    #: of ``metric_names``: the gauge of its KV cache's use (0-1) and the one of the
+    #: requests waiting for room (queued, deferred); a level that filled the cache with
+    #: requests waiting is flagged (``crossover.analysis.kv``). None: it has none
+    kv_usage_metric: str | None = None
+    waiting_metric: str | None = None
     #: facts the launch record gives beyond the flag table (environment, split modes)
     launch_facts: LaunchFacts | None = None
     #: the note for a setting the log never settles, where it is known why

@@ -26,6 +26,9 @@ from crossover.analysis.crossovers import (
     format_crossover,
     format_overloads,
 )
+from crossover.analysis.kv import FULL as KV_FULL
+from crossover.analysis.kv import MEANING as KV_MEANING
+from crossover.analysis.kv import kv_full_runs, kv_pressure
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
@@ -144,6 +147,7 @@ def _made(run: SweepRun, path: str) -> str:
 
 def _run_row(run: SweepRun) -> dict[str, Any]:
     problems = "; ".join(f"{p.code} x{p.count}: {p.message}" for p in run.problems)
+    kv = kv_pressure(run.server_metrics)
     return {
         "target": run.target,
         "concurrency": f"{run.level:g}",
@@ -157,6 +161,8 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "itl": _fmt(run.value("itl_ms.p50"), 2) + _made(run, "itl_ms.p50"),
         "problems": problems or "-",
         "overloaded": bool(run.overloaded),
+        # the engine's KV cache full with requests waiting (crossover.analysis.kv)
+        "kv_full": kv is not None and kv.full,
         # the engine's own count of prompt tokens served from its prefix cache
         "cache": _pct(run.value("prefix_cache.hit_fraction")),
         # a level crossover decide stopped sending once settled: what it sent of its plan
@@ -334,6 +340,19 @@ def render_html(
         "machines": sweep.machines(),
         "charts": chart_list,
         "overloads": format_overloads(sweep),
+        "kv_full": [
+            {
+                "target": x.target,
+                "level": x.label,
+                "repeat": x.repeat,
+                "usage": f"{x.pressure.peak_usage:.2f}",
+                "waiting": _fmt(x.pressure.peak_waiting, 0),
+                "samples": f"{x.pressure.full_waiting_samples} of {x.pressure.samples}",
+            }
+            for x in kv_full_runs(sweep)
+        ],
+        "kv_meaning": KV_MEANING,
+        "kv_full_at": f"{KV_FULL:g}",
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
         "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
         "no_crossover": [format_crossover(f) for f in findings if f.kind == "none"],

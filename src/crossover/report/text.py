@@ -220,15 +220,20 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
 
 def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float = 0.0) -> list[str]:
     """The findings as the sweep prints them after its table, in rich markup (every value
-    escaped): the overloaded levels, the tie margin they were read with (when there is
+    escaped): the overloaded levels, the levels whose KV cache was full with requests
+    waiting (``crossover.analysis.kv``), the tie margin they were read with (when there is
     one), the crossovers under their heading, the headline metrics without one, the
     arrival-effects notes, and what the intervals of a sweep of one repeat per level rest
     on. ``crossover report`` prints the same lines from the stored results."""
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
+    from crossover.analysis.kv import format_kv_full, kv_full_runs
     from crossover.report.compare import NOISE_FLOOR
 
     lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
+    lines += [
+        f"[bold red]KV full:[/] {escape(line)}" for line in format_kv_full(kv_full_runs(sweep))
+    ]
     if tie_rel > 0.0:
         m = fmt_margin(tie_rel)
         lines.append(

@@ -220,6 +220,8 @@ SPEC = EngineSpec(
         "llamacpp:n_busy_slots_per_decode",
         "llamacpp:tokens_predicted_total",
     ),
+    kv_usage_metric="llamacpp:kv_cache_usage_ratio",
+    waiting_metric="llamacpp:requests_deferred",
     version_probes=(
         # a tree without git metadata (llama-cpp-python's sdist, which crossover builds)
         # says b0-unknown here and "commit unknown" below: those pass to the stamp

@@ -210,6 +210,8 @@ SPEC = EngineSpec(
         "vllm:num_requests_waiting",
         "vllm:kv_cache_usage_perc",
     ),
+    kv_usage_metric="vllm:kv_cache_usage_perc",
+    waiting_metric="vllm:num_requests_waiting",
     counter="vllm:generation_tokens_total",
     version_probes=(VersionProbe("http", ("/version",), json_key="version"),),
     log_patterns=lp.VLLM + logs_moe.VLLM_MOE,

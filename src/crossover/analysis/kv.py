@@ -1,0 +1,161 @@
+"""A level past the engine's KV-cache capacity, told from the gauges sampled while it ran.
+
+A sweep keeps the engine's Prometheus gauges about once a second while a level runs
+(``SweepRun.server_metrics``). Each engine that has them declares two of those series
+(``EngineSpec.kv_usage_metric``, ``EngineSpec.waiting_metric``): how full its KV cache
+is (0-1: vLLM ``vllm:kv_cache_usage_perc``, SGLang ``sglang:token_usage``, llama.cpp
+``llamacpp:kv_cache_usage_ratio``) and how many requests wait for room (vLLM
+``vllm:num_requests_waiting``, SGLang ``sglang:num_queue_reqs``, llama.cpp
+``llamacpp:requests_deferred``).
+
+The rule: a level's KV cache was **full** when at least one sample read a usage of
+``FULL`` or more *and*, in that same sample, one request or more waiting. A queue alone is
+no sign (a closed loop's burst queues at its start while the cache fills: vLLM at 256
+queued 153 with its cache at 0.89), nor is a full cache alone (every request had room,
+none waited for it). When both hold, requests waited for KV room (SGLang also retracts
+running ones to make it): the level's TTFT counts that wait, and can move with how the
+engine happened to schedule it (SGLang at 256 on an H100: TTFT p50 527, 707 and 1,250 ms
+in three measurements, docs/results/h100/moe-warm-grid and moe-warm-decide-b).
+
+A run with no reading of any declared usage series (an engine without one, such as the
+calibration server, or a sweep that kept no gauges) gives ``None``; one with a usage
+series but no waiting series is never full (nothing says a request waited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crossover.analysis.schema import ServerMetricsSample, SweepFile, SweepRun, level_label
+from crossover.engines import registry
+
+#: a usage reading at or above this is a full cache (the engines keep a few blocks spare:
+#: vLLM read 0.9995 at most where it queued 255 requests)
+FULL = 0.98
+#: what a flagged level means, said wherever one is shown
+MEANING = "the engine's KV cache was full: requests waited for room, so TTFT there counts that wait"
+
+
+@dataclass(frozen=True)
+class KvPressure:
+    """How full one run's KV cache was, and how many requests waited."""
+
+    usage_series: str
+    waiting_series: str | None
+    #: the largest usage read (0-1)
+    peak_usage: float
+    #: the most requests read waiting; None: no reading of the waiting series
+    peak_waiting: float | None
+    #: samples with a usage reading
+    samples: int
+    #: of those, samples reading ``FULL`` or more
+    full_samples: int
+    #: of those, samples that also read a request or more waiting
+    full_waiting_samples: int
+
+    @property
+    def full(self) -> bool:
+        """The cache was full while requests waited (the module's rule)."""
+        return self.full_waiting_samples > 0
+
+    def describe(self) -> str:
+        waiting = "-" if self.peak_waiting is None else f"{self.peak_waiting:.0f}"
+        return (
+            f"KV usage up to {self.peak_usage:.2f}, up to {waiting} requests waiting "
+            f"({self.full_waiting_samples} of {self.samples} samples full with requests "
+            "waiting)"
+        )
+
+
+def _usage_pair(samples: Sequence[ServerMetricsSample]) -> tuple[str, str | None] | None:
+    """The first declared (usage, waiting) pair whose usage series was read."""
+    for usage, waiting in registry.kv_series():
+        if any(s.values.get(usage) is not None for s in samples):
+            return usage, waiting
+    return None
+
+
+def kv_pressure(samples: Sequence[ServerMetricsSample] | None) -> KvPressure | None:
+    """The run's KV-cache readings against ``FULL``; ``None`` without a usage reading."""
+    if not samples:
+        return None
+    pair = _usage_pair(samples)
+    if pair is None:
+        return None
+    usage_series, waiting_series = pair
+    usages: list[float] = []
+    waits: list[float] = []
+    full = full_waiting = 0
+    for s in samples:
+        waiting = s.values.get(waiting_series) if waiting_series is not None else None
+        if waiting is not None:
+            waits.append(waiting)
+        usage = s.values.get(usage_series)
+        if usage is None:
+            continue
+        usages.append(usage)
+        if usage >= FULL:
+            full += 1
+            if waiting is not None and waiting > 0:
+                full_waiting += 1
+    return KvPressure(
+        usage_series=usage_series,
+        waiting_series=waiting_series,
+        peak_usage=max(usages),
+        peak_waiting=max(waits) if waits else None,
+        samples=len(usages),
+        full_samples=full,
+        full_waiting_samples=full_waiting,
+    )
+
+
+@dataclass(frozen=True)
+class KvFullRun:
+    """One run whose KV cache was full with requests waiting."""
+
+    target: str
+    label: str  # its level: ``c=256``, ``rate=2.5``
+    level: float
+    repeat: int
+    pressure: KvPressure
+
+
+def kv_full_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[KvFullRun]:
+    """The sweep's runs (of ``targets``, when given) whose KV cache was full, in the
+    sweep's target order, then by level and repeat."""
+    order = sweep.target_names()
+    out: list[tuple[tuple[int, float, int], KvFullRun]] = []
+    for r in sweep.runs:
+        if targets is not None and r.target not in targets:
+            continue
+        found = kv_pressure(r.server_metrics)
+        if found is None or not found.full:
+            continue
+        rank = order.index(r.target) if r.target in order else len(order)
+        out.append(((rank, r.level, r.repeat), _full_run(r, found)))
+    return [x for _, x in sorted(out, key=lambda kx: kx[0])]
+
+
+def _full_run(r: SweepRun, found: KvPressure) -> KvFullRun:
+    return KvFullRun(r.target, level_label(r.axis, r.level), r.level, r.repeat, found)
+
+
+def format_kv_full(runs: Sequence[KvFullRun]) -> list[str]:
+    """One line per target and level among ``runs``: its repeats, the peak usage and the
+    most requests waiting over them, and what it means."""
+    groups: dict[tuple[str, str], list[KvFullRun]] = {}
+    for x in runs:
+        groups.setdefault((x.target, x.label), []).append(x)
+    lines = []
+    for (target, label), xs in groups.items():
+        usage = max(x.pressure.peak_usage for x in xs)
+        waits = [x.pressure.peak_waiting for x in xs if x.pressure.peak_waiting is not None]
+        waiting = f"{max(waits):.0f}" if waits else "-"
+        repeats = ", ".join(str(x.repeat) for x in xs)
+        word = "repeats" if len(xs) > 1 else "repeat"
+        lines.append(
+            f"{target} at {label} ({word} {repeats}): KV usage up to {usage:.2f}, up to "
+            f"{waiting} requests waiting: {MEANING}"
+        )
+    return lines

@@ -1,0 +1,128 @@
+"""A level whose engine filled its KV cache while requests waited is flagged, from the
+gauges sampled while it ran: on synthetic samples and on the committed H100 runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crossover.analysis.kv import FULL, format_kv_full, kv_full_runs, kv_pressure
+from crossover.analysis.schema import ServerMetricsSample
+from crossover.engines import registry
+from crossover.report.load import load_sweep
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100"
+
+
+def samples(*rows: dict[str, float | None]) -> list[ServerMetricsSample]:
+    return [ServerMetricsSample(t_s=float(i), values=v) for i, v in enumerate(rows)]
+
+
+def sglang(usage: float | None, queued: float | None) -> dict[str, float | None]:
+    return {"sglang:token_usage": usage, "sglang:num_queue_reqs": queued}
+
+
+def test_a_full_cache_with_requests_waiting_is_full() -> None:
+    found = kv_pressure(samples(sglang(0.5, 0.0), sglang(1.0, 81.0), sglang(0.9, 20.0)))
+    assert found is not None and found.full
+    assert found.usage_series == "sglang:token_usage"
+    assert found.waiting_series == "sglang:num_queue_reqs"
+    assert (found.peak_usage, found.peak_waiting) == (1.0, 81.0)
+    assert (found.samples, found.full_samples, found.full_waiting_samples) == (3, 1, 1)
+    assert found.describe() == (
+        "KV usage up to 1.00, up to 81 requests waiting (1 of 3 samples full with requests waiting)"
+    )
+
+
+def test_a_queue_without_a_full_cache_is_not() -> None:
+    # vLLM at 256 on the H100: 153 queued at the burst's start, the cache at 0.89
+    rows = [
+        {"vllm:kv_cache_usage_perc": 0.89, "vllm:num_requests_waiting": 153.0},
+        {"vllm:kv_cache_usage_perc": FULL - 0.001, "vllm:num_requests_waiting": 2.0},
+    ]
+    found = kv_pressure(samples(*rows))
+    assert found is not None and not found.full
+    assert found.peak_waiting == 153.0 and found.full_samples == 0
+
+
+def test_a_full_cache_with_nobody_waiting_is_not() -> None:
+    # every request had room: nothing waited for it, so TTFT holds no such wait
+    found = kv_pressure(samples(sglang(1.0, 0.0), sglang(0.99, 0.0), sglang(0.5, 4.0)))
+    assert found is not None and not found.full
+    assert found.full_samples == 2 and found.full_waiting_samples == 0
+
+
+def test_full_and_waiting_must_be_read_in_the_same_sample() -> None:
+    found = kv_pressure(samples(sglang(1.0, 0.0), sglang(0.7, 30.0)))
+    assert found is not None and not found.full
+
+
+def test_usage_at_the_threshold_counts_as_full() -> None:
+    rows = {"llamacpp:kv_cache_usage_ratio": FULL, "llamacpp:requests_deferred": 1.0}
+    found = kv_pressure(samples(rows))
+    assert found is not None and found.full
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [{"calibration:num_requests_waiting": 40.0}],  # a queue, but no KV usage series
+        [{"sglang:num_queue_reqs": 40.0}],
+        [{"sglang:token_usage": None, "sglang:num_queue_reqs": 3.0}],  # NaN read as missing
+    ],
+)
+def test_no_usage_reading_is_none(rows: list[dict[str, float | None]]) -> None:
+    assert kv_pressure(samples(*rows)) is None
+
+
+def test_none_without_samples() -> None:
+    assert kv_pressure(None) is None
+
+
+def test_usage_without_a_waiting_reading_is_never_full() -> None:
+    found = kv_pressure(samples(sglang(1.0, None)))
+    assert found is not None and not found.full and found.peak_waiting is None
+
+
+def test_each_declared_series_is_one_the_engine_keeps() -> None:
+    declared = {s.name: (s.kv_usage_metric, s.waiting_metric) for s in registry.specs()}
+    assert declared["vllm"] == ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting")
+    assert declared["sglang"] == ("sglang:token_usage", "sglang:num_queue_reqs")
+    assert declared["llamacpp"] == ("llamacpp:kv_cache_usage_ratio", "llamacpp:requests_deferred")
+    for s in registry.specs():
+        for name in (s.kv_usage_metric, s.waiting_metric):
+            assert name is None or name in s.metric_names, (s.name, name)
+
+
+def _flagged(folder: str) -> list[tuple[str, float, int]]:
+    sweep = load_sweep(RESULTS / folder)
+    return [(x.target, x.level, x.repeat) for x in kv_full_runs(sweep)]
+
+
+def test_the_h100_decision_flags_sglang_at_256_only() -> None:
+    # sglang:token_usage 1.0 with 81 queued; sglang at 128 (0.63) and vLLM at 256 (0.89,
+    # 153 queued) did not fill theirs
+    assert _flagged("moe-warm-decide-b") == [("sglang", 256, 0)]
+
+
+def test_the_h100_grid_flags_vllm_at_512_and_sglang_at_256_in_both_repeats() -> None:
+    assert _flagged("moe-warm-grid") == [
+        ("vllm", 512, 0),
+        ("vllm", 512, 1),
+        ("sglang", 256, 0),
+        ("sglang", 256, 1),
+    ]
+    lines = format_kv_full(kv_full_runs(load_sweep(RESULTS / "moe-warm-grid")))
+    assert lines == [
+        "vllm at c=512 (repeats 0, 1): KV usage up to 1.00, up to 314 requests waiting: the "
+        "engine's KV cache was full: requests waited for room, so TTFT there counts that wait",
+        "sglang at c=256 (repeats 0, 1): KV usage up to 1.00, up to 115 requests waiting: the "
+        "engine's KV cache was full: requests waited for room, so TTFT there counts that wait",
+    ]
+
+
+def test_targets_narrow_the_runs() -> None:
+    sweep = load_sweep(RESULTS / "moe-warm-grid")
+    assert {x.target for x in kv_full_runs(sweep, ["sglang"])} == {"sglang"}
