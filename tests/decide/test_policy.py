@@ -591,3 +591,20 @@ def test_a_side_resting_on_one_run_is_repeated_where_the_metric_moves() -> None:
     # switched off (--no-confirm-single-runs)
     off = PolicyConfig(confirm_single_runs=False)
     assert isinstance(next_step(q, obs[:-1], off), Decision)
+
+
+def test_the_answer_notes_a_metric_whose_repeats_moved() -> None:
+    """A metric whose repeats of one level moved by more than 10% gets a note with the
+    answer (its intervals come from repeats back to back); one whose repeats held does not."""
+    q = Question("crossover", ("a", "b"), (1, 4, 16), ("ttft_ms.p50",))
+    obs = _single_run_side(b16=300.0, a4=(100.0, 135.0))
+    obs.append(Observation("b", 16, 1, {"ttft_ms.p50": 290.0}, 10, 10, 5.0))
+    d = next_step(q, obs)
+    assert isinstance(d, Decision)
+    (note,) = [n for n in d.notes if "moved by up to" in n]
+    assert note.startswith("TTFT p50: the repeats of one level moved by up to 35% (a at 4)")
+    steady = _single_run_side(b16=300.0, a4=(100.0, 104.0))
+    d = next_step(q, steady)
+    assert isinstance(d, Decision)
+    assert not any("moved by up to" in n for n in d.notes)
+    assert "note: TTFT p50: the repeats" not in "\n".join(decision_lines(d))

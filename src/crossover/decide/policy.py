@@ -77,7 +77,14 @@ from crossover.decide.refine import (
     sole_support_repeats,
 )
 from crossover.decide.skip import check_skips, find_skips
-from crossover.decide.state import PolicyConfig, Prior, State, pair_findings, prefer_running
+from crossover.decide.state import (
+    PolicyConfig,
+    Prior,
+    State,
+    moving_metric_notes,
+    pair_findings,
+    prefer_running,
+)
 
 
 def next_step(
@@ -150,7 +157,7 @@ def next_step(
                 deferred.append(Deferred(m.target, m.level, m.repeat, cost, m.why, m.concerns))
     skips = find_skips(s, order, coarse)
     findings = pair_findings(s)
-    notes = check_skips(s, skips)
+    notes = check_skips(s, skips) + moving_metric_notes(s)
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:

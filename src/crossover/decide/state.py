@@ -179,12 +179,40 @@ def spread(s: State, t: str, metric: str) -> float | None:
 def largest_spread(s: State, t: str, metric: str) -> float | None:
     """The largest log ratio between the repeats of one of ``t``'s levels on ``metric``
     (``None`` before any level was repeated)."""
+    at = _largest_spread_at(s, t, metric)
+    return at[0] if at else None
+
+
+def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | None:
+    """:func:`largest_spread` and the level it was measured at."""
     diffs = [
-        math.log(max(vals) / min(vals))
-        for vals in s.values(t, metric).values()
+        (math.log(max(vals) / min(vals)), c)
+        for c, vals in s.values(t, metric).items()
         if len(vals) >= 2 and min(vals) > 0
     ]
     return max(diffs) if diffs else None
+
+
+def moving_metric_notes(s: State) -> list[str]:
+    """A note per asked metric whose repeats of one level moved by more than
+    ``repeat_margin``: the answer's intervals come from repeats back to back, and a gap
+    within that movement may read otherwise in another measurement (on the H100 MoE
+    decision asked twice, TTFT p50 moved up to 27-31% between repeats, and two of its
+    conclusions differed: docs/results/h100/moe-warm-decide-b)."""
+    notes: list[str] = []
+    for m in s.q.metrics:
+        found = [(at, t) for t in s.q.targets if (at := _largest_spread_at(s, t, m))]
+        if not found:
+            continue
+        (x, c), t = max(found)
+        if x <= math.log1p(s.cfg.repeat_margin):
+            continue
+        notes.append(
+            f"{metric_spec(m).label}: the repeats of one level moved by up to "
+            f"{math.expm1(x):.0%} ({t} at {c:g}): a gap within that may read otherwise in "
+            "another measurement of the same question"
+        )
+    return notes
 
 
 def pair_noise(s: State, a: str, b: str, metric: str) -> float:
