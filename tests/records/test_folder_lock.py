@@ -4,10 +4,12 @@ dead) holder leaves the folder free; the refused one changes nothing there."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,23 @@ HOLDER = (
     "lock = FolderLock.take(Path(sys.argv[1]), sys.argv[2]); "
     "print('held', flush=True); sys.stdin.read(); lock.release()"
 )
+
+
+@contextlib.contextmanager
+def held_by_child(folder: Path, command: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding ``folder``'s lock as ``command`` until the block ends; it is
+    killed then, not released (the kernel drops its lock)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder), command],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+        yield child
+    finally:
+        child.kill()
+        child.wait()
 
 
 def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -87,16 +106,7 @@ def test_a_holder_that_has_not_written_yet_is_named_as_unknown(tmp_path: Path) -
 
 
 def test_another_process_holding_it_is_named_and_its_end_frees_it(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path), "decide"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    try:
-        assert child.stdout is not None and child.stdout.readline() == "held\n"
+    with held_by_child(tmp_path, "decide") as child:
         with pytest.raises(FolderBusyError, match=rf"\(pid {child.pid}, crossover decide since "):
             FolderLock.take(tmp_path, "sweep")
-    finally:
-        child.kill()  # killed, not released: the kernel drops its lock
-        child.wait()
     FolderLock.take(tmp_path, "sweep").release()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,10 @@ from crossover.sweep.config import SweepConfig
 from crossover.sweep.driver import SweepRunner
 from crossover.sweep.resume import forget_empty_sweep
 from tests.errlines import one_line_error
+from tests.records.test_folder_lock import held_by_child
 
-from .conftest import ROOT, Linear, child_env, crossover_cmd, read_sweep, servers
+from .conftest import Linear, child_env, crossover_cmd, read_sweep, servers
 
-#: a child that holds the lock of argv[1] for argv[2] until its standard input closes
-HOLDER = (
-    "import sys; from pathlib import Path; "
-    "from crossover.records.folder_lock import FolderLock; "
-    "lock = FolderLock.take(Path(sys.argv[1]), sys.argv[2]); "
-    "print('held', flush=True); sys.stdin.read(); lock.release()"
-)
 FAST = Linear(a_ms=1.0, b_ms=0.0, ttft_ms=2.0)
 
 
@@ -138,19 +131,10 @@ def test_sweep_cli_is_refused_while_another_process_holds_the_folder(tmp_path: P
         (out / "engines").mkdir()
         (out / "engines" / "T0.log").write_text("an earlier engine's log\n")
         argv = crossover_cmd("sweep", "--config", str(config), "--out", str(out), "--no-report")
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        child = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(out), "decide"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
-        try:
-            assert child.stdout is not None and child.stdout.readline() == "held\n"
+        with held_by_child(out, "decide") as child:
             before = _state(out)
             got = subprocess.run(argv, env=child_env(), capture_output=True, text=True)
             after = _state(out)
-        finally:
-            child.kill()
-            child.wait()
         assert got.returncode == 2, got.stderr
         assert "Traceback" not in got.stderr
         lines = [ln for ln in got.stderr.splitlines() if ln.strip()]
