@@ -53,3 +53,25 @@ def test_the_model_is_the_one_the_server_lists(
     assert rc == 0
     assert f"model: calibration (the one model {url} lists)" in capsys.readouterr().err
     assert json.loads(out.read_text())["target"]["model"] == "calibration"
+
+
+def test_a_second_search_on_a_folder_being_written_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out DIR`` has one writer, as a sweep's has: a second search there would resume
+    the first's levels and, from a YAML, launch its engines beside the first's."""
+    from crossover.records.folder_lock import FolderLock
+
+    out = tmp_path / "res"
+    with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=1.0)) as url:
+        args = ["capacity", "--url", url, "--output-tokens", "2", "--slo", "ttft_ms.p99=5000",
+                "--start-rate", "4", "--max-rate", "4", "--duration-s-per-level", "1",
+                "--warmup", "0", "--out", str(out)]  # fmt: skip
+        with FolderLock.take(out, "capacity"):
+            assert main(args) == 2
+            err = " ".join(capsys.readouterr().err.split())
+            assert f"error: {out} is being written by another crossover process (pid " in err
+            assert ", crossover capacity since " in err
+            assert not (out / "capacity.db").exists()
+        assert main(args) == 0  # the folder free again
+    assert (out / "capacity.db").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -161,12 +162,24 @@ def capacity(
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
-        result = run_async(_run(cfg, folder, console))
+        with _writer(out):
+            result = run_async(_run(cfg, folder, console))
     if json_path is not None:
         write_output(json_path, result.to_json(), "--json")
     print_result(result)
     if json_path is not None:
         make_console().print(f"results: {json_path}")
+
+
+def _writer(out: Path | None) -> AbstractContextManager[object]:
+    """One writer per ``--out`` folder (``crossover.records.folder_lock``, as sweep and
+    decide hold theirs): a second capacity search there, which would resume the first's
+    levels and launch its engines beside the first's, is refused in one line."""
+    import contextlib
+
+    from crossover.records.folder_lock import FolderLock
+
+    return FolderLock.take(out, "capacity") if out is not None else contextlib.nullcontext()
 
 
 #: CapacityConfig fields whose flag is not ``--`` + the field's name
@@ -235,11 +248,16 @@ def _capacity_of_targets(
     with tempfile.TemporaryDirectory(prefix="crossover-capacity-") as tmp:
         folder = out if out is not None else Path(tmp)
         check_writable(folder)
-        result = run_async(
-            capacity_per_target(
-                sweep, base, folder, events, lambda n, msg: console.print(f"[cyan]{n}[/]: {msg}")
+        with _writer(out):  # before any engine is launched for it
+            result = run_async(
+                capacity_per_target(
+                    sweep,
+                    base,
+                    folder,
+                    events,
+                    lambda n, msg: console.print(f"[cyan]{n}[/]: {msg}"),
+                )
             )
-        )
     if json_path is not None:
         write_output(json_path, result.to_json(), "--json")
     for one in result.targets:
