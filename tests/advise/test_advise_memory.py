@@ -237,3 +237,51 @@ def testcontext_label(tokens: int, label: str) -> None:
     from crossover.advise.nearmiss import context_label
 
     assert context_label(tokens) == label
+
+
+@pytest.mark.parametrize(
+    ("mib", "graphs", "logged"),
+    [(81_559, True, 0.83), (143_771, True, 0.903), (143_771, False, 0.91)],
+)
+def test_sglang_reserve_gives_the_fraction_sglang_chose(
+    mib: int, graphs: bool, logged: float
+) -> None:
+    """SGLang 0.5.17's default --mem-fraction-static, as its logs on the project's GPUs
+    say: H100 80GB (docs/results/h100/moe-warm-grid), H200 (docs/results/h200/moe,
+    sglang-a), H200 with CUDA graphs off (sglang-a's sglang-nographs)."""
+    gib = mib / 1024
+    fraction = (gib - memory.sglang_reserve_gib(gib, Layout(), cuda_graphs=graphs)) / gib
+    assert round(fraction, 3) == logged
+
+
+@pytest.mark.parametrize(
+    ("gpu", "kv_tokens"),
+    [("H100-SXM", 89_595), ("H200", 750_191)],
+)
+def test_sglang_concurrency_cap_matches_its_kv_pool(gpu: str, kv_tokens: int) -> None:
+    """The sequences of 456 tokens (200 in, 256 out) SGLang's KV pool held for the
+    Qwen3-30B-A3B shape ('KV Cache is allocated. #tokens: 89595' on the H100, 750191 on
+    the H200): the advice's cap within 10% (gpus.yaml's 80 and 141 GiB against the 79.2 and
+    139.8 GiB CUDA reports). It said 343 on the H100 before SGLang had its own rule (vLLM's
+    0.9 borrowed): the run at 256 queued and retracted requests the advice said would fit."""
+    m, spec = load_model("qwen3-30b-a3b"), system_from_flags(gpu).gpu
+    fit = memory.fit("sglang", m, spec, Layout(), "bf16", concurrency=256, context_tokens=456)
+    assert fit.max_concurrency == pytest.approx(kv_tokens / 456, rel=0.10)
+
+
+def test_sglang_near_miss_names_its_own_fraction(capsys: pytest.CaptureFixture[str]) -> None:
+    """Llama-3-70B FP8 (67.7 GiB) on one H100: SGLang's default fraction (0.83: a 13.6 GiB
+    reserve) leaves no room, and the remedy is its own flag at the share that fits; at
+    c=256 on the Qwen3-30B-A3B shape the queued row says what admits all of them."""
+    assert (
+        main(["advise", "--gpu", "H100", "--model", "llama-3-70b", "--quant", "fp8", "--explain"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("sglang tp=1 pp=1 fp8"))
+    assert "with --mem-fraction-static 0.86 it fits (the default is 0.83)" in line
+    args = ["advise", "--gpu", "H100", "--model", "qwen3-30b-a3b", "--quant", "bf16"]
+    args += ["--engines", "sglang", "--input-tokens", "200", "--concurrency", "64,256"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "213 of 256 fit" in out and "--mem-fraction-static 0.86 admits all 256" in out

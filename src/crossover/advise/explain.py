@@ -304,7 +304,7 @@ def recommendation(
             f"{q.per_user_tok_s:.1f} output tok/s"
         )
         headline.append(f"c={conc}: {cap_text(q)}")
-        raise_to = _utilization_for(req, c.engine, fit, conc)
+        raise_to = _utilization_for(req, c.engine, fit, conc, Layout(tp=c.tp, pp=c.pp))
         if raise_to is not None:
             reasons.append(raise_to)
             headline.append(raise_to)
@@ -440,21 +440,23 @@ def recommendation(
     }
 
 
-def _utilization_for(req: AdviceRequest, engine: str, fit: MemoryFit, conc: int) -> str | None:
+def _utilization_for(
+    req: AdviceRequest, engine: str, fit: MemoryFit, conc: int, layout: Layout
+) -> str | None:
     """For an engine whose KV budget is a fraction of the whole GPU (vLLM, SGLang): the
     fraction at which ``conc`` sequences fit, or what 0.95 admits (None: other engines)."""
     from crossover.advise import memory
 
-    rule = memory.engine_memory(engine)
     flag = traits.of(engine).kv_fraction_flag
-    if rule.utilization_of != "total" or rule.utilization >= 0.95 or flag is None:
-        return None
     total = req.system.gpu.memory_gib
+    base = memory.kv_fraction(engine, total, layout)
+    if base is None or base >= 0.95 or flag is None:
+        return None
     short = fit.kv_gib_per_seq_per_gpu * conc - (fit.usable_gib_per_gpu - fit.weights_gib_per_gpu)
-    need = rule.utilization + short / total
+    need = base + short / total
     if need <= 0.95:
         return f"{flag} {math.ceil(need * 100) / 100:.2f} admits all {conc}"
-    free = fit.usable_gib_per_gpu - fit.weights_gib_per_gpu + (0.95 - rule.utilization) * total
+    free = fit.usable_gib_per_gpu - fit.weights_gib_per_gpu + (0.95 - base) * total
     more = int(free // fit.kv_gib_per_seq_per_gpu) if fit.kv_gib_per_seq_per_gpu > 0 else 0
     return f"{flag} 0.95 admits {more}" if more > fit.max_concurrency else None
 

@@ -29,7 +29,7 @@ LLAMACPP_UBATCH = 512  # llama.cpp's default n_ubatch (common/common.h)
 class Component(BaseModel):
     name: str
     gib: float | None = None
-    formula: Literal["llamacpp-compute"] | None = None
+    formula: Literal["llamacpp-compute", "sglang-reserve"] | None = None
     per_tp: bool = False
     scales_with_hidden: bool = False
     outside_budget: bool = False
@@ -81,7 +81,11 @@ def engine_memory(engine: str) -> EngineMemory:
     return EngineMemory.model_validate(raw)
 
 
-def _component_gib(c: Component, model: ModelFacts, layout: Layout, slots: int) -> float:
+def _component_gib(
+    c: Component, model: ModelFacts, layout: Layout, slots: int, gpu_gib: float
+) -> float:
+    if c.formula == "sglang-reserve":
+        return sglang_reserve_gib(gpu_gib, layout)
     if c.formula == "llamacpp-compute":
         ffn = model.ffn
         if model.is_moe and model.moe_ffn and model.experts_per_token:
@@ -99,12 +103,66 @@ def _component_gib(c: Component, model: ModelFacts, layout: Layout, slots: int) 
     return gib
 
 
-def charges(engine: str, model: ModelFacts, layout: Layout, slots: int) -> list[Charge]:
-    """The engine's overheads for this model and layout, per GPU."""
+def sglang_reserve_gib(gpu_gib: float, layout: Layout, cuda_graphs: bool = True) -> float:
+    """What SGLang keeps out of its static pool (weights and KV) per GPU by default:
+    ``--mem-fraction-static`` = (memory - reserve) / memory, the reserve in MiB 512 +
+    1.5 x the chunked-prefill tokens + 128 x TP x PP + 2 x the largest decode CUDA-graph
+    batch + 8 x the prefill graphs' sizes, at least 10 GiB on a GPU over 60 GiB; the
+    chunk and batch by GPU memory (SGLang 0.5.17 ``ServerArgs._handle_gpu_memory_settings``,
+    ``reserve_for_graph_mb``, ``_generate_prefill_cuda_graph_batch_sizes``). It gives the
+    fractions SGLang chose on the project's GPUs: 0.83 on an H100 80GB (81,559 MiB), 0.903 on
+    an H200 (143,771 MiB), 0.91 with CUDA graphs off."""
+    mib = gpu_gib * 1024
+    tp = layout.tp
+    # (below MiB, chunked-prefill tokens, decode graph batch at TP < 4, at TP >= 4)
+    classes = [
+        (20 * 1024, 2048, 8, 8),
+        (35 * 1024, 2048, 24, 80),
+        (60 * 1024, 4096, 32, 160),
+        (90 * 1024, 8192, 256, 512),
+        (160 * 1024, 8192, 256, 512),
+        (math.inf, 16384, 512, 512),
+    ]
+    chunk, small, large = next((c, a, b) for top, c, a, b in classes if mib < top)
+    max_bs = small if tp < 4 else large
+    reserve = 512 + 1.5 * max(chunk, 2048) + layout.tp * layout.pp / 8 * 1024
+    if cuda_graphs:
+        sizes = (
+            list(range(4, 33, 4))
+            + list(range(48, 257, 16))
+            + list(range(288, 513, 32))
+            + list(range(576, 1025, 64))
+            + list(range(1280, 4097, 256))
+            + list(range(4608, chunk + 1, 512))
+        )
+        reserve += 2 * max_bs + 8 * len([x for x in sizes if x <= chunk])
+    if mib > 60 * 1024:
+        reserve = max(reserve, 10 * 1024)
+    return reserve / 1024
+
+
+def kv_fraction(engine: str, gpu_gib: float, layout: Layout) -> float | None:
+    """The share of the whole GPU an engine's default lets its weights and KV cache take
+    (vLLM's ``--gpu-memory-utilization`` 0.9, SGLang's ``--mem-fraction-static`` as it
+    chooses it, :func:`sglang_reserve_gib`); ``None`` for an engine whose budget is not a
+    share of the whole GPU."""
+    rule = engine_memory(engine)
+    if rule.utilization_of != "total":
+        return None
+    if any(c.formula == "sglang-reserve" for c in rule.components):
+        return 1.0 - sglang_reserve_gib(gpu_gib, layout) / gpu_gib
+    return rule.utilization
+
+
+def charges(
+    engine: str, model: ModelFacts, layout: Layout, slots: int, gpu_gib: float = 0.0
+) -> list[Charge]:
+    """The engine's overheads for this model and layout, per GPU (``gpu_gib``: the GPU's
+    memory, for an overhead that depends on it)."""
     return [
         Charge(
             name=c.name + (" (beyond the utilization budget)" if c.outside_budget else ""),
-            gib=_component_gib(c, model, layout, slots),
+            gib=_component_gib(c, model, layout, slots, gpu_gib),
             measured=c.measured,
             source=c.source,
         )
@@ -124,7 +182,7 @@ def usable_gib(
     """(GiB per GPU the weights and KV may use, the reserve charged, its parts)."""
     rule = engine_memory(engine)
     total = gpu.memory_gib
-    parts = charges(engine, model, layout, slots)
+    parts = charges(engine, model, layout, slots, total)
     if reserve_gib is not None:
         parts = [Charge(name="--reserve-gib", gib=reserve_gib, measured=False, source="user")]
         inside, outside = reserve_gib, 0.0

@@ -8,6 +8,7 @@ and smaller engine overheads (``--reserve-gib``) when the shortfall is within th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from crossover.advise import cost, memory, traits
@@ -108,6 +109,15 @@ def remedies(req: AdviceRequest, row: dict[str, Any], min_c: int, context: int) 
         out.append(f"with {gpus} it fits")
     short = row["short_gib"]
     reserve = fit.get("reserve_gib") or 0.0
+    flag = traits.of(engine).kv_fraction_flag
+    total = req.system.gpu.memory_gib
+    base = memory.kv_fraction(engine, total, layout)
+    if flag is not None and base is not None and short > 0:
+        # the engine's own knob: a larger share of the GPU for weights and KV (less left
+        # for its activations and graphs, which its default keeps)
+        need = math.ceil((base + short / total) * 100) / 100
+        if need <= 0.95:
+            out.append(f"with {flag} {need:.2f} it fits (the default is {base:.2f})")
     if 0 < short < reserve:
         out.append(
             f"with engine overheads of {reserve - short:.1f} GiB instead of {reserve:.1f} "
