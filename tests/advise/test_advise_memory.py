@@ -51,9 +51,10 @@ def test_every_engine_has_a_memory_rule_with_sources() -> None:
         assert 0 < rule.utilization <= 1 and rule.source
         for c in rule.components:
             assert c.source and (c.gib is not None or c.formula is not None)
-    vllm = {c.name: c for c in engine_memory("vllm").components}
-    assert vllm["peak activation"].gib == 1.10 and vllm["peak activation"].measured
-    assert vllm["CUDA graphs"].outside_budget
+    vllm = {(c.name, c.only): c for c in engine_memory("vllm").components}
+    dense, moe = vllm["peak activation", "dense"], vllm["peak activation", "moe"]
+    assert dense.gib == 1.10 and dense.measured and moe.gib == 1.66 and moe.measured
+    assert vllm["CUDA graphs", None].outside_budget
 
 
 def test_vllm_budget_matches_its_own_log_on_the_h200() -> None:
@@ -285,3 +286,15 @@ def test_sglang_near_miss_names_its_own_fraction(capsys: pytest.CaptureFixture[s
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "213 of 256 fit" in out and "--mem-fraction-static 0.86 admits all 256" in out
+
+
+def test_vllm_moe_budget_matches_its_own_logs() -> None:
+    """vLLM 0.26 on the Qwen3-30B-A3B shape: '1.66 GiB for peak activation' (the fused-MoE
+    workspace; the dense 8B's 1.1 scaled by hidden size said 0.55) and 'Available KV cache
+    memory: 66.4 GiB' on the H200; 'GPU KV cache size: 129,328 tokens' on the H100, 283
+    sequences of 456 (the advice said 343 with the dense figure)."""
+    m = load_model("qwen3-30b-a3b")
+    h200 = memory.fit("vllm", m, system_from_flags("H200").gpu, Layout(), "bf16", 1, 456)
+    assert h200.usable_gib_per_gpu - h200.weights_gib_per_gpu == pytest.approx(66.4, rel=0.03)
+    h100 = memory.fit("vllm", m, system_from_flags("H100-SXM").gpu, Layout(), "bf16", 1, 456)
+    assert h100.max_concurrency == pytest.approx(129_328 / 456, rel=0.15)

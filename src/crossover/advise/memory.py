@@ -32,6 +32,10 @@ class Component(BaseModel):
     formula: Literal["llamacpp-compute", "sglang-reserve"] | None = None
     per_tp: bool = False
     scales_with_hidden: bool = False
+    #: the hidden size the figure was measured at (default: the file's reference_hidden)
+    reference_hidden: int | None = None
+    #: charged only to a dense model or only to a mixture of experts (None: to both)
+    only: Literal["dense", "moe"] | None = None
     outside_budget: bool = False
     measured: bool
     source: str
@@ -97,7 +101,8 @@ def _component_gib(
         return 4 * floats / GIB
     gib = float(c.gib or 0.0)
     if c.scales_with_hidden:
-        gib *= model.hidden / float(_data().get("reference_hidden") or model.hidden)
+        ref = c.reference_hidden or _data().get("reference_hidden") or model.hidden
+        gib *= model.hidden / float(ref)
     if c.per_tp:
         gib /= layout.tp
     return gib
@@ -166,8 +171,14 @@ def charges(
             measured=c.measured,
             source=c.source,
         )
-        for c in engine_memory(engine).components
+        for c in components(engine, model)
     ]
+
+
+def components(engine: str, model: ModelFacts) -> list[Component]:
+    """The engine's overheads that apply to this model (a dense model's or an MoE's)."""
+    kind = "moe" if model.is_moe else "dense"
+    return [c for c in engine_memory(engine).components if c.only in (None, kind)]
 
 
 def usable_gib(
@@ -187,7 +198,7 @@ def usable_gib(
         parts = [Charge(name="--reserve-gib", gib=reserve_gib, measured=False, source="user")]
         inside, outside = reserve_gib, 0.0
     else:
-        comps = engine_memory(engine).components
+        comps = components(engine, model)
         inside = sum(p.gib for p, c in zip(parts, comps, strict=True) if not c.outside_budget)
         outside = sum(p.gib for p, c in zip(parts, comps, strict=True) if c.outside_budget)
     if rule.utilization_of == "total":
