@@ -168,12 +168,18 @@ def spread(s: State, t: str, metric: str) -> float | None:
     """The run-to-run difference of ``t`` on ``metric`` measured so far: the median over
     its repeated levels of the log ratio between their repeats (one outlying level does
     not make every other level look uncertain), ``None`` before any level was repeated."""
-    diffs = [
-        math.log(max(vals) / min(vals))
-        for vals in s.values(t, metric).values()
-        if len(vals) >= 2 and min(vals) > 0
-    ]
+    diffs = list(_repeat_spreads(s, t, metric).values())
     return float(np.median(diffs)) if diffs else None
+
+
+def _repeat_spreads(s: State, t: str, metric: str) -> dict[float, float]:
+    """Per repeated level of ``t``, the log ratio between its largest and smallest repeat
+    on ``metric``."""
+    return {
+        c: math.log(max(vals) / min(vals))
+        for c, vals in s.values(t, metric).items()
+        if len(vals) >= 2 and min(vals) > 0
+    }
 
 
 def largest_spread(s: State, t: str, metric: str) -> float | None:
@@ -185,11 +191,7 @@ def largest_spread(s: State, t: str, metric: str) -> float | None:
 
 def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | None:
     """:func:`largest_spread` and the level it was measured at."""
-    diffs = [
-        (math.log(max(vals) / min(vals)), c)
-        for c, vals in s.values(t, metric).items()
-        if len(vals) >= 2 and min(vals) > 0
-    ]
+    diffs = [(x, c) for c, x in _repeat_spreads(s, t, metric).items()]
     return max(diffs) if diffs else None
 
 

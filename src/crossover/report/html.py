@@ -28,7 +28,7 @@ from crossover.analysis.crossovers import (
 )
 from crossover.analysis.kv import FULL as KV_FULL
 from crossover.analysis.kv import MEANING as KV_MEANING
-from crossover.analysis.kv import kv_full_runs, kv_pressure
+from crossover.analysis.kv import kv_full_runs
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
@@ -147,7 +147,6 @@ def _made(run: SweepRun, path: str) -> str:
 
 def _run_row(run: SweepRun) -> dict[str, Any]:
     problems = "; ".join(f"{p.code} x{p.count}: {p.message}" for p in run.problems)
-    kv = kv_pressure(run.server_metrics)
     return {
         "target": run.target,
         "concurrency": f"{run.level:g}",
@@ -161,8 +160,6 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "itl": _fmt(run.value("itl_ms.p50"), 2) + _made(run, "itl_ms.p50"),
         "problems": problems or "-",
         "overloaded": bool(run.overloaded),
-        # the engine's KV cache full with requests waiting (crossover.analysis.kv)
-        "kv_full": kv is not None and kv.full,
         # the engine's own count of prompt tokens served from its prefix cache
         "cache": _pct(run.value("prefix_cache.hit_fraction")),
         # a level crossover decide stopped sending once settled: what it sent of its plan
@@ -310,6 +307,10 @@ def render_html(
 
     rate = sweep.axis() == "rate"
     off = {(o.target, o.axis, o.level, o.repeat) for o in outlier_repeats(sweep)}
+    # runs whose engine's KV cache was full with requests waiting (crossover.analysis.kv):
+    # read once, for their section and their rows' tag
+    kv_full = kv_full_runs(sweep)
+    kv_keys = {(x.target, x.label, x.repeat) for x in kv_full}
     titles = dict(CHART_TITLES)
     if rate:
         titles["throughput"] = (
@@ -349,7 +350,7 @@ def render_html(
                 "waiting": _fmt(x.pressure.peak_waiting, 0),
                 "samples": f"{x.pressure.full_waiting_samples} of {x.pressure.samples}",
             }
-            for x in kv_full_runs(sweep)
+            for x in kv_full
         ],
         "kv_meaning": KV_MEANING,
         "kv_full_at": f"{KV_FULL:g}",
@@ -380,7 +381,11 @@ def render_html(
         "own_starts": own_starts(sweep),
         "show_cache": any(r.value("prefix_cache.hit_fraction") is not None for r in sweep.runs),
         "runs": [
-            {**_run_row(r), "outlier": (r.target, r.axis, r.level, r.repeat) in off}
+            {
+                **_run_row(r),
+                "outlier": (r.target, r.axis, r.level, r.repeat) in off,
+                "kv_full": (r.target, level_label(r.axis, r.level), r.repeat) in kv_keys,
+            }
             for r in _in_order(sweep)
         ],
         "n_used": sum(1 for r in sweep.runs if r.is_valid),
