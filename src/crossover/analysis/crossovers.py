@@ -22,7 +22,14 @@ compared the same way along the rate axis (requests/s); runs on different axes a
 never compared with each other. An overloaded rate level (more arrived than the server
 served: ``crossover.analysis.overload``) stays a point: its throughput is the server's
 capacity, and its latencies, which grow with the level's length, still say who fell
-behind; the sweep's output and report flag it.
+behind; the sweep's output and report flag it. An open-loop level too short for a steady
+state (``crossover.analysis.short``: its arrivals lasted under 3 request times, or it
+served more than arrived) is left out of the throughput comparisons only
+(``MetricSpec.steady_only``): its window caught ramp-up and drain, so its tokens/s and
+requests/s are no rate the server keeps, while each request's latencies are still what
+that request met. An overloaded level that is short too stays a point, as above. Leaving
+a short level out is one filter on the values compared; the short-levels line says which
+levels went.
 """
 
 from __future__ import annotations
@@ -54,17 +61,39 @@ class MetricSpec:
     optional: bool = False
     #: the axes it is compared along
     axes: tuple[Axis, ...] = ("concurrency", "rate")
+    #: a rate over the run's window (throughput, goodput): open-loop levels too short for
+    #: a steady state are left out of its comparisons (``crossover.analysis.short``), as
+    #: their window caught ramp-up and drain; latencies are per request and keep them
+    steady_only: bool = False
 
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
-        "total_tokens_per_s", "total tokens/s", "throughput.total_tokens_per_s", True, "tok/s"
+        "total_tokens_per_s",
+        "total tokens/s",
+        "throughput.total_tokens_per_s",
+        True,
+        "tok/s",
+        steady_only=True,
     ),
     MetricSpec(
-        "output_tokens_per_s", "output tokens/s", "throughput.output_tokens_per_s", True, "tok/s"
+        "output_tokens_per_s",
+        "output tokens/s",
+        "throughput.output_tokens_per_s",
+        True,
+        "tok/s",
+        steady_only=True,
     ),
     # requests/s meeting every SLO term: only runs measured with --slo have it
-    MetricSpec("goodput_rps", "goodput", "goodput.requests_per_s", True, "req/s", optional=True),
+    MetricSpec(
+        "goodput_rps",
+        "goodput",
+        "goodput.requests_per_s",
+        True,
+        "req/s",
+        optional=True,
+        steady_only=True,
+    ),
     # an open loop: requests completed per second, against the rate they arrived at
     MetricSpec(
         "requests_per_s",
@@ -73,6 +102,7 @@ METRICS: tuple[MetricSpec, ...] = (
         True,
         "req/s",
         axes=("rate",),
+        steady_only=True,
     ),
     MetricSpec("ttft_ms.p50", "TTFT p50", "ttft_ms.p50", False, "ms"),
     MetricSpec("ttft_ms.p99", "TTFT p99", "ttft_ms.p99", False, "ms"),
@@ -179,17 +209,35 @@ class Finding:
 
 
 def level_values(
-    runs: Sequence[SweepRun], target: str, path: str, axis: Axis = "concurrency"
+    runs: Sequence[SweepRun],
+    target: str,
+    path: str,
+    axis: Axis = "concurrency",
+    steady_only: bool = False,
 ) -> dict[float, list[float]]:
-    """Values of one metric per level on ``axis``, from the target's valid runs only."""
+    """Values of one metric per level on ``axis``, from the target's valid runs only;
+    ``steady_only``: without the levels where a repeat was too short for a steady state
+    (``MetricSpec.steady_only``). A whole level goes, not only its short repeats: keeping
+    the others would pick a level's repeats by their outcome."""
     out: dict[float, list[float]] = {}
+    skip = short_levels(runs, target) if steady_only else set()
     for run in runs:
         if run.target != target or not run.is_valid or run.axis != axis:
+            continue
+        if run.axis == "rate" and run.level in skip:
             continue
         v = run.value(path)
         if v is not None:
             out.setdefault(run.level, []).append(v)
     return out
+
+
+def short_levels(runs: Sequence[SweepRun], target: str) -> set[float]:
+    """The target's rate levels where a valid run was too short for a steady state (not
+    an overloaded one: it stays a point, at the server's capacity)."""
+    from crossover.analysis.short import is_short
+
+    return {r.level for r in runs if r.target == target and is_short(r)}
 
 
 def level_diffs(
@@ -406,7 +454,9 @@ def analyze_sweep(
         for spec in metrics:
             if axis not in spec.axes:
                 continue
-            values = {n: level_values(sweep.runs, n, spec.path, axis) for n in names}
+            values = {
+                n: level_values(sweep.runs, n, spec.path, axis, spec.steady_only) for n in names
+            }
             if spec.optional and not any(values.values()):
                 continue
             for ia, a in enumerate(names):
@@ -536,9 +586,9 @@ def crossover_levels(sweep: SweepFile, x: Crossover) -> list[float]:
     runs with the metric, on the crossover's axis (what :func:`format_crossover` needs to
     tell a crossing at the edge of the measured range)."""
     axis: Axis = "concurrency" if x.concurrency is not None else "rate"
-    path = metric_spec(x.metric).path
-    a = level_values(sweep.runs, x.below, path, axis)
-    b = level_values(sweep.runs, x.above, path, axis)
+    spec = metric_spec(x.metric)
+    a = level_values(sweep.runs, x.below, spec.path, axis, spec.steady_only)
+    b = level_values(sweep.runs, x.above, spec.path, axis, spec.steady_only)
     return sorted(set(a) & set(b))
 
 

@@ -118,6 +118,14 @@ def summary_table(s: RunSummary, title: str | None = None) -> Group:
         ),
         t,
     ]
+    if s.window.short is not None:  # its window caught ramp-up and drain
+        lines.append(
+            Text(
+                f"no steady state ({s.window.short.reason}): its tokens/s and req/s are "
+                'ramp-up and drain (docs/metrics.md, "Steady window, open loop")',
+                style="red",
+            )
+        )
     if s.goodput is not None:
         lines.append(
             Text(

@@ -36,7 +36,7 @@ from crossover.metrics.summary import (
 )
 from crossover.metrics.timing import check_client_made, check_grouped, client_made, delivery
 from crossover.metrics.verify import is_warmup, verdict, verify
-from crossover.metrics.window import WindowSpan, steady_window
+from crossover.metrics.window import WindowSpan, sending_span_s, short_level, steady_window
 from crossover.metrics.witness import (
     count_with_tokenizer,
     engine_claimed,
@@ -199,6 +199,26 @@ def _timeline(records: list[RequestRecord], target: int | None) -> _Timeline:
     )
 
 
+def mark_short(
+    window: Window,
+    clocks: dict[str | None, list[RequestRecord]],
+    e2e: Stats,
+    tp: Throughput,
+    arriving: float | None,
+) -> Window:
+    """An open-loop run's window, not steady and saying why where the level was too short
+    for a steady state (``crossover.metrics.window.short_level``; the longest clock's
+    sending span when load workers ran on several nodes). Its throughputs stay as they
+    were counted: marked, not replaced."""
+    spans = [x for x in (sending_span_s(g) for g in clocks.values()) if x is not None]
+    served = tp.requests_per_s if window.opened_by == "first_completion" else None
+    e2e_s = e2e.p50 / 1000.0 if e2e.p50 is not None else None
+    short = short_level(max(spans, default=None), e2e_s, served, arriving)
+    if short is None:
+        return window
+    return window.model_copy(update={"steady": False, "short": short})
+
+
 def sending_rate(records: list[RequestRecord]) -> float | None:
     """Requests sent per second from the first send to the last (``records`` on one
     clock): n sends are n - 1 gaps. None for fewer than two."""
@@ -326,6 +346,7 @@ def summarize(
     if ctx.mode == "rate":
         rates = [sending_rate(group) for group in clocks.values()]
         arriving = None if any(x is None for x in rates) else sum(x or 0.0 for x in rates)
+        window = mark_short(window, clocks, e2e, tp, arriving)
 
     goodput = None
     if ctx.slo and window.duration_s:

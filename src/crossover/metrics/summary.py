@@ -129,6 +129,21 @@ class Throughput(BaseModel):
     requests_per_s: float | None = None
 
 
+class ShortLevel(BaseModel):
+    """Why an open-loop level had no steady state (``crossover.metrics.window.short_level``):
+    its arrivals lasted under ``SHORT_LEVEL_REQUEST_TIMES`` request times, or it served
+    more than ``SERVED_OVER_ARRIVING`` times the arrival rate. Its window's throughputs are
+    kept, but they are ramp-up and drain, not a steady rate."""
+
+    sending_s: float = Field(description="from the first send to the last")
+    e2e_p50_s: float | None = Field(None, description="E2E p50 of the succeeded requests")
+    #: served requests/s over the arriving ones (the window's count); None where unknown
+    served_share: float | None = None
+    #: how long the arrivals should last for a steady state: K times the E2E p50
+    needed_s: float | None = None
+    reason: str = ""
+
+
 class Window(BaseModel):
     """The steady window, relative to the first send: closed loop, while the target
     concurrency is in flight; open loop, from the first completion to the last."""
@@ -141,6 +156,9 @@ class Window(BaseModel):
     #: ``first_send`` (no steady window: the whole run); None in summaries stored before
     #: it was recorded (an open-loop one then ran from the first send to the last)
     opened_by: str | None = None
+    #: an open-loop level too short for a steady state (``steady`` is then False); None
+    #: when it was long enough, for a closed loop, and in summaries stored before it was
+    short: ShortLevel | None = None
 
 
 class Waves(BaseModel):

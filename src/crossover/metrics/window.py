@@ -10,13 +10,35 @@ completion nothing had had time to finish (the ramp-up). A window from the first
 to the last instead left out about one request time's completions (biased low by
 E2E / window: "served 10.3 of 10.3 req/s, goodput 9.22"). Also the time-averaged
 in-flight count.
+
+That open-loop window assumes every request takes about as long as the others and that
+the arrivals last many request times. A level whose arrivals last only a few request
+times has no steady state at all: its first requests meet a filling batch and take
+longest, its last ones drain an emptying batch and finish fastest, so the completions
+come squeezed into a shorter span than the sends and "served" reads more than arrived
+(docs/results/h100/moe-open: SGLang at 20 req/s for 16 s, E2E p50 10 s, served 29.3 of
+21.4 req/s). :func:`short_level` tells such a level from its own numbers; its window is
+then not steady and says why.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crossover.metrics.summary import ShortLevel
 from crossover.records.model import RequestRecord
+
+#: the arrivals of an open-loop level must last at least this many request times (E2E
+#: p50) for a steady state: the ramp-up (until the first requests complete) and the drain
+#: (after the last send) take about one request time each, so they are then at most a
+#: third of the level, and completions between them come at the rate they would keep. At
+#: 2 request times they are half of it (the moe-open levels above: a 28% lead that was
+#: ramp-up and drain)
+SHORT_LEVEL_REQUEST_TIMES = 3.0
+#: served / arriving above this is impossible in a steady state (a server cannot finish
+#: more than arrives for long): the window caught ramp-up and drain; 10% leaves room for
+#: Poisson noise in a short window
+SERVED_OVER_ARRIVING = 1.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +110,48 @@ def steady_window(records: list[RequestRecord], target: int | None) -> WindowSpa
     if start is None or end is None or end <= start:
         return WindowSpan(first, last, False, average_in_flight(records, first, last), "first_send")
     return WindowSpan(start, end, True, average_in_flight(records, start, end), opened_by)
+
+
+def sending_span_s(records: list[RequestRecord]) -> float | None:
+    """Seconds from the first send to the last (``records`` on one clock); None for
+    fewer than two."""
+    sends = [r.t_send_ns for r in records]
+    if len(sends) < 2:
+        return None
+    return (max(sends) - min(sends)) / 1e9
+
+
+def short_level(
+    sending_s: float | None,
+    e2e_p50_s: float | None,
+    served_rps: float | None = None,
+    arriving_rps: float | None = None,
+) -> ShortLevel | None:
+    """Why an open-loop level had no steady state, or None when it may have had one:
+    its arrivals (``sending_s``, first to last send) lasted under
+    ``SHORT_LEVEL_REQUEST_TIMES`` times its request time (``e2e_p50_s``), or its window
+    served (``served_rps``) more than ``SERVED_OVER_ARRIVING`` times the arrival rate."""
+    if sending_s is None:
+        return None
+    reasons = []
+    needed = SHORT_LEVEL_REQUEST_TIMES * e2e_p50_s if e2e_p50_s else None
+    if needed is not None and sending_s < needed:
+        reasons.append(
+            f"arrivals lasted {sending_s:.1f} s, under {SHORT_LEVEL_REQUEST_TIMES:g}x the "
+            f"request time (E2E p50 {e2e_p50_s:.1f} s)"
+        )
+    share = served_rps / arriving_rps if served_rps is not None and arriving_rps else None
+    if share is not None and share > SERVED_OVER_ARRIVING:
+        reasons.append(
+            f"its window counted {served_rps:.3g} requests/s done of {arriving_rps:.3g} "
+            f"arriving ({share:.0%})"
+        )
+    if not reasons:
+        return None
+    return ShortLevel(
+        sending_s=sending_s,
+        e2e_p50_s=e2e_p50_s,
+        served_share=share,
+        needed_s=needed,
+        reason="; ".join(reasons),
+    )

@@ -32,6 +32,7 @@ from crossover.analysis.kv import kv_full_runs
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
+from crossover.analysis.short import format_short_levels, is_short
 from crossover.analysis.spread import own_starts, repeat_spreads
 from crossover.metrics.host import kinds, machine_ids
 from crossover.words import plural
@@ -160,6 +161,8 @@ def _run_row(run: SweepRun) -> dict[str, Any]:
         "itl": _fmt(run.value("itl_ms.p50"), 2) + _made(run, "itl_ms.p50"),
         "problems": problems or "-",
         "overloaded": bool(run.overloaded),
+        # an open-loop level too short for a steady state (crossover.analysis.short)
+        "short": is_short(run),
         # the engine's own count of prompt tokens served from its prefix cache
         "cache": _pct(run.value("prefix_cache.hit_fraction")),
         # a level crossover decide stopped sending once settled: what it sent of its plan
@@ -340,6 +343,7 @@ def render_html(
         "machine_ids": machine_ids(sweep.hosts),
         "machines": sweep.machines(),
         "charts": chart_list,
+        "short_levels": format_short_levels(sweep),
         "overloads": format_overloads(sweep),
         "kv_full": [
             {

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str:
     """One finished level, as rich markup; a metric that is missing shows as ``—``, not 0.
     An open-loop level says how many requests/s it served of those arriving, and when
-    that fell behind, that it was overloaded."""
+    that fell behind, that it was overloaded; one too short for a steady state says so
+    and why (``crossover.analysis.short``)."""
     from crossover.analysis.overload import open_loop_load
+    from crossover.analysis.short import short_open_loop
 
     style = {"valid": "green", "unverified": "yellow", "invalid": "red"}[s.verdict]
     ttft_mark, itl_mark = client_mark(s, "ttft_ms.p50"), client_mark(s, "itl_ms.p50")
@@ -37,6 +39,10 @@ def level_line(name: str, level: str, r: int, s: RunSummary, status: str) -> str
     load = open_loop_load(s)
     if s.load.mode == "rate":
         flag = "[bold red]OVERLOADED[/]  " if load is not None and load.overloaded else ""
+        short = short_open_loop(s)
+        # its served rate and tokens/s: ramp-up and drain (an overloaded one: its queue)
+        if short is not None and not flag:
+            flag += f"[bold red]SHORT LEVEL[/] [red]({escape(short.reason)})[/]  "
         served = (
             f"served {load.served_rps:.3g} of {load.arriving_rps:.3g} req/s  "
             if load is not None
@@ -102,8 +108,11 @@ def _has_goodput(sweep: SweepFile) -> bool:
 def comparison_table(sweep: SweepFile) -> Table:
     """Rows: levels; per target the headline figures (means over valid repeats): total
     tok/s, TTFT p50, ITL p50 along concurrency; output tok/s, goodput (or requests/s
-    done) and TTFT p50 along the rate axis, an overloaded level marked. Invalid runs are
-    shown as such, never averaged in."""
+    done) and TTFT p50 along the rate axis, an overloaded level marked, and one too short
+    for a steady state (``crossover.analysis.short``). Invalid runs are shown as such,
+    never averaged in."""
+    from crossover.analysis.short import is_short
+
     names = sweep.target_names()
     axis = sweep.axis()
     levels = sorted({r.level for r in sweep.runs if r.axis == axis})
@@ -147,6 +156,8 @@ def comparison_table(sweep: SweepFile) -> Table:
                 marked = marked or "*" in cell
                 if any(r.overloaded for r in ok):
                     cell = f"[bold red]OVERLOADED[/] {cell}"
+                if any(is_short(r) for r in ok):
+                    cell = f"[red]SHORT[/] {cell}"  # tok/s and req/s: ramp-up and drain
                 row.append(cell)
         t.add_row(*row)
     if marked:  # the footnote only where a cell carries its mark
@@ -220,7 +231,8 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
 
 def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float = 0.0) -> list[str]:
     """The findings as the sweep prints them after its table, in rich markup (every value
-    escaped): the overloaded levels, the levels whose KV cache was full with requests
+    escaped): the overloaded levels, the open-loop levels too short for a steady state
+    (``crossover.analysis.short``), the levels whose KV cache was full with requests
     waiting (``crossover.analysis.kv``), the tie margin they were read with (when there is
     one), the crossovers under their heading, the headline metrics without one, the
     arrival-effects notes, and what the intervals of a sweep of one repeat per level rest
@@ -228,9 +240,11 @@ def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float 
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
     from crossover.analysis.kv import format_kv_full, kv_full_runs
+    from crossover.analysis.short import format_short_levels as short_lines
     from crossover.report.compare import NOISE_FLOOR
 
     lines = [f"[bold red]overloaded:[/] {escape(line)}" for line in format_overloads(sweep)]
+    lines += [f"[bold red]short open-loop levels:[/] {escape(x)}" for x in short_lines(sweep)]
     lines += [
         f"[bold red]KV full:[/] {escape(line)}" for line in format_kv_full(kv_full_runs(sweep))
     ]

@@ -70,7 +70,12 @@ class SweepConfig(Limits, Warmup, Workload):
         2, ge=1, description="the floor of requests_per_concurrency"
     )
     duration_s_per_level: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="or measure each level for this many seconds"
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="or measure each level for this many seconds; a rate level needs 3 "
+        "request times (E2E p50) or more for a steady state, else its throughputs are "
+        "flagged as ramp-up and drain (docs/metrics.md, short open-loop levels)",
     )
     warmup_every_level: bool = Field(
         True,
