@@ -21,6 +21,7 @@ from crossover.calibration.server import build_config, spawn
 from crossover.cli.app import main
 from crossover.records.store import Store
 from crossover.sweep.config import SweepConfig, load_sweep_config
+from crossover.sweep.driver import part_of
 
 pytestmark = pytest.mark.slow
 
@@ -448,3 +449,68 @@ def test_the_question_knows_each_levels_requests_and_a_duration_sweeps_none() ->
     assert q.requests == {1: 4, 4: 8, 16: 32}
     q = question_for(config(duration_s_per_level=10), "crossover", ["total_tokens_per_s"])
     assert q.requests == {}
+
+
+def test_decide_along_rates_against_two_calibration_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An open-loop decision (``rates:``): the same policy along requests/s, every level
+    whole, rate runs in the sweep folder, read back on resume, and ``crossover report``
+    on the folder. ``fast`` answers its first token in 20 ms, ``batched`` in 40 ms: at a
+    few requests/s neither queues, so fast leads on TTFT p50 at every rate."""
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config(FAST)))
+        batched = stack.enter_context(spawn(build_config(BATCHED)))
+        config = tmp_path / "rates.yaml"
+        target = {"engine": "vllm", "model": "calib"}
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "fast-vs-batched-open",
+                    "rates": [4, 8, 16],
+                    "output_tokens": N,
+                    "requests_per_level": 12,
+                    "repeats": 1,
+                    "targets": [
+                        {"name": "fast", "url": fast, **target},
+                        {"name": "batched", "url": batched, **target},
+                    ],
+                }
+            )
+        )
+        out = tmp_path / "d"
+        argv = ["decide", "--config", str(config), "--out", str(out)]
+        argv += ["--metric", "ttft_ms.p50", "--json", str(tmp_path / "d.json")]
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        assert main(argv) == 0  # again: every level kept, nothing measured
+        again = capsys.readouterr().out
+    decision = json.loads((tmp_path / "d.json").read_text())
+    assert decision["question"]["axis"] == "rate"
+    assert decision["question"]["levels"] == [4.0, 8.0, 16.0]
+    (f,) = decision["findings"]
+    assert (f["kind"], f["leader"], f["axis"]) == ("none", "fast", "rate"), printed
+    assert "TTFT p50: fast leads batched over 4-16 requests/s" in printed
+    assert "along arrival rates (open loop)" in printed
+    with Store(out / "sweep.db") as store:
+        keys = sorted(r.key or "" for r in store.runs() if r.status == "done")
+        parts = [part_of(store.samples(r.run_id)) for r in store.runs()]
+    assert keys == sorted(f"{t}|rate={r}|r=0" for t in ("fast", "batched") for r in (4, 8, 16)), (
+        keys
+    )
+    # whole levels: no run was stopped within
+    assert parts == [None] * 6
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert {r["rate"] for r in sweep["runs"]} == {4.0, 8.0, 16.0}
+    assert all(r["concurrency"] is None and r.get("part") is None for r in sweep["runs"])
+    assert "fast leads batched over 4-16 requests/s" in again
+    assert "; 0 levels measured of the grid's 6 (6 kept from before)" in again
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    head = html.split('<h2 id="findings">')[0]
+    assert '<h2 id="decision">Decision</h2>' in head
+    assert "fast leads batched over 4-16 requests/s" in head
+    assert "where the targets cross along arrival rates (open loop) on TTFT p50" in head
+    # rates as given (4, not 4.0), in the answer's lines as in the report
+    assert "s measuring, levels 4,8,16" in printed and "4.0" not in printed, printed
+    assert "4.0" not in head

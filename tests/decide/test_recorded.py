@@ -105,3 +105,36 @@ def test_a_database_it_refuses_is_left_closed(
     assert len(opened) == 1
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         opened[0].execute("SELECT 1")
+
+
+def test_a_database_is_replayed_along_one_axis(tmp_path: Path) -> None:
+    """Rate runs are read where the database holds no concurrency level; one holding both
+    (two sweeps in one folder) replays its concurrency levels, as before rates were read."""
+    rates = tmp_path / "rates.db"
+    db = sqlite3.connect(rates)
+    db.execute(SCHEMA)
+    _add(db, "a", "fast|rate=0.5|r=0", 1.0)
+    _add(db, "b", "slow|rate=2|r=1", 2.0)
+    db.commit()
+    db.close()
+    rec = Recorded(rates)
+    try:
+        assert rec.axis == "rate"
+        assert sorted(rec.runs) == [("fast", 0.5, 0), ("slow", 2.0, 1)]
+        assert rec.levels() == [0.5, 2.0]
+    finally:
+        rec.close()
+    both = tmp_path / "both.db"
+    db = sqlite3.connect(both)
+    db.execute(SCHEMA)
+    _add(db, "a", "fast|rate=0.5|r=0", 1.0)
+    _add(db, "b", "fast|c=4|r=0", 2.0)
+    db.commit()
+    db.close()
+    rec = Recorded(both)
+    try:
+        assert rec.axis == "concurrency"
+        assert list(rec.runs) == [("fast", 4, 0)]
+        assert isinstance(rec.levels()[0], int)  # a concurrency stays an int: "4", not "4.0"
+    finally:
+        rec.close()

@@ -87,7 +87,7 @@ def decide(
         str,
         typer.Option(
             help="crossover (where the targets cross), lead (who leads at --at), or capacity "
-            "(most concurrency under --slo)"
+            "(most concurrency under --slo; concurrency levels only)"
         ),
     ] = "crossover",
     metric: Annotated[
@@ -97,7 +97,10 @@ def decide(
     target: Annotated[
         list[str] | None, typer.Option(help="Replay: only these targets; repeat")
     ] = None,
-    at: Annotated[str | None, typer.Option(help="lead: the levels asked about, e.g. 1,64")] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(help="lead: the levels asked about, e.g. 1,64 (rates: requests/s, 0.5,8)"),
+    ] = None,
     slo: Annotated[
         str | None, typer.Option(help="capacity: METRIC<=LIMIT, e.g. ttft_ms.p99<=500")
     ] = None,
@@ -197,7 +200,11 @@ def decide(
     metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
     for m in metrics:
         _check_metric(m, "--metric")
-    levels_at = parse_list(at, "--at") if at else []
+    # a concurrency (4) or a rate (2.5): the sweep's axis is known once it is read;
+    # a whole number stays an int, as a concurrency level is held
+    levels_at = (
+        [int(x) if x.is_integer() else x for x in parse_list(at, "--at", float)] if at else []
+    )
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
     the_slo = parse_slo(slo) if slo else None
@@ -295,7 +302,7 @@ def _replay(
     kind: QuestionKind,
     metrics: list[str],
     targets: list[str] | None,
-    at: list[int],
+    at: list[float],
     slo: SloTerm | None,
     prior: Any,
     json_out: Path | None,
@@ -315,11 +322,20 @@ def _replay(
     _write_json(json_out, replay_json(r, db, start_s))
 
 
+def refuse_prior_on_rates(q: Any, prior: Any) -> None:
+    """``--prior`` on a question along rates: one line, exit 2 (the forecast is keyed by
+    concurrency, docs/decide.md "Along rates")."""
+    from crossover.decide.model import PRIOR_ON_RATES
+
+    if q.axis == "rate" and prior is not None:
+        raise UsageError(PRIOR_ON_RATES)
+
+
 def _check(
     config: Path,
     kind: QuestionKind,
     metrics: list[str],
-    at: list[int],
+    at: list[float],
     slo: SloTerm | None,
     prior: Any,
     policy: PolicyConfig,
@@ -339,6 +355,7 @@ def _check(
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
+    refuse_prior_on_rates(q, prior_path)
     report_check(check_config(cfg, local=not remote, only=None), str(config))
     plan = decision_plan(cfg, q, prior, policy, prior_path, start_s)
     for line in plan_lines(plan):
@@ -351,7 +368,7 @@ def _live(
     out: Path,
     kind: QuestionKind,
     metrics: list[str],
-    at: list[int],
+    at: list[float],
     slo: SloTerm | None,
     prior: Any,
     json_out: Path | None,
@@ -368,6 +385,7 @@ def _live(
 
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
+    refuse_prior_on_rates(q, prior)
     check_database_file(out / "sweep.db")  # before any server is asked or engine started
     raise_if_errors(check_config(cfg, local=True, only=None), str(config))
     check_writable(out)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crossover.decide.model import Measure, Observation
+from crossover.decide.model import LevelNum, Measure, Observation
 from crossover.decide.state import PolicyConfig, State, gap_open
 
 
@@ -53,13 +53,14 @@ def rest_expected(s: State, m: Measure) -> bool:
     return last is not None and not last.complete and gap_open(s, m.target, c, s.cfg.partial_margin)
 
 
-def level_seconds(s: State, t: str, c: int) -> float:
+def level_seconds(s: State, t: str, c: LevelNum) -> float:
     """The measuring time of ``t``'s level ``c``, whole: as measured (a part's extrapolated
     to its planned requests), else from ``t``'s nearest level measured (no faster per
     request above it: its time times ``c`` over that level's, the saturated case; the same
-    time below), else the other targets' at ``c``, else 0."""
+    time below), else the other targets' at ``c``, else 0. Along rates a level takes its
+    sending time and about one request time after (:func:`rate_level_seconds`)."""
 
-    def own(u: str, lv: int) -> float | None:
+    def own(u: str, lv: LevelNum) -> float | None:
         whole = [o.seconds for o in s.repeats(u, lv) if o.valid and o.complete and o.planned]
         return float(np.mean(whole)) if whole else None
 
@@ -69,12 +70,28 @@ def level_seconds(s: State, t: str, c: int) -> float:
     if mine is not None:
         return mine
     measured = [(lv, v) for lv in s.levels(t) if (v := own(t, lv)) is not None]
+    if measured and s.q.axis == "rate":
+        return max(part, rate_level_seconds(s, c, measured))
     if measured:
         # the nearest in log, the higher of two as near (a first level holds the warm-up)
         lv, v = min(measured, key=lambda x: (abs(math.log2(x[0]) - math.log2(c)), -x[0]))
         return max(part, v * math.sqrt(max(1.0, c / lv)))
     others = [v for u in s.q.targets if u != t and (v := own(u, c)) is not None]
     return max(part, float(np.mean(others)) if others else 0.0)
+
+
+def rate_level_seconds(s: State, c: LevelNum, measured: Sequence[tuple[LevelNum, float]]) -> float:
+    """An open-loop level of ``c`` requests/s not yet measured: its arrivals take their
+    sending time whatever the server does (``requests / c``, the same time where levels
+    are held for a duration, ``planned`` unknown), and the last ones finish about one
+    request time after; that request time is the nearest measured level's time less its
+    own sending time (the nearest in log, the higher of two as near)."""
+    lv, v = min(measured, key=lambda x: (abs(math.log2(x[0]) - math.log2(c)), -x[0]))
+    n_lv, n_c = s.q.requests.get(lv), s.q.requests.get(c)
+    if n_lv is None or n_c is None:
+        return v  # held for a duration: as long as the level measured
+    tail = max(0.0, v - n_lv / lv)
+    return n_c / c + tail
 
 
 def grid_estimate(s: State) -> float:

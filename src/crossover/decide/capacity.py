@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from crossover.analysis.refine import bisect_level
-from crossover.decide.model import Decision, Measure, Skip, Step
+from crossover.decide.model import Decision, LevelNum, Measure, Skip, Step
 from crossover.decide.refine import snap
 from crossover.decide.state import State, pair_findings, prefer_running
 
@@ -15,11 +15,11 @@ from crossover.decide.state import State, pair_findings, prefer_running
 LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
 
 
-def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
+def capacity_bracket(s: State, t: str) -> tuple[LevelNum | None, LevelNum | None]:
     """(last level meeting the SLO, first level failing it above it) over what is measured."""
     slo = s.q.slo
     assert slo is not None
-    passing: int | None = None
+    passing: LevelNum | None = None
     for c in s.levels(t):
         v = s.mean(t, c, slo.path)
         if v is None:
@@ -31,7 +31,7 @@ def capacity_bracket(s: State, t: str) -> tuple[int | None, int | None]:
     return passing, None
 
 
-def capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
+def capacity_step(s: State, order: list[str], coarse: list[LevelNum]) -> Step:
     q, cfg = s.q, s.cfg
     skips: list[Skip] = []
     for t in order:
@@ -60,7 +60,7 @@ def capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
             continue
         if (hi - lo) <= cfg.refine_width * lo:
             continue
-        mid = bisect_level(lo, hi)
+        mid = bisect_level(int(lo), int(hi))  # capacity: along concurrency only
         if mid is None:
             continue
         level = snap(q, lo, hi, mid)
@@ -82,7 +82,7 @@ def capacity_step(s: State, order: list[str], coarse: list[int]) -> Step:
 
 
 def capacity_leader(
-    brackets: Mapping[str, tuple[int | None, int | None]],
+    brackets: Mapping[str, tuple[LevelNum | None, LevelNum | None]],
 ) -> tuple[str | None, bool]:
     """The target with the highest level meeting the SLO, and whether it surely leads
     (its level meets the SLO where every other target has failed it). None where no target

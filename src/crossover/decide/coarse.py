@@ -12,7 +12,7 @@ import numpy as np
 
 from crossover.analysis.crossovers import metric_spec
 from crossover.decide.budget import level_seconds
-from crossover.decide.model import SATURATION_METRIC, Measure, Observation, Question
+from crossover.decide.model import SATURATION_METRIC, LevelNum, Measure, Observation, Question
 from crossover.decide.skip import alone_above, stop_reason
 from crossover.decide.state import PolicyConfig, Prior, State, gap_open, uncertain
 from crossover.words import plural
@@ -23,8 +23,8 @@ MIN_PART = 4
 
 
 def coarse_levels(
-    grid: Sequence[int], step: float, extra: Sequence[int] = (), keep_last: bool = True
-) -> list[int]:
+    grid: Sequence[LevelNum], step: float, extra: Sequence[LevelNum] = (), keep_last: bool = True
+) -> list[LevelNum]:
     """The first pass's levels: the grid's first, every ``step``-fold step, its last
     (``keep_last``), and ``extra`` (each snapped to the nearest grid level in log)."""
     levels = sorted(set(grid))
@@ -57,18 +57,49 @@ def target_order(q: Question, prior: Prior | None) -> list[str]:
     return sorted(names, key=lambda t: (-score(t), names.index(t)))
 
 
-def pass_levels(q: Question, prior: Prior | None, step: float, keep_last: bool = True) -> list[int]:
+def pass_levels(
+    q: Question, prior: Prior | None, step: float, keep_last: bool = True
+) -> list[LevelNum]:
     """The first pass's levels over the grid: every level of a ``lead`` question, else the
     coarse levels with the prior's predicted crossings (``keep_last``: the grid's top
     level too; the policy leaves it out under a time budget)."""
     if q.kind == "lead":
         return list(q.grid)
-    return coarse_levels(q.grid, step, prior_crossings(q, prior), keep_last=keep_last)
+    out = coarse_levels(q.grid, step, prior_crossings(q, prior), keep_last=keep_last)
+    if q.axis == "rate":
+        out = linear_fill(q.grid, out, max(q.grid) / RATE_SPAN_PARTS)
+    return out
+
+
+#: along rates the first pass's levels are at most this share of the top rate apart
+#: (docs/decide.md "Along rates")
+RATE_SPAN_PARTS = 4
+
+
+def linear_fill(grid: Sequence[LevelNum], levels: Sequence[LevelNum], gap: float) -> list[LevelNum]:
+    """``levels`` with grid levels added wherever two of them are more than ``gap`` apart
+    (from the lower, the highest grid level within ``gap`` of it, again from there). An
+    open loop's latencies grow as the arrivals near the server's capacity (a queue's wait
+    goes as 1 / (1 - load)): most of what changes lies in the top of the range, which
+    4-fold steps in log cross in one step (rates 4 to 16 of a grid up to 20)."""
+    out = sorted(set(levels))
+    full = sorted(set(grid))
+    i = 0
+    while i + 1 < len(out):
+        a, b = out[i], out[i + 1]
+        if b - a > gap:
+            near = [c for c in full if a < c < b and c - a <= gap]
+            # none within the gap: the grid's next level (the gap is the grid's own)
+            nxt = max(near) if near else min((c for c in full if a < c < b), default=None)
+            if nxt is not None:
+                out.insert(i + 1, nxt)
+        i += 1
+    return out
 
 
 def first_pass_levels(
     q: Question, prior: Prior | None, step: float, keep_last: bool = True
-) -> dict[str, list[int]]:
+) -> dict[str, list[LevelNum]]:
     """Each target's first-pass levels, in the first pass's order (the reference first),
     as ``decide --check`` prints them: :func:`pass_levels`, a target's own where another
     target is measured there too."""
@@ -81,12 +112,12 @@ def first_pass_levels(
     }
 
 
-def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
+def prior_crossings(q: Question, prior: Prior | None) -> list[LevelNum]:
     """Levels where the prior predicts two targets cross on the first metric (the upper
     level of each predicted sign change): where to look first."""
     if not prior:
         return []
-    out: set[int] = set()
+    out: set[LevelNum] = set()
     names = [t for t in q.targets if prior.get(t)]
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -97,8 +128,8 @@ def prior_crossings(q: Question, prior: Prior | None) -> list[int]:
             cs = [c for c in common if prior[a][c] != prior[b][c]]
             for k in range(1, len(signs)):
                 if signs[k] != signs[k - 1]:
-                    out.add(int(cs[k - 1]))
-                    out.add(int(cs[k]))
+                    out.add(cs[k - 1])
+                    out.add(cs[k])
     return sorted(out)
 
 
@@ -112,10 +143,21 @@ def stop_saves(finished: int, streams: int, planned: int | None) -> bool:
     return planned is None or finished + streams < planned
 
 
-def sequential_first_pass(q: Question, t: str, c: int) -> Measure:
+#: why a level on the rate axis runs whole (docs/decide.md "Along rates")
+WHOLE_ON_RATES = (
+    "first pass, whole: an open loop's level runs whole (its arrivals do not wait on "
+    "what finished, so a stop within it is no wave of a closed loop)"
+)
+
+
+def sequential_first_pass(q: Question, t: str, c: LevelNum) -> Measure:
     """A later target's first-pass level ``c``, sequential: it stops once what finished
     settles it, where a stop may leave requests unsent (:func:`stop_saves` at its first
-    wave, the earliest it may stop); else it is measured whole, and its reason says so."""
+    wave, the earliest it may stop); else it is measured whole, and its reason says so.
+    On the rate axis every level runs whole (:data:`WHOLE_ON_RATES`)."""
+    if q.axis == "rate":
+        return Measure(t, c, 0, None, WHOLE_ON_RATES)
+    c = int(c)
     planned, first = q.requests.get(c), max(c, MIN_PART)
     if planned is None or stop_saves(first, c, planned):
         why = "first pass, stopped once it settles against those measured there"
@@ -142,7 +184,9 @@ def earliest_stop(c: int, planned: int | None) -> int | None:
     return sent if planned is None else min(sent, planned)
 
 
-def first_pass_steps(q: Question, first: Mapping[str, Sequence[int]]) -> dict[str, list[Measure]]:
+def first_pass_steps(
+    q: Question, first: Mapping[str, Sequence[LevelNum]]
+) -> dict[str, list[Measure]]:
     """Each first-pass level as a live decision asks for it once the levels before it are
     measured (its levels are live: ``budget_factor`` 0, sequential; :func:`first_pass`):
     the reference's whole; a later target's whole where the reference is not measured
@@ -167,7 +211,7 @@ def part_settled(
     observations: Sequence[Observation],
     cfg: PolicyConfig,
     target: str,
-    level: int,
+    level: LevelNum,
     values: Mapping[str, float | None],
 ) -> str | None:
     """Why a sequential level of ``target`` may stop with ``values`` (what finished of it
@@ -197,7 +241,7 @@ def part_settled(
     )
 
 
-def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+def first_pass(s: State, order: list[str], coarse: list[LevelNum]) -> Measure | None:
     """The first pass's next measurement, or ``None`` when it is done: target by target
     where engines start (``q.group_targets``), else level by level (every target at a
     level before the next level, so the stop rule can cut any target, the first too)."""
@@ -223,6 +267,9 @@ def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
             ref = s.run(order[0], c) if i > 0 else None
             if ref is None or not ref.complete or ref.seconds <= 0:
                 return Measure(t, c, 0, None, "first pass")
+            if q.axis == "rate":
+                # an open loop's level is not cut at a time (docs/decide.md "Along rates")
+                return Measure(t, c, 0, None, WHOLE_ON_RATES)
             if cfg.budget_factor <= 0:
                 if cfg.sequential:
                     return sequential_first_pass(q, t, c)
@@ -256,7 +303,7 @@ def first_pass(s: State, order: list[str], coarse: list[int]) -> Measure | None:
 REPEAT_BELOW_START = 0.5
 
 
-def _repeat_up_front(s: State, t: str, c: int) -> bool:
+def _repeat_up_front(s: State, t: str, c: LevelNum) -> bool:
     """Whether the reference's repeat at ``c`` is taken while its engine is up, before
     any later target shows the sign there uncertain: always (``reference_repeats``), but
     under a time budget only where the level costs less than half an engine start (a
@@ -268,7 +315,7 @@ def _repeat_up_front(s: State, t: str, c: int) -> bool:
     return level_seconds(s, t, c) < REPEAT_BELOW_START * s.cfg.start_cost(t)
 
 
-def first_pass_all(s: State, order: list[str], coarse: list[int]) -> list[Measure]:
+def first_pass_all(s: State, order: list[str], coarse: list[LevelNum]) -> list[Measure]:
     """Every measurement the first pass still wants, in its order (each one taken as
     deferred to find the next)."""
     out: list[Measure] = []

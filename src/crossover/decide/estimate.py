@@ -180,7 +180,7 @@ def estimate_session(
 def decision_estimate(
     cfg: SweepConfig,
     q: Question,
-    first_pass: Mapping[str, Sequence[int]],
+    first_pass: Mapping[str, Sequence[float]],
     rates: OutputRates,
     policy: PolicyConfig,
     start_s: float,
@@ -189,20 +189,23 @@ def decision_estimate(
     ``policy``: the grid every target's levels as the sweep measures them, the reference's
     repeats where the first pass takes them while its engine is up, a later target's
     levels sequential where the live decision measures them so
-    (:func:`crossover.decide.coarse.first_pass_steps`)."""
+    (:func:`crossover.decide.coarse.first_pass_steps`). Along concurrency only: the
+    forecast is per concurrency level (a rate question takes no prior)."""
+    if q.axis != "concurrency":
+        raise ValueError("the forecast's estimate is along concurrency levels")
     up_front = q.group_targets and policy.reference_repeats
     steps = first_pass_steps(q, first_pass)
     return estimate_session(
         cfg,
-        {t: [c for c in q.levels if q.covers(t, c)] for t in q.targets},
-        first_pass,
+        {t: [int(c) for c in q.levels if q.covers(t, c)] for t in q.targets},
+        {t: [int(c) for c in levels] for t, levels in first_pass.items()},
         rates,
         start_s=start_s,
         reference_repeats=q.repeats if up_front else 1,
         # under a time budget the reference repeats a level up front only where it costs
         # less than half a start (``coarse._repeat_up_front``)
         repeat_below_s=REPEAT_BELOW_START * start_s if policy.budget is not None else None,
-        sequential={t: {m.level for m in mine if m.sequential} for t, mine in steps.items()},
+        sequential={t: {int(m.level) for m in mine if m.sequential} for t, mine in steps.items()},
     )
 
 

@@ -33,7 +33,10 @@ from pathlib import Path
 from crossover.analysis.schema import SweepFile
 from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
 from crossover.decide.model import (
+    CAPACITY_ON_RATES,
+    PRIOR_ON_RATES,
     Decision,
+    LevelNum,
     Measure,
     Observation,
     Question,
@@ -45,6 +48,7 @@ from crossover.decide.policy import next_step
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
+from crossover.spec.load import Axis
 from crossover.spec.slo import SloTerm
 from crossover.sweep.config import Level, SweepConfig
 from crossover.sweep.driver import (
@@ -69,7 +73,7 @@ class TargetTime:
     wall_s: float = 0.0
     #: times its engine was started (a target that launches one), else times it was taken up
     starts: int = 0
-    levels: list[int] = field(default_factory=list)
+    levels: list[LevelNum] = field(default_factory=list)
     launched: bool = False
     #: each engine start's seconds to ready and its stop's seconds (the sweep's
     #: ``engine_starts``), the part of ``wall_s`` that is neither warm-up nor measuring
@@ -91,6 +95,7 @@ class SequentialWatch:
         level: int,
         planned: int | None,
     ) -> None:
+        # closed-loop waves only: along rates a level runs whole (no step is sequential)
         self.q, self.obs, self.policy = question, list(observations), policy
         self.target, self.level, self.planned = target, level, planned
         self.done = Finished()
@@ -137,25 +142,33 @@ class LiveResult:
     kept: int
 
 
-def stored_observations(runner: SweepRunner, names: Sequence[str]) -> list[Observation]:
-    """The levels finished in the sweep's database, as observations, in the order made: a
-    level measured in part and later whole gives both, the part first; the policy weighs
-    the latest of a key only (``State``), the whole, and counts the time of both."""
+def stored_observations(
+    runner: SweepRunner, names: Sequence[str], axis: Axis = "concurrency"
+) -> list[Observation]:
+    """The levels on ``axis`` finished in the sweep's database, as observations, in the
+    order made: a level measured in part and later whole gives both, the part first; the
+    policy weighs the latest of a key only (``State``), the whole, and counts the time of
+    both."""
     out: list[Observation] = []
     for row in runner.store.runs():
         if row.key is None or row.status != "done":
             continue
         name, level, rep = parse_run_key(row.key)
-        if name not in names or level.concurrency is None:
+        if name not in names or level.axis != axis:
             continue
         records = runner.store.records(row.run_id)
         part = part_of(runner.store.samples(row.run_id))
         planned = part.planned if part is not None else None
-        out.append(observe(name, level.concurrency, rep, records, row.summary, planned=planned))
+        out.append(observe(name, level.value, rep, records, row.summary, planned=planned))
     return out
 
 
-def say_kept(obs: Sequence[Observation], names: Sequence[str], events: SweepEvents | None) -> None:
+def say_kept(
+    obs: Sequence[Observation],
+    names: Sequence[str],
+    events: SweepEvents | None,
+    axis: Axis = "concurrency",
+) -> None:
     """The levels read back from the database, told to ``events.on_skip`` as a resumed
     sweep tells its kept runs (the CLI says them one line per target): target by target
     in the question's order, each level and repeat once, in the grid's order."""
@@ -163,25 +176,27 @@ def say_kept(obs: Sequence[Observation], names: Sequence[str], events: SweepEven
         return
     runs = {(o.target, o.level, o.repeat) for o in obs}
     for name, level, repeat in sorted(runs, key=lambda k: (names.index(k[0]), k[1], k[2])):
-        events.on_skip(name, Level("concurrency", level), repeat)
+        events.on_skip(name, Level(axis, level), repeat)
 
 
 def question_for(
     cfg: SweepConfig,
     kind: QuestionKind,
     metrics: Sequence[str],
-    at: Sequence[int] = (),
+    at: Sequence[float] = (),
     slo: SloTerm | None = None,
 ) -> Question:
-    """The question over a sweep config's targets and concurrency levels."""
-    if cfg.rates is not None:
-        raise UsageError("decide works along concurrency levels; this sweep has rates")
+    """The question over a sweep config's targets and its concurrency levels, or its
+    rates (an open loop: the same policy along requests/s, docs/decide.md "Along
+    rates")."""
     if cfg.restart_between_repeats:
         raise UsageError(
             "decide measures a level's repeats only where a sign is uncertain, while the "
             "target's engine is up, so it does not restart the engine per repeat: run "
             "crossover sweep for restart_between_repeats, or set it false"
         )
+    if cfg.rates is not None:
+        return _rate_question(cfg, kind, metrics, at, slo)
     base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
     levels = list(base)
     for t in cfg.targets:
@@ -213,6 +228,38 @@ def question_for(
     )
 
 
+def _rate_question(
+    cfg: SweepConfig,
+    kind: QuestionKind,
+    metrics: Sequence[str],
+    at: Sequence[float],
+    slo: SloTerm | None,
+) -> Question:
+    """:func:`question_for` along a sweep's rates (a rate sweep has no per-target levels
+    and no ``refine``: the config refuses both)."""
+    if kind == "capacity":
+        raise UsageError(CAPACITY_ON_RATES)
+    assert cfg.rates is not None
+    levels = sorted(set(cfg.rates))
+    names = tuple(t.name for t in cfg.targets)
+    if len(names) < 2:
+        raise UsageError("decide compares targets: the sweep needs at least two")
+    check_at(at, levels)
+    requests = {r: n for r in levels if (n := cfg.requests_for_level(Level("rate", r))) is not None}
+    return Question(
+        kind,
+        names,
+        tuple(levels),
+        tuple(metrics),
+        tuple(at),
+        slo,
+        repeats=max(1, cfg.repeats),
+        group_targets=any(t.launch is not None for t in cfg.targets),
+        requests=requests,
+        axis="rate",
+    )
+
+
 async def decide_live(
     cfg: SweepConfig,
     out: Path,
@@ -222,6 +269,8 @@ async def decide_live(
     events: SweepEvents | None = None,
 ) -> LiveResult:
     """Measure as the policy asks until it settles; the sweep folder holds everything."""
+    if question.axis == "rate" and prior:
+        raise UsageError(PRIOR_ON_RATES)
     policy = PolicyConfig(
         **{
             **(policy or PolicyConfig()).__dict__,
@@ -233,10 +282,10 @@ async def decide_live(
     )
     runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel, command="decide")
     try:
-        obs = stored_observations(runner, question.targets)
+        obs = stored_observations(runner, question.targets, question.axis)
         # each level and repeat once: a part measured again whole is two runs of one key
         kept = len({(o.target, o.level, o.repeat) for o in obs})
-        say_kept(obs, question.targets, events)
+        say_kept(obs, question.targets, events, question.axis)
         starts_before = len(runner.engine_starts())
         launches = {t.name for t in cfg.targets if t.launch is not None}
         times = {t: TargetTime(launched=t in launches) for t in question.targets}
@@ -257,7 +306,7 @@ async def decide_live(
                     times[last].wall_s += time.perf_counter() - t0
                 tt.starts += 1
                 last = step.target
-            level = Level("concurrency", step.level)
+            level = Level(question.axis, step.level)
             key = run_key(step.target, level, step.repeat)
             # the rest of a level stopped before: measured again whole (see above)
             again = any(
@@ -265,10 +314,10 @@ async def decide_live(
             )
             watch = (
                 SequentialWatch(
-                    question, obs, policy, step.target, step.level,
-                    cfg.requests_for(step.level),
+                    question, obs, policy, step.target, int(step.level),
+                    cfg.requests_for(int(step.level)),
                 )
-                if step.sequential
+                if step.sequential and question.axis == "concurrency"
                 else None
             )  # fmt: skip
             before = runner.store.finished_by_key(key) if again else None

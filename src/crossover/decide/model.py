@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from crossover.analysis.crossovers import Finding
+from crossover.analysis.crossovers import Finding, axis_unit
 from crossover.errors import UsageError
+from crossover.spec.load import Axis
 from crossover.spec.slo import SloTerm
 
 QuestionKind = Literal["lead", "crossover", "capacity"]
@@ -24,10 +25,37 @@ QuestionKind = Literal["lead", "crossover", "capacity"]
 #: the throughput metric a curve's saturation is judged on
 SATURATION_METRIC = "total_tokens_per_s"
 
+#: a level on the question's axis: a concurrency (an ``int``, as a sweep's key holds it)
+#: or an arrival rate in requests/s (a ``float``, ``0.5`` as well as ``2``)
+LevelNum = float
+
+
+def fmt_level(level: float) -> str:
+    """A level as given: ``4`` for a concurrency, ``2.5`` for a rate (``1`` for 1.0)."""
+    return f"{level:g}"
+
+
+def fmt_levels(levels: Sequence[float]) -> str:
+    """``1,4,16`` (``none`` where empty)."""
+    return ",".join(fmt_level(c) for c in levels) or "none"
+
+
+#: a capacity question is not asked along rates (one line, exit 2)
+CAPACITY_ON_RATES = (
+    "--question capacity works along concurrency levels; this sweep has rates (an open "
+    "loop's capacity under an SLO: crossover capacity)"
+)
+#: the advisor's forecast is keyed by concurrency: no prior along rates (one line, exit 2)
+PRIOR_ON_RATES = (
+    "--prior: the advisor's forecast predicts per concurrency level, not per arrival rate; "
+    "a question along rates takes no prior"
+)
+
 
 @dataclass(frozen=True)
 class Question:
-    """What is asked, over which targets and which levels (concurrency, increasing).
+    """What is asked, over which targets and which levels (increasing) along ``axis``:
+    concurrency (closed loop, ``int`` levels) or arrival rate (open loop, requests/s).
 
     ``levels`` are the levels the grid would measure (the sweep's); a ``lead`` question
     measures only ``at`` (default: all of them) and places no level between them.
@@ -39,9 +67,9 @@ class Question:
 
     kind: QuestionKind
     targets: tuple[str, ...]
-    levels: tuple[int, ...]
+    levels: tuple[LevelNum, ...]
     metrics: tuple[str, ...] = ("total_tokens_per_s", "ttft_ms.p50")
-    at: tuple[int, ...] = ()
+    at: tuple[LevelNum, ...] = ()
     #: a capacity question's limit: one SLO term on a compared metric (``ttft_ms.p99``)
     slo: SloTerm | None = None
     repeats: int = 2
@@ -49,11 +77,14 @@ class Question:
     group_targets: bool = True
     #: a target's own levels where the sweep gives it some (YAML ``concurrency:`` under the
     #: target): it is measured at no level outside their range
-    target_levels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    target_levels: Mapping[str, tuple[LevelNum, ...]] = field(default_factory=dict)
     #: the measured requests a level is planned with, where known (the sweep's; a replay:
     #: the recorded runs'): a sequential level whose stop would leave none unsent is
     #: measured whole (:func:`crossover.decide.coarse.stop_saves`)
-    requests: Mapping[int, int] = field(default_factory=dict)
+    requests: Mapping[LevelNum, int] = field(default_factory=dict)
+    #: the levels' axis: ``concurrency`` (closed loop) or ``rate`` (open loop, requests/s;
+    #: levels run whole, docs/decide.md "Along rates")
+    axis: Axis = "concurrency"
 
     def __post_init__(self) -> None:
         if len(self.targets) < 2:
@@ -64,8 +95,15 @@ class Question:
             raise ValueError("a capacity question needs an SLO (metric and limit)")
         if self.repeats < 1:
             raise ValueError("repeats must be at least 1")
+        if self.kind == "capacity" and self.axis == "rate":
+            raise ValueError("a capacity question works along concurrency levels")
 
-    def covers(self, target: str, level: int) -> bool:
+    @property
+    def unit(self) -> str:
+        """How the levels are named in a line (the analysis's own words)."""
+        return axis_unit(self.axis)
+
+    def covers(self, target: str, level: LevelNum) -> bool:
         """Whether ``target`` may be measured at ``level``."""
         own = self.target_levels.get(target)
         if not own:
@@ -75,7 +113,7 @@ class Question:
         return self.any_level and min(own) < level < max(own)
 
     @property
-    def grid(self) -> tuple[int, ...]:
+    def grid(self) -> tuple[LevelNum, ...]:
         """The levels this question may measure (sorted)."""
         return tuple(sorted(set(self.at or self.levels)))
 
@@ -88,7 +126,7 @@ class Observation:
     at least the time it waited)."""
 
     target: str
-    level: int
+    level: LevelNum
     repeat: int
     values: Mapping[str, float | None]
     requests: int
@@ -98,6 +136,10 @@ class Observation:
     #: a part cut at a time budget (``observe(budget_s=...)``): its latencies are lower
     #: bounds of the level's (a sequential level's part is its own finished requests)
     budget_cut: bool = False
+    #: an open-loop level the analysis calls overloaded (served under 80% of what
+    #: arrived, ``crossover.analysis.overload.is_overloaded``); ``None``: a closed-loop
+    #: level, or one not judged
+    overloaded: bool | None = None
 
     @property
     def complete(self) -> bool:
@@ -116,7 +158,7 @@ class Measure:
     ``why`` says what for."""
 
     target: str
-    level: int
+    level: LevelNum
     repeat: int
     budget_s: float | None
     why: str
@@ -135,7 +177,7 @@ class Skip:
     assumption, and ``checked`` what was measured to support it)."""
 
     target: str
-    levels: tuple[int, ...]
+    levels: tuple[LevelNum, ...]
     reason: str
     assumption: str = ""
     checked: str = ""
@@ -147,7 +189,7 @@ class Deferred:
     was for, its estimated cost, and the comparisons it would have settled."""
 
     target: str
-    level: int
+    level: LevelNum
     repeat: int
     seconds: float
     why: str
@@ -169,7 +211,7 @@ class Decision:
     findings: tuple[Finding, ...]
     confidence: float
     skipped: tuple[Skip, ...] = ()
-    capacity: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    capacity: Mapping[str, tuple[LevelNum | None, LevelNum | None]] = field(default_factory=dict)
     leader: str | None = None
     notes: tuple[str, ...] = ()
     #: measurements not made within the time budget (``PolicyConfig.budget``)
@@ -189,12 +231,9 @@ class Decision:
 Step = Measure | Decision
 
 
-def check_at(at: Sequence[int], levels: Sequence[int]) -> None:
+def check_at(at: Sequence[float], levels: Sequence[float]) -> None:
     """``--at`` names levels of the sweep (live, its config's; replayed, its database's):
     a replay asked about another level answered "levels none" and exited 0."""
     bad = [c for c in at if c not in levels]
     if bad:
-        raise UsageError(
-            f"--at {','.join(map(str, bad))}: not a level of the sweep "
-            f"({','.join(map(str, levels))})"
-        )
+        raise UsageError(f"--at {fmt_levels(bad)}: not a level of the sweep ({fmt_levels(levels)})")

@@ -25,10 +25,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from crossover.analysis.crossovers import METRICS
+from crossover.analysis.overload import is_overloaded
 from crossover.analysis.schema import summary_value
-from crossover.decide.model import Observation
+from crossover.decide.model import LevelNum, Observation
 from crossover.metrics import requests as rq
 from crossover.metrics.summary import RunSummary
 from crossover.records.model import RequestRecord
@@ -37,6 +39,18 @@ from crossover.records.model import RequestRecord
 def metric_values(summary: RunSummary | Mapping[str, Any]) -> dict[str, float | None]:
     """Every compared metric of a run summary, by its key."""
     return {spec.key: summary_value(summary, spec.path) for spec in METRICS}
+
+
+def overloaded(summary: Mapping[str, Any] | None) -> bool | None:
+    """Whether an open-loop level's summary says it fell behind its arrivals (the
+    analysis's own rule, :func:`crossover.analysis.overload.is_overloaded`); ``None`` for
+    a closed-loop level or a summary that cannot be read."""
+    if summary is None or (summary.get("load") or {}).get("mode") != "rate":
+        return None
+    try:
+        return is_overloaded(RunSummary.model_validate(summary))
+    except ValidationError:
+        return None
 
 
 def end_ns(r: RequestRecord) -> int:
@@ -147,7 +161,7 @@ def completed_values(done: Sequence[RequestRecord]) -> dict[str, float | None]:
 
 def observe(
     target: str,
-    level: int,
+    level: LevelNum,
     repeat: int,
     records: Sequence[RequestRecord],
     summary: Mapping[str, Any] | None,
@@ -171,12 +185,18 @@ def observe(
     whole = span_s(records)
     if budget_s is None or not measured:
         values = metric_values(summary) if summary is not None else {}
-        return Observation(target, level, repeat, values, planned, planned, whole, valid)
+        return Observation(
+            target, level, repeat, values, planned, planned, whole, valid,
+            overloaded=overloaded(summary),
+        )  # fmt: skip
     start = min(r.t_send_ns for r in measured)
     cut = start + int(budget_s * 1e9)
     if cut >= max(end_ns(r) for r in records):
         values = metric_values(summary) if summary is not None else {}
-        return Observation(target, level, repeat, values, planned, planned, whole, valid)
+        return Observation(
+            target, level, repeat, values, planned, planned, whole, valid,
+            overloaded=overloaded(summary),
+        )  # fmt: skip
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)
     spent = (cut - min(r.t_send_ns for r in records)) / 1e9

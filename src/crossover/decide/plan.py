@@ -17,7 +17,7 @@ from typing import Any
 from crossover.decide.coarse import first_pass_levels, first_pass_steps
 from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
 from crossover.decide.estimate import estimate_line as _estimate_line
-from crossover.decide.model import Measure, Question
+from crossover.decide.model import LevelNum, Measure, Question, fmt_levels
 from crossover.decide.replay import load_prior
 from crossover.decide.starts import START_S
 from crossover.decide.state import PolicyConfig, Prior
@@ -38,7 +38,7 @@ class Plan:
     live decision asks for it (:func:`first_pass_steps`), in ``first_pass``'s order."""
 
     question: Question
-    first_pass: dict[str, list[int]]
+    first_pass: dict[str, list[LevelNum]]
     steps: dict[str, list[Measure]]
     grid_levels: int
     reference_from_prior: bool
@@ -103,12 +103,15 @@ _HOW = {
         "a stop would save nothing, each level's requests all sent by the time it may first stop",
     ),
     "alone": ("whole", "the reference is not measured there"),
+    "open": ("whole", "an open loop's level runs whole"),
 }
 
 
-def _how(m: Measure, reference: list[int]) -> str:
+def _how(m: Measure, reference: list[LevelNum], rates: bool) -> str:
     if m.sequential:
         return "sequential"
+    if rates:
+        return "open"
     return "whole" if m.level in reference else "alone"
 
 
@@ -120,16 +123,18 @@ def later_lines(p: Plan) -> list[str]:
     if not steps:
         return []
     reference = [m.level for m in steps[0]]
-    ways: dict[str, dict[str, list[int]]] = {}
+    ways: dict[str, dict[str, list[LevelNum]]] = {}
+    rates = p.question.axis == "rate"
     for mine in steps[1:]:
         for m in mine:
-            ways.setdefault(_how(m, reference), {}).setdefault(m.target, []).append(m.level)
+            way = _how(m, reference, rates)
+            ways.setdefault(way, {}).setdefault(m.target, []).append(m.level)
     if len(ways) == 1:
         label, why = _HOW[next(iter(ways))]
         return [f"  after it, every level {label}: {why}"]
     return [
         f"  after it, {_HOW[way][0]} ({_HOW[way][1]}): "
-        + "; ".join(f"{t} {','.join(map(str, cs))}" for t, cs in ways[way].items())
+        + "; ".join(f"{t} {fmt_levels(cs)}" for t, cs in ways[way].items())
         for way in _HOW
         if way in ways
     ]
@@ -141,11 +146,12 @@ def plan_lines(p: Plan) -> list[str]:
     order = list(p.first_pass)
     how = "target by target (one engine start each)" if q.group_targets else "level by level"
     leader = "the prior's predicted leader" if p.reference_from_prior else "the YAML's first"
+    along = " along arrival rates (requests/s, open loop)" if q.axis == "rate" else ""
     return [
-        f"decide plan: {q.kind} on {', '.join(q.metrics)}; the grid is {p.grid_levels} levels "
-        f"({len(q.targets)} targets, {q.repeats} repeat(s))",
+        f"decide plan: {q.kind} on {', '.join(q.metrics)}{along}; the grid is {p.grid_levels} "
+        f"levels ({len(q.targets)} targets, {q.repeats} repeat(s))",
         f"  first pass {how}, reference {order[0]} ({leader}), its levels whole",
-        *(f"  {t}: {','.join(map(str, mine))}" for t, mine in p.first_pass.items()),
+        *(f"  {t}: {fmt_levels(mine)}" for t, mine in p.first_pass.items()),
         *later_lines(p),
         "  then repeats where a sign is uncertain and levels where a crossover is wide",
         estimate_text(p),

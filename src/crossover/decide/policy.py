@@ -69,7 +69,16 @@ from crossover.decide.budget import (
 )
 from crossover.decide.capacity import capacity_step
 from crossover.decide.coarse import first_pass, first_pass_all, pass_levels, target_order
-from crossover.decide.model import Decision, Deferred, Measure, Observation, Question, Step
+from crossover.decide.model import (
+    Decision,
+    Deferred,
+    LevelNum,
+    Measure,
+    Observation,
+    Question,
+    Step,
+    fmt_levels,
+)
 from crossover.decide.refine import (
     refinement_wanted,
     repeats_wanted,
@@ -183,7 +192,7 @@ def next_step(
             ]
             if left:
                 notes.append(
-                    f"{t} not measured at {','.join(map(str, left))}: the time budget "
+                    f"{t} not measured at {fmt_levels(left)}: the time budget "
                     "measured the first pass's levels and those the answer needed"
                 )
     return Decision(
@@ -197,7 +206,7 @@ def next_step(
     )
 
 
-def _wanted(s: State, order: list[str], coarse: list[int]) -> Measure | None:
+def _wanted(s: State, order: list[str], coarse: list[LevelNum]) -> Measure | None:
     """The next measurement the policy wants (first pass, repeats, refinement), the
     deferred ones aside."""
     if s.cfg.budget is not None and s.q.group_targets and set(order) <= {t for t, _, _ in s.runs}:

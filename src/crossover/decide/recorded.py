@@ -22,12 +22,13 @@ from pydantic import ValidationError
 
 from crossover.analysis.schema import EngineStart
 from crossover.decide.coarse import MIN_PART, stop_saves
-from crossover.decide.model import Observation
-from crossover.decide.observe import Finished, end_ns, metric_values, observe, span_s
+from crossover.decide.model import LevelNum, Observation
+from crossover.decide.observe import Finished, end_ns, metric_values, observe, overloaded, span_s
 from crossover.errors import UsageError
 from crossover.records.database_file import cannot_read, damaged, read_only_uri
 from crossover.records.model import RequestRecord
 from crossover.records.store import read_records
+from crossover.spec.load import Axis, Level
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,19 @@ class RecordedRun:
 
     run_id: str
     target: str
-    level: int
+    level: LevelNum
     repeat: int
     context: Mapping[str, Any]
     summary: Mapping[str, Any] | None
 
 
+#: (target, level, repeat)
+RunKey = tuple[str, LevelNum, int]
+
+
 class Recorded:
-    """The finished concurrency-level runs of a sweep database, read-only."""
+    """The finished runs of a sweep database along one axis, read-only: its concurrency
+    levels, or its rates where it holds no concurrency level (``axis``)."""
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
@@ -54,14 +60,15 @@ class Recorded:
         except sqlite3.DatabaseError as exc:
             raise cannot_read(path, exc) from None
         try:
-            self.runs = self._finished_runs()
+            self.axis, self.runs = self._finished_runs()
         except BaseException:
             self.db.close()  # refused: nothing holds the database open after
             raise
         self._records: dict[str, list[RequestRecord]] = {}
 
-    def _finished_runs(self) -> dict[tuple[str, int, int], RecordedRun]:
-        """The database's finished concurrency-level runs, by (target, level, repeat)."""
+    def _finished_runs(self) -> tuple[Axis, dict[RunKey, RecordedRun]]:
+        """The database's finished runs of one axis, by (target, level, repeat): its
+        concurrency levels where it has any (as before rates were read), else its rates."""
         path = self.path
         try:
             rows = self.db.execute(
@@ -70,26 +77,31 @@ class Recorded:
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise cannot_read(path, exc) from None
-        runs: dict[tuple[str, int, int], RecordedRun] = {}
+        by_axis: dict[Axis, dict[RunKey, RecordedRun]] = {"concurrency": {}, "rate": {}}
         for run_id, key, ctx, summary in rows:
             parts = key.split("|")
-            if len(parts) != 3 or not parts[1].startswith("c="):
-                continue  # rate levels (the policy decides along concurrency), and no level
+            if len(parts) != 3 or not parts[1].startswith(("c=", "rate=")):
+                continue  # no level
             name, level, rep = parts
             try:
-                at, repeat = int(level[2:]), int(rep.removeprefix("r="))
+                lv = Level.from_key(level)
+                at: LevelNum = lv.value
+                repeat = int(rep.removeprefix("r="))
                 context = orjson.loads(ctx)
                 done = orjson.loads(summary) if summary else None
                 if not isinstance(context, dict) or not isinstance(done, dict | None):
                     raise TypeError("its context or summary is not a JSON object")
             except (ValueError, TypeError) as exc:  # orjson's JSONDecodeError: a ValueError
                 raise damaged(path, f"run {run_id}", exc) from None
-            runs[(name, at, repeat)] = RecordedRun(
+            by_axis[lv.axis][(name, at, repeat)] = RecordedRun(
                 run_id, name, at, repeat, context.get("context") or {}, done
             )
+        # one axis: a database of both (two sweeps in one folder) replays its concurrency
+        axis: Axis = "concurrency" if by_axis["concurrency"] or not by_axis["rate"] else "rate"
+        runs = by_axis[axis]
         if not runs:
-            raise UsageError(f"{path}: no finished concurrency level to replay")
-        return runs
+            raise UsageError(f"{path}: no finished concurrency level or rate to replay")
+        return axis, runs
 
     def records(self, run_id: str) -> list[RequestRecord]:
         if run_id not in self._records:
@@ -106,7 +118,7 @@ class Recorded:
                 seen.append(t)
         return seen
 
-    def levels(self) -> list[int]:
+    def levels(self) -> list[LevelNum]:
         return sorted({c for _, c, _ in self.runs})
 
     def repeats(self) -> int:
@@ -130,10 +142,10 @@ class Recorded:
         except (sqlite3.DatabaseError, TypeError) as exc:  # a record that is not JSON
             raise damaged(self.path, f"a request record of run {run_id}", exc) from None
 
-    def level_requests(self, names: Sequence[str]) -> dict[int, int]:
+    def level_requests(self, names: Sequence[str]) -> dict[LevelNum, int]:
         """Each level's measured requests, where every recorded run of ``names`` there
         holds as many (a level whose runs differ is left out: not known)."""
-        seen: dict[int, set[int]] = {}
+        seen: dict[LevelNum, set[int]] = {}
         for (t, c, _), run in self.runs.items():
             if t in names:
                 seen.setdefault(c, set()).add(self.measured(run.run_id))
@@ -152,7 +164,7 @@ class Recorded:
     def observe(
         self,
         t: str,
-        c: int,
+        c: LevelNum,
         r: int,
         budget_s: float | None,
         settle: Callable[[Mapping[str, float | None]], str | None] | None = None,
@@ -170,7 +182,10 @@ class Recorded:
             seconds, planned = self.span(run.run_id)
             valid = run.summary.get("verdict") == "valid"
             values = metric_values(run.summary)
-            return Observation(t, c, r, values, planned, planned, seconds, valid)
+            return Observation(
+                t, c, r, values, planned, planned, seconds, valid,
+                overloaded=overloaded(run.summary),
+            )  # fmt: skip
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
 
     def sequential(
@@ -188,11 +203,11 @@ class Recorded:
         records = self.records(run.run_id)
         measured = [x for x in records if not x.warmup]
         finished = sorted(measured, key=end_ns)
-        first = max(run.level, MIN_PART)
+        first = max(int(run.level), MIN_PART)
         so_far = Finished()
         for n, rec in enumerate(finished[:-1], start=1):
             so_far.add(rec)
-            if n < first or not stop_saves(n, run.level, len(measured)):
+            if n < first or not stop_saves(n, int(run.level), len(measured)):
                 continue
             if settle(so_far.values()) is None:
                 continue

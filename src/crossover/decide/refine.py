@@ -5,11 +5,13 @@ confirm a lead resting on one run of a side."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 
 from crossover.analysis.crossovers import Finding
 from crossover.analysis.refine import propose_refinement
-from crossover.decide.model import Measure, Question
+from crossover.decide.model import LevelNum, Measure, Question, fmt_level
 from crossover.decide.state import State, largest_spread, pair_findings, pairs, uncertain
 
 
@@ -66,25 +68,25 @@ def sole_support_repeats(s: State) -> list[Measure]:
             after = sig[i + 1].lead if i + 1 < len(sig) else None
             if lv.lead in (before, after):
                 continue  # another level shows the same side
-            c = int(lv.concurrency)
+            c = s.level_of(lv.concurrency)
             for t, u in ((f.a, f.b), (f.b, f.a)):
                 runs = [o for o in s.repeats(t, c) if o.valid]
                 r = _next_repeat(s, t, c)
                 if len(runs) != 1 or not runs[0].complete or r is None:
                     continue
-                why = f"{lv.lead}'s lead on {f.metric} at {c} alone, on one run of {t}"
+                why = f"{lv.lead}'s lead on {f.metric} at {fmt_level(c)} alone, on one run of {t}"
                 out.append(Measure(t, c, r, None, why, concerns=(u,)))
     return out
 
 
-def _next_repeat(s: State, t: str, c: int) -> int | None:
+def _next_repeat(s: State, t: str, c: LevelNum) -> int | None:
     """The repeat of ``t`` at ``c`` to measure next, ``None`` when the question's repeats
     are all taken or the budget deferred it."""
     r = len(s.repeats(t, c))
     return None if r >= s.q.repeats or (t, c, r) in s.deferred else r
 
 
-def snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
+def snap(q: Question, lo: LevelNum, hi: LevelNum, mid: LevelNum) -> LevelNum | None:
     """``mid`` where any level may be measured, else the grid level strictly between ``lo``
     and ``hi`` nearest it in log (``None`` when there is none)."""
     if q.any_level:
@@ -95,7 +97,48 @@ def snap(q: Question, lo: int, hi: int, mid: int) -> int | None:
     return min(inside, key=lambda c: abs(math.log2(c) - math.log2(mid)))
 
 
-def refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
+def rate_bisections(
+    q: Question,
+    findings: list[Finding],
+    measured: list[LevelNum],
+    width: float,
+    inconclusive: bool,
+) -> list[LevelNum]:
+    """:func:`crossover.analysis.refine.propose_refinement` along rates: the same choice
+    (a crossover wider than ``width`` of its point gets the segment of ``measured``
+    levels holding it, else the widest in log overlapping its interval; an inconclusive
+    bracket, with ``inconclusive``, its widest segment), each segment's geometric
+    midpoint. The analysis's bisection is of integers (a segment closer than 2 has no
+    midpoint there: rates 0.5 and 1.5 would never be split); a segment here can be split
+    where the question's grid holds a rate strictly inside it (a replay's and a live
+    rate decision's levels are the grid's: ``refine`` does not take rates)."""
+    levels = sorted(set(measured))
+    segments = [(a, b) for a, b in itertools.pairwise(levels) if any(a < c < b for c in q.grid)]
+    wanted: list[tuple[float, LevelNum]] = []
+    for f in findings:
+        if f.kind == "crossover" and f.interval is not None:
+            rel = f.rel_width
+            if rel is None or rel <= width:
+                continue
+            lo, hi, point, priority = f.interval[0], f.interval[1], f.concurrency, rel
+        elif f.kind == "inconclusive" and inconclusive and f.bracket is not None:
+            lo, hi, point, priority = f.bracket[0], f.bracket[1], None, 0.0
+        else:
+            continue
+        over = [(a, b) for a, b in segments if a < hi and b > lo]
+        if not over:
+            continue
+        held = [(a, b) for a, b in over if point is not None and a <= point <= b]
+        a, b = held[0] if held else max(over, key=lambda x: math.log2(x[1] / x[0]))
+        wanted.append((priority, math.sqrt(a * b)))
+    out: list[LevelNum] = []
+    for _, mid in sorted(wanted, key=lambda w: -w[0]):
+        if mid not in out:
+            out.append(mid)
+    return sorted(out)
+
+
+def refinement_wanted(s: State, coarse: list[LevelNum]) -> list[Measure]:
     """Levels between measured ones where a crossover is still wider than asked."""
     cfg, q = s.cfg, s.q
     if q.kind == "lead":
@@ -108,12 +151,16 @@ def refinement_wanted(s: State, coarse: list[int]) -> list[Measure]:
     for a, b in pairs(q):
         common = sorted(set(s.levels(a)) & set(s.levels(b)))
         findings = [f for f in every if (f.a, f.b) == (a, b)]
-        new = propose_refinement(
-            findings,
-            common,
-            target_rel_width=cfg.refine_width,
-            include_inconclusive=cfg.refine_inconclusive,
-        )
+        new: Sequence[LevelNum]
+        if q.axis == "rate":
+            new = rate_bisections(q, findings, common, cfg.refine_width, cfg.refine_inconclusive)
+        else:
+            new = propose_refinement(
+                findings,
+                [int(c) for c in common],
+                target_rel_width=cfg.refine_width,
+                include_inconclusive=cfg.refine_inconclusive,
+            )
         for mid in new:
             lo = max((c for c in common if c < mid), default=None)
             hi = min((c for c in common if c > mid), default=None)
@@ -140,7 +187,7 @@ DEAR_START = 5.0
 
 
 def _bracket_while_up(
-    s: State, a: str, b: str, common: list[int], findings: list[Finding]
+    s: State, a: str, b: str, common: list[LevelNum], findings: list[Finding]
 ) -> list[Measure]:
     """The running target's every grid level (with its repeats) inside the measured
     levels enclosing a wide crossover's interval, where its engine is dear: the steps a
@@ -186,12 +233,12 @@ def single_run_leads(s: State) -> list[Measure]:
     out: list[Measure] = []
     for f in pair_findings(s):
         for lv in f.per_level:
-            c = int(lv.concurrency)
+            c = s.level_of(lv.concurrency)
             if lv.lead is None:
                 continue
             for t, u in ((f.a, f.b), (f.b, f.a)):
                 runs = [o for o in s.repeats(t, c) if o.valid]
                 if len(runs) == 1 and runs[0].complete:
-                    why = f"a lead at {c} that rests on one run of {t}"
+                    why = f"a lead at {fmt_level(c)} that rests on one run of {t}"
                     out.append(Measure(t, c, 1, None, why, concerns=(u,)))
     return out

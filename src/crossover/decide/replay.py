@@ -21,7 +21,10 @@ from crossover.analysis.crossovers import Finding
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
 from crossover.decide.model import (
+    CAPACITY_ON_RATES,
+    PRIOR_ON_RATES,
     Decision,
+    LevelNum,
     Measure,
     Observation,
     Question,
@@ -66,7 +69,7 @@ class ReplayResult:
     grid_seconds: dict[str, float] = field(default_factory=dict)
     #: the grid's runs' own ``duration_s`` (their steady windows), summed per target
     grid_duration_s: dict[str, float] = field(default_factory=dict)
-    levels_measured: dict[str, list[int]] = field(default_factory=dict)
+    levels_measured: dict[str, list[LevelNum]] = field(default_factory=dict)
     #: engine starts the decision's order implies (a target's first level, and again
     #: each time it is measured after another target)
     starts: int = 0
@@ -117,7 +120,7 @@ class ReplayResult:
                 if skip.target not in (f.a, f.b):
                     continue
                 for lv in f.per_level:
-                    if int(lv.concurrency) not in skip.levels:
+                    if lv.concurrency not in skip.levels:
                         continue
                     if lv.lead == skip.target:
                         failed.append(f"{f.metric} vs {f.b if f.a == skip.target else f.a} "
@@ -166,7 +169,7 @@ def describe(findings: Sequence[Finding]) -> str:
 
 
 def capacity_answer(
-    leader: str | None, brackets: Mapping[str, tuple[int | None, int | None]]
+    leader: str | None, brackets: Mapping[str, tuple[LevelNum | None, LevelNum | None]]
 ) -> str:
     """A capacity answer as the comparison reads it: who leads, a tie, or none meets it."""
     if leader:
@@ -206,7 +209,7 @@ def replay(
     kind: QuestionKind = "crossover",
     metrics: Sequence[str] = ("total_tokens_per_s", "ttft_ms.p50"),
     targets: Sequence[str] | None = None,
-    at: Sequence[int] = (),
+    at: Sequence[float] = (),
     slo: SloTerm | None = None,
     cfg: PolicyConfig | None = None,
     prior: Prior | None = None,
@@ -230,6 +233,11 @@ def replay(
                 f"{path}: a decision compares targets; the replay has only "
                 f"{', '.join(names)} (--target: two or more)"
             )
+        rates = rec.axis == "rate"
+        if rates and kind == "capacity":
+            raise UsageError(CAPACITY_ON_RATES)
+        if rates and prior is not None:
+            raise UsageError(PRIOR_ON_RATES)
         check_at(at, rec.levels())
         q = Question(
             kind,
@@ -243,6 +251,7 @@ def replay(
                 t: tuple(sorted({c for tt, c, _ in rec.runs if tt == t})) for t in names
             },
             requests=rec.level_requests(names),
+            axis=rec.axis,
         )
         cfg = cfg or PolicyConfig()
         costs = start_costs(names, rec.engine_starts(), engine_logs, start_s)
@@ -273,7 +282,9 @@ def replay(
             raise RuntimeError(f"the policy did not settle in {MAX_STEPS} steps")
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
         grid_state = State(
-            Question(kind, q.targets, q.levels, q.metrics, (), slo, q.repeats), grid_obs, cfg
+            Question(kind, q.targets, q.levels, q.metrics, (), slo, q.repeats, axis=q.axis),
+            grid_obs,
+            cfg,
         )
         grid = pair_findings(grid_state, learned_noise=False)
         comparisons = []

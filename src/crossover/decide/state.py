@@ -13,7 +13,7 @@ import numpy as np
 
 from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
 from crossover.analysis.stats import difference_interval
-from crossover.decide.model import SATURATION_METRIC, Measure, Observation, Question
+from crossover.decide.model import SATURATION_METRIC, LevelNum, Measure, Observation, Question
 
 
 @dataclass(frozen=True)
@@ -71,15 +71,18 @@ class PolicyConfig:
 
 Prior = Mapping[str, Mapping[int, float]]
 
+#: (target, level, repeat)
+RunKey = tuple[str, LevelNum, int]
+
 
 class State:
     """The observations, indexed: the latest per (target, level, repeat)."""
 
     def __init__(self, q: Question, obs: Sequence[Observation], cfg: PolicyConfig) -> None:
         self.q, self.cfg = q, cfg
-        self.runs: dict[tuple[str, int, int], Observation] = {}
+        self.runs: dict[RunKey, Observation] = {}
         #: levels first measured in part whose rest was measured after (whole)
-        self.rest_measured: set[tuple[str, int, int]] = set()
+        self.rest_measured: set[RunKey] = set()
         for o in obs:
             if o.target in q.targets:
                 key = (o.target, o.level, o.repeat)
@@ -89,18 +92,24 @@ class State:
                 self.runs[key] = o
         self.last_target = obs[-1].target if obs else None
         #: measurements deferred by the time budget (``next_step`` fills it)
-        self.deferred: set[tuple[str, int, int]] = set()
+        self.deferred: set[RunKey] = set()
         #: parts of levels whose rest was deferred by the budget while they leave a gap
         #: open: no level of a curve (``next_step`` fills it)
-        self.unsettled: set[tuple[str, int, int]] = set()
+        self.unsettled: set[RunKey] = set()
 
-    def run(self, t: str, c: int, r: int = 0) -> Observation | None:
+    def run(self, t: str, c: LevelNum, r: int = 0) -> Observation | None:
         return self.runs.get((t, c, r))
 
-    def repeats(self, t: str, c: int) -> list[Observation]:
+    def repeats(self, t: str, c: LevelNum) -> list[Observation]:
         return [o for (tt, cc, _), o in sorted(self.runs.items()) if tt == t and cc == c]
 
-    def levels(self, t: str) -> list[int]:
+    def level_of(self, x: float) -> LevelNum:
+        """A finding's level (the analysis holds levels as floats) as the question holds
+        it: ``4`` for a concurrency, so a measurement's level and its words stay the
+        sweep's; a rate as it is."""
+        return int(x) if self.q.axis == "concurrency" else x
+
+    def levels(self, t: str) -> list[LevelNum]:
         """Levels of ``t`` with a valid observation (one the replay could not make holds
         no values and is no level of its curve)."""
         return sorted({c for (tt, c, _), o in self.runs.items() if tt == t and o.valid})
@@ -116,11 +125,11 @@ class State:
                 out.setdefault(float(c), []).append(v)
         return out
 
-    def mean(self, t: str, c: int, metric: str) -> float | None:
+    def mean(self, t: str, c: LevelNum, metric: str) -> float | None:
         vals = self.values(t, metric).get(float(c))
         return float(np.mean(vals)) if vals else None
 
-    def advantage(self, lead: str, other: str, c: int, metric: str) -> float | None:
+    def advantage(self, lead: str, other: str, c: LevelNum, metric: str) -> float | None:
         """log(lead / other) oriented so positive means ``lead`` is better."""
         a, b = self.mean(lead, c, metric), self.mean(other, c, metric)
         if a is None or b is None or a < 0 or b < 0 or a == b == 0:
@@ -128,7 +137,7 @@ class State:
         adv = math.inf if b == 0 else -math.inf if a == 0 else math.log(a / b)
         return adv if metric_spec(metric).higher_is_better else -adv
 
-    def significant_lead(self, lead: str, other: str, c: int, metric: str) -> bool:
+    def significant_lead(self, lead: str, other: str, c: LevelNum, metric: str) -> bool:
         a = self.values(lead, metric).get(float(c))
         b = self.values(other, metric).get(float(c))
         if not a or not b:
@@ -140,7 +149,7 @@ class State:
         return d.significant and better
 
 
-def gap_open(s: State, t: str, c: int, margin: float) -> bool:
+def gap_open(s: State, t: str, c: LevelNum, margin: float) -> bool:
     """Whether some other target measured at ``c`` is within ``margin`` of ``t`` on some
     metric (or none is measured there): a part of the level does not settle it."""
     others = [u for u in s.q.targets if u != t and s.mean(u, c, SATURATION_METRIC) is not None]
@@ -225,7 +234,7 @@ def pair_noise(s: State, a: str, b: str, metric: str) -> float:
     return max([s.cfg.noise_floor_rel, *(math.expm1(x) for x in spreads)])
 
 
-def uncertain(s: State, a: str, b: str, c: int, metric: str) -> bool:
+def uncertain(s: State, a: str, b: str, c: LevelNum, metric: str) -> bool:
     """Whether one repeat each leaves the sign of ``a`` vs ``b`` at ``c`` uncertain: the
     difference is under ``repeat_margin``, or within twice the run-to-run spread measured
     on either target (:func:`pair_noise`), or, before either target's spread on the metric
@@ -259,6 +268,7 @@ def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
                     confidence=s.cfg.confidence,
                     noise_floor_rel=noise,
                     tie_rel=s.cfg.tie_rel,
+                    axis=s.q.axis,
                 )
             )
     return out

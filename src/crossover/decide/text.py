@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from crossover.analysis.crossovers import Finding, format_crossover, metric_spec
-from crossover.decide.model import Decision, Question
+from crossover.decide.model import Decision, LevelNum, Question, fmt_level, fmt_levels
 from crossover.spec.slo import SloTerm
 
 
@@ -16,15 +16,15 @@ def slo_text(term: SloTerm) -> str:
     return f"{spec.label} <= {term.limit:g} {spec.unit}".rstrip()
 
 
-def _levels(levels: tuple[int, ...] | list[int]) -> str:
-    return ",".join(str(c) for c in levels) or "none"
+def _levels(levels: tuple[LevelNum, ...] | list[LevelNum]) -> str:
+    return fmt_levels(levels)
 
 
 def _num(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def level_lines(f: Finding, at: tuple[int, ...]) -> list[str]:
+def level_lines(f: Finding, at: tuple[LevelNum, ...]) -> list[str]:
     """A lead question's answer for one pair and metric, at each of its levels alone
     (``total tokens/s at 64: batched leads fast (45,398 vs 9,103 tok/s)``): the
     analysis's own per-level difference, nothing placed between the levels."""
@@ -32,9 +32,10 @@ def level_lines(f: Finding, at: tuple[int, ...]) -> list[str]:
     unit = f" {spec.unit}" if spec.unit else ""
     out = []
     for lv in f.per_level:
-        if at and int(lv.concurrency) not in at:
+        if at and lv.concurrency not in at:
             continue
-        level = f"{spec.label} at {lv.concurrency:g}"
+        per = " requests/s" if f.axis == "rate" else ""
+        level = f"{spec.label} at {lv.concurrency:g}{per}"
         if lv.lead is None:
             out.append(
                 f"{level}: {f.a} vs {f.b}: no significant difference "
@@ -76,10 +77,12 @@ def decision_lines(d: Decision) -> list[str]:
         else:
             lines.append(f"answer: {d.leader} by its last level meeting the SLO, not surely")
     else:
-        at = f" at {_levels(q.at)}" if q.kind == "lead" and q.at else ""
+        per = " requests/s" if q.axis == "rate" else ""
+        at = f" at {_levels(q.at)}{per}" if q.kind == "lead" and q.at else ""
+        along = " along arrival rates (open loop)" if q.axis == "rate" else ""
         lines.append(
             f"question: {'who leads' if q.kind == 'lead' else 'where the targets cross'}"
-            f"{at} on {metrics} ({', '.join(q.targets)})"
+            f"{at}{along} on {metrics} ({', '.join(q.targets)})"
         )
         lines.append(
             f"answer ({d.confidence:.0%} intervals, as the sweep's analysis computes them):"
@@ -91,7 +94,8 @@ def decision_lines(d: Decision) -> list[str]:
     if d.skipped:
         lines.append("not measured:")
         for s in d.skipped:
-            lines.append(f"  {s.target} at {_levels(s.levels)}: {s.reason}")
+            per = " requests/s" if q.axis == "rate" else ""
+            lines.append(f"  {s.target} at {_levels(s.levels)}{per}: {s.reason}")
             if s.assumption:
                 lines.append(f"    assumes {s.assumption}")
             if s.checked:
@@ -107,7 +111,7 @@ def decision_lines(d: Decision) -> list[str]:
         lines.append("not measured within the time budget (each would have cost about):")
         for x in d.deferred:
             lines.append(
-                f"  {x.target} at {x.level} (repeat {x.repeat + 1}): {x.seconds:.0f} s, "
+                f"  {x.target} at {fmt_level(x.level)} (repeat {x.repeat + 1}): {x.seconds:.0f} s, "
                 f"{x.why}; it would settle {x.target} vs {', '.join(x.concerns)} further"
             )
         pairs = sorted({tuple(sorted((x.target, u))) for x in d.deferred for u in x.concerns})
@@ -124,6 +128,7 @@ def question_json(q: Question) -> dict[str, Any]:
     """The question as the decision's and the plan's JSON hold it."""
     return {
         "kind": q.kind,
+        "axis": q.axis,
         "targets": list(q.targets),
         "levels": list(q.levels),
         "metrics": list(q.metrics),
@@ -149,6 +154,7 @@ def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[s
                 "leader": f.leader,
                 "below": f.below,
                 "above": f.above,
+                "axis": f.axis,
                 "concurrency": f.concurrency,
                 "interval": list(f.interval) if f.interval else None,
                 "bracket": list(f.bracket) if f.bracket else None,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossover.analysis.kv import KvFullRun, format_kv_full, kv_full_runs
-from crossover.decide.model import Question
+from crossover.decide.model import Question, fmt_levels
 from crossover.decide.starts import START_S
 from crossover.decide.text import decision_json, decision_lines
 from crossover.words import plural
@@ -28,7 +28,7 @@ def replay_lines(r: ReplayResult, db: Path, start_s: float | None) -> list[str]:
     costs = r.start_costs
     out.append("measured (replayed from the records' stamps), per target:")
     for t, s in r.seconds.items():
-        levels = ",".join(map(str, r.levels_measured[t])) or "none"
+        levels = fmt_levels(r.levels_measured[t])
         out.append(f"  {t}: {s:.0f} s of the grid's {r.grid_seconds[t]:.0f} s (levels {levels})")
     used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
     out.append(
@@ -113,7 +113,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
         "warm-ups and levels; measuring: the records' stamps):"
     )
     for t, tt in result.times.items():
-        levels = ",".join(map(str, sorted(tt.levels))) or "none"
+        levels = fmt_levels(sorted(tt.levels))
         starts = f", {tt.starts} engine start(s)" if tt.launched else ""
         if tt.ready_s:
             ready = ", ".join(f"{r:.1f}" for r in tt.ready_s)

@@ -41,8 +41,13 @@ def _label(metric: Any) -> str:
         return str(metric)
 
 
+def _level(c: Any) -> str:
+    """A level as given: ``4``, a rate ``2.5`` (JSON holds a rate as ``4.0``)."""
+    return f"{c:g}" if isinstance(c, int | float) else str(c)
+
+
 def _levels(levels: Any) -> str:
-    return ",".join(str(c) for c in levels or []) or "none"
+    return ",".join(_level(c) for c in levels or []) or "none"
 
 
 def _question(q: dict[str, Any]) -> str:
@@ -54,10 +59,13 @@ def _question(q: dict[str, Any]) -> str:
             f"<= {slo.get('limit')} ({targets})"
         )
     metrics = ", ".join(_label(m) for m in q.get("metrics") or [])
+    rates = q.get("axis") == "rate"
+    along = " along arrival rates (open loop)" if rates else ""
     if q.get("kind") == "lead":
-        at = f" at {_levels(q.get('at'))}" if q.get("at") else ""
-        return f"who leads{at} on {metrics} ({targets})"
-    return f"where the targets cross on {metrics} ({targets})"
+        per = " requests/s" if rates else ""
+        at = f" at {_levels(q.get('at'))}{per}" if q.get("at") else ""
+        return f"who leads{at}{along} on {metrics} ({targets})"
+    return f"where the targets cross{along} on {metrics} ({targets})"
 
 
 def _seconds(v: Any) -> str:
@@ -146,7 +154,7 @@ def decision_context(d: dict[str, Any] | None) -> dict[str, Any] | None:
         if isinstance(s, dict)
     ]
     deferred = [
-        f"{x.get('target')} at {x.get('level')} (repeat {int(x.get('repeat') or 0) + 1}): "
+        f"{x.get('target')} at {_level(x.get('level'))} (repeat {int(x.get('repeat') or 0) + 1}): "
         f"about {_seconds(x.get('seconds'))} s, {x.get('why')}"
         for x in d.get("deferred") or []
         if isinstance(x, dict)

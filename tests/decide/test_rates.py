@@ -1,0 +1,225 @@
+"""The decide policy along arrival rates (docs/decide.md "Along rates"): the same policy,
+with what is closed-loop wave logic left out (levels whole), the saturation skip asking
+for the analysis's overload flag, the time of an open-loop level (its sending time and
+about one request time), the first pass filling the top of the range, refinement between
+fractional rates, and ``decide --check`` on a rate YAML."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossover.analysis.refine import bisect_level
+from crossover.cli.app import main
+from crossover.decide.budget import level_seconds
+from crossover.decide.coarse import WHOLE_ON_RATES, linear_fill, pass_levels
+from crossover.decide.live import question_for
+from crossover.decide.model import Decision, Measure, Observation, Question
+from crossover.decide.policy import next_step
+from crossover.decide.skip import MONOTONE, MONOTONE_RATE, stop_reason
+from crossover.decide.state import PolicyConfig, State
+from crossover.errors import UsageError
+from crossover.spec.slo import SloTerm
+from crossover.sweep.config import load_sweep_config
+
+ROOT = Path(__file__).resolve().parents[2]
+RATES = (1.0, 2.0, 4.0, 8.0, 12.0, 16.0, 20.0)
+
+
+def rate_question(**kw: object) -> Question:
+    base: dict[str, object] = {
+        "kind": "crossover",
+        "targets": ("fast", "slow"),
+        "levels": RATES,
+        "metrics": ("total_tokens_per_s", "ttft_ms.p50"),
+        "axis": "rate",
+    }
+    base.update(kw)
+    return Question(**base)  # type: ignore[arg-type]
+
+
+def test_the_first_pass_fills_the_top_of_a_rate_range() -> None:
+    # 4-fold steps in log give 1, 4, 16, 20: one step from 4 to 16 crosses the range
+    # where an open loop's latencies bend; a quarter of the top rate is the widest gap
+    assert linear_fill(RATES, [1.0, 4.0, 16.0, 20.0], 5.0) == [1.0, 4.0, 8.0, 12.0, 16.0, 20.0]
+    assert pass_levels(rate_question(), None, 4.0) == [1.0, 4.0, 8.0, 12.0, 16.0, 20.0]
+    # the same levels along concurrency keep the 4-fold steps
+    conc = Question("crossover", ("a", "b"), (1, 2, 4, 8, 12, 16, 20))
+    assert pass_levels(conc, None, 4.0) == [1, 4, 16, 20]
+    # a gap the grid itself leaves is the grid's: nothing to fill it with
+    assert linear_fill((1.0, 10.0), [1.0, 10.0], 2.5) == [1.0, 10.0]
+
+
+def test_a_rate_question_refuses_capacity() -> None:
+    with pytest.raises(ValueError, match="capacity question works along concurrency"):
+        rate_question(kind="capacity", slo=SloTerm(metric="ttft_ms", stat="p99", limit=500.0))
+
+
+def _obs(
+    t: str, level: float, tput: float, ttft: float, overloaded: bool | None, repeat: int = 0
+) -> Observation:
+    values = {"total_tokens_per_s": tput, "ttft_ms.p50": ttft}
+    return Observation(t, level, repeat, values, 64, 64, 20.0, overloaded=overloaded)
+
+
+def _saturated(overloaded: bool | None) -> list[Observation]:
+    """``slow`` flat from 4 to 8 requests/s (fell behind?), ``fast`` following the
+    arrivals, far ahead at 8 on throughput and TTFT."""
+    return [
+        _obs("fast", 4.0, 1000.0, 50.0, False),
+        _obs("fast", 8.0, 2000.0, 60.0, False),
+        _obs("slow", 4.0, 1000.0, 70.0, False),
+        _obs("slow", 8.0, 1100.0, 900.0, overloaded),
+    ]
+
+
+def test_the_saturation_skip_along_rates_asks_for_the_overload_flag() -> None:
+    cfg = PolicyConfig()
+    # a flat throughput the analysis does not call overloaded: no skip
+    assert stop_reason(State(rate_question(), _saturated(False), cfg), "slow", 12.0) is None
+    # overloaded at 8 requests/s: the rest of its rates are skipped, said in requests/s
+    skip = stop_reason(State(rate_question(), _saturated(True), cfg), "slow", 12.0)
+    assert skip is not None
+    assert skip.levels == (12.0, 16.0, 20.0)
+    assert skip.assumption == MONOTONE_RATE
+    assert "saturated by 8 requests/s (+10% per doubling of the rate from 4), overloaded" in (
+        skip.reason
+    )
+    # along concurrency the same curves skip as before (no flag there: a closed loop)
+    conc = Question("crossover", ("fast", "slow"), (1, 2, 4, 8, 12, 16, 20))
+    closed = [
+        Observation(o.target, int(o.level), o.repeat, o.values, 64, 64, 20.0)
+        for o in _saturated(None)
+    ]
+    skip = stop_reason(State(conc, closed, cfg), "slow", 12)
+    assert skip is not None and skip.assumption == MONOTONE
+    assert "saturated by 8 (+10% per doubling from 4)" in skip.reason
+
+
+def test_an_open_loop_level_takes_its_sending_time_and_one_request_time() -> None:
+    # 64 requests a level: at 4 requests/s 16 s of arrivals, and it took 19 s (3 s tail)
+    q = rate_question(requests=dict.fromkeys(RATES, 64))
+    s = State(q, [_obs("fast", 4.0, 1000.0, 50.0, False)], PolicyConfig())
+    s.runs[("fast", 4.0, 0)] = Observation(
+        "fast", 4.0, 0, {"total_tokens_per_s": 1.0}, 64, 64, 19.0
+    )
+    assert level_seconds(s, "fast", 16.0) == pytest.approx(64 / 16 + 3.0)
+    assert level_seconds(s, "fast", 1.0) == pytest.approx(64 / 1 + 3.0)
+    # held for a duration (requests unknown): as long as the level measured
+    held = State(rate_question(), list(s.runs.values()), PolicyConfig())
+    assert level_seconds(held, "fast", 16.0) == pytest.approx(19.0)
+    # along concurrency the closed loop's rule: sqrt of the level ratio above it
+    conc = Question("crossover", ("fast", "slow"), (4, 16))
+    closed = State(conc, [Observation("fast", 4, 0, {}, 64, 64, 19.0)], PolicyConfig())
+    assert level_seconds(closed, "fast", 16) == pytest.approx(19.0 * 2)
+
+
+def _run(q: Question, truth: dict[str, tuple[float, float]]) -> tuple[Decision, list[Measure]]:
+    """TTFT p50 linear in the rate per target (``a + b r`` ms), 1% seeded noise."""
+    rng = random.Random(3)
+    obs: list[Observation] = []
+    steps: list[Measure] = []
+    for _ in range(200):
+        step = next_step(q, obs, PolicyConfig())
+        if isinstance(step, Decision):
+            return step, steps
+        steps.append(step)
+        a, b = truth[step.target]
+        ttft = (a + b * step.level) * (1.0 + rng.uniform(-0.01, 0.01))
+        values = {"ttft_ms.p50": ttft, "total_tokens_per_s": 100.0 * step.level}
+        obs.append(Observation(step.target, step.level, step.repeat, values, 10, 10, 5.0))
+    raise AssertionError("the policy did not settle")
+
+
+def test_refinement_bisects_between_fractional_rates() -> None:
+    # A: 50 + 40 r ms, B: 80 + 15 r ms: they cross at 1.2 requests/s
+    grid = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+    q = Question("crossover", ("a", "b"), grid, ("ttft_ms.p50",), group_targets=False, axis="rate")
+    d, steps = _run(q, {"a": (50.0, 40.0), "b": (80.0, 15.0)})
+    # the analysis's integer bisection has no level between 1 and 2; the grid's 1.5 is
+    assert bisect_level(1, 2) is None
+    assert 1.5 in {s.level for s in steps}
+    assert any(s.why.startswith("refining") and s.level == 1.5 for s in steps)
+    (x,) = [f for f in d.findings if f.kind == "crossover"]
+    assert (x.below, x.above, x.axis) == ("a", "b", "rate")
+    assert x.interval is not None and x.interval[0] <= 1.2 <= x.interval[1]
+    assert x.interval[1] - x.interval[0] <= 0.5 + 1e-9
+    # every level whole: nothing sequential, nothing cut at a time
+    assert all(s.budget_s is None and not s.sequential for s in steps)
+
+
+def _rate_yaml(tmp_path: Path, **extra: object) -> Path:
+    config = tmp_path / "rates.yaml"
+    target = {"engine": "vllm", "model": "calib"}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "rates",
+                "rates": [0.5, 1, 2, 4, 8],
+                "output_tokens": 8,
+                "requests_per_level": 16,
+                "repeats": 2,
+                "targets": [
+                    {"name": "a", "url": "http://127.0.0.1:9", **target},
+                    {"name": "b", "url": "http://127.0.0.1:9", **target},
+                ],
+                **extra,
+            }
+        )
+    )
+    return config
+
+
+def test_a_rate_sweep_makes_a_question_along_rates(tmp_path: Path) -> None:
+    cfg = load_sweep_config(_rate_yaml(tmp_path))
+    q = question_for(cfg, "crossover", ["ttft_ms.p50"])
+    assert q.axis == "rate"
+    assert q.levels == (0.5, 1.0, 2.0, 4.0, 8.0)
+    assert q.requests == dict.fromkeys(q.levels, 16)
+    assert not q.any_level  # a rate sweep takes no refine: the grid's rates only
+    lead = question_for(cfg, "lead", ["ttft_ms.p50"], at=[0.5, 4])
+    assert lead.at == (0.5, 4)
+    with pytest.raises(
+        UsageError, match=re.escape("--at 3: not a level of the sweep (0.5,1,2,4,8)")
+    ):
+        question_for(cfg, "lead", ["ttft_ms.p50"], at=[3])
+    with pytest.raises(UsageError, match=r"^--question capacity works along concurrency"):
+        question_for(cfg, "capacity", ["ttft_ms.p99"])
+
+
+def test_check_prints_the_plan_along_rates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _rate_yaml(tmp_path)
+    plan = tmp_path / "plan.json"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--json", str(plan)]
+    argv += ["--metric", "ttft_ms.p50"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "decide plan: crossover on ttft_ms.p50 along arrival rates (requests/s" in printed
+    # 4-fold steps 0.5, 2, 8 and the top filled to a quarter of 8 apart: 4
+    assert "  a: 0.5,2,4,8" in printed and "  b: 0.5,2,4,8" in printed
+    assert "after it, every level whole: an open loop's level runs whole" in printed
+    data = json.loads(plan.read_text())
+    assert data["question"]["axis"] == "rate"
+    assert data["first_pass"]["b"] == [0.5, 2.0, 4.0, 8.0]
+    assert {s["why"] for s in data["first_pass_steps"]["b"]} == {WHOLE_ON_RATES}
+    assert not any(s["sequential"] for s in data["first_pass_steps"]["b"])
+
+
+def test_check_refuses_a_prior_along_rates_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prior = ROOT / "docs" / "results" / "h100" / "moe-warm-grid" / "prediction.json"
+    argv = ["decide", "--config", str(_rate_yaml(tmp_path)), "--check", "--remote"]
+    assert main([*argv, "--prior", str(prior)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: --prior: the advisor's forecast predicts per concurrency level, not per "
+        "arrival rate; a question along rates takes no prior"
+    )
