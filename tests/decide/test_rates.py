@@ -223,3 +223,22 @@ def test_check_refuses_a_prior_along_rates_in_one_line(
         "error: --prior: the advisor's forecast predicts per concurrency level, not per "
         "arrival rate; a question along rates takes no prior"
     )
+
+
+def test_a_short_open_loop_level_leaves_throughput_comparisons_not_latencies() -> None:
+    """A level where one repeat was too short for a steady state (``Observation.short``):
+    its throughput is ramp-up and drain, so the whole level leaves the throughput values
+    the decision compares (as the sweep's analysis leaves it), and its TTFT stays."""
+
+    def obs(level: float, repeat: int, short: bool | None) -> Observation:
+        values = {"total_tokens_per_s": 1000.0 * level, "ttft_ms.p50": 50.0 + level}
+        return Observation("fast", level, repeat, values, 32, 32, 20.0, short=short)
+
+    runs = [obs(1.0, 0, False), obs(1.0, 1, False), obs(8.0, 0, False), obs(8.0, 1, True)]
+    s = State(rate_question(), runs, PolicyConfig())
+    assert s.values("fast", "total_tokens_per_s") == {1.0: [1000.0, 1000.0]}
+    assert s.values("fast", "ttft_ms.p50") == {1.0: [51.0, 51.0], 8.0: [58.0, 58.0]}
+    # a closed-loop level (short None) is never left out
+    closed = [Observation("fast", 8, 0, {"total_tokens_per_s": 5.0}, 8, 8, 1.0)]
+    q = Question("crossover", ("fast", "slow"), (1, 8))
+    assert State(q, closed, PolicyConfig()).values("fast", "total_tokens_per_s") == {8.0: [5.0]}

@@ -140,6 +140,11 @@ class Observation:
     #: arrived, ``crossover.analysis.overload.is_overloaded``); ``None``: a closed-loop
     #: level, or one not judged
     overloaded: bool | None = None
+    #: an open-loop level too short for a steady state and not overloaded
+    #: (``crossover.analysis.short``): its throughputs are ramp-up and drain, so throughput
+    #: comparisons leave its level out, as the sweep's analysis does; ``None``: a
+    #: closed-loop level, or one not judged
+    short: bool | None = None
 
     @property
     def complete(self) -> bool:

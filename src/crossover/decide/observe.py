@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from crossover.analysis.crossovers import METRICS
 from crossover.analysis.overload import is_overloaded
 from crossover.analysis.schema import summary_value
+from crossover.analysis.short import short_open_loop
 from crossover.decide.model import LevelNum, Observation
 from crossover.metrics import requests as rq
 from crossover.metrics.summary import RunSummary
@@ -51,6 +52,20 @@ def overloaded(summary: Mapping[str, Any] | None) -> bool | None:
         return is_overloaded(RunSummary.model_validate(summary))
     except ValidationError:
         return None
+
+
+def short(summary: Mapping[str, Any] | None) -> bool | None:
+    """Whether an open-loop level's summary says it was too short for a steady state and
+    did not fall behind (the analysis's own rule, :func:`crossover.analysis.short.short_open_loop`
+    and :func:`overloaded`); ``None`` for a closed-loop level or a summary that cannot be
+    read."""
+    if summary is None or (summary.get("load") or {}).get("mode") != "rate":
+        return None
+    try:
+        parsed = RunSummary.model_validate(summary)
+    except ValidationError:
+        return None
+    return short_open_loop(parsed) is not None and not is_overloaded(parsed)
 
 
 def end_ns(r: RequestRecord) -> int:
@@ -187,7 +202,7 @@ def observe(
         values = metric_values(summary) if summary is not None else {}
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
-            overloaded=overloaded(summary),
+            overloaded=overloaded(summary), short=short(summary),
         )  # fmt: skip
     start = min(r.t_send_ns for r in measured)
     cut = start + int(budget_s * 1e9)
@@ -195,7 +210,7 @@ def observe(
         values = metric_values(summary) if summary is not None else {}
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
-            overloaded=overloaded(summary),
+            overloaded=overloaded(summary), short=short(summary),
         )  # fmt: skip
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)

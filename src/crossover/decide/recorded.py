@@ -23,7 +23,15 @@ from pydantic import ValidationError
 from crossover.analysis.schema import EngineStart
 from crossover.decide.coarse import MIN_PART, stop_saves
 from crossover.decide.model import LevelNum, Observation
-from crossover.decide.observe import Finished, end_ns, metric_values, observe, overloaded, span_s
+from crossover.decide.observe import (
+    Finished,
+    end_ns,
+    metric_values,
+    observe,
+    overloaded,
+    short,
+    span_s,
+)
 from crossover.errors import UsageError
 from crossover.records.database_file import cannot_read, damaged, read_only_uri
 from crossover.records.model import RequestRecord
@@ -185,6 +193,7 @@ class Recorded:
             return Observation(
                 t, c, r, values, planned, planned, seconds, valid,
                 overloaded=overloaded(run.summary),
+                short=short(run.summary),
             )  # fmt: skip
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
 

@@ -115,14 +115,19 @@ class State:
         return sorted({c for (tt, c, _), o in self.runs.items() if tt == t and o.valid})
 
     def values(self, t: str, metric: str) -> dict[float, list[float]]:
-        """Per level, the metric of each valid repeat (as the analysis takes them)."""
-        path = metric_spec(metric).key
+        """Per level, the metric of each valid repeat (as the analysis takes them: a
+        throughput leaves out the levels where a valid repeat was an open-loop level too
+        short for a steady state, ``MetricSpec.steady_only``, the whole level as
+        :func:`crossover.analysis.crossovers.level_values` does)."""
+        spec = metric_spec(metric)
+        path = spec.key
+        mine = [(key, o) for key, o in sorted(self.runs.items()) if key[0] == t and o.valid]
+        skip = {float(key[1]) for key, o in mine if o.short} if spec.steady_only else set()
         out: dict[float, list[float]] = {}
-        for key, o in sorted(self.runs.items()):
-            tt, c, _ = key
+        for key, o in mine:
             v = o.value(path)
-            if tt == t and o.valid and v is not None and key not in self.unsettled:
-                out.setdefault(float(c), []).append(v)
+            if v is not None and key not in self.unsettled and float(key[1]) not in skip:
+                out.setdefault(float(key[1]), []).append(v)
         return out
 
     def mean(self, t: str, c: LevelNum, metric: str) -> float | None:
