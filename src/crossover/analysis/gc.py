@@ -32,7 +32,7 @@ log without the launch header ties nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -121,9 +121,9 @@ def gc_pauses(log: Path, engine: str) -> list[GcPause]:
     return out
 
 
-def run_windows(db: Path) -> list[RunWindow]:
-    """Every finished run's measured window in ``db`` (a sweep's database); none where it
-    is not there."""
+def run_windows(db: Path, targets: Collection[str] | None = None) -> list[RunWindow]:
+    """Every finished run's measured window in ``db`` (a sweep's database), of
+    ``targets`` when given (their records alone are read); none where it is not there."""
     if not db.is_file():
         return []
     from crossover.records.store import Store
@@ -135,6 +135,8 @@ def run_windows(db: Path) -> list[RunWindow]:
             if row.key is None or row.key.count("|") != 2:
                 continue
             target, level, rep = row.key.split("|")
+            if targets is not None and target not in targets:
+                continue
             try:
                 lvl = Level.from_key(level)
                 repeat = int(rep.removeprefix("r="))
@@ -171,9 +173,6 @@ def gc_runs(sweep_dir: Path, sweep: SweepFile) -> list[GcRun]:
     """The sweep's runs whose measured window a logged long collection met, in the
     sweep's target order, then by level and repeat."""
     engines = {t.name: t.engine for t in sweep.targets if t.engine}
-    windows = run_windows(sweep_dir / "sweep.db")
-    if not windows:
-        return []
     pauses: dict[str, list[GcPause]] = {}
     for target, engine in engines.items():
         try:
@@ -181,7 +180,12 @@ def gc_runs(sweep_dir: Path, sweep: SweepFile) -> list[GcRun]:
         except UsageError:
             continue
         logs = _log_files(sweep_dir / "engines", target)
-        pauses[target] = [p for log in logs for p in gc_pauses(log, engine)]
+        found = [p for log in logs for p in gc_pauses(log, engine)]
+        if found:
+            pauses[target] = found
+    if not pauses:  # the database's records are read only for a log that has some
+        return []
+    windows = run_windows(sweep_dir / "sweep.db", set(pauses))
     order = sweep.target_names()
     out: list[tuple[tuple[int, float, int], GcRun]] = []
     for w in windows:

@@ -325,7 +325,8 @@ LONG_GC_RULE = WarningRule(
     "{count} garbage collection{s} of {pauses} in SGLang's front end (its tokenizer "
     "manager, one Python process): every request in flight waits that long, and a "
     "closed-loop level's first wave that meets one has its TTFT moved by the pause; "
-    "freeze_gc: true (SGLang's /freeze_gc before each level) avoids them",
+    "freeze_gc: true (SGLang's own remedy, its /freeze_gc, before each level) leaves the "
+    "objects alive then out of later collections",
     _GC,
     gather=_gc_pauses,
 )
