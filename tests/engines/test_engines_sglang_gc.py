@@ -106,9 +106,9 @@ def test_other_engines_refuse_the_knob(engine: str) -> None:
 
 class _Server:
     """A stand-in for SGLang's HTTP front end: counts the POSTs to /freeze_gc and answers
-    ``status``."""
+    ``status`` (with ``body`` where it is not 200)."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, body: bytes = b'{"detail":"Not Found"}') -> None:
         self.posts = 0
         server = self
 
@@ -116,13 +116,13 @@ class _Server:
             def do_POST(self) -> None:
                 if self.path == "/freeze_gc":
                     server.posts += 1
-                    code, body = status, (b"" if status == 200 else b'{"detail":"Not Found"}')
+                    code, said = status, (b"" if status == 200 else body)
                 else:
-                    code, body = 404, b""
+                    code, said = 404, b""
                 self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(len(said)))
                 self.end_headers()
-                self.wfile.write(body)
+                self.wfile.write(said)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
@@ -156,6 +156,15 @@ def test_a_refusal_is_a_few_words_not_an_exception() -> None:
         server.close()
     assert server.posts == 1
     assert why == 'status 404: {"detail":"Not Found"}'
+
+
+def test_the_servers_words_are_one_printable_line() -> None:
+    server = _Server(500, b"boom\n\x1b[31mred\x1b[0m\tend")
+    try:
+        why = freeze_gc(server.url, "/freeze_gc")
+    finally:
+        server.close()
+    assert why == "status 500: boom ?[31mred?[0m end"
 
 
 def test_no_server_is_a_few_words_too() -> None:

@@ -35,5 +35,6 @@ def freeze_gc(url: str, path: str, timeout_s: float = FREEZE_TIMEOUT_S) -> str |
         conn.close()
     if resp.status == 200:
         return None
-    said = " ".join(body.split())[:120]
+    # the server's words, untrusted: one line, printable characters only
+    said = "".join(c if c.isprintable() else "?" for c in " ".join(body.split()))[:120]
     return f"status {resp.status}" + (f": {said}" if said else "")
