@@ -57,7 +57,8 @@ def report(
         ) from None
     stdout = console()
     findings = analyze_sweep(sweep, tie_rel=margin)
-    for line in findings_lines(sweep, findings, tie_rel=margin):  # as the sweep printed them
+    # as the sweep printed them
+    for line in findings_lines(sweep, findings, tie_rel=margin, sweep_dir=sweep_dir):
         stdout.print(line)
     for check in check_sweep(sweep):
         stdout.print(escape(check.describe()))

@@ -144,7 +144,7 @@ def print_outcome(
     if made is not None:
         stdout.print(f"[yellow]{escape(made)}[/]")
     margin = outcome.sweep.tie_margin or 0.0
-    for line in findings_lines(outcome.sweep, outcome.findings, tie_rel=margin):
+    for line in findings_lines(outcome.sweep, outcome.findings, tie_rel=margin, sweep_dir=out):
         stdout.print(line)
     for note in notes:
         stdout.print(escape(note))

@@ -67,6 +67,13 @@ class EngineConfig(BaseModel):
         description="llama.cpp --cache-ram: host-RAM prompt cache in MiB (0 turns it off; "
         "llama-server's default is 8192)",
     )
+    gc_warning_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="SGLang --gc-warning-threshold-secs: its front end logs each garbage "
+        "collection longer than this (a pause every request in flight waits out); default "
+        "0.05, 0 turns it off (SGLang's own default)",
+    )
     engine_version: str | None = Field(
         default=None, description="selects version-dependent syntax (trtllm 0.x YAML nesting)"
     )

@@ -160,20 +160,24 @@ def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
     for rule in registry.get(engine).warning_rules:
         first: tuple[int, re.Match[str]] | None = None
         count = 0
+        every: list[re.Match[str]] = []
         for no, line in enumerate(lines, start=1):
             m = rule.regex.search(line)
             if m:
                 count += 1
                 first = first or (no, m)
+                if rule.gather is not None:
+                    every.append(m)
         if first is None:
             continue
         no, m = first
         groups = [g or "" for g in m.groups()]
+        more = rule.gather(every) if rule.gather is not None else {}
         out.append(
             LogWarning(
                 key=rule.key,
                 level=rule.level,
-                message=rule.message.format(*groups, **lp.count_words(count)),
+                message=rule.message.format(*groups, **lp.count_words(count), **more),
                 line=no,
                 evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
                 count=count,

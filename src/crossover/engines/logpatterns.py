@@ -50,13 +50,23 @@ class WarningRule:
     """A log line the user must see (a kernel config fallen back to defaults, a kernel
     compiled while serving). ``message`` is formatted with the first match's groups,
     ``count`` (how many lines matched) and the words that agree with it (``count_words``:
-    ``{count} line{s} {are}``, never ``1 lines are``)."""
+    ``{count} line{s} {are}``, never ``1 lines are``), and what ``gather`` makes of every
+    matching line."""
 
     key: str
     level: str  # "warning" or "note"
     regex: re.Pattern[str]
     message: str
     origin: str
+    #: more fields for ``message`` from every matching line (a range over all of them,
+    #: not the first's alone); None: the first match's groups and the count suffice
+    gather: Callable[[list[re.Match[str]]], dict[str, object]] | None = None
+
+
+#: the key of a ``WarningRule`` for an engine's long garbage collections: its regex's
+#: group 1 is the generation, group 2 the seconds (``crossover.analysis.gc`` ties each to
+#: the runs it fell in)
+LONG_GC_KEY = "long_gc"
 
 
 def count_words(count: int) -> dict[str, object]:

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from crossover.engines import pyrepr
 from crossover.engines.logpatterns import (
+    LONG_GC_KEY,
     MULTICAST_LINE,
     AbsenceRule,
     LogPattern,
@@ -290,6 +291,46 @@ SGLANG_ABSENT: tuple[AbsenceRule, ...] = (
     ),
 )
 
+#: the line SGLang's front end logs for a collection longer than
+#: --gc-warning-threshold-secs (0: never, SGLang's default; crossover passes 0.05)
+LONG_GC = (
+    r"LONG GARBAGE COLLECTION DETECTED \| Generation (\d+) \| Duration: ([\d.]+)s"
+    r"(?: \| # Objects: .*?\bgen2=(\d+))?"
+)
+_GC = (
+    "sglang python/sglang/srt/server_args.py --gc-warning-threshold-secs; seen (0.5.17, "
+    "H100, docs/results/h100/sglang-gc)"
+)
+
+
+def _gc_pauses(every: list[re.Match[str]]) -> dict[str, object]:
+    """``{pauses}``: the range of the collections' durations (``0.50-0.74 s``), the
+    generations they were of, and the most objects generation 2 held at one."""
+    durations = [float(m.group(2)) for m in every]
+    low, high = min(durations), max(durations)
+    span = f"{low:.2f} s" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f} s"
+    gens = sorted({int(m.group(1)) for m in every})
+    gen = ("generation " if len(gens) == 1 else "generations ") + ", ".join(map(str, gens))
+    objects = [int(m.group(3)) for m in every if m.group(3)]
+    if objects:
+        gen += (" of" if gens == [2] else ", generation 2 of") + f" up to {max(objects):,} objects"
+    return {"pauses": f"{span} ({gen})"}
+
+
+#: one finding per log for SGLang's long garbage collections (``--gc-warning-threshold-secs``)
+LONG_GC_RULE = WarningRule(
+    LONG_GC_KEY,
+    "warning",
+    re.compile(LONG_GC),
+    "{count} garbage collection{s} of {pauses} in SGLang's front end (its tokenizer "
+    "manager, one Python process): every request in flight waits that long, and a "
+    "closed-loop level's first wave that meets one has its TTFT moved by the pause; "
+    "freeze_gc: true (SGLang's own remedy, its /freeze_gc, before each level) leaves the "
+    "objects alive then out of later collections",
+    _GC,
+    gather=_gc_pauses,
+)
+
 SGLANG_WARN: tuple[WarningRule, ...] = (
     WarningRule(
         "moe_default_config",
@@ -332,4 +373,5 @@ SGLANG_WARN: tuple[WarningRule, ...] = (
         "#running-req {0}): batches above the captured sizes, or graphs off",
         "sglang python/sglang/srt/managers/scheduler_metrics_mixin.py; seen (0.5.17)",
     ),
+    LONG_GC_RULE,
 )

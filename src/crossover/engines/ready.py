@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from crossover.engines.launchrec import read_header
@@ -144,3 +144,29 @@ def ready_after(text: str, clock: ReadyClock) -> ReadyTime | None:
         at + 1,
         f"from the launch header (to the second) to the stamp at or before {said}{shift}",
     )
+
+
+def utc_stamps(lines: list[str], clock: ReadyClock) -> list[datetime | None] | None:
+    """Each line's ``wall`` stamp as UTC, its zone read as ``ready_after`` reads it (the
+    first stamp's distance from the launch header, rounded to a quarter hour); ``None``
+    for a line without a stamp. ``None`` in all for an ``elapsed`` clock or a log without
+    the launch header or a stamp. A stamp of whole seconds is the start of its second."""
+    if clock.kind != "wall":
+        return None
+    header = read_header("\n".join(lines[:3]))
+    if header is None:
+        return None
+    try:
+        launched = datetime.fromisoformat(header.started_at).astimezone(UTC)
+    except ValueError:
+        return None
+    stamp = re.compile(clock.stamp)
+    walls: list[datetime | None] = []
+    for line in lines:
+        m = stamp.search(line)
+        walls.append(_wall(m, launched.year, launched.month) if m else None)
+    first = next((t for t in walls if t is not None), None)
+    if first is None:
+        return None
+    zone = timedelta(seconds=round((first - launched).total_seconds() / ZONE_STEP_S) * ZONE_STEP_S)
+    return [t - zone if t is not None else None for t in walls]

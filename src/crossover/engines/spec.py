@@ -257,6 +257,10 @@ class EngineSpec:
     #: it (``crossover.sweep.check``); None: its argv has no count (llama.cpp splits a
     #: model over every GPU it sees, transformers runs on one device)
     launch_gpus: Callable[[list[str]], GpuAsk | None] | None = None
+    #: the path a POST to freezes the garbage collector's objects of the moment into the
+    #: permanent generation (SGLang's /freeze_gc; a sweep's ``freeze_gc: true``); None:
+    #: the engine has none
+    freeze_gc_path: str | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

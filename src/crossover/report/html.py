@@ -26,6 +26,9 @@ from crossover.analysis.crossovers import (
     format_crossover,
     format_overloads,
 )
+from crossover.analysis.gc import MEANING as GC_MEANING
+from crossover.analysis.gc import GcRun, gc_runs
+from crossover.analysis.gc import describe as describe_gc
 from crossover.analysis.kv import FULL as KV_FULL
 from crossover.analysis.kv import MEANING as KV_MEANING
 from crossover.analysis.kv import kv_full_runs
@@ -301,11 +304,13 @@ def render_html(
     quality: dict[str, Any] | None = None,
     decision: dict[str, Any] | None = None,
     tie_rel: float = 0.0,
+    gc: Sequence[GcRun] = (),
 ) -> str:
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
     folder holds them, the ``crossover quality`` result beside the speed results and the
     ``crossover decide`` answer the sweep's runs were measured for); ``tie_rel``: the tie
-    margin ``findings`` were read with, said above them."""
+    margin ``findings`` were read with, said above them; ``gc``: the runs a logged long
+    garbage collection of the engine fell in (``crossover.analysis.gc``)."""
     from crossover.report.decision import decision_context
 
     rate = sweep.axis() == "rate"
@@ -314,6 +319,7 @@ def render_html(
     # read once, for their section and their rows' tag
     kv_full = kv_full_runs(sweep)
     kv_keys = {(x.target, x.label, x.repeat) for x in kv_full}
+    gc_keys = {(x.target, x.label, x.repeat) for x in gc}
     titles = dict(CHART_TITLES)
     if rate:
         titles["throughput"] = (
@@ -357,6 +363,16 @@ def render_html(
             for x in kv_full
         ],
         "kv_meaning": KV_MEANING,
+        "gc_runs": [
+            {
+                "target": x.target,
+                "level": x.label,
+                "repeat": x.repeat,
+                "line": describe_gc(x),
+            }
+            for x in gc
+        ],
+        "gc_meaning": GC_MEANING,
         "kv_full_at": f"{KV_FULL:g}",
         "crossovers": [format_crossover(f) for f in findings if f.kind == "crossover"],
         "inconclusive": [format_crossover(f) for f in findings if f.kind == "inconclusive"],
@@ -389,6 +405,7 @@ def render_html(
                 **_run_row(r),
                 "outlier": (r.target, r.axis, r.level, r.repeat) in off,
                 "kv_full": (r.target, level_label(r.axis, r.level), r.repeat) in kv_keys,
+                "gc_pause": (r.target, level_label(r.axis, r.level), r.repeat) in gc_keys,
             }
             for r in _in_order(sweep)
         ],
@@ -512,6 +529,7 @@ def write_report(
         quality=load_quality(sweep_dir),
         decision=decision,
         tie_rel=margin,
+        gc=gc_runs(sweep_dir, sweep),
     )
     out = out if out is not None else sweep_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)

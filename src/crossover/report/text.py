@@ -14,6 +14,8 @@ from rich.table import Table
 from crossover.metrics.text import _f, client_mark, server_word_note
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
     from crossover.analysis.crossovers import Finding
@@ -229,14 +231,22 @@ def ordered_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(out, key=rank)
 
 
-def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float = 0.0) -> list[str]:
+def findings_lines(
+    sweep: SweepFile,
+    findings: list[Finding],
+    *,
+    tie_rel: float = 0.0,
+    sweep_dir: Path | None = None,
+) -> list[str]:
     """The findings as the sweep prints them after its table, in rich markup (every value
     escaped): the overloaded levels, the open-loop levels too short for a steady state
     (``crossover.analysis.short``), the levels whose KV cache was full with requests
-    waiting (``crossover.analysis.kv``), the tie margin they were read with (when there is
-    one), the crossovers under their heading, the headline metrics without one, the
-    arrival-effects notes, and what the intervals of a sweep of one repeat per level rest
-    on. ``crossover report`` prints the same lines from the stored results."""
+    waiting (``crossover.analysis.kv``), with ``sweep_dir`` (its database and engine logs)
+    the runs a logged long garbage collection fell in (``crossover.analysis.gc``), the tie
+    margin they were read with (when there is one), the crossovers under their heading, the
+    headline metrics without one, the arrival-effects notes, and what the intervals of a
+    sweep of one repeat per level rest on. ``crossover report`` prints the same lines from
+    the stored results."""
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
     from crossover.analysis.kv import format_kv_full, kv_full_runs
@@ -248,6 +258,13 @@ def findings_lines(sweep: SweepFile, findings: list[Finding], *, tie_rel: float 
     lines += [
         f"[bold red]KV full:[/] {escape(line)}" for line in format_kv_full(kv_full_runs(sweep))
     ]
+    if sweep_dir is not None:
+        from crossover.analysis.gc import format_gc_runs, gc_runs
+
+        lines += [
+            f"[bold yellow]GC pause:[/] {escape(line)}"
+            for line in format_gc_runs(gc_runs(sweep_dir, sweep))
+        ]
     if tie_rel > 0.0:
         m = fmt_margin(tie_rel)
         lines.append(

@@ -23,12 +23,19 @@ from crossover.spec.limits import Limits
 from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
 from crossover.spec.slo import Slo, SloText
-from crossover.spec.target import REPLICA_KEYS, LaunchTarget, ReplicasConfig, TargetConfig
+from crossover.spec.target import (
+    REPLICA_KEYS,
+    AfterStartConfig,
+    LaunchTarget,
+    ReplicasConfig,
+    TargetConfig,
+)
 from crossover.spec.workload import Workload
 from crossover.transport import TransportName
 
 __all__ = [
     "REPLICA_KEYS",
+    "AfterStartConfig",
     "LaunchTarget",
     "Level",
     "ReplicasConfig",

@@ -217,6 +217,28 @@ class TargetSession:
             where = f"{engine.log_path.name}, line {w.line}" if w.line else engine.log_path.name
             self._say(f"{w.level}: {w.message} ({where})")
 
+    async def freeze_gc(self, level: Level) -> None:
+        """``freeze_gc: true``: POST each replica's GC-freeze path before the level, its
+        warm-up included. Before, not between warm-up and measured window: that seam is
+        inside the load (its worker processes, Ray actors), which knows no engine. The
+        ~1 M objects a full collection walks are there from the engine's start (its first
+        pause comes before any request: docs/engines.md), and each level's freeze also
+        takes what the levels before left. A refusal is one line; the level goes on."""
+        launch = self.cfg.launch
+        path = launch.adapter.freeze_gc_path if launch is not None else None
+        if launch is None or not launch.freeze_gc or path is None:
+            return
+        from crossover.engines.gcfreeze import freeze_gc
+
+        for k, e in enumerate(self.engines):
+            why = await asyncio.to_thread(freeze_gc, e.url, path)
+            if why is not None:
+                who = f"replica {k}'s " if len(self.engines) > 1 else ""
+                self._say(
+                    f"warning: {who}POST {e.url}{path} failed ({why}): its garbage collector "
+                    f"is not frozen before {level.label}"
+                )
+
     # --- one level --------------------------------------------------------
     def warmup_for(self, level: Level) -> int:
         return self.sweep.warmup_for(level.concurrency, "level")
@@ -291,6 +313,7 @@ class TargetSession:
                 if said is not None:
                     self._say(said)
             model = self.model
+        await self.freeze_gc(level)
         await self.probe_idle_loop(level)
         run_cfg = self.run_config(urls, dialect, model, level)
         self.warm = True

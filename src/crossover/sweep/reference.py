@@ -22,7 +22,7 @@ from crossover.spec.limits import Limits, Timeouts
 from crossover.spec.load import Warmup
 from crossover.spec.slo import Slo
 from crossover.spec.workload import Workload
-from crossover.sweep.config import ReplicasConfig, SweepConfig, TargetConfig
+from crossover.sweep.config import AfterStartConfig, ReplicasConfig, SweepConfig, TargetConfig
 
 #: (heading, where the keys go, model), in the order a reader meets them; the top level
 #: is the sweep's own keys, then the parts it is built from (``crossover.spec``)
@@ -47,6 +47,12 @@ SECTIONS: tuple[tuple[str, str, type[BaseModel] | tuple[type[BaseModel], ...]], 
         "a target's `launch:` block too, beside the engine's: N identical engines, "
         "the load round robin over them (logs `engines/NAME.log`, `NAME-r1.log`, ...)",
         ReplicasConfig,
+    ),
+    (
+        "launch: freeze_gc",
+        "a target's `launch:` block too: what the sweep does to the started engine besides "
+        "sending it load",
+        AfterStartConfig,
     ),
     ("timeouts", "`timeouts:`", Timeouts),
     ("roofline", "each item of `roofline:` (or a target's `roofline:`)", RooflineFacts),

@@ -80,6 +80,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_memory_utilization="llama.cpp allocates what -c and the slots need",
         max_batched_tokens="use extra_args -b/--batch-size and -ub/--ubatch-size",
         compilation_config="vLLM only",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
     )
     argv = ["-m", str(config.model_path()), "--host", config.host, "--port", str(port)]
     argv += FLAGS.args(config, "parallel")

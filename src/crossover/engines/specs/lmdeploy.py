@@ -52,6 +52,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         device="use CUDA_VISIBLE_DEVICES in env",
         compilation_config="vLLM only",
         prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
         flash_attn="not an lmdeploy api_server option",
     )
     argv = ["serve", "api_server", config.model]

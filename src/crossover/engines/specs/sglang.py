@@ -37,6 +37,12 @@ from crossover.multicast import MULTICAST_OFF
 
 NAME = "sglang"
 
+GC_WARNING = "--gc-warning-threshold-secs"
+#: crossover's default for ``gc_warning_s``: SGLang's is 0 (off), so its front end's
+#: collections of ~0.5 s (a million objects, measured on an H100: docs/engines.md) go
+#: unseen without it; 0.05 logs those and leaves the frequent short ones out
+GC_WARNING_S = 0.05
+
 FLAGS = FlagTable(
     flags=(
         # --tp: argparse's abbreviation of --tp-size, as SGLang's docs write it (--pp is
@@ -90,6 +96,9 @@ FLAGS = FlagTable(
         Flag("tokenizer_workers", ("--tokenizer-worker-num",), echoed=True),
         Flag("stream_interval", ("--stream-interval",), echoed=True),
         Flag("attention_backend", ("--attention-backend",), echoed=True),
+        # times every collection of its front end, logs the long ones (nothing else
+        # changes); in 0.5.17's server_args.py, gc_warning_threshold_secs: float = 0.0
+        Flag("gc_warning_s", (GC_WARNING,), "gc_warning_s", render=fmt_g),
     ),
     switches=(
         Switch("--disable-cuda-graph", "cuda_graphs", False, requested=True, echoed=True),
@@ -143,6 +152,11 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     # (off by default in SGLang: the H200 prefix sweep of 2026-12-02 got none without it)
     if "--enable-cache-report" not in config.extra_args:
         argv.append("--enable-cache-report")
+    # SGLang's long garbage collections logged (logs_sglang.LONG_GC), unless the user's
+    # extra_args set the threshold themselves (theirs wins, never given twice)
+    gc_s = GC_WARNING_S if config.gc_warning_s is None else config.gc_warning_s
+    if gc_s > 0 and FLAGS.given(config.extra_args, "gc_warning_s") is None:
+        argv += [GC_WARNING, fmt_g(gc_s)]
     # config.env is applied over these (launch_spec): a user may still decide otherwise
     return LaunchSpec(argv=argv + list(config.extra_args), env_set=dict(MULTICAST_OFF))
 
@@ -225,4 +239,7 @@ SPEC = EngineSpec(
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
     advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm", prefix_cache=True),
     launch_gpus=launch_gpus,
+    # GET or POST (python/sglang/srt/entrypoints/http_server.py, 0.5.17):
+    # TokenizerManager.freeze_gc sends the scheduler a FreezeGCReq, then freezes its own
+    freeze_gc_path="/freeze_gc",
 )

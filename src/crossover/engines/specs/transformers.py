@@ -51,6 +51,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         max_batched_tokens="use extra_args --cb-max-batch-tokens",
         compilation_config="vLLM only",
         prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
     )
     argv = ["serve", str(config.model_path()), "--continuous-batching"]
     if config.cuda_graphs:

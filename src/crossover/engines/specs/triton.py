@@ -47,6 +47,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         max_batched_tokens="set max_num_tokens at engine build",
         compilation_config="vLLM only",
         prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
     )
     argv = [f"--model-repository={config.model_path()}", f"--http-port={port}"]
     argv += [f"--http-address={config.host}", "--allow-grpc=false"]

@@ -90,6 +90,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         load_format="not a trtllm-serve option",
         compilation_config="vLLM only",
         prompt_cache_mib="llama.cpp only (its host-RAM prompt cache)",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
     )
     argv = [config.model, "--host", config.host, "--port", str(port)]
     argv += FLAGS.args(

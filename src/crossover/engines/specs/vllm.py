@@ -150,6 +150,7 @@ def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
         gpu_layers="llama.cpp only",
         device="use CUDA_VISIBLE_DEVICES in env",
         prompt_cache_mib="llama.cpp only (vLLM's prefix cache lives in GPU KV blocks)",
+        gc_warning_s="SGLang only (its front end's long garbage-collection line)",
     )
     clash = [a for a in config.extra_args if a.split("=")[0] in COMPILATION_FLAGS]
     if clash:

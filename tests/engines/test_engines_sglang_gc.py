@@ -1,0 +1,175 @@
+"""SGLang's long garbage collections: logged by default (``--gc-warning-threshold-secs``,
+``gc_warning_s``), gathered from its log into one finding, and its ``/freeze_gc`` asked
+for over real HTTP (a stand-in server that counts the POSTs)."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from crossover.engines import EngineConfig
+from crossover.engines.adapters import launch_spec
+from crossover.engines.effective import effective_settings, log_warnings
+from crossover.engines.gcfreeze import freeze_gc
+from crossover.errors import UsageError
+
+RESULTS = Path(__file__).parents[2] / "docs" / "results" / "h100"
+GC_LOG = RESULTS / "sglang-gc" / "engines" / "sglang.log.gz"
+OPEN_LOG = RESULTS / "moe-open" / "engines" / "sglang.log.gz"
+FLAG = "--gc-warning-threshold-secs"
+
+
+def _line(stamp: str, gen: int, seconds: float, gen2: int) -> str:
+    return (
+        f"[2026-12-06 {stamp}] LONG GARBAGE COLLECTION DETECTED | Generation {gen} | "
+        f"Duration: {seconds:.4f}s | # Objects: gen0=3, gen1=0, gen2={gen2} | This may cause "
+        "latency jitter. Consider calling the freeze_gc API after sending a few warmup requests."
+    )
+
+
+def _gc(lines: list[str]) -> list[str]:
+    return [w.message for w in log_warnings("sglang", lines) if w.key == "long_gc"]
+
+
+def test_the_committed_closed_loop_log_gives_one_finding() -> None:
+    text = gzip.decompress(GC_LOG.read_bytes()).decode("utf-8", errors="replace")
+    (w,) = [w for w in effective_settings(text, "sglang").warnings if w.key == "long_gc"]
+    assert w.level == "warning" and w.count == 6 and w.line == 50
+    assert w.message.startswith(
+        "6 garbage collections of 0.50-0.61 s (generation 2 of up to 1,099,422 objects) in "
+        "SGLang's front end (its tokenizer manager"
+    )
+    assert "freeze_gc: true" in w.message
+    assert w.evidence is not None and "Duration: 0.6088s" in w.evidence
+
+
+def test_the_committed_open_loop_log_gives_its_own_range() -> None:
+    text = gzip.decompress(OPEN_LOG.read_bytes()).decode("utf-8", errors="replace")
+    (message,) = _gc(text.splitlines())
+    assert message.startswith("6 garbage collections of 0.55-0.74 s (generation 2 of up to ")
+
+
+def test_one_collection_is_one_duration_and_singular() -> None:
+    (message,) = _gc(["[2026-12-06 11:00:00] ready", _line("11:00:01", 2, 0.6088, 1008389)])
+    assert message.startswith("1 garbage collection of 0.61 s (generation 2 of up to 1,008,389")
+
+
+def test_collections_of_several_generations_are_named() -> None:
+    lines = [_line("11:00:01", 1, 0.08, 900), _line("11:00:02", 2, 0.3, 1000)]
+    (message,) = _gc(lines)
+    assert message.startswith(
+        "2 garbage collections of 0.08-0.30 s (generations 1, 2, generation 2 of up to 1,000"
+    )
+
+
+def test_a_log_without_long_collections_has_no_finding() -> None:
+    assert _gc(["[2026-12-06 11:00:00] The server is fired up and ready to roll!"]) == []
+
+
+def _argv(**knobs: object) -> list[str]:
+    config = EngineConfig(engine="sglang", model="Qwen/Qwen3-30B-A3B", **knobs)  # type: ignore[arg-type]
+    return launch_spec(config, 8000, Path("/tmp")).argv
+
+
+def test_the_long_collections_are_logged_by_default() -> None:
+    argv = _argv()
+    assert argv[argv.index(FLAG) + 1] == "0.05"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "given"),
+    [
+        ({"gc_warning_s": 0.2}, [FLAG, "0.2"]),
+        ({"gc_warning_s": 0}, []),  # SGLang's own default: off, no flag at all
+        ({"extra_args": [f"{FLAG}=1"]}, [f"{FLAG}=1"]),
+        ({"extra_args": [FLAG, "0"], "gc_warning_s": 0.3}, [FLAG, "0"]),  # the user's wins
+    ],
+)
+def test_the_knob_and_the_users_own_flag(knobs: dict[str, object], given: list[str]) -> None:
+    argv = _argv(**knobs)
+    at = [i for i, a in enumerate(argv) if a.startswith(FLAG)]
+    assert len(at) == len(given[:1])  # never given twice
+    assert argv[at[0] : at[0] + len(given)] == given if given else at == []
+
+
+@pytest.mark.parametrize("engine", ["vllm", "llamacpp", "trtllm"])
+def test_other_engines_refuse_the_knob(engine: str) -> None:
+    config = EngineConfig(engine=engine, model="m.gguf", gc_warning_s=0.05)
+    with pytest.raises(UsageError, match=r"does not take gc_warning_s=0\.05: SGLang only"):
+        launch_spec(config, 8000, Path("/tmp"))
+
+
+class _Server:
+    """A stand-in for SGLang's HTTP front end: counts the POSTs to /freeze_gc and answers
+    ``status`` (with ``body`` where it is not 200)."""
+
+    def __init__(self, status: int, body: bytes = b'{"detail":"Not Found"}') -> None:
+        self.posts = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                if self.path == "/freeze_gc":
+                    server.posts += 1
+                    code, said = status, (b"" if status == 200 else body)
+                else:
+                    code, said = 404, b""
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(said)))
+                self.end_headers()
+                self.wfile.write(said)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def sglang_front() -> Iterator[_Server]:
+    server = _Server(200)
+    yield server
+    server.close()
+
+
+def test_freeze_posts_once_and_takes_the_200(sglang_front: _Server) -> None:
+    assert freeze_gc(sglang_front.url, "/freeze_gc") is None
+    assert sglang_front.posts == 1
+
+
+def test_a_refusal_is_a_few_words_not_an_exception() -> None:
+    server = _Server(404)
+    try:
+        why = freeze_gc(server.url, "/freeze_gc")
+    finally:
+        server.close()
+    assert server.posts == 1
+    assert why == 'status 404: {"detail":"Not Found"}'
+
+
+def test_the_servers_words_are_one_printable_line() -> None:
+    server = _Server(500, b"boom\n\x1b[31mred\x1b[0m\tend")
+    try:
+        why = freeze_gc(server.url, "/freeze_gc")
+    finally:
+        server.close()
+    assert why == "status 500: boom ?[31mred?[0m end"
+
+
+def test_no_server_is_a_few_words_too() -> None:
+    server = _Server(200)
+    url = server.url
+    server.close()
+    why = freeze_gc(url, "/freeze_gc", timeout_s=2)
+    assert why is not None and why.startswith("no answer (")
