@@ -8,10 +8,13 @@ import itertools
 import math
 import random
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from crossover.analysis.gc import GcPause, GcRun
 from crossover.decide.coarse import coarse_levels, prior_crossings, target_order
 from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import next_step
@@ -608,3 +611,37 @@ def test_the_answer_notes_a_metric_whose_repeats_moved() -> None:
     assert isinstance(d, Decision)
     assert not any("moved by up to" in n for n in d.notes)
     assert "note: TTFT p50: the repeats" not in "\n".join(decision_lines(d))
+
+
+def _gc(target: str, level: int, repeat: int, *seconds: float) -> GcRun:
+    at = datetime(2026, 12, 6, 11, 58, 55, tzinfo=UTC)
+    pauses = tuple(GcPause("sglang.log", 900 + i, at, x, 2) for i, x in enumerate(seconds))
+    return GcRun(target, f"c={level}", float(level), repeat, pauses, (True,) * len(seconds),
+                 "SGLang", at)  # fmt: skip
+
+
+def test_the_note_says_a_gc_pause_that_met_the_level_it_names() -> None:
+    """A logged long garbage collection (``crossover.analysis.gc``) that met a run of the
+    level whose TTFT repeats moved most is said in the note; one at another level, or on a
+    metric that is not a TTFT, is not; none passed, the note is as before."""
+    q = Question("crossover", ("a", "b"), (1, 4, 16), ("ttft_ms.p50", "itl_ms.p50"))
+    obs = _single_run_side(b16=300.0, a4=(100.0, 135.0))
+    obs.append(Observation("b", 16, 1, {"ttft_ms.p50": 290.0}, 10, 10, 5.0))
+    # ITL's repeats moved too, as TTFT's: a's at 4 by 35%
+    obs = [replace(o, values={**o.values, "itl_ms.p50": o.values["ttft_ms.p50"]}) for o in obs]
+    said = "a at 4; a 0.53 s GC pause in SGLang's front end met repeat 1"
+    d = next_step(q, obs, gc=[_gc("a", 4, 1, 0.5337), _gc("b", 16, 0, 0.6)])
+    assert isinstance(d, Decision)
+    ttft, itl = [n for n in d.notes if "moved by up to" in n]
+    assert ttft.startswith(f"TTFT p50: the repeats of one level moved by up to 35% ({said}): ")
+    assert itl.startswith("ITL p50: the repeats of one level moved by up to 35% (a at 4): ")
+    two = next_step(q, obs, gc=[_gc("a", 4, 0, 0.53, 0.6), _gc("a", 4, 1, 0.5)])
+    assert isinstance(two, Decision)
+    assert (
+        "(a at 4; GC pauses in SGLang's front end met repeat 0 (0.53 s, 0.60 s) and repeat 1 "
+        "(0.50 s)): " in "\n".join(two.notes)
+    )
+    elsewhere = next_step(q, obs, gc=[_gc("a", 16, 1, 0.53), _gc("b", 4, 1, 0.53)])
+    assert elsewhere == next_step(q, obs)
+    assert isinstance(elsewhere, Decision)
+    assert not any("GC pause" in n for n in elsewhere.notes)

@@ -1,16 +1,28 @@
 """A live decision's lines and JSON name the levels it measured past an engine's KV
-capacity (``crossover.analysis.kv``), for the question's targets."""
+capacity (``crossover.analysis.kv``) and the runs a logged long garbage collection met
+(``crossover.analysis.gc``, on the committed docs/results/h100/sglang-gc: its sweep.db.xz
+unpacked beside its engine log, as tests/analysis/test_gc.py builds it), for the
+question's targets; the answer's note on a TTFT metric whose repeats moved says the
+pause that met the level it names."""
 
 from __future__ import annotations
 
+import lzma
+import shutil
 from pathlib import Path
 
+import pytest
+
+from crossover.analysis.gc import gc_runs
 from crossover.decide.live import LiveResult
-from crossover.decide.model import Decision, Question
+from crossover.decide.model import Decision, Observation, Question
+from crossover.decide.state import PolicyConfig, State, moving_metric_notes
 from crossover.decide.timing import live_json, live_lines
 from crossover.report.load import load_sweep
 
-GRID = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100" / "moe-warm-grid"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100"
+GRID = RESULTS / "moe-warm-grid"
+GC = RESULTS / "sglang-gc"
 
 
 def _result(targets: tuple[str, ...]) -> tuple[LiveResult, Question]:
@@ -45,3 +57,76 @@ def test_only_the_questions_targets(tmp_path: Path) -> None:
     result, q = _result(("llamacpp-q8", "calibration"))  # neither has a KV gauge
     assert live_json(result, q, tmp_path)["kv_full"] == []
     assert not any(line.startswith("KV full") for line in live_lines(result, q, tmp_path))
+
+
+@pytest.fixture(scope="module")
+def gc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed SGLang GC sweep as a live decision's folder holds it."""
+    out = tmp_path_factory.mktemp("sglang-gc")
+    (out / "sweep.db").write_bytes(lzma.decompress((GC / "sweep.db.xz").read_bytes()))
+    shutil.copy(GC / "sweep.json", out / "sweep.json")
+    (out / "engines").mkdir()
+    shutil.copy(GC / "engines" / "sglang.log.gz", out / "engines" / "sglang.log.gz")
+    return out
+
+
+def _gc_result(folder: Path, targets: tuple[str, ...]) -> tuple[LiveResult, Question]:
+    q = Question(kind="crossover", targets=targets, levels=(64, 256), metrics=("ttft_ms.p50",))
+    decision = Decision(question=q, findings=(), confidence=0.95)
+    return LiveResult(decision, [], {}, load_sweep(folder), 0), q
+
+
+def test_the_live_answer_names_the_gc_pauses(gc_dir: Path) -> None:
+    result, q = _gc_result(gc_dir, ("sglang", "vllm"))
+    lines = [line for line in live_lines(result, q, gc_dir) if line.startswith("GC pause")]
+    assert len(lines) == 3
+    assert lines[1] == (
+        "GC pause: sglang c=256 (repeat 0): 2 garbage collections in SGLang's front end met "
+        "this run's measured window: 0.53 s, ending 0.3-1.3 s into it (sglang.log.gz line "
+        "912, at its edge: the log stamps whole seconds); 0.60 s, ending 9.3-10.3 s into it "
+        "(sglang.log.gz line 1224): every request in flight waited it out"
+    )
+    data = live_json(result, q, gc_dir)["gc_pauses"]
+    assert [(x["target"], x["level"], x["repeat"]) for x in data] == [
+        ("sglang", 64, 1),
+        ("sglang", 256, 0),
+        ("sglang", 256, 1),
+    ]
+    first = data[1]
+    assert first["engine"] == "SGLang"
+    assert first["window_start"].startswith("2026-12-06T11:58:54")
+    assert [(p["seconds"], p["line"], p["log"], p["inside"]) for p in first["pauses"]] == [
+        (0.5337, 912, "sglang.log.gz", False),
+        (0.5981, 1224, "sglang.log.gz", True),
+    ]
+    assert first["pauses"][0]["at"] == "2026-12-06T11:58:55+00:00"
+    assert first["pauses"][0]["generation"] == 2
+
+
+def test_gc_pauses_only_of_the_questions_targets(gc_dir: Path, tmp_path: Path) -> None:
+    result, q = _gc_result(gc_dir, ("vllm", "llamacpp-q8"))
+    assert live_json(result, q, gc_dir)["gc_pauses"] == []
+    assert not any(line.startswith("GC pause") for line in live_lines(result, q, gc_dir))
+    # a folder without engine logs: none, as before
+    result, q = _gc_result(gc_dir, ("sglang", "vllm"))
+    assert live_json(result, q, tmp_path)["gc_pauses"] == []
+
+
+def test_the_note_on_the_committed_sweep_says_the_pauses_at_its_level(gc_dir: Path) -> None:
+    """SGLang's TTFT p50 at 256: 1,154 ms in repeat 0, 530 in repeat 1 (sweep.json), both
+    met by pauses; vllm measured flat beside it."""
+    sweep = load_sweep(gc_dir)
+    q = Question("crossover", ("sglang", "vllm"), (64, 256), ("ttft_ms.p50",))
+    p50 = {(64, 0): 210.1, (256, 0): 1153.9, (64, 1): 266.0, (256, 1): 529.6}
+    obs = [Observation("sglang", c, k, {"ttft_ms.p50": v}, c, c, 10.0) for (c, k), v in p50.items()]
+    obs += [Observation("vllm", c, k, {"ttft_ms.p50": 500.0}, c, c, 10.0) for c, k in p50]
+    s = State(q, obs, PolicyConfig())
+    assert moving_metric_notes(s, gc_runs(gc_dir, sweep)) == [
+        "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256; GC pauses "
+        "in SGLang's front end met repeat 0 (0.53 s, 0.60 s) and repeat 1 (0.53 s, 0.50 s)): "
+        "a gap within that may read otherwise in another measurement of the same question"
+    ]
+    assert moving_metric_notes(s) == [
+        "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256): a gap "
+        "within that may read otherwise in another measurement of the same question"
+    ]

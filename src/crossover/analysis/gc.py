@@ -169,10 +169,16 @@ def _meets(p: GcPause, w: RunWindow) -> tuple[bool, bool]:
     return earliest < w.end and latest > w.start, earliest >= w.start and latest <= w.end
 
 
-def gc_runs(sweep_dir: Path, sweep: SweepFile) -> list[GcRun]:
-    """The sweep's runs whose measured window a logged long collection met, in the
-    sweep's target order, then by level and repeat."""
-    engines = {t.name: t.engine for t in sweep.targets if t.engine}
+def gc_runs(
+    sweep_dir: Path, sweep: SweepFile, targets: Collection[str] | None = None
+) -> list[GcRun]:
+    """The sweep's runs (of ``targets``, when given) whose measured window a logged long
+    collection met, in the sweep's target order, then by level and repeat."""
+    engines = {
+        t.name: t.engine
+        for t in sweep.targets
+        if t.engine and (targets is None or t.name in targets)
+    }
     pauses: dict[str, list[GcPause]] = {}
     for target, engine in engines.items():
         try:

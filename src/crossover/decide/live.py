@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crossover.analysis.gc import gc_runs
 from crossover.analysis.schema import SweepFile
 from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
 from crossover.decide.model import (
@@ -358,6 +359,13 @@ async def decide_live(
                 if start.stop_s is not None:
                     times[start.target].stop_s.append(start.stop_s)
         sweep = runner.write_sweep_file()
+        # the engine logs' long garbage collections that met a run: said in the answer's
+        # notes (the policy is pure: given the same observations it settles the same way)
+        tied = gc_runs(out, sweep, question.targets)
+        if tied:
+            noted = next_step(question, obs, policy, prior, gc=tied)
+            if isinstance(noted, Decision):
+                decision = noted
         return LiveResult(decision, steps, times, sweep, kept)
     finally:
         await runner.release()

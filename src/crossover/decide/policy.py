@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from crossover.decide.budget import (
     grid_estimate,
@@ -95,14 +96,20 @@ from crossover.decide.state import (
     prefer_running,
 )
 
+if TYPE_CHECKING:
+    from crossover.analysis.gc import GcRun
+
 
 def next_step(
     q: Question,
     observations: Sequence[Observation],
     cfg: PolicyConfig | None = None,
     prior: Prior | None = None,
+    *,
+    gc: Sequence[GcRun] = (),
 ) -> Step:
-    """The next measurement to make, or the settled :class:`Decision`."""
+    """The next measurement to make, or the settled :class:`Decision` (``gc``: the runs a
+    logged long garbage collection met, said in its notes, :func:`moving_metric_notes`)."""
     cfg = cfg or PolicyConfig()
     s = State(q, observations, cfg)
     order = target_order(q, prior)
@@ -166,7 +173,7 @@ def next_step(
                 deferred.append(Deferred(m.target, m.level, m.repeat, cost, m.why, m.concerns))
     skips = find_skips(s, order, coarse)
     findings = pair_findings(s)
-    notes = check_skips(s, skips) + moving_metric_notes(s)
+    notes = check_skips(s, skips) + moving_metric_notes(s, gc)
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:

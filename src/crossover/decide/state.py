@@ -8,12 +8,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
 from crossover.analysis.stats import difference_interval
 from crossover.decide.model import SATURATION_METRIC, LevelNum, Measure, Observation, Question
+
+if TYPE_CHECKING:  # the policy reads no log: a caller with the sweep folder passes its pauses
+    from crossover.analysis.gc import GcRun
 
 
 @dataclass(frozen=True)
@@ -209,12 +213,17 @@ def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | N
     return max(diffs) if diffs else None
 
 
-def moving_metric_notes(s: State) -> list[str]:
+def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
     """A note per asked metric whose repeats of one level moved by more than
     ``repeat_margin``: the answer's intervals come from repeats back to back, and a gap
     within that movement may read otherwise in another measurement (on the H100 MoE
     decision asked twice, TTFT p50 moved up to 27-31% between repeats, and two of its
-    conclusions differed: docs/results/h100/moe-warm-decide-b)."""
+    conclusions differed: docs/results/h100/moe-warm-decide-b).
+
+    ``gc``: the runs a logged long garbage collection met (``crossover.analysis.gc``,
+    read by a caller that has the sweep folder); on a TTFT metric, a pause that met a run
+    of the level named is said beside it (SGLang's front end stopping 0.5-0.74 s moved a
+    closed-loop level's whole first wave: docs/results/h100/sglang-gc)."""
     notes: list[str] = []
     for m in s.q.metrics:
         found = [(at, t) for t in s.q.targets if (at := _largest_spread_at(s, t, m))]
@@ -223,12 +232,38 @@ def moving_metric_notes(s: State) -> list[str]:
         (x, c), t = max(found)
         if x <= math.log1p(s.cfg.repeat_margin):
             continue
+        pause = _gc_pauses_met(gc, t, c) if "ttft_ms" in m else ""
         notes.append(
             f"{metric_spec(m).label}: the repeats of one level moved by up to "
-            f"{math.expm1(x):.0%} ({t} at {c:g}): a gap within that may read otherwise in "
-            "another measurement of the same question"
+            f"{math.expm1(x):.0%} ({t} at {c:g}{pause}): a gap within that may read "
+            "otherwise in another measurement of the same question"
         )
     return notes
+
+
+def _gc_pauses_met(gc: Sequence[GcRun], t: str, c: float) -> str:
+    """``; a 0.53 s GC pause in SGLang's front end met repeat 0`` for the pauses among
+    ``gc`` that met a run of ``t`` at ``c``, each once; ``""`` where none did."""
+    met: dict[int, dict[tuple[str, int], float]] = {}
+    engine = ""
+    for x in gc:
+        if x.target == t and x.level == c:
+            engine = x.engine
+            for p in x.pauses:
+                met.setdefault(x.repeat, {})[(p.log, p.line)] = p.seconds
+    if not met:
+        return ""
+    where = f"in {engine}'s front end met"
+    if sum(len(ps) for ps in met.values()) == 1:
+        ((r, ps),) = met.items()
+        (sec,) = ps.values()
+        return f"; a {sec:.2f} s GC pause {where} repeat {r}"
+    said = [
+        f"repeat {r} ({', '.join(f'{sec:.2f} s' for sec in ps.values())})"
+        for r, ps in sorted(met.items())
+    ]
+    joined = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+    return f"; GC pauses {where} {joined}"
 
 
 def pair_noise(s: State, a: str, b: str, metric: str) -> float:

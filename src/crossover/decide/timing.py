@@ -1,7 +1,15 @@
 """What a finished decision cost, said after its answer: a replay's measuring and GPU time
 against the grid it replayed, a live decision's measured wall and measuring time per
 target; each as the lines ``crossover decide`` prints and as its ``--json``
-(``crossover.decision/1`` with a ``replay`` or ``live`` key). Pure: the CLI echoes them.
+(``crossover.decision/1`` with a ``replay`` or ``live`` key). Pure but for a live
+decision's engine logs and database, read for its GC pauses (``crossover.analysis.gc``):
+the CLI echoes them.
+
+A live decision names, of the question's targets, the runs whose engine's KV cache was
+full and those a logged long garbage collection met. A replay names neither: both need the
+sweep folder (sweep.json's KV gauges and each target's engine;
+:func:`crossover.analysis.gc.gc_runs` reads the folder's ``sweep.db`` by that name beside
+its ``engines/``), and a replay is given a database alone, of any name in any folder.
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crossover.analysis.gc import GcRun, format_gc_runs, gc_runs
 from crossover.analysis.kv import KvFullRun, format_kv_full, kv_full_runs
 from crossover.decide.model import Question, fmt_levels
 from crossover.decide.starts import START_S
@@ -108,6 +117,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     starts and stops, the levels it stopped within), and where the results are (``out``)."""
     lines = decision_lines(result.decision)
     lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
+    lines += [f"GC pause: {x}" for x in format_gc_runs(gc_runs(out, result.sweep, q.targets))]
     lines.append(
         "GPU time per target (wall, measured: the engine up from its start to its stop, "
         "warm-ups and levels; measuring: the records' stamps):"
@@ -155,13 +165,41 @@ def kv_full_json(runs: list[KvFullRun]) -> list[dict[str, Any]]:
     ]
 
 
+def gc_pauses_json(runs: list[GcRun]) -> list[dict[str, Any]]:
+    """The runs a logged long garbage collection met (``crossover.analysis.gc``), as the
+    live decision's JSON lists them under ``gc_pauses``."""
+    return [
+        {
+            "target": x.target,
+            "level": x.level,
+            "repeat": x.repeat,
+            "engine": x.engine,
+            "window_start": x.window_start.isoformat(),
+            "pauses": [
+                {
+                    "seconds": p.seconds,
+                    "generation": p.generation,
+                    "at": p.at.isoformat(),
+                    "log": p.log,
+                    "line": p.line,
+                    "inside": inside,
+                }
+                for p, inside in zip(x.pauses, x.inside, strict=True)
+            ],
+        }
+        for x in runs
+    ]
+
+
 def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
-    """The live decision as ``crossover.decision/1`` with its ``live`` key and, under
-    ``kv_full``, the levels measured past the engine's KV capacity."""
+    """The live decision as ``crossover.decision/1`` with its ``live`` key, under
+    ``kv_full`` the levels measured past the engine's KV capacity and under ``gc_pauses``
+    the runs a logged long garbage collection met (both of the question's targets)."""
     return decision_json(
         result.decision,
         {
             "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
+            "gc_pauses": gc_pauses_json(gc_runs(out, result.sweep, q.targets)),
             "live": {
                 "out": str(out),
                 "times": {t: tt.__dict__ for t, tt in result.times.items()},
