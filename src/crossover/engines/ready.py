@@ -114,12 +114,8 @@ def ready_after(text: str, clock: ReadyClock) -> ReadyTime | None:
                     return None
                 return ReadyTime(s, at + 1, f"the engine's own elapsed stamp on {said}")
         return None
-    header = read_header("\n".join(lines[:3]))
-    if header is None:
-        return None
-    try:
-        launched = datetime.fromisoformat(header.started_at).astimezone(UTC)
-    except ValueError:
+    launched = _launched(lines)
+    if launched is None:
         return None
     first: datetime | None = None
     last: datetime | None = None
@@ -146,6 +142,18 @@ def ready_after(text: str, clock: ReadyClock) -> ReadyTime | None:
     )
 
 
+def _launched(lines: list[str]) -> datetime | None:
+    """When crossover launched the engine, in UTC, from the log's launch header (its
+    first lines); ``None`` without one or with a stamp it cannot read."""
+    header = read_header("\n".join(lines[:3]))
+    if header is None:
+        return None
+    try:
+        return datetime.fromisoformat(header.started_at).astimezone(UTC)
+    except ValueError:
+        return None
+
+
 def utc_stamps(lines: list[str], clock: ReadyClock) -> list[datetime | None] | None:
     """Each line's ``wall`` stamp as UTC, its zone read as ``ready_after`` reads it (the
     first stamp's distance from the launch header, rounded to a quarter hour); ``None``
@@ -153,12 +161,8 @@ def utc_stamps(lines: list[str], clock: ReadyClock) -> list[datetime | None] | N
     the launch header or a stamp. A stamp of whole seconds is the start of its second."""
     if clock.kind != "wall":
         return None
-    header = read_header("\n".join(lines[:3]))
-    if header is None:
-        return None
-    try:
-        launched = datetime.fromisoformat(header.started_at).astimezone(UTC)
-    except ValueError:
+    launched = _launched(lines)
+    if launched is None:
         return None
     stamp = re.compile(clock.stamp)
     walls: list[datetime | None] = []
