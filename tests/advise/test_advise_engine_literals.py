@@ -65,7 +65,11 @@ def test_traits_name_registered_engines_and_known_rules() -> None:
             t.multi_gpu_rule,
             t.cpu_moe_offload_rule,
             t.custom_allreduce_rule,
-            *(x.rule for x in (t.pipeline_over_tcp, t.kv_budget_note) if x is not None),
+            *(
+                x.rule
+                for x in (t.pipeline_over_tcp, t.kv_budget_note, t.latency_note)
+                if x is not None
+            ),
             *(x.rule for x in (t.host_prompt_cache, t.slots) if x is not None),
         ]
         missing = {i for i in ids if i is not None} - known

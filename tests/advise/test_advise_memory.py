@@ -298,3 +298,20 @@ def test_vllm_moe_budget_matches_its_own_logs() -> None:
     assert h200.usable_gib_per_gpu - h200.weights_gib_per_gpu == pytest.approx(66.4, rel=0.03)
     h100 = memory.fit("vllm", m, system_from_flags("H100-SXM").gpu, Layout(), "bf16", 1, 456)
     assert h100.max_concurrency == pytest.approx(129_328 / 456, rel=0.15)
+
+
+def test_sglang_candidates_carry_the_front_end_gc_caveat() -> None:
+    """Every SGLang candidate names its front end's measured GC pauses (rule
+    sglang-frontend-gc, docs/results/h100/sglang-gc) and the remedy to measure; vLLM's
+    carry neither (the pauses are SGLang's, not the GPU's)."""
+    advice = _advise("H100", 1, "qwen3-30b-a3b", quant="bf16", concurrency=[8, 64])
+    recs = advice["recommendations"]
+    sglang = [r for r in recs if r["engine"] == "sglang"]
+    vllm = [r for r in recs if r["engine"] == "vllm"]
+    assert sglang and vllm
+    for r in sglang:
+        assert "sglang-frontend-gc" in {x["id"] for x in r["rules"]}
+        assert any("garbage collection" in x and "freeze_gc: true" in x for x in r["reasons"])
+    for r in vllm:
+        assert "sglang-frontend-gc" not in {x["id"] for x in r["rules"]}
+        assert not any("garbage collection" in x for x in r["reasons"])

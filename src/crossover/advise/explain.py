@@ -309,9 +309,10 @@ def recommendation(
             reasons.append(raise_to)
             headline.append(raise_to)
     own = traits.of(c.engine)
-    if own.kv_budget_note is not None:
-        reasons.append(own.kv_budget_note.note)
-        rules.append(own.kv_budget_note.rule)
+    for note in (own.kv_budget_note, own.latency_note):
+        if note is not None:
+            reasons.append(note.note)
+            rules.append(note.rule)
     rules.append("quant-format-quality")
     fmt_line = f"{c.quant}: quality cost {fmt.cost}" + ("" if fmt.measured else " (cited)")
     reasons.append(f"{fmt_line}; {fmt.source}")

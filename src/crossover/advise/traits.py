@@ -65,6 +65,7 @@ class EngineTraits(_Strict):
     kv_fraction_flag: str | None = None
     quant_from_own_checkpoint: bool = False
     kv_budget_note: RuleNote | None = None
+    latency_note: RuleNote | None = None
     host_prompt_cache: HostPromptCache | None = None
     slots: Slots | None = None
 
