@@ -393,3 +393,26 @@ def test_an_earlier_log_is_kept_under_its_start_time(tmp_path: Path) -> None:
     log.write_text("no header here\n")
     os.utime(log, (1_796_000_000, 1_796_000_000))
     assert keep_earlier_log(log) == tmp_path / "vllm.20261130T005320.log"
+
+
+def test_engine_logs_lists_a_targets_logs_as_the_sweep_names_them(tmp_path: Path) -> None:
+    """Each start's log, an earlier start's kept under its time (a restart's too), gzipped
+    or not; the replicas' only when asked; another target's never."""
+    from crossover.engines.launchrec import engine_logs
+
+    names = [
+        "sglang.log",
+        "sglang.20261206T084641.log.gz",
+        "sglang.restart1.log",
+        "sglang.restart1.20261206T090000-2.log",
+        "sglang-r1.log",
+        "sglang-b.log",
+        "sglang.log.txt",
+    ]
+    for n in names:
+        (tmp_path / n).write_text("x")
+    own = {p.name for p in engine_logs(tmp_path, "sglang")}
+    assert own == set(names[:4])
+    with_replicas = {p.name for p in engine_logs(tmp_path, "sglang", replicas=True)}
+    assert with_replicas == set(names[:5])
+    assert engine_logs(tmp_path / "none", "sglang") == []

@@ -31,7 +31,6 @@ log without the launch header ties nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,6 +40,7 @@ from crossover.analysis.schema import SweepFile, level_label
 from crossover.engines import logpatterns as lp
 from crossover.engines import registry
 from crossover.engines.effective import read_log
+from crossover.engines.launchrec import engine_logs
 from crossover.engines.ready import log_lines, utc_stamps
 from crossover.errors import UsageError
 from crossover.spec.load import Level
@@ -86,14 +86,6 @@ class GcRun:
     engine: str
     #: the measured window's start (UTC)
     window_start: datetime
-
-
-def _log_files(engines_dir: Path, target: str) -> list[Path]:
-    """The target's engine logs: replica 0's and the others' (``-rK``), each start's."""
-    own = re.compile(rf"^{re.escape(target)}(?:-r\d+)?(?:\.restart\d+)?\.log(?:\.gz)?$")
-    if not engines_dir.is_dir():
-        return []
-    return sorted(p for p in engines_dir.iterdir() if own.match(p.name))
 
 
 def gc_pauses(log: Path, engine: str) -> list[GcPause]:
@@ -185,7 +177,7 @@ def gc_runs(
             registry.get(engine)
         except UsageError:
             continue
-        logs = _log_files(sweep_dir / "engines", target)
+        logs = engine_logs(sweep_dir / "engines", target, replicas=True)
         found = [p for log in logs for p in gc_pauses(log, engine)]
         if found:
             pauses[target] = found

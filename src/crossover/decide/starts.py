@@ -14,12 +14,12 @@ order of preference:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from crossover.analysis.schema import EngineStart
+from crossover.engines.launchrec import engine_logs
 from crossover.errors import UsageError
 
 #: an engine start's GPU time where nothing measured says it: the middle of the 1.5-2 min
@@ -36,14 +36,6 @@ class StartCost:
     source: str
     #: starts it is the mean of (0: not measured)
     measured: int = 0
-
-
-def _logs_of(folder: Path, name: str) -> list[Path]:
-    """The target's own engine logs in ``folder`` (replica 0's; earlier starts too)."""
-    pattern = re.compile(
-        rf"^{re.escape(name)}(?:\.\d{{8}}T\d{{6}}(?:-\d+)?)?(?:\.restart\d+)?\.log(?:\.gz)?$"
-    )
-    return sorted(p for p in folder.iterdir() if p.is_file() and pattern.match(p.name))
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -77,7 +69,7 @@ def start_costs(
             )
             continue
         readings = []
-        for path in _logs_of(logs, t) if logs is not None else []:
+        for path in engine_logs(logs, t) if logs is not None else []:
             _, ready = log_ready(read_log(path))
             if ready is not None:
                 readings.append(ready.seconds)

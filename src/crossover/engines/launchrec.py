@@ -75,6 +75,21 @@ def keep_earlier_log(path: Path) -> Path | None:
     return target
 
 
+def engine_logs(folder: Path, name: str, *, replicas: bool = False) -> list[Path]:
+    """Target ``name``'s engine logs in ``folder``, as the sweep names them: ``NAME.log``
+    (``-rK`` for replica K, with ``replicas``), ``.restartN`` for a start again between
+    repeats, and an earlier start's kept beside it under its start time
+    (:func:`keep_earlier_log`: ``NAME.restart1.20261201T223412.log``); gzipped too."""
+    if not folder.is_dir():
+        return []
+    replica = r"(?:-r\d+)?" if replicas else ""
+    pattern = re.compile(
+        rf"^{re.escape(name)}{replica}(?:\.restart\d+)?(?:\.\d{{8}}T\d{{6}}(?:-\d+)?)?"
+        r"\.log(?:\.gz)?$"
+    )
+    return sorted(p for p in folder.iterdir() if p.is_file() and pattern.match(p.name))
+
+
 class Fact(BaseModel):
     setting: str
     value: lp.Value | None
