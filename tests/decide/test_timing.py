@@ -7,6 +7,7 @@ pause that met the level it names."""
 
 from __future__ import annotations
 
+import dataclasses
 import lzma
 import shutil
 from pathlib import Path
@@ -130,3 +131,13 @@ def test_the_note_on_the_committed_sweep_says_the_pauses_at_its_level(gc_dir: Pa
         "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256): a gap "
         "within that may read otherwise in another measurement of the same question"
     ]
+
+
+def test_the_pauses_the_decision_read_at_its_end_are_the_ones_said(gc_dir: Path) -> None:
+    """``LiveResult.gc`` (read once as the decision ended) is what its lines and JSON say:
+    the folder is not read again (here it holds pauses, the result none)."""
+    result, q = _gc_result(gc_dir, ("sglang", "vllm"))
+    assert any(line.startswith("GC pause") for line in live_lines(result, q, gc_dir))
+    read = dataclasses.replace(result, gc=[])
+    assert not any(line.startswith("GC pause") for line in live_lines(read, q, gc_dir))
+    assert live_json(read, q, gc_dir)["gc_pauses"] == []

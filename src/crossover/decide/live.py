@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crossover.analysis.gc import gc_runs
+from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.schema import SweepFile
 from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
 from crossover.decide.model import (
@@ -141,6 +141,9 @@ class LiveResult:
     sweep: SweepFile
     #: levels (each target, level and repeat once) read back from the database
     kept: int
+    #: the runs a logged long garbage collection met (``gc_runs``, read once at the end);
+    #: ``None``: not read (``crossover.decide.timing`` reads them from the folder)
+    gc: list[GcRun] | None = None
 
 
 def stored_observations(
@@ -366,7 +369,7 @@ async def decide_live(
             noted = next_step(question, obs, policy, prior, gc=tied)
             if isinstance(noted, Decision):
                 decision = noted
-        return LiveResult(decision, steps, times, sweep, kept)
+        return LiveResult(decision, steps, times, sweep, kept, tied)
     finally:
         await runner.release()
         runner.close()

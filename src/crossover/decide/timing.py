@@ -112,12 +112,18 @@ def _grid_levels(q: Question) -> int:
     return len(q.levels) * len(q.targets) * q.repeats
 
 
+def _gc(result: LiveResult, q: Question, out: Path) -> list[GcRun]:
+    """The runs a logged long garbage collection met: as the decision read them at its
+    end, else from the folder ``out``."""
+    return result.gc if result.gc is not None else gc_runs(out, result.sweep, q.targets)
+
+
 def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     """The live decision, each target's measured wall and measuring time (its engine's
     starts and stops, the levels it stopped within), and where the results are (``out``)."""
     lines = decision_lines(result.decision)
     lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
-    lines += [f"GC pause: {x}" for x in format_gc_runs(gc_runs(out, result.sweep, q.targets))]
+    lines += [f"GC pause: {x}" for x in format_gc_runs(_gc(result, q, out))]
     lines.append(
         "GPU time per target (wall, measured: the engine up from its start to its stop, "
         "warm-ups and levels; measuring: the records' stamps):"
@@ -199,7 +205,7 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
         result.decision,
         {
             "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
-            "gc_pauses": gc_pauses_json(gc_runs(out, result.sweep, q.targets)),
+            "gc_pauses": gc_pauses_json(_gc(result, q, out)),
             "live": {
                 "out": str(out),
                 "times": {t: tt.__dict__ for t, tt in result.times.items()},
