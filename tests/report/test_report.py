@@ -286,3 +286,29 @@ def test_engine_starts_are_shown_per_target(sweep_dir: Path) -> None:
     # a target crossover did not start (a URL, or a file from before starts were timed)
     row = next(r for r in table.split("<tr>") if r.startswith(f"<td>{other}</td>"))
     assert "<td>-</td>" in row and "ready" not in row
+
+
+def test_report_command_analyses_the_sweep_once(
+    sweep_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``crossover report`` prints the findings it put in the HTML: one analysis, handed
+    to the page (it analysed twice: once inside write_report, again for its lines)."""
+    import crossover.analysis
+    import crossover.report.html
+    from crossover.cli.app import main
+
+    calls = []
+    real = crossover.analysis.analyze_sweep
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crossover.analysis, "analyze_sweep", counted)
+    monkeypatch.setattr(crossover.report.html, "analyze_sweep", counted)
+    assert main(["report", str(sweep_dir)]) == 0
+    assert len(calls) == 1
+    out = capsys.readouterr().out
+    html = (sweep_dir / "report.html").read_text()
+    assert "total tokens/s: llamacpp leads below" in out
+    assert "total tokens/s: llamacpp leads below" in html

@@ -45,8 +45,9 @@ def report(
     margin = tie_margin if tie_margin is not None else sweep.tie_margin or 0.0
     sweep_dir = directory if directory.is_dir() else directory.parent
     check_output_file(out, "--out", keep=[sweep_dir / "sweep.json", sweep_dir / "sweep.db"])
+    findings = analyze_sweep(sweep, tie_rel=margin)
     try:
-        path = write_report(sweep_dir, sweep, out, tie_rel=margin)
+        path = write_report(sweep_dir, sweep, out, tie_rel=margin, findings=findings)
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
     except ImportError as exc:  # a core dependency removed by hand: say the one fix
@@ -56,7 +57,6 @@ def report(
             "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
         ) from None
     stdout = console()
-    findings = analyze_sweep(sweep, tie_rel=margin)
     # as the sweep printed them
     for line in findings_lines(sweep, findings, tie_rel=margin, sweep_dir=sweep_dir):
         stdout.print(line)

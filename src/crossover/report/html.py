@@ -502,15 +502,22 @@ def margin_text(tie_rel: float) -> str:
 
 
 def write_report(
-    sweep_dir: Path, sweep: SweepFile, out: Path | None = None, *, tie_rel: float | None = None
+    sweep_dir: Path,
+    sweep: SweepFile,
+    out: Path | None = None,
+    *,
+    tie_rel: float | None = None,
+    findings: Sequence[Finding] | None = None,
 ) -> Path:
     """Analyse ``sweep`` with the tie margin ``tie_rel`` (default: the one sweep.json
     records, else 0), write the HTML to ``out`` (default ``sweep_dir/report.html``) and
-    its PNGs to ``chart_folder``. Returns the HTML's path."""
+    its PNGs to ``chart_folder``. Returns the HTML's path. ``findings``: the analysis
+    already made with that margin (a caller that also prints it analyses once)."""
     from crossover.report.charts import all_charts
 
     margin = tie_rel if tie_rel is not None else sweep.tie_margin or 0.0
-    findings = analyze_sweep(sweep, tie_rel=margin)
+    if findings is None:
+        findings = analyze_sweep(sweep, tie_rel=margin)
     charts = all_charts(sweep, findings)
     chart_dir = chart_folder(sweep_dir, out)
     chart_dir.mkdir(parents=True, exist_ok=True)
