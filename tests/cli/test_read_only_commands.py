@@ -1,8 +1,8 @@
 """Commands that only read results (``summarize``, ``decide --replay``, ``compare``,
-``report --out`` elsewhere) leave a results folder as they found it: the database's bytes
-and mtime the same, no ``-wal`` or ``-shm`` beside it, a database in rollback-journal mode
-not turned into WAL, no new file; and they read a folder they cannot write (a committed
-sweep on a read-only mount), printing what they print elsewhere. ``summarize`` opened the
+``report --out`` elsewhere, ``--resummarize`` or not) leave a results folder as they found
+it: the database's bytes and mtime the same, no ``-wal`` or ``-shm`` beside it, a database
+in rollback-journal mode not turned into WAL, no new file; and they read a folder they
+cannot write (a committed sweep on a read-only mount), printing what they print elsewhere. ``summarize`` opened the
 database read-write: it rewrote a non-WAL file as WAL, and failed in a read-only folder
 ("attempt to write a readonly database"); ``report --out`` wrote its PNGs into the
 folder's report/ all the same."""
@@ -21,12 +21,18 @@ from tests.readonly import crossover_cli, read_only, writable_cli
 
 SWEEP = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200" / "sweep"
 
+
+def _report(d: Path, o: Path) -> list[str]:
+    return ["report", str(d), "--out", str(o / "r.html")]
+
+
 #: each reading command, given the sweep folder and a folder for its own outputs
 COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
     "summarize": lambda d, o: ["summarize", str(d / "sweep.db"), "--json", str(o / "s.json")],
     "decide": lambda d, o: ["decide", "--replay", str(d / "sweep.db"), "--json", str(o / "d.json")],
     "compare": lambda d, o: ["compare", str(d), str(d)],
-    "report": lambda d, o: ["report", str(d), "--out", str(o / "r.html")],
+    "report": _report,
+    "report --resummarize": lambda d, o: [*_report(d, o), "--resummarize"],
 }
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from crossover.cli.common import check_output_file, check_tie_margin
+
+if TYPE_CHECKING:
+    from crossover.analysis.schema import SweepFile
+    from crossover.report.resummarize import Resummarized
 
 
 def report(
@@ -28,6 +32,16 @@ def report(
             "[default: the margin sweep.json records, else 0]"
         ),
     ] = None,
+    resummarize: Annotated[
+        bool,
+        typer.Option(
+            "--resummarize",
+            help="Recompute every run's summary from sweep.db's per-request records with "
+            "this crossover's metric code (its newer fields, validity checks and window "
+            "rules) before analysing, and say what changed; sweep.json and sweep.db are "
+            "only read",
+        ),
+    ] = False,
 ) -> None:
     """Render a sweep directory into one self-contained HTML report (PNGs in DIR/report/;
     with --out, beside OUT and nothing written into DIR)."""
@@ -45,9 +59,17 @@ def report(
     margin = tie_margin if tie_margin is not None else sweep.tie_margin or 0.0
     sweep_dir = directory if directory.is_dir() else directory.parent
     check_output_file(out, "--out", keep=[sweep_dir / "sweep.json", sweep_dir / "sweep.db"])
+    stdout = console()
+    note = None
+    if resummarize:
+        done = _resummarized(sweep_dir, sweep)
+        sweep, note = done.sweep, done.line()
+        stdout.print(escape(note))
     findings = analyze_sweep(sweep, tie_rel=margin)
     try:
-        path = write_report(sweep_dir, sweep, out, tie_rel=margin, findings=findings)
+        path = write_report(
+            sweep_dir, sweep, out, tie_rel=margin, findings=findings, resummarized=note
+        )
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
     except ImportError as exc:  # a core dependency removed by hand: say the one fix
@@ -56,13 +78,28 @@ def report(
         raise CrossoverError(
             "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
         ) from None
-    stdout = console()
     # as the sweep printed them
     for line in findings_lines(sweep, findings, tie_rel=margin, sweep_dir=sweep_dir):
         stdout.print(line)
     for check in check_sweep(sweep):
         stdout.print(escape(check.describe()))
     stdout.print(f"report: {escape(str(path))}")
+
+
+def _resummarized(sweep_dir: Path, sweep: SweepFile) -> Resummarized:
+    """The sweep's summaries recomputed from sweep.db, a progress bar on stderr meanwhile
+    (hundreds of runs of thousands of records take a while; gone when done)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from crossover.cli.common import console
+    from crossover.report.resummarize import resummarize_sweep
+
+    with Progress(
+        TextColumn("resummarizing"), BarColumn(), MofNCompleteColumn(),
+        console=console(stderr=True), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("runs", total=len(sweep.runs))
+        return resummarize_sweep(sweep_dir, sweep, lambda: bar.advance(task))
 
 
 def compare(
@@ -111,7 +148,12 @@ def compare(
             raise UsageError(f"cannot write {html}: {exc}") from None
 
 
-REPORT_EXAMPLE = "\b\nExample:\n  crossover report sweep1   # writes sweep1/report.html\n"
+REPORT_EXAMPLE = (
+    "\b\n"
+    "Examples:\n"
+    "  crossover report sweep1   # writes sweep1/report.html\n"
+    "  crossover report sweep1 --resummarize   # summaries recomputed from sweep1/sweep.db\n"
+)
 COMPARE_EXAMPLE = (
     "\b\n"
     "Examples:\n"

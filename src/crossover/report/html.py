@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from crossover import __version__
 from crossover.analysis.crossovers import (
     Finding,
     analyze_sweep,
@@ -305,12 +306,15 @@ def render_html(
     decision: dict[str, Any] | None = None,
     tie_rel: float = 0.0,
     gc: Sequence[GcRun] = (),
+    resummarized: str | None = None,
 ) -> str:
     """The report's HTML text for an analysed sweep and its PNG charts (and, when the
     folder holds them, the ``crossover quality`` result beside the speed results and the
     ``crossover decide`` answer the sweep's runs were measured for); ``tie_rel``: the tie
     margin ``findings`` were read with, said above them; ``gc``: the runs a logged long
-    garbage collection of the engine fell in (``crossover.analysis.gc``)."""
+    garbage collection of the engine fell in (``crossover.analysis.gc``);
+    ``resummarized``: the line saying the summaries were recomputed from the records
+    (``crossover report --resummarize``), not read from sweep.json."""
     from crossover.report.decision import decision_context
 
     rate = sweep.axis() == "rate"
@@ -348,6 +352,8 @@ def render_html(
         # of one kind are one kind in "hosts", and both are named here
         "machine_ids": machine_ids(sweep.hosts),
         "machines": sweep.machines(),
+        "resummarized": resummarized,
+        "version": __version__,
         "charts": chart_list,
         "short_levels": format_short_levels(sweep),
         "overloads": format_overloads(sweep),
@@ -508,11 +514,14 @@ def write_report(
     *,
     tie_rel: float | None = None,
     findings: Sequence[Finding] | None = None,
+    resummarized: str | None = None,
 ) -> Path:
     """Analyse ``sweep`` with the tie margin ``tie_rel`` (default: the one sweep.json
     records, else 0), write the HTML to ``out`` (default ``sweep_dir/report.html``) and
     its PNGs to ``chart_folder``. Returns the HTML's path. ``findings``: the analysis
-    already made with that margin (a caller that also prints it analyses once)."""
+    already made with that margin (a caller that also prints it analyses once);
+    ``resummarized``: what ``crossover report --resummarize`` recomputed, said at the top
+    (the runs' summaries came from the records, not from sweep.json)."""
     from crossover.report.charts import all_charts
 
     margin = tie_rel if tie_rel is not None else sweep.tie_margin or 0.0
@@ -537,6 +546,7 @@ def write_report(
         decision=decision,
         tie_rel=margin,
         gc=gc_runs(sweep_dir, sweep),
+        resummarized=resummarized,
     )
     out = out if out is not None else sweep_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
