@@ -326,7 +326,8 @@ LONG_GC_RULE = WarningRule(
     "manager, one Python process): every request in flight waits that long, and a "
     "closed-loop level's first wave that meets one has its TTFT moved by the pause; "
     "freeze_gc: true (SGLang's own remedy, its /freeze_gc, before each level) leaves the "
-    "objects alive then out of later collections",
+    "objects alive then out of later collections (measured on an H100: no collection "
+    "of 0.05 s or more after it)",
     _GC,
     gather=_gc_pauses,
 )
