@@ -194,3 +194,22 @@ def test_graph_batch_sizes() -> None:
     assert graph_batch_sizes(1) == [1]
     assert graph_batch_sizes(12) == [1, 2, 4, 8, 12]
     assert graph_batch_sizes(64)[-1] == 64
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_engine_with_a_gc_freeze_says_to_call_it_after_warm_up(engine: str) -> None:
+    """SGLang's front end pauses 0.5-0.74 s per full garbage collection under load and its
+    /freeze_gc after warm-up removed the pauses (docs/results/h100/sglang-freeze): its
+    plan says that step, with the URL its serve line listens on, and cites the rule; an
+    engine without a freeze endpoint says nothing of it."""
+    plan = make_plan(PlanRequest(engine=engine, model="qwen3-30b-a3b", port=8123))
+    notes = [n for n in plan.plan["notes"] if "freeze_gc" in n]
+    cited = [r["id"] for r in plan.plan["rules"]]
+    if engine == "sglang":
+        assert len(notes) == 1
+        assert "POST http://127.0.0.1:8123/freeze_gc" in notes[0]
+        assert "SGLang's front end" in notes[0]
+        assert "sglang-frontend-gc" in cited
+    else:
+        assert notes == []
+        assert "sglang-frontend-gc" not in cited

@@ -218,13 +218,24 @@ def serve_script(
     notes: list[str],
     rules: list[str],
 ) -> Built:
-    del facts, rules
+    del facts
     variables = {"MODEL": spec.model}
     argv, env = _engine_script(req, spec, plan, variables, var("MODEL"))
     if spec.online_quant:
         notes.append(f"{req.engine} quantizes the 16-bit checkpoint to fp8 at load time")
     if spec.moe and spec.tp > 1:
         notes.append("MoE with TP: expert parallelism enabled (rule seed-1-engine-choice)")
+    engine = registry.get(req.engine)
+    if engine.freeze_gc_path is not None:
+        # a deployment step after the launch line: the engine must be up and warmed first
+        url = f"http://{spec.host}:{spec.port}{engine.freeze_gc_path}"
+        notes.append(
+            f"after warm-up, POST {url} (curl -X POST {url}): {engine.display_name}'s "
+            "front end otherwise stops 0.5-0.74 s for each full garbage collection under "
+            "load, which every request in flight waits out (measured on an H100: none after "
+            "it; rule sglang-frontend-gc)"
+        )
+        rules.append("sglang-frontend-gc")
     return spec.cuda_graphs, [], argv, env
 
 
