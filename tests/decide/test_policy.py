@@ -635,6 +635,12 @@ def test_the_note_says_a_gc_pause_that_met_the_level_it_names() -> None:
     ttft, itl = [n for n in d.notes if "moved by up to" in n]
     assert ttft.startswith(f"TTFT p50: the repeats of one level moved by up to 35% ({said}): ")
     assert itl.startswith("ITL p50: the repeats of one level moved by up to 35% (a at 4): ")
+    # the remedy beside the pause it would remove, and only there
+    assert ttft.endswith(
+        "; freeze_gc: true under a's launch: (the engine's own GC freeze "
+        "before each level) removed such pauses where measured"
+    )
+    assert "freeze_gc" not in itl
     two = next_step(q, obs, gc=[_gc("a", 4, 0, 0.53, 0.6), _gc("a", 4, 1, 0.5)])
     assert isinstance(two, Decision)
     assert (

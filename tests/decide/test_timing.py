@@ -125,7 +125,9 @@ def test_the_note_on_the_committed_sweep_says_the_pauses_at_its_level(gc_dir: Pa
     assert moving_metric_notes(s, gc_runs(gc_dir, sweep)) == [
         "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256; GC pauses "
         "in SGLang's front end met repeat 0 (0.53 s, 0.60 s) and repeat 1 (0.53 s, 0.50 s)): "
-        "a gap within that may read otherwise in another measurement of the same question"
+        "a gap within that may read otherwise in another measurement of the same question; "
+        "freeze_gc: true under sglang's launch: (the engine's own GC freeze before each "
+        "level) removed such pauses where measured"
     ]
     assert moving_metric_notes(s) == [
         "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256): a gap "

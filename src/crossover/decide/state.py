@@ -213,6 +213,15 @@ def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | N
     return max(diffs) if diffs else None
 
 
+#: what a note on a moved TTFT adds where a logged pause met the level: the remedy, as
+#: measured (no long collection with it against 8 without, and SGLang's TTFT p50 at
+#: c = 256 547-634 ms in three repeats against 440-1,485: docs/results/h100/sglang-freeze)
+FREEZE_REMEDY = (
+    "freeze_gc: true under {target}'s launch: (the engine's own GC freeze before each "
+    "level) removed such pauses where measured"
+)
+
+
 def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
     """A note per asked metric whose repeats of one level moved by more than
     ``repeat_margin``: the answer's intervals come from repeats back to back, and a gap
@@ -237,6 +246,7 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
             f"{metric_spec(m).label}: the repeats of one level moved by up to "
             f"{math.expm1(x):.0%} ({t} at {c:g}{pause}): a gap within that may read "
             "otherwise in another measurement of the same question"
+            + (f"; {FREEZE_REMEDY.format(target=t)}" if pause else "")
         )
     return notes
 
