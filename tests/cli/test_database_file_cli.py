@@ -120,8 +120,8 @@ def test_decide_refuses_a_sweep_db_that_is_not_sqlite_before_any_request(
 def test_decide_replay_of_what_is_not_a_results_database_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str
 ) -> None:
-    """``--replay`` opens its database read-only: some other file is one line and stays
-    as it was (it did before the checks above; kept so)."""
+    """``--replay`` opens its database read-only: some other file, or a folder holding no
+    database, is one line and stays as it was (it did before the checks above; kept so)."""
     db = tmp_path / "sweep.db"
     if what == "folder":
         db.mkdir()
@@ -130,7 +130,9 @@ def test_decide_replay_of_what_is_not_a_results_database_is_one_line(
     assert main(["decide", "--replay", str(db)]) == 2
     line = one_line_error(capsys)
     assert str(db) in line
-    assert ("no such database" if what == "folder" else "not a crossover results database") in line
+    # a folder is read as a results folder (sweep.db or sweep.db.xz): this one has neither
+    why = "no sweep.db or sweep.db.xz" if what == "folder" else "not a crossover results database"
+    assert why in line
     if what != "folder":
         assert db.read_bytes() == (GARBAGE if what == "garbage" else b"")
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.db"]

@@ -2,15 +2,19 @@
 ``report --out`` elsewhere, ``--resummarize`` or not) leave a results folder as they found
 it: the database's bytes and mtime the same, no ``-wal`` or ``-shm`` beside it, a database
 in rollback-journal mode not turned into WAL, no new file; and they read a folder they
-cannot write (a committed sweep on a read-only mount), printing what they print elsewhere. ``summarize`` opened the
+cannot write (a committed sweep on a read-only mount), printing what they print elsewhere.
+A folder holding its database only as ``sweep.db.xz`` (as results folders commit it) is
+read the same, through a copy decompressed elsewhere and removed afterwards. ``summarize`` opened the
 database read-write: it rewrote a non-WAL file as WAL, and failed in a read-only folder
 ("attempt to write a readonly database"); ``report --out`` wrote its PNGs into the
 folder's report/ all the same."""
 
 from __future__ import annotations
 
+import lzma
 import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,10 +30,16 @@ def _report(d: Path, o: Path) -> list[str]:
     return ["report", str(d), "--out", str(o / "r.html")]
 
 
+def _db(d: Path) -> Path:
+    """The folder's database as a reader names it: sweep.db, else the sweep.db.xz."""
+    plain = d / "sweep.db"
+    return plain if plain.exists() else d / "sweep.db.xz"
+
+
 #: each reading command, given the sweep folder and a folder for its own outputs
 COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
-    "summarize": lambda d, o: ["summarize", str(d / "sweep.db"), "--json", str(o / "s.json")],
-    "decide": lambda d, o: ["decide", "--replay", str(d / "sweep.db"), "--json", str(o / "d.json")],
+    "summarize": lambda d, o: ["summarize", str(_db(d)), "--json", str(o / "s.json")],
+    "decide": lambda d, o: ["decide", "--replay", str(_db(d)), "--json", str(o / "d.json")],
     "compare": lambda d, o: ["compare", str(d), str(d)],
     "report": _report,
     "report --resummarize": lambda d, o: [*_report(d, o), "--resummarize"],
@@ -38,15 +48,20 @@ COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
 
 def _sweep(tmp_path: Path, journal: str) -> Path:
     """A copy of a committed sweep folder; its database in ``journal`` mode (``wal``: as a
-    sweep leaves it)."""
+    sweep leaves it; ``xz``: as a sweep leaves it, then kept only as sweep.db.xz, as a
+    results folder commits it)."""
     folder = tmp_path / "sweep1"
     folder.mkdir()
     for name in ("sweep.db", "sweep.json"):
         shutil.copyfile(SWEEP / name, folder / name)
-    if journal != "wal":
-        db = sqlite3.connect(folder / "sweep.db")
-        db.execute(f"PRAGMA journal_mode={journal}")
-        db.close()
+    db = folder / "sweep.db"
+    if journal == "xz":
+        (folder / "sweep.db.xz").write_bytes(lzma.compress(db.read_bytes()))
+        db.unlink()
+    elif journal != "wal":
+        conn = sqlite3.connect(db)
+        conn.execute(f"PRAGMA journal_mode={journal}")
+        conn.close()
     return folder
 
 
@@ -54,20 +69,29 @@ def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
     return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
 
 
-@pytest.mark.parametrize("journal", ["wal", "delete"])
+@pytest.mark.parametrize("journal", ["wal", "delete", "xz"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_reading_leaves_the_folder_as_it_was(tmp_path: Path, command: str, journal: str) -> None:
+def test_reading_leaves_the_folder_as_it_was(
+    tmp_path: Path, command: str, journal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No temporary file is left behind either (an ``.xz``'s decompressed copy)."""
     folder = _sweep(tmp_path, journal)
     outputs = tmp_path / "outputs"
     outputs.mkdir()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     before = _state(folder)
     assert main(COMMANDS[command](folder, outputs)) == 0
     assert _state(folder) == before
+    assert list(temp.iterdir()) == []
 
 
+@pytest.mark.parametrize("journal", ["wal", "xz"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_a_read_only_folder_reads_the_same(tmp_path: Path, command: str) -> None:
-    folder = _sweep(tmp_path, "wal")
+def test_a_read_only_folder_reads_the_same(tmp_path: Path, command: str, journal: str) -> None:
+    folder = _sweep(tmp_path, journal)
+    names = sorted(p.name for p in folder.iterdir())
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     args = COMMANDS[command](folder, outputs)
@@ -75,7 +99,7 @@ def test_a_read_only_folder_reads_the_same(tmp_path: Path, command: str) -> None
     assert writable.returncode == 0, writable.stderr
     with read_only(folder):
         got = crossover_cli(args, unwritable=folder)
-        assert sorted(p.name for p in folder.iterdir()) == ["sweep.db", "sweep.json"]
+        assert sorted(p.name for p in folder.iterdir()) == names
     assert got.returncode == 0, got.stderr
     assert (got.stdout, got.stderr) == (writable.stdout, writable.stderr)
 

@@ -25,8 +25,9 @@ Clocks, and what they assume:
   pause that meets the window anywhere in that range is tied to the run; ``inside``
   says it lies wholly within the window whatever the second's fraction.
 
-A sweep folder without ``sweep.db`` (a results folder keeps it compressed) or an engine
-log without the launch header ties nothing.
+A results folder's ``sweep.db.xz`` (where it has no ``sweep.db``) is read through a
+decompressed copy, removed after. A sweep folder with neither, or an engine log without
+the launch header, ties nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from crossover.engines.effective import read_log
 from crossover.engines.launchrec import engine_logs
 from crossover.engines.ready import log_lines, utc_stamps
 from crossover.errors import UsageError
+from crossover.records.readable import folder_database, readable_database
 from crossover.spec.load import Level
 
 #: what a tied pause means, said wherever one is shown
@@ -183,7 +185,11 @@ def gc_runs(
             pauses[target] = found
     if not pauses:  # the database's records are read only for a log that has some
         return []
-    windows = run_windows(sweep_dir / "sweep.db", set(pauses))
+    database = folder_database(sweep_dir)
+    if database is None:
+        return []
+    with readable_database(database) as db:  # a results folder's sweep.db.xz: a copy, removed
+        windows = run_windows(db, set(pauses))
     order = sweep.target_names()
     out: list[tuple[tuple[int, float, int], GcRun]] = []
     for w in windows:

@@ -26,6 +26,7 @@ EXAMPLE = (
     "  crossover decide --config sweep.yaml --out decide1 --question capacity \\\n"
     "      --slo 'ttft_ms.p99<=500'\n"
     "  crossover decide --replay sweep1/sweep.db --json decision.json\n"
+    "  crossover decide --replay docs/results/h100/moe-open/sweep.db.xz\n"
 )
 
 
@@ -79,8 +80,9 @@ def decide(
     replay: Annotated[
         Path | None,
         typer.Option(
-            help="Or replay the policy against a finished sweep's database (sweep.db; "
-            "only read) and compare with the grid"
+            help="Or replay the policy against a finished sweep's database (sweep.db, "
+            "or a results folder's sweep.db.xz, or the folder; only read) and compare "
+            "with the grid"
         ),
     ] = None,
     question: Annotated[
@@ -226,6 +228,8 @@ def decide(
     if (config is None) == (replay is None):
         raise UsageError("give --config sweep.yaml (live) or --replay sweep.db, one of them")
     mine = [replay, prior] + ([out / "sweep.db", out / "sweep.json"] if out else [])
+    if replay is not None and replay.is_dir():  # a results folder: its database is kept
+        mine += [replay / "sweep.db", replay / "sweep.db.xz"]
     check_output_file(json_out, "--json", keep=[config, *mine])
     from crossover.decide.replay import load_prior
 
@@ -312,11 +316,13 @@ def _replay(
 ) -> None:
     from crossover.decide.replay import replay
     from crossover.decide.timing import replay_json, replay_lines
+    from crossover.records.readable import readable_database
 
-    r = replay(
-        db, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo, cfg=policy,
-        prior=prior, start_s=start_s, engine_logs=engine_logs,
-    )  # fmt: skip
+    with readable_database(db) as readable:  # a committed sweep.db.xz: a copy, removed after
+        r = replay(
+            readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
+            cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs,
+        )  # fmt: skip
     for line in replay_lines(r, db, start_s):
         typer.echo(line)
     _write_json(json_out, replay_json(r, db, start_s))

@@ -36,10 +36,10 @@ def report(
         bool,
         typer.Option(
             "--resummarize",
-            help="Recompute every run's summary from sweep.db's per-request records with "
-            "this crossover's metric code (its newer fields, validity checks and window "
-            "rules) before analysing, and say what changed; sweep.json and sweep.db are "
-            "only read",
+            help="Recompute every run's summary from sweep.db's per-request records (or "
+            "a results folder's sweep.db.xz) with this crossover's metric code (its newer "
+            "fields, validity checks and window rules) before analysing, and say what "
+            "changed; sweep.json and the database are only read",
         ),
     ] = False,
 ) -> None:
@@ -58,7 +58,8 @@ def report(
     sweep = load_sweep(directory)
     margin = tie_margin if tie_margin is not None else sweep.tie_margin or 0.0
     sweep_dir = directory if directory.is_dir() else directory.parent
-    check_output_file(out, "--out", keep=[sweep_dir / "sweep.json", sweep_dir / "sweep.db"])
+    kept = [sweep_dir / name for name in ("sweep.json", "sweep.db", "sweep.db.xz")]
+    check_output_file(out, "--out", keep=kept)
     stdout = console()
     note = None
     if resummarize:
@@ -133,7 +134,9 @@ def compare(
     from crossover.report import compare_paths, format_table, write_compare_html
 
     check_tie_margin(tie_margin)
-    inputs = [p / name for p in (before, after) for name in ("sweep.json", "sweep.db")]
+    inputs = [
+        p / name for p in (before, after) for name in ("sweep.json", "sweep.db", "sweep.db.xz")
+    ]
     check_output_file(html, "--html", keep=[before, after, *inputs])
     cmp = compare_paths(before, after, tie_rel=tie_margin)
     why = cmp.refusal()
@@ -153,6 +156,7 @@ REPORT_EXAMPLE = (
     "Examples:\n"
     "  crossover report sweep1   # writes sweep1/report.html\n"
     "  crossover report sweep1 --resummarize   # summaries recomputed from sweep1/sweep.db\n"
+    "  crossover report docs/results/h100/sglang-freeze --out /tmp/freeze.html\n"
 )
 COMPARE_EXAMPLE = (
     "\b\n"

@@ -16,6 +16,7 @@ from crossover.analysis.schema import SweepFile, SweepRun, level_label
 from crossover.errors import UsageError
 from crossover.measure import resummarize
 from crossover.records.database_file import require_database
+from crossover.records.readable import folder_database, readable_database
 from crossover.records.store import Store
 from crossover.sweep.driver import parse_run_key
 from crossover.words import plural
@@ -86,23 +87,15 @@ def _grouped(changes: list[VerdictChange]) -> list[str]:
 
 
 def sweep_database(sweep_dir: Path) -> Path:
-    """``sweep_dir/sweep.db``, or a one-line error saying why it cannot be read (a
-    committed folder may keep it compressed)."""
-    db = sweep_dir / "sweep.db"
-    if not db.exists():
-        xz = db.with_name("sweep.db.xz")
-        if xz.exists():
-            raise UsageError(
-                f"{sweep_dir}: no sweep.db beside sweep.json, only {xz.name}: unpack it with "
-                f"xz -dk {xz} (--resummarize reads the per-request records)"
-            )
+    """``sweep_dir``'s ``sweep.db``, else the ``sweep.db.xz`` a results folder commits
+    (read through a decompressed copy), or a one-line error where it has neither."""
+    found = folder_database(sweep_dir)
+    if found is None:
         raise UsageError(
-            f"{sweep_dir}: no sweep.db beside sweep.json: --resummarize reads the per-request "
-            "records it holds (a committed folder may keep it as sweep.db.xz: unpack it with "
-            "xz -dk)"
+            f"{sweep_dir}: no sweep.db beside sweep.json (nor the sweep.db.xz a results "
+            "folder commits): --resummarize reads the per-request records it holds"
         )
-    require_database(db)
-    return db
+    return found
 
 
 def finished_runs(store: Store) -> dict[RunKey, str]:
@@ -156,8 +149,25 @@ def resummarize_sweep(
     ``sweep_dir/sweep.db``, opened only to read; ``advance`` is called after each run.
     A run with no finished run in the database is a one-line error."""
     db = sweep_database(sweep_dir)
+    with readable_database(db) as readable:  # a sweep.db.xz: a copy, removed after
+        require_database(readable)
+        runs = _recomputed_runs(db, readable, sweep, advance)
+    pairs = list(zip(sweep.runs, runs, strict=True))
+    changes = [c for old, new in pairs if (c := verdict_change(old, new)) is not None]
+    counts = {
+        what: sum(moved(old.value(path), new.value(path)) for old, new in pairs)
+        for what, path in HEADLINES
+    }
+    return Resummarized(sweep.model_copy(update={"runs": runs}), changes, counts)
+
+
+def _recomputed_runs(
+    db: Path, readable: Path, sweep: SweepFile, advance: Callable[[], None] | None
+) -> list[SweepRun]:
+    """Every run of ``sweep`` recomputed from the database file ``readable`` (``db``
+    itself, or its decompressed copy: ``db`` is what an error names)."""
     runs: list[SweepRun] = []
-    with Store(db, read_only=True) as store:
+    with Store(readable, read_only=True) as store:
         ids = finished_runs(store)
         for run in sweep.runs:
             run_id = ids.get((run.target, run.axis, run.level, run.repeat))
@@ -169,10 +179,4 @@ def resummarize_sweep(
             runs.append(recomputed(run, store, run_id))
             if advance is not None:
                 advance()
-    pairs = list(zip(sweep.runs, runs, strict=True))
-    changes = [c for old, new in pairs if (c := verdict_change(old, new)) is not None]
-    counts = {
-        what: sum(moved(old.value(path), new.value(path)) for old, new in pairs)
-        for what, path in HEADLINES
-    }
-    return Resummarized(sweep.model_copy(update={"runs": runs}), changes, counts)
+    return runs

@@ -1,0 +1,180 @@
+"""The reading commands take a results folder as it is committed, its database as
+``sweep.db.xz``: one command reproduces a committed figure, where a reader unpacked the
+database by hand first (``report`` tied no GC pause to a run, ``--resummarize`` refused).
+The folder is left as it was and the decompressed copy is gone afterwards; a damaged
+``.xz`` is one line, exit 2.
+
+Real data: docs/results/h100/sglang-freeze (SGLang with and without freeze_gc, 12 runs,
+its engine logs: 4 runs of ``sglang`` met a long collection, none of ``sglang-freeze``)
+and docs/results/h100/moe-open (an open-loop grid the replay reaches 3 of 3 on)."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from crossover.cli.app import main
+from tests.errlines import one_line_error
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100"
+FREEZE = RESULTS / "sglang-freeze"
+OPEN = RESULTS / "moe-open" / "sweep.db.xz"
+METRICS = ["--metric", "total_tokens_per_s", "--metric", "ttft_ms.p50", "--metric", "ttft_ms.p99"]
+
+
+@pytest.fixture
+def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where ``tempfile`` makes its folders during the test: checked empty afterwards."""
+    root = tmp_path / "temp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def _committed(tmp_path: Path) -> Path:
+    """A copy of the committed sglang-freeze folder as committed: no sweep.db."""
+    folder = tmp_path / "sglang-freeze"
+    folder.mkdir(parents=True)
+    for name in ("sweep.json", "sweep.db.xz"):
+        shutil.copyfile(FREEZE / name, folder / name)
+    shutil.copytree(FREEZE / "engines", folder / "engines")
+    return folder
+
+
+def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _unpacked(packed: Path, dest: Path) -> Path:
+    with lzma.open(packed) as src, dest.open("wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    return dest
+
+
+def _gc_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.startswith("GC pause: ")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", [[], ["--resummarize"]])
+def test_report_on_a_committed_folder_ties_its_gc_pauses(
+    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    folder = _committed(tmp_path)
+    before = _state(folder)
+    out = tmp_path / "out" / "freeze.html"
+    assert main(["report", str(folder), "--out", str(out), *flags]) == 0
+    printed = capsys.readouterr().out
+    lines = _gc_lines(printed)
+    assert len(lines) == 4, printed
+    assert all(ln.startswith("GC pause: sglang c=") for ln in lines)
+    if flags:
+        assert printed.startswith("resummarized 12 runs from sweep.db's records")
+    assert "garbage collection" in out.read_text()
+    assert _state(folder) == before
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_report_reads_the_xz_as_it_reads_the_unpacked_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    packed = _committed(tmp_path / "packed")
+    plain = _committed(tmp_path / "plain")
+    _unpacked(plain / "sweep.db.xz", plain / "sweep.db")
+    (plain / "sweep.db.xz").unlink()
+    printed = {}
+    for folder in (packed, plain):
+        assert main(["report", str(folder), "--out", str(folder.parent / "r.html")]) == 0
+        printed[folder] = capsys.readouterr().out.replace(str(folder.parent), "HERE")
+    assert printed[packed] == printed[plain]
+
+
+@pytest.mark.slow
+def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
+    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _unpacked(OPEN, tmp_path / "sweep.db")
+    got = {}
+    for db in (OPEN, plain):
+        out = tmp_path / f"{db.parent.name}.json"
+        assert main(["decide", "--replay", str(db), *METRICS, "--json", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert f"against the grid ({db}): 3 of 3 conclusions the same" in printed
+        data = json.loads(out.read_text())
+        assert data["replay"].pop("database") == str(db)
+        got[db] = data
+    assert got[OPEN] == got[plain]
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_replaying_a_results_folder_reads_its_xz(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["decide", "--replay", str(OPEN.parent), *METRICS]) == 0
+    assert "3 of 3 conclusions the same" in capsys.readouterr().out
+
+
+def test_summarize_reads_the_xz_as_the_unpacked_database(
+    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _committed(tmp_path / "packed")
+    packed = folder / "sweep.db.xz"
+    plain = _unpacked(packed, tmp_path / "sweep.db")
+    got = {}
+    for db in (packed, plain):
+        assert main(["summarize", str(db), "--json", str(tmp_path / f"{db.name}.json")]) == 0
+        got[db] = (capsys.readouterr().out, (tmp_path / f"{db.name}.json").read_bytes())
+    assert got[packed] == got[plain]
+    assert len(json.loads(got[packed][1])) == 12
+    assert list(temp.iterdir()) == []
+
+
+def _damaged(folder: Path, what: str) -> Path:
+    packed = folder / "sweep.db.xz"
+    data = packed.read_bytes()
+    if what == "cut":
+        packed.write_bytes(data[: len(data) // 2])
+    elif what == "garbage":
+        packed.write_bytes(b"\0" * 4096)
+    else:  # a whole .xz that holds no database
+        packed.write_bytes(lzma.compress(b"a sweep.json, not a database\n"))
+    return packed
+
+
+COMMANDS = {
+    "summarize": lambda d: ["summarize", str(d / "sweep.db.xz")],
+    "decide": lambda d: ["decide", "--replay", str(d / "sweep.db.xz")],
+    "decide folder": lambda d: ["decide", "--replay", str(d)],
+    "report": lambda d: ["report", str(d), "--out", str(d.parent / "r.html")],
+    "report --resummarize": lambda d: [
+        "report", str(d), "--out", str(d.parent / "r.html"), "--resummarize"
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("what", ["cut", "garbage", "not sqlite"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_damaged_xz_is_one_line(
+    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str], command: str, what: str
+) -> None:
+    folder = _committed(tmp_path)
+    packed = _damaged(folder, what)
+    before = _state(folder)
+    assert main(COMMANDS[command](folder)) == 2
+    line = one_line_error(capsys)
+    why = "not a crossover results database" if what == "not sqlite" else "cannot decompress"
+    assert line.startswith(f"error: {packed}: {why}"), line
+    assert _state(folder) == before
+    assert not (tmp_path / "r.html").exists()
+    assert list(temp.iterdir()) == []
