@@ -113,6 +113,12 @@ def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
         data = json.loads(out.read_text())
         assert data["replay"].pop("database") == str(db)
         got[db] = data
+    # the committed .xz lies in its sweep folder (sweep.json, engines/): the runs it read
+    # that a pause met are named, all SGLang's; the copy elsewhere is a database alone
+    seen = {key: got[OPEN].pop(key) for key in ("kv_full", "gc_pauses")}
+    assert seen["gc_pauses"]
+    assert {x["target"] for x in seen["gc_pauses"]} == {"sglang"}
+    assert "gc_pauses" not in got[plain]
     assert got[OPEN] == got[plain]
     assert list(temp.iterdir()) == []
 
@@ -177,4 +183,42 @@ def test_a_damaged_xz_is_one_line(
     assert line.startswith(f"error: {packed}: {why}"), line
     assert _state(folder) == before
     assert not (tmp_path / "r.html").exists()
+    assert list(temp.iterdir()) == []
+
+
+def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
+    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replay of a sweep folder's own database names, as a live decision does after its
+    answer, the recorded runs it read whose KV cache was full and those a logged pause
+    met (the folder's sweep.json and engines/ beside it); a database alone names none."""
+    folder = _committed(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["decide", "--replay", str(folder), "--metric", "ttft_ms.p50"]
+    assert main([*args, "--json", str(out / "d.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    kv = [x for x in lines if x.startswith("KV full (in the grid's runs this replay read): ")]
+    gc = [x for x in lines if x.startswith("GC pause (in the grid's runs this replay read): ")]
+    assert [x.split(": ")[1].split(" at ")[0] for x in kv] == ["sglang", "sglang-freeze"]
+    assert len(gc) == 4
+    assert all(": sglang c=" in x for x in gc)  # none of the frozen engine's
+    data = json.loads((out / "d.json").read_text())
+    assert len(data["kv_full"]) == 6  # three repeats at 256 of each
+    assert sorted((x["target"], x["repeat"]) for x in data["gc_pauses"] if x["level"] == 256) == [
+        ("sglang", 0),
+        ("sglang", 1),
+        ("sglang", 2),
+    ]
+    # the question at 64 alone reads no run at 256: only the pause at 64 is said
+    assert main([*args, "--question", "lead", "--at", "64"]) == 0
+    at64 = capsys.readouterr().out
+    assert "KV full" not in at64
+    assert at64.count("GC pause (in the grid's runs this replay read): sglang c=64") == 1
+    # a database alone (another name, no sweep folder around it): neither
+    alone = _unpacked(folder / "sweep.db.xz", out / "grid.db")
+    assert main(["decide", "--replay", str(alone), "--json", str(out / "a.json")]) == 0
+    said = capsys.readouterr().out
+    assert "KV full" not in said and "GC pause" not in said
+    assert "kv_full" not in json.loads((out / "a.json").read_text())
     assert list(temp.iterdir()) == []

@@ -14,7 +14,9 @@ from crossover.errors import UsageError
 if TYPE_CHECKING:
     from crossover.analysis.schema import SweepFile
     from crossover.decide.model import QuestionKind
+    from crossover.decide.replay import ReplayResult
     from crossover.decide.state import PolicyConfig
+    from crossover.decide.timing import Recorded
     from crossover.spec.slo import SloTerm
 
 
@@ -323,9 +325,29 @@ def _replay(
             readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
             cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs,
         )  # fmt: skip
-    for line in replay_lines(r, db, start_s):
+    seen = _recorded(db, r)
+    for line in replay_lines(r, db, start_s, seen):
         typer.echo(line)
-    _write_json(json_out, replay_json(r, db, start_s))
+    _write_json(json_out, replay_json(r, db, start_s, seen))
+
+
+def _recorded(db: Path, r: ReplayResult) -> Recorded | None:
+    """The KV-full and GC-pause runs among those replay ``r`` read, where ``db`` is a sweep
+    folder's own database (``sweep.db`` or ``sweep.db.xz`` beside its sweep.json, or the
+    folder); ``None`` for a database alone, whose folder holds no sweep of its own."""
+    from crossover.decide.timing import recorded
+    from crossover.records.readable import PACKED, PLAIN
+    from crossover.report.load import load_sweep
+
+    folder = db if db.is_dir() else db.parent
+    own = db.is_dir() or db.name in (PLAIN, PACKED)
+    if not own or not (folder / "sweep.json").is_file():
+        return None
+    try:
+        sweep = load_sweep(folder)
+    except UsageError:  # a sweep.json the replay does not need: its lines are left out
+        return None
+    return recorded(folder, sweep, r)
 
 
 def refuse_prior_on_rates(q: Any, prior: Any) -> None:

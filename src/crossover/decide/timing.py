@@ -6,14 +6,16 @@ decision's engine logs and database, read for its GC pauses (``crossover.analysi
 the CLI echoes them.
 
 A live decision names, of the question's targets, the runs whose engine's KV cache was
-full and those a logged long garbage collection met. A replay names neither: both need the
-sweep folder (sweep.json's KV gauges and each target's engine;
-:func:`crossover.analysis.gc.gc_runs` reads the folder's ``sweep.db`` by that name beside
-its ``engines/``), and a replay is given a database alone, of any name in any folder.
+full and those a logged long garbage collection met. A replay names them among the
+recorded runs it read where its database lies in its sweep folder (sweep.json's KV gauges
+and each target's engine; :func:`crossover.analysis.gc.gc_runs` reads the folder's
+database beside its ``engines/``): a database alone, of another name or elsewhere, has
+neither (:func:`recorded`, given the folder's sweep by the CLI).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +27,47 @@ from crossover.decide.text import decision_json, decision_lines
 from crossover.words import plural
 
 if TYPE_CHECKING:  # a replay need not import the live driver, nor a live decision the replay
+    from crossover.analysis.schema import SweepFile
     from crossover.decide.live import LiveResult
     from crossover.decide.replay import ReplayResult
 
 
-def replay_lines(r: ReplayResult, db: Path, start_s: float | None) -> list[str]:
+#: what a replay's ``KV full:`` and ``GC pause:`` lines are about: the recorded runs it
+#: read, as the grid measured them (a replayed part of a run shares its run's line)
+RECORDED = "in the grid's runs this replay read"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Of the recorded runs a replay read, those whose engine's KV cache was full with
+    requests waiting and those a logged long garbage collection met: what a live decision
+    measuring them would have said after its answer. Read where the database lies in its
+    sweep folder (sweep.json beside it, the engine logs under ``engines/``)."""
+
+    kv: list[KvFullRun]
+    gc: list[GcRun]
+
+
+def recorded(folder: Path, sweep: SweepFile, r: ReplayResult) -> Recorded:
+    """:class:`Recorded` for replay ``r`` of the sweep in ``folder``."""
+    read = {(o.target, float(o.level), o.repeat) for o in r.observations}
+    targets = sorted({t for t, _, _ in read})
+    kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
+    gc = [x for x in gc_runs(folder, sweep, targets) if (x.target, x.level, x.repeat) in read]
+    return Recorded(kv, gc)
+
+
+def replay_lines(
+    r: ReplayResult, db: Path, start_s: float | None, seen: Recorded | None = None
+) -> list[str]:
     """The replayed decision, its measuring and GPU time per target (``start_s``: the
     ``--start-s`` given, else each target's own start cost), and its conclusions against
-    the grid's in ``db``."""
+    the grid's in ``db``; ``seen``: the KV-full and GC-pause runs among those it read,
+    said after the answer as a live decision says its own."""
     out = decision_lines(r.decision)
+    if seen is not None:
+        out += [f"KV full ({RECORDED}): {x}" for x in format_kv_full(seen.kv)]
+        out += [f"GC pause ({RECORDED}): {x}" for x in format_gc_runs(seen.gc)]
     costs = r.start_costs
     out.append("measured (replayed from the records' stamps), per target:")
     for t, s in r.seconds.items():
@@ -72,13 +106,22 @@ def replay_lines(r: ReplayResult, db: Path, start_s: float | None) -> list[str]:
     return out
 
 
-def replay_json(r: ReplayResult, db: Path, start_s: float | None) -> dict[str, Any]:
-    """The replayed decision as ``crossover.decision/1`` with its ``replay`` key."""
+def replay_json(
+    r: ReplayResult, db: Path, start_s: float | None, seen: Recorded | None = None
+) -> dict[str, Any]:
+    """The replayed decision as ``crossover.decision/1`` with its ``replay`` key (and,
+    where ``seen`` is read, ``kv_full`` and ``gc_pauses`` as a live decision's)."""
     costs = r.start_costs
     gpu = r.gpu_seconds()
+    found: dict[str, Any] = (
+        {"kv_full": kv_full_json(seen.kv), "gc_pauses": gc_pauses_json(seen.gc)}
+        if seen is not None
+        else {}
+    )
     return decision_json(
         r.decision,
         {
+            **found,
             "replay": {
                 "database": str(db),
                 "seconds": r.seconds,
@@ -103,7 +146,7 @@ def replay_json(r: ReplayResult, db: Path, start_s: float | None) -> dict[str, A
                     "total_s": sum(gpu.values()),
                 },
                 "same": [c.__dict__ for c in r.comparisons],
-            }
+            },
         },
     )
 
