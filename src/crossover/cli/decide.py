@@ -28,7 +28,7 @@ EXAMPLE = (
     "  crossover decide --config sweep.yaml --out decide1 --question capacity \\\n"
     "      --slo 'ttft_ms.p99<=500'\n"
     "  crossover decide --replay sweep1/sweep.db --json decision.json\n"
-    "  crossover decide --replay docs/results/h100/moe-open/sweep.db.xz\n"
+    "  crossover decide --replay results/sweep1   # its sweep.db or sweep.db.xz, as kept\n"
 )
 
 

@@ -156,7 +156,7 @@ REPORT_EXAMPLE = (
     "Examples:\n"
     "  crossover report sweep1   # writes sweep1/report.html\n"
     "  crossover report sweep1 --resummarize   # summaries recomputed from sweep1/sweep.db\n"
-    "  crossover report docs/results/h100/sglang-freeze --out /tmp/freeze.html\n"
+    "  crossover report results/sweep1 --out /tmp/sweep1.html   # sweep.db.xz read as kept\n"
 )
 COMPARE_EXAMPLE = (
     "\b\n"

@@ -16,7 +16,7 @@ SUMMARIZE_EXAMPLE = (
     "Examples:\n"
     "  crossover summarize crossover-results/results.db\n"
     "  crossover summarize sweep1/sweep.db --json summaries.json\n"
-    "  crossover summarize docs/results/h100/sglang-freeze/sweep.db.xz\n"
+    "  crossover summarize results/sweep1/sweep.db.xz\n"
 )
 
 
