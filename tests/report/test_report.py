@@ -312,3 +312,35 @@ def test_report_command_analyses_the_sweep_once(
     html = (sweep_dir / "report.html").read_text()
     assert "total tokens/s: llamacpp leads below" in out
     assert "total tokens/s: llamacpp leads below" in html
+
+
+def test_report_command_reads_the_gc_pauses_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GC pauses ``crossover report`` prints are the ones in its HTML, read once (a
+    committed folder's sweep.db.xz is decompressed for each reading: it read them twice)."""
+    import shutil
+
+    import crossover.analysis.gc
+    import crossover.report.html
+    from crossover.cli.app import main
+
+    freeze = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100" / "sglang-freeze"
+    folder = tmp_path / "sglang-freeze"
+    folder.mkdir()
+    for name in ("sweep.json", "sweep.db.xz"):
+        shutil.copyfile(freeze / name, folder / name)
+    shutil.copytree(freeze / "engines", folder / "engines")
+    calls = []
+    real = crossover.analysis.gc.gc_runs
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crossover.analysis.gc, "gc_runs", counted)
+    monkeypatch.setattr(crossover.report.html, "gc_runs", counted)
+    assert main(["report", str(folder)]) == 0
+    assert len(calls) == 1
+    assert capsys.readouterr().out.count("GC pause: sglang c=") == 4
+    assert (folder / "report.html").read_text().count("GC pause") >= 4

@@ -48,6 +48,7 @@ def report(
     from rich.markup import escape
 
     from crossover.analysis import analyze_sweep, check_sweep
+    from crossover.analysis.gc import gc_runs
     from crossover.cli.common import console
     from crossover.errors import CrossoverError, UsageError
     from crossover.report import load_sweep, write_report
@@ -67,9 +68,10 @@ def report(
         sweep, note = done.sweep, done.line()
         stdout.print(escape(note))
     findings = analyze_sweep(sweep, tie_rel=margin)
+    gc = gc_runs(sweep_dir, sweep)  # once: a committed folder's database is decompressed for it
     try:
         path = write_report(
-            sweep_dir, sweep, out, tie_rel=margin, findings=findings, resummarized=note
+            sweep_dir, sweep, out, tie_rel=margin, findings=findings, resummarized=note, gc=gc
         )
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc}") from None
@@ -80,7 +82,7 @@ def report(
             "the report needs matplotlib (a core dependency): pip install 'matplotlib>=3.8'"
         ) from None
     # as the sweep printed them
-    for line in findings_lines(sweep, findings, tie_rel=margin, sweep_dir=sweep_dir):
+    for line in findings_lines(sweep, findings, tie_rel=margin, gc=gc):
         stdout.print(line)
     for check in check_sweep(sweep):
         stdout.print(escape(check.describe()))

@@ -515,6 +515,7 @@ def write_report(
     tie_rel: float | None = None,
     findings: Sequence[Finding] | None = None,
     resummarized: str | None = None,
+    gc: Sequence[GcRun] | None = None,
 ) -> Path:
     """Analyse ``sweep`` with the tie margin ``tie_rel`` (default: the one sweep.json
     records, else 0), write the HTML to ``out`` (default ``sweep_dir/report.html``) and
@@ -545,7 +546,7 @@ def write_report(
         quality=load_quality(sweep_dir),
         decision=decision,
         tie_rel=margin,
-        gc=gc_runs(sweep_dir, sweep),
+        gc=gc if gc is not None else gc_runs(sweep_dir, sweep),
         resummarized=resummarized,
     )
     out = out if out is not None else sweep_dir / "report.html"

@@ -14,11 +14,13 @@ from rich.table import Table
 from crossover.metrics.text import _f, client_mark, server_word_note
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from rich.console import Console
 
     from crossover.analysis.crossovers import Finding
+    from crossover.analysis.gc import GcRun
     from crossover.analysis.schema import SweepFile, SweepRun
     from crossover.metrics.summary import RunSummary
     from crossover.spec.load import Level
@@ -237,6 +239,7 @@ def findings_lines(
     *,
     tie_rel: float = 0.0,
     sweep_dir: Path | None = None,
+    gc: Sequence[GcRun] | None = None,
 ) -> list[str]:
     """The findings as the sweep prints them after its table, in rich markup (every value
     escaped): the overloaded levels, the open-loop levels too short for a steady state
@@ -246,7 +249,8 @@ def findings_lines(
     margin they were read with (when there is one), the crossovers under their heading, the
     headline metrics without one, the arrival-effects notes, and what the intervals of a
     sweep of one repeat per level rest on. ``crossover report`` prints the same lines from
-    the stored results."""
+    the stored results. ``gc``: those runs as a caller already read them (else read from
+    ``sweep_dir``: a committed folder's database is decompressed for it)."""
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
     from crossover.analysis.kv import format_kv_full, kv_full_runs
@@ -258,13 +262,14 @@ def findings_lines(
     lines += [
         f"[bold red]KV full:[/] {escape(line)}" for line in format_kv_full(kv_full_runs(sweep))
     ]
-    if sweep_dir is not None:
-        from crossover.analysis.gc import format_gc_runs, gc_runs
+    if gc is None and sweep_dir is not None:
+        from crossover.analysis.gc import gc_runs
 
-        lines += [
-            f"[bold yellow]GC pause:[/] {escape(line)}"
-            for line in format_gc_runs(gc_runs(sweep_dir, sweep))
-        ]
+        gc = gc_runs(sweep_dir, sweep)
+    if gc is not None:
+        from crossover.analysis.gc import format_gc_runs
+
+        lines += [f"[bold yellow]GC pause:[/] {escape(line)}" for line in format_gc_runs(gc)]
     if tie_rel > 0.0:
         m = fmt_margin(tie_rel)
         lines.append(
