@@ -18,7 +18,7 @@ from crossover.measure import resummarize
 from crossover.records.database_file import require_database
 from crossover.records.readable import folder_database, readable_database
 from crossover.records.store import Store
-from crossover.sweep.driver import parse_run_key
+from crossover.sweep.driver import RunPlace, finished_rows
 from crossover.words import plural
 
 #: a headline moved when it changed by more than this share of its old value: a changed
@@ -28,9 +28,6 @@ MOVED_REL = 0.001
 HEADLINES = (("total tokens/s", "throughput.total_tokens_per_s"), ("TTFT p50", "ttft_ms.p50"))
 #: verdict changes the line names one by one; any more are counted
 NAMED = 5
-
-#: a run's place in a sweep: target, axis, level, repeat (as the sweep keys its runs)
-RunKey = tuple[str, str, float, int]
 
 
 @dataclass(frozen=True)
@@ -98,16 +95,10 @@ def sweep_database(sweep_dir: Path) -> Path:
     return found
 
 
-def finished_runs(store: Store) -> dict[RunKey, str]:
-    """The run id the sweep file takes for each place: a run that finished (done or
-    failed) with a summary, the latest per place (as ``SweepDriver`` builds sweep.json)."""
-    out: dict[RunKey, str] = {}
-    for row in store.runs():  # oldest first: a later one replaces it
-        if row.key is None or row.summary is None or row.status not in ("done", "failed"):
-            continue
-        name, level, repeat = parse_run_key(row.key)
-        out[(name, level.axis, level.value, repeat)] = row.run_id
-    return out
+def finished_runs(store: Store) -> dict[RunPlace, str]:
+    """The run id the sweep file takes for each place (``finished_rows``: as
+    ``SweepDriver`` builds sweep.json)."""
+    return {place: row.run_id for place, row in finished_rows(store).items()}
 
 
 def run_name(run: SweepRun) -> str:

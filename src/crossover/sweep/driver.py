@@ -50,7 +50,7 @@ from crossover.metrics.host import HostFacts
 from crossover.metrics.summary import RunSummary
 from crossover.records.folder_lock import FolderLock
 from crossover.records.model import RequestRecord
-from crossover.records.store import Store
+from crossover.records.store import RunRow, Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.check import check_replica_gpus
 from crossover.sweep.config import Level, SweepConfig, TargetConfig
@@ -120,6 +120,23 @@ def _resumed_on(host: HostFacts, before: HostFacts) -> str:
 
 def run_key(target: str, level: Level, repeat: int) -> str:
     return f"{target}|{level.key}|r={repeat}"
+
+
+#: a run's place in a sweep: target, axis, level, repeat
+RunPlace = tuple[str, str, float, int]
+
+
+def finished_rows(store: Store) -> dict[RunPlace, RunRow]:
+    """The stored run sweep.json takes for each place: one that finished (done or
+    failed) with a summary, the latest per place (a run repeated after a failure, or
+    measured again, replaces the earlier)."""
+    out: dict[RunPlace, RunRow] = {}
+    for row in store.runs():  # oldest first: a later one replaces it
+        if row.key is None or row.summary is None or row.status not in ("done", "failed"):
+            continue
+        name, level, repeat = parse_run_key(row.key)
+        out[(name, level.axis, level.value, repeat)] = row
+    return out
 
 
 def parse_run_key(key: str) -> tuple[str, Level, int]:
@@ -733,9 +750,9 @@ class SweepRunner:
         brackets come from, read with the sweep's tie margin (``reanalyze``)."""
         runs: list[SweepRun] = []
         by_target = {t.cfg.name for t in self.targets}
-        for row in self.store.runs():
-            if row.key is None or row.summary is None or row.status not in ("done", "failed"):
-                continue
+        for row in finished_rows(self.store).values():
+            assert row.key is not None  # finished_rows keeps only these
+            assert row.summary is not None
             name, level, repeat = parse_run_key(row.key)
             if name not in by_target:
                 continue
@@ -760,11 +777,7 @@ class SweepRunner:
                     part=part,
                 )
             )
-        # a run repeated after a failure: keep the latest per key
-        latest: dict[tuple[str, str, float, int], SweepRun] = {}
-        for run in runs:
-            latest[(run.target, run.axis, run.level, run.repeat)] = run
-        runs = sorted(latest.values(), key=lambda x: (x.target, x.axis, x.level, x.repeat))
+        runs.sort(key=lambda x: (x.target, x.axis, x.level, x.repeat))
         infos = self._target_infos()
         roofline = list(self.config.roofline)
         for t in self.targets:
