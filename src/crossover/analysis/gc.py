@@ -164,10 +164,16 @@ def _meets(p: GcPause, w: RunWindow) -> tuple[bool, bool]:
 
 
 def gc_runs(
-    sweep_dir: Path, sweep: SweepFile, targets: Collection[str] | None = None
+    sweep_dir: Path,
+    sweep: SweepFile,
+    targets: Collection[str] | None = None,
+    *,
+    database: Path | None = None,
 ) -> list[GcRun]:
     """The sweep's runs (of ``targets``, when given) whose measured window a logged long
-    collection met, in the sweep's target order, then by level and repeat."""
+    collection met, in the sweep's target order, then by level and repeat. ``database``:
+    the folder's database as a caller already opened it (a committed sweep.db.xz's
+    decompressed copy: not made again), else the folder's own."""
     engines = {
         t.name: t.engine
         for t in sweep.targets
@@ -185,11 +191,14 @@ def gc_runs(
             pauses[target] = found
     if not pauses:  # the database's records are read only for a log that has some
         return []
-    database = folder_database(sweep_dir)
-    if database is None:
-        return []
-    with readable_database(database) as db:  # a results folder's sweep.db.xz: a copy, removed
-        windows = run_windows(db, set(pauses))
+    if database is not None:
+        windows = run_windows(database, set(pauses))
+    else:
+        own = folder_database(sweep_dir)
+        if own is None:
+            return []
+        with readable_database(own) as db:  # a sweep.db.xz: a copy, removed after
+            windows = run_windows(db, set(pauses))
     order = sweep.target_names()
     out: list[tuple[tuple[int, float, int], GcRun]] = []
     for w in windows:

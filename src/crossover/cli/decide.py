@@ -325,16 +325,17 @@ def _replay(
             readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
             cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs,
         )  # fmt: skip
-    seen = _recorded(db, r)
+        seen = _recorded(db, r, readable)  # its pauses' runs from the same copy
     for line in replay_lines(r, db, start_s, seen):
         typer.echo(line)
     _write_json(json_out, replay_json(r, db, start_s, seen))
 
 
-def _recorded(db: Path, r: ReplayResult) -> Recorded | None:
+def _recorded(db: Path, r: ReplayResult, readable: Path) -> Recorded | None:
     """The KV-full and GC-pause runs among those replay ``r`` read, where ``db`` is a sweep
     folder's own database (``sweep.db`` or ``sweep.db.xz`` beside its sweep.json, or the
-    folder); ``None`` for a database alone, whose folder holds no sweep of its own."""
+    folder; ``readable``: the file the replay read it from); ``None`` for a database
+    alone, whose folder holds no sweep of its own."""
     from crossover.decide.timing import recorded
     from crossover.records.readable import PACKED, PLAIN
     from crossover.report.load import load_sweep
@@ -347,7 +348,7 @@ def _recorded(db: Path, r: ReplayResult) -> Recorded | None:
         sweep = load_sweep(folder)
     except UsageError:  # a sweep.json the replay does not need: its lines are left out
         return None
-    return recorded(folder, sweep, r)
+    return recorded(folder, sweep, r, readable)
 
 
 def refuse_prior_on_rates(q: Any, prior: Any) -> None:

@@ -48,12 +48,17 @@ class Recorded:
     gc: list[GcRun]
 
 
-def recorded(folder: Path, sweep: SweepFile, r: ReplayResult) -> Recorded:
-    """:class:`Recorded` for replay ``r`` of the sweep in ``folder``."""
+def recorded(folder: Path, sweep: SweepFile, r: ReplayResult, database: Path) -> Recorded:
+    """:class:`Recorded` for replay ``r`` of the sweep in ``folder``, whose records the
+    replay read from ``database`` (a committed sweep.db.xz's copy, read again here)."""
     read = {(o.target, float(o.level), o.repeat) for o in r.observations}
     targets = sorted({t for t, _, _ in read})
     kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
-    gc = [x for x in gc_runs(folder, sweep, targets) if (x.target, x.level, x.repeat) in read]
+    gc = [
+        x
+        for x in gc_runs(folder, sweep, targets, database=database)
+        if (x.target, x.level, x.repeat) in read
+    ]
     return Recorded(kv, gc)
 
 
