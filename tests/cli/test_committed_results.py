@@ -119,6 +119,13 @@ def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
     assert seen["gc_pauses"]
     assert {x["target"] for x in seen["gc_pauses"]} == {"sglang"}
     assert "gc_pauses" not in got[plain]
+    # and its note on a moved TTFT names the pauses that met that level, with the remedy;
+    # otherwise the two replays decide alike
+    noted, bare = got[OPEN].pop("notes"), got[plain].pop("notes")
+    moved = [n for n in noted if n.startswith("TTFT p99: the repeats")]
+    assert len(moved) == 1 and "GC pause" in moved[0] and "freeze_gc: true" in moved[0]
+    assert [n for n in noted if n not in moved] == [n for n in bare if "TTFT p99" not in n]
+    assert not any("GC pause" in n for n in bare)
     assert got[OPEN] == got[plain]
     assert list(temp.iterdir()) == []
 
@@ -203,6 +210,10 @@ def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
     assert [x.split(": ")[1].split(" at ")[0] for x in kv] == ["sglang", "sglang-freeze"]
     assert len(gc) == 4
     assert all(": sglang c=" in x for x in gc)  # none of the frozen engine's
+    # the note on TTFT's moved repeats names the pauses that met them, as a live one does
+    (note,) = [x for x in lines if x.startswith("note: TTFT p50: the repeats")]
+    assert "(sglang at 256; GC pauses in SGLang's front end met repeat 0 (0.51 s)" in note
+    assert "freeze_gc: true under sglang's launch:" in note
     data = json.loads((out / "d.json").read_text())
     assert len(data["kv_full"]) == 6  # three repeats at 256 of each
     assert sorted((x["target"], x["repeat"]) for x in data["gc_pauses"] if x["level"] == 256) == [

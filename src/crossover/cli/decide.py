@@ -14,9 +14,7 @@ from crossover.errors import UsageError
 if TYPE_CHECKING:
     from crossover.analysis.schema import SweepFile
     from crossover.decide.model import QuestionKind
-    from crossover.decide.replay import ReplayResult
     from crossover.decide.state import PolicyConfig
-    from crossover.decide.timing import Recorded
     from crossover.spec.slo import SloTerm
 
 
@@ -316,27 +314,29 @@ def _replay(
     start_s: float | None,
     engine_logs: Path | None,
 ) -> None:
+    from crossover.analysis.gc import gc_runs
     from crossover.decide.replay import replay
-    from crossover.decide.timing import replay_json, replay_lines
+    from crossover.decide.timing import recorded, replay_json, replay_lines
     from crossover.records.readable import readable_database
 
     with readable_database(db) as readable:  # a committed sweep.db.xz: a copy, removed after
+        own = _own_sweep(db)
+        gc = gc_runs(db if db.is_dir() else db.parent, own, database=readable) if own else []
         r = replay(
             readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
-            cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs,
+            cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs, gc=gc,
         )  # fmt: skip
-        seen = _recorded(db, r, readable)  # its pauses' runs from the same copy
+    seen = recorded(own, r, gc) if own else None
     for line in replay_lines(r, db, start_s, seen):
         typer.echo(line)
     _write_json(json_out, replay_json(r, db, start_s, seen))
 
 
-def _recorded(db: Path, r: ReplayResult, readable: Path) -> Recorded | None:
-    """The KV-full and GC-pause runs among those replay ``r`` read, where ``db`` is a sweep
-    folder's own database (``sweep.db`` or ``sweep.db.xz`` beside its sweep.json, or the
-    folder; ``readable``: the file the replay read it from); ``None`` for a database
-    alone, whose folder holds no sweep of its own."""
-    from crossover.decide.timing import recorded
+def _own_sweep(db: Path) -> SweepFile | None:
+    """The sweep whose folder holds ``db`` as its own database (``sweep.db`` or
+    ``sweep.db.xz`` beside its sweep.json, or the folder): a replay names the KV-full and
+    GC-pause runs among those it read; ``None`` for a database alone, whose folder holds
+    no sweep of its own."""
     from crossover.records.readable import PACKED, PLAIN
     from crossover.report.load import load_sweep
 
@@ -345,10 +345,9 @@ def _recorded(db: Path, r: ReplayResult, readable: Path) -> Recorded | None:
     if not own or not (folder / "sweep.json").is_file():
         return None
     try:
-        sweep = load_sweep(folder)
+        return load_sweep(folder)
     except UsageError:  # a sweep.json the replay does not need: its lines are left out
         return None
-    return recorded(folder, sweep, r, readable)
 
 
 def refuse_prior_on_rates(q: Any, prior: Any) -> None:

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -37,6 +38,9 @@ from crossover.decide.starts import StartCost, start_costs
 from crossover.decide.state import PolicyConfig, Prior, State, pair_findings
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
+
+if TYPE_CHECKING:
+    from crossover.analysis.gc import GcRun
 
 #: a replay stops after this many steps whatever happens (a policy bug must not spin)
 MAX_STEPS = 10_000
@@ -215,11 +219,16 @@ def replay(
     prior: Prior | None = None,
     start_s: float | None = None,
     engine_logs: Path | None = None,
+    gc: Sequence[GcRun] = (),
 ) -> ReplayResult:
     """Run the policy against the database at ``path`` until it settles. Each target's
     engine start costs what ``crossover.decide.starts`` finds (``start_s``, the starts the
     database timed, ``engine_logs``, else an estimate): a budget weighs the measured ones
-    (an estimate stays out of it: without ``start_s`` a start not measured is free)."""
+    (an estimate stays out of it: without ``start_s`` a start not measured is free).
+
+    ``gc``: the grid's runs a logged long garbage collection met (``gc_runs`` of the
+    database's sweep folder); those among the runs the replay read are given to the
+    policy once it has settled, so its notes name them as a live decision's do."""
     rec = Recorded(path)
     try:
         names = list(targets) if targets else rec.targets()
@@ -280,6 +289,12 @@ def replay(
             obs.append(rec.observe(step.target, step.level, step.repeat, step.budget_s, settle))
         if decision is None:
             raise RuntimeError(f"the policy did not settle in {MAX_STEPS} steps")
+        read = {(o.target, float(o.level), o.repeat) for o in obs}
+        tied = [x for x in gc if (x.target, x.level, x.repeat) in read]
+        if tied:  # the policy is pure: the same observations settle the same way, noted
+            noted = next_step(q, obs, cfg, prior, gc=tied)
+            if isinstance(noted, Decision):
+                decision = noted
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
         grid_state = State(
             Question(kind, q.targets, q.levels, q.metrics, (), slo, q.repeats, axis=q.axis),

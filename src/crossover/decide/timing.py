@@ -15,6 +15,7 @@ neither (:func:`recorded`, given the folder's sweep by the CLI).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,18 +49,13 @@ class Recorded:
     gc: list[GcRun]
 
 
-def recorded(folder: Path, sweep: SweepFile, r: ReplayResult, database: Path) -> Recorded:
-    """:class:`Recorded` for replay ``r`` of the sweep in ``folder``, whose records the
-    replay read from ``database`` (a committed sweep.db.xz's copy, read again here)."""
+def recorded(sweep: SweepFile, r: ReplayResult, gc: Sequence[GcRun]) -> Recorded:
+    """:class:`Recorded` for replay ``r`` of ``sweep``, whose grid's GC-paused runs are
+    ``gc`` (``gc_runs`` of its folder): those among the runs the replay read."""
     read = {(o.target, float(o.level), o.repeat) for o in r.observations}
     targets = sorted({t for t, _, _ in read})
     kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
-    gc = [
-        x
-        for x in gc_runs(folder, sweep, targets, database=database)
-        if (x.target, x.level, x.repeat) in read
-    ]
-    return Recorded(kv, gc)
+    return Recorded(kv, [x for x in gc if (x.target, x.level, x.repeat) in read])
 
 
 def replay_lines(
