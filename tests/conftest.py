@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,13 @@ def transport(request: pytest.FixtureRequest) -> TransportName:
     any difference in what they record fails a test."""
     value: TransportName = request.param
     return value
+
+
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where ``tempfile`` makes its folders during the test (a committed sweep.db.xz's
+    decompressed copy): a test checks it empty afterwards."""
+    root = tmp_path / "temp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import lzma
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,6 @@ RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h100"
 FREEZE = RESULTS / "sglang-freeze"
 OPEN = RESULTS / "moe-open" / "sweep.db.xz"
 METRICS = ["--metric", "total_tokens_per_s", "--metric", "ttft_ms.p50", "--metric", "ttft_ms.p99"]
-
-
-@pytest.fixture
-def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where ``tempfile`` makes its folders during the test: checked empty afterwards."""
-    root = tmp_path / "temp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
 
 
 def _committed(tmp_path: Path) -> Path:
@@ -67,7 +57,7 @@ def _gc_lines(out: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("flags", [[], ["--resummarize"]])
 def test_report_on_a_committed_folder_ties_its_gc_pauses(
-    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
 ) -> None:
     folder = _committed(tmp_path)
     before = _state(folder)
@@ -81,7 +71,7 @@ def test_report_on_a_committed_folder_ties_its_gc_pauses(
         assert printed.startswith("resummarized 12 runs from sweep.db's records")
     assert "garbage collection" in out.read_text()
     assert _state(folder) == before
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -101,7 +91,7 @@ def test_the_report_reads_the_xz_as_it_reads_the_unpacked_database(
 
 @pytest.mark.slow
 def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
-    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plain = _unpacked(OPEN, tmp_path / "sweep.db")
     got = {}
@@ -127,7 +117,7 @@ def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
     assert [n for n in noted if n not in moved] == [n for n in bare if "TTFT p99" not in n]
     assert not any("GC pause" in n for n in bare)
     assert got[OPEN] == got[plain]
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -139,7 +129,7 @@ def test_replaying_a_results_folder_reads_its_xz(
 
 
 def test_summarize_reads_the_xz_as_the_unpacked_database(
-    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = _committed(tmp_path / "packed")
     packed = folder / "sweep.db.xz"
@@ -150,7 +140,7 @@ def test_summarize_reads_the_xz_as_the_unpacked_database(
         got[db] = (capsys.readouterr().out, (tmp_path / f"{db.name}.json").read_bytes())
     assert got[packed] == got[plain]
     assert len(json.loads(got[packed][1])) == 12
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []
 
 
 def _damaged(folder: Path, what: str) -> Path:
@@ -179,7 +169,7 @@ COMMANDS = {
 @pytest.mark.parametrize("what", ["cut", "garbage", "not sqlite"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_damaged_xz_is_one_line(
-    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str], command: str, what: str
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str], command: str, what: str
 ) -> None:
     folder = _committed(tmp_path)
     packed = _damaged(folder, what)
@@ -190,11 +180,11 @@ def test_a_damaged_xz_is_one_line(
     assert line.startswith(f"error: {packed}: {why}"), line
     assert _state(folder) == before
     assert not (tmp_path / "r.html").exists()
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []
 
 
 def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
-    tmp_path: Path, temp: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A replay of a sweep folder's own database names, as a live decision does after its
     answer, the recorded runs it read whose KV cache was full and those a logged pause
@@ -232,4 +222,4 @@ def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
     said = capsys.readouterr().out
     assert "KV full" not in said and "GC pause" not in said
     assert "kv_full" not in json.loads((out / "a.json").read_text())
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []

@@ -14,7 +14,6 @@ from __future__ import annotations
 import lzma
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,19 +71,16 @@ def _state(folder: Path) -> dict[str, tuple[bytes, int]]:
 @pytest.mark.parametrize("journal", ["wal", "delete", "xz"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_reading_leaves_the_folder_as_it_was(
-    tmp_path: Path, command: str, journal: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, command: str, journal: str, temp_root: Path
 ) -> None:
     """No temporary file is left behind either (an ``.xz``'s decompressed copy)."""
     folder = _sweep(tmp_path, journal)
     outputs = tmp_path / "outputs"
     outputs.mkdir()
-    temp = tmp_path / "temp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     before = _state(folder)
     assert main(COMMANDS[command](folder, outputs)) == 0
     assert _state(folder) == before
-    assert list(temp.iterdir()) == []
+    assert list(temp_root.iterdir()) == []
 
 
 @pytest.mark.parametrize("journal", ["wal", "xz"])

@@ -6,7 +6,6 @@ SQLite file, is one line naming it."""
 from __future__ import annotations
 
 import lzma
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from crossover.errors import UsageError
 from crossover.records.readable import folder_database, readable_database
 
 DB = b"SQLite format 3\x00" + bytes(range(256)) * 64
-
-
-@pytest.fixture
-def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where ``tempfile`` makes its folders during the test: checked empty afterwards."""
-    root = tmp_path / "temp"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
 
 
 def _folder(tmp_path: Path, *, plain: bool, packed: bool) -> Path:
