@@ -163,3 +163,22 @@ def test_readers_take_no_lock(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert main(["compare", str(out), str(out)]) == 0
         assert main(["report", str(out), "--out", str(tmp_path / "r.html")]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_demo_fresh_is_refused_while_another_process_holds_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``crossover demo --fresh`` discards OUT first: never while a sweep writes it."""
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "sweep.db").write_bytes(b"a sweep's records")
+    holder = FolderLock.take(out, "sweep")
+    try:
+        before = _state(out)
+        rc = main(["demo", "--out", str(out), "--fresh"])
+        line = one_line_error(capsys)
+        assert _state(out) == before
+    finally:
+        holder.release()
+    assert rc == 2
+    assert line.startswith(f"error: {out} is being written by another crossover process ")

@@ -32,11 +32,17 @@ def demo(
     from crossover.cli.sweep_display import print_outcome, run_live
     from crossover.models.gemma import ensure_gemma3_270m
     from crossover.records.database_file import check_writable
+    from crossover.records.folder_lock import FolderLock
     from crossover.sweep.demo import demo_config, explain
 
     console = make_console(stderr=True)
     if fresh and out.exists():
-        shutil.rmtree(out)
+        # never under another process writing it: refused with one line, the folder kept
+        held = FolderLock.take(out, "demo")
+        try:
+            shutil.rmtree(out)
+        finally:
+            held.release()
     check_writable(out)
     console.print(
         "[bold]crossover demo[/]: llama-server (built from the pinned llama.cpp source) "
