@@ -223,3 +223,39 @@ def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
     assert "KV full" not in said and "GC pause" not in said
     assert "kv_full" not in json.loads((out / "a.json").read_text())
     assert list(temp_root.iterdir()) == []
+
+
+OPEN_FREEZE = RESULTS / "sglang-freeze-open"
+
+
+def test_the_open_loop_freeze_folder_reads_as_its_readme_says(
+    tmp_path: Path, temp_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/results/h100/sglang-freeze-open: a pause met every default run at 12
+    requests/s and none of the frozen engine's; every frozen TTFT p99 there lies under
+    every default one; the replay's note on TTFT p99 names those pauses and the remedy."""
+    runs = json.loads((OPEN_FREEZE / "sweep.json").read_text())["runs"]
+    p99 = {
+        (r["target"], r["repeat"]): r["summary"]["ttft_ms"]["p99"]
+        for r in runs
+        if r["rate"] == 12
+    }
+    frozen = [v for (t, _), v in p99.items() if t == "sglang-freeze"]
+    default = [v for (t, _), v in p99.items() if t == "sglang"]
+    assert len(frozen) == len(default) == 3
+    assert max(frozen) < min(default)
+    args = ["decide", "--replay", str(OPEN_FREEZE), "--metric", "ttft_ms.p99"]
+    assert main([*args, "--json", str(tmp_path / "d.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (note,) = [x for x in lines if x.startswith("note: TTFT p99: the repeats")]
+    assert "(sglang at 12; GC pauses in SGLang's front end met repeat 0" in note
+    assert "freeze_gc: true under sglang's launch:" in note
+    paused = json.loads((tmp_path / "d.json").read_text())["gc_pauses"]
+    assert sorted((x["level"], x["repeat"]) for x in paused if x["target"] == "sglang") == [
+        (8, 1),
+        (12, 0),
+        (12, 1),
+        (12, 2),
+    ]
+    assert {x["target"] for x in paused} == {"sglang"}
+    assert list(temp_root.iterdir()) == []

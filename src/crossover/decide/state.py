@@ -215,7 +215,8 @@ def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | N
 
 #: what a note on a moved TTFT adds where a logged pause met the level: the remedy, as
 #: measured (no long collection with it against 8 without, and SGLang's TTFT p50 at
-#: c = 256 547-634 ms in three repeats against 440-1,485: docs/results/h100/sglang-freeze)
+#: c = 256 547-634 ms in three repeats against 440-1,485: docs/results/h100/sglang-freeze;
+#: open-loop TTFT p99 at 12 requests/s 84-92 ms against 100-304: .../sglang-freeze-open)
 FREEZE_REMEDY = (
     "freeze_gc: true under {target}'s launch: (the engine's own GC freeze before each "
     "level) removed such pauses where measured"
