@@ -236,9 +236,7 @@ def test_the_open_loop_freeze_folder_reads_as_its_readme_says(
     every default one; the replay's note on TTFT p99 names those pauses and the remedy."""
     runs = json.loads((OPEN_FREEZE / "sweep.json").read_text())["runs"]
     p99 = {
-        (r["target"], r["repeat"]): r["summary"]["ttft_ms"]["p99"]
-        for r in runs
-        if r["rate"] == 12
+        (r["target"], r["repeat"]): r["summary"]["ttft_ms"]["p99"] for r in runs if r["rate"] == 12
     }
     frozen = [v for (t, _), v in p99.items() if t == "sglang-freeze"]
     default = [v for (t, _), v in p99.items() if t == "sglang"]
