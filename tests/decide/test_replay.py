@@ -214,6 +214,13 @@ def test_the_replay_prints_gpu_time_per_target_with_each_start_cost_named(
     assert per["sglang"]["start_measured"] == 2
     for t, v in per.items():
         assert v["total_s"] == pytest.approx(v["measuring_s"] + v["starts"] * v["start_s"]), t
+    # the sweep folder itself, replayed: the engines/ beside its database, by default
+    assert main(["decide", "--replay", str(logs.parent), "--json", str(out)]) == 0
+    assert "starts estimated" not in capsys.readouterr().out
+    by_folder = json.loads(out.read_text())["replay"]["gpu_time"]["per_target"]
+    assert {t: v["start_s"] for t, v in by_folder.items()} == {
+        t: v["start_s"] for t, v in per.items()
+    }
     assert main(["decide", "--replay", str(db), "--start-s", "60", "--json", str(out)]) == 0
     gpu = json.loads(out.read_text())["replay"]["gpu_time"]
     assert gpu["start_s"] == 60 and gpu["start_s_source"] == "--start-s"

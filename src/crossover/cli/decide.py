@@ -166,7 +166,8 @@ def decide(
         typer.Option(
             help="Replay: a folder of the grid's engine logs (NAME.log, .gz too; a sweep's "
             "DIR/engines): each target's start time read back from them where the database "
-            "did not time it"
+            "did not time it [default: DIR/engines where the replay reads a sweep folder's "
+            "own database]"
         ),
     ] = None,
     check: Annotated[
@@ -321,7 +322,10 @@ def _replay(
 
     with readable_database(db) as readable:  # a committed sweep.db.xz: a copy, removed after
         own = _own_sweep(db)
-        gc = gc_runs(db if db.is_dir() else db.parent, own, database=readable) if own else []
+        folder = db if db.is_dir() else db.parent
+        gc = gc_runs(folder, own, database=readable) if own else []
+        if engine_logs is None and own and (folder / "engines").is_dir():
+            engine_logs = folder / "engines"  # the starts the database did not time
         r = replay(
             readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
             cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs, gc=gc,
