@@ -82,9 +82,9 @@ def test_check_estimates_the_session_from_the_prior(capsys: Any) -> None:
     argv = ["decide", "--config", config, "--check", "--remote", "--prior", prior]
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "estimate (from the prior's throughput, starts 105 s each): grid 813 s measuring "
-        "+ 3 starts = 18.8 GPU-min; first pass 280 s + 3 starts = 9.9 GPU-min (the rest "
-        "depends on what it measures)"
+        "estimate (from the prior's throughput, starts vllm 107 s, llamacpp-q8 4 s, "
+        "sglang 106 s): grid 813 s measuring + 3 starts = 17.2 GPU-min; first pass 280 s "
+        "+ 3 starts = 8.3 GPU-min (the rest depends on what it measures)"
     )
     assert main([*argv, "--start-s", "60"]) == 0
     assert "starts 60 s each, --start-s): grid 813 s measuring + 3 starts = 16.6 GPU-min" in (

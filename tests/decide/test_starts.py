@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crossover.analysis.schema import EngineStart
-from crossover.decide.starts import START_S, start_costs
+from crossover.decide.starts import ENGINE_STARTS, START_S, estimated_start, start_costs
 from crossover.errors import UsageError
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
@@ -45,6 +45,38 @@ def test_each_source_in_its_order(tmp_path: Path) -> None:
     assert {c.seconds for c in start_costs(["vllm", "cpu"], recorded, None, 30.0).values()} == {
         30.0
     }
+
+
+def test_nothing_measured_is_estimated_per_engine(tmp_path: Path) -> None:
+    """Where neither the database nor a log times a start, its engine's median start in
+    this project's results stands in, named as an estimate; an engine without one 105 s."""
+    costs = start_costs(
+        ["q8", "v", "x"], [], None, engines={"q8": "llamacpp", "v": "vllm", "x": "trtllm"}
+    )
+    assert costs["q8"].seconds == ENGINE_STARTS["llamacpp"].median_s
+    assert costs["q8"].source.startswith("estimated: the median of the 23 llama-server starts")
+    assert costs["v"].seconds == ENGINE_STARTS["vllm"].median_s
+    assert (costs["x"].seconds, costs["x"].measured) == (START_S, 0)
+    assert estimated_start(None).seconds == START_S
+
+
+def test_the_per_engine_estimates_are_the_committed_logs(tmp_path: Path) -> None:
+    """ENGINE_STARTS says what the engine logs under docs/results show (read again here:
+    each figure from starts that are there, its median within 10% of theirs)."""
+    from crossover.engines.effective import log_ready, read_log
+
+    results = Path(__file__).parents[2] / "docs" / "results"
+    found: dict[str, list[float]] = {}
+    for path in sorted(results.rglob("engines/*.log*")):
+        engine, ready = log_ready(read_log(path))
+        if engine is not None and ready is not None:
+            found.setdefault(str(engine), []).append(ready.seconds)
+    for engine, e in ENGINE_STARTS.items():
+        xs = sorted(found[engine])
+        mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+        assert e.count <= len(xs), engine
+        assert min(xs) - 0.5 <= e.low_s <= e.median_s <= e.high_s <= max(xs) + 0.5, engine
+        assert abs(e.median_s - mid) <= 0.1 * mid, (engine, mid)
 
 
 def test_a_missing_logs_folder_is_one_line(tmp_path: Path) -> None:

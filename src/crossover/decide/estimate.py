@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from crossover.decide.coarse import REPEAT_BELOW_START, earliest_stop, first_pass_steps
 from crossover.decide.model import Question
@@ -38,6 +38,7 @@ OutputRates = Mapping[str, Mapping[int, float]]
 @dataclass(frozen=True)
 class PassEstimate:
     """One plan's predicted cost: ``runs`` level runs, ``measuring_s`` of them;
+    ``starts`` engine starts of ``start_s`` each on average (the targets' own costs);
     ``stopped`` of the runs counted up to their earliest stop, not whole."""
 
     measuring_s: float
@@ -63,6 +64,9 @@ class SessionEstimate:
     start_s: float
     missing: tuple[tuple[str, int], ...]
     first_pass_low: PassEstimate | None
+    #: each launched target's start where they differ (``estimated_start`` per engine);
+    #: empty where every start costs ``start_s``
+    start_of: Mapping[str, float] = field(default_factory=dict)
 
 
 def run_seconds(
@@ -106,19 +110,22 @@ def _plan(
     cfg: SweepConfig,
     rates: OutputRates,
     runs: Mapping[str, Runs],
-    start_s: float,
+    start_s: Mapping[str, float],
     missing: list[tuple[str, int]],
 ) -> PassEstimate | None:
     """``runs``: per target, its (level, repeats, sent) in the order measured, one engine
-    start each target that launches one; without ``warmup_every_level`` only a start's
-    first run is warmed."""
+    start each target that launches one (``start_s``: each one's cost); without
+    ``warmup_every_level`` only a start's first run is warmed."""
     launched = {t.name for t in cfg.targets if t.launch is not None}
     total, count, starts, stopped = 0.0, 0, 0, 0
+    started = 0.0
     lost = False
     for t, levels in runs.items():
         if not levels:
             continue
-        starts += t in launched
+        if t in launched:
+            starts += 1
+            started += start_s[t]
         first = True
         for c, n, sent in levels:
             for _ in range(n):
@@ -133,7 +140,21 @@ def _plan(
                         missing.append((t, c))
                     continue
                 total += s
-    return None if lost else PassEstimate(total, count, starts, start_s, stopped)
+    each = started / starts if starts else _uniform(start_s)
+    return None if lost else PassEstimate(total, count, starts, each, stopped)
+
+
+def _uniform(start_s: Mapping[str, float]) -> float:
+    """The one cost every start in ``start_s`` has, else their largest (a pass with no
+    start says it; ``estimate_line`` names each where they differ)."""
+    return max(start_s.values(), default=0.0)
+
+
+def _per_target(cfg: SweepConfig, start_s: float | Mapping[str, float]) -> dict[str, float]:
+    """Each target's start cost: one figure for all, or each one's own."""
+    if isinstance(start_s, Mapping):
+        return {t.name: float(start_s[t.name]) for t in cfg.targets}
+    return {t.name: float(start_s) for t in cfg.targets}
 
 
 def estimate_session(
@@ -142,7 +163,7 @@ def estimate_session(
     first_pass: Mapping[str, Sequence[int]],
     rates: OutputRates,
     *,
-    start_s: float,
+    start_s: float | Mapping[str, float],
     reference_repeats: int = 1,
     repeat_below_s: float | None = None,
     sequential: Mapping[str, Collection[int]] | None = None,
@@ -153,7 +174,10 @@ def estimate_session(
     of its levels; with ``repeat_below_s``, a time budget's rule, only at the levels whose
     run costs less than that). ``sequential``: per later target, its first-pass levels
     measured sequentially, counted whole in ``first_pass`` and up to their earliest stop
-    (:func:`crossover.decide.coarse.earliest_stop`) in ``first_pass_low``."""
+    (:func:`crossover.decide.coarse.earliest_stop`) in ``first_pass_low``. ``start_s``: an
+    engine start's cost, one for all or per target."""
+    each = _per_target(cfg, start_s)
+    launched = {t.name: each[t.name] for t in cfg.targets if t.launch is not None}
     missing: list[tuple[str, int]] = []
     grid_runs = {t: [(c, cfg.repeats, None) for c in levels] for t, levels in grid.items()}
     high: dict[str, list[tuple[int, int, int | None]]] = {}
@@ -168,12 +192,14 @@ def estimate_session(
                 n = n if one is not None and one < repeat_below_s else 1
             high[t].append((c, n, None))
             low[t].append((c, n, earliest_stop(c, cfg.requests_for(c)) if c in mine else None))
+    differ = len(set(launched.values())) > 1
     return SessionEstimate(
-        grid=_plan(cfg, rates, grid_runs, start_s, missing),
-        first_pass=_plan(cfg, rates, high, start_s, missing),
-        start_s=start_s,
+        grid=_plan(cfg, rates, grid_runs, each, missing),
+        first_pass=_plan(cfg, rates, high, each, missing),
+        start_s=_uniform(launched) if launched else _uniform(each),
         missing=tuple(missing),
-        first_pass_low=_plan(cfg, rates, low, start_s, []),
+        first_pass_low=_plan(cfg, rates, low, each, []),
+        start_of=launched if differ else {},
     )
 
 
@@ -183,7 +209,7 @@ def decision_estimate(
     first_pass: Mapping[str, Sequence[float]],
     rates: OutputRates,
     policy: PolicyConfig,
-    start_s: float,
+    start_s: float | Mapping[str, float],
 ) -> SessionEstimate:
     """:func:`estimate_session` for the decision of question ``q`` over ``cfg`` under
     ``policy``: the grid every target's levels as the sweep measures them, the reference's
@@ -195,6 +221,8 @@ def decision_estimate(
         raise ValueError("the forecast's estimate is along concurrency levels")
     up_front = q.group_targets and policy.reference_repeats
     steps = first_pass_steps(q, first_pass)
+    reference = next(iter(first_pass), None)
+    ref_start = _per_target(cfg, start_s).get(reference or "", 0.0)
     return estimate_session(
         cfg,
         {t: [int(c) for c in q.levels if q.covers(t, c)] for t in q.targets},
@@ -204,7 +232,7 @@ def decision_estimate(
         reference_repeats=q.repeats if up_front else 1,
         # under a time budget the reference repeats a level up front only where it costs
         # less than half a start (``coarse._repeat_up_front``)
-        repeat_below_s=REPEAT_BELOW_START * start_s if policy.budget is not None else None,
+        repeat_below_s=REPEAT_BELOW_START * ref_start if policy.budget is not None else None,
         sequential={t: {int(m.level) for m in mine if m.sequential} for t, mine in steps.items()},
     )
 
@@ -228,6 +256,11 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     assert est.grid is not None
     assert est.first_pass is not None
     by = f", {start_source}" if start_source else ""
+    if est.start_of:  # the targets' starts differ: each said
+        each = ", ".join(f"{t} {s:,.0f} s" for t, s in est.start_of.items())
+        starts = f"starts {each}{by}"
+    else:
+        starts = f"starts {est.start_s:,.0f} s each{by}"
     g, f = est.grid, est.first_pass
     lo = est.first_pass_low or f
     measuring = _span(lo.measuring_s, f.measuring_s, ",.0f")
@@ -239,7 +272,7 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
             f"high with every level whole; {rest}"
         )
     return (
-        f"estimate (from the prior's throughput, starts {est.start_s:,.0f} s each{by}): "
+        f"estimate (from the prior's throughput, {starts}): "
         f"grid {g.measuring_s:,.0f} s measuring + {plural(g.starts, 'start')} = "
         f"{g.gpu_s / 60:.1f} GPU-min; first pass {measuring} s + "
         f"{plural(f.starts, 'start')} = {minutes} GPU-min ({rest})"

@@ -19,7 +19,7 @@ from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_es
 from crossover.decide.estimate import estimate_line as _estimate_line
 from crossover.decide.model import LevelNum, Measure, Question, fmt_levels
 from crossover.decide.replay import load_prior
-from crossover.decide.starts import START_S
+from crossover.decide.starts import estimated_start
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.decide.text import question_json
 from crossover.errors import UsageError
@@ -62,7 +62,10 @@ def decision_plan(
     forecast's output tokens/s (``prior_path``, read again for that column)."""
     first = first_pass_levels(q, prior, policy.coarse_step, keep_last=policy.budget is None)
     grid = sum(1 for t in q.targets for c in q.levels if q.covers(t, c)) * q.repeats
-    start = START_S if start_s is None else start_s
+    # a start's cost: --start-s for every target, else each engine's estimate (its median
+    # start where this project measured it: llama.cpp seconds, vLLM and SGLang minutes)
+    per = {t.name: estimated_start(t.engine).seconds for t in cfg.targets}
+    start: float | dict[str, float] = per if start_s is None else start_s
     est: SessionEstimate | None = None
     unread: str | None = None
     if prior_path is not None:
@@ -81,7 +84,7 @@ def decision_plan(
         prior_file=prior_path is not None,
         estimate=est,
         unread=unread,
-        start_s=start,
+        start_s=start_s if start_s is not None else max(per.values(), default=0.0),
         start_s_given=start_s is not None,
     )
 
@@ -178,6 +181,7 @@ def _estimate_json(p: Plan) -> dict[str, Any] | None:
     return {
         "start_s": p.start_s,
         "start_s_source": "--start-s" if p.start_s_given else "default",
+        "start_s_per_target": dict(e.start_of) if e else {},
         "grid": _pass_json(e.grid) if e else None,
         "first_pass": _pass_json(e.first_pass) if e else None,
         # the first pass's range: its sequential levels each stopped at the first chance

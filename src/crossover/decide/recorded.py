@@ -126,6 +126,16 @@ class Recorded:
                 seen.append(t)
         return seen
 
+    def engines(self) -> dict[str, str]:
+        """Each target's engine, as its runs' contexts name it (where they do)."""
+        out: dict[str, str] = {}
+        for (t, _, _), run in self.runs.items():
+            engine = run.context.get("engine")
+            name = engine.get("name") if isinstance(engine, Mapping) else None
+            if isinstance(name, str) and name:
+                out.setdefault(t, name)
+        return out
+
     def levels(self) -> list[LevelNum]:
         return sorted({c for _, c, _ in self.runs})
 

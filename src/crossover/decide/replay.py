@@ -263,7 +263,7 @@ def replay(
             axis=rec.axis,
         )
         cfg = cfg or PolicyConfig()
-        costs = start_costs(names, rec.engine_starts(), engine_logs, start_s)
+        costs = start_costs(names, rec.engine_starts(), engine_logs, start_s, rec.engines())
         timed = {t: c.seconds for t, c in costs.items() if c.measured}
         if timed and start_s is None:
             cfg = dataclasses.replace(cfg, start_s_of=timed)
