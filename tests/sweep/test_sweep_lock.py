@@ -100,6 +100,22 @@ def test_a_refused_sweep_does_not_forget_the_holders_new_database(tmp_path: Path
     assert not out.exists()
 
 
+def _refused_while_held(
+    out: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """``argv``'s exit code and its one error line while a sweep holds ``out``'s lock;
+    the folder's files are checked unchanged."""
+    holder = FolderLock.take(out, "sweep")
+    try:
+        before = _state(out)
+        rc = main(argv)
+        line = one_line_error(capsys)
+        assert _state(out) == before
+    finally:
+        holder.release()
+    return rc, line
+
+
 def test_decide_is_refused_on_a_folder_a_sweep_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -107,14 +123,9 @@ def test_decide_is_refused_on_a_folder_a_sweep_writes(
     with servers(FAST, FAST) as urls:
         config = tmp_path / "sweep.yaml"
         config.write_text(yaml.safe_dump(_mapping(*urls)))
-        holder = FolderLock.take(out, "sweep")
-        try:
-            before = _state(out)
-            rc = main(["decide", "--config", str(config), "--out", str(out)])
-            line = one_line_error(capsys)
-            assert _state(out) == before
-        finally:
-            holder.release()
+        rc, line = _refused_while_held(
+            out, ["decide", "--config", str(config), "--out", str(out)], capsys
+        )
     assert rc == 2
     assert line.startswith(f"error: {out} is being written by another crossover process ")
     assert f"(pid {os.getpid()}, crossover sweep since " in line
@@ -172,13 +183,6 @@ def test_demo_fresh_is_refused_while_another_process_holds_the_folder(
     out = tmp_path / "demo"
     out.mkdir()
     (out / "sweep.db").write_bytes(b"a sweep's records")
-    holder = FolderLock.take(out, "sweep")
-    try:
-        before = _state(out)
-        rc = main(["demo", "--out", str(out), "--fresh"])
-        line = one_line_error(capsys)
-        assert _state(out) == before
-    finally:
-        holder.release()
+    rc, line = _refused_while_held(out, ["demo", "--out", str(out), "--fresh"], capsys)
     assert rc == 2
     assert line.startswith(f"error: {out} is being written by another crossover process ")
