@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from crossover.analysis.schema import EngineStart
-from crossover.decide.starts import ENGINE_STARTS, START_S, estimated_start, start_costs
+from crossover.decide.starts import START_S, estimated_start, start_costs
+from crossover.engines import registry
 from crossover.errors import UsageError
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
@@ -53,16 +54,17 @@ def test_nothing_measured_is_estimated_per_engine(tmp_path: Path) -> None:
     costs = start_costs(
         ["q8", "v", "x"], [], None, engines={"q8": "llamacpp", "v": "vllm", "x": "trtllm"}
     )
-    assert costs["q8"].seconds == ENGINE_STARTS["llamacpp"].median_s
+    assert costs["q8"].seconds == 4.0  # llama.cpp's measured_starts
     assert costs["q8"].source.startswith("estimated: the median of the 23 llama-server starts")
-    assert costs["v"].seconds == ENGINE_STARTS["vllm"].median_s
+    assert costs["v"].seconds == 107.0
     assert (costs["x"].seconds, costs["x"].measured) == (START_S, 0)
     assert estimated_start(None).seconds == START_S
 
 
 def test_the_per_engine_estimates_are_the_committed_logs(tmp_path: Path) -> None:
-    """ENGINE_STARTS says what the engine logs under docs/results show (read again here:
-    each figure from starts that are there, its median within 10% of theirs)."""
+    """Each engine spec's ``measured_starts`` says what the engine logs under docs/results
+    show (read again here: each figure from starts that are there, its median within 10%
+    of theirs)."""
     from crossover.engines.effective import log_ready, read_log
 
     results = Path(__file__).parents[2] / "docs" / "results"
@@ -71,7 +73,9 @@ def test_the_per_engine_estimates_are_the_committed_logs(tmp_path: Path) -> None
         engine, ready = log_ready(read_log(path))
         if engine is not None and ready is not None:
             found.setdefault(str(engine), []).append(ready.seconds)
-    for engine, e in ENGINE_STARTS.items():
+    measured = {n: s for n in registry.names() if (s := registry.get(n).measured_starts)}
+    assert set(measured) == {"vllm", "sglang", "llamacpp"}
+    for engine, e in measured.items():
         xs = sorted(found[engine])
         mid = (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
         assert e.count <= len(xs), engine

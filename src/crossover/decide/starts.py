@@ -10,8 +10,9 @@ order of preference:
    ``NAME.<stamp>.log``, ``.gz`` too), each read back by ``crossover.engines.ready``:
    the mean of their seconds to ready (a log does not time the stop);
 4. an estimate, said as one: the engine's median start in this project's committed
-   GPU results (:data:`ENGINE_STARTS`: llama.cpp loads a GGUF in seconds, vLLM and SGLang
-   compile and capture CUDA graphs for 1-3 minutes), else ``START_S``.
+   GPU results (each engine spec's ``measured_starts``: llama.cpp loads a GGUF in
+   seconds, vLLM and SGLang compile and capture CUDA graphs for 1-3 minutes), else
+   ``START_S``.
 
 ``decide --check`` estimates a decision's GPU time before anything is measured with the
 same per-engine figures (:func:`estimated_start`).
@@ -36,26 +37,6 @@ START_S_SOURCE = (
 
 
 @dataclass(frozen=True)
-class EngineStarts:
-    """An engine's starts (launch to ready) in the engine logs committed under
-    docs/results (H100 and H200, 2026-11-30 to 2026-12-06): their median, count and range.
-    tests/decide/test_starts.py reads the logs again and checks each figure."""
-
-    median_s: float
-    count: int
-    low_s: float
-    high_s: float
-
-
-#: per engine (its registry name), what its starts took where this project measured them
-ENGINE_STARTS: dict[str, EngineStarts] = {
-    "vllm": EngineStarts(107.0, 24, 62.0, 186.0),
-    "sglang": EngineStarts(106.0, 21, 70.0, 204.0),
-    "llamacpp": EngineStarts(4.0, 23, 2.0, 6.6),
-}
-
-
-@dataclass(frozen=True)
 class StartCost:
     seconds: float
     source: str
@@ -65,15 +46,17 @@ class StartCost:
 
 def estimated_start(engine: str | None) -> StartCost:
     """What a start of ``engine`` is estimated to cost where nothing measured says it:
-    its median in :data:`ENGINE_STARTS`, else ``START_S``."""
-    known = ENGINE_STARTS.get(engine or "")
-    if engine is None or known is None:
-        return StartCost(START_S, START_S_SOURCE)
+    its median where this project measured it (the engine spec's ``measured_starts``),
+    else ``START_S``."""
     from crossover.engines import registry
 
+    spec = registry.get(engine) if engine is not None and engine in registry.names() else None
+    known = spec.measured_starts if spec is not None else None
+    if spec is None or known is None:
+        return StartCost(START_S, START_S_SOURCE)
     return StartCost(
         known.median_s,
-        f"estimated: the median of the {known.count} {registry.get(engine).display_name} "
+        f"estimated: the median of the {known.count} {spec.display_name} "
         f"starts in this project's H100/H200 results ({known.low_s:g}-{known.high_s:g} s)",
     )
 

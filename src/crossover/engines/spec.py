@@ -187,6 +187,19 @@ class AdvisorTraits:
 
 
 @dataclass(frozen=True)
+class MeasuredStarts:
+    """An engine's starts (launch to ready) in the engine logs committed under
+    docs/results (H100 and H200, 2026-11-30 to 2026-12-06): their median, count and range.
+    A decision's estimate of a start nothing timed (``crossover.decide.starts``);
+    tests/decide/test_starts.py reads the logs again and checks each figure."""
+
+    median_s: float
+    count: int
+    low_s: float
+    high_s: float
+
+
+@dataclass(frozen=True)
 class QualityAPI:
     """The fields ``crossover quality`` sends (docs: quality/api)."""
 
@@ -261,6 +274,8 @@ class EngineSpec:
     #: permanent generation (SGLang's /freeze_gc; a sweep's ``freeze_gc: true``); None:
     #: the engine has none
     freeze_gc_path: str | None = None
+    #: what its starts took where this project measured them; None: not measured
+    measured_starts: MeasuredStarts | None = None
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

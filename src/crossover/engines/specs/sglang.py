@@ -25,6 +25,7 @@ from crossover.engines.spec import (
     AdvisorTraits,
     EngineSpec,
     LaunchSpec,
+    MeasuredStarts,
     PlanFields,
     PlanLaunch,
     PlanTraits,
@@ -233,6 +234,8 @@ SPEC = EngineSpec(
         source="sglang srt/utils log format [%Y-%m-%d %H:%M:%S]; seen here (0.5.17)",
     ),
     source="sglang python/sglang/srt/server_args.py; docs.sglang.ai backend/server_arguments",
+    # launch to ready in the committed engine logs (compile and CUDA graphs, or a GGUF load)
+    measured_starts=MeasuredStarts(median_s=106.0, count=21, low_s=70.0, high_s=204.0),
     derive=derive,
     ep_flag="--ep-size {n}",
     quality=QualityAPI(completion_fields={"ignore_eos": True}),
