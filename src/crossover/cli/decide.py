@@ -321,8 +321,7 @@ def _replay(
     from crossover.records.readable import readable_database
 
     with readable_database(db) as readable:  # a committed sweep.db.xz: a copy, removed after
-        own = _own_sweep(db)
-        folder = db if db.is_dir() else db.parent
+        folder, own = _own_sweep(db)
         gc = gc_runs(folder, own, database=readable) if own else []
         if engine_logs is None and own and (folder / "engines").is_dir():
             engine_logs = folder / "engines"  # the starts the database did not time
@@ -330,28 +329,28 @@ def _replay(
             readable, kind=kind, metrics=metrics, targets=targets, at=at, slo=slo,
             cfg=policy, prior=prior, start_s=start_s, engine_logs=engine_logs, gc=gc,
         )  # fmt: skip
-    seen = recorded(own, r, gc) if own else None
+    seen = recorded(own, r) if own else None
     for line in replay_lines(r, db, start_s, seen):
         typer.echo(line)
     _write_json(json_out, replay_json(r, db, start_s, seen))
 
 
-def _own_sweep(db: Path) -> SweepFile | None:
-    """The sweep whose folder holds ``db`` as its own database (``sweep.db`` or
-    ``sweep.db.xz`` beside its sweep.json, or the folder): a replay names the KV-full and
-    GC-pause runs among those it read; ``None`` for a database alone, whose folder holds
-    no sweep of its own."""
+def _own_sweep(db: Path) -> tuple[Path, SweepFile | None]:
+    """``db``'s folder, and the sweep whose folder holds ``db`` as its own database
+    (``sweep.db`` or ``sweep.db.xz`` beside its sweep.json, or the folder): a replay names
+    the KV-full and GC-pause runs among those it read; ``None`` for a database alone, whose
+    folder holds no sweep of its own."""
     from crossover.records.readable import PACKED, PLAIN
     from crossover.report.load import load_sweep
 
     folder = db if db.is_dir() else db.parent
     own = db.is_dir() or db.name in (PLAIN, PACKED)
     if not own or not (folder / "sweep.json").is_file():
-        return None
+        return folder, None
     try:
-        return load_sweep(folder)
+        return folder, load_sweep(folder)
     except UsageError:  # a sweep.json the replay does not need: its lines are left out
-        return None
+        return folder, None
 
 
 def refuse_prior_on_rates(q: Any, prior: Any) -> None:

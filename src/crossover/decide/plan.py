@@ -179,7 +179,8 @@ def _estimate_json(p: Plan) -> dict[str, Any] | None:
         return None
     e = p.estimate
     return {
-        "start_s": p.start_s,
+        # the figure the printed line says: each launched target's own, else --start-s
+        "start_s": e.start_s if e else p.start_s,
         "start_s_source": "--start-s" if p.start_s_given else "default",
         "start_s_per_target": dict(e.start_of) if e else {},
         "grid": _pass_json(e.grid) if e else None,

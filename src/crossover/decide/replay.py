@@ -81,6 +81,9 @@ class ReplayResult:
     starts_by_target: dict[str, int] = field(default_factory=dict)
     #: what one engine start of each target costs, and where that figure comes from
     start_costs: dict[str, StartCost] = field(default_factory=dict)
+    #: of the runs the replay read, those a logged long garbage collection met (of the
+    #: ``gc`` it was given), as its notes name them
+    gc: list[GcRun] = field(default_factory=list)
 
     def gpu_seconds(self) -> dict[str, float]:
         """Each target's GPU time: its measuring time and its start's cost per engine start
@@ -360,6 +363,7 @@ def replay(
             starts,
             by_target,
             costs,
+            tied,
         )
     finally:
         rec.close()

@@ -15,7 +15,6 @@ neither (:func:`recorded`, given the folder's sweep by the CLI).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,13 +48,13 @@ class Recorded:
     gc: list[GcRun]
 
 
-def recorded(sweep: SweepFile, r: ReplayResult, gc: Sequence[GcRun]) -> Recorded:
-    """:class:`Recorded` for replay ``r`` of ``sweep``, whose grid's GC-paused runs are
-    ``gc`` (``gc_runs`` of its folder): those among the runs the replay read."""
+def recorded(sweep: SweepFile, r: ReplayResult) -> Recorded:
+    """:class:`Recorded` for replay ``r`` of ``sweep``: the KV-full runs among those it
+    read, and the GC-paused ones the replay kept (``ReplayResult.gc``)."""
     read = {(o.target, float(o.level), o.repeat) for o in r.observations}
     targets = sorted({t for t, _, _ in read})
     kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
-    return Recorded(kv, [x for x in gc if (x.target, x.level, x.repeat) in read])
+    return Recorded(kv, list(r.gc))
 
 
 def replay_lines(
