@@ -64,3 +64,23 @@ def test_a_lead_line_names_the_levels_the_margin_read_as_level() -> None:
     assert format_crossover(plain).endswith(
         "over 2-4 concurrent requests (no crossover in the range measured)"
     )
+
+
+def test_the_lead_line_reads_the_ties_from_the_finding_not_its_reason() -> None:
+    # a finding whose reason was reworded (a replay's, a policy's note) still names its
+    # ties: the line is built from the levels the margin read as level
+    from dataclasses import replace
+
+    a = {1.0: [420.0, 420.2], 2.0: [688.0, 690.0], 4.0: [1040.0, 1044.0]}
+    b = {1.0: [422.0, 422.2], 2.0: [385.0, 386.0], 4.0: [830.0, 832.0]}
+    (tied,) = compare_pair("a", "b", a, b, TPS, tie_rel=0.03)
+    assert (tied.ties, tied.tie_rel) == ((1.0,), 0.03)
+    assert tied.tie_clause == "level within 3% at 1"
+    reworded = replace(tied, reason="settled after the first pass")
+    assert format_crossover(reworded).endswith(
+        "(no crossover in the range measured; level within 3% at 1)"
+    )
+    # and a reason with a "; " of its own adds no tie clause where there is none
+    (plain,) = compare_pair("a", "b", {k: v for k, v in a.items() if k > 1}, b, TPS)
+    odd = replace(plain, reason="no crossover; said twice")
+    assert format_crossover(odd).endswith("(no crossover in the range measured)")

@@ -170,6 +170,19 @@ class Finding:
     reason: str = ""
     per_level: tuple[LevelDiff, ...] = field(default=(), repr=False, compare=False)
     axis: Axis = "concurrency"
+    #: levels where the two means were within the tie margin ``tie_rel`` of each other
+    #: (kind ``none`` only): level there, so a lead is over the other levels
+    ties: tuple[float, ...] = ()
+    tie_rel: float = 0.0
+
+    @property
+    def tie_clause(self) -> str:
+        """``level within 3% at 1, 2`` where ties were read, else ``""``."""
+        if not self.ties:
+            return ""
+        return (
+            f"level within {fmt_margin(self.tie_rel)} at {', '.join(f'{c:g}' for c in self.ties)}"
+        )
 
     @property
     def rel_width(self) -> float | None:
@@ -429,10 +442,10 @@ def compare_pair(
             reason = "no significant difference at any level"
         else:
             reason = "no crossover in the range measured"
-        if ties and levels:
-            at = ", ".join(f"{c:g}" for c in ties)
-            reason += f"; level within {fmt_margin(tie_rel)} at {at}"
-        findings.append(replace(base, leader=leader, reason=reason))
+        none = replace(base, leader=leader, ties=tuple(ties) if levels else (), tie_rel=tie_rel)
+        if none.tie_clause:
+            reason += f"; {none.tie_clause}"
+        findings.append(replace(none, reason=reason))
     findings.sort(key=lambda f: f.bracket[0] if f.bracket else 0)
     return findings
 
@@ -654,9 +667,8 @@ def format_crossover(x: Finding | Crossover, levels: Sequence[float] = ()) -> st
         )
     if x.leader is not None:
         other = x.b if x.leader == x.a else x.a
-        # the levels a tie margin read as level, where some were (``; level within 3% at
-        # 1, 2``): the lead is over the others
-        ties = x.reason.partition("; ")[2]
+        # the levels a tie margin read as level, where some were: the lead is over the others
+        ties = x.tie_clause
         return (
             f"{label}: {x.leader} leads {other} over {span} {unit} "
             f"(no crossover in the range measured{'; ' + ties if ties else ''})"
