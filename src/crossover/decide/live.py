@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.schema import SweepFile
@@ -199,17 +200,10 @@ def question_for(
             "target's engine is up, so it does not restart the engine per repeat: run "
             "crossover sweep for restart_between_repeats, or set it false"
         )
-    if cfg.rates is not None:
-        return _rate_question(cfg, kind, metrics, at, slo)
-    base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
-    levels = list(base)
-    for t in cfg.targets:
-        levels = sorted(set(levels) | set(t.concurrency or []))
-    if not levels:
-        raise UsageError("decide needs concurrency levels (concurrency: in the YAML)")
     names = tuple(t.name for t in cfg.targets)
     if len(names) < 2:
         raise UsageError("decide compares targets: the sweep needs at least two")
+    axis, levels, per_axis = _rate_levels(cfg, kind) if cfg.rates is not None else _levels(cfg)
     check_at(at, levels)
     return Question(
         kind,
@@ -219,49 +213,54 @@ def question_for(
         tuple(at),
         slo,
         repeats=max(1, cfg.repeats),
-        # between the grid's levels only where the sweep itself would refine (refine: true)
-        any_level=cfg.refine,
         group_targets=any(t.launch is not None for t in cfg.targets),
-        # each target's own levels, else the sweep's (as the sweep measures them)
-        target_levels={
-            t.name: tuple(sorted(t.concurrency or base))
-            for t in cfg.targets
-            if t.concurrency or base
-        },
-        requests={c: n for c in levels if (n := cfg.requests_for(c)) is not None},
+        axis=axis,
+        **per_axis,
     )
 
 
-def _rate_question(
-    cfg: SweepConfig,
-    kind: QuestionKind,
-    metrics: Sequence[str],
-    at: Sequence[float],
-    slo: SloTerm | None,
-) -> Question:
-    """:func:`question_for` along a sweep's rates (a rate sweep has no per-target levels
+class _AxisParts(TypedDict, total=False):
+    """What a question's axis adds to it (:class:`Question`'s own fields)."""
+
+    any_level: bool
+    target_levels: dict[str, tuple[float, ...]]
+    requests: dict[float, int]
+
+
+def _levels(cfg: SweepConfig) -> tuple[Axis, list[float], _AxisParts]:
+    """A concurrency question's levels: the sweep's and every target's own."""
+    base = sorted({lv.concurrency for lv in cfg.levels() if lv.concurrency is not None})
+    levels: list[float] = list(base)
+    for t in cfg.targets:
+        levels = sorted(set(levels) | set(t.concurrency or []))
+    if not levels:
+        raise UsageError("decide needs concurrency levels (concurrency: in the YAML)")
+    return (
+        "concurrency",
+        levels,
+        _AxisParts(
+            # between the grid's levels only where the sweep itself would refine
+            any_level=cfg.refine,
+            # each target's own levels, else the sweep's (as the sweep measures them)
+            target_levels={
+                t.name: tuple(sorted(t.concurrency or base))
+                for t in cfg.targets
+                if t.concurrency or base
+            },
+            requests={c: n for c in levels if (n := cfg.requests_for(int(c))) is not None},
+        ),
+    )
+
+
+def _rate_levels(cfg: SweepConfig, kind: QuestionKind) -> tuple[Axis, list[float], _AxisParts]:
+    """A question's levels along a sweep's rates (a rate sweep has no per-target levels
     and no ``refine``: the config refuses both)."""
     if kind == "capacity":
         raise UsageError(CAPACITY_ON_RATES)
     assert cfg.rates is not None
     levels = sorted(set(cfg.rates))
-    names = tuple(t.name for t in cfg.targets)
-    if len(names) < 2:
-        raise UsageError("decide compares targets: the sweep needs at least two")
-    check_at(at, levels)
     requests = {r: n for r in levels if (n := cfg.requests_for_level(Level("rate", r))) is not None}
-    return Question(
-        kind,
-        names,
-        tuple(levels),
-        tuple(metrics),
-        tuple(at),
-        slo,
-        repeats=max(1, cfg.repeats),
-        group_targets=any(t.launch is not None for t in cfg.targets),
-        requests=requests,
-        axis="rate",
-    )
+    return "rate", levels, _AxisParts(requests=requests)
 
 
 async def decide_live(
