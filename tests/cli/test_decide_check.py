@@ -235,3 +235,24 @@ def test_without_json_nothing_is_written_and_no_plan_line(tmp_path: Path, capsys
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("estimate (from the prior's throughput")
     assert not any(ln.startswith("plan: ") for ln in out)
+
+
+def test_an_open_loop_plan_has_an_arrivals_floor_without_a_prior(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Along rates `--check` estimates without `--prior`: each run its 40 s of arrivals
+    (the committed open-loop decision's YAML), a floor, written as printed."""
+    config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
+    path = tmp_path / "plan.json"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--json", str(path)]
+    argv += ["--metric", "ttft_ms.p99"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()[:-1]
+    est = json.loads(path.read_text())["estimate"]
+    assert est["arrivals_only"] is True
+    # 7 rates x 2 targets x 2 repeats x 40 s
+    assert est["grid"]["measuring_s"] == 7 * 2 * 2 * 40.0
+    assert est["grid"]["starts"] == 2
+    assert lines[-1] == est["text"]
+    assert lines[-1].startswith("estimate (arrivals alone, each run's warm-up and drain left out")
+    assert "grid 1,120 s measuring + 2 starts" in lines[-1]

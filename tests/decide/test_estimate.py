@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from crossover.decide.estimate import (
     PassEstimate,
     SessionEstimate,
@@ -215,3 +217,53 @@ def test_a_two_wave_decision_is_one_figure() -> None:
     est = decision_estimate(cfg, q, first, RATES, PolicyConfig(), 100.0)
     assert est.first_pass_low == est.first_pass
     assert "first pass 35 s + 2 starts = 3.9 GPU-min (the rest depends" in estimate_line(est)
+
+
+def _rate_config(**over: Any) -> SweepConfig:
+    data: dict[str, Any] = {
+        "rates": [1.0, 2.0, 4.0, 8.0],
+        "duration_s_per_level": 40,
+        "output_tokens": 100,
+        "repeats": 2,
+        "targets": [
+            {"name": "a", "launch": {"engine": "vllm", "model": "m"}},
+            {"name": "b", "launch": {"engine": "sglang", "model": "m"}},
+        ],
+    }
+    data.update(over)
+    return SweepConfig.model_validate(data)
+
+
+def test_an_open_loop_is_estimated_from_its_arrivals_without_a_forecast() -> None:
+    """Along rates a run lasts as long as its arrivals: the grid every rate every repeat,
+    the first pass the reference's levels with its repeats (its engine up) and a later
+    target's once; each start its engine's own; said as a floor."""
+    from crossover.decide.estimate import arrival_seconds, rate_estimate
+    from crossover.decide.live import question_for
+    from crossover.decide.state import PolicyConfig
+
+    cfg = _rate_config()
+    assert arrival_seconds(cfg, 8.0) == 40.0
+    q = question_for(cfg, "crossover", ["ttft_ms.p99"])
+    first = {"a": [1.0, 4.0, 8.0], "b": [1.0, 4.0, 8.0]}
+    est = rate_estimate(cfg, q, first, PolicyConfig(), {"a": 100.0, "b": 60.0})
+    assert est.arrivals_only
+    assert est.grid == PassEstimate(2 * 2 * 4 * 40.0, 16, 2, 80.0)
+    assert est.first_pass == PassEstimate((2 * 3 + 3) * 40.0, 9, 2, 80.0)
+    assert est.start_of == {"a": 100.0, "b": 60.0}
+    assert estimate_line(est) == (
+        "estimate (arrivals alone, each run's warm-up and drain left out: at least; starts "
+        "a 100 s, b 60 s): grid 640 s measuring + 2 starts = 13.3 GPU-min; first pass "
+        "360 s + 2 starts = 8.7 GPU-min (the rest depends on what it measures)"
+    )
+    # without the reference's repeats up front, every first-pass level once
+    once = rate_estimate(cfg, q, first, PolicyConfig(reference_repeats=False), 90.0)
+    assert once.first_pass == PassEstimate(6 * 40.0, 6, 2, 90.0)
+    # a level of N requests lasts N / rate: 32 requests at 8/s arrive over 4 s
+    counted = _rate_config(duration_s_per_level=None, requests_per_level=32)
+    assert arrival_seconds(counted, 8.0) == 4.0
+    assert arrival_seconds(counted, 2.0) == 16.0
+    # along concurrency it refuses (the forecast's estimate is that one)
+    cq = question_for(_config(), "crossover", ["total_tokens_per_s"])
+    with pytest.raises(ValueError, match="along arrival rates"):
+        rate_estimate(_config(), cq, {"a": [1.0]}, PolicyConfig(), 1.0)

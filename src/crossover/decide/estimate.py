@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from crossover.decide.coarse import REPEAT_BELOW_START, earliest_stop, first_pass_steps
 from crossover.decide.model import Question
 from crossover.decide.state import PolicyConfig
-from crossover.sweep.config import SweepConfig
+from crossover.sweep.config import Level, SweepConfig
 from crossover.words import plural
 
 #: predicted output tokens/s per target and concurrency level
@@ -67,6 +67,9 @@ class SessionEstimate:
     #: each launched target's start where they differ (``estimated_start`` per engine);
     #: empty where every start costs ``start_s``
     start_of: Mapping[str, float] = field(default_factory=dict)
+    #: an open loop's estimate (:func:`rate_estimate`): each level its arrivals alone, so
+    #: every figure is a floor (its warm-up and drain are not known without a forecast)
+    arrivals_only: bool = False
 
 
 def run_seconds(
@@ -237,6 +240,70 @@ def decision_estimate(
     )
 
 
+def arrival_seconds(cfg: SweepConfig, rate: float) -> float:
+    """How long arrivals last at ``rate`` requests/s: the level's duration where it is held
+    for one, else its measured requests over the rate (the schedule's mean length)."""
+    n = cfg.requests_for_level(Level("rate", rate))
+    return (cfg.duration_s_per_level or 0.0) if n is None else n / rate
+
+
+def rate_estimate(
+    cfg: SweepConfig,
+    q: Question,
+    first_pass: Mapping[str, Sequence[float]],
+    policy: PolicyConfig,
+    start_s: float | Mapping[str, float],
+) -> SessionEstimate:
+    """An open-loop decision's floor, with no forecast: each run as long as its arrivals
+    (:func:`arrival_seconds`), the grid every target's rate every repeat, the first pass
+    its levels once each with the reference's repeats where it takes them while its
+    engine is up. A run also takes its warm-up and its drain (the requests in flight when
+    arrivals stop finish: about one request's time, seconds at a high rate), which depend
+    on the engine's speed: ``arrivals_only`` says the figures leave them out (measured on
+    an H100, MoE shape, 40 s levels: 42-46 s a run, docs/results/h100/moe-open-decide-freeze)."""
+    if q.axis != "rate":
+        raise ValueError("an arrivals-only estimate is along arrival rates")
+    each = _per_target(cfg, start_s)
+    launched = {t.name: each[t.name] for t in cfg.targets if t.launch is not None}
+    up_front = q.group_targets and policy.reference_repeats
+    ref_start = each.get(next(iter(first_pass), ""), 0.0)
+
+    def plan(runs: Mapping[str, Sequence[tuple[float, int]]]) -> PassEstimate:
+        total, count, starts, started = 0.0, 0, 0, 0.0
+        for t, levels in runs.items():
+            if not levels:
+                continue
+            if t in launched:
+                starts += 1
+                started += launched[t]
+            for r, n in levels:
+                total += n * arrival_seconds(cfg, r)
+                count += n
+        return PassEstimate(total, count, starts, started / starts if starts else 0.0)
+
+    grid = {t: [(r, q.repeats) for r in q.levels if q.covers(t, r)] for t in q.targets}
+    first: dict[str, list[tuple[float, int]]] = {}
+    for i, (t, levels) in enumerate(first_pass.items()):
+        first[t] = []
+        for r in levels:
+            n = q.repeats if i == 0 and up_front else 1
+            # under a time budget the reference repeats a level up front only where it
+            # costs less than half a start (``coarse._repeat_up_front``)
+            if n > 1 and policy.budget is not None:
+                n = n if arrival_seconds(cfg, r) < REPEAT_BELOW_START * ref_start else 1
+            first[t].append((r, n))
+    first_est = plan(first)
+    return SessionEstimate(
+        grid=plan(grid),
+        first_pass=first_est,
+        start_s=_uniform(launched) if launched else _uniform(each),
+        missing=(),
+        first_pass_low=first_est,
+        start_of=launched if len(set(launched.values())) > 1 else {},
+        arrivals_only=True,
+    )
+
+
 def _span(low: float, high: float, fmt: str) -> str:
     """``low-high`` as printed, or one figure where both print the same."""
     a, b = format(low, fmt), format(high, fmt)
@@ -266,6 +333,13 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     measuring = _span(lo.measuring_s, f.measuring_s, ",.0f")
     minutes = _span(lo.gpu_s / 60, f.gpu_s / 60, ".1f")
     rest = "the rest depends on what it measures"
+    if est.arrivals_only:
+        return (
+            f"estimate (arrivals alone, each run's warm-up and drain left out: at least; "
+            f"{starts}): grid {g.measuring_s:,.0f} s measuring + {plural(g.starts, 'start')} "
+            f"= {g.gpu_s / 60:.1f} GPU-min; first pass {f.measuring_s:,.0f} s + "
+            f"{plural(f.starts, 'start')} = {f.gpu_s / 60:.1f} GPU-min ({rest})"
+        )
     if measuring != format(f.measuring_s, ",.0f") or minutes != format(f.gpu_s / 60, ".1f"):
         rest = (
             f"low with {plural(lo.stopped, 'sequential level')} stopped at the first chance, "

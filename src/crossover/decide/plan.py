@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from crossover.decide.coarse import first_pass_levels, first_pass_steps
-from crossover.decide.estimate import PassEstimate, SessionEstimate, decision_estimate
+from crossover.decide.estimate import (
+    PassEstimate,
+    SessionEstimate,
+    decision_estimate,
+    rate_estimate,
+)
 from crossover.decide.estimate import estimate_line as _estimate_line
 from crossover.decide.model import LevelNum, Measure, Question, fmt_levels
 from crossover.decide.replay import load_prior
@@ -33,7 +38,8 @@ class Plan:
     """What ``decide --check`` says of a decision: ``first_pass`` each target's levels,
     in the first pass's order; ``grid_levels`` the grid's level runs (every target's
     covered level, every repeat). ``prior_file``: a forecast was given (``--prior``);
-    ``estimate`` is then its GPU time, or ``None`` where the forecast could not be read
+    ``estimate`` is then its GPU time (along rates always: a floor from the arrivals,
+    ``arrivals_only``), or ``None`` where the forecast could not be read
     for output tokens/s (``unread`` says why). ``steps``: each first-pass level as the
     live decision asks for it (:func:`first_pass_steps`), in ``first_pass``'s order."""
 
@@ -68,7 +74,10 @@ def decision_plan(
     start: float | dict[str, float] = per if start_s is None else start_s
     est: SessionEstimate | None = None
     unread: str | None = None
-    if prior_path is not None:
+    if q.axis == "rate":
+        # an open loop's runs last as long as their arrivals: a floor without a forecast
+        est = rate_estimate(cfg, q, first, policy, start)
+    elif prior_path is not None:
         try:
             rates = load_prior(prior_path, "output_tok_s")
         except UsageError as exc:
@@ -91,6 +100,8 @@ def decision_plan(
 
 def estimate_text(p: Plan) -> str:
     """The plan's GPU-time line: the grid's and the first pass's, or why there is none."""
+    if p.estimate is not None and p.estimate.arrivals_only:
+        return _estimate_line(p.estimate, "--start-s" if p.start_s_given else "")
     if not p.prior_file:
         return _estimate_line(None)
     if p.estimate is None:
@@ -175,10 +186,13 @@ def _pass_json(e: PassEstimate | None) -> dict[str, Any] | None:
 
 
 def _estimate_json(p: Plan) -> dict[str, Any] | None:
-    if not p.prior_file:
-        return None
     e = p.estimate
+    arrivals = e is not None and e.arrivals_only
+    if not p.prior_file and not arrivals:
+        return None
     return {
+        # an open loop's floor: each run its arrivals alone (warm-up and drain left out)
+        "arrivals_only": arrivals,
         # the figure the printed line says: each launched target's own, else --start-s
         "start_s": e.start_s if e else p.start_s,
         "start_s_source": "--start-s" if p.start_s_given else "default",
