@@ -60,3 +60,25 @@ def test_real_llama_server_launch_settings_and_stop(tmp_path: Path) -> None:
     assert group_members(pgid) == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_real_llama_server_refusing_a_flag_names_it_and_whose_it_is(tmp_path: Path) -> None:
+    """The pinned llama-server's own refusal (``error: invalid argument: ...``) read back:
+    the start fails at once with the flag named as the target's, not a bare exit status."""
+    from crossover.errors import EngineError
+
+    server, model = _server_and_model()
+    config = engine_config(
+        engine="llamacpp",
+        model=str(model),
+        executable=[str(server)],
+        extra_args=["--no-such-flag"],
+        health_timeout_s=60.0,
+    )
+    with pytest.raises(EngineError) as info:
+        launch(config, tmp_path / "llama-server.log")
+    assert str(info.value).endswith(
+        "before becoming healthy: this llama-server does not know --no-such-flag "
+        "(from the target's extra_args)"
+    )
+    assert "invalid argument: --no-such-flag" in (info.value.log_tail or "")

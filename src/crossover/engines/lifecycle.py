@@ -54,6 +54,7 @@ from crossover.engines.processes import (
     pdeathsig_preexec,
     signal_group,
 )
+from crossover.engines.refused import refused_flag_note
 from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe
 from crossover.errors import EngineError, UsageError
 
@@ -330,8 +331,12 @@ class RunningEngine:
         if self._death is not None:  # stopped by the multicast guard
             return self._death
         rc = self._returncode if self._returncode is not None else -1
+        tail = self.log_tail()
+        # a flag this version of the engine does not know: which, and who gave it
+        why = refused_flag_note(self.adapter, self.config.extra_args, tail)
+        said = f": {why}" if why else ""
         return EngineError(
-            f"{self.name} {exit_description(rc)} before becoming healthy", self.log_tail()
+            f"{self.name} {exit_description(rc)} before becoming healthy{said}", tail
         )
 
     def _not_healthy(self, timeout_s: float) -> EngineError:

@@ -276,6 +276,10 @@ class EngineSpec:
     freeze_gc_path: str | None = None
     #: what its starts took where this project measured them; None: not measured
     measured_starts: MeasuredStarts | None = None
+    #: flags its launch adds on its own (not from a setting the user gave), each with what
+    #: it is for and how to leave it out: a version of the engine that does not know one
+    #: refuses to start, and the error says so (``crossover.engines.refused``)
+    added_flags: Mapping[str, str] = field(default_factory=dict)
 
     def executable(self, config: EngineConfig) -> list[str]:
         return list(config.executable) if config.executable else list(self.default_executable)

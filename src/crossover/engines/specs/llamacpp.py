@@ -261,6 +261,10 @@ SPEC = EngineSpec(
     source="llama.cpp common/arg.cpp, tools/server/README.md",
     # launch to ready in the committed engine logs (compile and CUDA graphs, or a GGUF load)
     measured_starts=MeasuredStarts(median_s=4.0, count=23, low_s=2.0, high_s=6.6),
+    added_flags={
+        "--metrics": "for /metrics, the generated-token counter that witnesses every "
+        "level; a llama-server without it is older than crossover supports",
+    },
     launch_facts=launch_facts,
     unknown_notes={
         "cuda_graphs": "unknown from log: llama.cpp does not log the CUDA-graph setting "

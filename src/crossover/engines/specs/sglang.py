@@ -236,6 +236,16 @@ SPEC = EngineSpec(
     source="sglang python/sglang/srt/server_args.py; docs.sglang.ai backend/server_arguments",
     # launch to ready in the committed engine logs (compile and CUDA graphs, or a GGUF load)
     measured_starts=MeasuredStarts(median_s=106.0, count=21, low_s=70.0, high_s=204.0),
+    added_flags={
+        GC_WARNING: "to log its front end's long garbage collections; gc_warning_s: 0 "
+        "under the target's launch leaves it out",
+        "--enable-cache-report": "for the prompt tokens each response says its cache "
+        "served; an SGLang without it is older than crossover supports",
+        "--enable-metrics": "for /metrics, the generated-token counter that witnesses "
+        "every level; an SGLang without it is older than crossover supports",
+        NO_FUSED_ALLREDUCE: "at TP > 1, to keep FlashInfer's fused all-reduce (NVLink "
+        "multicast) off; an SGLang without it is older than crossover supports",
+    },
     derive=derive,
     ep_flag="--ep-size {n}",
     quality=QualityAPI(completion_fields={"ignore_eos": True}),

@@ -235,6 +235,10 @@ SPEC = EngineSpec(
     source="vllm/engine/arg_utils.py; docs.vllm.ai/en/latest/cli/serve.html",
     # launch to ready in the committed engine logs (compile and CUDA graphs, or a GGUF load)
     measured_starts=MeasuredStarts(median_s=107.0, count=24, low_s=62.0, high_s=186.0),
+    added_flags={
+        "--enable-prompt-tokens-details": "for the prompt tokens each response says its "
+        "cache served; a vLLM without it is older than crossover supports",
+    },
     tp_heads_rule="seed-4-vllm-tp-heads",
     custom_allreduce_tps=(2, 4, 6, 8),
     ep_flag="--enable-expert-parallel",
