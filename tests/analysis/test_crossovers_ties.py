@@ -84,3 +84,14 @@ def test_the_lead_line_reads_the_ties_from_the_finding_not_its_reason() -> None:
     (plain,) = compare_pair("a", "b", {k: v for k, v in a.items() if k > 1}, b, TPS)
     odd = replace(plain, reason="no crossover; said twice")
     assert format_crossover(odd).endswith("(no crossover in the range measured)")
+
+
+def test_one_level_compared_reads_as_one_level() -> None:
+    # a pair compared at one level only (a rate grid whose other levels were short):
+    # "(level 1)" and "at 1", never "1-1"
+    (none,) = compare_pair("a", "b", {1.0: [100.0, 101.0]}, {1.0: [100.5, 100.2]}, TPS)
+    assert format_crossover(none).endswith("(level 1)")
+    (lead,) = compare_pair("a", "b", {1.0: [200.0, 200.2]}, {1.0: [100.0, 100.1]}, TPS)
+    assert format_crossover(lead) == (
+        "total tokens/s: a leads b at 1 concurrent requests (no crossover in the range measured)"
+    )

@@ -658,7 +658,12 @@ def format_crossover(x: Finding | Crossover, levels: Sequence[float] = ()) -> st
         return _crossover_line(
             label, x.below, x.above, x.concurrency, x.interval, unit, levels or x.levels
         )
-    span = f"{_fmt_l(x.levels[0])}-{_fmt_l(x.levels[-1])}" if x.levels else "none"
+    span, over, levels_word = "none", "over", "levels"
+    if x.levels:
+        first, last = _fmt_l(x.levels[0]), _fmt_l(x.levels[-1])
+        span = first if first == last else f"{first}-{last}"
+        if first == last:  # one level compared: "at 1", "(level 1)", not "1-1"
+            over, levels_word = "at", "level"
     if x.kind == "inconclusive":
         assert x.bracket is not None
         return (
@@ -670,7 +675,7 @@ def format_crossover(x: Finding | Crossover, levels: Sequence[float] = ()) -> st
         # the levels a tie margin read as level, where some were: the lead is over the others
         ties = x.tie_clause
         return (
-            f"{label}: {x.leader} leads {other} over {span} {unit} "
+            f"{label}: {x.leader} leads {other} {over} {span} {unit} "
             f"(no crossover in the range measured{'; ' + ties if ties else ''})"
         )
-    return f"{label}: {x.a} vs {x.b}: {x.reason} (levels {span})"
+    return f"{label}: {x.a} vs {x.b}: {x.reason} ({levels_word} {span})"
