@@ -110,3 +110,22 @@ def test_another_process_holding_it_is_named_and_its_end_frees_it(tmp_path: Path
         with pytest.raises(FolderBusyError, match=rf"\(pid {child.pid}, crossover decide since "):
             FolderLock.take(tmp_path, "sweep")
     FolderLock.take(tmp_path, "sweep").release()
+
+
+def test_refuse_if_busy_probes_without_creating_or_taking(tmp_path: Path) -> None:
+    out = tmp_path / "res"
+    FolderLock.refuse_if_busy(out)  # no folder: nothing to refuse, nothing created
+    assert not out.exists()
+    first = FolderLock.take(out, "decide")
+    try:
+        before = _state(out)
+        with pytest.raises(FolderBusyError, match=r"\(pid \d+, crossover decide since "):
+            FolderLock.refuse_if_busy(out)
+        assert _state(out) == before
+    finally:
+        first.release()
+    FolderLock.refuse_if_busy(out)  # free again: the probe passes and holds nothing
+    FolderLock.take(out, "sweep").release()
+    with held_by_child(out, "sweep"):  # another process's lock, as a real second writer
+        with pytest.raises(FolderBusyError, match="crossover sweep since "):
+            FolderLock.refuse_if_busy(out)

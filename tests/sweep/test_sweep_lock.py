@@ -186,3 +186,19 @@ def test_demo_fresh_is_refused_while_another_process_holds_the_folder(
     rc, line = _refused_while_held(out, ["demo", "--out", str(out), "--fresh"], capsys)
     assert rc == 2
     assert line.startswith(f"error: {out} is being written by another crossover process ")
+
+
+@pytest.mark.parametrize("command", ["sweep", "decide"])
+def test_a_busy_folder_is_refused_before_the_targets_are_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The folder's lock is probed before the config's checks: a target nobody serves
+    (port 9) would otherwise be the error, after its connection attempts."""
+    out = tmp_path / "res"
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(_mapping("http://127.0.0.1:9", "http://127.0.0.1:9")))
+    rc, line = _refused_while_held(
+        out, [command, "--config", str(config), "--out", str(out)], capsys
+    )
+    assert rc == 2
+    assert line.startswith(f"error: {out} is being written by another crossover process ")

@@ -410,6 +410,7 @@ def _live(
     from crossover.decide.live import decide_live, question_for
     from crossover.decide.timing import live_json, live_lines
     from crossover.records.database_file import check_database_file, check_writable
+    from crossover.records.folder_lock import FolderLock
     from crossover.report.text import KeptRuns
     from crossover.sweep.check import check_config, raise_if_errors
     from crossover.sweep.config import load_sweep_config
@@ -417,6 +418,7 @@ def _live(
     cfg = load_sweep_config(config, {})
     q = question_for(cfg, kind, metrics, at, slo)
     refuse_prior_on_rates(q, prior)
+    FolderLock.refuse_if_busy(out)  # another writer: said before the slower checks
     check_database_file(out / "sweep.db")  # before any server is asked or engine started
     raise_if_errors(check_config(cfg, local=True, only=None), str(config))
     check_writable(out)

@@ -215,6 +215,7 @@ def sweep(
     from crossover.cli.common import console as make_console
     from crossover.cli.common import run_async
     from crossover.records.database_file import check_database_file, check_writable
+    from crossover.records.folder_lock import FolderLock
     from crossover.sweep.flags import sweep_config_of
     from crossover.sweep.resume import forget_empty_sweep, parse_redo
 
@@ -265,6 +266,7 @@ def sweep(
         return
     if out is None:
         raise UsageError("--out DIR is required (or --check to check the config only)")
+    FolderLock.refuse_if_busy(out)  # another writer: said before the slower checks
     check_database_file(out / "sweep.db")  # before any server is asked or engine started
     # the whole config, every target, before the output folder exists; with --ray the
     # paths are the nodes', so only what does not depend on this machine is checked here

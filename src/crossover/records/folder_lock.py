@@ -50,6 +50,13 @@ def _holder(text: str) -> str:
     return words
 
 
+def _busy(folder: Path, held: str) -> str:
+    return (
+        f"{folder} is being written by another crossover process ({held}): "
+        "wait for it to end, or give another --out"
+    )
+
+
 class FolderLock:
     """The exclusive lock on a results folder, held from :meth:`take` to
     :meth:`release` (or the process's end)."""
@@ -79,10 +86,7 @@ class FolderLock:
                 fh.seek(0)
                 held = _holder(fh.read(4096))
                 fh.close()
-                raise FolderBusyError(
-                    f"{folder} is being written by another crossover process ({held}): "
-                    "wait for it to end, or give another --out"
-                ) from None
+                raise FolderBusyError(_busy(folder, held)) from None
             except OSError as exc:  # a file system without flock
                 fh.close()
                 raise UsageError(f"cannot lock {path}: {exc.strerror}") from None
@@ -99,6 +103,26 @@ class FolderLock:
         fh.write(json.dumps({"pid": os.getpid(), "command": command, "since": since}) + "\n")
         fh.flush()
         return cls(path, fh)
+
+    @staticmethod
+    def refuse_if_busy(folder: Path) -> None:
+        """The same refusal as :meth:`take` where another process holds ``folder``'s lock,
+        creating and changing nothing (a shared ``flock`` tried and let go at once): a
+        command refused for a busy folder says so before its slower checks (servers
+        asked, paths looked up), which would only be thrown away."""
+        path = folder / LOCK_NAME
+        try:
+            fh = path.open(encoding="utf-8")
+        except OSError:  # no lock file (a new folder), or not readable: take() will say
+            return
+        with fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise FolderBusyError(_busy(folder, _holder(fh.read(4096)))) from None
+            except OSError:  # a file system without flock: take() will say
+                return
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     @property
     def held(self) -> bool:
