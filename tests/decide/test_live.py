@@ -135,6 +135,13 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
     kept_runs = sum(int(ln.split(": ")[1].split()[0]) for ln in kept_lines)
     assert kept_runs == len({r.key for r in runs})
     assert "done earlier" not in printed_err
+    # each level says why it is measured as it starts: the first pass's, then the policy's
+    # own reasons (a bracket, a repeat), one start line per run measured
+    starts = [ln for ln in printed_err.splitlines() if ": measuring (" in ln]
+    assert len(starts) == len(runs), printed_err
+    assert all(ln.endswith(") ...") for ln in starts)
+    assert starts[0].startswith("fast c=1 r=0: measuring (first pass")
+    assert any("first pass" not in ln for ln in starts), printed_err
     # "10 levels measured" holds the words too: the count must be its own number
     assert "; 0 levels measured" not in printed
 

@@ -425,8 +425,11 @@ def _live(
     console = make_console(stderr=True)
     kept = KeptRuns(console)
     try:
-        events = live_events(console, kept)
-        result = run_async(decide_live(cfg, out, q, policy, prior=prior, events=events))
+        reasons: dict[tuple[str, str, int], str] = {}  # each level's why, for its start line
+        events = live_events(console, kept, reasons)
+        result = run_async(
+            decide_live(cfg, out, q, policy, prior=prior, events=events, reasons=reasons)
+        )
     finally:
         kept.flush()
     for line in live_lines(result, q, out):

@@ -15,10 +15,17 @@ if TYPE_CHECKING:
     from crossover.sweep.driver import SweepEvents
 
 
-def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
+#: why each measurement was asked for, by (target, level label, repeat): the decision
+#: fills it as it asks (:func:`crossover.decide.live.decide_live`'s ``reasons``), the
+#: start line says it
+Reasons = dict[tuple[str, str, int], str]
+
+
+def live_events(console: Console, kept: KeptRuns, reasons: Reasons | None = None) -> SweepEvents:
     """What a live decision says as it measures (on stderr): each level as it starts (a
-    level can take minutes on a GPU) and as it ends, a sequential level that stopped
-    sending marked as the part of its level it is (the same level measured whole later
+    level can take minutes on a GPU), with why it is measured where ``reasons`` holds it
+    (``vllm c=8 r=1: measuring (first pass) ...``), and as it ends, a sequential level
+    that stopped sending marked as the part of its level it is (the same level measured whole later
     prints again); runs done earlier and kept, one line per target as a sweep says them
     (``kept``: flushed before any other line, and by the caller at the end)."""
     from rich.markup import escape
@@ -31,7 +38,9 @@ def live_events(console: Console, kept: KeptRuns) -> SweepEvents:
     def start(n: str, lv: Level, r: int, progress: Progress) -> None:
         kept.flush()
         planned[(n, lv.label, r)] = progress.total
-        console.print(f"[dim]{escape(n)} {lv.label} r={r}: measuring ...[/]")
+        why = (reasons or {}).get((n, lv.label, r))
+        said = f" ({escape(why)})" if why else ""
+        console.print(f"[dim]{escape(n)} {lv.label} r={r}: measuring{said} ...[/]")
 
     def done(n: str, lv: Level, r: int, s: RunSummary, status: str) -> None:
         kept.flush()

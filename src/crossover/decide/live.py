@@ -270,8 +270,11 @@ async def decide_live(
     policy: PolicyConfig | None = None,
     prior: Prior | None = None,
     events: SweepEvents | None = None,
+    reasons: dict[tuple[str, str, int], str] | None = None,
 ) -> LiveResult:
-    """Measure as the policy asks until it settles; the sweep folder holds everything."""
+    """Measure as the policy asks until it settles; the sweep folder holds everything.
+    ``reasons``: filled with each measurement's ``why`` before it starts, keyed (target,
+    level label, repeat), for the events to say (:func:`crossover.decide.events.live_events`)."""
     if question.axis == "rate" and prior:
         raise UsageError(PRIOR_ON_RATES)
     policy = PolicyConfig(
@@ -324,6 +327,8 @@ async def decide_live(
                 else None
             )  # fmt: skip
             before = runner.store.finished_by_key(key) if again else None
+            if reasons is not None:
+                reasons[(step.target, level.label, step.repeat)] = step.why
             t0 = time.perf_counter()
             await runner.measure_level(step.target, level, step.repeat, watch, again=again)
             tt.wall_s += time.perf_counter() - t0
