@@ -219,8 +219,12 @@ def test_launched_engines_start_once_each_and_are_stopped(
     out = tmp_path / "d"
     rc = main(["decide", "--config", str(config), "--out", str(out), "--json",
                str(tmp_path / "d.json"), "--tie-margin", "0.03"])  # fmt: skip
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert rc == 0, printed
+    # each engine, as it is stopped, says its time up and the decision's so far (stderr)
+    said = [ln for ln in err.splitlines() if "GPU-minutes so far in all" in ln]
+    assert [ln.split(":")[0] for ln in said] == ["fast", "batched"], err
+    assert all(": stopped; its engine up " in ln and "(1 start)" in ln for ln in said), said
     # the sweep folder's own analysis is read with the decision's margin, and says so
     assert json.loads((out / "sweep.json").read_text())["tie_margin"] == 0.03
     live = json.loads((tmp_path / "d.json").read_text())["live"]

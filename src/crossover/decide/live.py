@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
@@ -184,6 +184,23 @@ def say_kept(
         events.on_skip(name, Level(axis, level), repeat)
 
 
+def _say_time(events: SweepEvents | None, target: str, times: Mapping[str, TargetTime]) -> None:
+    """As a launched target's engine is stopped: its time up so far and the decision's
+    (every launched target's), so a session watching a GPU's clock sees what the decision
+    has cost while it runs."""
+    if events is None or events.on_engine is None:
+        return
+    tt = times[target]
+    if not tt.launched:  # a URL target: no engine of ours, nor its GPU's time
+        return
+    total = sum(t.wall_s for t in times.values() if t.launched)
+    events.on_engine(
+        target,
+        f"stopped; its engine up {tt.wall_s:,.0f} s for this decision "
+        f"({plural(tt.starts, 'start')}), {total / 60:.1f} GPU-minutes so far in all",
+    )
+
+
 def question_for(
     cfg: SweepConfig,
     kind: QuestionKind,
@@ -310,6 +327,7 @@ async def decide_live(
                     t0 = time.perf_counter()
                     await runner.release(last)
                     times[last].wall_s += time.perf_counter() - t0
+                    _say_time(events, last, times)
                 tt.starts += 1
                 last = step.target
             level = Level(question.axis, step.level)
@@ -358,6 +376,7 @@ async def decide_live(
             t0 = time.perf_counter()
             await runner.release(last)
             times[last].wall_s += time.perf_counter() - t0
+            _say_time(events, last, times)
         if decision is None:
             raise UsageError(f"the decision did not settle in {MAX_STEPS} measurements")
         for start in runner.engine_starts()[starts_before:]:
