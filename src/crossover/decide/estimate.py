@@ -119,16 +119,13 @@ def _plan(
     """``runs``: per target, its (level, repeats, sent) in the order measured, one engine
     start each target that launches one (``start_s``: each one's cost); without
     ``warmup_every_level`` only a start's first run is warmed."""
-    launched = {t.name for t in cfg.targets if t.launch is not None}
-    total, count, starts, stopped = 0.0, 0, 0, 0
-    started = 0.0
+    launched = {t.name: start_s[t.name] for t in cfg.targets if t.launch is not None}
+    starts, started = _starts(runs, launched)
+    total, count, stopped = 0.0, 0, 0
     lost = False
     for t, levels in runs.items():
         if not levels:
             continue
-        if t in launched:
-            starts += 1
-            started += start_s[t]
         first = True
         for c, n, sent in levels:
             for _ in range(n):
@@ -145,6 +142,14 @@ def _plan(
                 total += s
     each = started / starts if starts else _uniform(start_s)
     return None if lost else PassEstimate(total, count, starts, each, stopped)
+
+
+def _starts(
+    runs: Mapping[str, Sequence[object]], launched: Mapping[str, float]
+) -> tuple[int, float]:
+    """One engine start per target with runs that launches one: their count and seconds."""
+    costs = [launched[t] for t, levels in runs.items() if levels and t in launched]
+    return len(costs), sum(costs)
 
 
 def _uniform(start_s: Mapping[str, float]) -> float:
@@ -269,16 +274,9 @@ def rate_estimate(
     ref_start = each.get(next(iter(first_pass), ""), 0.0)
 
     def plan(runs: Mapping[str, Sequence[tuple[float, int]]]) -> PassEstimate:
-        total, count, starts, started = 0.0, 0, 0, 0.0
-        for t, levels in runs.items():
-            if not levels:
-                continue
-            if t in launched:
-                starts += 1
-                started += launched[t]
-            for r, n in levels:
-                total += n * arrival_seconds(cfg, r)
-                count += n
+        starts, started = _starts(runs, launched)
+        total = sum(n * arrival_seconds(cfg, r) for levels in runs.values() for r, n in levels)
+        count = sum(n for levels in runs.values() for _, n in levels)
         return PassEstimate(total, count, starts, started / starts if starts else 0.0)
 
     grid = {t: [(r, q.repeats) for r in q.levels if q.covers(t, r)] for t in q.targets}
