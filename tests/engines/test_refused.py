@@ -23,9 +23,12 @@ def test_each_parsers_line_gives_its_flags() -> None:
     # click (transformers serve)
     assert refused_flags("Error: No such option: --compile") == ["--compile"]
     # two refused, one with its value glued on; values are not flags
-    two = "x.py: error: unrecognized arguments: --a 1 --b=2"
-    assert refused_flags(two) == ["--a", "--b"]
+    two = "x.py: error: unrecognized arguments: --a 1 --b=2 --c -1"
+    assert refused_flags(two) == ["--a", "--b", "--c"]
     assert refused_flags("INFO all is well\nERROR out of memory") == []
+    # CUDA's own "invalid argument" is no parser's refusal, with or without a value after
+    assert refused_flags("RuntimeError: CUDA error: invalid argument") == []
+    assert refused_flags("CUDA error: invalid argument: -1 (cudaErrorInvalidValue)") == []
 
 
 def test_a_flag_crossover_added_says_so_and_how_to_leave_it_out() -> None:
@@ -46,11 +49,12 @@ def test_a_flag_the_user_gave_is_named_as_theirs() -> None:
         note
         == "this SGLang does not know --gc-warning-threshold-secs (from the target's extra_args)"
     )
-    # one of crossover's with no note in the spec still says whose it is
+    # a flag crossover renders from the target's launch settings says which setting
     vllm = registry.get("vllm")
-    odd = "api_server.py: error: unrecognized arguments: --new-thing"
+    odd = "api_server.py: error: unrecognized arguments: --max-num-seqs 5"
     assert refused_flag_note(vllm, [], odd) == (
-        "this vLLM does not know --new-thing, which crossover adds on its own"
+        "this vLLM does not know --max-num-seqs, which crossover passes for the target's "
+        "launch settings (the launch's parallel)"
     )
     assert refused_flag_note(vllm, [], "Traceback ...\nValueError: bad") is None
 

@@ -217,10 +217,11 @@ def question_for(
             "target's engine is up, so it does not restart the engine per repeat: run "
             "crossover sweep for restart_between_repeats, or set it false"
         )
+    # the axis's own refusals first (no levels; a capacity question along rates)
+    axis, levels, per_axis = _rate_levels(cfg, kind) if cfg.rates is not None else _levels(cfg)
     names = tuple(t.name for t in cfg.targets)
     if len(names) < 2:
         raise UsageError("decide compares targets: the sweep needs at least two")
-    axis, levels, per_axis = _rate_levels(cfg, kind) if cfg.rates is not None else _levels(cfg)
     check_at(at, levels)
     return Question(
         kind,

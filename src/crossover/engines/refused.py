@@ -15,12 +15,15 @@ from collections.abc import Sequence
 
 from crossover.engines.spec import EngineSpec
 
-#: the line each parser writes for a flag it does not know (its flags in group "flags")
+#: the line each parser writes for a flag it does not know (its flags in group "flags"),
+#: each as its parser words it: a CUDA ``invalid argument`` is not one of them
 _REFUSALS = (
-    re.compile(r"unrecognized arguments: (?P<flags>.+)$"),  # argparse: vLLM, SGLang
-    re.compile(r"invalid argument: (?P<flags>\S+)"),  # llama-server (common/arg.cpp)
-    re.compile(r"No such option: (?P<flags>\S+)"),  # click: transformers serve
+    re.compile(r"(?:^|\s)error: unrecognized arguments: (?P<flags>.+)$"),  # argparse
+    re.compile(r"^error: invalid argument: (?P<flags>\S+)$"),  # llama-server (common/arg.cpp)
+    re.compile(r"(?:^|\s)No such option: (?P<flags>\S+)"),  # click: transformers serve
 )
+#: a flag's shape: a refused flag's value (``--x -1``) is not one
+_FLAG = re.compile(r"^--?[A-Za-z][\w.-]*$")
 
 
 def refused_flags(log_tail: str) -> list[str]:
@@ -34,7 +37,7 @@ def refused_flags(log_tail: str) -> list[str]:
                 continue
             for token in m.group("flags").split():
                 flag = token.strip("'\"").partition("=")[0]
-                if flag.startswith("-") and flag not in out:
+                if _FLAG.match(flag) and flag not in out:
                     out.append(flag)
     return out
 
@@ -43,18 +46,32 @@ def _given(flag: str, extra_args: Sequence[str]) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in extra_args)
 
 
+def _knob_of(spec: EngineSpec, flag: str) -> str | None:
+    """The launch setting a flag of the spec's table is rendered from, if one is."""
+    for f in spec.flags.flags:
+        if flag in f.names and f.knob is not None:
+            return f.knob
+    return None
+
+
 def refused_flag_note(spec: EngineSpec, extra_args: Sequence[str], log_tail: str) -> str | None:
     """Why the engine would not start, where its parser refused a flag: ``this SGLang does
-    not know --gc-warning-threshold-secs, which crossover adds on its own (...; ...)`` or
-    ``... does not know --x (from the target's extra_args)``; ``None`` where no flag was
-    refused."""
+    not know --gc-warning-threshold-secs, which crossover adds on its own (...; ...)`` (a
+    flag of the spec's ``added_flags``), ``... --max-num-seqs, which crossover passes for
+    the target's launch settings (the launch's parallel)`` or ``... does not know --x
+    (from the target's extra_args)``; ``None`` where no flag was refused."""
     parts: list[str] = []
     for flag in refused_flags(log_tail):
         if _given(flag, extra_args):
             parts.append(f"{flag} (from the target's extra_args)")
             continue
         why = spec.added_flags.get(flag)
-        parts.append(f"{flag}, which crossover adds on its own" + (f" ({why})" if why else ""))
+        if why is not None:
+            parts.append(f"{flag}, which crossover adds on its own ({why})")
+            continue
+        knob = _knob_of(spec, flag)
+        said = f" (the launch's {knob})" if knob else ""
+        parts.append(f"{flag}, which crossover passes for the target's launch settings{said}")
     if not parts:
         return None
     return f"this {spec.display_name} does not know " + "; nor ".join(parts)
