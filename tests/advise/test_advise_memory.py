@@ -273,31 +273,39 @@ def test_sglang_concurrency_cap_matches_its_kv_pool(gpu: str, kv_tokens: int) ->
 def test_sglang_near_miss_names_its_own_fraction(capsys: pytest.CaptureFixture[str]) -> None:
     """Llama-3-70B FP8 (67.7 GiB) on one H100: SGLang's default fraction (0.83: a 13.6 GiB
     reserve) leaves no room, and the remedy is its own flag at the share that fits; at
-    c=256 on the Qwen3-30B-A3B shape the queued row says what admits all of them."""
+    c=256 on the Qwen3-30B-A3B shape the queued row says what admits all of them (193:
+    SGLang's H100 log held 8.20 GiB of KV, 196 sequences of 456 tokens)."""
     assert (
         main(["advise", "--gpu", "H100", "--model", "llama-3-70b", "--quant", "fp8", "--explain"])
         == 0
     )
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.strip().startswith("sglang tp=1 pp=1 fp8"))
-    assert "with --mem-fraction-static 0.86 it fits (the default is 0.83)" in line
+    assert "with --mem-fraction-static 0.87 it fits (the default is 0.83)" in line
     args = ["advise", "--gpu", "H100", "--model", "qwen3-30b-a3b", "--quant", "bf16"]
     args += ["--engines", "sglang", "--input-tokens", "200", "--concurrency", "64,256"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "213 of 256 fit" in out and "--mem-fraction-static 0.86 admits all 256" in out
+    assert "193 of 256 fit" in out and "--mem-fraction-static 0.87 admits all 256" in out
 
 
 def test_vllm_moe_budget_matches_its_own_logs() -> None:
     """vLLM 0.26 on the Qwen3-30B-A3B shape: '1.66 GiB for peak activation' (the fused-MoE
     workspace; the dense 8B's 1.1 scaled by hidden size said 0.55) and 'Available KV cache
     memory: 66.4 GiB' on the H200; 'GPU KV cache size: 129,328 tokens' on the H100, 283
-    sequences of 456 (the advice said 343 with the dense figure)."""
+    sequences of 456 (the advice said 343 with the dense figure, 317 with the MoE one, 302
+    with the CUDA-graph estimate vLLM takes inside its budget, 284 with the budget a share
+    of the 79.18 GiB CUDA reports rather than the datasheet's 80)."""
     m = load_model("qwen3-30b-a3b")
     h200 = memory.fit("vllm", m, system_from_flags("H200").gpu, Layout(), "bf16", 1, 456)
-    assert h200.usable_gib_per_gpu - h200.weights_gib_per_gpu == pytest.approx(66.4, rel=0.03)
+    assert h200.usable_gib_per_gpu - h200.weights_gib_per_gpu == pytest.approx(66.4, rel=0.003)
     h100 = memory.fit("vllm", m, system_from_flags("H100-SXM").gpu, Layout(), "bf16", 1, 456)
-    assert h100.max_concurrency == pytest.approx(129_328 / 456, rel=0.15)
+    assert h100.usable_gib_per_gpu - h100.weights_gib_per_gpu == pytest.approx(11.84, rel=0.01)
+    assert h100.max_concurrency == pytest.approx(129_328 / 456, rel=0.01)
+    # the estimate is an MoE's (vLLM's V1 runner); the dense shape's logs take none
+    dense = memory.fit("vllm", load_model("llama-3-8b"), system_from_flags("H200").gpu,
+                       Layout(), "bf16", 1, 512)  # fmt: skip
+    assert dense.usable_gib_per_gpu - dense.weights_gib_per_gpu == pytest.approx(109.53, rel=0.003)
 
 
 def test_sglang_candidates_carry_the_front_end_gc_caveat() -> None:
@@ -315,3 +323,21 @@ def test_sglang_candidates_carry_the_front_end_gc_caveat() -> None:
     for r in vllm:
         assert "sglang-frontend-gc" not in {x["id"] for x in r["rules"]}
         assert not any("garbage collection" in x for x in r["reasons"])
+
+
+def test_a_budget_is_a_share_of_what_cuda_reports_where_measured() -> None:
+    """vLLM's and SGLang's budgets are shares of cudaMemGetInfo's total (79.18 GiB on an
+    H100 80GB, 139.8 on an H200, as vLLM logs them), not the datasheet's 80 and 141; a GPU
+    nobody measured (here one described by --gpu-spec) keeps its datasheet figure."""
+
+    h100, h200 = system_from_flags("H100").gpu, system_from_flags("H200").gpu
+    assert (h100.memory_gib, h100.budget_gib) == (80, 79.18)
+    assert (h200.memory_gib, h200.budget_gib) == (141, 139.8)
+    m = load_model("qwen3-30b-a3b")
+    fit = memory.fit("vllm", m, h100, Layout(), "bf16", 1, 456)
+    assert fit.usable_gib_per_gpu == pytest.approx(0.9 * 79.18 - 1.66 - 0.22 - 0.64)
+    described = system_from_flags(None, spec="memory=80GiB,bandwidth=3350GB/s,bf16=989,arch=sm90")
+    assert described.gpu.cuda_gib is None and described.gpu.budget_gib == 80
+    # a row whose memory --gpu-spec replaces drops its measured CUDA total with it
+    bigger = system_from_flags("H100", spec="memory=94GiB")
+    assert (bigger.gpu.memory_gib, bigger.gpu.budget_gib) == (94, 94)

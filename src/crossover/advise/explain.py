@@ -449,7 +449,7 @@ def _utilization_for(
     from crossover.advise import memory
 
     flag = traits.of(engine).kv_fraction_flag
-    total = req.system.gpu.memory_gib
+    total = req.system.gpu.budget_gib
     base = memory.kv_fraction(engine, total, layout)
     if base is None or base >= 0.95 or flag is None:
         return None

@@ -49,6 +49,9 @@ class _GpuFacts(BaseModel):
     sm_count: int | None = None
     boost_clock_mhz: int | None = None
     memory_gib: float
+    #: what CUDA reports as the device's total (``cudaMemGetInfo``, the figure engines size
+    #: their budgets from), where measured: the datasheet's less what the driver reserves
+    cuda_gib: float | None = None
     fp8_tflops: float | None = None
     fp4_tflops: float | None = None
     nvlink: Link | None = None
@@ -66,6 +69,13 @@ class _GpuFacts(BaseModel):
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * 1024**3
+
+    @property
+    def budget_gib(self) -> float:
+        """The memory an engine's budget is a share of: CUDA's total where measured (vLLM's
+        ``--gpu-memory-utilization`` and SGLang's static fraction are of it), else the
+        datasheet's."""
+        return self.cuda_gib if self.cuda_gib is not None else self.memory_gib
 
 
 class GpuEntry(_GpuFacts):
@@ -358,6 +368,8 @@ def with_spec(entry: GpuEntry, fields: dict[str, Any]) -> GpuEntry:
     if "compute_capability" in update:
         update["arch"] = _arch_name(update["compute_capability"])
     named = ", ".join(sorted(update))
+    if "memory_gib" in update:  # the row's measured CUDA total was of its own memory
+        update["cuda_gib"] = None
     return entry.model_copy(update={**update, "source": f"{entry.source}; --gpu-spec: {named}"})
 
 

@@ -192,7 +192,7 @@ def usable_gib(
 ) -> tuple[float, float, list[Charge]]:
     """(GiB per GPU the weights and KV may use, the reserve charged, its parts)."""
     rule = engine_memory(engine)
-    total = gpu.memory_gib
+    total = gpu.budget_gib
     parts = charges(engine, model, layout, slots, total)
     if reserve_gib is not None:
         parts = [Charge(name="--reserve-gib", gib=reserve_gib, measured=False, source="user")]

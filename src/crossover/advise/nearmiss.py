@@ -110,7 +110,7 @@ def remedies(req: AdviceRequest, row: dict[str, Any], min_c: int, context: int) 
     short = row["short_gib"]
     reserve = fit.get("reserve_gib") or 0.0
     flag = traits.of(engine).kv_fraction_flag
-    total = req.system.gpu.memory_gib
+    total = req.system.gpu.budget_gib
     base = memory.kv_fraction(engine, total, layout)
     if flag is not None and base is not None and short > 0:
         # the engine's own knob: a larger share of the GPU for weights and KV (less left
