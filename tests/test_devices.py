@@ -155,3 +155,36 @@ def test_nvml_that_cannot_start_or_name_a_gpu_raises_and_is_shut_down() -> None:
         read_nvml(nv)
     assert calls == ["init", "shutdown"]
     assert read_nvml(_nvml([])[0]).gpus == ()
+
+
+def test_nvml_v2_memory_info_gives_what_the_driver_reserves() -> None:
+    """NVML's memory info v2 says what the driver and firmware reserve of the total (an
+    engine's budget is a share of the rest, as CUDA reports it); kept in the host record;
+    ``None`` where the binding lacks the v2 call or the driver refuses it."""
+    from crossover.measure.host import gpu_reading
+
+    nv, _ = _nvml([H100])
+    total, reserved = 81559 * 2**20, 479 * 2**20
+
+    def info(h: int, version: int | None = None) -> Any:
+        if version is None:
+            return types.SimpleNamespace(total=total)
+        assert version == 0x2000028
+        return types.SimpleNamespace(total=total, reserved=reserved)
+
+    nv.nvmlMemory_v2 = 0x2000028  # type: ignore[attr-defined]
+    nv.nvmlDeviceGetMemoryInfo = info  # type: ignore[attr-defined]
+    (gpu,) = read_nvml(nv).gpus
+    assert (gpu.memory_bytes, gpu.memory_reserved_bytes) == (total, reserved)
+    (host,) = gpu_reading(read_nvml(nv)).gpus
+    assert (host.memory_gib, host.reserved_gib) == (79.6, 0.47)
+
+    def refused(h: int, version: int | None = None) -> Any:
+        if version is not None:
+            raise RuntimeError("NVMLError_FunctionNotFound")
+        return types.SimpleNamespace(total=total)
+
+    nv.nvmlDeviceGetMemoryInfo = refused  # type: ignore[attr-defined]
+    assert read_nvml(nv).gpus[0].memory_reserved_bytes is None
+    old, _ = _nvml([H100])  # a binding without the v2 call at all
+    assert read_nvml(old).gpus[0].memory_reserved_bytes is None

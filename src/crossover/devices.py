@@ -166,6 +166,9 @@ class NvmlGpu:
     #: the product name as NVML gives it (decoded, not stripped)
     name: str
     memory_bytes: int
+    #: of ``memory_bytes``, what NVML says the driver and firmware reserve (its memory
+    #: info v2); ``None`` where this binding or driver does not say
+    memory_reserved_bytes: int | None = None
     #: ``GPU-...``, what a ``CUDA_VISIBLE_DEVICES`` of UUIDs names it by
     uuid: str | None = None
     #: ``9.0``
@@ -268,6 +271,7 @@ def _nvml_gpu(nv: ModuleType, index: int, handle: Any) -> NvmlGpu:
         index=index,
         name=_text(nv.nvmlDeviceGetName(handle)),
         memory_bytes=int(nv.nvmlDeviceGetMemoryInfo(handle).total),
+        memory_reserved_bytes=_reserved(nv, handle),
         uuid=None if uuid is None else _text(uuid),
         compute_capability=None if cc is None else f"{int(cc[0])}.{int(cc[1])}",
         cuda_cores=_optional(nv, "nvmlDeviceGetNumGpuCores", handle),
@@ -279,6 +283,19 @@ def _nvml_gpu(nv: ModuleType, index: int, handle: Any) -> NvmlGpu:
         ),
         memory_bus_width_bits=_optional(nv, "nvmlDeviceGetMemoryBusWidth", handle),
     )
+
+
+def _reserved(nv: ModuleType, handle: Any) -> int | None:
+    """The memory NVML's v2 info says the driver and firmware reserve ("reserved for system
+    use"), ``None`` where the binding lacks the v2 call or the driver refuses it."""
+    version = getattr(nv, "nvmlMemory_v2", None)
+    if version is None:
+        return None
+    try:
+        value = nv.nvmlDeviceGetMemoryInfo(handle, version=version).reserved
+    except Exception:  # NVMLError_FunctionNotFound on an old driver, a stand-in without it
+        return None
+    return int(value) if isinstance(value, int) and value >= 0 else None
 
 
 def _nvml_pair(nv: ModuleType, handles: list[Any], a: int, b: int) -> NvmlPair:

@@ -61,8 +61,20 @@ def _nvml() -> GpuReading | None:
 def gpu_reading(reading: NvmlReading) -> GpuReading:
     """The host record's view of an NVML reading (:func:`crossover.devices.read_nvml`, the
     one ``crossover advise`` and ``crossover gpus --local`` read): each GPU's name as NVML
-    gives it and memory in GiB, the driver, the CUDA version, the UUIDs."""
-    gpus = [HostGpu(name=g.name, memory_gib=round(g.memory_bytes / 2**30, 1)) for g in reading.gpus]
+    gives it, its memory and what NVML says the driver reserves of it, in GiB, the driver,
+    the CUDA version, the UUIDs."""
+    gpus = [
+        HostGpu(
+            name=g.name,
+            memory_gib=round(g.memory_bytes / 2**30, 1),
+            reserved_gib=(
+                None
+                if g.memory_reserved_bytes is None
+                else round(g.memory_reserved_bytes / 2**30, 2)
+            ),
+        )
+        for g in reading.gpus
+    ]
     return GpuReading(gpus, reading.driver, reading.cuda, tuple(g.uuid for g in reading.gpus))
 
 

@@ -18,6 +18,10 @@ class HostGpu(BaseModel):
 
     name: str
     memory_gib: float | None = None
+    #: of ``memory_gib``, what NVML says the driver and firmware reserve (memory info v2):
+    #: an engine's budget is a share of the rest as CUDA reports it (vLLM logged 79.18 GiB
+    #: of an H100's 79.6); ``None`` where not read (nvidia-smi, an old driver or binding)
+    reserved_gib: float | None = None
 
 
 class HostFacts(BaseModel):
