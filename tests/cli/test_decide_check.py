@@ -256,3 +256,48 @@ def test_an_open_loop_plan_has_an_arrivals_floor_without_a_prior(
     assert lines[-1] == est["text"]
     assert lines[-1].startswith("estimate (arrivals alone, each run's warm-up and drain left out")
     assert "grid 1,120 s measuring + 2 starts" in lines[-1]
+
+
+def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, capsys: Any) -> None:
+    """``--check --out DIR`` on the live open-loop decision stopped by a session's device
+    time (its committed database): what it holds, the first pass left, what that costs at
+    least, and the next measurement, which is the one the live run was making when it was
+    stopped (``sglang rate=8 r=1``, its job log's last line). Read only."""
+    import lzma
+
+    folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
+    before = sorted(p.name for p in out.iterdir())
+    config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
+    argv += ["--metric", "total_tokens_per_s", "--metric", "ttft_ms.p50"]
+    argv += ["--metric", "ttft_ms.p99", "--tie-margin", "0.03", "--json", str(tmp_path / "p.json")]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("resume: "))
+    assert lines[start : start + 4] == [
+        f"resume: {out} holds 17 runs of this question (vllm 12, sglang 5), kept",
+        "  the first pass has 3 runs left: sglang 12 r=0, 16 r=0, 20 r=0",
+        "  their arrivals 120 s + 1 start (sglang 106 s) = 3.8 GPU-min at least; then what the "
+        "policy asks",
+        "  next: sglang rate=8 r=1 (a repeat while its engine is up)",
+    ]
+    last = (folder / "job" / "sweep-1796589189.log").read_text().splitlines()[-1]
+    assert last == "sglang rate=8 r=1: measuring ..."
+    resume = json.loads((tmp_path / "p.json").read_text())["resume"]
+    assert resume["kept"] == {"vllm": 12, "sglang": 5}
+    assert resume["next"] == {
+        "target": "sglang", "level": 8.0, "repeat": 1, "why": "a repeat while its engine is up",
+    }  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing written there
+    # a folder with no database yet: the decision starts from nothing
+    empty = tmp_path / "new"
+    assert main([*argv[:6], str(empty), *argv[7:-2]]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert (
+        said[-1]
+        == f"resume: {empty} holds no run of this question: the decision starts from nothing"
+    )
+    assert not empty.exists()

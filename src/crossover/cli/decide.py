@@ -261,11 +261,9 @@ def decide(
     if live_levels:
         raise UsageError("--live-levels goes with --replay (a live decision's levels are live)")
     if check:
-        if out is not None:
-            raise UsageError("--check measures nothing: it takes no --out")
         _check(
             config, kind, metrics, levels_at, the_slo, the_prior, policy, remote,
-            prior, start_s, json_out,
+            prior, start_s, json_out, out,
         )  # fmt: skip
         return
     if out is None:
@@ -374,10 +372,12 @@ def _check(
     prior_path: Path | None,
     start_s: float | None,
     json_out: Path | None,
+    out: Path | None = None,
 ) -> None:
     """``--check``: the YAML checked as ``sweep --check`` does, the decision's plan, and
     its GPU time estimated from the prior (``crossover.decide.plan``); with ``--json``,
-    the plan as JSON too."""
+    the plan as JSON too; with ``--out DIR``, what DIR's database already holds of it and
+    what comes next (``crossover.decide.resume``, read only: nothing measured)."""
     from crossover.cli.sweep import report_check
     from crossover.decide.live import question_for
     from crossover.decide.plan import decision_plan, plan_json, plan_lines
@@ -391,7 +391,17 @@ def _check(
     plan = decision_plan(cfg, q, prior, policy, prior_path, start_s)
     for line in plan_lines(plan):
         typer.echo(line)
-    _write_json(json_out, plan_json(plan, str(config)), "plan")
+    data = plan_json(plan, str(config))
+    if out is not None:
+        from crossover.decide.resume import resume_json, resume_lines, resume_of
+        from crossover.records.database_file import check_database_file
+
+        check_database_file(out / "sweep.db")  # not a database: one line, nothing read
+        resume = resume_of(cfg, q, plan.first_pass, out, policy, prior)
+        for line in resume_lines(resume, q):
+            typer.echo(line)
+        data["resume"] = resume_json(resume)
+    _write_json(json_out, data, "plan")
 
 
 def _live(

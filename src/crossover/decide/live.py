@@ -50,6 +50,7 @@ from crossover.decide.policy import next_step
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.errors import UsageError
 from crossover.records.model import RequestRecord
+from crossover.records.store import Store
 from crossover.spec.load import Axis
 from crossover.spec.slo import SloTerm
 from crossover.sweep.config import Level, SweepConfig
@@ -147,22 +148,43 @@ class LiveResult:
     gc: list[GcRun] | None = None
 
 
+def live_policy(cfg: SweepConfig, policy: PolicyConfig | None = None) -> PolicyConfig:
+    """The policy as a live decision runs it: levels measured live (no replay budget
+    factor), sequential where a stop may save requests, the sweep's own refinement."""
+    return PolicyConfig(
+        **{
+            **(policy or PolicyConfig()).__dict__,
+            "budget_factor": 0.0,
+            "sequential": True,
+            "refine_width": cfg.refine_width,
+            "refine_budget": cfg.refine_budget,
+        }
+    )
+
+
 def stored_observations(
     runner: SweepRunner, names: Sequence[str], axis: Axis = "concurrency"
 ) -> list[Observation]:
-    """The levels on ``axis`` finished in the sweep's database, as observations, in the
+    """:func:`observations_in` the runner's database."""
+    return observations_in(runner.store, names, axis)
+
+
+def observations_in(
+    store: Store, names: Sequence[str], axis: Axis = "concurrency"
+) -> list[Observation]:
+    """The levels on ``axis`` finished in a sweep's database, as observations, in the
     order made: a level measured in part and later whole gives both, the part first; the
     policy weighs the latest of a key only (``State``), the whole, and counts the time of
     both."""
     out: list[Observation] = []
-    for row in runner.store.runs():
+    for row in store.runs():
         if row.key is None or row.status != "done":
             continue
         name, level, rep = parse_run_key(row.key)
         if name not in names or level.axis != axis:
             continue
-        records = runner.store.records(row.run_id)
-        part = part_of(runner.store.samples(row.run_id))
+        records = store.records(row.run_id)
+        part = part_of(store.samples(row.run_id))
         planned = part.planned if part is not None else None
         out.append(observe(name, level.value, rep, records, row.summary, planned=planned))
     return out
@@ -295,15 +317,7 @@ async def decide_live(
     level label, repeat), for the events to say (:func:`crossover.decide.events.live_events`)."""
     if question.axis == "rate" and prior:
         raise UsageError(PRIOR_ON_RATES)
-    policy = PolicyConfig(
-        **{
-            **(policy or PolicyConfig()).__dict__,
-            "budget_factor": 0.0,
-            "sequential": True,
-            "refine_width": cfg.refine_width,
-            "refine_budget": cfg.refine_budget,
-        }
-    )
+    policy = live_policy(cfg, policy)
     runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel, command="decide")
     try:
         obs = stored_observations(runner, question.targets, question.axis)

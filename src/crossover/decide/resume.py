@@ -1,0 +1,154 @@
+"""A decision begun before, as ``decide --check --out DIR`` says it: what ``DIR``'s
+database already holds, what of the first pass is left, and the measurement the policy
+would make next (the same command without ``--check`` resumes from there). Read only:
+nothing is measured, the folder is not locked or changed.
+
+What follows the first pass depends on what it finds, so it is not listed; along rates the
+runs left are counted at their arrivals (:func:`crossover.decide.estimate.arrival_seconds`,
+a floor), plus one start for each target with runs left that launches an engine (a new
+session starts every engine again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from crossover.decide.estimate import arrival_seconds
+from crossover.decide.live import live_policy, observations_in
+from crossover.decide.model import Decision, LevelNum, Measure, Question, fmt_level
+from crossover.decide.policy import next_step
+from crossover.decide.starts import estimated_start
+from crossover.decide.state import PolicyConfig, Prior
+from crossover.records.store import Store
+from crossover.sweep.config import SweepConfig
+from crossover.words import plural
+
+
+@dataclass(frozen=True)
+class Resume:
+    """``kept``: runs the database holds per target (the question's order); ``left``: the
+    first pass's (level, repeat) runs not among them, per target; ``next``: what the policy
+    measures next (``None``: what is kept settles it); ``left_s``: along rates, the left
+    runs' arrivals; ``starts``: each target with runs left that launches, its start's
+    estimate."""
+
+    folder: Path
+    kept: dict[str, int]
+    left: dict[str, list[tuple[LevelNum, int]]]
+    next: Measure | None
+    left_s: float | None
+    starts: dict[str, float]
+
+
+def first_pass_runs(
+    q: Question, first_pass: dict[str, list[LevelNum]], policy: PolicyConfig
+) -> dict[str, list[tuple[LevelNum, int]]]:
+    """The first pass's runs, (level, repeat) per target: the reference's repeats where it
+    takes them while its engine is up, a later target's level once."""
+    up_front = q.group_targets and policy.reference_repeats
+    return {
+        t: [(c, r) for c in levels for r in range(q.repeats if i == 0 and up_front else 1)]
+        for i, (t, levels) in enumerate(first_pass.items())
+    }
+
+
+def resume_of(
+    cfg: SweepConfig,
+    q: Question,
+    first_pass: dict[str, list[LevelNum]],
+    folder: Path,
+    policy: PolicyConfig,
+    prior: Prior | None = None,
+) -> Resume:
+    """What ``folder``'s database holds of question ``q`` and what comes next."""
+    db = folder / "sweep.db"
+    if db.is_file():
+        with Store(db) as store:
+            obs = observations_in(store, q.targets, q.axis)
+    else:
+        obs = []
+    done = {(o.target, o.level, o.repeat) for o in obs}
+    kept = {t: len({(lv, r) for n, lv, r in done if n == t}) for t in q.targets}
+    left = {
+        t: [(c, r) for c, r in runs if (t, c, r) not in done]
+        for t, runs in first_pass_runs(q, first_pass, policy).items()
+    }
+    step = next_step(q, obs, live_policy(cfg, policy), prior)
+    launched = {t.name: t.engine for t in cfg.targets if t.launch is not None}
+    starts = {
+        t: estimated_start(launched[t]).seconds
+        for t, mine in left.items()
+        if mine and t in launched
+    }
+    if step is not None and not isinstance(step, Decision) and step.target in launched:
+        starts.setdefault(step.target, estimated_start(launched[step.target]).seconds)
+    left_s = (
+        sum(arrival_seconds(cfg, float(c)) for mine in left.values() for c, _ in mine)
+        if q.axis == "rate"
+        else None
+    )
+    return Resume(
+        folder=folder,
+        kept=kept,
+        left={t: mine for t, mine in left.items() if mine},
+        next=None if isinstance(step, Decision) else step,
+        left_s=left_s,
+        starts=starts,
+    )
+
+
+def resume_json(r: Resume) -> dict[str, object]:
+    """The plan JSON's ``resume`` (``decide --check --out DIR --json F``)."""
+    m = r.next
+    return {
+        "folder": str(r.folder),
+        "kept": dict(r.kept),
+        "first_pass_left": {
+            t: [{"level": c, "repeat": k} for c, k in v] for t, v in r.left.items()
+        },
+        "arrivals_left_s": r.left_s,
+        "starts_s": dict(r.starts),
+        "next": None
+        if m is None
+        else {"target": m.target, "level": m.level, "repeat": m.repeat, "why": m.why},
+    }
+
+
+def _runs(runs: Sequence[tuple[LevelNum, int]]) -> str:
+    return ", ".join(f"{fmt_level(c)} r={r}" for c, r in runs)
+
+
+def resume_lines(r: Resume, q: Question) -> list[str]:
+    """``decide --check --out DIR``'s lines after the plan."""
+    total = sum(r.kept.values())
+    if not total:
+        return [
+            f"resume: {r.folder} holds no run of this question: the decision starts from nothing"
+        ]
+    each = ", ".join(f"{t} {n}" for t, n in r.kept.items() if n)
+    lines = [f"resume: {r.folder} holds {plural(total, 'run')} of this question ({each}), kept"]
+    n_left = sum(len(v) for v in r.left.values())
+    if n_left:
+        where = "; ".join(f"{t} {_runs(v)}" for t, v in r.left.items())
+        lines.append(f"  the first pass has {plural(n_left, 'run')} left: {where}")
+    else:
+        lines.append("  the first pass is whole")
+    if r.left_s is not None and n_left:
+        starts = sum(r.starts.values())
+        said = ", ".join(f"{t} {s:,.0f} s" for t, s in r.starts.items())
+        lines.append(
+            f"  their arrivals {r.left_s:,.0f} s + {plural(len(r.starts), 'start')}"
+            + (f" ({said})" if said else "")
+            + f" = {(r.left_s + starts) / 60:.1f} GPU-min at least; then what the policy asks"
+        )
+    if r.next is None:
+        lines.append(
+            "  next: nothing: what is kept settles it (the same command prints the answer)"
+        )
+    else:
+        m = r.next
+        unit = "rate" if q.axis == "rate" else "c"
+        lines.append(f"  next: {m.target} {unit}={fmt_level(m.level)} r={m.repeat} ({m.why})")
+    return lines
