@@ -341,3 +341,30 @@ def test_a_budget_is_a_share_of_what_cuda_reports_where_measured() -> None:
     # a row whose memory --gpu-spec replaces drops its measured CUDA total with it
     bigger = system_from_flags("H100", spec="memory=94GiB")
     assert (bigger.gpu.memory_gib, bigger.gpu.budget_gib) == (94, 94)
+
+
+def test_vllms_own_graph_estimate_is_not_lent_with_its_figures() -> None:
+    """TensorRT-LLM borrows vLLM's overheads (never measured itself), not vLLM's way of
+    accounting its budget: the CUDA-graph estimate vLLM takes inside its budget on an MoE
+    is vLLM's alone (TensorRT-LLM is charged the graphs themselves once)."""
+    m = load_model("qwen3-30b-a3b")
+    names = {e: [c.name for c in memory.components(e, m)] for e in ("vllm", "trtllm")}
+    assert "CUDA-graph estimate" in names["vllm"]
+    assert "CUDA-graph estimate" not in names["trtllm"]
+    assert names["trtllm"].count("CUDA graphs") == 1
+
+
+def test_a_local_gpu_keeps_the_rows_cuda_total_only_for_its_own_size() -> None:
+    """NVML's H100 80GB (79.65 GiB) keeps the row's measured 79.18; a card NVML names
+    alike with other memory (a name matching one row) does not take a total that is not
+    its own."""
+    from crossover.advise.hardware import local_entry
+    from crossover.advise.nvml import LocalGpu
+
+    def card(gib: float) -> LocalGpu:
+        return LocalGpu(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=int(gib * 2**30),
+                        compute_capability="9.0")  # fmt: skip
+
+    assert local_entry(card(79.65)).budget_gib == 79.18
+    assert local_entry(card(94.0)).cuda_gib is None
+    assert local_entry(card(64.0)).budget_gib == 64.0

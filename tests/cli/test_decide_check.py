@@ -5,6 +5,7 @@ prior."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -269,7 +270,12 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     out = tmp_path / "d"
     out.mkdir()
     (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
-    before = sorted(p.name for p in out.iterdir())
+    # a database not in WAL mode (as copied or restored): a writer's open would convert it
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(out / "sweep.db")) as con:
+        con.execute("PRAGMA journal_mode=DELETE")
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
     config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
     argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
     argv += ["--metric", "total_tokens_per_s", "--metric", "ttft_ms.p50"]
@@ -291,7 +297,8 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     assert resume["next"] == {
         "target": "sglang", "level": 8.0, "repeat": 1, "why": "a repeat while its engine is up",
     }  # fmt: skip
-    assert sorted(p.name for p in out.iterdir()) == before  # nothing written there
+    # nothing written there: the database's bytes and time as they were, no file beside it
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
     # a folder with no database yet: the decision starts from nothing
     empty = tmp_path / "new"
     assert main([*argv[:6], str(empty), *argv[7:-2]]) == 0
@@ -301,3 +308,34 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
         == f"resume: {empty} holds no run of this question: the decision starts from nothing"
     )
     assert not empty.exists()
+
+
+def test_check_with_out_says_a_live_resume_would_refuse_another_workload(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A folder holding another workload (here 150 prompt tokens, not the database's 200)
+    is refused by the live command; the check says so rather than what it would keep. An
+    empty file holds no run."""
+    import lzma
+
+    folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
+    source = (ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml").read_text()
+    assert "input_tokens: 200\n" in source
+    config = tmp_path / "other.yaml"
+    config.write_text(source.replace("input_tokens: 200\n", "input_tokens: 150\n"))
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"resume: {out} holds a sweep with a different workload (input_tokens): the live "
+        "command refuses it (another --out, or the same settings to resume)"
+    )
+    empty = tmp_path / "e"
+    empty.mkdir()
+    (empty / "sweep.db").write_bytes(b"")
+    argv[-1] = str(empty)
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("the decision starts from nothing")
+    assert (empty / "sweep.db").read_bytes() == b""

@@ -393,7 +393,12 @@ def local_entry(gpu: LocalGpu) -> GpuEntry:
             "boost_clock_mhz": gpu.max_sm_clock_mhz}  # fmt: skip
     known = match_local(gpu)
     if known is not None:
-        update = {k: v for k, v in figures.items() if v is not None}
+        update: dict[str, Any] = {k: v for k, v in figures.items() if v is not None}
+        # the row's measured CUDA total holds for this card only where NVML's memory is the
+        # row's size (at most it, within 2%: 79.18 of an H100 80GB's 79.65)
+        cuda = known.cuda_gib
+        if cuda is not None and not (0.98 * gpu.memory_gib <= cuda <= gpu.memory_gib):
+            update["cuda_gib"] = None
         return known.model_copy(update={**update, "aliases": [*known.aliases]})
     cc = gpu.compute_capability
     return GpuEntry(

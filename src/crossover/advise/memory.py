@@ -37,6 +37,9 @@ class Component(BaseModel):
     #: charged only to a dense model or only to a mixture of experts (None: to both)
     only: Literal["dense", "moe"] | None = None
     outside_budget: bool = False
+    #: how this engine accounts its own budget, not an overhead another engine that
+    #: borrows its figures has (``borrow_components``: left out there)
+    own_accounting: bool = False
     measured: bool
     source: str
 
@@ -80,6 +83,7 @@ def engine_memory(engine: str) -> EngineMemory:
         fields["components"] = [
             c.model_copy(update={"measured": False, "outside_budget": False})
             for c in lent.components
+            if not c.own_accounting
         ]
         return EngineMemory.model_validate(fields)
     return EngineMemory.model_validate(raw)

@@ -40,6 +40,9 @@ class Resume:
     next: Measure | None
     left_s: float | None
     starts: dict[str, float]
+    #: the workload settings the database holds that differ from the YAML's (the live
+    #: command refuses such a folder: nothing kept, nothing next)
+    refused: tuple[str, ...] = ()
 
 
 def first_pass_runs(
@@ -64,11 +67,16 @@ def resume_of(
 ) -> Resume:
     """What ``folder``'s database holds of question ``q`` and what comes next."""
     db = folder / "sweep.db"
-    if db.is_file():
-        with Store(db) as store:
+    obs = []
+    if db.is_file() and db.stat().st_size > 0:  # an empty file holds no run (nor a schema)
+        with Store(db, read_only=True) as store:
+            # the live command resumes only the same workload (SweepRunner._check_resume)
+            held = store.get_meta("identity")
+            ident = cfg.identity()
+            if held is not None and held != ident:
+                differ = tuple(k for k in {**held, **ident} if ident.get(k) != held.get(k))
+                return Resume(folder, {}, {}, None, None, {}, refused=differ)
             obs = observations_in(store, q.targets, q.axis)
-    else:
-        obs = []
     done = {(o.target, o.level, o.repeat) for o in obs}
     kept = {t: len({(lv, r) for n, lv, r in done if n == t}) for t in q.targets}
     left = {
@@ -104,6 +112,7 @@ def resume_json(r: Resume) -> dict[str, object]:
     m = r.next
     return {
         "folder": str(r.folder),
+        "refused": list(r.refused),
         "kept": dict(r.kept),
         "first_pass_left": {
             t: [{"level": c, "repeat": k} for c, k in v] for t, v in r.left.items()
@@ -122,6 +131,12 @@ def _runs(runs: Sequence[tuple[LevelNum, int]]) -> str:
 
 def resume_lines(r: Resume, q: Question) -> list[str]:
     """``decide --check --out DIR``'s lines after the plan."""
+    if r.refused:
+        return [
+            f"resume: {r.folder} holds a sweep with a different workload "
+            f"({', '.join(r.refused)}): the live command refuses it (another --out, or the "
+            "same settings to resume)"
+        ]
     total = sum(r.kept.values())
     if not total:
         return [
