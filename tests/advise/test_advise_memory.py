@@ -336,6 +336,9 @@ def test_a_budget_is_a_share_of_what_cuda_reports_where_measured() -> None:
     m = load_model("qwen3-30b-a3b")
     fit = memory.fit("vllm", m, h100, Layout(), "bf16", 1, 456)
     assert fit.usable_gib_per_gpu == pytest.approx(0.9 * 79.18 - 1.66 - 0.22 - 0.64)
+    # the advice JSON says the base its budgets are shares of
+    advice = _advise("H100", 1, "qwen3-30b-a3b", quant="bf16", concurrency=[8])
+    assert (advice["hardware"]["memory_gib"], advice["hardware"]["budget_gib"]) == (80, 79.18)
     described = system_from_flags(None, spec="memory=80GiB,bandwidth=3350GB/s,bf16=989,arch=sm90")
     assert described.gpu.cuda_gib is None and described.gpu.budget_gib == 80
     # a row whose memory --gpu-spec replaces drops its measured CUDA total with it

@@ -214,6 +214,8 @@ def advise(
             "compute_capability": system.gpu.compute_capability,
             "sm_family": system.gpu.sm_family,
             "memory_gib": system.gpu.memory_gib,
+            # what the engines' memory budgets are shares of: CUDA's total where measured
+            "budget_gib": system.gpu.budget_gib,
             "datasheet": system.gpu.source,
             "pairs": [p.model_dump() for p in system.pairs],
             # read from NVML: the machine's GPU count, the NVML indices of those planned
