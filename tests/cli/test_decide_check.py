@@ -285,8 +285,8 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     start = next(i for i, ln in enumerate(lines) if ln.startswith("resume: "))
     assert lines[start : start + 4] == [
         f"resume: {out} holds 17 runs of this question (vllm 12, sglang 5), kept",
-        "  the first pass has 3 runs left: sglang 12 r=0, 16 r=0, 20 r=0",
-        "  their arrivals 120 s + 1 start (sglang 106 s) = 3.8 GPU-min at least; then what the "
+        "  the first pass has 4 runs left: sglang 8 r=1, 12 r=0, 16 r=0, 20 r=0",
+        "  their arrivals 160 s + 1 start (sglang 106 s) = 4.4 GPU-min at least; then what the "
         "policy asks",
         "  next: sglang rate=8 r=1 (a repeat while its engine is up)",
     ]

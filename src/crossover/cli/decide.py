@@ -397,7 +397,7 @@ def _check(
         from crossover.records.database_file import check_database_file
 
         check_database_file(out / "sweep.db")  # not a database: one line, nothing read
-        resume = resume_of(cfg, q, plan.first_pass, out, policy, prior)
+        resume = resume_of(cfg, q, out, policy, prior)
         for line in resume_lines(resume, q):
             typer.echo(line)
         data["resume"] = resume_json(resume)

@@ -213,6 +213,21 @@ def next_step(
     )
 
 
+def first_pass_left(
+    q: Question,
+    observations: Sequence[Observation],
+    cfg: PolicyConfig | None = None,
+    prior: Prior | None = None,
+) -> list[Measure]:
+    """Every measurement the first pass still wants after ``observations``, in its order:
+    the policy's own (:func:`crossover.decide.coarse.first_pass_all`), the repeats it
+    takes while an engine is up among them (``decide --check --out``)."""
+    cfg = cfg or PolicyConfig()
+    s = State(q, observations, cfg)
+    coarse = pass_levels(q, prior, cfg.coarse_step, keep_last=cfg.budget is None)
+    return first_pass_all(s, target_order(q, prior), coarse)
+
+
 def _wanted(s: State, order: list[str], coarse: list[LevelNum]) -> Measure | None:
     """The next measurement the policy wants (first pass, repeats, refinement), the
     deferred ones aside."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from crossover.decide.estimate import arrival_seconds
 from crossover.decide.live import live_policy, observations_in
 from crossover.decide.model import Decision, LevelNum, Measure, Question, fmt_level
-from crossover.decide.policy import next_step
+from crossover.decide.policy import first_pass_left, next_step
 from crossover.decide.starts import estimated_start
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.records.store import Store
@@ -29,7 +29,8 @@ from crossover.words import plural
 @dataclass(frozen=True)
 class Resume:
     """``kept``: runs the database holds per target (the question's order); ``left``: the
-    first pass's (level, repeat) runs not among them, per target; ``next``: what the policy
+    (level, repeat) runs the policy's first pass still wants, per target (its repeats
+    while an engine is up among them); ``next``: what the policy
     measures next (``None``: what is kept settles it); ``left_s``: along rates, the left
     runs' arrivals; ``starts``: each target with runs left that launches, its start's
     estimate."""
@@ -45,22 +46,9 @@ class Resume:
     refused: tuple[str, ...] = ()
 
 
-def first_pass_runs(
-    q: Question, first_pass: dict[str, list[LevelNum]], policy: PolicyConfig
-) -> dict[str, list[tuple[LevelNum, int]]]:
-    """The first pass's runs, (level, repeat) per target: the reference's repeats where it
-    takes them while its engine is up, a later target's level once."""
-    up_front = q.group_targets and policy.reference_repeats
-    return {
-        t: [(c, r) for c in levels for r in range(q.repeats if i == 0 and up_front else 1)]
-        for i, (t, levels) in enumerate(first_pass.items())
-    }
-
-
 def resume_of(
     cfg: SweepConfig,
     q: Question,
-    first_pass: dict[str, list[LevelNum]],
     folder: Path,
     policy: PolicyConfig,
     prior: Prior | None = None,
@@ -79,18 +67,14 @@ def resume_of(
             obs = observations_in(store, q.targets, q.axis)
     done = {(o.target, o.level, o.repeat) for o in obs}
     kept = {t: len({(lv, r) for n, lv, r in done if n == t}) for t in q.targets}
-    left = {
-        t: [(c, r) for c, r in runs if (t, c, r) not in done]
-        for t, runs in first_pass_runs(q, first_pass, policy).items()
-    }
-    step = next_step(q, obs, live_policy(cfg, policy), prior)
+    live = live_policy(cfg, policy)
+    left: dict[str, list[tuple[LevelNum, int]]] = {}
+    for m in first_pass_left(q, obs, live, prior):
+        left.setdefault(m.target, []).append((m.level, m.repeat))
+    step = next_step(q, obs, live, prior)
     launched = {t.name: t.engine for t in cfg.targets if t.launch is not None}
-    starts = {
-        t: estimated_start(launched[t]).seconds
-        for t, mine in left.items()
-        if mine and t in launched
-    }
-    if step is not None and not isinstance(step, Decision) and step.target in launched:
+    starts = {t: estimated_start(launched[t]).seconds for t in left if t in launched}
+    if not isinstance(step, Decision) and step.target in launched:
         starts.setdefault(step.target, estimated_start(launched[step.target]).seconds)
     left_s = (
         sum(arrival_seconds(cfg, float(c)) for mine in left.values() for c, _ in mine)
@@ -100,7 +84,7 @@ def resume_of(
     return Resume(
         folder=folder,
         kept=kept,
-        left={t: mine for t, mine in left.items() if mine},
+        left=left,
         next=None if isinstance(step, Decision) else step,
         left_s=left_s,
         starts=starts,
