@@ -443,10 +443,9 @@ def test_a_resumed_level_measured_in_part_then_whole_is_one_measurement(
     weighs one measurement per target, level and repeat, the whole, which supersedes the
     part (``State`` keeps the latest, the database gives them in the order made), not two
     repeats of the level. Only the time spent counts both."""
-    from types import SimpleNamespace
 
     from crossover.decide.budget import spent_seconds
-    from crossover.decide.live import stored_observations
+    from crossover.decide.live import observations_in
     from crossover.decide.state import State, pair_findings
     from crossover.records.model import RequestRecord
     from crossover.records.store import Store
@@ -478,7 +477,7 @@ def test_a_resumed_level_measured_in_part_then_whole_is_one_measurement(
         stored(store, "fast|c=1|r=0", 1000.0, 16, None)
         stored(store, "batched|c=1|r=0", 400.0, 4, 16)  # the part: far behind
         stored(store, "batched|c=1|r=0", 990.0, 16, None)  # the whole: level with fast
-        obs = stored_observations(SimpleNamespace(store=store), q.targets)  # type: ignore[arg-type]
+        obs = observations_in(store, q.targets)
     # the input holds both runs of the key, the part first
     assert [(o.target, o.level, o.complete) for o in obs] == [
         ("fast", 1, True), ("batched", 1, False), ("batched", 1, True),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from crossover.decide.events import Reasons
 from crossover.decide.events import live_events as live_events
 from crossover.errors import UsageError
 
@@ -435,7 +436,7 @@ def _live(
     console = make_console(stderr=True)
     kept = KeptRuns(console)
     try:
-        reasons: dict[tuple[str, str, int], str] = {}  # each level's why, for its start line
+        reasons: Reasons = {}  # each level's why, for its start line
         events = live_events(console, kept, reasons)
         result = run_async(
             decide_live(cfg, out, q, policy, prior=prior, events=events, reasons=reasons)

@@ -34,6 +34,7 @@ from typing import TypedDict
 from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.schema import SweepFile
 from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
+from crossover.decide.events import Reasons
 from crossover.decide.model import (
     CAPACITY_ON_RATES,
     PRIOR_ON_RATES,
@@ -160,13 +161,6 @@ def live_policy(cfg: SweepConfig, policy: PolicyConfig | None = None) -> PolicyC
             "refine_budget": cfg.refine_budget,
         }
     )
-
-
-def stored_observations(
-    runner: SweepRunner, names: Sequence[str], axis: Axis = "concurrency"
-) -> list[Observation]:
-    """:func:`observations_in` the runner's database."""
-    return observations_in(runner.store, names, axis)
 
 
 def observations_in(
@@ -310,7 +304,7 @@ async def decide_live(
     policy: PolicyConfig | None = None,
     prior: Prior | None = None,
     events: SweepEvents | None = None,
-    reasons: dict[tuple[str, str, int], str] | None = None,
+    reasons: Reasons | None = None,
 ) -> LiveResult:
     """Measure as the policy asks until it settles; the sweep folder holds everything.
     ``reasons``: filled with each measurement's ``why`` before it starts, keyed (target,
@@ -320,13 +314,21 @@ async def decide_live(
     policy = live_policy(cfg, policy)
     runner = SweepRunner(cfg, out, events, tie_rel=policy.tie_rel, command="decide")
     try:
-        obs = stored_observations(runner, question.targets, question.axis)
+        obs = observations_in(runner.store, question.targets, question.axis)
         # each level and repeat once: a part measured again whole is two runs of one key
         kept = len({(o.target, o.level, o.repeat) for o in obs})
         say_kept(obs, question.targets, events, question.axis)
         starts_before = len(runner.engine_starts())
         launches = {t.name for t in cfg.targets if t.launch is not None}
         times = {t: TargetTime(launched=t in launches) for t in question.targets}
+
+        async def let_go(target: str) -> None:
+            """Release ``target`` (its engine stopped), the stop counted in its time."""
+            t0 = time.perf_counter()
+            await runner.release(target)
+            times[target].wall_s += time.perf_counter() - t0
+            _say_time(events, target, times)
+
         steps: list[Measure] = []
         last: str | None = None
         decision: Decision | None = None
@@ -339,10 +341,7 @@ async def decide_live(
             tt = times[step.target]
             if step.target != last:
                 if last is not None:
-                    t0 = time.perf_counter()
-                    await runner.release(last)
-                    times[last].wall_s += time.perf_counter() - t0
-                    _say_time(events, last, times)
+                    await let_go(last)
                 tt.starts += 1
                 last = step.target
             level = Level(question.axis, step.level)
@@ -388,10 +387,7 @@ async def decide_live(
             if step.level not in tt.levels:
                 tt.levels.append(step.level)
         if last is not None:
-            t0 = time.perf_counter()
-            await runner.release(last)
-            times[last].wall_s += time.perf_counter() - t0
-            _say_time(events, last, times)
+            await let_go(last)
         if decision is None:
             raise UsageError(f"the decision did not settle in {MAX_STEPS} measurements")
         for start in runner.engine_starts()[starts_before:]:
