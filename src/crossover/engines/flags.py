@@ -81,6 +81,14 @@ class FlagTable:
                 return flag
         raise KeyError(knob)
 
+    def knob_of(self, name: str) -> str | None:
+        """The launch setting (``EngineConfig`` field) a flag of this table, by any of its
+        names, is rendered from; ``None`` for a flag read back only or not in the table."""
+        for flag in self.flags:
+            if name in flag.names and flag.knob is not None:
+                return flag.knob
+        return None
+
     def args(self, config: Any, *knobs: str) -> list[str]:
         """``[flag, value, ...]`` for each knob that is set (not None, not empty), in the
         order given."""

@@ -46,14 +46,6 @@ def _given(flag: str, extra_args: Sequence[str]) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in extra_args)
 
 
-def _knob_of(spec: EngineSpec, flag: str) -> str | None:
-    """The launch setting a flag of the spec's table is rendered from, if one is."""
-    for f in spec.flags.flags:
-        if flag in f.names and f.knob is not None:
-            return f.knob
-    return None
-
-
 def refused_flag_note(spec: EngineSpec, extra_args: Sequence[str], log_tail: str) -> str | None:
     """Why the engine would not start, where its parser refused a flag: ``this SGLang does
     not know --gc-warning-threshold-secs, which crossover adds on its own (...; ...)`` (a
@@ -69,7 +61,7 @@ def refused_flag_note(spec: EngineSpec, extra_args: Sequence[str], log_tail: str
         if why is not None:
             parts.append(f"{flag}, which crossover adds on its own ({why})")
             continue
-        knob = _knob_of(spec, flag)
+        knob = spec.flags.knob_of(flag)
         said = f" (the launch's {knob})" if knob else ""
         parts.append(f"{flag}, which crossover passes for the target's launch settings{said}")
     if not parts:
