@@ -133,3 +133,18 @@ def test_the_report_shows_each_runs_prefix_cache(tmp_path: Path) -> None:
     run = read_sweep(out)["runs"][0]["summary"]["prefix_cache"]
     assert run["cached_tokens"] == 6 * 32 and run["prompt_tokens"] == 8 * 40
     assert f"{6 * 32 / (8 * 40):.0%}" in html
+
+
+def test_identity_differs_names_each_setting_a_resume_refuses() -> None:
+    """One rule for the live resume (SweepRunner) and ``decide --check --out``: a new
+    database differs in nothing; a value, or a key one side lacks, is a difference."""
+    from crossover.sweep.config import SweepConfig
+
+    cfg = SweepConfig.model_validate(
+        {"concurrency": [1], "output_tokens": 8, "targets": [{"name": "a", "url": "http://x"}]}
+    )
+    ident = cfg.identity()
+    assert cfg.identity_differs(None) == []
+    assert cfg.identity_differs(dict(ident)) == []
+    assert cfg.identity_differs({**ident, "output_tokens": 9}) == ["output_tokens"]
+    assert cfg.identity_differs({**ident, "old_setting": None}) == ["old_setting"]

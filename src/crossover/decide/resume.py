@@ -59,11 +59,9 @@ def resume_of(
     if db.is_file() and db.stat().st_size > 0:  # an empty file holds no run (nor a schema)
         with Store(db, read_only=True) as store:
             # the live command resumes only the same workload (SweepRunner._check_resume)
-            held = store.get_meta("identity")
-            ident = cfg.identity()
-            if held is not None and held != ident:
-                differ = tuple(k for k in {**held, **ident} if ident.get(k) != held.get(k))
-                return Resume(folder, {}, {}, None, None, {}, refused=differ)
+            differ = cfg.identity_differs(store.get_meta("identity"))
+            if differ:
+                return Resume(folder, {}, {}, None, None, {}, refused=tuple(differ))
             obs = observations_in(store, q.targets, q.axis)
     done = {(o.target, o.level, o.repeat) for o in obs}
     kept = {t: len({(lv, r) for n, lv, r in done if n == t}) for t in q.targets}

@@ -351,6 +351,17 @@ class SweepConfig(Limits, Warmup, Workload):
             **({"restart_between_repeats": True} if self.restart_between_repeats else {}),
         }
 
+    def identity_differs(self, held: dict[str, Any] | None) -> list[str]:
+        """The settings of :meth:`identity` in which a database's stored one (``held``;
+        ``None``: a new database) differs from this config's: a resume refuses any."""
+        if held is None:
+            return []
+        ident = self.identity()
+        # a key one holds and the other lacks differs, whatever its value (None included)
+        return [
+            k for k in {**held, **ident} if k not in held or k not in ident or ident[k] != held[k]
+        ]
+
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
     if not path.is_file():

@@ -334,15 +334,13 @@ class SweepRunner:
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
-        ident = self.config.identity()
-        previous = self.store.get_meta("identity")
-        if previous is not None and previous != ident:
-            diff = ", ".join(k for k in {**previous, **ident} if ident.get(k) != previous.get(k))
+        differ = self.config.identity_differs(self.store.get_meta("identity"))
+        if differ:
             raise UsageError(
-                f"{self.out} holds a sweep with a different workload ({diff}); "
+                f"{self.out} holds a sweep with a different workload ({', '.join(differ)}); "
                 "use another --out or the same settings to resume"
             )
-        self.store.set_meta("identity", ident)
+        self.store.set_meta("identity", self.config.identity())
         started = self.store.get_meta("started_at")
         if started:
             self.started_at = started
