@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -172,15 +171,19 @@ def _samples(text: str) -> dict[str, float]:
 
 
 def test_metrics_parse_and_count(body: Body) -> None:
-    cfg = CalibrationConfig(ttft_ms=1.0, itl_ms=5.0)
+    cfg = CalibrationConfig(ttft_ms=1.0, itl_ms=20.0)
 
     async def go() -> tuple[str, str]:
         async with serve(cfg) as url, aiohttp.ClientSession() as s:
-            task = asyncio.create_task(stream(s, url + "/v1/completions", body(40)))
-            await asyncio.sleep(0.08)
-            async with s.get(url + "/metrics") as r:
-                during = await r.text()
-            await task
+            # read /metrics once the first chunk has come (the request is running there,
+            # 39 tokens of 20 ms to go), not after a fixed sleep: on a busy machine the
+            # request had not reached the server 80 ms after it was sent
+            async with s.post(url + "/v1/completions", json=body(40)) as resp:
+                assert resp.status == 200
+                await resp.content.readany()
+                async with s.get(url + "/metrics") as r:
+                    during = await r.text()
+                await resp.read()
             await stream(s, url + "/v1/chat/completions", body(3, chat=True))
             async with s.get(url + "/metrics") as r:
                 after = await r.text()
