@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from crossover.decide.live import question_for
 from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import next_step
 from crossover.decide.skip import MONOTONE, MONOTONE_RATE, stop_reason
-from crossover.decide.state import PolicyConfig, State
+from crossover.decide.state import PolicyConfig, State, short_level_notes
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
 from crossover.sweep.config import load_sweep_config
@@ -242,3 +243,49 @@ def test_a_short_open_loop_level_leaves_throughput_comparisons_not_latencies() -
     closed = [Observation("fast", 8, 0, {"total_tokens_per_s": 5.0}, 8, 8, 1.0)]
     q = Question("crossover", ("fast", "slow"), (1, 8))
     assert State(q, closed, PolicyConfig()).values("fast", "total_tokens_per_s") == {8.0: [5.0]}
+
+
+def test_short_levels_left_out_of_a_throughput_answer_are_said() -> None:
+    """The answer names the short levels its throughput comparison left out, and how long
+    a level should send to keep them (the largest ``short_needed_s``); a question asking
+    only latencies, or without short levels, has no such note."""
+
+    def obs(t: str, level: float, repeat: int, needed: float | None) -> Observation:
+        values = {"total_tokens_per_s": 1000.0 * level, "ttft_ms.p50": 50.0 + level}
+        short = needed is not None
+        return Observation(
+            t, level, repeat, values, 32, 32, 20.0, short=short, short_needed_s=needed
+        )
+
+    runs = [
+        obs(t, c, r, (24.2 if t == "slow" else 30.1) if c == 8.0 and r == 1 else None)
+        for t in ("fast", "slow")
+        for c in (1.0, 8.0)
+        for r in (0, 1)
+    ]
+    s = State(rate_question(), runs, PolicyConfig())
+    assert short_level_notes(s) == [
+        "total tokens/s: levels too short for a steady state left out of the comparison "
+        "(fast at 8; slow at 8 requests/s: arrivals under 3 request times, so their window "
+        "is ramp-up and drain; latencies there stay compared); duration_s_per_level >= 31 s "
+        "measures them"
+    ]
+    latencies = replace(rate_question(), metrics=("ttft_ms.p50",))
+    assert short_level_notes(State(latencies, runs, PolicyConfig())) == []
+    steady = [replace(o, short=False, short_needed_s=None) for o in runs]
+    assert short_level_notes(State(rate_question(), steady, PolicyConfig())) == []
+
+
+def test_replay_of_the_short_open_loop_grid_says_what_throughput_left_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """On the committed H100 open-loop grid (16 s of arrivals a level), the replayed
+    answer's throughput rests on level 1 alone, and its note says why."""
+    root = Path(__file__).resolve().parents[2] / "docs/results/h100/moe-open"
+    assert main(["decide", "--replay", str(root), "--metric", "total_tokens_per_s"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    finding = "  total tokens/s: vllm vs sglang: no significant difference at any level (level 1)"
+    assert finding in lines
+    note = next(x for x in lines if "too short for a steady state" in x)
+    assert "(sglang at 4,8,12,16,20; vllm at 8,12,16,20 requests/s: " in note
+    assert note.endswith("duration_s_per_level >= 31 s measures them")

@@ -145,6 +145,9 @@ class Observation:
     #: comparisons leave its level out, as the sweep's analysis does; ``None``: a
     #: closed-loop level, or one not judged
     short: bool | None = None
+    #: a short level's arrivals should have lasted this long for a steady state
+    #: (``ShortLevel.needed_s``); ``None`` where it was not short or cannot say
+    short_needed_s: float | None = None
 
     @property
     def complete(self) -> bool:

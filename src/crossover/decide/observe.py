@@ -68,6 +68,17 @@ def short(summary: Mapping[str, Any] | None) -> bool | None:
     return short_open_loop(parsed) is not None and not is_overloaded(parsed)
 
 
+def short_needed_s(summary: Mapping[str, Any] | None) -> float | None:
+    """How long a level :func:`short` says was too short should have sent for a steady
+    state (``ShortLevel.needed_s``: the rule's request times x its E2E p50); ``None`` where
+    it was not short or the summary cannot say."""
+    if not short(summary):
+        return None
+    assert summary is not None
+    found = short_open_loop(RunSummary.model_validate(summary))
+    return found.needed_s if found is not None else None
+
+
 def end_ns(r: RequestRecord) -> int:
     return max(e for e in (r.t_done_ns, r.t_last_ns, r.t_first_ns, r.t_send_ns) if e)
 
@@ -203,6 +214,7 @@ def observe(
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
             overloaded=overloaded(summary), short=short(summary),
+            short_needed_s=short_needed_s(summary),
         )  # fmt: skip
     start = min(r.t_send_ns for r in measured)
     cut = start + int(budget_s * 1e9)
@@ -211,6 +223,7 @@ def observe(
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
             overloaded=overloaded(summary), short=short(summary),
+            short_needed_s=short_needed_s(summary),
         )  # fmt: skip
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)

@@ -94,6 +94,7 @@ from crossover.decide.state import (
     moving_metric_notes,
     pair_findings,
     prefer_running,
+    short_level_notes,
 )
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def next_step(
                 deferred.append(Deferred(m.target, m.level, m.repeat, cost, m.why, m.concerns))
     skips = find_skips(s, order, coarse)
     findings = pair_findings(s)
-    notes = check_skips(s, skips) + moving_metric_notes(s, gc)
+    notes = check_skips(s, skips) + moving_metric_notes(s, gc) + short_level_notes(s)
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:

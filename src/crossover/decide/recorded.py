@@ -30,6 +30,7 @@ from crossover.decide.observe import (
     observe,
     overloaded,
     short,
+    short_needed_s,
     span_s,
 )
 from crossover.errors import UsageError
@@ -204,6 +205,7 @@ class Recorded:
                 t, c, r, values, planned, planned, seconds, valid,
                 overloaded=overloaded(run.summary),
                 short=short(run.summary),
+                short_needed_s=short_needed_s(run.summary),
             )  # fmt: skip
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
 

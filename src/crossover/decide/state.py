@@ -14,7 +14,15 @@ import numpy as np
 
 from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
 from crossover.analysis.stats import difference_interval
-from crossover.decide.model import SATURATION_METRIC, LevelNum, Measure, Observation, Question
+from crossover.decide.model import (
+    SATURATION_METRIC,
+    LevelNum,
+    Measure,
+    Observation,
+    Question,
+    fmt_levels,
+)
+from crossover.metrics.window import SHORT_LEVEL_REQUEST_TIMES
 
 if TYPE_CHECKING:  # the policy reads no log: a caller with the sweep folder passes its pauses
     from crossover.analysis.gc import GcRun
@@ -250,6 +258,38 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
             + (f"; {FREEZE_REMEDY.format(target=t)}" if pause else "")
         )
     return notes
+
+
+def short_level_notes(s: State) -> list[str]:
+    """One note where a throughput asked (``MetricSpec.steady_only``) left out open-loop
+    levels too short for a steady state (``Observation.short``, the sweep's own rule): the
+    answer on it rests on fewer levels than were measured, and the note says which went,
+    why, and how long a level should send to keep them (the largest ``short_needed_s``).
+    On the committed H100 open-loop grid (16 s of arrivals a level) throughput was
+    compared at 1-4 requests/s of 1-20, and its finding read "(level 1)" with no word why."""
+    asked = [metric_spec(m).label for m in s.q.metrics if metric_spec(m).steady_only]
+    if not asked:
+        return []
+    where: dict[str, set[LevelNum]] = {}
+    needed: list[float] = []
+    for (t, c, _), o in sorted(s.runs.items()):
+        if o.valid and o.short:
+            where.setdefault(t, set()).add(c)
+            if o.short_needed_s is not None:
+                needed.append(o.short_needed_s)
+    if not where:
+        return []
+    at = "; ".join(f"{t} at {fmt_levels(sorted(cs))}" for t, cs in where.items())
+    fix = (
+        f"duration_s_per_level >= {math.ceil(max(needed)):d} s measures them"
+        if needed
+        else "longer levels measure them"
+    )
+    return [
+        f"{', '.join(asked)}: levels too short for a steady state left out of the "
+        f"comparison ({at} requests/s: arrivals under {SHORT_LEVEL_REQUEST_TIMES:g} request "
+        f"times, so their window is ramp-up and drain; latencies there stay compared); {fix}"
+    ]
 
 
 def _gc_pauses_met(gc: Sequence[GcRun], t: str, c: float) -> str:
