@@ -155,6 +155,15 @@ def test_decide_finds_the_readme_crossover_with_a_third_of_the_requests(
         (["decide", "--replay", "x.db", "--question", "lead"], "needs --at"),
         (["decide", "--replay", "x.db", "--question", "capacity"], "needs --slo"),
         (["decide", "--replay", "x.db", "--slo", "ttft<500"], "METRIC<=LIMIT"),
+        (["decide", "--replay", "x.db", "--at", "1,64"], "--at is for --question lead"),
+        (
+            ["decide", "--replay", "x.db", "--slo", "ttft_ms.p99<=500"],
+            "--slo is for --question capacity",
+        ),
+        (
+            ["decide", "--replay", "x.db", "--question", "capacity", "--slo", "ttft_ms.p99>=3"],
+            "a ceiling: METRIC<=LIMIT",
+        ),
         (["decide", "--replay", "nowhere.db"], "no such database"),
         (["decide", "--config", "nowhere.yaml"], "--out DIR is required"),
         (["decide", "--replay", "x.db", "--remote"], "--remote goes with --check"),

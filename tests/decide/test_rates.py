@@ -23,7 +23,7 @@ from crossover.decide.live import question_for
 from crossover.decide.model import Decision, Measure, Observation, Question
 from crossover.decide.policy import next_step
 from crossover.decide.skip import MONOTONE, MONOTONE_RATE, stop_reason
-from crossover.decide.state import PolicyConfig, State, short_level_notes
+from crossover.decide.state import PolicyConfig, State, overload_notes, short_level_notes
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
 from crossover.sweep.config import load_sweep_config
@@ -289,3 +289,26 @@ def test_replay_of_the_short_open_loop_grid_says_what_throughput_left_out(
     note = next(x for x in lines if "too short for a steady state" in x)
     assert "(sglang at 4,8,12,16,20; vllm at 8,12,16,20 requests/s: " in note
     assert note.endswith("duration_s_per_level >= 31 s measures them")
+
+
+def test_an_overloaded_level_is_said_in_the_answer() -> None:
+    """A target that fell behind at a rate (``Observation.overloaded``) is named with its
+    levels, as the sweep's output names it; none overloaded, no note."""
+
+    def obs(t: str, level: float, repeat: int, over: bool) -> Observation:
+        values = {"total_tokens_per_s": 1000.0 * level, "ttft_ms.p50": 50.0 + level}
+        return Observation(t, level, repeat, values, 32, 32, 20.0, overloaded=over)
+
+    runs = [
+        obs(t, c, r, t == "slow" and c >= 8.0 and (c == 16.0 or r == 1))
+        for t in ("fast", "slow")
+        for c in (1.0, 8.0, 16.0)
+        for r in (0, 1)
+    ]
+    assert overload_notes(State(rate_question(), runs, PolicyConfig())) == [
+        "slow is overloaded at 8,16 requests/s (it served under 80% of what arrived): its "
+        "queue grew through the level, so its latencies there measure how long the level "
+        "lasted, and its throughput there is its capacity"
+    ]
+    kept = [replace(o, overloaded=False) for o in runs]
+    assert overload_notes(State(rate_question(), kept, PolicyConfig())) == []

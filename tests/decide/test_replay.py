@@ -100,7 +100,7 @@ BUDGET_SAME = {
     "moe": (6, 6),
     "vllm-b": (6, 6),
     "prefix": (28, 30),
-    "sglang-a": (8, 12),
+    "sglang-a": (7, 12),
     "vllm-a": (33, 42),
 }
 

@@ -139,3 +139,19 @@ def test_a_lead_question_at_a_rate(open_db: Path) -> None:
     assert "TTFT p99 at 8 requests/s: sglang leads vllm" in text
     assert "TTFT p99 at 20 requests/s: vllm leads sglang" in text
     assert {o.level for o in r.observations} == {8.0, 20.0}
+
+
+def test_a_budget_short_of_the_starts_starts_nothing(open_db: Path) -> None:
+    """The database's two timed starts (300 s) exceed a third of the grid's 880 s: one
+    target measured alone is compared with none, so nothing is started; a pair compared at
+    no level is never counted as the grid's conclusion (each is said unsettled)."""
+    from crossover.decide.state import PolicyConfig
+
+    r = replay(open_db, metrics=METRICS, cfg=PolicyConfig(budget=0.33))
+    assert r.steps == [] and r.starts == 0
+    assert [(c.same, c.deferred, c.decided) for c in r.comparisons] == [
+        (False, True, "not compared (no level with valid runs of both)")
+    ] * 3
+    (note,) = [n for n in r.decision.notes if "does not cover one engine start" in n]
+    assert "nothing is started (a target measured alone is compared with none)" in note
+    assert not [n for n in r.decision.notes if " not measured at " in n]

@@ -39,6 +39,10 @@ def parse_slo(text: str) -> SloTerm:
     """``ttft_ms.p99<=500`` (or ``=500``): one SLO term on a compared latency metric."""
     from crossover.spec.slo import parse_slo as parse_terms
 
+    if ">" in text:  # read as part of the statistic's name, "unknown statistic 'p99>'"
+        raise UsageError(
+            f"--slo {text!r}: an SLO is a ceiling: METRIC<=LIMIT, e.g. ttft_ms.p99<=500"
+        )
     try:
         terms = list(parse_terms(text))
     except UsageError as exc:
@@ -211,9 +215,17 @@ def decide(
     )
     if kind == "lead" and not levels_at:
         raise UsageError("--question lead needs --at LEVELS (e.g. --at 1,64)")
+    if levels_at and kind != "lead":
+        # the crossover question read --at as its levels: two far apart gave an unrefined
+        # crossover across the whole range
+        raise UsageError(f"--at is for --question lead (who leads at those levels), not {kind}")
     the_slo = parse_slo(slo) if slo else None
     if kind == "capacity" and the_slo is None:
         raise UsageError("--question capacity needs --slo METRIC<=LIMIT")
+    if the_slo is not None and kind != "capacity":
+        raise UsageError(
+            f"--slo is for --question capacity (most concurrency under it), not {kind}"
+        )
     if budget is not None and not 0.0 < budget <= 1.0:
         raise UsageError(f"--budget {budget:g}: give a share of the grid's time, 0 < B <= 1")
     check_tie_margin(tie_margin)

@@ -92,6 +92,7 @@ from crossover.decide.state import (
     Prior,
     State,
     moving_metric_notes,
+    overload_notes,
     pair_findings,
     prefer_running,
     short_level_notes,
@@ -125,6 +126,13 @@ def next_step(
         grid = cfg.grid_s if cfg.grid_s is not None else grid_estimate(s)
         budget = (cfg.budget * grid, grid)
         spent = spent_seconds(observations, cfg)
+    # a budget short of one start per target answers nothing: a target measured alone is
+    # compared with none, so nothing is started (its note says so, below)
+    hopeless = (
+        budget is not None
+        and not observations
+        and 0.0 < sum(cfg.start_cost(t) for t in order) >= budget[0]
+    )
     while True:
         step = _wanted(s, order, coarse)
         if step is None or budget is None:
@@ -133,7 +141,8 @@ def next_step(
             why = "first pass, whole: its part below left a gap open (a part would cost twice)"
             step = replace(step, budget_s=None, why=why)
         cost = measure_cost(s, step)
-        if spent + cost <= min(budget[0], share_left(s, order, observations, step, budget[0])):
+        fits = spent + cost <= min(budget[0], share_left(s, order, observations, step, budget[0]))
+        if fits and not hopeless:
             return step
         # over the budget: deferred, and the next wanted measurement is weighed instead
         key = (step.target, step.level, step.repeat)
@@ -174,7 +183,8 @@ def next_step(
                 deferred.append(Deferred(m.target, m.level, m.repeat, cost, m.why, m.concerns))
     skips = find_skips(s, order, coarse)
     findings = pair_findings(s)
-    notes = check_skips(s, skips) + moving_metric_notes(s, gc) + short_level_notes(s)
+    notes = check_skips(s, skips) + moving_metric_notes(s, gc)
+    notes += overload_notes(s) + short_level_notes(s)
     if budget is not None:
         starts = sum(cfg.start_cost(t) for t in order)
         if starts > 0.0 and starts >= budget[0]:
@@ -189,11 +199,16 @@ def next_step(
                 how = f"{timed} at their measured cost, the others at --start-s {cfg.start_s:g} s"
             notes.append(
                 f"the time budget ({budget[0]:.0f} s) does not cover one engine start per "
-                f"target ({starts:.0f} s, {how}): nothing past the starts "
-                f"fits in it; a budget of more than {starts / budget[1]:.2f} of the grid's "
+                f"target ({starts:.0f} s, {how}): "
+                + (
+                    "nothing is started (a target measured alone is compared with none)"
+                    if hopeless
+                    else "nothing past the starts fits in it"
+                )
+                + f"; a budget of more than {starts / budget[1]:.2f} of the grid's "
                 f"{budget[1]:.0f} s measures more"
             )
-        for t in order:
+        for t in order if not hopeless else ():  # the starts' note says why: none measured
             skipped = {c for sk in skips if sk.target == t for c in sk.levels}
             left = [
                 c for c in q.grid if q.covers(t, c) and not s.repeats(t, c) and c not in skipped

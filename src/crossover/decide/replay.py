@@ -157,8 +157,16 @@ class ReplayResult:
         return sum(self.seconds.values()) / grid if grid else 0.0
 
 
+#: a pair's answer where no level holds valid runs of both (``describe``)
+NOT_COMPARED = "not compared (no level with valid runs of both)"
+
+
 def describe(findings: Sequence[Finding]) -> str:
-    """One pair's findings on one metric, as the comparison reads them."""
+    """One pair's findings on one metric, as the comparison reads them. A pair not
+    compared at any level (no level with valid runs of both, or no finding) reads ``not
+    compared``: an answer with no data does not agree with a grid's "inconclusive"."""
+    if all(f.kind == "none" and not f.levels for f in findings):
+        return NOT_COMPARED
     xs = [f for f in findings if f.kind == "crossover"]
     if xs:
         parts = []

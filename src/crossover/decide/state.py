@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
+from crossover.analysis.overload import SERVED_SHARE
 from crossover.analysis.stats import difference_interval
 from crossover.decide.model import (
     SATURATION_METRIC,
@@ -289,6 +290,24 @@ def short_level_notes(s: State) -> list[str]:
         f"{', '.join(asked)}: levels too short for a steady state left out of the "
         f"comparison ({at} requests/s: arrivals under {SHORT_LEVEL_REQUEST_TIMES:g} request "
         f"times, so their window is ramp-up and drain; latencies there stay compared); {fix}"
+    ]
+
+
+def overload_notes(s: State) -> list[str]:
+    """One note per target with an open-loop level it fell behind at (``Observation.
+    overloaded``: served under 80% of what arrived), as the sweep's output says it
+    (``crossover.analysis.crossovers.format_overloads``): its latencies there grow with the
+    level's length, and its throughput is its capacity, not the rate asked."""
+    where: dict[str, set[LevelNum]] = {}
+    for (t, c, _), o in sorted(s.runs.items()):
+        if o.valid and o.overloaded:
+            where.setdefault(t, set()).add(c)
+    return [
+        f"{t} is overloaded at {fmt_levels(sorted(cs))} requests/s (it served under "
+        f"{SERVED_SHARE:.0%} of what arrived): its queue grew through the level, so its "
+        "latencies there measure how long the level lasted, and its throughput there is its "
+        "capacity"
+        for t, cs in where.items()
     ]
 
 
