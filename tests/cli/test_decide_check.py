@@ -327,11 +327,21 @@ def test_check_with_out_says_a_live_resume_would_refuse_another_workload(
     config = tmp_path / "other.yaml"
     config.write_text(source.replace("input_tokens: 200\n", "input_tokens: 150\n"))
     argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
-    assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    # the check exits as the live command would: 2, its refusal said
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 2
+    said = capsys.readouterr()
+    assert said.out.splitlines()[-1] == (
         f"resume: {out} holds a sweep with a different workload (input_tokens): the live "
         "command refuses it (another --out, or the same settings to resume)"
     )
+    assert said.err.strip() == f"error: {out}: the live decision refuses this folder (said above)"
+    # the same workload along concurrency: a folder of rate runs is refused for its axis
+    closed = tmp_path / "closed.yaml"
+    text = source.replace("rates: [1, 2, 4, 8, 12, 16, 20]\n", "concurrency: [1, 4]\n")
+    closed.write_text(text.replace("duration_s_per_level: 40\n", ""))
+    along = ["decide", "--config", str(closed), *argv[3:]]
+    assert main([*along, "--metric", "ttft_ms.p99"]) == 2
+    assert "(axis (its runs are along rate))" in capsys.readouterr().out.splitlines()[-1]
     empty = tmp_path / "e"
     empty.mkdir()
     (empty / "sweep.db").write_bytes(b"")
@@ -339,3 +349,28 @@ def test_check_with_out_says_a_live_resume_would_refuse_another_workload(
     assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("the decision starts from nothing")
     assert (empty / "sweep.db").read_bytes() == b""
+
+
+def test_check_with_out_on_a_packed_folder_or_a_file_is_one_line(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A committed folder holds its database packed (sweep.db.xz): a live decision there
+    would start a new database beside it, so it and its check refuse it, naming the unpack;
+    an --out that is a file is said to be one."""
+    folder = tmp_path / "committed"
+    folder.mkdir()
+    (folder / "sweep.db.xz").write_bytes(b"packed")
+    config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(folder)]
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {folder} holds its database packed (sweep.db.xz) and no sweep.db: unpack it "
+        f"to resume (xz -dk {folder / 'sweep.db.xz'}), or give another --out"
+    ]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    argv[-1] = str(afile)
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {afile}: a file, not a folder (--out names the results folder)"]

@@ -148,3 +148,9 @@ def test_identity_differs_names_each_setting_a_resume_refuses() -> None:
     assert cfg.identity_differs(dict(ident)) == []
     assert cfg.identity_differs({**ident, "output_tokens": 9}) == ["output_tokens"]
     assert cfg.identity_differs({**ident, "old_setting": None}) == ["old_setting"]
+    # runs held along another axis (a rate YAML on a concurrency folder mixed the two)
+    assert cfg.identity_differs(dict(ident), {"concurrency"}) == []
+    assert cfg.identity_differs(dict(ident), {"rate", "concurrency"}) == [
+        "axis (its runs are along rate)"
+    ]
+    assert cfg.identity_differs(None, {"rate"}) == ["axis (its runs are along rate)"]

@@ -414,6 +414,9 @@ def _check(
         for line in resume_lines(resume, q):
             typer.echo(line)
         data["resume"] = resume_json(resume)
+        if resume.refused:  # the live command would refuse the folder: so does its check
+            _write_json(json_out, data, "plan")
+            raise UsageError(f"{out}: the live decision refuses this folder (said above)")
     _write_json(json_out, data, "plan")
 
 

@@ -23,6 +23,7 @@ from crossover.decide.starts import estimated_start
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.records.store import Store
 from crossover.sweep.config import SweepConfig
+from crossover.sweep.driver import held_axes
 from crossover.words import plural
 
 
@@ -59,7 +60,7 @@ def resume_of(
     if db.is_file() and db.stat().st_size > 0:  # an empty file holds no run (nor a schema)
         with Store(db, read_only=True) as store:
             # the live command resumes only the same workload (SweepRunner._check_resume)
-            differ = cfg.identity_differs(store.get_meta("identity"))
+            differ = cfg.identity_differs(store.get_meta("identity"), held_axes(store))
             if differ:
                 return Resume(folder, {}, {}, None, None, {}, refused=tuple(differ))
             obs = observations_in(store, q.targets, q.axis)

@@ -62,11 +62,21 @@ def require_database(path: Path) -> None:
 def check_database_file(path: Path) -> None:
     """Fail with one line before any work (``run`` contacted the server first) when
     ``path`` is there but cannot hold results: a folder, or a file that is not SQLite,
-    which is left as it is. A missing file is created, and an empty one is an empty
+    which is left as it is; or its folder is a file; or the folder holds the database
+    packed (``sweep.db.xz``, as results are committed) and not unpacked, where a new one
+    would start over beside it. A missing file is created, and an empty one is an empty
     database to SQLite: both are fine."""
+    if path.parent.is_file():
+        raise UsageError(f"{path.parent}: a file, not a folder (--out names the results folder)")
     if path.is_dir():
         raise UsageError(f"{path}: a folder, not a results database file")
     if not path.exists():
+        packed = path.with_name(path.name + ".xz")
+        if packed.is_file():  # a committed folder: a new database beside it would start over
+            raise UsageError(
+                f"{path.parent} holds its database packed ({packed.name}) and no {path.name}: "
+                f"unpack it to resume (xz -dk {packed}), or give another --out"
+            )
         return
     head = _head(path)
     if head and head != SQLITE_MAGIC:

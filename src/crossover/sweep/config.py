@@ -9,6 +9,7 @@ config, plus ``replicas`` and ``gpus_per_replica``). The shape ``crossover advis
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -351,14 +352,20 @@ class SweepConfig(Limits, Warmup, Workload):
             **({"restart_between_repeats": True} if self.restart_between_repeats else {}),
         }
 
-    def identity_differs(self, held: dict[str, Any] | None) -> list[str]:
+    def identity_differs(
+        self, held: dict[str, Any] | None, axes: Collection[str] = ()
+    ) -> list[str]:
         """The settings of :meth:`identity` in which a database's stored one (``held``;
-        ``None``: a new database) differs from this config's: a resume refuses any."""
+        ``None``: a new database) differs from this config's, and the axis where the
+        database's finished runs (``axes``: theirs) lie along another (a rate YAML on a
+        concurrency folder was resumed into it, mixing the two): a resume refuses any."""
+        other = sorted(set(axes) - {self.axis})
+        along = [f"axis (its runs are along {' and '.join(other)})"] if other else []
         if held is None:
-            return []
+            return along
         ident = self.identity()
         # a key one holds and the other lacks differs, whatever its value (None included)
-        return [
+        return along + [
             k for k in {**held, **ident} if k not in held or k not in ident or ident[k] != held[k]
         ]
 

@@ -139,6 +139,11 @@ def finished_rows(store: Store) -> dict[RunPlace, RunRow]:
     return out
 
 
+def held_axes(store: Store) -> set[str]:
+    """The axes (concurrency, rate) of the runs ``store`` holds finished."""
+    return {axis for _, axis, _, _ in finished_rows(store)}
+
+
 def parse_run_key(key: str) -> tuple[str, Level, int]:
     """``(target, level, repeat)`` of a run key, old (``A|c=4|r=0``) or new."""
     name, level, rep = key.split("|")
@@ -334,7 +339,9 @@ class SweepRunner:
 
     # --- resumption -------------------------------------------------------
     def _check_resume(self) -> None:
-        differ = self.config.identity_differs(self.store.get_meta("identity"))
+        differ = self.config.identity_differs(
+            self.store.get_meta("identity"), held_axes(self.store)
+        )
         if differ:
             raise UsageError(
                 f"{self.out} holds a sweep with a different workload ({', '.join(differ)}); "
