@@ -155,3 +155,31 @@ def test_a_budget_short_of_the_starts_starts_nothing(open_db: Path) -> None:
     (note,) = [n for n in r.decision.notes if "does not cover one engine start" in n]
     assert "nothing is started (a target measured alone is compared with none)" in note
     assert not [n for n in r.decision.notes if " not measured at " in n]
+
+
+@pytest.mark.parametrize(
+    ("metric", "label"),
+    [("goodput_rps", "goodput"), ("first_wave_ttft_ms.p50", "TTFT p50 (first wave)")],
+)
+def test_a_metric_no_run_records_is_one_line(
+    open_db: Path, metric: str, label: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Goodput (measured with an SLO) and a closed loop's first wave are in no run of this
+    open-loop grid: asked, the replay says so rather than measuring every level for an
+    answer compared at none; a metric given twice is asked once."""
+    assert main(["decide", "--replay", str(open_db), "--metric", metric]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {open_db}: no run in it records {label}: it is compared at no level"
+    argv = [
+        "decide",
+        "--replay",
+        str(open_db),
+        "--metric",
+        "ttft_ms.p99",
+        "--metric",
+        "ttft_ms.p99",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("TTFT p99: sglang leads below") == 1
+    assert "on TTFT p99 (vllm, sglang)" in out

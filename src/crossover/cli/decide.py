@@ -205,7 +205,9 @@ def decide(
     from crossover.cli.common import check_output_file, check_tie_margin, parse_list
 
     kind = _kind(question)
-    metrics = list(metric or ["total_tokens_per_s", "ttft_ms.p50"])
+    # a metric or target given twice is asked once (twice, each finding was said twice)
+    metrics = list(dict.fromkeys(metric or ["total_tokens_per_s", "ttft_ms.p50"]))
+    target = list(dict.fromkeys(target)) if target else target
     for m in metrics:
         _check_metric(m, "--metric")
     # a concurrency (4) or a rate (2.5): the sweep's axis is known once it is read;

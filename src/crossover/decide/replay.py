@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from crossover.analysis.crossovers import Finding
+from crossover.analysis.crossovers import Finding, metric_spec
 from crossover.decide.capacity import capacity_bracket, capacity_leader
 from crossover.decide.coarse import part_settled
 from crossover.decide.model import (
@@ -32,6 +32,7 @@ from crossover.decide.model import (
     QuestionKind,
     check_at,
 )
+from crossover.decide.observe import metric_values
 from crossover.decide.policy import next_step
 from crossover.decide.recorded import Recorded
 from crossover.decide.starts import StartCost, start_costs
@@ -253,6 +254,12 @@ def replay(
                 f"{path}: a decision compares targets; the replay has only "
                 f"{', '.join(names)} (--target: two or more)"
             )
+        asked = [*metrics, *([slo.path] if slo is not None else [])]
+        held = [metric_values(r.summary) for r in rec.runs.values() if r.summary is not None]
+        missing = [m for m in asked if held and all(v.get(m) is None for v in held)]
+        if missing:  # replayed, every level measured would read "no level with valid runs"
+            what = ", ".join(metric_spec(m).label for m in missing)
+            raise UsageError(f"{path}: no run in it records {what}: it is compared at no level")
         rates = rec.axis == "rate"
         if rates and kind == "capacity":
             raise UsageError(CAPACITY_ON_RATES)
