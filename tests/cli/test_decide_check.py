@@ -56,7 +56,7 @@ def test_the_plan_with_a_prior_is_written_as_printed(tmp_path: Path, capsys: Any
     head = next(ln for ln in lines if ln.startswith("decide plan: "))
     assert head == (
         f"decide plan: crossover on total_tokens_per_s, ttft_ms.p50; the grid is "
-        f"{plan['grid_levels']} levels (3 targets, 2 repeat(s))"
+        f"{plan['grid_levels']} levels (3 targets, 2 repeats)"
     )
     assert plan["grid_levels"] == 54
     assert plan["order"] == "target"
@@ -206,10 +206,13 @@ def test_a_capacity_plan_writes_its_slo(tmp_path: Path, capsys: Any) -> None:
     lines, plan = _checked(capsys, tmp_path / "plan.json", *args)
     assert plan["question"]["kind"] == "capacity"
     assert plan["question"]["slo"] == {"metric": "ttft_ms.p99", "limit": 500.0}
-    assert lines[next(i for i, ln in enumerate(lines) if ln.startswith("decide plan: "))] == (
-        "decide plan: capacity on total_tokens_per_s, ttft_ms.p50; the grid is 54 levels "
-        "(3 targets, 2 repeat(s))"
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("decide plan: "))
+    # the SLO is the question, not the crossover's metrics; one run a level, no repeats
+    assert lines[i] == (
+        "decide plan: capacity under ttft_ms.p99<=500; the grid is 54 levels (3 targets, 2 repeats)"
     )
+    assert not [ln for ln in lines if "a crossover is wide" in ln or "sequential" in ln]
+    assert any(ln.startswith("  each level whole, one run") for ln in lines)
 
 
 @pytest.mark.parametrize("own", ["config", "prior"])

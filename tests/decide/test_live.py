@@ -244,14 +244,14 @@ def test_launched_engines_start_once_each_and_are_stopped(
         assert gpu_s >= times[t]["measuring_s"] > 0
     assert {t: v["starts"] for t, v in times.items()} == {"fast": 1, "batched": 1}
     assert all(v["launched"] for v in times.values())
-    assert "1 engine start(s)" in printed
+    assert "1 engine start (ready after " in printed
     # inside that time: each start's seconds to ready (past its 1 s model load) and stop
     for t, v in times.items():
         (ready,) = v["ready_s"]
         (stop,) = v["stop_s"]
         assert 1.0 <= ready <= live["gpu_time"]["per_target"][t] - times[t]["measuring_s"]
         assert 0 <= stop < 15
-    assert printed.count("1 engine start(s) (ready after ") == 2, printed
+    assert printed.count("1 engine start (ready after ") == 2, printed
     # each engine's log holds one launch: started once, never restarted
     for name in ("fast", "batched"):
         logs = list((out / "engines").glob(f"{name}*.log"))

@@ -83,7 +83,7 @@ def test_the_decision_leads_the_report_and_its_strings_stay_text(sweep_dir: Path
     assert "vllm leads &lt;b&gt;x&lt;/b&gt; over 1-16" in head
     assert "llamacpp at 64,128: saturated by 16" in head
     assert "assumes throughput does not fall" in head and "checked: measured at 4 and 16" in head
-    assert "vllm at 8 (repeat 2): about 12.0 s, uncertain" in head
+    assert "vllm at 8 (repeat 1): about 12.0 s, uncertain" in head
     assert "note: a curve fell" in head
     assert "<td>1 (159.0 s to ready)</td><td>1,4,16</td>" in head
     assert "level 1 r=0: stopped sending once 4 of 16 requests had finished</td>" in head

@@ -29,6 +29,7 @@ from crossover.decide.state import PolicyConfig, Prior
 from crossover.decide.text import question_json
 from crossover.errors import UsageError
 from crossover.sweep.config import SweepConfig
+from crossover.words import plural
 
 SCHEMA = "crossover.decision-plan/1"
 
@@ -161,13 +162,26 @@ def plan_lines(p: Plan) -> list[str]:
     how = "target by target (one engine start each)" if q.group_targets else "level by level"
     leader = "the prior's predicted leader" if p.reference_from_prior else "the YAML's first"
     along = " along arrival rates (requests/s, open loop)" if q.axis == "rate" else ""
+    if q.kind == "capacity" and q.slo is not None:
+        # one run a level, every level whole, no repeats (crossover.decide.capacity)
+        asked = f"capacity under {q.slo.path}<={q.slo.limit:g}"
+        later = [
+            "  each level whole, one run: a target's first pass stops at the first level "
+            "failing the SLO",
+            "  then each bracket (last level meeting it, first failing it) that decides the "
+            "leader is bisected",
+        ]
+    else:
+        at = f" at {fmt_levels(q.at)}" if q.kind == "lead" else ""
+        asked = f"{q.kind}{at} on {', '.join(q.metrics)}"
+        wide = " and levels where a crossover is wide" if q.kind == "crossover" else ""
+        later = [*later_lines(p), f"  then repeats where a sign is uncertain{wide}"]
     return [
-        f"decide plan: {q.kind} on {', '.join(q.metrics)}{along}; the grid is {p.grid_levels} "
-        f"levels ({len(q.targets)} targets, {q.repeats} repeat(s))",
+        f"decide plan: {asked}{along}; the grid is {p.grid_levels} levels "
+        f"({len(q.targets)} targets, {plural(q.repeats, 'repeat')})",
         f"  first pass {how}, reference {order[0]} ({leader}), its levels whole",
         *(f"  {t}: {fmt_levels(mine)}" for t, mine in p.first_pass.items()),
-        *later_lines(p),
-        "  then repeats where a sign is uncertain and levels where a crossover is wide",
+        *later,
         estimate_text(p),
     ]
 

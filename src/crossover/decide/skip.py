@@ -104,7 +104,7 @@ def alone_above(s: State, t: str, c: LevelNum) -> Skip | None:
     others = [u for u in s.q.targets if u != t]
     if not any(s.q.covers(u, c) for u in others):
         rest = tuple(lv for lv in s.q.grid if lv >= c and s.q.covers(t, lv))
-        return Skip(t, rest, "no other target is measured there (its own levels end below)")
+        return Skip(t, rest, "no other target is measured there (the others' levels end below)")
     stops = [stop_reason(s, u, c) for u in others]
     if not stops or any(x is None for x in stops):
         return None

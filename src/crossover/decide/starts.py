@@ -27,6 +27,7 @@ from pathlib import Path
 from crossover.analysis.schema import EngineStart
 from crossover.engines.launchrec import engine_logs
 from crossover.errors import UsageError
+from crossover.words import plural
 
 #: an engine start's GPU time where nothing measured says it: the middle of the 1.5-2 min
 #: the H200 decisions' engine starts took (issue 42)
@@ -88,7 +89,7 @@ def start_costs(
             stops = sum(s.stop_s is not None for s in mine)
             out[t] = StartCost(
                 _mean(each),
-                f"timed by the sweep: {len(mine)} start(s), to ready and stopped"
+                f"timed by the sweep: {plural(len(mine), 'start')}, to ready and stopped"
                 + ("" if stops == len(mine) else f" ({len(mine) - stops} without its stop)"),
                 len(mine),
             )
@@ -101,7 +102,7 @@ def start_costs(
         if readings:
             out[t] = StartCost(
                 _mean(readings),
-                f"read from {len(readings)} log(s) in {logs}, launch to ready",
+                f"read from {plural(len(readings), 'log')} in {logs}, launch to ready",
                 len(readings),
             )
         else:

@@ -111,7 +111,7 @@ def decision_lines(d: Decision) -> list[str]:
         lines.append("not measured within the time budget (each would have cost about):")
         for x in d.deferred:
             lines.append(
-                f"  {x.target} at {fmt_level(x.level)} (repeat {x.repeat + 1}): {x.seconds:.0f} s, "
+                f"  {x.target} at {fmt_level(x.level)} (repeat {x.repeat}): {x.seconds:.0f} s, "
                 f"{x.why}; it would settle {x.target} vs {', '.join(x.concerns)} further"
             )
         pairs = sorted({tuple(sorted((x.target, u))) for x in d.deferred for u in x.concerns})

@@ -76,7 +76,7 @@ def replay_lines(
     used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
     out.append(
         f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
-        f"{len(r.steps)} measurements, {r.starts} engine starts in this order"
+        f"{plural(len(r.steps), 'measurement')}, {plural(r.starts, 'engine start')} in this order"
     )
     gpu = r.gpu_seconds()
     out.append("GPU time per target (measuring + engine starts x each one's cost):")
@@ -84,7 +84,7 @@ def replay_lines(
         n = r.starts_by_target.get(t, 0)
         cost = costs[t]
         out.append(
-            f"  {t}: {r.seconds[t]:.0f} s measuring + {n} start(s) x {cost.seconds:.0f} s "
+            f"  {t}: {r.seconds[t]:.0f} s measuring + {plural(n, 'start')} x {cost.seconds:.0f} s "
             f"= {g:.0f} s (start: {cost.source})"
         )
     estimated = sorted(t for t, x in costs.items() if not x.measured and start_s is None)
@@ -173,7 +173,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     )
     for t, tt in result.times.items():
         levels = fmt_levels(sorted(tt.levels))
-        starts = f", {tt.starts} engine start(s)" if tt.launched else ""
+        starts = f", {plural(tt.starts, 'engine start')}" if tt.launched else ""
         if tt.ready_s:
             ready = ", ".join(f"{r:.1f}" for r in tt.ready_s)
             stops = ", ".join(f"{x:.1f}" for x in tt.stop_s)

@@ -154,7 +154,7 @@ def decision_context(d: dict[str, Any] | None) -> dict[str, Any] | None:
         if isinstance(s, dict)
     ]
     deferred = [
-        f"{x.get('target')} at {_level(x.get('level'))} (repeat {int(x.get('repeat') or 0) + 1}): "
+        f"{x.get('target')} at {_level(x.get('level'))} (repeat {int(x.get('repeat') or 0)}): "
         f"about {_seconds(x.get('seconds'))} s, {x.get('why')}"
         for x in d.get("deferred") or []
         if isinstance(x, dict)
