@@ -139,6 +139,17 @@ def test_a_lead_question_at_a_rate(open_db: Path) -> None:
     assert "TTFT p99 at 8 requests/s: sglang leads vllm" in text
     assert "TTFT p99 at 20 requests/s: vllm leads sglang" in text
     assert {o.level for o in r.observations} == {8.0, 20.0}
+    # compared with the grid at the levels asked alone, not with its whole-range answer
+    (c,) = r.comparisons
+    assert (c.grid, c.decided, c.same) == ("at 8: sglang; at 20: vllm",) * 2 + (True,)
+    # its JSON says each level's lead, as printed: no crossover across the levels asked
+    from crossover.decide.text import decision_json
+
+    (f,) = decision_json(r.decision)["findings"]
+    assert f["kind"] == "lead" and "interval" not in f and "below" not in f
+    assert [(x["level"], x["leader"]) for x in f["leads"]] == [(8.0, "sglang"), (20.0, "vllm")]
+    assert f["text"] == "; ".join(f["at_levels"])
+    assert f["at_levels"][0].startswith("TTFT p99 at 8 requests/s: sglang leads vllm")
 
 
 def test_a_budget_short_of_the_starts_starts_nothing(open_db: Path) -> None:

@@ -37,6 +37,7 @@ from crossover.decide.policy import next_step
 from crossover.decide.recorded import Recorded
 from crossover.decide.starts import StartCost, start_costs
 from crossover.decide.state import PolicyConfig, Prior, State, pair_findings
+from crossover.decide.text import lead_at
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
 
@@ -182,6 +183,18 @@ def describe(findings: Sequence[Finding]) -> str:
     if leaders and not any(f.kind == "inconclusive" for f in findings):
         return f"{next(iter(leaders))} leads"
     return "inconclusive"
+
+
+def describe_leads(findings: Sequence[Finding], at: Sequence[LevelNum]) -> str:
+    """One pair's lead answer on one metric, per asked level: ``at 1: vllm; at 64: none``
+    (``none``: no significant difference; ``not measured``: no level of both)."""
+    if not findings or not findings[0].per_level:
+        return NOT_COMPARED
+    leads = dict(lead_at(findings[0], tuple(at)))
+    return "; ".join(
+        f"at {c:g}: {leads[float(c)] or 'none'}" if float(c) in leads else f"at {c:g}: not measured"
+        for c in at
+    )
 
 
 def capacity_answer(
@@ -342,9 +355,14 @@ def replay(
                 for m in q.metrics:
                     g = [f for f in grid if (f.a, f.b, f.metric) == (a, b, m)]
                     d = [f for f in decision.findings if (f.a, f.b, f.metric) == (a, b, m)]
-                    same = same_conclusion(g, d)
+                    if kind == "lead":  # at the levels asked alone, as the answer is read
+                        gd, dd = describe_leads(g, q.at), describe_leads(d, q.at)
+                        same = gd == dd
+                    else:
+                        gd, dd = describe(g), describe(d)
+                        same = same_conclusion(g, d)
                     said = not same and bool(decision.unsettled(a, b))
-                    comparisons.append(Comparison(a, b, m, describe(g), describe(d), same, said))
+                    comparisons.append(Comparison(a, b, m, gd, dd, same, said))
         # every observation is paid for: a part of a level and the level measured again
         # whole both count, as they would live (and as the budget counts them)
         seconds: dict[str, float] = {t: 0.0 for t in names}

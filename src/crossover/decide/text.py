@@ -48,6 +48,34 @@ def level_lines(f: Finding, at: tuple[LevelNum, ...]) -> list[str]:
     return out
 
 
+def lead_at(f: Finding, at: tuple[LevelNum, ...]) -> list[tuple[float, str | None]]:
+    """A lead question's answer for one pair and metric: each asked level's leader
+    (``None``: no significant difference there), the analysis's own per-level lead."""
+    return [(lv.concurrency, lv.lead) for lv in f.per_level if not at or lv.concurrency in at]
+
+
+def _lead_json(f: Finding, at: tuple[LevelNum, ...]) -> dict[str, Any]:
+    """A lead finding as JSON: per asked level alone, as printed, nothing across levels
+    (the crossover the same levels would read, e.g. "fast leads below 4.6 (1.0-64.0)",
+    is no answer to "who leads at 1 and 64")."""
+    lines = level_lines(f, at)
+    by = {lv.concurrency: lv for lv in f.per_level}
+    return {
+        "metric": f.metric,
+        "a": f.a,
+        "b": f.b,
+        "kind": "lead",
+        "axis": f.axis,
+        "levels": [c for c, _ in lead_at(f, at)],
+        "leads": [
+            {"level": c, "leader": who, "mean_a": by[c].mean_a, "mean_b": by[c].mean_b}
+            for c, who in lead_at(f, at)
+        ],
+        "text": "; ".join(lines),
+        "at_levels": lines,
+    }
+
+
 def decision_lines(d: Decision) -> list[str]:
     """What was concluded, at what confidence, and what was not measured and why."""
     q = d.question
@@ -146,7 +174,9 @@ def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[s
         "question": question_json(q),
         "confidence": d.confidence,
         "findings": [
-            {
+            _lead_json(f, q.at)
+            if q.kind == "lead"
+            else {
                 "metric": f.metric,
                 "a": f.a,
                 "b": f.b,
@@ -160,7 +190,6 @@ def decision_json(d: Decision, extra: Mapping[str, Any] | None = None) -> dict[s
                 "bracket": list(f.bracket) if f.bracket else None,
                 "levels": list(f.levels),
                 "text": format_crossover(f),
-                **({"at_levels": level_lines(f, q.at)} if q.kind == "lead" else {}),
             }
             for f in d.findings
         ],
