@@ -299,6 +299,31 @@ def test_a_live_first_pass_level_is_sequential_and_stops_only_when_settled() -> 
     assert (step.target, step.level, step.sequential) == ("batched", 1, False)
 
 
+def test_a_part_stops_only_past_the_margin_its_repeat_rule_asks() -> None:
+    """A first run's part is not stopped where the repeat rule would call its sign
+    uncertain and measure the level again whole (before any spread is known, under 50%):
+    on the calibration servers a part stopped 47% away was then measured whole, "a close
+    difference". With one repeat asked there is no such rule: 25% settles it."""
+    from crossover.decide.coarse import part_settled
+
+    q = crossover_question(group_targets=False, metrics=("total_tokens_per_s", "ttft_ms.p50"))
+    live = PolicyConfig(budget_factor=0.0, sequential=True)
+    first = Observation("fast", 4, 0, {"total_tokens_per_s": 5897.0, "ttft_ms.p50": 21.4},
+                        16, 16, 5.0)  # fmt: skip
+    gap = {"total_tokens_per_s": 3965.0, "ttft_ms.p50": 42.1}  # 49% and 97% away
+    assert part_settled(q, [first], live, "batched", 4, gap) is None
+    once = replace(q, repeats=1)
+    why = part_settled(once, [first], live, "batched", 4, gap)
+    assert why is not None and why.endswith("(a 25% margin settles it)")
+    wide = {"total_tokens_per_s": 3000.0, "ttft_ms.p50": 42.1}  # 97% and 97%
+    why = part_settled(q, [first], live, "batched", 4, wide)
+    assert why is not None and why.endswith("(a 50% margin settles it)")
+    # read back, the part that settled it is not measured again whole
+    part = Observation("batched", 4, 0, wide, 7, 16, 2.0)
+    step = next_step(q, [first, part], live)
+    assert not (isinstance(step, Measure) and (step.target, step.level) == ("batched", 4))
+
+
 def test_bad_questions_are_refused() -> None:
     with pytest.raises(ValueError, match="two targets"):
         Question("crossover", ("a",), GRID)

@@ -38,7 +38,7 @@ def test_each_source_in_its_order(tmp_path: Path) -> None:
     assert "1 without its stop" in costs["cpu"].source
     # the logs next: the target's own two (not its replica's), mean of 96 and 103
     assert costs["vllm"].seconds == pytest.approx(99.5) and costs["vllm"].measured == 2
-    assert "2 log(s) in" in costs["vllm"].source
+    assert "2 logs in" in costs["vllm"].source
     # nothing measured: the estimate
     assert costs["other"].seconds == START_S and costs["other"].measured == 0
     assert "estimated" in costs["other"].source

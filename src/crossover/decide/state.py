@@ -352,11 +352,16 @@ def uncertain(s: State, a: str, b: str, c: LevelNum, metric: str) -> bool:
     adv = s.advantage(a, b, c, metric)
     if adv is None or math.isinf(adv):
         return False
-    if abs(adv) < math.log1p(s.cfg.repeat_margin):
-        return True
+    return abs(adv) < math.log1p(sign_margin(s, a, b, metric))
+
+
+def sign_margin(s: State, a: str, b: str, metric: str) -> float:
+    """The relative difference under which one repeat each leaves the sign of ``a`` vs
+    ``b`` uncertain (:func:`uncertain`): ``repeat_margin``, and ``unknown_margin`` before
+    either target's spread on the metric was measured, else twice :func:`pair_noise`."""
     if spread(s, a, metric) is None or spread(s, b, metric) is None:
-        return abs(adv) < math.log1p(s.cfg.unknown_margin)
-    return abs(adv) < math.log1p(2.0 * pair_noise(s, a, b, metric))
+        return max(s.cfg.repeat_margin, s.cfg.unknown_margin)
+    return max(s.cfg.repeat_margin, 2.0 * pair_noise(s, a, b, metric))
 
 
 def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
