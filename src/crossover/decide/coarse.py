@@ -143,6 +143,19 @@ def stop_saves(finished: int, streams: int, planned: int | None) -> bool:
     return planned is None or finished + streams < planned
 
 
+def may_stop_at(finished: int, streams: int, planned: int | None) -> bool:
+    """Whether a sequential level is asked whether it may stop once ``finished`` of its
+    requests have: from its first wave on (as many as its streams, at least ``MIN_PART``),
+    at a wave's end (a multiple of its streams), while a stop still saves a request
+    (:func:`stop_saves`). Between waves the finished requests' tokens over the time since
+    the first send read low (a wave and one request is the tokens of 1.25 waves over two
+    waves' time at 4 streams): on the calibration servers a part stopped 134% from the
+    other server with 5 of 16 requests finished, drained to 49%, and was measured again."""
+    if finished < max(streams, MIN_PART) or finished % max(streams, 1):
+        return False
+    return stop_saves(finished, streams, planned)
+
+
 #: why a level on the rate axis runs whole (docs/decide.md "Along rates")
 WHOLE_ON_RATES = (
     "first pass, whole: an open loop's level runs whole (its arrivals do not wait on "

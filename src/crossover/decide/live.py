@@ -33,7 +33,7 @@ from typing import TypedDict
 
 from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.schema import SweepFile
-from crossover.decide.coarse import MIN_PART, part_settled, stop_saves
+from crossover.decide.coarse import may_stop_at, part_settled
 from crossover.decide.events import Reasons
 from crossover.decide.model import (
     CAPACITY_ON_RATES,
@@ -103,15 +103,13 @@ class SequentialWatch:
         self.q, self.obs, self.policy = question, list(observations), policy
         self.target, self.level, self.planned = target, level, planned
         self.done = Finished()
-        #: one wave of the closed loop first (every stream's first request), at least 4
-        self.first = max(level, MIN_PART)
 
     def __call__(self, rec: RequestRecord) -> str | None:
         if rec.warmup:
             return None
         self.done.add(rec)
         n = self.done.count
-        if n < self.first or not stop_saves(n, self.level, self.planned):
+        if not may_stop_at(n, self.level, self.planned):
             return None
         why = part_settled(
             self.q, self.obs, self.policy, self.target, self.level, self.done.values()

@@ -21,7 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from crossover.analysis.schema import EngineStart
-from crossover.decide.coarse import MIN_PART, stop_saves
+from crossover.decide.coarse import may_stop_at
 from crossover.decide.model import LevelNum, Observation
 from crossover.decide.observe import (
     Finished,
@@ -215,8 +215,8 @@ class Recorded:
         """The level as a live sequential level would have ended (``crossover.decide.live.
         SequentialWatch``): its measured requests taken as they finished, from one wave on
         (as many as the level's streams, at least ``MIN_PART``) ``settle`` asked at each
-        while a stop still leaves requests unsent (:func:`crossover.decide.coarse.
-        stop_saves`); at the first it answers, the requests sent by then finish (the drain)
+        wave's end while a stop still leaves requests unsent (:func:`crossover.decide.coarse.
+        may_stop_at`); at the first it answers, the requests sent by then finish (the drain)
         and the level is their summary, as the sweep's own summarizer computes it.
         ``None``: it never stops (the whole level)."""
         from crossover.metrics.run import RunContext, summarize
@@ -224,11 +224,10 @@ class Recorded:
         records = self.records(run.run_id)
         measured = [x for x in records if not x.warmup]
         finished = sorted(measured, key=end_ns)
-        first = max(int(run.level), MIN_PART)
         so_far = Finished()
         for n, rec in enumerate(finished[:-1], start=1):
             so_far.add(rec)
-            if n < first or not stop_saves(n, int(run.level), len(measured)):
+            if not may_stop_at(n, int(run.level), len(measured)):
                 continue
             if settle(so_far.values()) is None:
                 continue
