@@ -203,7 +203,7 @@ def test_a_replay_of_a_sweep_folder_names_its_kv_full_and_gc_pause_runs(
     # the note on TTFT's moved repeats names the pauses that met them, as a live one does
     (note,) = [x for x in lines if x.startswith("note: TTFT p50: the repeats")]
     assert "(sglang at 256; GC pauses in SGLang's front end met repeat 0 (0.51 s)" in note
-    assert "freeze_gc: true under sglang's launch:" in note
+    assert "freeze_gc: true under sglang's launch (the" in note
     data = json.loads((out / "d.json").read_text())
     assert len(data["kv_full"]) == 6  # three repeats at 256 of each
     assert sorted((x["target"], x["repeat"]) for x in data["gc_pauses"] if x["level"] == 256) == [
@@ -247,7 +247,7 @@ def test_the_open_loop_freeze_folder_reads_as_its_readme_says(
     lines = capsys.readouterr().out.splitlines()
     (note,) = [x for x in lines if x.startswith("note: TTFT p99: the repeats")]
     assert "(sglang at 12; GC pauses in SGLang's front end met repeat 0" in note
-    assert "freeze_gc: true under sglang's launch:" in note
+    assert "freeze_gc: true under sglang's launch (the" in note
     paused = json.loads((tmp_path / "d.json").read_text())["gc_pauses"]
     assert sorted((x["level"], x["repeat"]) for x in paused if x["target"] == "sglang") == [
         (8, 1),

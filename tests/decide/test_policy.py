@@ -661,7 +661,7 @@ def test_the_note_says_a_gc_pause_that_met_the_level_it_names() -> None:
     assert itl.startswith("ITL p50: the repeats of one level moved by up to 35% (a at 4): ")
     # the remedy beside the pause it would remove, and only there
     assert ttft.endswith(
-        "; freeze_gc: true under a's launch: (the engine's own GC freeze "
+        "; freeze_gc: true under a's launch (the engine's own GC freeze "
         "before each level) removed such pauses where measured"
     )
     assert "freeze_gc" not in itl

@@ -403,7 +403,7 @@ def test_a_side_of_the_answer_on_one_run_is_repeated_on_decision_b(
     steps = [(m.target, m.level, m.repeat, m.why) for m in replay(db, cfg=cfg, prior=prior).steps]
     i = next(k for k, m in enumerate(steps) if m[:3] == ("sglang", 256, 0))
     assert steps[i + 1][:3] == ("sglang", 256, 1)
-    assert "vllm's lead on ttft_ms.p50 at 256 alone, on one run of sglang" in steps[i + 1][3]
+    assert "vllm's lead on TTFT p50 at 256 alone, on one run of sglang" in steps[i + 1][3]
     off = replay(
         db,
         cfg=PolicyConfig(

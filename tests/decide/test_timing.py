@@ -126,7 +126,7 @@ def test_the_note_on_the_committed_sweep_says_the_pauses_at_its_level(gc_dir: Pa
         "TTFT p50: the repeats of one level moved by up to 118% (sglang at 256; GC pauses "
         "in SGLang's front end met repeat 0 (0.53 s, 0.60 s) and repeat 1 (0.53 s, 0.50 s)): "
         "a gap within that may read otherwise in another measurement of the same question; "
-        "freeze_gc: true under sglang's launch: (the engine's own GC freeze before each "
+        "freeze_gc: true under sglang's launch (the engine's own GC freeze before each "
         "level) removed such pauses where measured"
     ]
     assert moving_metric_notes(s) == [
@@ -143,3 +143,26 @@ def test_the_pauses_the_decision_read_at_its_end_are_the_ones_said(gc_dir: Path)
     read = dataclasses.replace(result, gc=[])
     assert not any(line.startswith("GC pause") for line in live_lines(read, q, gc_dir))
     assert live_json(read, q, gc_dir)["gc_pauses"] == []
+
+
+def test_a_replay_costing_more_than_the_grid_says_what_it_paid_twice(tmp_path: Path) -> None:
+    """The H200 MoE tuning grid (one repeat): five levels of llama.cpp's CPU-expert targets
+    were measured in part, then again whole where the drained part left a comparison open,
+    so the replay measures more than the grid, and says why; thousands read 1,154."""
+    from crossover.decide.replay import replay
+    from crossover.decide.timing import replay_lines
+
+    root = Path(__file__).resolve().parents[2] / "docs/results/h200/moe-tuning/sweep.db.xz"
+    db = tmp_path / "tuning.db"
+    with lzma.open(root) as fin, db.open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    r = replay(db)
+    lines = replay_lines(r, db, None)
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("measuring time: "))
+    assert sum(r.seconds.values()) > sum(r.grid_seconds.values())
+    assert lines[i + 1] == (
+        "  more than the grid: 5 levels measured in part, then again whole where the part "
+        "left a comparison open, each paid for"
+    )
+    (total,) = [ln for ln in lines if ln.startswith("  total: ")]
+    assert total.startswith("  total: 1,154 s (19.2 GPU-minutes")

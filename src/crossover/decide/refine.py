@@ -9,7 +9,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from crossover.analysis.crossovers import Finding
+from crossover.analysis.crossovers import Finding, metric_spec
 from crossover.analysis.refine import propose_refinement
 from crossover.decide.model import LevelNum, Measure, Question, fmt_level
 from crossover.decide.state import State, largest_spread, pair_findings, pairs, uncertain
@@ -74,7 +74,8 @@ def sole_support_repeats(s: State) -> list[Measure]:
                 r = _next_repeat(s, t, c)
                 if len(runs) != 1 or not runs[0].complete or r is None:
                     continue
-                why = f"{lv.lead}'s lead on {f.metric} at {fmt_level(c)} alone, on one run of {t}"
+                label = metric_spec(f.metric).label
+                why = f"{lv.lead}'s lead on {label} at {fmt_level(c)} alone, on one run of {t}"
                 out.append(Measure(t, c, r, None, why, concerns=(u,)))
     return out
 

@@ -227,7 +227,7 @@ def _largest_spread_at(s: State, t: str, metric: str) -> tuple[float, float] | N
 #: c = 256 547-634 ms in three repeats against 440-1,485: docs/results/h100/sglang-freeze;
 #: open-loop TTFT p99 at 12 requests/s 84-92 ms against 100-304: .../sglang-freeze-open)
 FREEZE_REMEDY = (
-    "freeze_gc: true under {target}'s launch: (the engine's own GC freeze before each "
+    "freeze_gc: true under {target}'s launch (the engine's own GC freeze before each "
     "level) removed such pauses where measured"
 )
 

@@ -72,25 +72,33 @@ def replay_lines(
     out.append("measured (replayed from the records' stamps), per target:")
     for t, s in r.seconds.items():
         levels = fmt_levels(r.levels_measured[t])
-        out.append(f"  {t}: {s:.0f} s of the grid's {r.grid_seconds[t]:.0f} s (levels {levels})")
+        out.append(f"  {t}: {s:,.0f} s of the grid's {r.grid_seconds[t]:,.0f} s (levels {levels})")
     used, grid = sum(r.seconds.values()), sum(r.grid_seconds.values())
     out.append(
-        f"measuring time: {used:.0f} s of the grid's {grid:.0f} s ({r.fraction:.0%}); "
+        f"measuring time: {used:,.0f} s of the grid's {grid:,.0f} s ({r.fraction:.0%}); "
         f"{plural(len(r.steps), 'measurement')}, {plural(r.starts, 'engine start')} in this order"
     )
+    if used > grid:  # a replay can cost more than the grid: say what it paid for twice
+        parts = {(o.target, o.level, o.repeat) for o in r.observations if not o.complete}
+        whole = {(o.target, o.level, o.repeat) for o in r.observations if o.complete}
+        twice = len(parts & whole)
+        out.append(
+            f"  more than the grid: {plural(twice, 'level')} measured in part, then again "
+            "whole where the part left a comparison open, each paid for"
+        )
     gpu = r.gpu_seconds()
     out.append("GPU time per target (measuring + engine starts x each one's cost):")
     for t, g in gpu.items():
         n = r.starts_by_target.get(t, 0)
         cost = costs[t]
         out.append(
-            f"  {t}: {r.seconds[t]:.0f} s measuring + {plural(n, 'start')} x {cost.seconds:.0f} s "
-            f"= {g:.0f} s (start: {cost.source})"
+            f"  {t}: {r.seconds[t]:,.0f} s measuring + {plural(n, 'start')} x "
+            f"{cost.seconds:,.0f} s = {g:,.0f} s (start: {cost.source})"
         )
     estimated = sorted(t for t, x in costs.items() if not x.measured and start_s is None)
     guessed = f"; {', '.join(estimated)}'s starts estimated" if estimated else ""
     out.append(
-        f"  total: {sum(gpu.values()):.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes{guessed})"
+        f"  total: {sum(gpu.values()):,.0f} s ({sum(gpu.values()) / 60:.1f} GPU-minutes{guessed})"
     )
     out += [f"checked against the grid: {line}" for line in r.assumption_checks]
     same = sum(c.same for c in r.comparisons)
