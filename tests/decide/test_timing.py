@@ -166,3 +166,32 @@ def test_a_replay_costing_more_than_the_grid_says_what_it_paid_twice(tmp_path: P
     )
     (total,) = [ln for ln in lines if ln.startswith("  total: ")]
     assert total.startswith("  total: 1,154 s (19.2 GPU-minutes")
+
+
+def test_a_capacity_replay_checks_its_skips_against_the_grid(tmp_path: Path) -> None:
+    """On the H200 MoE grid, TTFT p99 <= 500 ms: vLLM fails at 4 and its levels above are
+    skipped, assuming the latency does not fall; the grid has it meet the SLO again at 16
+    and 64, and the check says so (not a throughput comparison). The answer holds no
+    crossover findings, and a target's own top level (llama.cpp's 128) is its first pass's."""
+    from crossover.decide.replay import replay
+    from crossover.decide.text import decision_json
+    from crossover.spec.slo import SloTerm
+
+    root = Path(__file__).resolve().parents[2] / "docs/results/h200/moe/sweep.db.xz"
+    db = tmp_path / "moe.db"
+    with lzma.open(root) as fin, db.open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    slo = SloTerm(metric="ttft_ms", stat="p99", limit=500.0)
+    r = replay(db, kind="capacity", slo=slo)
+    assert r.decision.capacity["vllm"] == (1, 4)
+    assert r.decision.leader == "sglang"
+    assert r.assumption_checks[0] == (
+        "vllm: the assumption failed: the grid has it meet the SLO at 16 (179), 64 (306), "
+        "above where it first failed"
+    )
+    assert r.decision.findings == () and decision_json(r.decision)["findings"] == []
+    (skip,) = [sk for sk in r.decision.skipped if sk.target == "llamacpp-q8"]
+    assert skip.levels == (32, 64, 128)  # its own levels only
+    loose = replay(db, kind="capacity", slo=SloTerm(metric="ttft_ms", stat="p99", limit=1e9))
+    assert loose.levels_measured["llamacpp-q8"][-1] == 128
+    assert loose.decision.capacity["llamacpp-q8"] == (128, None)

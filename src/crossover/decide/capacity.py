@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from crossover.analysis.refine import bisect_level
 from crossover.decide.model import Decision, LevelNum, Measure, Skip, Step
 from crossover.decide.refine import snap
-from crossover.decide.state import State, pair_findings, prefer_running
+from crossover.decide.state import State, prefer_running
 
 #: the assumption behind a capacity question's brackets
 LATENCY_GROWS = "the SLO's latency does not fall as concurrency grows"
@@ -41,14 +41,18 @@ def capacity_step(s: State, order: list[str], coarse: list[LevelNum]) -> Step:
             default=None,
         )
         if hi is not None and best_other is not None and hi <= best_other:
-            rest = tuple(c for c in q.grid if c > hi)
+            rest = tuple(c for c in q.grid if c > hi and q.covers(t, c))
             if rest:
                 skips.append(Skip(t, rest, f"{t} fails the SLO at {hi}, where another meets it",
                                   LATENCY_GROWS))  # fmt: skip
             continue
         if hi is None:
-            for c in coarse:
-                if s.run(t, c) is None and c > (lo or 0) and q.covers(t, c):
+            # its own top level too: a target whose levels end between coarse levels (the
+            # MoE grid's llama.cpp at 128, coarse 64 and 256) was said never to fail the
+            # SLO with its top level unmeasured
+            mine = [c for c in q.grid if q.covers(t, c)]
+            for c in sorted({*[c for c in coarse if q.covers(t, c)], *mine[-1:]}):
+                if s.run(t, c) is None and c > (lo or 0):
                     return Measure(t, c, 0, None, "capacity: first pass")
             continue
     # bisect the brackets that decide the leader: the best lower bound's and any that overlap it
@@ -70,14 +74,19 @@ def capacity_step(s: State, order: list[str], coarse: list[LevelNum]) -> Step:
     if step is not None:
         return step
     leader, confident = capacity_leader(brackets)
+    # the answer is the brackets: no crossover findings on metrics it was not asked about
+    # (the JSON held six the text never printed); where none meets the SLO, the answer
+    # says so, and no overlap is noted
+    meets = any(lo is not None for lo, _ in brackets.values())
+    overlap = not confident and meets
     return Decision(
         q,
-        tuple(pair_findings(s)),
+        (),
         cfg.confidence if confident else 0.0,
         tuple(skips),
         brackets,
         leader,
-        () if confident else ("the capacity brackets overlap: no target is known to lead",),
+        ("the capacity brackets overlap: no target is known to lead",) if overlap else (),
     )
 
 

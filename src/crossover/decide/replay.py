@@ -31,6 +31,7 @@ from crossover.decide.model import (
     Question,
     QuestionKind,
     check_at,
+    fmt_level,
 )
 from crossover.decide.observe import metric_values
 from crossover.decide.policy import next_step
@@ -86,6 +87,8 @@ class ReplayResult:
     #: of the runs the replay read, those a logged long garbage collection met (of the
     #: ``gc`` it was given), as its notes name them
     gc: list[GcRun] = field(default_factory=list)
+    #: a capacity question's skips against the grid (:func:`capacity_checks`)
+    capacity_checks: list[str] = field(default_factory=list)
 
     def gpu_seconds(self) -> dict[str, float]:
         """Each target's GPU time: its measuring time and its start's cost per engine start
@@ -119,7 +122,11 @@ class ReplayResult:
     @property
     def assumption_checks(self) -> list[str]:
         """Each skip's assumption against the grid's levels it skipped: where the skipped
-        target led a target measured there (significantly), the assumption failed."""
+        target led a target measured there (significantly), the assumption failed; a
+        capacity question's, where the grid has it meet the SLO there
+        (:func:`capacity_checks`)."""
+        if self.decision.question.kind == "capacity":
+            return self.capacity_checks
         out: list[str] = []
         for skip in self.decision.skipped:
             if not skip.assumption:
@@ -183,6 +190,37 @@ def describe(findings: Sequence[Finding]) -> str:
     if leaders and not any(f.kind == "inconclusive" for f in findings):
         return f"{next(iter(leaders))} leads"
     return "inconclusive"
+
+
+def capacity_checks(decision: Decision, grid: State) -> list[str]:
+    """A capacity question's skipped levels against the grid's (``grid``: its every run):
+    the skip assumes the SLO's latency does not fall as concurrency grows, so where the
+    grid has the target meet the SLO at a level skipped (or above the first it failed,
+    which its bracket takes as its end), the assumption failed there."""
+    slo = decision.question.slo
+    assert slo is not None
+    out: list[str] = []
+    for t, (_, hi) in decision.capacity.items():
+        skipped = {c for sk in decision.skipped if sk.target == t for c in sk.levels}
+        above = sorted(c for c in grid.levels(t) if (hi is not None and c > hi) or c in skipped)
+        if not above:
+            continue
+        met = []
+        for c in above:
+            v = grid.mean(t, c, slo.path)
+            if v is not None and slo.holds(v):
+                met.append(f"{fmt_level(c)} ({v:,.0f})")
+        if met:
+            out.append(
+                f"{t}: the assumption failed: the grid has it meet the SLO at "
+                f"{', '.join(met)}, above where it first failed"
+            )
+        else:
+            out.append(
+                f"{t}: the assumption held at the {len(above)} grid levels above where it "
+                "first failed"
+            )
+    return out
 
 
 def describe_leads(findings: Sequence[Finding], at: Sequence[LevelNum]) -> str:
@@ -397,6 +435,7 @@ def replay(
             by_target,
             costs,
             tied,
+            capacity_checks(decision, grid_state) if kind == "capacity" else [],
         )
     finally:
         rec.close()
