@@ -377,3 +377,29 @@ def test_check_with_out_on_a_packed_folder_or_a_file_is_one_line(
     assert main([*argv, "--metric", "ttft_ms.p99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {afile}: a file, not a folder (--out names the results folder)"]
+
+
+def test_check_with_out_under_a_budget_says_the_budget_stopped_it(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """The H100 warm decision's database under --budget 0.35: the budget, not the answer,
+    leaves nothing next, and the check says so (it read "what is kept settles it")."""
+    import lzma
+
+    folder = ROOT / "docs" / "results" / "h100" / "moe-warm-decide"
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
+    config = ROOT / "scripts" / "h200" / "moe-a-warm-h100.yaml"
+    prior = ROOT / "docs" / "results" / "h100" / "moe-warm-grid" / "prediction.json"
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
+    argv += ["--prior", str(prior), "--json", str(tmp_path / "p.json")]
+    assert main([*argv, "--budget", "0.35"]) == 0
+    last = capsys.readouterr().out.splitlines()[-2]
+    assert last == (
+        "  next: nothing within the time budget: it defers 2 measurements (the same command "
+        "prints the answer and says which)"
+    )
+    assert json.loads((tmp_path / "p.json").read_text())["resume"]["deferred"] == 2
+    assert main(argv) == 0
+    assert "next: nothing within the time budget" not in capsys.readouterr().out

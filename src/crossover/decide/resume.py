@@ -45,6 +45,9 @@ class Resume:
     #: the workload settings the database holds that differ from the YAML's (the live
     #: command refuses such a folder: nothing kept, nothing next)
     refused: tuple[str, ...] = ()
+    #: where ``next`` is ``None`` because the time budget ended the decision: the
+    #: measurements it deferred (``Decision.deferred``), not an answer settled
+    deferred: int = 0
 
 
 def resume_of(
@@ -87,6 +90,7 @@ def resume_of(
         next=None if isinstance(step, Decision) else step,
         left_s=left_s,
         starts=starts,
+        deferred=len(step.deferred) if isinstance(step, Decision) else 0,
     )
 
 
@@ -96,6 +100,7 @@ def resume_json(r: Resume) -> dict[str, object]:
     return {
         "folder": str(r.folder),
         "refused": list(r.refused),
+        "deferred": r.deferred,
         "kept": dict(r.kept),
         "first_pass_left": {
             t: [{"level": c, "repeat": k} for c, k in v] for t, v in r.left.items()
@@ -141,7 +146,13 @@ def resume_lines(r: Resume, q: Question) -> list[str]:
             + (f" ({said})" if said else "")
             + f" = {(r.left_s + starts) / 60:.1f} GPU-min at least; then what the policy asks"
         )
-    if r.next is None:
+    if r.next is None and r.deferred:
+        lines.append(
+            "  next: nothing within the time budget: it defers "
+            f"{plural(r.deferred, 'measurement')} (the same command prints the answer and "
+            "says which)"
+        )
+    elif r.next is None:
         lines.append(
             "  next: nothing: what is kept settles it (the same command prints the answer)"
         )
