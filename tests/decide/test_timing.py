@@ -195,3 +195,26 @@ def test_a_capacity_replay_checks_its_skips_against_the_grid(tmp_path: Path) -> 
     loose = replay(db, kind="capacity", slo=SloTerm(metric="ttft_ms", stat="p99", limit=1e9))
     assert loose.levels_measured["llamacpp-q8"][-1] == 128
     assert loose.decision.capacity["llamacpp-q8"] == (128, None)
+
+
+def test_a_replay_of_a_grid_restarted_per_repeat_says_so(tmp_path: Path) -> None:
+    """A sweep that measured each repeat on its own engine start (its stored identity says
+    restart_between_repeats, as sweeps store it now) is replayed with a note: a live
+    decide refuses such a YAML, and the repeats' spread holds a start's."""
+    import sqlite3
+
+    import orjson
+
+    from crossover.decide.replay import replay
+
+    root = Path(__file__).resolve().parents[2] / "docs/results/h100/moe-warm-restart"
+    db = tmp_path / "restart.db"
+    with lzma.open(root / "sweep.db.xz") as fin, db.open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+    note = "the grid measured each repeat on its own engine start (restart_between_repeats)"
+    assert not [n for n in replay(db).decision.notes if note in n]
+    with sqlite3.connect(db) as con:
+        (held,) = con.execute("SELECT v FROM meta WHERE k='identity'").fetchone()
+        ident = {**orjson.loads(held), "restart_between_repeats": True}
+        con.execute("UPDATE meta SET v=? WHERE k='identity'", (orjson.dumps(ident).decode(),))
+    assert [n for n in replay(db).decision.notes if note in n]

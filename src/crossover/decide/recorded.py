@@ -259,5 +259,15 @@ class Recorded:
         except (orjson.JSONDecodeError, ValidationError, TypeError):
             return []
 
+    def restarted_per_repeat(self) -> bool:
+        """Whether the sweep measured each repeat on its own engine start
+        (``restart_between_repeats`` in its stored identity)."""
+        try:
+            row = self.db.execute("SELECT v FROM meta WHERE k='identity'").fetchone()
+            held = orjson.loads(row[0]) if row is not None else None
+        except (sqlite3.DatabaseError, orjson.JSONDecodeError):
+            return False
+        return isinstance(held, dict) and bool(held.get("restart_between_repeats"))
+
     def close(self) -> None:
         self.db.close()

@@ -364,6 +364,17 @@ def replay(
             noted = next_step(q, obs, cfg, prior, gc=tied)
             if isinstance(noted, Decision):
                 decision = noted
+        if rec.restarted_per_repeat():  # what the live command refuses, said of a replay
+            decision = dataclasses.replace(
+                decision,
+                notes=(
+                    *decision.notes,
+                    "the grid measured each repeat on its own engine start "
+                    "(restart_between_repeats): its repeats' spread holds a start's, which "
+                    "the replay reads as repeats on one start; a live decide refuses such a "
+                    "YAML",
+                ),
+            )
         grid_obs = [rec.observe(t, c, r, None) for (t, c, r) in rec.runs if t in names]
         grid_state = State(
             Question(kind, q.targets, q.levels, q.metrics, (), slo, q.repeats, axis=q.axis),
