@@ -117,3 +117,23 @@ def test_check_under_a_budget_plans_without_the_grid_s_top_level(
 
     assert plan() == ["a: 1,4,16,64,128"]
     assert plan("--budget", "0.33") == ["a: 1,4,16,64"]
+
+
+def test_a_decision_of_another_question_is_kept_not_overwritten(tmp_path: Path) -> None:
+    """A second question on the same folder (here lead after crossover) keeps the earlier
+    answer beside it, numbered; the same question again replaces its own."""
+    import json
+
+    from crossover.cli.decide import _keep_other_question
+
+    path = tmp_path / "decision.json"
+    first = {"question": {"kind": "crossover", "levels": [1, 4]}, "findings": []}
+    path.write_text(json.dumps(first))
+    _keep_other_question(path, {"question": {"kind": "crossover", "levels": [1, 4]}})
+    assert path.exists() and not (tmp_path / "decision.1.json").exists()
+    _keep_other_question(path, {"question": {"kind": "lead", "levels": [1, 4], "at": [4]}})
+    assert not path.exists()
+    assert json.loads((tmp_path / "decision.1.json").read_text()) == first
+    path.write_text(json.dumps(first))
+    _keep_other_question(path, {"question": {"kind": "capacity"}})
+    assert (tmp_path / "decision.2.json").exists()

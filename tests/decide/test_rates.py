@@ -312,3 +312,21 @@ def test_an_overloaded_level_is_said_in_the_answer() -> None:
     ]
     kept = [replace(o, overloaded=False) for o in runs]
     assert overload_notes(State(rate_question(), kept, PolicyConfig())) == []
+
+
+def test_check_on_servers_already_up_says_no_engine_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rate YAML of URL targets starts no engine: its estimate says so, with no
+    "+ 0 starts" after the figures."""
+    config = tmp_path / "rates.yaml"
+    config.write_text(
+        "rates: [10, 20, 40, 80]\nduration_s_per_level: 3\noutput_tokens: 32\nrepeats: 2\n"
+        "targets:\n"
+        "  - {name: fast, url: 'http://127.0.0.1:9', engine: vllm, model: calib}\n"
+        "  - {name: batched, url: 'http://127.0.0.1:9', engine: vllm, model: calib}\n"
+    )
+    assert main(["decide", "--config", str(config), "--check", "--remote"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "no engine starts: its targets are servers already up" in last
+    assert "+ 0 starts" not in last and "grid 48 s measuring = 0.8 GPU-min" in last

@@ -315,6 +315,25 @@ def _write_json(
     typer.echo(f"{what}: {path}")
 
 
+def _keep_other_question(path: Path, data: dict[str, Any]) -> None:
+    """An earlier decision of another question in the folder (another kind, metrics,
+    levels or SLO over the same runs) is kept beside it, renamed with its question's
+    stamp, not overwritten: each answer stands on the same records."""
+    import orjson
+
+    try:
+        held = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return
+    if not isinstance(held, dict) or held.get("question") == data.get("question"):
+        return
+    n = 1
+    while (kept := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
+        n += 1
+    path.rename(kept)
+    typer.echo(f"an earlier decision of another question kept as {kept}")
+
+
 def _replay(
     db: Path,
     kind: QuestionKind,
@@ -466,6 +485,7 @@ def _live(
     from crossover.report.decision import DECISION_FILE
 
     data = live_json(result, q, out)
+    _keep_other_question(out / DECISION_FILE, data)
     _write_json(out / DECISION_FILE, data, flag="--out")
     if json_out is not None and json_out.resolve() != (out / DECISION_FILE).resolve():
         _write_json(json_out, data)

@@ -316,17 +316,25 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     if est is None:
         return "estimate: no estimate without --prior (the forecast's output tokens/s per level)"
     if est.missing:
-        where = ", ".join(f"{t} at {c}" for t, c in est.missing)
+        shown = ", ".join(f"{t} at {c}" for t, c in est.missing[:4])
+        more = len(est.missing) - 4
+        where = shown + (f" and {more} more (the plan JSON lists them)" if more > 0 else "")
         return f"estimate: none; the prior predicts no output tokens/s for {where}"
     assert est.grid is not None
     assert est.first_pass is not None
     by = f", {start_source}" if start_source else ""
+    g, f = est.grid, est.first_pass
     if est.start_of:  # the targets' starts differ: each said
         each = ", ".join(f"{t} {s:,.0f} s" for t, s in est.start_of.items())
         starts = f"starts {each}{by}"
+    elif not g.starts:  # every target a server already running
+        starts = "no engine starts: its targets are servers already up"
     else:
         starts = f"starts {est.start_s:,.0f} s each{by}"
-    g, f = est.grid, est.first_pass
+
+    def plus(n: int) -> str:
+        return f" + {plural(n, 'start')}" if g.starts else ""
+
     lo = est.first_pass_low or f
     measuring = _span(lo.measuring_s, f.measuring_s, ",.0f")
     minutes = _span(lo.gpu_s / 60, f.gpu_s / 60, ".1f")
@@ -334,9 +342,9 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
     if est.arrivals_only:
         return (
             f"estimate (arrivals alone, each run's warm-up and drain left out: at least; "
-            f"{starts}): grid {g.measuring_s:,.0f} s measuring + {plural(g.starts, 'start')} "
-            f"= {g.gpu_s / 60:.1f} GPU-min; first pass {f.measuring_s:,.0f} s + "
-            f"{plural(f.starts, 'start')} = {f.gpu_s / 60:.1f} GPU-min ({rest})"
+            f"{starts}): grid {g.measuring_s:,.0f} s measuring{plus(g.starts)} "
+            f"= {g.gpu_s / 60:.1f} GPU-min; first pass {f.measuring_s:,.0f} s"
+            f"{plus(f.starts)} = {f.gpu_s / 60:.1f} GPU-min ({rest})"
         )
     if measuring != format(f.measuring_s, ",.0f") or minutes != format(f.gpu_s / 60, ".1f"):
         rest = (
@@ -345,7 +353,7 @@ def estimate_line(est: SessionEstimate | None, start_source: str = "") -> str:
         )
     return (
         f"estimate (from the prior's throughput, {starts}): "
-        f"grid {g.measuring_s:,.0f} s measuring + {plural(g.starts, 'start')} = "
-        f"{g.gpu_s / 60:.1f} GPU-min; first pass {measuring} s + "
-        f"{plural(f.starts, 'start')} = {minutes} GPU-min ({rest})"
+        f"grid {g.measuring_s:,.0f} s measuring{plus(g.starts)} = "
+        f"{g.gpu_s / 60:.1f} GPU-min; first pass {measuring} s"
+        f"{plus(f.starts)} = {minutes} GPU-min ({rest})"
     )
