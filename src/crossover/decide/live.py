@@ -384,6 +384,7 @@ async def decide_live(
             tt.measuring_s += o.seconds
             if step.level not in tt.levels:
                 tt.levels.append(step.level)
+                tt.levels.sort()  # the JSON's order is the levels', not the policy's
         if last is not None:
             await let_go(last)
         if decision is None:

@@ -180,6 +180,9 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
         "warm-ups and levels; measuring: the records' stamps):"
     )
     for t, tt in result.times.items():
+        if not tt.levels and not tt.starts:  # a resume with nothing left of it
+            lines.append(f"  {t}: nothing measured this time (its runs kept from before)")
+            continue
         levels = fmt_levels(sorted(tt.levels))
         starts = f", {plural(tt.starts, 'engine start')}" if tt.launched else ""
         if tt.ready_s:
