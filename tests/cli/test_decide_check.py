@@ -403,3 +403,28 @@ def test_check_with_out_under_a_budget_says_the_budget_stopped_it(
     assert json.loads((tmp_path / "p.json").read_text())["resume"]["deferred"] == 2
     assert main(argv) == 0
     assert "next: nothing within the time budget" not in capsys.readouterr().out
+
+
+def test_a_prior_of_other_targets_or_another_workload_is_said(tmp_path: Path, capsys: Any) -> None:
+    """The MoE forecast given to the dense sweep A (whose targets it mostly does not name)
+    says which targets it does not forecast; one of another workload says so too; the
+    MoE YAML's own forecast says nothing."""
+    prior = ROOT / "docs" / "results" / "h200" / "moe" / "prediction.json"
+    argv = ["decide", "--check", "--remote", "--prior", str(prior), "--config"]
+    assert main([*argv, str(ROOT / "scripts" / "h200" / "sweep-a.yaml")]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == [
+        "note: --prior forecasts no llamacpp-graphs, vllm-eager, llamacpp-graphs-nocache, "
+        "llamacpp-nographs, transformers-cb-graphs (it forecasts llamacpp-q8, sglang, vllm, "
+        "vllm-fp8): those are placed on no prediction"
+    ]
+    source = (ROOT / "scripts" / "h200" / "moe-a-warm.yaml").read_text()
+    assert main([*argv, str(ROOT / "scripts" / "h200" / "moe-a-warm.yaml")]) == 0
+    assert "note: " not in capsys.readouterr().err
+    other = tmp_path / "other.yaml"
+    other.write_text(source.replace("input_tokens: 200\n", "input_tokens: 100\n"))
+    assert main([*argv, str(other)]) == 0
+    assert (
+        "note: --prior forecasts 200 prompt and 256 generated tokens a request; this sweep's "
+        "are 100 and 256: where it looks first may be off"
+    ) in capsys.readouterr().err

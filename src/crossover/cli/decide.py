@@ -250,6 +250,14 @@ def decide(
     from crossover.decide.replay import load_prior
 
     the_prior = load_prior(prior) if prior else None
+    if prior is not None and config is not None:  # what the forecast does not say: said
+        from crossover.decide.replay import prior_notes
+        from crossover.sweep.config import load_sweep_config
+
+        said = load_sweep_config(config, {})
+        names = [t.name for t in said.targets]
+        for note in prior_notes(prior, names, said.input_tokens, said.output_tokens):
+            typer.echo(f"note: {note}", err=True)
     from crossover.decide.state import PolicyConfig
 
     policy = PolicyConfig(

@@ -456,6 +456,41 @@ def replay(
 PRIOR_COLUMNS = {"total_tok_s": "total tokens/s", "output_tok_s": "output tokens/s"}
 
 
+def prior_notes(
+    path: Path, targets: Sequence[str], input_tokens: int | None, output_tokens: int
+) -> list[str]:
+    """What a forecast at ``path`` does not say of the sweep it is a prior for: its
+    predicted leader and crossings place the first pass, so one made for another workload
+    (its ``workload``: prompt and generated tokens) may place them wrong, and a target it
+    has no row for is placed on no prediction (a forecast of another model's targets,
+    whose names alone match, is told this way)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    out = []
+    work = data.get("workload")
+    if isinstance(work, dict) and input_tokens is not None:
+        theirs = (work.get("input_tokens"), work.get("output_tokens"))
+        if None not in theirs and theirs != (input_tokens, output_tokens):
+            out.append(
+                f"--prior forecasts {theirs[0]} prompt and {theirs[1]} generated tokens a "
+                f"request; this sweep's are {input_tokens} and {output_tokens}: where it "
+                "looks first may be off"
+            )
+    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    named = {str(r.get("target")) for r in rows if isinstance(r, dict)}
+    missing = [t for t in targets if t not in named]
+    if missing and named:
+        out.append(
+            f"--prior forecasts no {', '.join(missing)} (it forecasts "
+            f"{', '.join(sorted(named))}): those are placed on no prediction"
+        )
+    return out
+
+
 def load_prior(path: Path, column: str = "total_tok_s") -> Prior:
     """The advisor's forecast (``crossover.advise.forecast --json``) as a prior: each
     target's predicted total tokens/s per concurrency level (``column``: or its output
