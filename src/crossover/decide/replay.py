@@ -480,7 +480,8 @@ def prior_notes(
                 f"request; this sweep's are {input_tokens} and {output_tokens}: where it "
                 "looks first may be off"
             )
-    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    rows = data.get("rows")
+    rows = rows if isinstance(rows, list) else []
     named = {str(r.get("target")) for r in rows if isinstance(r, dict)}
     missing = [t for t in targets if t not in named]
     if missing and named:
