@@ -92,6 +92,8 @@ def compare(decision_dir: Path, grid: Path, tie: float = 0.0, any_card: bool = F
         raise UsageError(f"no decision.json in {decision_dir}")
     d = orjson.loads(path.read_bytes())
     q = d["question"]
+    if q.get("kind", "crossover") != "crossover":  # lead: per level; capacity: brackets
+        raise UsageError(f"{path}: a {q['kind']} decision; this compares crossover answers")
     decided = [finding(f) for f in d["findings"]]
     cfg = PolicyConfig(tie_rel=tie)
     with tempfile.TemporaryDirectory() as tmp:

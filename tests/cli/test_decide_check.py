@@ -213,6 +213,8 @@ def test_a_capacity_plan_writes_its_slo(tmp_path: Path, capsys: Any) -> None:
     )
     assert not [ln for ln in lines if "a crossover is wide" in ln or "sequential" in ln]
     assert any(ln.startswith("  each level whole, one run") for ln in lines)
+    # each target's own top level is in its first pass, as the live capacity step has it
+    assert "  llamacpp-q8: 1,4,16,64,128" in lines
 
 
 @pytest.mark.parametrize("own", ["config", "prior"])
@@ -369,14 +371,14 @@ def test_check_with_out_on_a_packed_folder_or_a_file_is_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"error: {folder} holds its database packed (sweep.db.xz) and no sweep.db: unpack it "
-        f"to resume (xz -dk {folder / 'sweep.db.xz'}), or give another --out"
+        f"to resume (xz -dk {folder / 'sweep.db.xz'}), or write the results elsewhere"
     ]
     afile = tmp_path / "afile"
     afile.write_text("x")
     argv[-1] = str(afile)
     assert main([*argv, "--metric", "ttft_ms.p99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: {afile}: a file, not a folder (--out names the results folder)"]
+    assert err == [f"error: {afile}: a file, not a folder for results"]
 
 
 def test_check_with_out_under_a_budget_says_the_budget_stopped_it(

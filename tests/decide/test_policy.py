@@ -322,6 +322,27 @@ def test_a_part_stops_only_past_the_margin_its_repeat_rule_asks() -> None:
     part = Observation("batched", 4, 0, wide, 7, 16, 2.0)
     step = next_step(q, [first, part], live)
     assert not (isinstance(step, Measure) and (step.target, step.level) == ("batched", 4))
+    # the reference's repeats taken while its engine was up: batched will still hold one
+    # run there, so the repeat rule still asks its margin (a third behind is not settled)
+    again = Observation("fast", 4, 1, {"total_tokens_per_s": 5900.0, "ttft_ms.p50": 21.5},
+                        16, 16, 5.0)  # fmt: skip
+    third = {"total_tokens_per_s": 4400.0, "ttft_ms.p50": 30.0}  # 34% and 40% away
+    assert part_settled(q, [first, again], live, "batched", 4, third) is None
+    part = Observation("batched", 4, 0, third, 7, 16, 2.0)
+    step = next_step(q, [first, again, part], live)
+    assert isinstance(step, Measure) and step.why == "a close difference"
+
+
+def test_a_sequential_level_stops_only_at_a_wave_s_end() -> None:
+    """A level may first stop at its first wave's end, at least 4 requests, on a multiple
+    of its streams (6 at 3 streams), and the plan's first stop counts the same way."""
+    from crossover.decide.coarse import earliest_stop, first_stop, may_stop_at
+
+    assert [first_stop(c) for c in (1, 2, 3, 4, 5, 16)] == [4, 4, 6, 4, 5, 16]
+    assert [n for n in range(1, 14) if may_stop_at(n, 3, None)] == [6, 9, 12]
+    assert [n for n in range(1, 14) if may_stop_at(n, 4, 16)] == [4, 8]  # 12 + 4 leaves none
+    assert earliest_stop(3, None) == 8 and earliest_stop(3, 8) is None
+    assert not any(may_stop_at(n, 3, 8) for n in range(1, 9))
 
 
 def test_bad_questions_are_refused() -> None:

@@ -256,7 +256,8 @@ def decide(
 
         said = load_sweep_config(config, {})
         names = [t.name for t in said.targets]
-        for note in prior_notes(prior, names, said.input_tokens, said.output_tokens):
+        notes = prior_notes(prior, names, said.input_tokens, said.output_tokens)
+        for note in notes if said.rates is None else []:  # along rates: refused, below
             typer.echo(f"note: {note}", err=True)
     from crossover.decide.state import PolicyConfig
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from crossover.analysis.refine import bisect_level
+from crossover.decide.coarse import capacity_levels
 from crossover.decide.model import Decision, LevelNum, Measure, Skip, Step
 from crossover.decide.refine import snap
 from crossover.decide.state import State, prefer_running
@@ -47,11 +48,7 @@ def capacity_step(s: State, order: list[str], coarse: list[LevelNum]) -> Step:
                                   LATENCY_GROWS))  # fmt: skip
             continue
         if hi is None:
-            # its own top level too: a target whose levels end between coarse levels (the
-            # MoE grid's llama.cpp at 128, coarse 64 and 256) was said never to fail the
-            # SLO with its top level unmeasured
-            mine = [c for c in q.grid if q.covers(t, c)]
-            for c in sorted({*[c for c in coarse if q.covers(t, c)], *mine[-1:]}):
+            for c in capacity_levels(q, t, coarse):  # its own top level too
                 if s.run(t, c) is None and c > (lo or 0):
                     return Measure(t, c, 0, None, "capacity: first pass")
             continue

@@ -105,11 +105,22 @@ def first_pass_levels(
     target is measured there too."""
     order = target_order(q, prior)
     coarse = pass_levels(q, prior, step, keep_last)
+    if q.kind == "capacity":  # each target's own capacity: its levels alone
+        return {t: capacity_levels(q, t, coarse) for t in order}
     # a level no other target is measured at enters no comparison
     return {
         t: [c for c in coarse if q.covers(t, c) and any(q.covers(u, c) for u in order if u != t)]
         for t in order
     }
+
+
+def capacity_levels(q: Question, t: str, coarse: Sequence[LevelNum]) -> list[LevelNum]:
+    """A capacity question's first-pass levels of ``t``: the coarse levels it covers and
+    its own top level (a target whose levels end between coarse levels, the MoE grid's
+    llama.cpp at 128 between 64 and 256, was said never to fail the SLO with its top level
+    unmeasured)."""
+    mine = [c for c in q.grid if q.covers(t, c)]
+    return sorted({*[c for c in coarse if q.covers(t, c)], *mine[-1:]})
 
 
 def prior_crossings(q: Question, prior: Prior | None) -> list[LevelNum]:
@@ -143,6 +154,14 @@ def stop_saves(finished: int, streams: int, planned: int | None) -> bool:
     return planned is None or finished + streams < planned
 
 
+def first_stop(streams: int) -> int:
+    """The finished requests at a sequential level's first chance to stop: its first
+    wave's end at the earliest (as many as its streams, at least ``MIN_PART``), at a
+    wave's end (a multiple of its streams: 6 at 3 streams)."""
+    n = max(streams, 1)
+    return n * -(-max(streams, MIN_PART) // n)
+
+
 def may_stop_at(finished: int, streams: int, planned: int | None) -> bool:
     """Whether a sequential level is asked whether it may stop once ``finished`` of its
     requests have: from its first wave on (as many as its streams, at least ``MIN_PART``),
@@ -151,7 +170,7 @@ def may_stop_at(finished: int, streams: int, planned: int | None) -> bool:
     the first send read low (a wave and one request is the tokens of 1.25 waves over two
     waves' time at 4 streams): on the calibration servers a part stopped 134% from the
     other server with 5 of 16 requests finished, drained to 49%, and was measured again."""
-    if finished < max(streams, MIN_PART) or finished % max(streams, 1):
+    if finished < first_stop(streams) or finished % max(streams, 1):
         return False
     return stop_saves(finished, streams, planned)
 
@@ -171,7 +190,7 @@ def sequential_first_pass(q: Question, t: str, c: LevelNum) -> Measure:
     if q.axis == "rate":
         return Measure(t, c, 0, None, WHOLE_ON_RATES)
     c = int(c)
-    planned, first = q.requests.get(c), max(c, MIN_PART)
+    planned, first = q.requests.get(c), first_stop(c)
     if planned is None or stop_saves(first, c, planned):
         why = "first pass, stopped once it settles against those measured there"
         return Measure(t, c, 0, None, why, sequential=True)
@@ -186,11 +205,11 @@ def earliest_stop(c: int, planned: int | None) -> int | None:
     """The requests a sequential level of ``c`` streams (``planned`` of them, ``None``:
     held for a duration) has sent when it stops at its earliest, or ``None`` where it
     never stops (:func:`stop_saves`: no stop there leaves a request unsent). Its first
-    chance is one wave finished (``max(c, MIN_PART)`` requests, as
+    chance is one wave finished (:func:`first_stop` requests, as
     :class:`crossover.decide.live.SequentialWatch` and a replay's live levels count it);
     by then every stream but the one whose request ended last has sent its next, which
-    the drain lets finish: ``max(c, MIN_PART) + c - 1`` sent."""
-    first = max(c, MIN_PART)
+    the drain lets finish: ``first_stop(c) + c - 1`` sent."""
+    first = first_stop(c)
     if not stop_saves(first, c, planned):
         return None
     sent = first + c - 1
@@ -245,7 +264,7 @@ def part_settled(
         # is measured again whole: a part stopped short of that margin was paid for twice
         # (calibration servers: a part at 47% against the 50% asked before any spread is
         # known, then the level whole, "a close difference")
-        again = q.repeats > 1 and first and len(s.repeats(u, level)) < 2
+        again = q.repeats > 1 and first
         for m in q.metrics:
             spec = metric_spec(m)
             a, b = values.get(spec.key), s.mean(u, level, m)

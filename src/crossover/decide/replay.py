@@ -41,6 +41,7 @@ from crossover.decide.state import PolicyConfig, Prior, State, pair_findings
 from crossover.decide.text import lead_at
 from crossover.errors import UsageError
 from crossover.spec.slo import SloTerm
+from crossover.words import plural
 
 if TYPE_CHECKING:
     from crossover.analysis.gc import GcRun
@@ -217,8 +218,8 @@ def capacity_checks(decision: Decision, grid: State) -> list[str]:
             )
         else:
             out.append(
-                f"{t}: the assumption held at the {len(above)} grid levels above where it "
-                "first failed"
+                f"{t}: the assumption held at the {plural(len(above), 'grid level')} above "
+                "where it first failed"
             )
     return out
 
@@ -226,11 +227,11 @@ def capacity_checks(decision: Decision, grid: State) -> list[str]:
 def describe_leads(findings: Sequence[Finding], at: Sequence[LevelNum]) -> str:
     """One pair's lead answer on one metric, per asked level: ``at 1: vllm; at 64: none``
     (``none``: no significant difference; ``not measured``: no level of both)."""
-    if not findings or not findings[0].per_level:
+    leads = dict(lead_at(findings[0], tuple(at))) if findings else {}
+    if not leads:  # no asked level holds runs of both: as the other side reads it
         return NOT_COMPARED
-    leads = dict(lead_at(findings[0], tuple(at)))
     return "; ".join(
-        f"at {c:g}: {leads[float(c)] or 'none'}" if float(c) in leads else f"at {c:g}: not measured"
+        f"at {c:g}: {leads[float(c)] or 'none'}" if float(c) in leads else f"at {c:g}: not compared"
         for c in at
     )
 
@@ -305,18 +306,18 @@ def replay(
                 f"{path}: a decision compares targets; the replay has only "
                 f"{', '.join(names)} (--target: two or more)"
             )
-        asked = [*metrics, *([slo.path] if slo is not None else [])]
-        held = [metric_values(r.summary) for r in rec.runs.values() if r.summary is not None]
-        missing = [m for m in asked if held and all(v.get(m) is None for v in held)]
-        if missing:  # replayed, every level measured would read "no level with valid runs"
-            what = ", ".join(metric_spec(m).label for m in missing)
-            raise UsageError(f"{path}: no run in it records {what}: it is compared at no level")
         rates = rec.axis == "rate"
         if rates and kind == "capacity":
             raise UsageError(CAPACITY_ON_RATES)
         if rates and prior is not None:
             raise UsageError(PRIOR_ON_RATES)
         check_at(at, rec.levels())
+        asked = [*metrics, *([slo.path] if slo is not None else [])]
+        held = [metric_values(r.summary) for r in rec.runs.values() if r.summary is not None]
+        missing = [m for m in asked if held and all(v.get(m) is None for v in held)]
+        if missing:  # replayed, every level measured would read "no level with valid runs"
+            what = ", ".join(metric_spec(m).label for m in missing)
+            raise UsageError(f"{path}: no run in it records {what}: it is compared at no level")
         q = Question(
             kind,
             tuple(names),

@@ -78,10 +78,10 @@ def replay_lines(
         f"measuring time: {used:,.0f} s of the grid's {grid:,.0f} s ({r.fraction:.0%}); "
         f"{plural(len(r.steps), 'measurement')}, {plural(r.starts, 'engine start')} in this order"
     )
-    if used > grid:  # a replay can cost more than the grid: say what it paid for twice
-        parts = {(o.target, o.level, o.repeat) for o in r.observations if not o.complete}
-        whole = {(o.target, o.level, o.repeat) for o in r.observations if o.complete}
-        twice = len(parts & whole)
+    parts = {(o.target, o.level, o.repeat) for o in r.observations if not o.complete}
+    whole = {(o.target, o.level, o.repeat) for o in r.observations if o.complete}
+    twice = len(parts & whole)
+    if used > grid and twice:  # a replay can cost more than the grid: what it paid twice
         out.append(
             f"  more than the grid: {plural(twice, 'level')} measured in part, then again "
             "whole where the part left a comparison open, each paid for"
@@ -181,7 +181,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     )
     for t, tt in result.times.items():
         if not tt.levels and not tt.starts:  # a resume with nothing left of it
-            lines.append(f"  {t}: nothing measured this time (its runs kept from before)")
+            lines.append(f"  {t}: nothing measured this time")
             continue
         levels = fmt_levels(sorted(tt.levels))
         starts = f", {plural(tt.starts, 'engine start')}" if tt.launched else ""

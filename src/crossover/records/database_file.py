@@ -67,7 +67,7 @@ def check_database_file(path: Path) -> None:
     would start over beside it. A missing file is created, and an empty one is an empty
     database to SQLite: both are fine."""
     if path.parent.is_file():
-        raise UsageError(f"{path.parent}: a file, not a folder (--out names the results folder)")
+        raise UsageError(f"{path.parent}: a file, not a folder for results")
     if path.is_dir():
         raise UsageError(f"{path}: a folder, not a results database file")
     if not path.exists():
@@ -75,7 +75,7 @@ def check_database_file(path: Path) -> None:
         if packed.is_file():  # a committed folder: a new database beside it would start over
             raise UsageError(
                 f"{path.parent} holds its database packed ({packed.name}) and no {path.name}: "
-                f"unpack it to resume (xz -dk {packed}), or give another --out"
+                f"unpack it to resume (xz -dk {packed}), or write the results elsewhere"
             )
         return
     head = _head(path)
