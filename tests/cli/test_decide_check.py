@@ -268,7 +268,8 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     """``--check --out DIR`` on the live open-loop decision stopped by a session's device
     time (its committed database): what it holds, the first pass left, what that costs at
     least, and the next measurement, which is the one the live run was making when it was
-    stopped (``sglang rate=8 r=1``, its job log's last line). Read only."""
+    stopped (``sglang rate=16 r=1``, the second session's job log's last line; the first
+    session stopped at ``sglang rate=8 r=1``, which the second measured first). Read only."""
     import lzma
 
     folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
@@ -289,18 +290,22 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     lines = capsys.readouterr().out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("resume: "))
     assert lines[start : start + 4] == [
-        f"resume: {out} holds 17 runs of this question (vllm 12, sglang 5), kept",
-        "  the first pass has 4 runs left: sglang 8 r=1, 12 r=0, 16 r=0, 20 r=0",
-        "  their arrivals 160 s + 1 start (sglang 106 s) = 4.4 GPU-min at least; then what the "
+        f"resume: {out} holds 21 runs of this question (vllm 12, sglang 9), kept",
+        "  the first pass has 2 runs left: sglang 16 r=1, 20 r=0",
+        "  their arrivals 80 s + 1 start (sglang 106 s) = 3.1 GPU-min at least; then what the "
         "policy asks",
-        "  next: sglang rate=8 r=1 (a repeat while its engine is up)",
+        "  next: sglang rate=16 r=1 (a repeat while its engine is up)",
     ]
-    last = (folder / "job" / "sweep-1796589189.log").read_text().splitlines()[-1]
-    assert last == "sglang rate=8 r=1: measuring ..."
+    first = (folder / "job" / "sweep-1796589189.log").read_text().splitlines()[-1]
+    assert first == "sglang rate=8 r=1: measuring ..."
+    log = folder / "job" / "2026-12-07" / "sweep-1796605129.log"
+    lines = log.read_text().splitlines()
+    assert lines[-1] == "sglang rate=16 r=1: measuring (a repeat while its engine is up) ..."
+    assert [ln.split(":")[0] for ln in lines if ": measuring (" in ln][0] == "sglang rate=8 r=1"
     resume = json.loads((tmp_path / "p.json").read_text())["resume"]
-    assert resume["kept"] == {"vllm": 12, "sglang": 5}
+    assert resume["kept"] == {"vllm": 12, "sglang": 9}
     assert resume["next"] == {
-        "target": "sglang", "level": 8.0, "repeat": 1, "why": "a repeat while its engine is up",
+        "target": "sglang", "level": 16.0, "repeat": 1, "why": "a repeat while its engine is up",
     }  # fmt: skip
     # nothing written there: the database's bytes and time as they were, no file beside it
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
