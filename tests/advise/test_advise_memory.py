@@ -371,3 +371,28 @@ def test_a_local_gpu_keeps_the_rows_cuda_total_only_for_its_own_size() -> None:
     assert local_entry(card(79.65)).budget_gib == 79.18
     assert local_entry(card(94.0)).cuda_gib is None
     assert local_entry(card(64.0)).budget_gib == 64.0
+
+
+def test_a_local_gpu_without_a_measured_total_takes_nvml_total_less_reserved() -> None:
+    """Where the table has no CUDA total for the card (another memory size, or a product
+    it lacks), NVML's total less what it says the driver reserves stands for it: on the
+    H100 80GB the two agree (79.65 - 0.47 = 79.18 GiB, the host record of
+    docs/results/h100/moe-open-decide-freeze against vLLM's logged total). A driver that
+    does not say what it reserves leaves the datasheet's figure."""
+    from crossover.advise.hardware import local_entry
+    from crossover.advise.nvml import LocalGpu
+
+    def card(name: str, gib: float, reserved: float | None) -> LocalGpu:
+        return LocalGpu(
+            index=0, name=name, memory_bytes=int(gib * 2**30), compute_capability="9.0",
+            memory_reserved_bytes=None if reserved is None else int(reserved * 2**30),
+        )  # fmt: skip
+
+    # the table's own measured total stands where NVML's memory is the row's
+    assert local_entry(card("NVIDIA H100 80GB HBM3", 79.65, 0.47)).budget_gib == 79.18
+    # another size under the same name: NVML's own
+    assert local_entry(card("NVIDIA H100 80GB HBM3", 94.0, 0.5)).budget_gib == 93.5
+    assert local_entry(card("NVIDIA H100 80GB HBM3", 94.0, None)).cuda_gib is None
+    # a product the table lacks
+    mine = local_entry(card("NVIDIA Made Up 48GB", 47.5, 0.5))
+    assert mine.form == "custom" and mine.budget_gib == 47.0

@@ -399,6 +399,10 @@ def local_entry(gpu: LocalGpu) -> GpuEntry:
         cuda = known.cuda_gib
         if cuda is not None and not (0.98 * gpu.memory_gib <= cuda <= gpu.memory_gib):
             update["cuda_gib"] = None
+        if update.get("cuda_gib", cuda) is None and gpu.cuda_gib is not None:
+            # NVML's total less what it says the driver reserves: CUDA's total (measured
+            # equal on the H100, 79.18 GiB)
+            update["cuda_gib"] = round(gpu.cuda_gib, 2)
         return known.model_copy(update={**update, "aliases": [*known.aliases]})
     cc = gpu.compute_capability
     return GpuEntry(
@@ -407,6 +411,7 @@ def local_entry(gpu: LocalGpu) -> GpuEntry:
         arch=_arch_name(cc),
         compute_capability=cc,
         memory_gib=round(gpu.memory_gib, 2),
+        cuda_gib=round(gpu.cuda_gib, 2) if gpu.cuda_gib is not None else None,
         sm_count=gpu.sm_count,
         boost_clock_mhz=gpu.max_sm_clock_mhz,
         memory_bandwidth_gbs=None,

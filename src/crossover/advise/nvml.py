@@ -37,6 +37,17 @@ class LocalGpu(BaseModel):
     memory_bus_width_bits: int | None = None
     #: ``GPU-...``, what a ``CUDA_VISIBLE_DEVICES`` of UUIDs names it by
     uuid: str | None = None
+    #: what the driver reserves of its memory (NVML memory info v2); the total less it is
+    #: the total CUDA reports (an H100 80GB: 79.65 - 0.47 = 79.18 GiB, as vLLM logged)
+    memory_reserved_bytes: int | None = None
+
+    @property
+    def cuda_gib(self) -> float | None:
+        """CUDA's total as NVML tells it (the total less the driver's reserve), ``None``
+        where this driver does not say what it reserves."""
+        if self.memory_reserved_bytes is None:
+            return None
+        return (self.memory_bytes - self.memory_reserved_bytes) / 1024**3
 
     @property
     def memory_gib(self) -> float:
@@ -111,4 +122,5 @@ def _gpu(gpu: NvmlGpu, hint: str) -> LocalGpu:
         max_memory_clock_mhz=gpu.max_memory_clock_mhz,
         memory_bus_width_bits=gpu.memory_bus_width_bits,
         uuid=gpu.uuid,
+        memory_reserved_bytes=gpu.memory_reserved_bytes,
     )
