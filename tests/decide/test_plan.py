@@ -192,7 +192,7 @@ def test_four_wave_levels_give_the_first_pass_as_a_range_from_their_first_stop(
     assert est.first_pass_low.measuring_s == 28.0 + 8.0 + 8 * 100 / 100 + 32 * 100 / 200
     assert (est.first_pass_low.stopped, est.first_pass.stopped) == (2, 0)
     assert plan_lines(p)[-1].endswith(
-        "first pass 60-84 s + 0 starts = 1.0-1.4 GPU-min (low with 2 sequential levels "
+        "first pass 60-84 s = 1.0-1.4 GPU-min (low with 2 sequential levels "
         "stopped at the first chance, high with every level whole; the rest depends on what "
         "it measures)"
     )
@@ -213,7 +213,7 @@ def test_two_wave_levels_give_one_first_pass_figure(tmp_path: Path) -> None:
     # a: 4 + 8 x 100 / 200 + 32 x 100 / 400; b: 8 + 8 + 16
     assert est.first_pass.measuring_s == 16.0 + 32.0
     assert plan_lines(p)[-1].endswith(
-        "first pass 48 s + 0 starts = 0.8 GPU-min (the rest depends on what it measures)"
+        "first pass 48 s = 0.8 GPU-min (the rest depends on what it measures)"
     )
     data = plan_json(p, "sweep.yaml")["estimate"]
     assert data["first_pass_low"] == data["first_pass_high"] == data["first_pass"]
