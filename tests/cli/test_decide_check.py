@@ -301,7 +301,7 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     log = folder / "job" / "2026-12-07" / "sweep-1796605129.log"
     lines = log.read_text().splitlines()
     assert lines[-1] == "sglang rate=16 r=1: measuring (a repeat while its engine is up) ..."
-    assert [ln.split(":")[0] for ln in lines if ": measuring (" in ln][0] == "sglang rate=8 r=1"
+    assert next(ln.split(":")[0] for ln in lines if ": measuring (" in ln) == "sglang rate=8 r=1"
     resume = json.loads((tmp_path / "p.json").read_text())["resume"]
     assert resume["kept"] == {"vllm": 12, "sglang": 9}
     assert resume["next"] == {
