@@ -258,13 +258,12 @@ def part_settled(
         return None
     gaps: list[float] = []
     margins: list[float] = []
-    first = not [o for o in s.repeats(target, level) if o.complete]
+    # a first run whose sign the repeat rule would call uncertain (refine.repeats_wanted)
+    # is measured again whole: a part stopped short of that margin was paid for twice
+    # (calibration servers: a part at 47% against the 50% asked before any spread is
+    # known, then the level whole, "a close difference")
+    again = q.repeats > 1 and not [o for o in s.repeats(target, level) if o.complete]
     for u in others:
-        # a first run whose sign the repeat rule would call uncertain (refine.repeats_wanted)
-        # is measured again whole: a part stopped short of that margin was paid for twice
-        # (calibration servers: a part at 47% against the 50% asked before any spread is
-        # known, then the level whole, "a close difference")
-        again = q.repeats > 1 and first
         for m in q.metrics:
             spec = metric_spec(m)
             a, b = values.get(spec.key), s.mean(u, level, m)

@@ -22,7 +22,7 @@ the cut, or to the last request's end.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import ValidationError
@@ -42,41 +42,32 @@ def metric_values(summary: RunSummary | Mapping[str, Any]) -> dict[str, float | 
     return {spec.key: summary_value(summary, spec.path) for spec in METRICS}
 
 
-def overloaded(summary: Mapping[str, Any] | None) -> bool | None:
-    """Whether an open-loop level's summary says it fell behind its arrivals (the
-    analysis's own rule, :func:`crossover.analysis.overload.is_overloaded`); ``None`` for
-    a closed-loop level or a summary that cannot be read."""
-    if summary is None or (summary.get("load") or {}).get("mode") != "rate":
-        return None
-    try:
-        return is_overloaded(RunSummary.model_validate(summary))
-    except ValidationError:
-        return None
+class OpenLoop(NamedTuple):
+    """What the analysis says of an open-loop level's summary, read once: whether it fell
+    behind its arrivals (:func:`crossover.analysis.overload.is_overloaded`), whether it was
+    too short for a steady state and did not fall behind
+    (:func:`crossover.analysis.short.short_open_loop`), and how long such a level should
+    have sent (``ShortLevel.needed_s``). ``None`` each for a closed-loop level or a summary
+    that cannot be read; ``short_needed_s`` also where it was not short."""
+
+    overloaded: bool | None = None
+    short: bool | None = None
+    short_needed_s: float | None = None
 
 
-def short(summary: Mapping[str, Any] | None) -> bool | None:
-    """Whether an open-loop level's summary says it was too short for a steady state and
-    did not fall behind (the analysis's own rule, :func:`crossover.analysis.short.short_open_loop`
-    and :func:`overloaded`); ``None`` for a closed-loop level or a summary that cannot be
-    read."""
+def open_loop(summary: Mapping[str, Any] | None) -> OpenLoop:
+    """:class:`OpenLoop` of ``summary``, parsed once."""
     if summary is None or (summary.get("load") or {}).get("mode") != "rate":
-        return None
+        return OpenLoop()
     try:
         parsed = RunSummary.model_validate(summary)
     except ValidationError:
-        return None
-    return short_open_loop(parsed) is not None and not is_overloaded(parsed)
-
-
-def short_needed_s(summary: Mapping[str, Any] | None) -> float | None:
-    """How long a level :func:`short` says was too short should have sent for a steady
-    state (``ShortLevel.needed_s``: the rule's request times x its E2E p50); ``None`` where
-    it was not short or the summary cannot say."""
-    if not short(summary):
-        return None
-    assert summary is not None
-    found = short_open_loop(RunSummary.model_validate(summary))
-    return found.needed_s if found is not None else None
+        return OpenLoop()
+    over = is_overloaded(parsed)
+    found = short_open_loop(parsed)
+    is_short = found is not None and not over
+    needed = found.needed_s if found is not None and is_short else None
+    return OpenLoop(over, is_short, needed)
 
 
 def end_ns(r: RequestRecord) -> int:
@@ -213,8 +204,7 @@ def observe(
         values = metric_values(summary) if summary is not None else {}
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
-            overloaded=overloaded(summary), short=short(summary),
-            short_needed_s=short_needed_s(summary),
+            **open_loop(summary)._asdict(),
         )  # fmt: skip
     start = min(r.t_send_ns for r in measured)
     cut = start + int(budget_s * 1e9)
@@ -222,8 +212,7 @@ def observe(
         values = metric_values(summary) if summary is not None else {}
         return Observation(
             target, level, repeat, values, planned, planned, whole, valid,
-            overloaded=overloaded(summary), short=short(summary),
-            short_needed_s=short_needed_s(summary),
+            **open_loop(summary)._asdict(),
         )  # fmt: skip
     finished = sum(1 for r in measured if r.t_done_ns is not None and r.t_done_ns <= cut)
     values = cut_values(measured, cut)

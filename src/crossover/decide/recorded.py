@@ -28,9 +28,7 @@ from crossover.decide.observe import (
     end_ns,
     metric_values,
     observe,
-    overloaded,
-    short,
-    short_needed_s,
+    open_loop,
     span_s,
 )
 from crossover.errors import UsageError
@@ -203,9 +201,7 @@ class Recorded:
             values = metric_values(run.summary)
             return Observation(
                 t, c, r, values, planned, planned, seconds, valid,
-                overloaded=overloaded(run.summary),
-                short=short(run.summary),
-                short_needed_s=short_needed_s(run.summary),
+                **open_loop(run.summary)._asdict(),
             )  # fmt: skip
         return observe(t, c, r, self.records(run.run_id), run.summary, budget_s)
 
