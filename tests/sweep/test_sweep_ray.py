@@ -57,6 +57,8 @@ A = Linear(a_ms=2.0, b_ms=1.0, ttft_ms=5.0)
 B = Linear(a_ms=6.2, b_ms=0.1, ttft_ms=15.0)
 N = 16
 LEVELS = [1, 2, 4, 8, 16]
+#: repeats of the crossover test's sweeps
+REPEATS = 3
 #: as in test_sweep_crossover: the model's truth, widened by this share of it
 MODEL_SLACK = 0.08
 
@@ -364,7 +366,7 @@ def test_targets_placed_by_resource_in_parallel_with_the_local_crossover(
             {"name": "B", "url": url_b, "engine": "vllm", "model": "calibration",
              "resources": {"nodeB": 1}},
         ]  # fmt: skip
-        config = _sweep_yaml(tmp_path / "sweep.yaml", targets)
+        config = _sweep_yaml(tmp_path / "sweep.yaml", targets, repeats=REPEATS)
         local = _run("sweep", "--config", str(config), "--out", str(tmp_path / "local"),
                      "--no-report")  # fmt: skip
         assert local.returncode == 0, local.stderr[-3000:]
@@ -376,7 +378,7 @@ def test_targets_placed_by_resource_in_parallel_with_the_local_crossover(
     sweep = read_sweep(tmp_path / "ray")
     runs = sweep["runs"]
     assert {(r["target"], r["concurrency"], r["repeat"]) for r in runs} == {
-        (t, c, k) for t in "AB" for c in LEVELS for k in (0, 1)
+        (t, c, k) for t in "AB" for c in LEVELS for k in range(REPEATS)
     }
     for r in runs:
         assert r["summary"]["verdict"] == "valid", r["summary"]["problems"]
