@@ -5,6 +5,7 @@ or driver does not tell is ``None``, and the session is always shut down."""
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
@@ -188,3 +189,23 @@ def test_nvml_v2_memory_info_gives_what_the_driver_reserves() -> None:
     assert read_nvml(nv).gpus[0].memory_reserved_bytes is None
     old, _ = _nvml([H100])  # a binding without the v2 call at all
     assert read_nvml(old).gpus[0].memory_reserved_bytes is None
+
+
+def test_uuids_are_kept_as_hashes_the_same_gpu_the_same() -> None:
+    from crossover.devices import without_uuids
+
+    uuid = "GPU-aaaaaaaa-1111-2222-3333-444444444444"
+    said = without_uuids(f"CUDA_VISIBLE_DEVICES={uuid},1; CUDA_VISIBLE_DEVICES={uuid}")
+    first, second = re.findall(r"GPU-#[0-9a-f]{8}", said)
+    assert first == second and "aaaa" not in said
+    assert said.startswith("CUDA_VISIBLE_DEVICES=GPU-#") and said.count(",1;") == 1
+    # the start of a UUID names a GPU too: too short to hash (its digits would be found
+    # by trying them all), it is not kept; MIG instances, old form and new, likewise
+    assert without_uuids("CUDA_VISIBLE_DEVICES=GPU-aaaa") == "CUDA_VISIBLE_DEVICES=GPU-..."
+    mig = without_uuids(f"CUDA_VISIBLE_DEVICES=MIG-{uuid}/1/0,MIG-bbbbbbbb-1111-2222")
+    assert mig == f"CUDA_VISIBLE_DEVICES=MIG-{first}/1/0,MIG-...", mig
+    whole = without_uuids("MIG-bbbbbbbb-1111-2222-3333-444444444444")
+    assert re.fullmatch(r"MIG-#[0-9a-f]{8}", whole), whole
+    # indices and words pass as they are
+    text = "CUDA_VISIBLE_DEVICES=0,2 not read here (a GPU-less form): every GPU counted"
+    assert without_uuids(text) == text

@@ -45,6 +45,29 @@ def shown(value: str) -> str:
     return f"{VISIBLE}={value}" if value else f'{VISIBLE}=""'
 
 
+#: a GPU's or MIG instance's UUID as CUDA_VISIBLE_DEVICES takes it, whole or its start
+#: (``GPU-`` or ``MIG-`` and hex digits and dashes; ``MIG-GPU-...`` holds a GPU's)
+_UUID = re.compile(r"\b(GPU|MIG)-[0-9A-Fa-f][0-9A-Fa-f-]*")
+
+
+def without_uuids(text: str) -> str:
+    """``text`` (what chose a sweep's GPUs, as kept in a results file) with each GPU or
+    MIG UUID in it replaced by its kind, ``-#`` and the first 8 hex digits of its
+    SHA-256, and the start of one by its kind and ``-...``: a UUID is a hardware
+    identifier, which results meant to be published do not carry (the host record's
+    ``machine_id`` is such a hash too); the same GPU reads the same. A start is too short
+    to hash (its few digits would be found again by trying them all)."""
+    import hashlib
+
+    def hashed(m: re.Match[str]) -> str:
+        digits = sum(c in "0123456789abcdefABCDEF" for c in m.group(0)[4:])
+        if digits < 32:
+            return f"{m.group(1)}-..."
+        return f"{m.group(1)}-#" + hashlib.sha256(m.group(0).encode()).hexdigest()[:8]
+
+    return _UUID.sub(hashed, text)
+
+
 def _index(entry: str) -> int | None:
     """The entry's index (-1 for the empty one); ``None`` for a UUID or another form."""
     if not entry:

@@ -361,6 +361,55 @@ def test_check_with_out_says_a_live_resume_would_refuse_another_workload(
     assert (empty / "sweep.db").read_bytes() == b""
 
 
+def test_check_with_out_says_a_live_resume_would_refuse_changed_target_settings(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A folder whose SGLang runs were measured without ``freeze_gc`` (as each run's
+    ``target_settings`` says) is refused by the live command under the YAML that turns it
+    on; the check says so, with the setting as it was and is, and exits 2."""
+    import lzma
+    import sqlite3
+
+    from crossover.sweep.config import load_sweep_config
+
+    folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
+    config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
+    cfg = load_sweep_config(config)
+    held = cfg.target_settings(next(t for t in cfg.targets if t.name == "sglang"))
+    held["launch.freeze_gc"] = False
+
+    def keep(settings: dict[str, Any]) -> None:  # as the SGLang runs would have kept them
+        with sqlite3.connect(out / "sweep.db") as db:
+            db.execute(
+                "UPDATE runs SET context = json_set(context, '$.target_settings', json(?)) "
+                "WHERE key LIKE 'sglang|%'",
+                (json.dumps(settings),),
+            )
+
+    keep(held)
+    argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
+    plan = tmp_path / "p.json"
+    assert main([*argv, "--metric", "ttft_ms.p99", "--json", str(plan)]) == 2
+    said = capsys.readouterr()
+    assert said.out.splitlines()[-2] == (
+        f"resume: the live command refuses this folder: {out} holds runs measured with "
+        "other settings: sglang (launch.freeze_gc false -> true); use another --out, the "
+        "settings they were measured with, or measure it again there with crossover sweep "
+        "--only sglang --redo sglang"
+    )
+    assert said.err.strip() == f"error: {out}: the live decision refuses this folder (said above)"
+    resume = json.loads(plan.read_text())["resume"]
+    assert resume["settings_changed"] == {"sglang": ["launch.freeze_gc false -> true"]}
+    assert resume["next"] is None
+    # as they were measured: the check goes on to what it keeps
+    keep({**held, "launch.freeze_gc": True})
+    assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
+    assert "of this question (vllm 12, sglang 9), kept" in capsys.readouterr().out
+
+
 def test_check_with_out_on_a_packed_folder_or_a_file_is_one_line(
     tmp_path: Path, capsys: Any
 ) -> None:

@@ -6,6 +6,7 @@ GPU; empty hides all); a form not read here (a MIG id) keeps every GPU, and says
 from __future__ import annotations
 
 import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -16,7 +17,7 @@ from tests.advise.test_advise_hardware import fake_nvml
 
 from crossover.advise import nvml as advise_nvml
 from crossover.analysis.schema import SweepFile
-from crossover.devices import read_nvml
+from crossover.devices import read_nvml, without_uuids
 from crossover.measure import host
 from crossover.measure.host import GpuReading, _nvidia_smi, read_host
 from crossover.metrics.host import HostFacts, HostGpu
@@ -118,6 +119,12 @@ def test_indices_and_uuids_are_read_as_cuda_reads_them(
     h = _host(tmp_path)
     assert len(h.gpus) == kept and h.machine_gpus == 4
     assert h.gpus_chosen is not None and "not read here" not in h.gpus_chosen
+    # a UUID, or the start of one, is a hardware identifier: the record keeps a hash
+    kept_json = h.model_dump_json()
+    assert not any(u[4:12] in kept_json for u in UUIDS), kept_json
+    if "GPU-" in value:
+        one = r"GPU-(#[0-9a-f]{8}|\.\.\.)"  # a UUID hashed, its start not kept
+        assert re.fullmatch(rf"CUDA_VISIBLE_DEVICES={one}(,{one})?", h.gpus_chosen), h.gpus_chosen
     if kept == 0:
         assert h.describe().startswith("none of the machine's 4 GPUs (CUDA_VISIBLE_DEVICES=")
 
@@ -155,7 +162,8 @@ def test_a_form_not_read_here_keeps_every_gpu_and_says_so(
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
     h = _host(tmp_path)
     assert len(h.gpus) == 4 and h.gpus_chosen is not None
-    assert h.gpus_chosen.startswith(f"CUDA_VISIBLE_DEVICES={value} not read here (")
+    kept = without_uuids(value)  # a UUID or its start as a hash
+    assert h.gpus_chosen.startswith(f"CUDA_VISIBLE_DEVICES={kept} not read here (")
     assert f"({h.gpus_chosen})" in h.describe()
 
 

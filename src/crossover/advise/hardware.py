@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from crossover.advise import nvml
 from crossover.advise.nvml import LocalGpu, PairLink
-from crossover.devices import VISIBLE, own, pick
+from crossover.devices import VISIBLE, own, pick, without_uuids
 from crossover.errors import UsageError, parse_names
 from crossover.words import plural
 
@@ -493,7 +493,7 @@ def system_from_nvml(
         source="nvml",
         machine_gpus=len(reading.gpus),
         gpu_indices=ids,
-        gpus_chosen=chosen,
+        gpus_chosen=without_uuids(chosen) if chosen is not None else None,
     )
 
 

@@ -444,7 +444,7 @@ def _check(
         for line in resume_lines(resume, q):
             typer.echo(line)
         data["resume"] = resume_json(resume)
-        if resume.refused:  # the live command would refuse the folder: so does its check
+        if resume.refused or resume.changed:  # the live command would refuse the folder
             _write_json(json_out, data, "plan")
             raise UsageError(f"{out}: the live decision refuses this folder (said above)")
     _write_json(json_out, data, "plan")

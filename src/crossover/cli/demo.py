@@ -51,6 +51,6 @@ def demo(
     server = ensure_llama_server(progress=True)
     model = ensure_gemma3_270m(progress=True)
     cfg = demo_config(model, server, quick=quick)
-    outcome = run_async(run_live(cfg, out, console))
+    outcome = run_async(run_live(cfg, out, console, command="demo"))
     why = explain(outcome.findings)
     print_outcome(outcome, out, console, report=True, notes=[why] if why else [])

@@ -167,7 +167,9 @@ def sweep(
             metavar="NAME[@LEVEL,...]",
             help="On resume, measure again every repeat of these levels of target NAME "
             "(all its levels without @), valid or not: an outlier repeat the sweep "
-            "flagged; repeat the flag for more targets",
+            "flagged; repeat the flag for more targets. Where NAME's settings changed "
+            "since its runs (more requests per level, a launch setting), NAME alone "
+            "measures again its runs measured otherwise, and only those",
         ),
     ] = None,
     workers: Annotated[

@@ -31,10 +31,12 @@ async def run_live(
     cluster: RayCluster | None = None,
     redo: dict[str, set[float] | None] | None = None,
     tie_rel: float | None = None,
+    command: str = "sweep",
 ) -> SweepOutcome:
     """Run the sweep with a live progress line and one line per finished level; its
     analysis reads levels with the tie margin ``tie_rel`` (None: the one the sweep was
-    measured with, else 0)."""
+    measured with, else 0). ``command``: the one running it (sweep, demo), as its
+    refusals name their way out."""
     import asyncio
     import contextlib
 
@@ -90,6 +92,7 @@ async def run_live(
         cluster=cluster,
         redo=redo,
         tie_rel=tie_rel,
+        command=command,
     )
     task = asyncio.ensure_future(runner.run())
     try:

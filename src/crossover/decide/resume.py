@@ -12,7 +12,7 @@ session starts every engine again).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossover.decide.estimate import arrival_seconds
@@ -22,8 +22,8 @@ from crossover.decide.policy import first_pass_left, next_step
 from crossover.decide.starts import estimated_start
 from crossover.decide.state import PolicyConfig, Prior
 from crossover.records.store import Store
-from crossover.sweep.config import SweepConfig
-from crossover.sweep.driver import held_axes
+from crossover.sweep.config import SweepConfig, settings_refusal
+from crossover.sweep.driver import held_axes, held_settings
 from crossover.words import plural
 
 
@@ -45,6 +45,9 @@ class Resume:
     #: the workload settings the database holds that differ from the YAML's (the live
     #: command refuses such a folder: nothing kept, nothing next)
     refused: tuple[str, ...] = ()
+    #: targets with stored runs whose settings the YAML changes, each as ``key: was, now``
+    #: (``SweepConfig.settings_differ``): the live command refuses such a folder too
+    changed: dict[str, list[str]] = field(default_factory=dict)
     #: where ``next`` is ``None`` because the time budget ended the decision: the
     #: measurements it deferred (``Decision.deferred``), not an answer settled
     deferred: int = 0
@@ -66,6 +69,10 @@ def resume_of(
             differ = cfg.identity_differs(store.get_meta("identity"), held_axes(store))
             if differ:
                 return Resume(folder, {}, {}, None, None, {}, refused=tuple(differ))
+            held = held_settings(store)
+            changed = cfg.settings_differ(held, set(held))
+            if changed:
+                return Resume(folder, {}, {}, None, None, {}, changed=changed)
             obs = observations_in(store, q.targets, q.axis)
     done = {(o.target, o.level, o.repeat) for o in obs}
     kept = {t: len({(lv, r) for n, lv, r in done if n == t}) for t in q.targets}
@@ -100,6 +107,7 @@ def resume_json(r: Resume) -> dict[str, object]:
     return {
         "folder": str(r.folder),
         "refused": list(r.refused),
+        "settings_changed": {t: list(d) for t, d in r.changed.items()},
         "deferred": r.deferred,
         "kept": dict(r.kept),
         "first_pass_left": {
@@ -125,6 +133,9 @@ def resume_lines(r: Resume, q: Question) -> list[str]:
             f"({', '.join(r.refused)}): the live command refuses it (another --out, or the "
             "same settings to resume)"
         ]
+    if r.changed:
+        refusal = settings_refusal(r.folder, r.changed, "decide")
+        return [f"resume: the live command refuses this folder: {refusal}"]
     total = sum(r.kept.values())
     if not total:
         return [

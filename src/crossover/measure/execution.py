@@ -88,6 +88,7 @@ async def execute(
     workers_runner: WorkersRunner | None = None,
     drain: asyncio.Event | None = None,
     load_done: asyncio.Event | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """Run one level. Records are committed within ``HOLD_S`` of completing (all of them
     when the level ends, however it ends); the summary at the end.
@@ -114,7 +115,8 @@ async def execute(
     processes on this machine (``crossover.load.workers.run_workers``, the default) or
     Ray actors over a cluster's nodes (``crossover.load.rayworkers.run_ray_workers``).
     ``load_done`` is set once the load has ended, however it ends, before the counting
-    after it (a sweep level's samplers stop there).
+    after it (a sweep level's samplers stop there). ``settings``: a sweep target's
+    (``SweepConfig.target_settings``), kept with the run for a resume to compare.
     """
     headers = api_headers(config)
     dialect = get_dialect(config.dialect)
@@ -148,6 +150,7 @@ async def execute(
         "config": config.model_dump(mode="json"),
         "context": ctx.model_dump(mode="json"),
         "placement": placement or {"backend": "local"},
+        **({"target_settings": settings} if settings is not None else {}),
     }
     store.create_run(run_id, context, key)
     abort = abort or asyncio.Event()

@@ -23,7 +23,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from crossover.devices import NvmlReading, given, nvml_module, own, pick, read_nvml, shown
+from crossover.devices import (
+    NvmlReading,
+    given,
+    nvml_module,
+    own,
+    pick,
+    read_nvml,
+    shown,
+    without_uuids,
+)
 from crossover.metrics.host import HostFacts, HostGpu, fingerprint
 
 
@@ -187,7 +196,7 @@ def read_host(
         seen_at=datetime.now(UTC).isoformat(timespec="seconds"),
         gpus=found,
         machine_gpus=count,
-        gpus_chosen=chosen,
+        gpus_chosen=without_uuids(chosen) if chosen is not None else None,
         driver=reading.driver if reading is not None else None,
         cuda=reading.cuda if reading is not None else None,
         cpu=_cpu(proc / "cpuinfo"),

@@ -8,8 +8,10 @@ config, plus ``replicas`` and ``gpus_per_replica``). The shape ``crossover advis
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -368,6 +370,146 @@ class SweepConfig(Limits, Warmup, Workload):
         return along + [
             k for k in {**held, **ident} if k not in held or k not in ident or ident[k] != held[k]
         ]
+
+    def target_settings(self, t: TargetConfig) -> dict[str, Any]:
+        """The settings target ``t``'s runs are measured with beyond the workload
+        (:meth:`identity`): how much of each level is measured (the keys that count under
+        the others: ``requests_per_level`` is ``None`` under a duration, say) and its
+        warm-up, the HTTP client, and what the target is: its dialect and model, and its
+        engine's launch settings (the environment without its paths, GPU choice and
+        secrets), or a URL target's replica count. Kept with each
+        run (its context's ``target_settings``; the model as the server answered it): a
+        resume that changes one of a measured target's is refused
+        (:meth:`settings_differ`), since its stored runs and the new ones would be read
+        as repeats of one thing. Where the engine runs and how it is reached or watched
+        (``TARGET_OPERATIONAL``) may change: another machine's."""
+        timed = self.duration_s_per_level is not None
+        per_c = not timed and self.requests_per_concurrency is not None
+        mine: dict[str, Any] = {
+            "duration_s_per_level": self.duration_s_per_level,
+            "requests_per_level": None if timed or per_c else self.requests_per_level,
+            "requests_per_concurrency": self.requests_per_concurrency if per_c else None,
+            "min_requests_per_level": self.min_requests_per_level if per_c else None,
+            **{k: getattr(self, k) for k in WARMUP_MEASURED},
+            "transport": t.transport or self.transport,
+            "engine": t.engine or (t.launch.engine if t.launch is not None else "openai"),
+            # a name left out is the one the server lists: the run keeps the one it sent
+            "model": t.model,
+        }
+        if t.launch is not None:
+            dumped = t.launch.model_dump(mode="json", exclude=set(TARGET_OPERATIONAL))
+            dumped["env"] = {
+                k: v for k, v in sorted(t.launch.env.items()) if not _not_compared_env(k, v)
+            }
+            mine.update({f"launch.{k}": v for k, v in dumped.items()})
+        else:
+            mine["replicas"] = len(t.urls) if t.urls else 1
+        # as JSON keeps it (a tuple a list, 40 and 40.0 alike), so stored ones compare
+        loaded: dict[str, Any] = json.loads(json.dumps(mine, default=str))
+        return loaded
+
+    def settings_differ(
+        self, held: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]], targets: Collection[str]
+    ) -> dict[str, list[str]]:
+        """Per target of ``targets`` (those this command measures more of), the settings
+        of :meth:`target_settings` in which the runs it keeps (``held``: by target, each
+        valid run's place, ``c=4 r=0``, and settings; a run stored before they were kept
+        has none) differ from this config's, each as ``key was -> now``, with the runs
+        that hold the old value where only some do. A key only one side holds (a setting
+        crossover added since) is not compared, nor a model the config leaves to the
+        server: what it was, or is, is not known."""
+        out: dict[str, list[str]] = {}
+        for t in self.targets:
+            runs = held.get(t.name) or []
+            if t.name not in targets or not runs:
+                continue
+            now = self.target_settings(t)
+            if now["model"] is None:
+                del now["model"]
+            was: dict[str, dict[str, list[str]]] = {}  # key -> old value (JSON) -> places
+            for place, run in runs:
+                for k, v in now.items():
+                    if k in run and run[k] != v:
+                        was.setdefault(k, {}).setdefault(_shown(run[k]), []).append(place)
+            diff = []
+            for k, values in was.items():
+                places = [p for ps in values.values() for p in ps]
+                at = "" if len(places) == len(runs) else f" ({_runs_at(places, len(runs))})"
+                diff.append(f"{k} {' or '.join(values)} -> {_shown(now[k])}{at}")
+            if diff:
+                out[t.name] = diff
+        return out
+
+    def same_settings(self, t: TargetConfig, run: Any) -> bool:
+        """Whether a run stored with ``run`` (its ``target_settings``) was measured as
+        ``t`` is now; one stored before they were kept (no mapping) is taken as it was."""
+        if not isinstance(run, Mapping):
+            return True
+        return not self.settings_differ({t.name: [("", run)]}, {t.name})
+
+
+#: the keys that say how each level is warmed before it is measured
+WARMUP_MEASURED: tuple[str, ...] = (
+    "warmup_requests",
+    "warmup_output_tokens",
+    "warmup_every_level",
+)
+#: a launch block's keys that say where the engine runs and how it is reached or watched,
+#: not what is measured (a resume on another machine may change them): not compared
+TARGET_OPERATIONAL: tuple[str, ...] = (
+    "host",
+    "port",
+    "health_timeout_s",
+    "gc_warning_s",
+    "executable",
+)
+
+
+#: an environment variable's name that holds a secret: never kept with the runs
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def _not_compared_env(key: str, value: str) -> bool:
+    """An engine environment variable that says where things are or which GPUs, not how
+    the engine runs (a path, which another machine's may differ from; the GPU choice), or
+    that holds a secret (an API token: kept nowhere in the results)."""
+    return (
+        key == "CUDA_VISIBLE_DEVICES"
+        or value.startswith(("/", "~", "./", "../"))
+        or _SECRET.search(key) is not None
+    )
+
+
+def _shown(value: Any) -> str:
+    """A setting's value in a refusal: as JSON writes it, cut to 40 characters."""
+    text = f"{value:g}" if isinstance(value, float) else json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _runs_at(places: Sequence[str], of: int) -> str:
+    """``3 of its 7 runs: c=1 r=1, c=2 r=1, c=4 r=0``, the first four places named."""
+    shown = ", ".join(places[:4]) + (f" and {len(places) - 4} more" if len(places) > 4 else "")
+    return f"{len(places)} of its {of} runs: {shown}"
+
+
+def settings_refusal(out: Path | str, differ: dict[str, list[str]], command: str) -> str:
+    """The one line a resume with changed target settings is refused with, its way out
+    as ``command`` (sweep, decide, demo) has it."""
+    what = ", ".join(f"{name} ({'; '.join(d)})" for name, d in differ.items())
+    names = sorted(differ)
+    redo_flags = " ".join(f"--redo {n}" for n in names)
+    them = "it" if len(names) == 1 else "them"
+    if command == "demo":
+        again = ", or --fresh to start the demo over"
+    elif command == "sweep":
+        again = f", or {redo_flags} to measure {them} again"
+    else:
+        only = ",".join(names)
+        again = f", or measure {them} again there with crossover sweep --only {only} {redo_flags}"
+    return (
+        f"{out} holds runs measured with other settings: {what}; use another --out, the "
+        f"settings they were measured with{again}"
+    )
 
 
 def load_sweep_config(path: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:

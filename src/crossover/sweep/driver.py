@@ -53,9 +53,10 @@ from crossover.records.model import RequestRecord
 from crossover.records.store import RunRow, Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.check import check_replica_gpus
-from crossover.sweep.config import Level, SweepConfig, TargetConfig
+from crossover.sweep.config import Level, SweepConfig, TargetConfig, settings_refusal
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
+from crossover.words import plural
 from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
 from crossover.workload.tokenizers import ServerTokenizer
 
@@ -122,6 +123,9 @@ def run_key(target: str, level: Level, repeat: int) -> str:
     return f"{target}|{level.key}|r={repeat}"
 
 
+#: the status of a run ``--redo NAME`` under changed settings set aside (``_set_aside``)
+SET_ASIDE = "set_aside"
+
 #: a run's place in a sweep: target, axis, level, repeat
 RunPlace = tuple[str, str, float, int]
 
@@ -142,6 +146,22 @@ def finished_rows(store: Store) -> dict[RunPlace, RunRow]:
 def held_axes(store: Store) -> set[str]:
     """The axes (concurrency, rate) of the runs ``store`` holds finished."""
     return {axis for _, axis, _, _ in finished_rows(store)}
+
+
+def held_settings(store: Store) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Each target's settings (``SweepConfig.target_settings``) as its valid runs that
+    sweep.json takes were measured with: by target, each run's place (``c=4 r=0``) and
+    settings. A run that did not verify is never a point of the analysis (and
+    ``--redo-invalid`` measures it again), one stored before the settings were kept
+    holds none: neither is listed."""
+    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for (name, _, _, _), row in finished_rows(store).items():
+        settings = row.context.get("target_settings")
+        if not isinstance(settings, dict) or (row.summary or {}).get("verdict") != "valid":
+            continue
+        place = " ".join((row.key or "").split("|")[1:])
+        out.setdefault(name, []).append((place, settings))
+    return out
 
 
 def parse_run_key(key: str) -> tuple[str, Level, int]:
@@ -300,6 +320,11 @@ class SweepRunner:
         # one writer per folder, before anything in it is opened or changed: a second
         # sweep or decide there is refused with one line naming the first (``command``)
         self.lock = FolderLock.take(out, command)
+        #: the command measuring (sweep or decide): decide has no --redo to offer
+        self.command = command
+        #: targets under ``--redo NAME`` whose kept runs were measured with other
+        #: settings: only those runs are measured again (``_check_resume``)
+        self._settings_redo: set[str] = set()
         try:
             self.store = Store(out / "sweep.db")
         except BaseException:
@@ -347,6 +372,18 @@ class SweepRunner:
                 f"{self.out} holds a sweep with a different workload ({', '.join(differ)}); "
                 "use another --out or the same settings to resume"
             )
+        # a target with runs kept is measured on only with the settings they were; under
+        # --redo NAME (all its levels) the runs measured otherwise are measured again
+        held = held_settings(self.store)
+        whole = {n for n, levels in self.redo.items() if levels is None}
+        picked = {n for n in held if self.only is None or n in self.only}
+        changed = self.config.settings_differ(held, picked)
+        self._settings_redo = set(changed) & whole
+        refused = {n: d for n, d in changed.items() if n not in whole}
+        if refused:
+            raise UsageError(settings_refusal(self.out, refused, self.command))
+        for name in sorted(self._settings_redo):
+            self._set_aside(name)
         self.store.set_meta("identity", self.config.identity())
         started = self.store.get_meta("started_at")
         if started:
@@ -363,11 +400,44 @@ class SweepRunner:
         if before is not None and self.events.on_note is not None:
             self.events.on_note(_resumed_on(host, before))
 
+    def _set_aside(self, name: str) -> None:
+        """Under ``--redo NAME`` with changed settings: NAME's finished runs measured
+        otherwise at places this command does not measure again (a level ``--refine``
+        added, one the config no longer has, a repeat past its count) are set aside: kept
+        in sweep.db with their records, status ``set_aside``, no longer points of
+        sweep.json, so no level mixes two settings. Said in a note."""
+        t = next(t for t in self.config.targets if t.name == name)
+        base = [Level("concurrency", c) for c in t.concurrency] if t.concurrency else None
+        planned = {(lv.axis, lv.value) for lv in base or self.config.levels()}
+        aside: list[tuple[float, int, str]] = []
+        for row in self.store.runs():
+            if row.key is None or row.status not in ("done", "failed"):
+                continue
+            who, level, r = parse_run_key(row.key)
+            if who != name or ((level.axis, level.value) in planned and r < self.config.repeats):
+                continue
+            if self.config.same_settings(t, row.context.get("target_settings")):
+                continue
+            self.store.finish_run(row.run_id, SET_ASIDE, row.summary)
+            aside.append((level.value, r, " ".join(row.key.split("|")[1:])))
+        if aside and self.events.on_note is not None:
+            shown = ", ".join(dict.fromkeys(place for _, _, place in sorted(aside)))
+            self.events.on_note(
+                f"{name}: {plural(len(aside), 'run')} measured with other settings outside "
+                f"the levels and repeats this command measures ({shown}) set aside: kept in "
+                "sweep.db, no longer points of sweep.json"
+            )
+
     def _done(self, target: str, level: Level, r: int) -> bool:
         row = self.store.finished_by_key(run_key(target, level, r))
         if row is None:
             return False
-        if target in self.redo:
+        if target in self._settings_redo:
+            # measured again only where the settings changed: a redo cut short resumes
+            t = next(t for t in self.config.targets if t.name == target)
+            if not self.config.same_settings(t, row.context.get("target_settings")):
+                return False
+        elif target in self.redo:
             levels = self.redo[target]
             if levels is None or level.value in levels:
                 return False

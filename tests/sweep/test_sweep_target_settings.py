@@ -1,0 +1,320 @@
+"""A resumed sweep measures a target on only with the settings its stored runs were
+measured with (``SweepConfig.target_settings``, kept in each run's context as
+``target_settings``): how much of each level is measured and its warm-up, the client,
+what the target is, and the engine's launch settings. A change is one line, exit 2,
+nothing measured, written or lost, naming each target and setting as it was and is (and
+the runs holding the old value where only some do); ``--redo NAME`` measures again the
+target's runs measured otherwise, and only those, so a redo cut short resumes; ``--only``
+leaves the others as they were. Where the engine runs and how it is reached (host, port,
+health timeout, executable, paths, the model's folder) may change, and a value the
+config leaves to the server or to a default reads as what it resolves to. Runs that did
+not verify, and runs stored before the settings were kept, hold none."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crossover.cli.app import main
+from crossover.records.store import Store
+from crossover.sweep.config import build_sweep_config
+from crossover.sweep.driver import held_settings
+
+from .conftest import Linear, calib_engine_target, db_runs, servers
+
+FAST, SLOW = Linear(a_ms=1.0, b_ms=0.0, ttft_ms=2.0), Linear(a_ms=2.0, b_ms=0.0, ttft_ms=3.0)
+
+
+def _write(tmp_path: Path, targets: list[dict[str, Any]], **more: Any) -> Path:
+    cfg = {
+        "name": "settings",
+        "targets": targets,
+        "concurrency": [1, 2],
+        "requests_per_level": 4,
+        "warmup_requests": 1,
+        "output_tokens": 4,
+        "input_tokens": 8,
+        "client_floor": "off",
+        **more,
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _url_targets(urls: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"name": n, "url": u, "engine": "vllm", "model": "calibration"}
+        for n, u in zip("AB", urls, strict=True)
+    ]
+
+
+@contextlib.contextmanager
+def _swept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], **more: Any
+) -> Iterator[tuple[Path, list[dict[str, Any]]]]:
+    """Targets A and B (their servers up while it lasts) swept once into tmp_path/out,
+    what it printed read: the folder and the targets."""
+    out = tmp_path / "out"
+    with servers(FAST, SLOW) as urls:
+        targets = _url_targets(urls)
+        assert _sweep(_write(tmp_path, targets, **more), out) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        yield out, targets
+
+
+def _sweep(config: Path, out: Path, *extra: str) -> int:
+    return main(["sweep", "--config", str(config), "--out", str(out), "--no-report", *extra])
+
+
+def _one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _held(out: Path) -> dict[str, dict[str, Any]]:
+    """Each target's settings as its kept runs hold them (one setting each here)."""
+    with Store(out / "sweep.db", read_only=True) as store:
+        held = held_settings(store)
+    settings = {name: [s for _, s in runs] for name, runs in held.items()}
+    assert all(all(s == v[0] for s in v) for v in settings.values()), held
+    return {name: v[0] for name, v in settings.items()}
+
+
+def _folder(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def test_a_changed_measuring_setting_is_refused_naming_each_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _swept(tmp_path, capsys) as (out, targets):
+        before = _folder(out)
+        assert _held(out)["A"]["requests_per_level"] == 4
+        capsys.readouterr()
+        # more requests per level: the stored runs and new ones would be read as repeats
+        more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
+        assert _sweep(more, out) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert line == (
+            f"error: {out} holds runs measured with other settings: A (requests_per_level "
+            "4 -> 6), B (requests_per_level 4 -> 6); use another --out, the settings they "
+            "were measured with, or --redo A --redo B to measure them again"
+        )
+        assert _folder(out) == before  # nothing measured, written or lost
+        # two settings of one target, one target's own client
+        targets[1]["transport"] = "lean"
+        assert _sweep(_write(tmp_path, targets, repeats=2, warmup_requests=2), out) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert (
+            'A (warmup_requests 1 -> 2), B (warmup_requests 1 -> 2; transport "aiohttp" -> '
+            '"lean"); use another --out'
+        ) in line, line
+        # --redo B measures B again under the lean client: refused no more
+        assert _sweep(_write(tmp_path, targets, repeats=2), out, "--redo", "B") == 0
+        assert _held(out)["B"]["transport"] == "lean"
+        assert _held(out)["A"]["transport"] == "aiohttp"
+        # and B is now held to lean: the old client is the change
+        targets[1]["transport"] = "aiohttp"
+        capsys.readouterr()
+        assert _sweep(_write(tmp_path, targets, repeats=2), out) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert 'B (transport "lean" -> "aiohttp"); use' in line, line
+
+
+def test_a_redo_measures_again_only_what_changed_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--redo`` under new settings stopped after some levels (here: level 1 of A
+    measured under 6 requests): its runs hold both, a resume without ``--redo`` is
+    refused naming the runs that hold the other, and ``--redo A`` measures those alone."""
+    with _swept(tmp_path, capsys) as (out, targets):
+        with sqlite3.connect(out / "sweep.db") as db:
+            db.execute(
+                "UPDATE runs SET context = json_set(context, "
+                "'$.target_settings.requests_per_level', 6) WHERE key LIKE 'A|c=1|%'"
+            )
+        capsys.readouterr()
+        for per_level, was, where in ((4, 6, "c=1 r=0"), (6, 4, "c=2 r=0")):
+            assert _sweep(_write(tmp_path, targets, requests_per_level=per_level), out) == 2
+            line = _one_error_line(capsys.readouterr().err)
+            expected = f"A (requests_per_level {was} -> {per_level} (1 of its 2 runs: {where}))"
+            assert expected in line, line
+        kept = {r.key: r.run_id for r in db_runs(out)}
+        config = _write(tmp_path, targets, requests_per_level=6)
+        assert _sweep(config, out, "--redo", "A", "--only", "A") == 0, capsys.readouterr()
+        again = [r for r in db_runs(out) if r.run_id not in kept.values()]
+        assert [r.key for r in again] == ["A|c=2|r=0"]  # level 1 was measured so already
+        assert [r.summary["requests"]["sent"] for r in again] == [6]  # type: ignore[index]
+        assert _held(out)["A"]["requests_per_level"] == 6
+
+
+def test_only_measures_its_targets_and_keeps_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _swept(tmp_path, capsys) as (out, targets):
+        # A's model name changed, but only B is measured: nothing of A mixes
+        targets[0]["model"] = "another"
+        config = _write(tmp_path, targets, repeats=2)
+        assert _sweep(config, out, "--only", "B") == 0, capsys.readouterr().err
+        assert _held(out)["A"]["model"] == "calibration"  # as its runs were measured
+        capsys.readouterr()
+        assert _sweep(config, out, "--only", "A") == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert 'A (model "calibration" -> "another"); use' in line, line
+        assert "--redo A to measure it again" in line
+
+
+def test_values_read_as_they_resolve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model left to the server is the one it lists, an engine left out is openai's
+    dialect, and a request count that does not count under the others (a minimum without
+    requests_per_concurrency) changes nothing."""
+    out = tmp_path / "out"
+    with servers(FAST, SLOW) as urls:
+        targets = [{"name": n, "url": u} for n, u in zip("AB", urls, strict=True)]
+        assert _sweep(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
+        assert _held(out)["A"]["model"] == "calibration"  # the one the server lists
+        for t in targets:
+            t.update(model="calibration", engine="openai")
+        config = _write(tmp_path, targets, repeats=2, min_requests_per_level=3)
+        assert _sweep(config, out) == 0, capsys.readouterr().err
+        assert len(db_runs(out)) == 8
+
+
+def test_runs_that_did_not_verify_are_not_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _swept(tmp_path, capsys) as (out, targets):
+        with sqlite3.connect(out / "sweep.db") as db:  # as if B's server had failed them
+            db.execute(
+                "UPDATE runs SET summary = json_set(summary, '$.verdict', 'invalid') "
+                "WHERE key LIKE 'B|%'"
+            )
+        targets[1]["transport"] = "lean"
+        config = _write(tmp_path, targets)
+        assert _sweep(config, out, "--redo-invalid") == 0, capsys.readouterr().err
+        assert _held(out)["B"]["transport"] == "lean"
+
+
+def test_where_and_how_the_engine_is_reached_may_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    target = calib_engine_target(tmp_path, "E")
+    target["launch"]["env"].update(ENGINE_MODE="fast", HF_TOKEN="hf_secret1")
+    assert _sweep(_write(tmp_path, [target]), out) == 0, capsys.readouterr().err
+    n = len(db_runs(out))
+    # a secret is kept nowhere in the results
+    assert b"hf_secret1" not in (out / "sweep.db").read_bytes()
+    assert "HF_TOKEN" not in _held(out)["E"]["launch.env"]
+    # another machine's: another health timeout, another path in the environment,
+    # another token
+    target["launch"]["health_timeout_s"] = 60
+    target["launch"]["env"].update(HF_HOME=str(tmp_path / "hf"), HF_TOKEN="hf_secret2")
+    assert _sweep(_write(tmp_path, [target], repeats=2), out) == 0, capsys.readouterr().err
+    assert len(db_runs(out)) == 2 * n
+    # the engine's own settings are measured ones, its environment's values and its
+    # model too (two checkpoints may share a folder's name)
+    target["launch"]["parallel"] = 8
+    target["launch"]["env"]["ENGINE_MODE"] = "slow"
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    model = Path(target["launch"]["model"])
+    shutil.copy(model, moved / model.name)
+    target["launch"]["model"] = str(moved / model.name)
+    capsys.readouterr()
+    before = _folder(out)
+    assert _sweep(_write(tmp_path, [target], repeats=3), out) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "E (launch.model " in line and "; launch.parallel 4 -> 8; launch.env {" in line, line
+    assert len(db_runs(out)) == 2 * n and _folder(out) == before
+
+
+def test_a_redo_sets_aside_runs_it_does_not_measure_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs outside the levels and repeats a ``--redo NAME`` under new settings measures
+    (here a level and a repeat the config no longer has) would keep the old settings in
+    its levels: they are set aside, kept in sweep.db, and said."""
+    with _swept(tmp_path, capsys, concurrency=[1, 2, 3], repeats=2) as (out, targets):
+        stored = len(db_runs(out))
+        capsys.readouterr()
+        narrow = _write(tmp_path, targets, requests_per_level=6)
+        assert _sweep(narrow, out, "--redo", "A", "--only", "A") == 0
+        said = capsys.readouterr()
+        assert (
+            "A: 4 runs measured with other settings outside the levels and repeats this "
+            "command measures (c=1 r=1, c=2 r=1, c=3 r=0, c=3 r=1) set aside: kept in "
+            "sweep.db, no longer points of sweep.json"
+        ) in " ".join((said.out + said.err).split()), said
+        runs = json.loads((out / "sweep.json").read_text())["runs"]
+        mine = sorted((r["concurrency"], r["repeat"]) for r in runs if r["target"] == "A")
+        assert mine == [(1, 0), (2, 0)]
+        assert len(db_runs(out)) == stored + 2  # nothing deleted
+        assert _held(out)["A"]["requests_per_level"] == 6
+        # the same command again: nothing measured otherwise is left
+        assert _sweep(narrow, out, "--only", "A") == 0, capsys.readouterr().err
+        assert len(db_runs(out)) == stored + 2
+
+
+def test_runs_stored_before_the_settings_were_kept_compare_with_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _swept(tmp_path, capsys) as (out, targets):
+        with sqlite3.connect(out / "sweep.db") as db:  # as the committed results were stored
+            db.execute("UPDATE runs SET context = json_remove(context, '$.target_settings')")
+        more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
+        assert _sweep(more, out) == 0, capsys.readouterr().err
+        assert _held(out)["A"]["requests_per_level"] == 6  # the new runs keep theirs
+        # from now on they count
+        capsys.readouterr()
+        assert _sweep(_write(tmp_path, targets, repeats=3), out) == 2
+        line = _one_error_line(capsys.readouterr().err)
+        assert "A (requests_per_level 6 -> 4), B (requests_per_level 6 -> 4);" in line, line
+
+
+def test_settings_differ_compares_only_what_both_hold() -> None:
+    cfg = build_sweep_config({
+        "concurrency": [1], "output_tokens": 4, "duration_s_per_level": 40,
+        "targets": [{"name": "s", "launch": {"engine": "sglang", "model": "/m/qwen",
+                                             "freeze_gc": True, "port": 3000}}],
+    })  # fmt: skip
+    now = cfg.target_settings(cfg.targets[0])
+    assert now["launch.freeze_gc"] is True and now["duration_s_per_level"] == 40
+    assert now["requests_per_level"] is None  # a duration measures each level
+    assert now["launch.model"] == "/m/qwen" and now["engine"] == "sglang"
+    assert "launch.port" not in now and "launch.host" not in now
+    was = {**now, "launch.freeze_gc": False, "duration_s_per_level": 60}
+    assert cfg.settings_differ({"s": [("c=1 r=0", was)]}, {"s"}) == {
+        "s": ["duration_s_per_level 60 -> 40", "launch.freeze_gc false -> true"]
+    }
+    # runs that differ among themselves: each old value, with where it is held
+    runs = [("c=1 r=0", was), ("c=1 r=1", {**was, "duration_s_per_level": 30}), ("c=2 r=0", now)]
+    assert cfg.settings_differ({"s": runs}, {"s"}) == {
+        "s": [
+            "duration_s_per_level 60 or 30 -> 40 (2 of its 3 runs: c=1 r=0, c=1 r=1)",
+            "launch.freeze_gc false -> true (2 of its 3 runs: c=1 r=0, c=1 r=1)",
+        ]
+    }
+    assert not cfg.same_settings(cfg.targets[0], was) and cfg.same_settings(cfg.targets[0], now)
+    # a setting one side lacks (added since, or gone) is not known: not compared
+    older = {k: v for k, v in was.items() if k != "launch.freeze_gc"}
+    assert cfg.settings_differ({"s": [("c=1 r=0", older)]}, {"s"}) == {
+        "s": ["duration_s_per_level 60 -> 40"]
+    }
+    # only the targets asked about, and none without stored settings
+    assert cfg.settings_differ({"s": [("c=1 r=0", was)]}, set()) == {}
+    assert cfg.settings_differ({"s": []}, {"s"}) == {}
+    assert cfg.settings_differ({}, {"s"}) == {}
+    long = {**now, "launch.extra_args": ["--x"] * 30}
+    (said,) = cfg.settings_differ({"s": [("c=1 r=0", long)]}, {"s"})["s"]
+    assert said.startswith('launch.extra_args ["--x", "--x"') and said.endswith("... -> []")
