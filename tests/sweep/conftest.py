@@ -84,6 +84,21 @@ def db_records(out: Path, run_id: str) -> int:
         return len(store.records(run_id, include_warmup=False))
 
 
+def sweep_in(config: Path, out: Path, *extra: str) -> int:
+    """``crossover sweep --config CONFIG --out OUT --no-report EXTRA...`` in this process:
+    its exit status."""
+    from crossover.cli.app import main
+
+    return main(["sweep", "--config", str(config), "--out", str(out), "--no-report", *extra])
+
+
+def one_error_line(err: str) -> str:
+    """The one line ``err`` holds (a refusal), asserted to be one."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
 def crossover_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "crossover", *args]
 

@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 from crossover.analysis.schema import EngineStart
-from crossover.cli.app import main
 from crossover.records.store import Store
 
-from .conftest import calib_engine_target, read_sweep
+from .conftest import calib_engine_target, read_sweep, sweep_in
 
 LOAD_S = 1.5
 
@@ -36,13 +35,9 @@ def _config(tmp_path: Path, levels: list[int]) -> Path:
     return path
 
 
-def _sweep(config: Path, out: Path, *extra: str) -> int:
-    return main(["sweep", "--config", str(config), "--out", str(out), "--no-report", *extra])
-
-
 def test_a_start_is_timed_kept_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert _sweep(_config(tmp_path, [1, 2]), out) == 0
+    assert sweep_in(_config(tmp_path, [1, 2]), out) == 0
     said = capsys.readouterr()
     assert "E: healthy at http://127.0.0.1:" in said.out + said.err
     assert "s after its start)" in said.out + said.err
@@ -61,13 +56,13 @@ def test_a_start_is_timed_kept_and_said(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_resume_adds_a_start_only_when_it_starts_the_engine(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert _sweep(_config(tmp_path, [1]), out) == 0
+    assert sweep_in(_config(tmp_path, [1]), out) == 0
     # everything done: nothing started, nothing added
-    assert _sweep(_config(tmp_path, [1]), out) == 0
+    assert sweep_in(_config(tmp_path, [1]), out) == 0
     assert len(read_sweep(out)["engine_starts"]) == 1
     # a level more: the engine starts again, the first start stays as it was
     first = read_sweep(out)["engine_starts"][0]
-    assert _sweep(_config(tmp_path, [1, 2]), out) == 0
+    assert sweep_in(_config(tmp_path, [1, 2]), out) == 0
     starts = read_sweep(out)["engine_starts"]
     assert len(starts) == 2 and starts[0] == first
     assert starts[1]["started_at"] >= first["started_at"]
@@ -90,7 +85,7 @@ def test_a_url_target_has_no_starts(tmp_path: Path) -> None:
         }
         path = tmp_path / "sweep.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        assert _sweep(path, tmp_path / "out") == 0
+        assert sweep_in(path, tmp_path / "out") == 0
     sweep = read_sweep(tmp_path / "out")
     assert sweep["engine_starts"] == []
     assert sweep["targets"][0]["ready_s"] is None

@@ -25,9 +25,11 @@ from .conftest import (
     calib_engine_target,
     crossover_cmd,
     db_runs,
+    one_error_line,
     read_sweep,
     servers,
     start_and_interrupt,
+    sweep_in,
 )
 
 LEVELS = [1, 2]
@@ -65,10 +67,6 @@ def _config(
     return path
 
 
-def _sweep(config: Path, out: Path, *extra: str) -> int:
-    return main(["sweep", "--config", str(config), "--out", str(out), "--no-report", *extra])
-
-
 def _engine_starts(tmp_path: Path, name: str = "E") -> int:
     """How many times the engine process started, counted by the engine itself."""
     path = tmp_path / f"{name}.starts"
@@ -91,7 +89,7 @@ def test_each_repeat_is_measured_in_its_own_engine_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    code = _sweep(_config(tmp_path), out)
+    code = sweep_in(_config(tmp_path), out)
     said = capsys.readouterr()
     assert code == 0, said
     # started twice, by the engine's own count and in the sweep's record of its starts
@@ -133,11 +131,11 @@ def test_a_resumed_sweep_restarts_only_for_repeats_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert _sweep(_config(tmp_path, repeats=1), out) == 0, capsys.readouterr()
+    assert sweep_in(_config(tmp_path, repeats=1), out) == 0, capsys.readouterr()
     assert _engine_starts(tmp_path) == 1
     kept = {r.key: r.run_id for r in db_runs(out)}
     # two repeats more: repeat 0 is kept, and the engine starts once for each new repeat
-    assert _sweep(_config(tmp_path, repeats=3), out) == 0, capsys.readouterr()
+    assert sweep_in(_config(tmp_path, repeats=3), out) == 0, capsys.readouterr()
     assert _engine_starts(tmp_path) == 3
     runs = db_runs(out)
     assert Counter(r.key for r in runs) == {
@@ -147,7 +145,7 @@ def test_a_resumed_sweep_restarts_only_for_repeats_left(
     assert len({_url(r) for r in runs}) == 3, [(r.key, _url(r)) for r in runs]
     assert len(read_sweep(out)["engine_starts"]) == 3
     # all done: the same command starts nothing
-    assert _sweep(_config(tmp_path, repeats=3), out) == 0, capsys.readouterr()
+    assert sweep_in(_config(tmp_path, repeats=3), out) == 0, capsys.readouterr()
     assert _engine_starts(tmp_path) == 3
 
 
@@ -158,19 +156,19 @@ def test_a_resume_that_switches_it_is_refused_with_one_line(
     sweep resumed with the setting switched (either way) would mix the two in one
     interval, and its sweep.json would say only the second."""
     out = tmp_path / "out"
-    assert _sweep(_config(tmp_path, repeats=1), out) == 0, capsys.readouterr()
+    assert sweep_in(_config(tmp_path, repeats=1), out) == 0, capsys.readouterr()
     capsys.readouterr()
     plain = _config(tmp_path, repeats=2, restart_between_repeats=False)
-    assert _sweep(plain, out) == 2
-    line = _one_error_line(capsys.readouterr().err)
+    assert sweep_in(plain, out) == 2
+    line = one_error_line(capsys.readouterr().err)
     assert "different workload (restart_between_repeats)" in line, line
     assert len(db_runs(out)) == len(LEVELS)  # nothing measured, nothing lost
 
     other = tmp_path / "other"
-    assert _sweep(plain, other, "--no-restart-between-repeats") == 0, capsys.readouterr()
+    assert sweep_in(plain, other, "--no-restart-between-repeats") == 0, capsys.readouterr()
     capsys.readouterr()
-    assert _sweep(_config(tmp_path, repeats=3), other) == 2
-    assert "(restart_between_repeats)" in _one_error_line(capsys.readouterr().err)
+    assert sweep_in(_config(tmp_path, repeats=3), other) == 2
+    assert "(restart_between_repeats)" in one_error_line(capsys.readouterr().err)
 
 
 @pytest.mark.slow
@@ -187,7 +185,7 @@ def test_an_interrupted_sweep_resumes_in_the_start_it_needs(tmp_path: Path) -> N
     done = {r.key: r.run_id for r in before if r.status == "done"}
     assert set(done) == {"E|c=1|r=0", "E|c=2|r=0"}
     assert _engine_starts(tmp_path) == 2  # repeat 0's, and repeat 1's that was cut short
-    assert _sweep(config, out) == 0
+    assert sweep_in(config, out) == 0
     assert _engine_starts(tmp_path) == 4  # one for what is left of repeat 1, one for 2
     after = [r for r in db_runs(out) if r.status == "done"]
     assert Counter(r.key for r in after) == {f"E|c={c}|r={r}": 1 for c in LEVELS for r in range(3)}
@@ -203,7 +201,7 @@ def test_an_interrupted_sweep_resumes_in_the_start_it_needs(tmp_path: Path) -> N
 def test_interleave_stops_every_engine_after_each_repeat(tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = _config(tmp_path, names=("A", "B"), interleave=True)
-    assert _sweep(config, out) == 0
+    assert sweep_in(config, out) == 0
     assert _engine_starts(tmp_path, "A") == _engine_starts(tmp_path, "B") == 2
     # both up for repeat 0 (A first), both again for repeat 1 (B first, as interleave goes)
     starts = read_sweep(out)["engine_starts"]
@@ -221,12 +219,6 @@ def test_interleave_stops_every_engine_after_each_repeat(tmp_path: Path) -> None
         assert len(r0) == len(r1) == 1 and r0 != r1
 
 
-def _one_error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
 def test_a_url_target_is_refused_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,12 +228,12 @@ def test_a_url_target_is_refused_with_one_line(
         cfg["targets"].append({"name": "U", "url": url, "engine": "vllm", "model": "calibration"})
         config.write_text(yaml.safe_dump(cfg))
         out = tmp_path / "out"
-        assert _sweep(config, out) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(config, out) == 2
+        line = one_error_line(capsys.readouterr().err)
         assert "restart_between_repeats: target U is a URL" in line, line
         assert not out.exists()  # refused before anything is written
         assert main(["sweep", "--config", str(config), "--check"]) == 2
-        assert "target U is a URL" in _one_error_line(capsys.readouterr().err)
+        assert "target U is a URL" in one_error_line(capsys.readouterr().err)
         # the flag names itself
         argv = [
             "sweep", "--target", f"U={url},engine=vllm,model=calibration",
@@ -249,7 +241,7 @@ def test_a_url_target_is_refused_with_one_line(
             "--restart-between-repeats", "--out", str(out),
         ]  # fmt: skip
         assert main(argv) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        line = one_error_line(capsys.readouterr().err)
         assert "--restart-between-repeats: target U is a URL" in line, line
     assert _engine_starts(tmp_path) == 0
 
@@ -261,7 +253,7 @@ def test_decide_refuses_it_with_one_line(
     out = tmp_path / "out"
     for extra in (["--out", str(out)], ["--check"]):
         assert main(["decide", "--config", str(config), *extra]) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        line = one_error_line(capsys.readouterr().err)
         assert "only where a sign is uncertain" in line, line
         assert "does not restart the engine per repeat" in line
     assert not out.exists()

@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from crossover.cli.app import main
 from crossover.records.store import Store
 from crossover.sweep.config import build_sweep_config
 from crossover.sweep.driver import held_settings
 
-from .conftest import Linear, calib_engine_target, db_runs, servers
+from .conftest import Linear, calib_engine_target, db_runs, one_error_line, servers, sweep_in
 
 FAST, SLOW = Linear(a_ms=1.0, b_ms=0.0, ttft_ms=2.0), Linear(a_ms=2.0, b_ms=0.0, ttft_ms=3.0)
 
@@ -66,19 +65,9 @@ def _swept(
     out = tmp_path / "out"
     with servers(FAST, SLOW) as urls:
         targets = _url_targets(urls)
-        assert _sweep(_write(tmp_path, targets, **more), out) == 0, capsys.readouterr().err
+        assert sweep_in(_write(tmp_path, targets, **more), out) == 0, capsys.readouterr().err
         capsys.readouterr()
         yield out, targets
-
-
-def _sweep(config: Path, out: Path, *extra: str) -> int:
-    return main(["sweep", "--config", str(config), "--out", str(out), "--no-report", *extra])
-
-
-def _one_error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _held(out: Path) -> dict[str, dict[str, Any]]:
@@ -103,8 +92,8 @@ def test_a_changed_measuring_setting_is_refused_naming_each_target(
         capsys.readouterr()
         # more requests per level: the stored runs and new ones would be read as repeats
         more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
-        assert _sweep(more, out) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(more, out) == 2
+        line = one_error_line(capsys.readouterr().err)
         assert line == (
             f"error: {out} holds runs measured with other settings: A (requests_per_level "
             "4 -> 6), B (requests_per_level 4 -> 6); use another --out, the settings they "
@@ -113,21 +102,21 @@ def test_a_changed_measuring_setting_is_refused_naming_each_target(
         assert _folder(out) == before  # nothing measured, written or lost
         # two settings of one target, one target's own client
         targets[1]["transport"] = "lean"
-        assert _sweep(_write(tmp_path, targets, repeats=2, warmup_requests=2), out) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(_write(tmp_path, targets, repeats=2, warmup_requests=2), out) == 2
+        line = one_error_line(capsys.readouterr().err)
         assert (
             'A (warmup_requests 1 -> 2), B (warmup_requests 1 -> 2; transport "aiohttp" -> '
             '"lean"); use another --out'
         ) in line, line
         # --redo B measures B again under the lean client: refused no more
-        assert _sweep(_write(tmp_path, targets, repeats=2), out, "--redo", "B") == 0
+        assert sweep_in(_write(tmp_path, targets, repeats=2), out, "--redo", "B") == 0
         assert _held(out)["B"]["transport"] == "lean"
         assert _held(out)["A"]["transport"] == "aiohttp"
         # and B is now held to lean: the old client is the change
         targets[1]["transport"] = "aiohttp"
         capsys.readouterr()
-        assert _sweep(_write(tmp_path, targets, repeats=2), out) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(_write(tmp_path, targets, repeats=2), out) == 2
+        line = one_error_line(capsys.readouterr().err)
         assert 'B (transport "lean" -> "aiohttp"); use' in line, line
 
 
@@ -145,13 +134,13 @@ def test_a_redo_measures_again_only_what_changed_and_resumes(
             )
         capsys.readouterr()
         for per_level, was, where in ((4, 6, "c=1 r=0"), (6, 4, "c=2 r=0")):
-            assert _sweep(_write(tmp_path, targets, requests_per_level=per_level), out) == 2
-            line = _one_error_line(capsys.readouterr().err)
+            assert sweep_in(_write(tmp_path, targets, requests_per_level=per_level), out) == 2
+            line = one_error_line(capsys.readouterr().err)
             expected = f"A (requests_per_level {was} -> {per_level} (1 of its 2 runs: {where}))"
             assert expected in line, line
         kept = {r.key: r.run_id for r in db_runs(out)}
         config = _write(tmp_path, targets, requests_per_level=6)
-        assert _sweep(config, out, "--redo", "A", "--only", "A") == 0, capsys.readouterr()
+        assert sweep_in(config, out, "--redo", "A", "--only", "A") == 0, capsys.readouterr()
         again = [r for r in db_runs(out) if r.run_id not in kept.values()]
         assert [r.key for r in again] == ["A|c=2|r=0"]  # level 1 was measured so already
         assert [r.summary["requests"]["sent"] for r in again] == [6]  # type: ignore[index]
@@ -165,11 +154,11 @@ def test_only_measures_its_targets_and_keeps_the_others(
         # A's model name changed, but only B is measured: nothing of A mixes
         targets[0]["model"] = "another"
         config = _write(tmp_path, targets, repeats=2)
-        assert _sweep(config, out, "--only", "B") == 0, capsys.readouterr().err
+        assert sweep_in(config, out, "--only", "B") == 0, capsys.readouterr().err
         assert _held(out)["A"]["model"] == "calibration"  # as its runs were measured
         capsys.readouterr()
-        assert _sweep(config, out, "--only", "A") == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(config, out, "--only", "A") == 2
+        line = one_error_line(capsys.readouterr().err)
         assert 'A (model "calibration" -> "another"); use' in line, line
         assert "--redo A to measure it again" in line
 
@@ -181,12 +170,12 @@ def test_values_read_as_they_resolve(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "out"
     with servers(FAST, SLOW) as urls:
         targets = [{"name": n, "url": u} for n, u in zip("AB", urls, strict=True)]
-        assert _sweep(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
+        assert sweep_in(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
         assert _held(out)["A"]["model"] == "calibration"  # the one the server lists
         for t in targets:
             t.update(model="calibration", engine="openai")
         config = _write(tmp_path, targets, repeats=2, min_requests_per_level=3)
-        assert _sweep(config, out) == 0, capsys.readouterr().err
+        assert sweep_in(config, out) == 0, capsys.readouterr().err
         assert len(db_runs(out)) == 8
 
 
@@ -201,7 +190,7 @@ def test_runs_that_did_not_verify_are_not_compared(
             )
         targets[1]["transport"] = "lean"
         config = _write(tmp_path, targets)
-        assert _sweep(config, out, "--redo-invalid") == 0, capsys.readouterr().err
+        assert sweep_in(config, out, "--redo-invalid") == 0, capsys.readouterr().err
         assert _held(out)["B"]["transport"] == "lean"
 
 
@@ -211,7 +200,7 @@ def test_where_and_how_the_engine_is_reached_may_change(
     out = tmp_path / "out"
     target = calib_engine_target(tmp_path, "E")
     target["launch"]["env"].update(ENGINE_MODE="fast", HF_TOKEN="hf_secret1")
-    assert _sweep(_write(tmp_path, [target]), out) == 0, capsys.readouterr().err
+    assert sweep_in(_write(tmp_path, [target]), out) == 0, capsys.readouterr().err
     n = len(db_runs(out))
     # a secret is kept nowhere in the results
     assert b"hf_secret1" not in (out / "sweep.db").read_bytes()
@@ -220,7 +209,7 @@ def test_where_and_how_the_engine_is_reached_may_change(
     # another token
     target["launch"]["health_timeout_s"] = 60
     target["launch"]["env"].update(HF_HOME=str(tmp_path / "hf"), HF_TOKEN="hf_secret2")
-    assert _sweep(_write(tmp_path, [target], repeats=2), out) == 0, capsys.readouterr().err
+    assert sweep_in(_write(tmp_path, [target], repeats=2), out) == 0, capsys.readouterr().err
     assert len(db_runs(out)) == 2 * n
     # the engine's own settings are measured ones, its environment's values and its
     # model too (two checkpoints may share a folder's name)
@@ -233,8 +222,8 @@ def test_where_and_how_the_engine_is_reached_may_change(
     target["launch"]["model"] = str(moved / model.name)
     capsys.readouterr()
     before = _folder(out)
-    assert _sweep(_write(tmp_path, [target], repeats=3), out) == 2
-    line = _one_error_line(capsys.readouterr().err)
+    assert sweep_in(_write(tmp_path, [target], repeats=3), out) == 2
+    line = one_error_line(capsys.readouterr().err)
     assert "E (launch.model " in line and "; launch.parallel 4 -> 8; launch.env {" in line, line
     assert len(db_runs(out)) == 2 * n and _folder(out) == before
 
@@ -249,7 +238,7 @@ def test_a_redo_sets_aside_runs_it_does_not_measure_again(
         stored = len(db_runs(out))
         capsys.readouterr()
         narrow = _write(tmp_path, targets, requests_per_level=6)
-        assert _sweep(narrow, out, "--redo", "A", "--only", "A") == 0
+        assert sweep_in(narrow, out, "--redo", "A", "--only", "A") == 0
         said = capsys.readouterr()
         assert (
             "A: 4 runs measured with other settings outside the levels and repeats this "
@@ -262,7 +251,7 @@ def test_a_redo_sets_aside_runs_it_does_not_measure_again(
         assert len(db_runs(out)) == stored + 2  # nothing deleted
         assert _held(out)["A"]["requests_per_level"] == 6
         # the same command again: nothing measured otherwise is left
-        assert _sweep(narrow, out, "--only", "A") == 0, capsys.readouterr().err
+        assert sweep_in(narrow, out, "--only", "A") == 0, capsys.readouterr().err
         assert len(db_runs(out)) == stored + 2
 
 
@@ -273,12 +262,12 @@ def test_runs_stored_before_the_settings_were_kept_compare_with_nothing(
         with sqlite3.connect(out / "sweep.db") as db:  # as the committed results were stored
             db.execute("UPDATE runs SET context = json_remove(context, '$.target_settings')")
         more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
-        assert _sweep(more, out) == 0, capsys.readouterr().err
+        assert sweep_in(more, out) == 0, capsys.readouterr().err
         assert _held(out)["A"]["requests_per_level"] == 6  # the new runs keep theirs
         # from now on they count
         capsys.readouterr()
-        assert _sweep(_write(tmp_path, targets, repeats=3), out) == 2
-        line = _one_error_line(capsys.readouterr().err)
+        assert sweep_in(_write(tmp_path, targets, repeats=3), out) == 2
+        line = one_error_line(capsys.readouterr().err)
         assert "A (requests_per_level 6 -> 4), B (requests_per_level 6 -> 4);" in line, line
 
 

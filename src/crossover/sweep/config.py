@@ -299,8 +299,7 @@ class SweepConfig(Limits, Warmup, Workload):
         none would), found before anything is measured: every base level is built as the
         sweep will build it, with a stand-in URL where the target launches an engine."""
         urls = target.base_urls or ["http://127.0.0.1:8000"]
-        levels = [Level("concurrency", c) for c in target.concurrency or []] or self.levels()
-        for level in levels:
+        for level in self.levels_of(target):
             try:
                 self.level_run(level, urls, dialect, target.model or "m")
             except ValidationError as exc:
@@ -316,6 +315,14 @@ class SweepConfig(Limits, Warmup, Workload):
         if self.rates is not None:
             return [Level("rate", r) for r in self.rates]
         return [Level("concurrency", c) for c in self.concurrency or []]
+
+    def levels_of(self, target: TargetConfig) -> list[Level]:
+        """``target``'s base levels: its own ``concurrency``, else the sweep's."""
+        return [Level("concurrency", c) for c in target.concurrency or []] or self.levels()
+
+    def target_named(self, name: str) -> TargetConfig:
+        """The target called ``name`` (one the config has)."""
+        return next(t for t in self.targets if t.name == name)
 
     def requests_for_level(self, level: Level) -> int | None:
         """Measured requests at ``level``; ``None`` when the level is held for a duration."""

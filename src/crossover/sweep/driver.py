@@ -159,9 +159,13 @@ def held_settings(store: Store) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         settings = row.context.get("target_settings")
         if not isinstance(settings, dict) or (row.summary or {}).get("verdict") != "valid":
             continue
-        place = " ".join((row.key or "").split("|")[1:])
-        out.setdefault(name, []).append((place, settings))
+        out.setdefault(name, []).append((run_place(row.key or ""), settings))
     return out
+
+
+def run_place(key: str) -> str:
+    """A run key's place, as messages name it: ``c=4 r=0``."""
+    return " ".join(key.split("|")[1:])
 
 
 def parse_run_key(key: str) -> tuple[str, Level, int]:
@@ -406,9 +410,8 @@ class SweepRunner:
         added, one the config no longer has, a repeat past its count) are set aside: kept
         in sweep.db with their records, status ``set_aside``, no longer points of
         sweep.json, so no level mixes two settings. Said in a note."""
-        t = next(t for t in self.config.targets if t.name == name)
-        base = [Level("concurrency", c) for c in t.concurrency] if t.concurrency else None
-        planned = {(lv.axis, lv.value) for lv in base or self.config.levels()}
+        t = self.config.target_named(name)
+        planned = {(lv.axis, lv.value) for lv in self.config.levels_of(t)}
         aside: list[tuple[float, int, str]] = []
         for row in self.store.runs():
             if row.key is None or row.status not in ("done", "failed"):
@@ -419,7 +422,7 @@ class SweepRunner:
             if self.config.same_settings(t, row.context.get("target_settings")):
                 continue
             self.store.finish_run(row.run_id, SET_ASIDE, row.summary)
-            aside.append((level.value, r, " ".join(row.key.split("|")[1:])))
+            aside.append((level.value, r, run_place(row.key)))
         if aside and self.events.on_note is not None:
             shown = ", ".join(dict.fromkeys(place for _, _, place in sorted(aside)))
             self.events.on_note(
@@ -434,7 +437,7 @@ class SweepRunner:
             return False
         if target in self._settings_redo:
             # measured again only where the settings changed: a redo cut short resumes
-            t = next(t for t in self.config.targets if t.name == target)
+            t = self.config.target_named(target)
             if not self.config.same_settings(t, row.context.get("target_settings")):
                 return False
         elif target in self.redo:

@@ -19,7 +19,6 @@ def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float
     unknown target or a level the target does not sweep is one line, before any work."""
     out: dict[str, set[float] | None] = {}
     names = [t.name for t in cfg.targets]
-    levels = {lv.value for lv in cfg.levels()}
     for spec in specs or []:
         name, _, rest = spec.partition("@")
         if name not in names:
@@ -27,10 +26,7 @@ def parse_redo(specs: list[str] | None, cfg: SweepConfig) -> dict[str, set[float
         if not rest:
             out[name] = None
             continue
-        mine = set(levels)
-        target = next(t for t in cfg.targets if t.name == name)
-        if target.concurrency:
-            mine = {float(c) for c in target.concurrency}
+        mine = {float(lv.value) for lv in cfg.levels_of(cfg.target_named(name))}
         chosen: set[float] = set()
         for part in rest.split(","):
             try:
