@@ -370,6 +370,7 @@ def test_check_with_out_says_a_live_resume_would_refuse_changed_target_settings(
     import lzma
     import sqlite3
 
+    from crossover.spec.load import Level
     from crossover.sweep.config import load_sweep_config
 
     folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
@@ -378,7 +379,8 @@ def test_check_with_out_says_a_live_resume_would_refuse_changed_target_settings(
     (out / "sweep.db").write_bytes(lzma.decompress((folder / "sweep.db.xz").read_bytes()))
     config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
     cfg = load_sweep_config(config)
-    held = cfg.target_settings(next(t for t in cfg.targets if t.name == "sglang"))
+    # (under a duration every rate's settings are alike: one stands for all)
+    held = cfg.target_settings(cfg.target_named("sglang"), Level("rate", 1))
     held["launch.freeze_gc"] = False
 
     def keep(settings: dict[str, Any]) -> None:  # as the SGLang runs would have kept them

@@ -137,6 +137,20 @@ def test_an_interrupted_decide_says_it_resumes() -> None:
     assert "resume" in _interrupted(["decide", "--config", "s.yaml", "--out", "d"])
 
 
+def test_an_interrupted_redo_says_what_the_same_command_measures_again() -> None:
+    """A plain sweep resumes keeping its finished runs; under ``--redo NAME@4`` (an
+    outlier's levels, settings unchanged) the same command measures those levels again in
+    full, which the line says instead of "finished runs are kept"."""
+    from crossover.cli.app import _interrupted
+
+    plain = _interrupted(["sweep", "--config", "s.yaml", "--out", "d"])
+    assert "finished runs are kept" in plain
+    for redo in (["--redo", "A@4"], ["--redo=A"]):
+        said = _interrupted(["sweep", "--config", "s.yaml", "--out", "d", *redo])
+        assert "finished runs are kept" not in said
+        assert "measures every level a --redo names again where the settings are" in said
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from crossover.records.store import Store
-from crossover.sweep.config import build_sweep_config
+from crossover.spec.load import Level
+from crossover.sweep.config import SweepConfig, build_sweep_config
 from crossover.sweep.driver import held_settings
 
 from .conftest import Linear, calib_engine_target, db_runs, one_error_line, servers, sweep_in
@@ -88,15 +89,15 @@ def test_a_changed_measuring_setting_is_refused_naming_each_target(
 ) -> None:
     with _swept(tmp_path, capsys) as (out, targets):
         before = _folder(out)
-        assert _held(out)["A"]["requests_per_level"] == 4
+        assert _held(out)["A"]["requests"] == 4
         capsys.readouterr()
         # more requests per level: the stored runs and new ones would be read as repeats
         more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
         assert sweep_in(more, out) == 2
         line = one_error_line(capsys.readouterr().err)
         assert line == (
-            f"error: {out} holds runs measured with other settings: A (requests_per_level "
-            "4 -> 6), B (requests_per_level 4 -> 6); use another --out, the settings they "
+            f"error: {out} holds runs measured with other settings: A (requests 4 -> 6), "
+            "B (requests 4 -> 6); use another --out, the settings they "
             "were measured with, or --redo A --redo B to measure them again"
         )
         assert _folder(out) == before  # nothing measured, written or lost
@@ -130,13 +131,13 @@ def test_a_redo_measures_again_only_what_changed_and_resumes(
         with sqlite3.connect(out / "sweep.db") as db:
             db.execute(
                 "UPDATE runs SET context = json_set(context, "
-                "'$.target_settings.requests_per_level', 6) WHERE key LIKE 'A|c=1|%'"
+                "'$.target_settings.requests', 6) WHERE key LIKE 'A|c=1|%'"
             )
         capsys.readouterr()
         for per_level, was, where in ((4, 6, "c=1 r=0"), (6, 4, "c=2 r=0")):
             assert sweep_in(_write(tmp_path, targets, requests_per_level=per_level), out) == 2
             line = one_error_line(capsys.readouterr().err)
-            expected = f"A (requests_per_level {was} -> {per_level} (1 of its 2 runs: {where}))"
+            expected = f"A (requests {was} -> {per_level} (1 of its 2 runs: {where}))"
             assert expected in line, line
         kept = {r.key: r.run_id for r in db_runs(out)}
         config = _write(tmp_path, targets, requests_per_level=6)
@@ -144,7 +145,7 @@ def test_a_redo_measures_again_only_what_changed_and_resumes(
         again = [r for r in db_runs(out) if r.run_id not in kept.values()]
         assert [r.key for r in again] == ["A|c=2|r=0"]  # level 1 was measured so already
         assert [r.summary["requests"]["sent"] for r in again] == [6]  # type: ignore[index]
-        assert _held(out)["A"]["requests_per_level"] == 6
+        assert _held(out)["A"]["requests"] == 6
 
 
 def test_only_measures_its_targets_and_keeps_the_others(
@@ -165,8 +166,10 @@ def test_only_measures_its_targets_and_keeps_the_others(
 
 def test_values_read_as_they_resolve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A model left to the server is the one it lists, an engine left out is openai's
-    dialect, and a request count that does not count under the others (a minimum without
-    requests_per_concurrency) changes nothing."""
+    dialect, and how many requests measure and warm each level is what the rules give
+    there: a rule written another way that gives the same counts changes nothing (a
+    minimum without requests_per_concurrency, a per-stream rule that gives 4 at c=1 and
+    c=2); one that gives another count at some levels is refused naming those."""
     out = tmp_path / "out"
     with servers(FAST, SLOW) as urls:
         targets = [{"name": n, "url": u} for n, u in zip("AB", urls, strict=True)]
@@ -177,6 +180,16 @@ def test_values_read_as_they_resolve(tmp_path: Path, capsys: pytest.CaptureFixtu
         config = _write(tmp_path, targets, repeats=2, min_requests_per_level=3)
         assert sweep_in(config, out) == 0, capsys.readouterr().err
         assert len(db_runs(out)) == 8
+        per_stream = {"requests_per_level": None, "requests_per_concurrency": 2}
+        config = _write(tmp_path, targets, repeats=3, min_requests_per_level=4, **per_stream)
+        assert sweep_in(config, out) == 0, capsys.readouterr().err
+        assert len(db_runs(out)) == 12
+        # a warm-up of one wave of the level: 1 at c=1 as before, 2 at c=2
+        capsys.readouterr()
+        config = _write(tmp_path, targets, repeats=4, warmup_requests="level")
+        assert sweep_in(config, out) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert "A (warmup_requests 1 -> 2 (3 of its 6 runs: c=2 r=0, c=2 r=1, c=2 r=2))" in line
 
 
 def test_runs_that_did_not_verify_are_not_compared(
@@ -249,7 +262,7 @@ def test_a_redo_sets_aside_runs_it_does_not_measure_again(
         mine = sorted((r["concurrency"], r["repeat"]) for r in runs if r["target"] == "A")
         assert mine == [(1, 0), (2, 0)]
         assert len(db_runs(out)) == stored + 2  # nothing deleted
-        assert _held(out)["A"]["requests_per_level"] == 6
+        assert _held(out)["A"]["requests"] == 6
         # the same command again: nothing measured otherwise is left
         assert sweep_in(narrow, out, "--only", "A") == 0, capsys.readouterr().err
         assert len(db_runs(out)) == stored + 2
@@ -263,12 +276,12 @@ def test_runs_stored_before_the_settings_were_kept_compare_with_nothing(
             db.execute("UPDATE runs SET context = json_remove(context, '$.target_settings')")
         more = _write(tmp_path, targets, requests_per_level=6, repeats=2)
         assert sweep_in(more, out) == 0, capsys.readouterr().err
-        assert _held(out)["A"]["requests_per_level"] == 6  # the new runs keep theirs
+        assert _held(out)["A"]["requests"] == 6  # the new runs keep theirs
         # from now on they count
         capsys.readouterr()
         assert sweep_in(_write(tmp_path, targets, repeats=3), out) == 2
         line = one_error_line(capsys.readouterr().err)
-        assert "A (requests_per_level 6 -> 4), B (requests_per_level 6 -> 4);" in line, line
+        assert "A (requests 6 -> 4), B (requests 6 -> 4);" in line, line
 
 
 def test_settings_differ_compares_only_what_both_hold() -> None:
@@ -277,9 +290,10 @@ def test_settings_differ_compares_only_what_both_hold() -> None:
         "targets": [{"name": "s", "launch": {"engine": "sglang", "model": "/m/qwen",
                                              "freeze_gc": True, "port": 3000}}],
     })  # fmt: skip
-    now = cfg.target_settings(cfg.targets[0])
+    (s,) = cfg.targets
+    now = cfg.target_settings(s, Level("concurrency", 1))
     assert now["launch.freeze_gc"] is True and now["duration_s_per_level"] == 40
-    assert now["requests_per_level"] is None  # a duration measures each level
+    assert now["requests"] is None  # a duration measures each level
     assert now["launch.model"] == "/m/qwen" and now["engine"] == "sglang"
     assert "launch.port" not in now and "launch.host" not in now
     was = {**now, "launch.freeze_gc": False, "duration_s_per_level": 60}
@@ -287,14 +301,15 @@ def test_settings_differ_compares_only_what_both_hold() -> None:
         "s": ["duration_s_per_level 60 -> 40", "launch.freeze_gc false -> true"]
     }
     # runs that differ among themselves: each old value, with where it is held
-    runs = [("c=1 r=0", was), ("c=1 r=1", {**was, "duration_s_per_level": 30}), ("c=2 r=0", now)]
+    at_2 = cfg.target_settings(s, Level("concurrency", 2))
+    runs = [("c=1 r=0", was), ("c=1 r=1", {**was, "duration_s_per_level": 30}), ("c=2 r=0", at_2)]
     assert cfg.settings_differ({"s": runs}, {"s"}) == {
         "s": [
             "duration_s_per_level 60 or 30 -> 40 (2 of its 3 runs: c=1 r=0, c=1 r=1)",
             "launch.freeze_gc false -> true (2 of its 3 runs: c=1 r=0, c=1 r=1)",
         ]
     }
-    assert not cfg.same_settings(cfg.targets[0], was) and cfg.same_settings(cfg.targets[0], now)
+    assert not cfg.same_settings(s, "c=1 r=0", was) and cfg.same_settings(s, "c=1 r=0", now)
     # a setting one side lacks (added since, or gone) is not known: not compared
     older = {k: v for k, v in was.items() if k != "launch.freeze_gc"}
     assert cfg.settings_differ({"s": [("c=1 r=0", older)]}, {"s"}) == {
@@ -307,3 +322,62 @@ def test_settings_differ_compares_only_what_both_hold() -> None:
     long = {**now, "launch.extra_args": ["--x"] * 30}
     (said,) = cfg.settings_differ({"s": [("c=1 r=0", long)]}, {"s"})["s"]
     assert said.startswith('launch.extra_args ["--x", "--x"') and said.endswith("... -> []")
+
+
+def _per_stream(k: float, floor: int = 16) -> SweepConfig:
+    return build_sweep_config({
+        "concurrency": [1, 4, 8], "output_tokens": 4, "requests_per_concurrency": k,
+        "min_requests_per_level": floor, "targets": [{"name": "a", "url": "http://h:1"}],
+    })  # fmt: skip
+
+
+def test_counts_compare_as_they_resolve_at_each_level() -> None:
+    """The requests a level is measured with are its count there: a rule that changes
+    the count at some levels names each change with its levels; one that gives the same
+    counts is no change."""
+    was = _per_stream(4)  # 16 at c=1 and c=4, 32 at c=8
+    (a,) = was.targets
+    runs = [(f"c={c} r=0", was.target_settings(a, Level("concurrency", c))) for c in (1, 4, 8)]
+    assert [r["requests"] for _, r in runs] == [16, 16, 32]
+    assert _per_stream(4).settings_differ({"a": runs}, {"a"}) == {}
+    # the default rule (4 per stream, at least 16) is this one written out
+    default = build_sweep_config({
+        "concurrency": [1, 4, 8], "output_tokens": 4, "targets": [{"name": "a", "url": "http://h:1"}],
+    })  # fmt: skip
+    assert default.requests_per_concurrency is None and default.requests_per_level is None
+    assert default.settings_differ({"a": runs}, {"a"}) == {}
+    assert _per_stream(2, 32).settings_differ({"a": runs}, {"a"}) == {
+        "a": ["requests 16 -> 32 (2 of its 3 runs: c=1 r=0, c=4 r=0)"]
+    }
+    assert _per_stream(6).settings_differ({"a": runs}, {"a"}) == {
+        "a": ["requests 16 -> 24 at c=4, 32 -> 48 at c=8"]
+    }
+
+
+def test_settings_kept_as_written_are_read_as_they_resolve() -> None:
+    """Runs stored while the counts were kept as written (``requests_per_level``,
+    ``requests_per_concurrency`` and its floor, ``warmup_requests: level``) compare by
+    the counts those rules give at their levels."""
+    cfg = _per_stream(4)
+    (a,) = cfg.targets
+    written = {
+        k: v for k, v in cfg.target_settings(a, Level("concurrency", 1)).items()
+        if k not in ("requests", "warmup_requests", "warmup_output_tokens")
+    }  # fmt: skip
+    as_written = {
+        **written, "duration_s_per_level": None, "requests_per_level": None,
+        "requests_per_concurrency": None, "min_requests_per_level": None,
+        "warmup_requests": "level", "warmup_output_tokens": None,
+    }  # fmt: skip
+    runs = [(f"c={c} r=0", as_written) for c in (1, 4, 8)]
+    # the default rule then, per stream with its floor now: the same counts
+    assert (
+        cfg.model_copy(update={"warmup_requests": "level"}).settings_differ({"a": runs}, {"a"})
+        == {}
+    )
+    # a warm-up of 1 where a wave of the level was: 1 at c=1 (no change), 4 and 8 otherwise
+    assert cfg.model_copy(update={"warmup_requests": 1}).settings_differ({"a": runs}, {"a"}) == {
+        "a": ["warmup_requests 4 or 8 -> 1 (2 of its 3 runs: c=4 r=0, c=8 r=0)"]
+    }
+    fixed = [("c=8 r=0", {**as_written, "requests_per_level": 20, "warmup_requests": 8})]
+    assert cfg.settings_differ({"a": fixed}, {"a"}) == {"a": ["requests 20 -> 32"]}

@@ -114,9 +114,20 @@ INTERRUPTED = {
 }
 
 
+#: a sweep under --redo: the same command measures its named levels again from the start
+#: where their settings did not change (an outlier's), and resumes where they did
+INTERRUPTED_REDO = (
+    "interrupted; results written so far are kept (the same command resumes a --redo of "
+    "runs measured with other settings, but measures every level a --redo names again "
+    "where the settings are unchanged: run it without those --redo to keep what was redone)"
+)
+
+
 def _interrupted(argv: list[str] | None) -> str:
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), "")
+    if command == "sweep" and any(a == "--redo" or a.startswith("--redo=") for a in args):
+        return INTERRUPTED_REDO
     return INTERRUPTED.get(command, "interrupted")
 
 

@@ -378,26 +378,25 @@ class SweepConfig(Limits, Warmup, Workload):
             k for k in {**held, **ident} if k not in held or k not in ident or ident[k] != held[k]
         ]
 
-    def target_settings(self, t: TargetConfig) -> dict[str, Any]:
-        """The settings target ``t``'s runs are measured with beyond the workload
-        (:meth:`identity`): how much of each level is measured (the keys that count under
-        the others: ``requests_per_level`` is ``None`` under a duration, say) and its
-        warm-up, the HTTP client, and what the target is: its dialect and model, and its
-        engine's launch settings (the environment without its paths, GPU choice and
-        secrets), or a URL target's replica count. Kept with each
-        run (its context's ``target_settings``; the model as the server answered it): a
-        resume that changes one of a measured target's is refused
+    def target_settings(self, t: TargetConfig, level: Level) -> dict[str, Any]:
+        """The settings target ``t``'s runs at ``level`` are measured with beyond the
+        workload (:meth:`identity`): how much of the level is measured and its warm-up,
+        as they resolve there (``requests``: the count, ``None`` under a duration;
+        ``warmup_requests``: its count; defaults applied, so a rule written another way
+        that measures the same counts is the same), the HTTP client, and what the target
+        is: its dialect and model, and its engine's launch settings (the environment
+        without its paths, GPU choice and secrets), or a URL target's replica count. Kept
+        with each run (its context's ``target_settings``; the model as the server
+        answered it): a resume that changes one of a measured target's is refused
         (:meth:`settings_differ`), since its stored runs and the new ones would be read
         as repeats of one thing. Where the engine runs and how it is reached or watched
         (``TARGET_OPERATIONAL``) may change: another machine's."""
-        timed = self.duration_s_per_level is not None
-        per_c = not timed and self.requests_per_concurrency is not None
         mine: dict[str, Any] = {
             "duration_s_per_level": self.duration_s_per_level,
-            "requests_per_level": None if timed or per_c else self.requests_per_level,
-            "requests_per_concurrency": self.requests_per_concurrency if per_c else None,
-            "min_requests_per_level": self.min_requests_per_level if per_c else None,
-            **{k: getattr(self, k) for k in WARMUP_MEASURED},
+            "requests": self.requests_for_level(level),
+            "warmup_requests": self.warmup_for(level.concurrency, "level"),
+            "warmup_output_tokens": self.warmup_output_tokens or self.output_tokens,
+            "warmup_every_level": self.warmup_every_level,
             "transport": t.transport or self.transport,
             "engine": t.engine or (t.launch.engine if t.launch is not None else "openai"),
             # a name left out is the one the server lists: the run keeps the one it sent
@@ -421,46 +420,88 @@ class SweepConfig(Limits, Warmup, Workload):
         """Per target of ``targets`` (those this command measures more of), the settings
         of :meth:`target_settings` in which the runs it keeps (``held``: by target, each
         valid run's place, ``c=4 r=0``, and settings; a run stored before they were kept
-        has none) differ from this config's, each as ``key was -> now``, with the runs
-        that hold the old value where only some do. A key only one side holds (a setting
-        crossover added since) is not compared, nor a model the config leaves to the
-        server: what it was, or is, is not known."""
+        has none) differ from this config's at the run's level, each as ``key was ->
+        now``, with the runs that hold the old value where only some do. A key only one
+        side holds (a setting crossover added since) is not compared, nor a model the
+        config leaves to the server: what it was, or is, is not known."""
         out: dict[str, list[str]] = {}
         for t in self.targets:
             runs = held.get(t.name) or []
             if t.name not in targets or not runs:
                 continue
-            now = self.target_settings(t)
-            if now["model"] is None:
-                del now["model"]
-            was: dict[str, dict[str, list[str]]] = {}  # key -> old value (JSON) -> places
-            for place, run in runs:
+            # key -> (its value then, now: as JSON) -> the runs' places
+            was: dict[str, dict[tuple[str, str], list[str]]] = {}
+            for place, stored in runs:
+                level = Level.from_key(place.split()[0])
+                now = self.target_settings(t, level)
+                if now["model"] is None:
+                    del now["model"]
+                run = self._as_resolved(stored, level)
                 for k, v in now.items():
                     if k in run and run[k] != v:
-                        was.setdefault(k, {}).setdefault(_shown(run[k]), []).append(place)
+                        pair = (_shown(run[k]), _shown(v))
+                        was.setdefault(k, {}).setdefault(pair, []).append(place)
             diff = []
-            for k, values in was.items():
-                places = [p for ps in values.values() for p in ps]
+            for k, pairs in was.items():
+                places = [p for ps in pairs.values() for p in ps]
                 at = "" if len(places) == len(runs) else f" ({_runs_at(places, len(runs))})"
-                diff.append(f"{k} {' or '.join(values)} -> {_shown(now[k])}{at}")
+                if len({to for _, to in pairs}) == 1:
+                    then = " or ".join(dict.fromkeys(old for old, _ in pairs))
+                    diff.append(f"{k} {then} -> {next(iter(pairs))[1]}{at}")
+                else:  # a count that resolves per level: each change with its levels
+                    diff.append(f"{k} {_per_level(pairs)}")
             if diff:
                 out[t.name] = diff
         return out
 
-    def same_settings(self, t: TargetConfig, run: Any) -> bool:
-        """Whether a run stored with ``run`` (its ``target_settings``) was measured as
-        ``t`` is now; one stored before they were kept (no mapping) is taken as it was."""
+    def same_settings(self, t: TargetConfig, place: str, run: Any) -> bool:
+        """Whether the run at ``place`` (``c=4 r=0``) stored with ``run`` (its
+        ``target_settings``) was measured as ``t`` is now there; one stored before they
+        were kept (no mapping) is taken as it was."""
         if not isinstance(run, Mapping):
             return True
-        return not self.settings_differ({t.name: [("", run)]}, {t.name})
+        return not self.settings_differ({t.name: [(place, run)]}, {t.name})
+
+    def _as_resolved(self, run: Mapping[str, Any], level: Level) -> Mapping[str, Any]:
+        """A run's stored settings with its counts as :meth:`target_settings` keeps them
+        now. A run stored by crossover before they were resolved (0.x of 2026-12-07) kept
+        the keys as written (``requests_per_level``, ``requests_per_concurrency``,
+        ``min_requests_per_level``, ``warmup_requests: level``, a ``warmup_output_tokens``
+        left out): resolved here by this config's own rule, so it compares as one stored
+        now would."""
+        if "requests" in run or "requests_per_level" not in run:
+            return run
+        old = {k: run.get(k) for k in _WRITTEN_COUNTS}
+        old["min_requests_per_level"] = old["min_requests_per_level"] or 1
+        as_then = self.model_copy(
+            update={**old, "duration_s_per_level": run.get("duration_s_per_level")}
+        )
+        fresh = {k: v for k, v in run.items() if k not in _WRITTEN_COUNTS}
+        fresh["requests"] = as_then.requests_for_level(level)
+        fresh["warmup_requests"] = as_then.warmup_for(level.concurrency, "level")
+        fresh["warmup_output_tokens"] = run.get("warmup_output_tokens") or self.output_tokens
+        return fresh
 
 
-#: the keys that say how each level is warmed before it is measured
-WARMUP_MEASURED: tuple[str, ...] = (
+#: the count keys a run's settings held as written before they were kept resolved
+_WRITTEN_COUNTS: tuple[str, ...] = (
+    "requests_per_level",
+    "requests_per_concurrency",
+    "min_requests_per_level",
     "warmup_requests",
-    "warmup_output_tokens",
-    "warmup_every_level",
 )
+
+
+def _per_level(pairs: Mapping[tuple[str, str], Sequence[str]]) -> str:
+    """``16 -> 24 at c=1 and c=2, 32 -> 48 at c=8``: each change of a setting that
+    resolves per level with the levels it is at, the first four changes named."""
+    said = []
+    for (old, to), places in pairs.items():
+        levels = list(dict.fromkeys(p.split()[0] for p in places))
+        said.append(f"{old} -> {to} at {' and '.join(levels)}")
+    return ", ".join(said[:4]) + (f" and {len(said) - 4} more" if len(said) > 4 else "")
+
+
 #: a launch block's keys that say where the engine runs and how it is reached or watched,
 #: not what is measured (a resume on another machine may change them): not compared
 TARGET_OPERATIONAL: tuple[str, ...] = (

@@ -419,7 +419,7 @@ class SweepRunner:
             who, level, r = parse_run_key(row.key)
             if who != name or ((level.axis, level.value) in planned and r < self.config.repeats):
                 continue
-            if self.config.same_settings(t, row.context.get("target_settings")):
+            if self.config.same_settings(t, run_place(row.key), row.context.get("target_settings")):
                 continue
             self.store.finish_run(row.run_id, SET_ASIDE, row.summary)
             aside.append((level.value, r, run_place(row.key)))
@@ -438,7 +438,8 @@ class SweepRunner:
         if target in self._settings_redo:
             # measured again only where the settings changed: a redo cut short resumes
             t = self.config.target_named(target)
-            if not self.config.same_settings(t, row.context.get("target_settings")):
+            place = run_place(row.key or "")
+            if not self.config.same_settings(t, place, row.context.get("target_settings")):
                 return False
         elif target in self.redo:
             levels = self.redo[target]

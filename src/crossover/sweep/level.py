@@ -387,7 +387,7 @@ class TargetSession:
                 drain=drain,
                 load_done=load_done,
                 # the model as sent: one the config leaves out is the server's
-                settings={**self.sweep.target_settings(self.cfg), "model": run_cfg.model},
+                settings={**self.sweep.target_settings(self.cfg, level), "model": run_cfg.model},
             )
         lag = outcome.summary.client_loop
         if lag is not None and lag.p99_ms is not None:
