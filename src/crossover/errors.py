@@ -78,6 +78,16 @@ class NodeLostError(EngineError):
     cluster: the level in flight fails (``node_lost``) and is redone on resume."""
 
 
+class EngineVersionChangedError(EngineError):
+    """A launched engine started at another version than the one its target's kept runs
+    were measured with (an engine upgraded between two sessions): its levels are not
+    measured, so none mixes two versions; the sweep goes on with its other targets."""
+
+    exit_code = 2
+    #: why the target's remaining levels were not run, as the sweep's last lines say it
+    left_reason = "its engine is another version than its kept runs' (said above)"
+
+
 class FieldError(ValueError):
     """A mistake in one field, found by a validator of the whole model (pydantic places
     such errors nowhere): ``validation_line`` puts it at ``field``, so a compact form read

@@ -10,7 +10,8 @@ one replica of several that will not start. CALIB_ENGINE_DIE_GPUS=G limits
 CALIB_ENGINE_DIE_AFTER to the replica whose CUDA_VISIBLE_DEVICES is G.
 CALIB_ENGINE_LOAD_S=S makes it take S seconds before it listens (a model loading).
 CALIB_ENGINE_STARTS=PATH appends a line to PATH each time it starts (its process id): the
-engine's starts counted from its side.
+engine's starts counted from its side. CALIB_ENGINE_VERSION_FILE=PATH: ``--version``
+says the version PATH holds (an engine upgraded between two sessions), else 1.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def main() -> int:
     parser.add_argument("--version", action="store_true")
     args, _rest = parser.parse_known_args()
     if args.version:
-        sys.stderr.write("version: 1 (calibration engine)\n")
+        stamp = os.environ.get("CALIB_ENGINE_VERSION_FILE")
+        version = Path(stamp).read_text().strip() if stamp else "1"
+        sys.stderr.write(f"version: {version} (calibration engine)\n")
         return 0
 
     fail_gpus = os.environ.get("CALIB_ENGINE_FAIL_GPUS")

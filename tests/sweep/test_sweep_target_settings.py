@@ -26,10 +26,11 @@ import yaml
 from crossover.records.store import Store
 from crossover.spec.load import Level
 from crossover.sweep.config import SweepConfig, build_sweep_config
-from crossover.sweep.driver import held_settings
+from crossover.sweep.driver import held_settings, held_versions
 
 from .conftest import Linear, calib_engine_target, db_runs, one_error_line, servers, sweep_in
 
+V1, V2 = "1.0 (calibration engine)", "2.0 (calibration engine)"
 FAST, SLOW = Linear(a_ms=1.0, b_ms=0.0, ttft_ms=2.0), Linear(a_ms=2.0, b_ms=0.0, ttft_ms=3.0)
 
 
@@ -381,3 +382,87 @@ def test_settings_kept_as_written_are_read_as_they_resolve() -> None:
     }
     fixed = [("c=8 r=0", {**as_written, "requests_per_level": 20, "warmup_requests": 8})]
     assert cfg.settings_differ({"a": fixed}, {"a"}) == {"a": ["requests 20 -> 32"]}
+
+
+def test_an_engine_upgraded_between_sessions_measures_none_of_its_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's version is known once it has started: a launched target whose kept
+    runs were measured with another version measures nothing (its engine is stopped) and
+    says so, the other targets go on, the sweep exits 3 (levels not measured) naming the
+    way on; ``--redo NAME`` measures it
+    again under the new version, after which the same command resumes."""
+    version = tmp_path / "version"
+    version.write_text("1.0")  # the calibration engine's --version: "version: 1.0 (...)"
+    out = tmp_path / "out"
+    target = calib_engine_target(tmp_path, "E", env={"CALIB_ENGINE_VERSION_FILE": str(version)})
+    with servers(FAST) as (url,):
+        targets = [target, {"name": "B", "url": url, "engine": "vllm", "model": "calibration"}]
+        assert sweep_in(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
+        with Store(out / "sweep.db", read_only=True) as store:
+            assert held_versions(store) == {"E": {V1: ["c=1 r=0", "c=2 r=0"]}}
+        stored = {r.key for r in db_runs(out)}
+        version.write_text("2.0")  # upgraded
+        capsys.readouterr()
+        more = _write(tmp_path, targets, repeats=2)
+        assert sweep_in(more, out) == 3  # levels not measured
+        said = capsys.readouterr()
+        text = " ".join((said.out + said.err).split())
+        assert (
+            f"E c=1 r=1: not measured: {out} holds runs of E measured with its engine at {V1}, "
+            f"and it started at {V2}: a level would mix two versions; use another --out, the "
+            "version they were measured with, or --redo E to measure it again under this one"
+        ) in text, text
+        assert (
+            "E: not run, its engine is another version than its kept runs' (said above): "
+            "c=2 r=1" in text
+        ), text
+        assert text.endswith(
+            "the same command resumes what was not measured, but for E (another engine "
+            "version: --redo E); --allow-invalid to exit 0"
+        ), text
+        new = {r.key for r in db_runs(out)} - stored
+        assert new == {"B|c=1|r=1", "B|c=2|r=1"}  # B went on; E measured nothing
+        # --redo E: every level of E again, under 2.0; here on c=1 alone, so its run at
+        # c=2 (1.0) is set aside, as a run of other settings would be
+        narrow = _write(tmp_path, targets, repeats=2, concurrency=[1])
+        assert sweep_in(narrow, out, "--redo", "E", "--only", "E") == 0
+        said = capsys.readouterr()
+        assert (
+            "E: 1 run measured with another engine version outside the levels and repeats "
+            "this command measures (c=2 r=0) set aside"
+        ) in " ".join((said.out + said.err).split()), said
+        with Store(out / "sweep.db", read_only=True) as store:
+            assert held_versions(store)["E"] == {V2: ["c=1 r=0", "c=1 r=1"]}
+        more = _write(tmp_path, targets, repeats=2)  # (one file: narrow took its place)
+        assert sweep_in(more, out) == 0, capsys.readouterr().err
+        with Store(out / "sweep.db", read_only=True) as store:
+            kept = held_versions(store)
+        assert set(kept["E"]) == {V2} and len(kept["E"][V2]) == 4
+
+
+def test_a_version_refusal_names_the_runs_and_the_way_on_per_command(tmp_path: Path) -> None:
+    from crossover.sweep.driver import SweepRunner
+
+    cfg = build_sweep_config({
+        "concurrency": [1, 2], "output_tokens": 4, "requests_per_level": 4,
+        "targets": [{"name": "a", "url": "http://127.0.0.1:9"}],
+    })  # fmt: skip
+    for command, way in (
+        ("sweep", "or --redo a to measure it again under this one"),
+        ("decide", "or measure it again there with crossover sweep --only a --redo a"),
+    ):
+        runner = SweepRunner(cfg, tmp_path / command, command=command)
+        try:
+            runner._held_versions = {"a": {"0.9": ["c=1 r=0"], "1.0": ["c=2 r=0"]}}
+            assert runner._version_refusal("a", "1.0") == (
+                f"{tmp_path / command} holds runs of a measured with its engine at 0.9 (1 of "
+                "its 2 runs: c=1 r=0), and it started at 1.0: a level would mix two "
+                f"versions; use another --out, the version they were measured with, {way}"
+            )
+            assert runner._version_refusal("a", None) is None  # not known: not compared
+            runner._held_versions = {"a": {"1.0": ["c=1 r=0"]}}
+            assert runner._version_refusal("a", "1.0") is None
+            assert runner._version_refusal("b", "2.0") is None  # nothing kept
+        finally:
+            runner.close()

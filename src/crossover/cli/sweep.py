@@ -304,7 +304,12 @@ def sweep(
         from crossover.report.text import invalid_line
 
         raise InvalidRunError(
-            invalid_line(len(invalid), len(outcome.sweep.runs), outcome.failed_levels)
+            invalid_line(
+                len(invalid),
+                len(outcome.sweep.runs),
+                outcome.failed_levels,
+                outcome.version_refused,
+            )
         )
 
 

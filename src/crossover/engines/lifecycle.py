@@ -396,8 +396,13 @@ class RunningEngine:
                     argv = [exe[0], "-c", *probe.target]
                 else:
                     argv = [*exe, *probe.target]
+                # in the engine's own environment (a PYTHONPATH or PATH its launch sets)
+                env = {k: v for k, v in os.environ.items() if k not in self.spec.env_unset}
+                env.update(self.spec.env_set)
                 try:
-                    done = subprocess.run(argv, capture_output=True, timeout=20, check=False)
+                    done = subprocess.run(
+                        argv, capture_output=True, timeout=20, check=False, env=env
+                    )
                 except (OSError, subprocess.TimeoutExpired):
                     continue
                 text = (done.stdout + done.stderr).decode("utf-8", errors="replace")

@@ -306,9 +306,13 @@ def findings_lines(
     return lines
 
 
-def invalid_line(invalid: int, runs: int, failed_levels: list[str]) -> str:
+def invalid_line(
+    invalid: int, runs: int, failed_levels: list[str], version_refused: Sequence[str] = ()
+) -> str:
     """The sweep's last line when something did not verify or was not measured: what,
-    and the cures (resume, redo, or accept)."""
+    and the cures (resume, redo, or accept); a target whose engine started at another
+    version than its kept runs' (``version_refused``) is measured again by ``--redo``
+    alone."""
     parts = []
     if invalid:
         parts.append(
@@ -321,4 +325,8 @@ def invalid_line(invalid: int, runs: int, failed_levels: list[str]) -> str:
             f"{n} failed or unmeasured level line{'s' if n != 1 else ''} above; "
             "the same command resumes what was not measured"
         )
+    if version_refused:
+        names = list(dict.fromkeys(version_refused))
+        flags = " ".join(f"--redo {n}" for n in names)
+        parts[-1] += f", but for {', '.join(names)} (another engine version: {flags})"
     return "; ".join(parts) + "; --allow-invalid to exit 0"

@@ -444,7 +444,7 @@ class SweepConfig(Limits, Warmup, Workload):
             diff = []
             for k, pairs in was.items():
                 places = [p for ps in pairs.values() for p in ps]
-                at = "" if len(places) == len(runs) else f" ({_runs_at(places, len(runs))})"
+                at = "" if len(places) == len(runs) else f" ({runs_at(places, len(runs))})"
                 if len({to for _, to in pairs}) == 1:
                     then = " or ".join(dict.fromkeys(old for old, _ in pairs))
                     diff.append(f"{k} {then} -> {next(iter(pairs))[1]}{at}")
@@ -534,7 +534,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _runs_at(places: Sequence[str], of: int) -> str:
+def runs_at(places: Sequence[str], of: int) -> str:
     """``3 of its 7 runs: c=1 r=1, c=2 r=1, c=4 r=0``, the first four places named."""
     shown = ", ".join(places[:4]) + (f" and {len(places) - 4} more" if len(places) > 4 else "")
     return f"{len(places)} of its {of} runs: {shown}"

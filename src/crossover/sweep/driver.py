@@ -43,7 +43,13 @@ from crossover.analysis.schema import (
     RunPart,
     ServerMetricsSample,
 )
-from crossover.errors import EngineError, NodeLostError, TargetUnreachableError, UsageError
+from crossover.errors import (
+    EngineError,
+    EngineVersionChangedError,
+    NodeLostError,
+    TargetUnreachableError,
+    UsageError,
+)
 from crossover.measure import Progress, build_prompts, choose_tokenizer, new_run_id
 from crossover.measure.host import kept_hosts, note_host, read_host
 from crossover.metrics.host import HostFacts
@@ -53,7 +59,7 @@ from crossover.records.model import RequestRecord
 from crossover.records.store import RunRow, Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.check import check_replica_gpus
-from crossover.sweep.config import Level, SweepConfig, TargetConfig, settings_refusal
+from crossover.sweep.config import Level, SweepConfig, TargetConfig, runs_at, settings_refusal
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
 from crossover.words import plural
@@ -161,6 +167,28 @@ def held_settings(store: Store) -> dict[str, list[tuple[str, dict[str, Any]]]]:
             continue
         out.setdefault(name, []).append((run_place(row.key or ""), settings))
     return out
+
+
+def held_versions(store: Store) -> dict[str, dict[str, list[str]]]:
+    """Each target's engine versions as its valid runs that sweep.json takes were
+    measured with: by target, each version and the places (``c=4 r=0``) of its runs. A
+    run whose engine said no version (a URL target's, a probe that did not answer) is
+    not listed."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for (name, _, _, _), row in finished_rows(store).items():
+        version = run_version(row)
+        if version is None or (row.summary or {}).get("verdict") != "valid":
+            continue
+        out.setdefault(name, {}).setdefault(version, []).append(run_place(row.key or ""))
+    return out
+
+
+def run_version(row: RunRow) -> str | None:
+    """The engine version a stored run was measured with, where its engine said one."""
+    run = row.context.get("context")
+    engine = run.get("engine") if isinstance(run, dict) else None
+    version = engine.get("version") if isinstance(engine, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def run_place(key: str) -> str:
@@ -283,6 +311,9 @@ class SweepOutcome:
     ran: int
     skipped: int
     failed_levels: list[str] = field(default_factory=list)
+    #: targets that measured nothing as their engine started at another version than
+    #: their kept runs' (``--redo NAME`` measures them again; the same command would not)
+    version_refused: list[str] = field(default_factory=list)
 
 
 class SweepRunner:
@@ -329,6 +360,12 @@ class SweepRunner:
         #: targets under ``--redo NAME`` whose kept runs were measured with other
         #: settings: only those runs are measured again (``_check_resume``)
         self._settings_redo: set[str] = set()
+        #: each target's engine versions its kept valid runs were measured with (a
+        #: target under --redo NAME left out: every level of it is measured again)
+        self._held_versions: dict[str, dict[str, list[str]]] = {}
+        #: those of the targets under --redo NAME, until their engine's first start
+        self._redo_versions: dict[str, dict[str, list[str]]] = {}
+        self.version_refused: list[str] = []
         try:
             self.store = Store(out / "sweep.db")
         except BaseException:
@@ -383,6 +420,10 @@ class SweepRunner:
         picked = {n for n in held if self.only is None or n in self.only}
         changed = self.config.settings_differ(held, picked)
         self._settings_redo = set(changed) & whole
+        # the engine's version is known once it has started: compared then (_level)
+        versions = held_versions(self.store)
+        self._held_versions = {n: v for n, v in versions.items() if n not in whole}
+        self._redo_versions = {n: v for n, v in versions.items() if n in whole}
         refused = {n: d for n, d in changed.items() if n not in whole}
         if refused:
             raise UsageError(settings_refusal(self.out, refused, self.command))
@@ -404,12 +445,18 @@ class SweepRunner:
         if before is not None and self.events.on_note is not None:
             self.events.on_note(_resumed_on(host, before))
 
-    def _set_aside(self, name: str) -> None:
-        """Under ``--redo NAME`` with changed settings: NAME's finished runs measured
-        otherwise at places this command does not measure again (a level ``--refine``
-        added, one the config no longer has, a repeat past its count) are set aside: kept
-        in sweep.db with their records, status ``set_aside``, no longer points of
-        sweep.json, so no level mixes two settings. Said in a note."""
+    def _set_aside(
+        self,
+        name: str,
+        otherwise: Callable[[RunRow], bool] | None = None,
+        what: str = "other settings",
+    ) -> None:
+        """Under ``--redo NAME`` with changed settings (or, ``otherwise`` given, another
+        engine version: ``what``): NAME's finished runs measured otherwise at places this
+        command does not measure again (a level ``--refine`` added, one the config no
+        longer has, a repeat past its count) are set aside: kept in sweep.db with their
+        records, status ``set_aside``, no longer points of sweep.json, so no level mixes
+        two settings. Said in a note."""
         t = self.config.target_named(name)
         planned = {(lv.axis, lv.value) for lv in self.config.levels_of(t)}
         aside: list[tuple[float, int, str]] = []
@@ -419,17 +466,34 @@ class SweepRunner:
             who, level, r = parse_run_key(row.key)
             if who != name or ((level.axis, level.value) in planned and r < self.config.repeats):
                 continue
-            if self.config.same_settings(t, run_place(row.key), row.context.get("target_settings")):
+            if otherwise is not None:
+                if not otherwise(row):
+                    continue
+            elif self.config.same_settings(
+                t, run_place(row.key), row.context.get("target_settings")
+            ):
                 continue
             self.store.finish_run(row.run_id, SET_ASIDE, row.summary)
             aside.append((level.value, r, run_place(row.key)))
         if aside and self.events.on_note is not None:
             shown = ", ".join(dict.fromkeys(place for _, _, place in sorted(aside)))
             self.events.on_note(
-                f"{name}: {plural(len(aside), 'run')} measured with other settings outside "
+                f"{name}: {plural(len(aside), 'run')} measured with {what} outside "
                 f"the levels and repeats this command measures ({shown}) set aside: kept in "
                 "sweep.db, no longer points of sweep.json"
             )
+
+    def _version_redo(self, name: str, version: str | None) -> None:
+        """Under ``--redo NAME`` (every level of it measured again), once NAME's engine
+        has started at ``version``: its runs measured with another version at places
+        this command does not measure are set aside (``_set_aside``), as runs of other
+        settings are."""
+        held = self._redo_versions.pop(name, None) or {}
+        if version is None or not set(held) - {version}:
+            return
+        self._set_aside(
+            name, lambda row: run_version(row) not in (None, version), "another engine version"
+        )
 
     def _done(self, target: str, level: Level, r: int) -> bool:
         row = self.store.finished_by_key(run_key(target, level, r))
@@ -531,6 +595,12 @@ class SweepRunner:
         finally:
             t.info = backend.info
             self._note_start(t)
+        self._version_redo(name, t.info.version)
+        refused = self._version_refusal(name, t.info.version)
+        if refused is not None:
+            self.failed_levels.append(f"{name} {level.label} r={r}: not measured: {refused}")
+            self.version_refused.append(name)
+            raise EngineVersionChangedError(refused)
         if run_cfg.mode == "rate" and run_cfg.trace is None:
             # each repeat its own arrivals (recorded in its summary), so the repeats'
             # spread holds the arrivals' noise; every target gets the same ones
@@ -586,6 +656,29 @@ class SweepRunner:
             )
         return LocalTarget(t.session, self)
 
+    def _version_refusal(self, name: str, version: str | None) -> str | None:
+        """Why target ``name``'s engine, started at ``version``, may not measure here:
+        its kept valid runs were measured with another version, and a level would mix
+        the two (as a changed setting would: ``_check_resume``). ``None`` when it may: no
+        version known either side, or the same."""
+        held = self._held_versions.get(name) or {}
+        other = {v: places for v, places in held.items() if v != version}
+        if version is None or not other:
+            return None
+        places = [p for ps in other.values() for p in ps]
+        n = sum(len(ps) for ps in held.values())
+        at = "" if len(places) == n else f" ({runs_at(places, n)})"
+        was = " or ".join(other)
+        if self.command == "sweep":
+            again = f", or --redo {name} to measure it again under this one"
+        else:
+            again = f", or measure it again there with crossover sweep --only {name} --redo {name}"
+        return (
+            f"{self.out} holds runs of {name} measured with its engine at {was}{at}, and it "
+            f"started at {version}: a level would mix two versions; use another --out, the "
+            f"version they were measured with{again}"
+        )
+
     async def _run_target(self, t: _Target, todo: list[tuple[Level, int]]) -> None:
         if not todo:
             return
@@ -604,7 +697,7 @@ class SweepRunner:
                     # the engine would not start (or its URL stopped answering): the rest
                     # of this target cannot run now; the other targets still do
                     left = ", ".join(f"{lv.label} r={rep}" for lv, rep in todo[i + 1 :])
-                    if left and isinstance(exc, TargetUnreachableError):
+                    if left and isinstance(exc, TargetUnreachableError | EngineVersionChangedError):
                         self.failed_levels.append(
                             f"{t.cfg.name}: not run, {exc.left_reason}: {left}"
                         )
@@ -808,7 +901,9 @@ class SweepRunner:
                 _, findings = self._analysed()
         sweep, findings = self._analysed()
         sweep.write(self.out / "sweep.json")
-        return SweepOutcome(sweep, findings, self.ran, self.skipped, self.failed_levels)
+        return SweepOutcome(
+            sweep, findings, self.ran, self.skipped, self.failed_levels, self.version_refused
+        )
 
     def _measured_levels(self) -> list[int]:
         out = []
