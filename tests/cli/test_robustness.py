@@ -148,7 +148,7 @@ def test_an_interrupted_redo_says_what_the_same_command_measures_again() -> None
     for redo in (["--redo", "A@4"], ["--redo=A"]):
         said = _interrupted(["sweep", "--config", "s.yaml", "--out", "d", *redo])
         assert "finished runs are kept" not in said
-        assert "measures every level a --redo names again where the settings are" in said
+        assert "measures every level a --redo names again where neither changed" in said
 
 
 @pytest.mark.parametrize(

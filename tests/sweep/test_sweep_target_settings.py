@@ -451,18 +451,93 @@ def test_a_version_refusal_names_the_runs_and_the_way_on_per_command(tmp_path: P
     for command, way in (
         ("sweep", "or --redo a to measure it again under this one"),
         ("decide", "or measure it again there with crossover sweep --only a --redo a"),
+        ("demo", "or --fresh to start the demo over"),
     ):
         runner = SweepRunner(cfg, tmp_path / command, command=command)
         try:
             runner._held_versions = {"a": {"0.9": ["c=1 r=0"], "1.0": ["c=2 r=0"]}}
-            assert runner._version_refusal("a", "1.0") == (
+            assert runner._on_version("a", None) is None  # not known: not compared
+            assert runner._on_version("a", "1.0") == (
                 f"{tmp_path / command} holds runs of a measured with its engine at 0.9 (1 of "
                 "its 2 runs: c=1 r=0), and it started at 1.0: a level would mix two "
                 f"versions; use another --out, the version they were measured with, {way}"
             )
-            assert runner._version_refusal("a", None) is None  # not known: not compared
             runner._held_versions = {"a": {"1.0": ["c=1 r=0"]}}
-            assert runner._version_refusal("a", "1.0") is None
-            assert runner._version_refusal("b", "2.0") is None  # nothing kept
+            assert runner._on_version("a", "1.0") is None
+            # a start later in the same command at another version
+            assert runner._on_version("a", "1.1") == (
+                "a's engine started at 1.0 earlier in this command and at 1.1 now: a level "
+                f"would mix two versions; use the version it started at, {way}"
+            )
+            assert runner._on_version("b", "2.0") is None  # nothing kept
         finally:
             runner.close()
+
+
+def test_a_redo_of_changed_settings_measures_other_version_runs_again_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--redo E`` where E's settings changed at c=1 and its engine was upgraded: c=2
+    (settings as now, but the old version) is measured again too, so no level mixes two
+    versions; a redo cut short (c=1 already at the new version) measures only the rest."""
+    version = tmp_path / "version"
+    version.write_text("1.0")
+    out = tmp_path / "out"
+    target = calib_engine_target(tmp_path, "E", env={"CALIB_ENGINE_VERSION_FILE": str(version)})
+    config = _write(tmp_path, [target])
+    assert sweep_in(config, out) == 0, capsys.readouterr().err
+    with sqlite3.connect(out / "sweep.db") as db:  # c=1 measured with 6 requests
+        db.execute(
+            "UPDATE runs SET context = json_set(context, '$.target_settings.requests', 6) "
+            "WHERE key LIKE 'E|c=1|%'"
+        )
+    version.write_text("2.0")
+    before = {r.run_id for r in db_runs(out)}
+    assert sweep_in(config, out, "--redo", "E") == 0, capsys.readouterr().err
+    again = sorted(r.key or "" for r in db_runs(out) if r.run_id not in before)
+    assert again == ["E|c=1|r=0", "E|c=2|r=0"]
+    with Store(out / "sweep.db", read_only=True) as store:
+        assert held_versions(store) == {"E": {V2: ["c=1 r=0", "c=2 r=0"]}}
+    # cut short: c=1 redone at 3.0 already, c=2 not yet
+    version.write_text("3.0")
+    with sqlite3.connect(out / "sweep.db") as db:
+        db.execute(
+            "UPDATE runs SET context = json_set(context, '$.context.engine.version', ?) "
+            "WHERE key = 'E|c=1|r=0' AND status = 'done'",
+            ("3.0 (calibration engine)",),
+        )
+    before = {r.run_id for r in db_runs(out)}
+    capsys.readouterr()
+    assert sweep_in(config, out, "--redo", "E") == 0, capsys.readouterr().err
+    again = sorted(r.key or "" for r in db_runs(out) if r.run_id not in before)
+    assert again == ["E|c=2|r=0"]
+    assert sweep_in(config, out) == 0, capsys.readouterr().err  # one version: resumes
+
+
+def test_a_refused_target_is_not_started_again_by_refine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    version = tmp_path / "version"
+    version.write_text("1.0")
+    starts = tmp_path / "starts"
+    out = tmp_path / "out"
+    env = {"CALIB_ENGINE_VERSION_FILE": str(version), "CALIB_ENGINE_STARTS": str(starts)}
+    # E's gap 1 ms + 0.5 ms per other stream against B's 2 ms: they cross at c = 3, which
+    # --refine measures (between 2 and 4)
+    latency = {"ttft_ms": 2.0, "itl_ms": 1.0, "itl_per_stream_ms": 0.5}
+    with servers(SLOW) as (url,):
+        targets = [
+            calib_engine_target(tmp_path, "E", latency=latency, env=env),
+            {"name": "B", "url": url, "engine": "vllm", "model": "calibration"},
+        ]
+        config = _write(tmp_path, targets, concurrency=[1, 2, 4])
+        assert sweep_in(config, out) == 0, capsys.readouterr().err
+        version.write_text("2.0")
+        starts.write_text("")
+        refine = _write(tmp_path, targets, concurrency=[1, 2, 4], repeats=2, refine=True)
+        capsys.readouterr()
+        assert sweep_in(refine, out) == 3
+        said = capsys.readouterr()
+    assert "refine: measuring concurrency 3" in said.err, said.err
+    assert len(starts.read_text().split()) == 1, said  # started once, refused once
+    assert " ".join(said.out.split()).count("a level would mix two versions") == 1, said.out

@@ -115,11 +115,13 @@ INTERRUPTED = {
 
 
 #: a sweep under --redo: the same command measures its named levels again from the start
-#: where their settings did not change (an outlier's), and resumes where they did
+#: where neither their settings nor the engine's version changed (an outlier's), and
+#: resumes where one did
 INTERRUPTED_REDO = (
     "interrupted; results written so far are kept (the same command resumes a --redo of "
-    "runs measured with other settings, but measures every level a --redo names again "
-    "where the settings are unchanged: run it without those --redo to keep what was redone)"
+    "runs measured with other settings or another engine version, but measures every "
+    "level a --redo names again where neither changed: run it without those --redo to "
+    "keep what was redone)"
 )
 
 

@@ -62,6 +62,7 @@ from crossover.sweep.check import check_replica_gpus
 from crossover.sweep.config import Level, SweepConfig, TargetConfig, runs_at, settings_refusal
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
+from crossover.sweep.versions import run_version, same_version
 from crossover.words import plural
 from crossover.workload import Prompt, Tokenizer, prompt_of_row, prompt_row
 from crossover.workload.tokenizers import ServerTokenizer
@@ -181,14 +182,6 @@ def held_versions(store: Store) -> dict[str, dict[str, list[str]]]:
             continue
         out.setdefault(name, {}).setdefault(version, []).append(run_place(row.key or ""))
     return out
-
-
-def run_version(row: RunRow) -> str | None:
-    """The engine version a stored run was measured with, where its engine said one."""
-    run = row.context.get("context")
-    engine = run.get("engine") if isinstance(run, dict) else None
-    version = engine.get("version") if isinstance(engine, dict) else None
-    return version if isinstance(version, str) else None
 
 
 def run_place(key: str) -> str:
@@ -363,8 +356,14 @@ class SweepRunner:
         #: each target's engine versions its kept valid runs were measured with (a
         #: target under --redo NAME left out: every level of it is measured again)
         self._held_versions: dict[str, dict[str, list[str]]] = {}
-        #: those of the targets under --redo NAME, until their engine's first start
-        self._redo_versions: dict[str, dict[str, list[str]]] = {}
+        #: the targets under --redo NAME (every level of it)
+        self._whole_redo: set[str] = set()
+        #: the version each target's engine first started at in this command
+        self._started: dict[str, str] = {}
+        #: targets under --redo NAME measuring again, once their engine has started, only
+        #: the kept runs measured otherwise (other settings, another engine version): the
+        #: version it started at (None: not known, settings alone)
+        self._redoing: dict[str, str | None] = {}
         self.version_refused: list[str] = []
         try:
             self.store = Store(out / "sweep.db")
@@ -421,9 +420,8 @@ class SweepRunner:
         changed = self.config.settings_differ(held, picked)
         self._settings_redo = set(changed) & whole
         # the engine's version is known once it has started: compared then (_level)
-        versions = held_versions(self.store)
-        self._held_versions = {n: v for n, v in versions.items() if n not in whole}
-        self._redo_versions = {n: v for n, v in versions.items() if n in whole}
+        self._held_versions = held_versions(self.store)
+        self._whole_redo = whole
         refused = {n: d for n, d in changed.items() if n not in whole}
         if refused:
             raise UsageError(settings_refusal(self.out, refused, self.command))
@@ -482,18 +480,6 @@ class SweepRunner:
                 f"the levels and repeats this command measures ({shown}) set aside: kept in "
                 "sweep.db, no longer points of sweep.json"
             )
-
-    def _version_redo(self, name: str, version: str | None) -> None:
-        """Under ``--redo NAME`` (every level of it measured again), once NAME's engine
-        has started at ``version``: its runs measured with another version at places
-        this command does not measure are set aside (``_set_aside``), as runs of other
-        settings are."""
-        held = self._redo_versions.pop(name, None) or {}
-        if version is None or not set(held) - {version}:
-            return
-        self._set_aside(
-            name, lambda row: run_version(row) not in (None, version), "another engine version"
-        )
 
     def _done(self, target: str, level: Level, r: int) -> bool:
         row = self.store.finished_by_key(run_key(target, level, r))
@@ -595,12 +581,16 @@ class SweepRunner:
         finally:
             t.info = backend.info
             self._note_start(t)
-        self._version_redo(name, t.info.version)
-        refused = self._version_refusal(name, t.info.version)
+        refused = self._on_version(name, t.info.version)
         if refused is not None:
             self.failed_levels.append(f"{name} {level.label} r={r}: not measured: {refused}")
             self.version_refused.append(name)
             raise EngineVersionChangedError(refused)
+        if self._kept_as_now(name, level, r):  # a redo's run measured so already
+            self.skipped += 1
+            if self.events.on_skip:
+                self.events.on_skip(name, level, r)
+            return True
         if run_cfg.mode == "rate" and run_cfg.trace is None:
             # each repeat its own arrivals (recorded in its summary), so the repeats'
             # spread holds the arrivals' noise; every target gets the same ones
@@ -656,28 +646,72 @@ class SweepRunner:
             )
         return LocalTarget(t.session, self)
 
-    def _version_refusal(self, name: str, version: str | None) -> str | None:
-        """Why target ``name``'s engine, started at ``version``, may not measure here:
-        its kept valid runs were measured with another version, and a level would mix
-        the two (as a changed setting would: ``_check_resume``). ``None`` when it may: no
-        version known either side, or the same."""
+    def _on_version(self, name: str, version: str | None) -> str | None:
+        """Target ``name``'s engine has started at ``version``: why it may not measure
+        here (``None`` when it may). Its kept valid runs were measured with another
+        version, and a level would mix the two, as a changed setting would
+        (``_check_resume``); or it started at another earlier in this command. Under
+        ``--redo NAME`` the runs of another version are measured again instead: those at
+        places this command does not measure are set aside (``_set_aside``), and from
+        then on a kept run measured as now is not measured again (``_kept_as_now``), so
+        a redo cut short resumes. A version not known is not compared."""
+        if version is None:
+            if name in self._settings_redo:
+                self._redoing.setdefault(name, None)
+            return None
+        if self.command == "sweep":
+            again = f", or --redo {name} to measure it again under this one"
+        elif self.command == "demo":
+            again = ", or --fresh to start the demo over"
+        else:
+            again = f", or measure it again there with crossover sweep --only {name} --redo {name}"
+        first = self._started.setdefault(name, version)
+        if not same_version(first, version):
+            return (
+                f"{name}'s engine started at {first} earlier in this command and at "
+                f"{version} now: a level would mix two versions; use the version it started "
+                f"at{again}"
+            )
         held = self._held_versions.get(name) or {}
-        other = {v: places for v, places in held.items() if v != version}
-        if version is None or not other:
+        other = {v: places for v, places in held.items() if not same_version(v, version)}
+        if name in self._whole_redo:
+            if name not in self._redoing or self._redoing[name] is None:
+                if other or name in self._settings_redo:
+                    self._redoing[name] = version
+                if other:
+                    self._set_aside(
+                        name,
+                        lambda row: not same_version(run_version(row) or version, version),
+                        "another engine version",
+                    )
+            return None
+        if not other:
             return None
         places = [p for ps in other.values() for p in ps]
         n = sum(len(ps) for ps in held.values())
         at = "" if len(places) == n else f" ({runs_at(places, n)})"
-        was = " or ".join(other)
-        if self.command == "sweep":
-            again = f", or --redo {name} to measure it again under this one"
-        else:
-            again = f", or measure it again there with crossover sweep --only {name} --redo {name}"
         return (
-            f"{self.out} holds runs of {name} measured with its engine at {was}{at}, and it "
-            f"started at {version}: a level would mix two versions; use another --out, the "
-            f"version they were measured with{again}"
+            f"{self.out} holds runs of {name} measured with its engine at "
+            f"{' or '.join(other)}{at}, and it started at {version}: a level would mix two "
+            f"versions; use another --out, the version they were measured with{again}"
         )
+
+    def _kept_as_now(self, name: str, level: Level, r: int) -> bool:
+        """Under ``--redo NAME`` once its engine has started (``_redoing``): whether the
+        kept run at ``level``, repeat ``r``, was measured as now (the same settings, the
+        same version where both are known), so it is not measured again."""
+        if name not in self._redoing:
+            return False
+        row = self.store.finished_by_key(run_key(name, level, r))
+        if row is None:
+            return False
+        t = self.config.target_named(name)
+        if not self.config.same_settings(
+            t, run_place(row.key or ""), row.context.get("target_settings")
+        ):
+            return False
+        now, then = self._redoing[name], run_version(row)
+        return now is None or then is None or same_version(then, now)
 
     async def _run_target(self, t: _Target, todo: list[tuple[Level, int]]) -> None:
         if not todo:
@@ -840,6 +874,8 @@ class SweepRunner:
         for t in self.targets:
             if self.only is not None and t.cfg.name not in self.only:
                 continue
+            if t.cfg.name in self.version_refused:  # (a refine pass: it measures nothing)
+                continue
             mine = levels
             if main_pass and t.cfg.concurrency:
                 mine = [Level("concurrency", c) for c in t.cfg.concurrency]
@@ -851,6 +887,11 @@ class SweepRunner:
                 for c in mine
                 if not self._done(t.cfg.name, c, r)
             ]
+            if todo and t.cfg.name in self._settings_redo and self._held_versions.get(t.cfg.name):
+                # its engine starts anyway: its version then says which kept runs of
+                # unchanged settings are of another one, measured again too (_kept_as_now
+                # passes over the others once it has started)
+                todo = [(c, r) for r in range(self.config.repeats) for c in mine]
             self.skipped += len(mine) * self.config.repeats - len(todo)
             for c, r in levels_skipped(mine, self.config.repeats, todo):
                 if self.events.on_skip:
