@@ -196,3 +196,15 @@ def test_the_json_says_the_machine_it_was_measured_from(
     notes = compare_runs(a, b).notes
     assert any(n.startswith("machines differ: A on ") and "B on 1x NVIDIA H200" in n for n in notes)
     assert not any("machines differ" in n for n in compare_runs(a, a).notes)
+
+
+def test_the_server_s_version_is_kept_with_the_run(tmp_path: Path) -> None:
+    """A URL's server answers its version (vLLM's ``GET /version``): the run keeps it."""
+    from crossover.records.store import Store
+
+    with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=0.5, version="0.26.0")) as url:
+        rc, _ = run_cli(url, tmp_path)
+    assert rc == 0
+    with Store(tmp_path / "res" / "results.db", read_only=True) as store:
+        (run,) = store.runs()
+    assert run.context["context"]["engine"]["version"] == "0.26.0"

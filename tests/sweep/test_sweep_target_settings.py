@@ -54,7 +54,7 @@ def _write(tmp_path: Path, targets: list[dict[str, Any]], **more: Any) -> Path:
 def _url_targets(urls: list[str]) -> list[dict[str, Any]]:
     return [
         {"name": n, "url": u, "engine": "vllm", "model": "calibration"}
-        for n, u in zip("AB", urls, strict=True)
+        for n, u in zip("AB", urls, strict=False)
     ]
 
 
@@ -541,3 +541,25 @@ def test_a_refused_target_is_not_started_again_by_refine(
     assert "refine: measuring concurrency 3" in said.err, said.err
     assert len(starts.read_text().split()) == 1, said  # started once, refused once
     assert " ".join(said.out.split()).count("a level would mix two versions") == 1, said.out
+
+
+def test_a_url_target_s_server_upgraded_between_sessions_is_refused_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URL target's server answers its version (vLLM's ``GET /version``): sweep.json and
+    the runs keep it, and a resume against the same URL serving another version measures
+    none of its levels."""
+    out = tmp_path / "out"
+    with servers(FAST, version="0.26.0") as urls:
+        targets = _url_targets(urls[:1])
+        assert sweep_in(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
+    (info,) = json.loads((out / "sweep.json").read_text())["targets"]
+    assert (info["name"], info["version"], info["url"]) == ("A", "0.26.0", urls[0])
+    with servers(FAST, version="0.26.1") as urls:
+        targets = _url_targets(urls[:1])
+        capsys.readouterr()
+        assert sweep_in(_write(tmp_path, targets, repeats=2), out) == 3
+        text = " ".join(capsys.readouterr().out.split())
+        assert "holds runs of A measured with its engine at 0.26.0, and it started at 0.26.1" in (
+            text
+        )

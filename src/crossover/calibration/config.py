@@ -114,6 +114,9 @@ class CalibrationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model_name: str = "calibration"
+    #: the version ``GET /version`` answers, as vLLM's and SGLang's do (None: no such path,
+    #: 404): a stand-in for an engine whose version a sweep keeps with its runs
+    version: str | None = None
     # latency model
     ttft_ms: float = Field(default=10.0, ge=0.0)
     ttft_per_stream_ms: float = Field(default=0.0, ge=0.0)

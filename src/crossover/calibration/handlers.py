@@ -120,6 +120,9 @@ class Handlers:
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": self.config.version})
+
     async def models(self, request: web.Request) -> web.Response:
         model = {"id": self.config.model_name, "object": "model", "owned_by": "crossover"}
         return web.json_response({"object": "list", "data": [model]})

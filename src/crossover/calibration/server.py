@@ -61,6 +61,8 @@ def build_app(config: CalibrationConfig) -> web.Application:
     app.on_shutdown.append(_closing)
     app.router.add_get("/health", h.health)
     app.router.add_get("/v1/models", h.models)
+    if config.version is not None:
+        app.router.add_get("/version", h.version)
     app.router.add_post("/tokenize", h.tokenize)
     app.router.add_post("/detokenize", h.detokenize)
     app.router.add_get("/metrics", h.metrics)

@@ -206,6 +206,7 @@ def run(
     from crossover.cli.render import print_summary, progress_line
     from crossover.load.sizing import workers_for
     from crossover.measure import Progress, choose_tokenizer, execute, served_model
+    from crossover.measure.probes import api_headers, url_version
     from crossover.metrics.client_floor import resolve_client_floor
     from crossover.records.database_file import check_database_file, check_writable
     from crossover.records.store import Store
@@ -281,6 +282,7 @@ def run(
         transport=config.transport,
     )
     config = served_model(config, model, console.print)
+    version = url_version(config.url, config.dialect, api_headers(config))
     console.print(f"[dim]{floor_note}[/]")  # said once the server answered, as before
     tok = local_tok or choose_tokenizer(config)
     progress = Progress(total=config.requests)
@@ -291,6 +293,7 @@ def run(
                 execute(
                     config,
                     store,
+                    version=version,
                     tokenizer=tok,
                     progress=progress,
                     client_floor=floor,

@@ -381,13 +381,7 @@ class RunningEngine:
                 got = self._http_get(probe.target[0])
                 if got is None or got[0] != 200:
                     continue
-                text = got[1].decode("utf-8", errors="replace")
-                if probe.json_key:
-                    try:
-                        value = json.loads(text).get(probe.json_key)
-                    except (ValueError, AttributeError):
-                        continue
-                    text = str(value) if value else None
+                text = http_probe_text(got[1], probe)
             elif probe.kind == "stamp":
                 text = _stamp_version(self.adapter.executable(self.config)[0], probe)
             else:
@@ -406,11 +400,9 @@ class RunningEngine:
                 except (OSError, subprocess.TimeoutExpired):
                     continue
                 text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
-            if text and probe.regex:
-                m = re.search(probe.regex, text, re.MULTILINE)
-                text = m.group(1) if m else None
-            if text and text.strip():
-                return text.strip()
+            found = probe_result(text, probe)
+            if found is not None:
+                return found
         return None
 
     # -- stopping --
@@ -451,6 +443,34 @@ class RunningEngine:
     def __repr__(self) -> str:
         state = "alive" if self.alive() else f"exited {self._returncode}"
         return f"<RunningEngine {self.config.engine} pid={self.pid} {self.url} {state}>"
+
+
+# --- versions ------------------------------------------------------------------------------
+#: the longest version kept: a server's answer is untrusted, and a version is a short name
+MAX_VERSION_CHARS = 200
+
+
+def http_probe_text(body: bytes, probe: VersionProbe) -> str | None:
+    """An HTTP version probe's answer as text: the body, or its ``json_key`` value."""
+    text = body.decode("utf-8", errors="replace")
+    if not probe.json_key:
+        return text
+    try:
+        value = json.loads(text).get(probe.json_key)
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
+def probe_result(text: str | None, probe: VersionProbe) -> str | None:
+    """The version in a probe's answer (its ``regex``'s group 1 where it has one), cut to
+    ``MAX_VERSION_CHARS``; ``None`` where it holds none."""
+    if text and probe.regex:
+        m = re.search(probe.regex, text, re.MULTILINE)
+        text = m.group(1) if m else None
+    if not text or not text.strip():
+        return None
+    return text.strip()[:MAX_VERSION_CHARS]
 
 
 # --- starting ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ that fails fast, with one line, when nothing answers, and the model it serves
 
 from __future__ import annotations
 
+import http.client
 import os
 import urllib.error
 import urllib.request
@@ -55,3 +56,31 @@ def served_model(config: RunConfig, model: str | None, say: Callable[[str], obje
                 say(said)
             config = config.model_copy(update={"model": picked})
     return config
+
+
+def url_version(
+    base_url: str, engine: str | None, headers: dict[str, str], timeout_s: float = 2.0
+) -> str | None:
+    """The version of the server at ``base_url`` (a URL target: not launched here) by the
+    HTTP probes of ``engine``'s adapter (a dialect: the engine of that name; none known:
+    ``GET /version``, vLLM's and SGLang's), the first that answers; ``None`` if none
+    does. Only GETs are sent, with the requests' own headers (its API key)."""
+    from crossover.engines import registry
+    from crossover.engines.lifecycle import http_probe_text, probe_result
+    from crossover.engines.spec import VersionProbe
+
+    spec = registry.ENGINES.get(engine or "")
+    generic = (VersionProbe("http", ("/version",), json_key="version"),)
+    for probe in spec.version_probes if spec is not None else generic:
+        if probe.kind != "http":
+            continue
+        req = urllib.request.Request(base_url.rstrip("/") + probe.target[0], headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
+                body = resp.read(1 << 20)
+        except (OSError, ValueError, http.client.HTTPException):  # an HTTPError too
+            continue
+        found = probe_result(http_probe_text(body, probe), probe)
+        if found is not None:
+            return found
+    return None

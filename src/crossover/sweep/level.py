@@ -313,6 +313,20 @@ class TargetSession:
                 if said is not None:
                     self._say(said)
             model = self.model
+            if self.info.url is None:  # its server's version, asked once as its model
+                from crossover.measure.probes import url_version
+
+                version = await asyncio.to_thread(url_version, urls[0], self.cfg.engine, {})
+                self.info = TargetInfo(
+                    name=self.cfg.name,
+                    engine=self.cfg.engine,
+                    url=urls[0],
+                    model=self.cfg.model,
+                    version=version,
+                    settings=(
+                        {"replicas": len(urls), "replica_urls": urls} if len(urls) > 1 else {}
+                    ),
+                )
         await self.freeze_gc(level)
         await self.probe_idle_loop(level)
         run_cfg = self.run_config(urls, dialect, model, level)
