@@ -563,3 +563,21 @@ def test_a_url_target_s_server_upgraded_between_sessions_is_refused_too(
         assert "holds runs of A measured with its engine at 0.26.0, and it started at 0.26.1" in (
             text
         )
+
+
+def test_interleaved_a_refused_target_s_levels_are_named_as_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    with servers(FAST, SLOW, version="0.26.0") as urls:
+        targets = _url_targets(urls)
+        assert sweep_in(_write(tmp_path, targets), out) == 0, capsys.readouterr().err
+    with servers(FAST, SLOW, version="0.26.1") as urls:
+        targets = _url_targets(urls)
+        capsys.readouterr()
+        assert sweep_in(_write(tmp_path, targets, repeats=2, interleave=True), out) == 3
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "A: not run, its engine is another version than its kept runs' (said above): c=2 r=1"
+    ) in text, text
+    assert "B: not run" in text  # B's server was upgraded too

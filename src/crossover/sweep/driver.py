@@ -776,8 +776,13 @@ class SweepRunner:
                     backend = backends[name] = self._backend(t)
                 try:
                     going = await self._level(t, backend, level, r)
-                except EngineError:
+                except EngineError as exc:
                     going = False
+                    left = ", ".join(
+                        f"{lv.label} r={rep}" for n, lv, rep in order[i + 1 :] if n == name
+                    )
+                    if left and isinstance(exc, TargetUnreachableError | EngineVersionChangedError):
+                        self.failed_levels.append(f"{name}: not run, {exc.left_reason}: {left}")
                 if not going:
                     gone.add(name)
                     await self._stop(name, backend)
