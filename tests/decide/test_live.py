@@ -541,3 +541,36 @@ def test_decide_along_rates_against_two_calibration_servers(
     as_float = re.compile(r"(?<![\d.])(?:4|8|16)\.0(?!\d)(?! s\b)")
     assert "s measuring, levels 4,8,16" in printed and not as_float.search(printed), printed
     assert not as_float.search(head), as_float.findall(head)
+
+
+def test_a_live_decision_on_a_server_upgraded_since_stops_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decision resumed against a server that answers another version than its kept
+    runs were measured with stops at its first level there (exit 2), naming the runs,
+    both versions and the sweep command that measures it again; nothing of it is kept."""
+    out = tmp_path / "d"
+    argv = ["decide", "--config", str(tmp_path / "sweep.yaml"), "--out", str(out)]
+    argv += ["--metric", "total_tokens_per_s"]
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config({**FAST, "version": "0.26.0"})))
+        batched = stack.enter_context(spawn(build_config({**BATCHED, "version": "0.26.0"})))
+        _two_servers(tmp_path, "upgrade", [1, 4], fast, batched)
+        assert main(argv) == 0, capsys.readouterr().err
+    with Store(out / "sweep.db", read_only=True) as store:
+        runs = len(store.runs())
+    with contextlib.ExitStack() as stack:
+        fast = stack.enter_context(spawn(build_config({**FAST, "version": "0.26.1"})))
+        batched = stack.enter_context(spawn(build_config({**BATCHED, "version": "0.26.1"})))
+        _two_servers(tmp_path, "upgrade", [1, 4, 8], fast, batched)
+        capsys.readouterr()
+        assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    # the first target the policy asks for stops it (both were upgraded)
+    said = re.search(r"holds runs of (fast|batched) measured with its engine at 0\.26\.0", err)
+    assert said is not None, err
+    assert "and it started at 0.26.1: a level would mix two versions" in err, err
+    who = said.group(1)
+    assert f"crossover sweep --only {who} --redo {who}" in err, err
+    with Store(out / "sweep.db", read_only=True) as store:
+        assert len(store.runs()) == runs
