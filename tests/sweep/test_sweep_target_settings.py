@@ -522,9 +522,9 @@ def test_a_refused_target_is_not_started_again_by_refine(
     starts = tmp_path / "starts"
     out = tmp_path / "out"
     env = {"CALIB_ENGINE_VERSION_FILE": str(version), "CALIB_ENGINE_STARTS": str(starts)}
-    # E's gap 1 ms + 0.5 ms per other stream against B's 2 ms: they cross at c = 3, which
-    # --refine measures (between 2 and 4)
-    latency = {"ttft_ms": 2.0, "itl_ms": 1.0, "itl_per_stream_ms": 0.5}
+    # E's gap 0.5 ms + 1 ms per other stream against B's 2 ms: they cross at c = 2.5 (E
+    # 25% ahead at 2, 75% behind at 4), which --refine measures at 3
+    latency = {"ttft_ms": 2.0, "itl_ms": 0.5, "itl_per_stream_ms": 1.0}
     with servers(SLOW) as (url,):
         targets = [
             calib_engine_target(tmp_path, "E", latency=latency, env=env),
