@@ -569,7 +569,7 @@ def test_a_live_decision_on_a_server_upgraded_since_stops_with_one_line(
     # the first target the policy asks for stops it (both were upgraded)
     said = re.search(r"holds runs of (fast|batched) measured with its engine at 0\.26\.0", err)
     assert said is not None, err
-    assert "and it started at 0.26.1: a level would mix two versions" in err, err
+    assert "and its server answers 0.26.1 now: a level would mix two versions" in err, err
     who = said.group(1)
     assert f"crossover sweep --only {who} --redo {who}" in err, err
     with Store(out / "sweep.db", read_only=True) as store:

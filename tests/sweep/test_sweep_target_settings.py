@@ -466,8 +466,8 @@ def test_a_version_refusal_names_the_runs_and_the_way_on_per_command(tmp_path: P
             assert runner._on_version("a", "1.0") is None
             # a start later in the same command at another version
             assert runner._on_version("a", "1.1") == (
-                "a's engine started at 1.0 earlier in this command and at 1.1 now: a level "
-                f"would mix two versions; use the version it started at, {way}"
+                "a's engine was at 1.0 earlier in this command and it started at 1.1: a level "
+                f"would mix two versions; use the version it was at, {way}"
             )
             assert runner._on_version("b", "2.0") is None  # nothing kept
         finally:
@@ -517,13 +517,15 @@ def test_a_redo_of_changed_settings_measures_other_version_runs_again_and_resume
 def test_a_refused_target_is_not_started_again_by_refine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """--refine after a target was refused its version neither starts it again nor spends
+    its budget on the other side of a pair it is in."""
     version = tmp_path / "version"
     version.write_text("1.0")
     starts = tmp_path / "starts"
     out = tmp_path / "out"
     env = {"CALIB_ENGINE_VERSION_FILE": str(version), "CALIB_ENGINE_STARTS": str(starts)}
     # E's gap 0.5 ms + 1 ms per other stream against B's 2 ms: they cross at c = 2.5 (E
-    # 25% ahead at 2, 75% behind at 4), which --refine measures at 3
+    # 25% ahead at 2, 75% behind at 4), which --refine would measure at 3
     latency = {"ttft_ms": 2.0, "itl_ms": 0.5, "itl_per_stream_ms": 1.0}
     with servers(SLOW) as (url,):
         targets = [
@@ -538,9 +540,13 @@ def test_a_refused_target_is_not_started_again_by_refine(
         capsys.readouterr()
         assert sweep_in(refine, out) == 3
         said = capsys.readouterr()
-    assert "refine: measuring concurrency 3" in said.err, said.err
     assert len(starts.read_text().split()) == 1, said  # started once, refused once
     assert " ".join(said.out.split()).count("a level would mix two versions") == 1, said.out
+    # nor is B measured alone between 2 and 4, where it crosses E: E measures nothing more
+    assert "refine: measuring" not in said.err, said.err
+    assert sorted(r.key or "" for r in db_runs(out) if (r.key or "").startswith("B|")) == [
+        f"B|c={c}|r={r}" for c in (1, 2, 4) for r in (0, 1)
+    ]
 
 
 def test_a_url_target_s_server_upgraded_between_sessions_is_refused_too(
@@ -560,9 +566,13 @@ def test_a_url_target_s_server_upgraded_between_sessions_is_refused_too(
         capsys.readouterr()
         assert sweep_in(_write(tmp_path, targets, repeats=2), out) == 3
         text = " ".join(capsys.readouterr().out.split())
-        assert "holds runs of A measured with its engine at 0.26.0, and it started at 0.26.1" in (
-            text
-        )
+        assert (
+            "holds runs of A measured with its engine at 0.26.0, and its server answers 0.26.1 "
+            "now: a level would mix two versions"
+        ) in text, text
+    # sweep.json names the version its points were measured with, not the refused one's
+    (info,) = json.loads((out / "sweep.json").read_text())["targets"]
+    assert info["version"] == "0.26.0"
 
 
 def test_interleaved_a_refused_target_s_levels_are_named_as_not_run(

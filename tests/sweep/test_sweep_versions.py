@@ -32,6 +32,12 @@ def test_one_build_read_two_ways_is_one_version(a: str, b: str) -> None:
         ("llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cuda-sm90)",
          "llama.cpp of llama-cpp-python-0.3.37 (built by crossover: cuda-sm90)"),
         ("dev", "nightly"),  # no marks: as written
+        # a release candidate, a nightly, a post release: each another build
+        ("0.5.0rc1", "0.5.0rc2"),
+        ("0.6.4rc1", "0.6.4"),
+        ("0.6.4", "0.6.4.dev15+g5678def"),
+        ("0.6.4.dev12+gabcdef1", "0.6.4.dev15+gfedcba2"),
+        ("0.5.3.post1", "0.5.3"),
     ],
 )  # fmt: skip
 def test_another_build_is_another_version(a: str, b: str) -> None:
@@ -49,3 +55,4 @@ def test_a_version_that_says_it_is_not_known_is_none() -> None:
     assert known_version("0.5.0-dev (build 0, commit unknown)") is None
     assert known_version("") is None and known_version(None) is None
     assert known_version("0.26.0") == "0.26.0"
+    assert known_version("0.7.0+unknown") == "0.7.0+unknown"  # a release, a local tag

@@ -566,6 +566,7 @@ class SweepRunner:
         nothing more (its requests in flight finish) and the reason is kept with the run
         (a ``sequential_stop`` sample: the requests planned and why it stopped)."""
         name = t.cfg.name
+        before = t.info  # what sweep.json keeps of it, should this start be refused
         try:
             run_cfg = await backend.prepare(level)
         except NodeLostError as exc:
@@ -581,8 +582,11 @@ class SweepRunner:
         finally:
             t.info = backend.info
             self._note_start(t)
-        refused = self._on_version(name, t.info.version)
+        refused = self._on_version(name, t.info.version, launched=t.cfg.launch is not None)
         if refused is not None:
+            # its points stay those of the version they were measured with: so does the
+            # version sweep.json and the report name (this start's is in the line)
+            t.info = before
             self.failed_levels.append(f"{name} {level.label} r={r}: not measured: {refused}")
             self.version_refused.append(name)
             raise EngineVersionChangedError(refused)
@@ -646,7 +650,7 @@ class SweepRunner:
             )
         return LocalTarget(t.session, self)
 
-    def _on_version(self, name: str, version: str | None) -> str | None:
+    def _on_version(self, name: str, version: str | None, launched: bool = True) -> str | None:
         """Target ``name``'s engine has started at ``version``: why it may not measure
         here (``None`` when it may). Its kept valid runs were measured with another
         version, and a level would mix the two, as a changed setting would
@@ -665,12 +669,13 @@ class SweepRunner:
             again = ", or --fresh to start the demo over"
         else:
             again = f", or measure it again there with crossover sweep --only {name} --redo {name}"
+        # a URL target's server was not started here: it answers a version
+        now = f"it started at {version}" if launched else f"its server answers {version} now"
         first = self._started.setdefault(name, version)
         if not same_version(first, version):
             return (
-                f"{name}'s engine started at {first} earlier in this command and at "
-                f"{version} now: a level would mix two versions; use the version it started "
-                f"at{again}"
+                f"{name}'s engine was at {first} earlier in this command and {now}: a level "
+                f"would mix two versions; use the version it was at{again}"
             )
         held = self._held_versions.get(name) or {}
         other = {v: places for v, places in held.items() if not same_version(v, version)}
@@ -692,8 +697,8 @@ class SweepRunner:
         at = "" if len(places) == n else f" ({runs_at(places, n)})"
         return (
             f"{self.out} holds runs of {name} measured with its engine at "
-            f"{' or '.join(other)}{at}, and it started at {version}: a level would mix two "
-            f"versions; use another --out, the version they were measured with{again}"
+            f"{' or '.join(other)}{at}, and {now}: a level would mix two versions; use "
+            f"another --out, the version they were measured with{again}"
         )
 
     def _kept_as_now(self, name: str, level: Level, r: int) -> bool:
@@ -930,13 +935,20 @@ class SweepRunner:
                 width = self.config.refine_width
                 # crossovers first: an inconclusive bracket (often a metric where the two
                 # targets are equal within noise) gets only what they leave of the budget
+                # not between a pair one side of which measures nothing more (its engine
+                # another version than its runs'): the other side alone would spend it
+                open_pairs = [
+                    f
+                    for f in findings
+                    if f.a not in self.version_refused and f.b not in self.version_refused
+                ]
                 new = propose_refinement(
-                    findings,
+                    open_pairs,
                     measured,
                     target_rel_width=width,
                     budget=left,
                     include_inconclusive=False,
-                ) or propose_refinement(findings, measured, target_rel_width=width, budget=left)
+                ) or propose_refinement(open_pairs, measured, target_rel_width=width, budget=left)
                 if not new:
                     break
                 if self.events.on_refine:

@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from crossover.records.store import RunRow
 
-#: a version mark: a commit hash (7 to 40 hex digits with a letter), a dotted release
-#: (0.26.0, 2.51), a build number (3 digits or more)
-_MARK = re.compile(r"\b[0-9a-f]*[a-f][0-9a-f]*\b|\d+(?:\.\d+)+|\d{3,}")
+#: a version mark: a dotted release with what follows it (0.26.0, 0.6.4rc1,
+#: 0.6.4.dev15+g5678def, 0.26.0+cu128: a release candidate, a nightly or another build is
+#: another version), a commit hash (7 to 40 hex digits with a letter), a build number (3
+#: digits or more)
+_MARK = re.compile(
+    r"\d+(?:\.\d+)+(?:[.+_-]?[0-9a-z]+)*|\b[0-9a-f]*[a-f][0-9a-f]*\b|\b\d{3,}\b"
+)
 #: a version that says it is not known (llama.cpp's tree without git metadata)
-_UNKNOWN = re.compile(r"\bunknown\b", re.IGNORECASE)
+_UNKNOWN = re.compile(r"^(?:b0-)?unknown$|\bcommit unknown\b", re.IGNORECASE)
 
 
 def marks(version: str) -> frozenset[str]:
@@ -29,7 +33,7 @@ def marks(version: str) -> frozenset[str]:
         text = m.group(0)
         if re.fullmatch(r"[0-9a-f]+", text) and not text.isdigit() and len(text) < 7:
             continue  # a short word of hex letters ("cafe", "be"), not a hash
-        found.add(text)
+        found.add(text.rstrip(".-_+"))
     # b4567: a build number after its b
     found.update(m.group(1) for m in re.finditer(r"\bb(\d{3,})\b", version.lower()))
     return frozenset(found)
