@@ -216,8 +216,11 @@ def test_where_and_how_the_engine_is_reached_may_change(
     target["launch"]["env"].update(ENGINE_MODE="fast", HF_TOKEN="hf_secret1")
     assert sweep_in(_write(tmp_path, [target]), out) == 0, capsys.readouterr().err
     n = len(db_runs(out))
-    # a secret is kept nowhere in the results
+    # a secret is kept nowhere in the results: the database, the engine's log
     assert b"hf_secret1" not in (out / "sweep.db").read_bytes()
+    logs = list((out / "engines").glob("*.log"))
+    assert logs and not any(b"hf_secret1" in p.read_bytes() for p in logs)
+    assert '"HF_TOKEN":"<redacted>"' in logs[0].read_text()
     assert "HF_TOKEN" not in _held(out)["E"]["launch.env"]
     # another machine's: another health timeout, another path in the environment,
     # another token

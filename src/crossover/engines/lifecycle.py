@@ -57,6 +57,7 @@ from crossover.engines.processes import (
 from crossover.engines.refused import refused_flag_note
 from crossover.engines.spec import EngineSpec, LaunchSpec, VersionProbe
 from crossover.errors import EngineError, UsageError
+from crossover.secrets import redacted_argv, redacted_env
 
 LOG_TAIL_LINES = 20
 #: how often the multicast guard reads new log lines
@@ -486,10 +487,10 @@ def start(config: EngineConfig, log_path: Path | str) -> RunningEngine:
         path.write_text(content, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in spec.env_unset}
     env.update(spec.env_set)
-    record = LaunchRecord(
+    record = LaunchRecord(  # the log's header: secrets' values redacted
         engine=config.engine,
-        argv=spec.argv,
-        env={**{k: None for k in spec.env_unset}, **spec.env_set},
+        argv=redacted_argv(spec.argv),
+        env=redacted_env({**{k: None for k in spec.env_unset}, **spec.env_set}),
         port=port,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

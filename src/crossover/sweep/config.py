@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,6 +21,7 @@ from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.engines.adapters import launch_gpus
 from crossover.errors import FieldError, UsageError, unknown_choice, validation_line
 from crossover.files import read_yaml
+from crossover.secrets import is_secret_name
 from crossover.spec.limits import Limits
 from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
@@ -513,10 +513,6 @@ TARGET_OPERATIONAL: tuple[str, ...] = (
 )
 
 
-#: an environment variable's name that holds a secret: never kept with the runs
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-
-
 def _not_compared_env(key: str, value: str) -> bool:
     """An engine environment variable that says where things are or which GPUs, not how
     the engine runs (a path, which another machine's may differ from; the GPU choice), or
@@ -524,7 +520,7 @@ def _not_compared_env(key: str, value: str) -> bool:
     return (
         key == "CUDA_VISIBLE_DEVICES"
         or value.startswith(("/", "~", "./", "../"))
-        or _SECRET.search(key) is not None
+        or is_secret_name(key)
     )
 
 

@@ -19,9 +19,7 @@ if TYPE_CHECKING:
 #: 0.6.4.dev15+g5678def, 0.26.0+cu128: a release candidate, a nightly or another build is
 #: another version), a commit hash (7 to 40 hex digits with a letter), a build number (3
 #: digits or more)
-_MARK = re.compile(
-    r"\d+(?:\.\d+)+(?:[.+_-]?[0-9a-z]+)*|\b[0-9a-f]*[a-f][0-9a-f]*\b|\b\d{3,}\b"
-)
+_MARK = re.compile(r"\d+(?:\.\d+)+(?:[.+_-]?[0-9a-z]+)*|\b[0-9a-f]*[a-f][0-9a-f]*\b|\b\d{3,}\b")
 #: a version that says it is not known (llama.cpp's tree without git metadata)
 _UNKNOWN = re.compile(r"^(?:b0-)?unknown$|\bcommit unknown\b", re.IGNORECASE)
 

@@ -1,0 +1,55 @@
+"""Secrets kept out of what crossover writes: an environment variable or a command-line
+flag whose name says it holds one (TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL,
+AUTH: ``HF_TOKEN``, ``--api-key``) has its value written as ``<redacted>`` in an engine
+log's launch header, and is never kept with a sweep's runs. The engine itself gets the
+real value; API keys for the requests come from the environment only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+#: a name that holds a secret
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+#: what a secret's value is written as
+REDACTED = "<redacted>"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether ``name`` (an environment variable, a flag's name) says it holds a secret."""
+    return SECRET_NAME.search(name) is not None
+
+
+def redacted_env(env: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``env`` with the values of secret-named variables written as ``<redacted>`` (a
+    variable removed, ``None``, stays ``None``)."""
+    return {k: REDACTED if v is not None and is_secret_name(k) else v for k, v in env.items()}
+
+
+def redacted_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of each secret-named flag (``--api-key X``, ``--api-key=X``)
+    written as ``<redacted>``."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg.startswith("-") and len(arg) > 1 and not _number(arg):
+            name, eq, _ = arg.lstrip("-").partition("=")
+            if is_secret_name(name):
+                if eq:
+                    out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+                    continue
+                hide_next = True
+        out.append(arg)
+    return out
+
+
+def _number(arg: str) -> bool:
+    try:
+        float(arg)
+    except ValueError:
+        return False
+    return True
