@@ -323,6 +323,14 @@ def test_settings_differ_compares_only_what_both_hold() -> None:
     assert cfg.settings_differ({"s": [("c=1 r=0", was)]}, set()) == {}
     assert cfg.settings_differ({"s": []}, {"s"}) == {}
     assert cfg.settings_differ({}, {"s"}) == {}
+    # a secret flag's value is kept as <redacted>
+    keyed = build_sweep_config({
+        "concurrency": [1], "output_tokens": 4,
+        "targets": [{"name": "s", "launch": {"engine": "vllm", "model": "/m/q",
+                                             "extra_args": ["--api-key", "sk-1", "--x"]}}],
+    })  # fmt: skip
+    kept = keyed.target_settings(keyed.targets[0], Level("concurrency", 1))
+    assert kept["launch.extra_args"] == ["--api-key", "<redacted>", "--x"]
     long = {**now, "launch.extra_args": ["--x"] * 30}
     (said,) = cfg.settings_differ({"s": [("c=1 r=0", long)]}, {"s"})["s"]
     assert said.startswith('launch.extra_args ["--x", "--x"') and said.endswith("... -> []")

@@ -21,7 +21,7 @@ from crossover.analysis.schema import Axis, RooflineFacts
 from crossover.engines.adapters import launch_gpus
 from crossover.errors import FieldError, UsageError, unknown_choice, validation_line
 from crossover.files import read_yaml
-from crossover.secrets import is_secret_name
+from crossover.secrets import is_secret_name, redacted_argv
 from crossover.spec.limits import Limits
 from crossover.spec.load import WARMUP_LEVEL, Level, Warmup
 from crossover.spec.run import RunConfig, check_rate, level_run
@@ -407,6 +407,8 @@ class SweepConfig(Limits, Warmup, Workload):
             dumped["env"] = {
                 k: v for k, v in sorted(t.launch.env.items()) if not _not_compared_env(k, v)
             }
+            # a secret flag's value (--api-key X) is kept nowhere in the results either
+            dumped["extra_args"] = redacted_argv(dumped.get("extra_args") or [])
             mine.update({f"launch.{k}": v for k, v in dumped.items()})
         else:
             mine["replicas"] = len(t.urls) if t.urls else 1
