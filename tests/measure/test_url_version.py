@@ -75,3 +75,8 @@ def test_each_engine_s_probes_in_order(
 
 def test_nothing_answering_is_no_version() -> None:
     assert url_version("http://127.0.0.1:9", "vllm", {}, timeout_s=0.5) is None
+
+
+def test_a_number_given_as_the_calibration_server_s_version_is_its_text() -> None:
+    with spawn(build_config(version=0.7)) as url:  # version: 0.7 in its YAML
+        assert url_version(url, "vllm", {}) == "0.7"

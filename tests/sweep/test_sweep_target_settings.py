@@ -602,3 +602,23 @@ def test_interleaved_a_refused_target_s_levels_are_named_as_not_run(
         "A: not run, its engine is another version than its kept runs' (said above): c=2 r=1"
     ) in text, text
     assert "B: not run" in text  # B's server was upgraded too
+
+
+def test_a_url_target_s_replicas_are_each_asked_their_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every replica of a URL target answers its version: replicas of two versions say so
+    and keep both; the same servers listed in another order read as the same version."""
+    out = tmp_path / "out"
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(servers(FAST, version="0.26.0"))[0]
+        b = stack.enter_context(servers(FAST, version="0.26.1"))[0]
+        target = {"name": "R", "engine": "vllm", "model": "calibration"}
+        assert sweep_in(_write(tmp_path, [{**target, "urls": [a, b]}]), out) == 0
+        said = capsys.readouterr()
+        assert "warning: its replicas answer different versions" in said.err, said.err
+        (info,) = json.loads((out / "sweep.json").read_text())["targets"]
+        assert info["version"] == "0.26.0 + 0.26.1"
+        config = _write(tmp_path, [{**target, "urls": [b, a]}], repeats=2)
+        assert sweep_in(config, out) == 0, capsys.readouterr().err
+    assert len(db_runs(out)) == 4

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from crossover.errors import UsageError, validation_line
 
@@ -117,6 +117,14 @@ class CalibrationConfig(BaseModel):
     #: the version ``GET /version`` answers, as vLLM's and SGLang's do (None: no such path,
     #: 404): a stand-in for an engine whose version a sweep keeps with its runs
     version: str | None = None
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: object) -> object:
+        """A number is its text (``version: 0.7`` in YAML), as a server answers it."""
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return str(value) if number else value
+
     # latency model
     ttft_ms: float = Field(default=10.0, ge=0.0)
     ttft_per_stream_ms: float = Field(default=0.0, ge=0.0)

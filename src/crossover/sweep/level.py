@@ -316,7 +316,20 @@ class TargetSession:
             if self.info.url is None:  # its server's version, asked once as its model
                 from crossover.measure.probes import url_version
 
-                version = await asyncio.to_thread(url_version, urls[0], self.cfg.engine, {})
+                # every replica's: the same servers listed in another order read alike,
+                # and replicas of two versions say so
+                answered = [
+                    await asyncio.to_thread(url_version, u, self.cfg.engine, {}) for u in urls
+                ]
+                found = sorted({v for v in answered if v is not None})
+                version = " + ".join(found) or None
+                if len(found) > 1:
+                    pairs = zip(urls, answered, strict=True)
+                    each = ", ".join(f"{u} {v or 'unknown'}" for u, v in pairs)
+                    self._say(
+                        f"warning: its replicas answer different versions ({each}): its runs "
+                        "measure them together"
+                    )
                 self.info = TargetInfo(
                     name=self.cfg.name,
                     engine=self.cfg.engine,
