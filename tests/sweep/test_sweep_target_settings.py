@@ -622,3 +622,24 @@ def test_a_url_target_s_replicas_are_each_asked_their_version(
         config = _write(tmp_path, [{**target, "urls": [b, a]}], repeats=2)
         assert sweep_in(config, out) == 0, capsys.readouterr().err
     assert len(db_runs(out)) == 4
+
+
+def test_check_with_out_says_the_refusal_the_run_would_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sweep --check --out DIR`` reads DIR as a resume would: a changed setting is the
+    same one line (exit 2) before anything is measured, the folder left as it was; the
+    settings the runs were measured with, or --redo NAME, pass."""
+    with _swept(tmp_path, capsys) as (out, targets):
+        before = _folder(out)
+        more = _write(tmp_path, targets, requests_per_level=6)
+        assert sweep_in(more, out, "--check") == 2
+        checked = one_error_line(capsys.readouterr().err)
+        assert sweep_in(more, out) == 2
+        assert one_error_line(capsys.readouterr().err) == checked
+        assert "A (requests 4 -> 6), B (requests 4 -> 6)" in checked
+        assert _folder(out) == before
+        assert sweep_in(more, out, "--check", "--redo", "A", "--redo", "B") == 0
+        assert sweep_in(_write(tmp_path, targets), out, "--check") == 0
+        assert "OK, 2 target(s) checked" in capsys.readouterr().out
+        assert _folder(out) == before

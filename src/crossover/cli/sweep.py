@@ -48,7 +48,10 @@ def register(app: typer.Typer) -> None:
 def sweep(
     out: Annotated[
         Path | None,
-        typer.Option(help="Sweep folder: sweep.db, sweep.json, engine logs (not with --check)"),
+        typer.Option(
+            help="Sweep folder: sweep.db, sweep.json, engine logs (with --check: whether a "
+            "resume there would be refused, read only)"
+        ),
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="Sweep YAML (targets may launch engines)")
@@ -264,6 +267,12 @@ def sweep(
     if remote and not check:
         raise UsageError("--remote goes with --check (a sweep with --ray skips local lookups)")
     if check:
+        if out is not None:  # a folder to resume: refused as the run would refuse it
+            from crossover.sweep.resume import parse_redo, resume_refusal
+
+            refused = resume_refusal(cfg, out, chosen, parse_redo(redo, cfg))
+            if refused is not None:
+                raise UsageError(refused)
         report_check(check_config(cfg, local=not remote and ray is None, only=chosen), source)
         return
     if out is None:

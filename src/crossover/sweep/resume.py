@@ -83,3 +83,32 @@ def forget_empty_sweep(out: Path, *, fresh: bool, had_db: bool) -> None:
     if fresh:
         with contextlib.suppress(OSError):
             out.rmdir()  # only when empty
+
+
+def resume_refusal(
+    cfg: SweepConfig, out: Path, only: set[str] | None, redo: dict[str, set[float] | None]
+) -> str | None:
+    """Why ``crossover sweep`` would refuse to resume in ``out`` under ``cfg`` (another
+    workload or axis, or a target's changed settings not under ``--redo NAME``), as its
+    run says it; ``None`` where it would resume (or start) there. Read only: ``sweep
+    --check --out DIR`` says it before anything is measured. An engine's version is
+    known only once it has started: not checked here."""
+    from crossover.records.store import Store
+    from crossover.sweep.config import settings_refusal
+    from crossover.sweep.driver import held_axes, held_settings
+
+    db = out / "sweep.db"
+    if not db.is_file() or db.stat().st_size == 0:
+        return None
+    with Store(db, read_only=True) as store:
+        differ = cfg.identity_differs(store.get_meta("identity"), held_axes(store))
+        if differ:
+            return (
+                f"{out} holds a sweep with a different workload ({', '.join(differ)}); "
+                "use another --out or the same settings to resume"
+            )
+        held = held_settings(store)
+    whole = {n for n, levels in redo.items() if levels is None}
+    picked = {n for n in held if only is None or n in only}
+    refused = {n: d for n, d in cfg.settings_differ(held, picked).items() if n not in whole}
+    return settings_refusal(out, refused, "sweep") if refused else None
