@@ -399,8 +399,8 @@ def test_check_with_out_says_a_live_resume_would_refuse_changed_target_settings(
     assert said.out.splitlines()[-2] == (
         f"resume: the live command refuses this folder: {out} holds runs measured with "
         "other settings: sglang (launch.freeze_gc false -> true); use another --out, the "
-        "settings they were measured with, or measure it again there with crossover sweep "
-        "--only sglang --redo sglang"
+        f"settings they were measured with, or measure it again with crossover sweep --out "
+        f"{out} --only sglang --redo sglang and the same --config"
     )
     assert said.err.strip() == f"error: {out}: the live decision refuses this folder (said above)"
     resume = json.loads(plan.read_text())["resume"]

@@ -571,6 +571,6 @@ def test_a_live_decision_on_a_server_upgraded_since_stops_with_one_line(
     assert said is not None, err
     assert "and its server answers 0.26.1 now: a level would mix two versions" in err, err
     who = said.group(1)
-    assert f"crossover sweep --only {who} --redo {who}" in err, err
+    assert f"crossover sweep --out {out} --only {who} --redo {who}" in err, err
     with Store(out / "sweep.db", read_only=True) as store:
         assert len(store.runs()) == runs

@@ -461,10 +461,15 @@ def test_a_version_refusal_names_the_runs_and_the_way_on_per_command(tmp_path: P
     })  # fmt: skip
     for command, way in (
         ("sweep", "or --redo a to measure it again under this one"),
-        ("decide", "or measure it again there with crossover sweep --only a --redo a"),
+        (
+            "decide",
+            "or measure it again with crossover sweep --out {out} --only a --redo a "
+            "and the same --config",
+        ),
         ("demo", "or --fresh to start the demo over"),
     ):
         runner = SweepRunner(cfg, tmp_path / command, command=command)
+        way = way.format(out=tmp_path / command)
         try:
             runner._held_versions = {"a": {"0.9": ["c=1 r=0"], "1.0": ["c=2 r=0"]}}
             assert runner._on_version("a", None) is None  # not known: not compared

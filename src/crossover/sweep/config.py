@@ -551,7 +551,10 @@ def settings_refusal(out: Path | str, differ: dict[str, list[str]], command: str
         again = f", or {redo_flags} to measure {them} again"
     else:
         only = ",".join(names)
-        again = f", or measure {them} again there with crossover sweep --only {only} {redo_flags}"
+        again = (
+            f", or measure {them} again with crossover sweep --out {out} --only {only} "
+            f"{redo_flags} and the same --config"
+        )
     return (
         f"{out} holds runs measured with other settings: {what}; use another --out, the "
         f"settings they were measured with{again}"

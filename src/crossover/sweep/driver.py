@@ -668,7 +668,10 @@ class SweepRunner:
         elif self.command == "demo":
             again = ", or --fresh to start the demo over"
         else:
-            again = f", or measure it again there with crossover sweep --only {name} --redo {name}"
+            again = (
+                f", or measure it again with crossover sweep --out {self.out} --only {name} "
+                f"--redo {name} and the same --config"
+            )
         # a URL target's server was not started here: it answers a version
         now = f"it started at {version}" if launched else f"its server answers {version} now"
         first = self._started.setdefault(name, version)
