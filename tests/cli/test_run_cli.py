@@ -198,13 +198,16 @@ def test_the_json_says_the_machine_it_was_measured_from(
     assert not any("machines differ" in n for n in compare_runs(a, a).notes)
 
 
-def test_the_server_s_version_is_kept_with_the_run(tmp_path: Path) -> None:
+def test_the_server_s_version_is_kept_with_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A URL's server answers its version (vLLM's ``GET /version``): the run keeps it."""
     from crossover.records.store import Store
 
     with spawn(CalibrationConfig(ttft_ms=1.0, itl_ms=0.5, version="0.26.0")) as url:
         rc, _ = run_cli(url, tmp_path)
     assert rc == 0
+    assert f"vllm 0.26.0 @ {url}" in capsys.readouterr().out  # the summary's header
     with Store(tmp_path / "res" / "results.db", read_only=True) as store:
         (run,) = store.runs()
     assert run.context["context"]["engine"]["version"] == "0.26.0"

@@ -318,7 +318,8 @@ def run(
     where = config.url
     if len(config.replica_urls) > 1:
         where += f" (+{plural(len(config.replica_urls) - 1, 'replica')}, round robin)"
-    print_summary(make_console(), summary, f"{config.dialect} @ {where}")
+    engine = config.dialect if version is None else f"{config.dialect} {version}"
+    print_summary(make_console(), summary, f"{engine} @ {where}")
     for t in terms:  # each term against the run, as capacity judges a level
         v = summary_value(summary, t.path)
         met = "meets" if t.holds(v) else "misses"
