@@ -331,6 +331,12 @@ def test_settings_differ_compares_only_what_both_hold() -> None:
     })  # fmt: skip
     kept = keyed.target_settings(keyed.targets[0], Level("concurrency", 1))
     assert kept["launch.extra_args"] == ["--api-key", "<redacted>", "--x"]
+    # a run kept before the value was redacted compares alike, and shows no key
+    stored = {**kept, "launch.extra_args": ["--api-key", "sk-1", "--x"]}
+    assert keyed.settings_differ({"s": [("c=1 r=0", stored)]}, {"s"}) == {}
+    other = {**kept, "launch.extra_args": ["--api-key", "sk-1", "--y"]}
+    (said,) = keyed.settings_differ({"s": [("c=1 r=0", other)]}, {"s"})["s"]
+    assert "sk-1" not in said and "<redacted>" in said
     long = {**now, "launch.extra_args": ["--x"] * 30}
     (said,) = cfg.settings_differ({"s": [("c=1 r=0", long)]}, {"s"})["s"]
     assert said.startswith('launch.extra_args ["--x", "--x"') and said.endswith("... -> []")

@@ -14,6 +14,7 @@ from crossover.sweep.versions import known_version, marks, same_version
         ("0.26.0", "0.26.0"),
         ("b4567-abc1234", "4567 (abc1234)"),  # llama.cpp's /props and --version
         ("0.26.0", "0.26.0 (abc1234)"),  # one holds the other's marks
+        ("0.26.0 + 0.26.1", "0.26.1 + 0.26.0"),  # replicas' versions, in any order
         ("llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cuda-sm90)",
          "llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cuda-sm90)"),
     ],
@@ -38,6 +39,12 @@ def test_one_build_read_two_ways_is_one_version(a: str, b: str) -> None:
         ("0.6.4", "0.6.4.dev15+g5678def"),
         ("0.6.4.dev12+gabcdef1", "0.6.4.dev15+gfedcba2"),
         ("0.5.3.post1", "0.5.3"),
+        # another build of one source: crossover's build label
+        ("llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cuda-sm90)",
+         "llama.cpp of llama-cpp-python-0.3.36 (built by crossover: cpu)"),
+        # replicas half upgraded
+        ("0.26.0", "0.26.0 + 0.26.1"),
+        ("0.26.0 + 0.26.1", "0.26.1"),
     ],
 )  # fmt: skip
 def test_another_build_is_another_version(a: str, b: str) -> None:
@@ -52,6 +59,7 @@ def test_marks_are_hashes_releases_and_build_numbers() -> None:
 
 def test_a_version_that_says_it_is_not_known_is_none() -> None:
     assert known_version("b0-unknown") is None
+    assert known_version("0 (unknown)") is None  # llama.cpp's --version without git
     assert known_version("0.5.0-dev (build 0, commit unknown)") is None
     assert known_version("") is None and known_version(None) is None
     assert known_version("0.26.0") == "0.26.0"

@@ -471,6 +471,10 @@ class SweepConfig(Limits, Warmup, Workload):
         ``min_requests_per_level``, ``warmup_requests: level``, a ``warmup_output_tokens``
         left out): resolved here by this config's own rule, so it compares as one stored
         now would."""
+        if isinstance(run.get("launch.extra_args"), list):
+            # kept before a secret flag's value was redacted: compared as kept now (and
+            # never shown in a refusal)
+            run = {**run, "launch.extra_args": redacted_argv(run["launch.extra_args"])}
         if "requests" in run or "requests_per_level" not in run:
             return run
         old = {k: run.get(k) for k in _WRITTEN_COUNTS}

@@ -713,6 +713,8 @@ class SweepRunner:
         row = self.store.finished_by_key(run_key(name, level, r))
         if row is None:
             return False
+        if self.redo_invalid and (row.summary or {}).get("verdict") != "valid":
+            return False  # --redo-invalid measures it again
         t = self.config.target_named(name)
         if not self.config.same_settings(
             t, run_place(row.key or ""), row.context.get("target_settings")
@@ -900,7 +902,10 @@ class SweepRunner:
                 for c in mine
                 if not self._done(t.cfg.name, c, r)
             ]
-            if todo and t.cfg.name in self._settings_redo and self._held_versions.get(t.cfg.name):
+            versions = self._held_versions.get(t.cfg.name) or {}
+            # kept runs of two versions (a redo cut short) leave its engine to start too
+            mixed = any(not same_version(v, w) for v in versions for w in versions)
+            if (todo or mixed) and t.cfg.name in self._settings_redo and versions:
                 # its engine starts anyway: its version then says which kept runs of
                 # unchanged settings are of another one, measured again too (_kept_as_now
                 # passes over the others once it has started)

@@ -314,15 +314,17 @@ class TargetSession:
                     self._say(said)
             model = self.model
             if self.info.url is None:  # its server's version, asked once as its model
-                from crossover.measure.probes import url_version
+                from crossover.measure.probes import api_headers, url_version
+                from crossover.sweep.versions import REPLICAS_JOIN
 
                 # every replica's: the same servers listed in another order read alike,
                 # and replicas of two versions say so
+                headers = api_headers(self.run_config(urls, dialect, model, level))
                 answered = [
-                    await asyncio.to_thread(url_version, u, self.cfg.engine, {}) for u in urls
+                    await asyncio.to_thread(url_version, u, self.cfg.engine, headers) for u in urls
                 ]
                 found = sorted({v for v in answered if v is not None})
-                version = " + ".join(found) or None
+                version = REPLICAS_JOIN.join(found) or None
                 if len(found) > 1:
                     pairs = zip(urls, answered, strict=True)
                     each = ", ".join(f"{u} {v or 'unknown'}" for u, v in pairs)

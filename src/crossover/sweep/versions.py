@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 #: digits or more)
 _MARK = re.compile(r"\d+(?:\.\d+)+(?:[.+_-]?[0-9a-z]+)*|\b[0-9a-f]*[a-f][0-9a-f]*\b|\b\d{3,}\b")
 #: a version that says it is not known (llama.cpp's tree without git metadata)
-_UNKNOWN = re.compile(r"^(?:b0-)?unknown$|\bcommit unknown\b", re.IGNORECASE)
+_UNKNOWN = re.compile(r"^(?:b0-)?unknown$|^0 \(unknown\)$|\bcommit unknown\b", re.IGNORECASE)
+#: the build label of a binary crossover built (cpu, cuda-sm90): another label, another build
+_LABEL = re.compile(r"built by crossover: ([^)\s]+)")
+#: the versions of replicas that answer different ones, as a URL target keeps them
+REPLICAS_JOIN = " + "
 
 
 def marks(version: str) -> frozenset[str]:
@@ -34,6 +38,7 @@ def marks(version: str) -> frozenset[str]:
         found.add(text.rstrip(".-_+"))
     # b4567: a build number after its b
     found.update(m.group(1) for m in re.finditer(r"\bb(\d{3,})\b", version.lower()))
+    found.update(f"label:{m.group(1)}" for m in _LABEL.finditer(version))
     return frozenset(found)
 
 
@@ -42,6 +47,11 @@ def same_version(a: str, b: str) -> bool:
     those of one holding all of the other's)."""
     if a == b:
         return True
+    if REPLICAS_JOIN in a or REPLICAS_JOIN in b:  # replicas' versions: each the same
+        each_a, each_b = a.split(REPLICAS_JOIN), b.split(REPLICAS_JOIN)
+        return len(each_a) == len(each_b) and all(
+            same_version(x, y) for x, y in zip(sorted(each_a), sorted(each_b), strict=True)
+        )
     ma, mb = marks(a), marks(b)
     return bool(ma and mb) and (ma <= mb or mb <= ma)
 
