@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "crossover"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors versions multicast defaults tasks optional files words pipes devices",
+        "errors versions multicast defaults tasks optional files words pipes devices secrets",
         "builds calibration dialects records",
         # workload reads a GGUF's vocabulary through models (the tokenizer.json it builds)
         "models engines transport workload",
