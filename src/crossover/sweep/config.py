@@ -546,22 +546,25 @@ def settings_refusal(out: Path | str, differ: dict[str, list[str]], command: str
     """The one line a resume with changed target settings is refused with, its way out
     as ``command`` (sweep, decide, demo) has it."""
     what = ", ".join(f"{name} ({'; '.join(d)})" for name, d in differ.items())
-    names = sorted(differ)
+    return (
+        f"{out} holds runs measured with other settings: {what}; use another --out, the "
+        f"settings they were measured with{way_out(out, sorted(differ), command)}"
+    )
+
+
+def way_out(out: Path | str, names: Sequence[str], command: str, under: str = "") -> str:
+    """How a refused resume measures targets ``names`` again, as ``command`` (sweep,
+    decide, demo) has it: ``, or --redo A to measure it again`` and ``under`` (what it is
+    measured under then), decide's sweep command on the folder, the demo's ``--fresh``."""
     redo_flags = " ".join(f"--redo {n}" for n in names)
     them = "it" if len(names) == 1 else "them"
     if command == "demo":
-        again = ", or --fresh to start the demo over"
-    elif command == "sweep":
-        again = f", or {redo_flags} to measure {them} again"
-    else:
-        only = ",".join(names)
-        again = (
-            f", or measure {them} again with crossover sweep --out {out} --only {only} "
-            f"{redo_flags} and the same --config"
-        )
+        return ", or --fresh to start the demo over"
+    if command == "sweep":
+        return f", or {redo_flags} to measure {them} again{under}"
     return (
-        f"{out} holds runs measured with other settings: {what}; use another --out, the "
-        f"settings they were measured with{again}"
+        f", or measure {them} again with crossover sweep --out {out} --only "
+        f"{','.join(names)} {redo_flags} and the same --config"
     )
 
 

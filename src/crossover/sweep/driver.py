@@ -59,7 +59,14 @@ from crossover.records.model import RequestRecord
 from crossover.records.store import RunRow, Store
 from crossover.spec.run import RunConfig
 from crossover.sweep.check import check_replica_gpus
-from crossover.sweep.config import Level, SweepConfig, TargetConfig, runs_at, settings_refusal
+from crossover.sweep.config import (
+    Level,
+    SweepConfig,
+    TargetConfig,
+    runs_at,
+    settings_refusal,
+    way_out,
+)
 from crossover.sweep.level import LOCAL_PLACEMENT, LevelResult, TargetSession
 from crossover.sweep.scrape import NVMLSampler
 from crossover.sweep.versions import run_version, same_version
@@ -663,15 +670,7 @@ class SweepRunner:
             if name in self._settings_redo:
                 self._redoing.setdefault(name, None)
             return None
-        if self.command == "sweep":
-            again = f", or --redo {name} to measure it again under this one"
-        elif self.command == "demo":
-            again = ", or --fresh to start the demo over"
-        else:
-            again = (
-                f", or measure it again with crossover sweep --out {self.out} --only {name} "
-                f"--redo {name} and the same --config"
-            )
+        again = way_out(self.out, [name], self.command, " under this one")
         # a URL target's server was not started here: it answers a version
         now = f"it started at {version}" if launched else f"its server answers {version} now"
         first = self._started.setdefault(name, version)
