@@ -266,10 +266,13 @@ def test_an_open_loop_plan_has_an_arrivals_floor_without_a_prior(
 
 def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, capsys: Any) -> None:
     """``--check --out DIR`` on the live open-loop decision stopped by a session's device
-    time (its committed database): what it holds, the first pass left, what that costs at
-    least, and the next measurement, which is the one the live run was making when it was
-    stopped (``sglang rate=16 r=1``, the second session's job log's last line; the first
-    session stopped at ``sglang rate=8 r=1``, which the second measured first). Read only."""
+    time (its committed database as the second session left it: the third session's runs
+    taken out): what it holds, the first pass left, what that costs at least, and the next
+    measurement, which is the one the live run was making when it was stopped (``sglang
+    rate=16 r=1``, the second session's job log's last line; the first session stopped at
+    ``sglang rate=8 r=1``, which the second measured first), and the third session's resume
+    measured first. On the whole database (the decision ended) it says nothing is left.
+    Read only."""
     import lzma
 
     folder = ROOT / "docs" / "results" / "h100" / "moe-open-decide-freeze"
@@ -279,8 +282,17 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     # a database not in WAL mode (as copied or restored): a writer's open would convert it
     import sqlite3
 
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    (whole / "sweep.db").write_bytes((out / "sweep.db").read_bytes())
     with contextlib.closing(sqlite3.connect(out / "sweep.db")) as con:
         con.execute("PRAGMA journal_mode=DELETE")
+        # the third session's runs (2026-12-07 from 09:00 UTC) out: the second's state
+        third = "SELECT run_id FROM runs WHERE created_at >= 1796634000"
+        assert len(con.execute(third).fetchall()) == 3
+        for table in ("requests", "samples", "runs"):
+            con.execute(f"DELETE FROM {table} WHERE run_id IN ({third})")
+        con.commit()
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
     config = ROOT / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml"
     argv = ["decide", "--config", str(config), "--check", "--remote", "--out", str(out)]
@@ -302,6 +314,10 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     lines = log.read_text().splitlines()
     assert lines[-1] == "sglang rate=16 r=1: measuring (a repeat while its engine is up) ..."
     assert next(ln.split(":")[0] for ln in lines if ": measuring (" in ln) == "sglang rate=8 r=1"
+    # the third session's resume measured that next, then the first pass's last run
+    log = folder / "job" / "2026-12-07b" / "sweep-1796637441.log"
+    measured = [ln.split(":")[0] for ln in log.read_text().splitlines() if ": measuring (" in ln]
+    assert measured == ["sglang rate=16 r=1", "sglang rate=20 r=0", "sglang rate=20 r=1"]
     resume = json.loads((tmp_path / "p.json").read_text())["resume"]
     assert resume["kept"] == {"vllm": 12, "sglang": 9}
     assert resume["next"] == {
@@ -309,6 +325,15 @@ def test_check_with_out_says_what_a_resume_keeps_and_does_next(tmp_path: Path, c
     }  # fmt: skip
     # nothing written there: the database's bytes and time as they were, no file beside it
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
+    # the whole database: the decision ended, nothing is left to measure
+    assert main([*argv[:6], str(whole), *argv[7:]]) == 0
+    said = capsys.readouterr().out.splitlines()
+    start = next(i for i, ln in enumerate(said) if ln.startswith("resume: "))
+    assert said[start : start + 3] == [
+        f"resume: {whole} holds 24 runs of this question (vllm 12, sglang 12), kept",
+        "  the first pass is whole",
+        "  next: nothing: what is kept settles it (the same command prints the answer)",
+    ]
     # a folder with no database yet: the decision starts from nothing
     empty = tmp_path / "new"
     assert main([*argv[:6], str(empty), *argv[7:-2]]) == 0
@@ -409,7 +434,7 @@ def test_check_with_out_says_a_live_resume_would_refuse_changed_target_settings(
     # as they were measured: the check goes on to what it keeps
     keep({**held, "launch.freeze_gc": True})
     assert main([*argv, "--metric", "ttft_ms.p99"]) == 0
-    assert "of this question (vllm 12, sglang 9), kept" in capsys.readouterr().out
+    assert "of this question (vllm 12, sglang 12), kept" in capsys.readouterr().out
 
 
 def test_check_with_out_on_a_packed_folder_or_a_file_is_one_line(
