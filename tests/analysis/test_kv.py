@@ -1,5 +1,6 @@
-"""A level whose engine filled its KV cache while requests waited is flagged, from the
-gauges sampled while it ran: on synthetic samples and on the committed H100 runs."""
+"""A level whose engine filled its KV cache while requests waited is flagged, and an
+open-loop level whose engine kept requests waiting is said queued, from the gauges sampled
+while it ran: on synthetic samples and on the committed H100 runs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from crossover.analysis.kv import FULL, format_kv_full, kv_full_runs, kv_pressure
+from crossover.analysis.kv import (
+    FULL,
+    QUEUED_IN_A_ROW,
+    format_kv_full,
+    format_queued,
+    kv_full_runs,
+    kv_pressure,
+    queue_reading,
+    queued_runs,
+)
 from crossover.analysis.schema import ServerMetricsSample
 from crossover.engines import registry
 from crossover.report.load import load_sweep
@@ -87,12 +97,21 @@ def test_usage_without_a_waiting_reading_is_never_full() -> None:
 
 
 def test_each_declared_series_is_one_the_engine_keeps() -> None:
-    declared = {s.name: (s.kv_usage_metric, s.waiting_metric) for s in registry.specs()}
-    assert declared["vllm"] == ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting")
-    assert declared["sglang"] == ("sglang:token_usage", "sglang:num_queue_reqs")
-    assert declared["llamacpp"] == ("llamacpp:kv_cache_usage_ratio", "llamacpp:requests_deferred")
+    declared = {
+        s.name: (s.kv_usage_metric, s.waiting_metric, s.running_metric) for s in registry.specs()
+    }
+    assert declared["vllm"] == (
+        "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running",
+    )  # fmt: skip
+    assert declared["sglang"] == (
+        "sglang:token_usage", "sglang:num_queue_reqs", "sglang:num_running_reqs",
+    )  # fmt: skip
+    assert declared["llamacpp"] == (
+        "llamacpp:kv_cache_usage_ratio", "llamacpp:requests_deferred",
+        "llamacpp:requests_processing",
+    )  # fmt: skip
     for s in registry.specs():
-        for name in (s.kv_usage_metric, s.waiting_metric):
+        for name in (s.kv_usage_metric, s.waiting_metric, s.running_metric):
             assert name is None or name in s.metric_names, (s.name, name)
 
 
@@ -126,3 +145,67 @@ def test_the_h100_grid_flags_vllm_at_512_and_sglang_at_256_in_both_repeats() -> 
 def test_targets_narrow_the_runs() -> None:
     sweep = load_sweep(RESULTS / "moe-warm-grid")
     assert {x.target for x in kv_full_runs(sweep, ["sglang"])} == {"sglang"}
+
+
+def queue(
+    running: float | None, waiting: float | None, usage: float | None
+) -> dict[str, float | None]:
+    return {
+        "sglang:num_running_reqs": running,
+        "sglang:num_queue_reqs": waiting,
+        "sglang:token_usage": usage,
+    }
+
+
+def test_a_queue_that_lasts_samples_in_a_row_is_queued() -> None:
+    found = queue_reading(
+        samples(queue(240, 0, 0.9), queue(255, 18, 0.93), queue(254, 25, 0.94), queue(251, 0, 0.91))
+    )
+    assert found is not None and found.queued
+    assert (found.longest, found.peak_waiting, found.waiting_samples, found.samples) == (
+        2,
+        25,
+        2,
+        4,
+    )
+    # what ran beside the queue, not over the whole run
+    assert (found.peak_running, found.peak_usage) == (255, 0.94)
+
+
+def test_a_queue_in_one_sample_at_a_time_is_not() -> None:
+    # one scheduling step's arrivals read between two steps: no wait past a second
+    found = queue_reading(samples(queue(200, 3, 0.8), queue(201, 0, 0.8), queue(199, 2, 0.8)))
+    assert found is not None and not found.queued and found.longest == 1 < QUEUED_IN_A_ROW
+    # a missing reading breaks the row
+    found = queue_reading(samples(queue(200, 3, 0.8), queue(None, None, None), queue(199, 2, 0.8)))
+    assert found is not None and not found.queued
+
+
+def test_no_waiting_reading_is_none() -> None:
+    assert queue_reading(None) is None
+    assert queue_reading(samples({"sglang:token_usage": 0.5})) is None
+
+
+def test_the_open_loop_decision_says_sglang_queued_at_20_requests_per_s() -> None:
+    """SGLang at 20 requests/s (docs/results/h100/moe-open-decide-freeze) kept up to 25
+    requests waiting with 255 of its 256 slots running and its cache at 0.94, short of
+    full: queued, not KV full; vLLM at 20 (up to 300 running) kept none waiting, nor did
+    SGLang at 16."""
+    sweep = load_sweep(RESULTS / "moe-open-decide-freeze")
+    found = queued_runs(sweep)
+    assert [(x.target, x.level, x.repeat) for x in found] == [("sglang", 20, 0), ("sglang", 20, 1)]
+    assert kv_full_runs(sweep) == []
+    assert [x.limit for x in found] == [256, 256]
+    assert format_queued(found) == [
+        "sglang at rate=20 (repeats 0, 1): up to 25 requests waiting (up to 5 samples in a "
+        "row), up to 255 running of its 256 slots at KV usage up to 0.94: requests waited to "
+        "be admitted while arrivals kept coming (the engine's running-request limit, or KV "
+        "room it keeps for tokens still to generate, held them back), so TTFT there counts "
+        "that wait"
+    ]
+    assert queued_runs(sweep, ["vllm"]) == []
+
+
+def test_a_closed_loop_queue_is_not_said_queued() -> None:
+    # a closed loop's burst queues at its start (vLLM at 256 queued 153 on the H100 grid)
+    assert queued_runs(load_sweep(RESULTS / "moe-warm-grid")) == []

@@ -105,8 +105,11 @@ def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
         got[db] = data
     # the committed .xz lies in its sweep folder (sweep.json, engines/): the runs it read
     # that a pause met are named, all SGLang's; the copy elsewhere is a database alone
-    seen = {key: got[OPEN].pop(key) for key in ("kv_full", "gc_pauses")}
+    seen = {key: got[OPEN].pop(key) for key in ("kv_full", "queued", "gc_pauses")}
     assert seen["gc_pauses"]
+    # SGLang's second repeat at 20 requests/s kept up to 18 requests waiting
+    assert [(x["target"], x["level"], x["repeat"]) for x in seen["queued"]] == [("sglang", 20, 1)]
+    assert "queued" not in got[plain]
     assert {x["target"] for x in seen["gc_pauses"]} == {"sglang"}
     assert "gc_pauses" not in got[plain]
     # and its note on a moved TTFT names the pauses that met that level, with the remedy;

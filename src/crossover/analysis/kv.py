@@ -20,6 +20,18 @@ in three measurements, docs/results/h100/moe-warm-grid and moe-warm-decide-b).
 A run with no reading of any declared usage series (an engine without one, such as the
 calibration server, or a sweep that kept no gauges) gives ``None``; one with a usage
 series but no waiting series is never full (nothing says a request waited).
+
+**Queued** (an open loop): requests waited to be admitted in ``QUEUED_IN_A_ROW`` samples
+or more in a row, the cache short of ``FULL``. Arrivals do not wait on completions, so a
+queue that lasts over a second is the engine holding requests back, not a burst: its
+running-request limit, or (SGLang) the KV room it keeps for the tokens its running
+requests have still to generate, which the usage gauge does not count. On one H100
+(docs/results/h100/moe-open-decide-freeze) SGLang at 20 requests/s ran up to 255 of its
+256 slots with up to 25 waiting at usage 0.94, and 233 with 16 waiting at 0.88; its TTFT
+p99 read 1,131 and 1,004 ms against 137-147 ms at 16 requests/s, where nothing waited,
+and vLLM's 405-446 ms at 20 (up to 300 running, none waiting). A level the sweep found
+overloaded (served under 80% of what arrived) is said as overloaded instead, and a full
+one as full.
 """
 
 from __future__ import annotations
@@ -157,5 +169,170 @@ def format_kv_full(runs: Sequence[KvFullRun]) -> list[str]:
         lines.append(
             f"{target} at {label} ({word} {repeats}): KV usage up to {usage:.2f}, up to "
             f"{waiting} requests waiting: {MEANING}"
+        )
+    return lines
+
+
+#: an open-loop run whose engine read requests waiting in this many samples in a row
+#: (about a second apart, so a wait past any one scheduling step) queued them
+QUEUED_IN_A_ROW = 2
+#: what a queued level means, said wherever one is shown
+QUEUED_MEANING = (
+    "requests waited to be admitted while arrivals kept coming (the engine's "
+    "running-request limit, or KV room it keeps for tokens still to generate, held them "
+    "back), so TTFT there counts that wait"
+)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The requests one run's engine kept waiting, and what ran beside them."""
+
+    waiting_series: str
+    #: the most requests read waiting
+    peak_waiting: float
+    #: the most samples in a row that read a request or more waiting
+    longest: int
+    #: samples with a waiting reading, and of those, reading a request or more
+    samples: int
+    waiting_samples: int
+    running_series: str | None
+    #: the most requests read running in a sample with requests waiting; None: no reading
+    peak_running: float | None
+    usage_series: str | None
+    #: the highest KV usage read in a sample with requests waiting; None: no reading
+    peak_usage: float | None
+
+    @property
+    def queued(self) -> bool:
+        """Requests waited ``QUEUED_IN_A_ROW`` samples in a row or more."""
+        return self.longest >= QUEUED_IN_A_ROW
+
+
+def _queue_triple(
+    samples: Sequence[ServerMetricsSample],
+) -> tuple[str, str | None, str | None] | None:
+    """The first declared (waiting, running, usage) gauges whose waiting series was read."""
+    for triple in registry.queue_series():
+        if any(s.values.get(triple[0]) is not None for s in samples):
+            return triple
+    return None
+
+
+def queue_reading(samples: Sequence[ServerMetricsSample] | None) -> Queue | None:
+    """The run's waiting requests; ``None`` without a reading of a waiting gauge."""
+    if not samples:
+        return None
+    triple = _queue_triple(samples)
+    if triple is None:
+        return None
+    waiting_series, running_series, usage_series = triple
+    peak = 0.0
+    n = waiting_n = longest = row = 0
+    running: list[float] = []
+    usages: list[float] = []
+    for s in samples:
+        waiting = s.values.get(waiting_series)
+        if waiting is None:
+            row = 0
+            continue
+        n += 1
+        if waiting <= 0:
+            row = 0
+            continue
+        waiting_n += 1
+        row += 1
+        longest = max(longest, row)
+        peak = max(peak, waiting)
+        r = s.values.get(running_series) if running_series is not None else None
+        u = s.values.get(usage_series) if usage_series is not None else None
+        if r is not None:
+            running.append(r)
+        if u is not None:
+            usages.append(u)
+    return Queue(
+        waiting_series=waiting_series,
+        peak_waiting=peak,
+        longest=longest,
+        samples=n,
+        waiting_samples=waiting_n,
+        running_series=running_series,
+        peak_running=max(running) if running else None,
+        usage_series=usage_series,
+        peak_usage=max(usages) if usages else None,
+    )
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """One open-loop run whose engine kept requests waiting (:attr:`Queue.queued`)."""
+
+    target: str
+    label: str  # its level: ``rate=20``
+    level: float
+    repeat: int
+    queue: Queue
+    #: the engine's running-request limit as it ran (``parallel_slots`` of the target's
+    #: effective settings); None where unknown
+    limit: int | None
+
+
+def queued_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[QueuedRun]:
+    """The sweep's valid open-loop runs (of ``targets``, when given) whose engine queued
+    requests, less those said otherwise (overloaded, or KV full), in the sweep's target
+    order, then by level and repeat."""
+    order = sweep.target_names()
+    limits = {t.name: _limit(t.settings.get("parallel_slots")) for t in sweep.targets}
+    out: list[tuple[tuple[int, float, int], QueuedRun]] = []
+    for r in sweep.runs:
+        if targets is not None and r.target not in targets:
+            continue
+        if r.axis != "rate" or not r.is_valid or r.overloaded:
+            continue
+        found = queue_reading(r.server_metrics)
+        if found is None or not found.queued:
+            continue
+        full = kv_pressure(r.server_metrics)
+        if full is not None and full.full:
+            continue
+        rank = order.index(r.target) if r.target in order else len(order)
+        run = QueuedRun(
+            r.target, level_label(r.axis, r.level), r.level, r.repeat, found,
+            limits.get(r.target),
+        )  # fmt: skip
+        out.append(((rank, r.level, r.repeat), run))
+    return [x for _, x in sorted(out, key=lambda kx: kx[0])]
+
+
+def _limit(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def format_queued(runs: Sequence[QueuedRun]) -> list[str]:
+    """One line per target and level among ``runs``: its repeats, the most requests
+    waiting and for how long, what ran beside them (against the engine's limit where
+    known) and the KV usage then, and what it means."""
+    groups: dict[tuple[str, str], list[QueuedRun]] = {}
+    for x in runs:
+        groups.setdefault((x.target, x.label), []).append(x)
+    lines = []
+    for (target, label), xs in groups.items():
+        waiting = max(x.queue.peak_waiting for x in xs)
+        row = max(x.queue.longest for x in xs)
+        running = [x.queue.peak_running for x in xs if x.queue.peak_running is not None]
+        usage = [x.queue.peak_usage for x in xs if x.queue.peak_usage is not None]
+        limit = next((x.limit for x in xs if x.limit is not None), None)
+        beside = []
+        if running:
+            ran = f"up to {max(running):.0f} running"
+            beside.append(ran + (f" of its {limit} slots" if limit is not None else ""))
+        if usage:
+            beside.append(f"KV usage up to {max(usage):.2f}")
+        with_ = f", {' at '.join(beside)}" if beside else ""
+        repeats = ", ".join(str(x.repeat) for x in xs)
+        word = "repeats" if len(xs) > 1 else "repeat"
+        lines.append(
+            f"{target} at {label} ({word} {repeats}): up to {waiting:.0f} requests waiting "
+            f"(up to {row} samples in a row){with_}: {QUEUED_MEANING}"
         )
     return lines

@@ -15,12 +15,19 @@ neither (:func:`recorded`, given the folder's sweep by the CLI).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crossover.analysis.gc import GcRun, format_gc_runs, gc_runs
-from crossover.analysis.kv import KvFullRun, format_kv_full, kv_full_runs
+from crossover.analysis.kv import (
+    KvFullRun,
+    QueuedRun,
+    format_kv_full,
+    format_queued,
+    kv_full_runs,
+    queued_runs,
+)
 from crossover.decide.model import Question, fmt_levels
 from crossover.decide.starts import START_S
 from crossover.decide.text import decision_json, decision_lines
@@ -46,6 +53,8 @@ class Recorded:
 
     kv: list[KvFullRun]
     gc: list[GcRun]
+    #: open-loop runs whose engine queued requests (``crossover.analysis.kv``)
+    queued: list[QueuedRun] = field(default_factory=list)
 
 
 def recorded(sweep: SweepFile, r: ReplayResult) -> Recorded:
@@ -54,7 +63,8 @@ def recorded(sweep: SweepFile, r: ReplayResult) -> Recorded:
     read = {(o.target, float(o.level), o.repeat) for o in r.observations}
     targets = sorted({t for t, _, _ in read})
     kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
-    return Recorded(kv, list(r.gc))
+    queued = [x for x in queued_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
+    return Recorded(kv, list(r.gc), queued)
 
 
 def replay_lines(
@@ -67,6 +77,7 @@ def replay_lines(
     out = decision_lines(r.decision)
     if seen is not None:
         out += [f"KV full ({RECORDED}): {x}" for x in format_kv_full(seen.kv)]
+        out += [f"queued ({RECORDED}): {x}" for x in format_queued(seen.queued)]
         out += [f"GC pause ({RECORDED}): {x}" for x in format_gc_runs(seen.gc)]
     costs = r.start_costs
     out.append("measured (replayed from the records' stamps), per target:")
@@ -118,11 +129,16 @@ def replay_json(
     r: ReplayResult, db: Path, start_s: float | None, seen: Recorded | None = None
 ) -> dict[str, Any]:
     """The replayed decision as ``crossover.decision/1`` with its ``replay`` key (and,
-    where ``seen`` is read, ``kv_full`` and ``gc_pauses`` as a live decision's)."""
+    where ``seen`` is read, ``kv_full``, ``queued`` and ``gc_pauses`` as a live
+    decision's)."""
     costs = r.start_costs
     gpu = r.gpu_seconds()
     found: dict[str, Any] = (
-        {"kv_full": kv_full_json(seen.kv), "gc_pauses": gc_pauses_json(seen.gc)}
+        {
+            "kv_full": kv_full_json(seen.kv),
+            "queued": queued_json(seen.queued),
+            "gc_pauses": gc_pauses_json(seen.gc),
+        }
         if seen is not None
         else {}
     )
@@ -174,6 +190,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     starts and stops, the levels it stopped within), and where the results are (``out``)."""
     lines = decision_lines(result.decision)
     lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
+    lines += [f"queued: {x}" for x in format_queued(queued_runs(result.sweep, q.targets))]
     lines += [f"GC pause: {x}" for x in format_gc_runs(_gc(result, q, out))]
     lines.append(
         "GPU time per target (wall, measured: the engine up from its start to its stop, "
@@ -225,6 +242,27 @@ def kv_full_json(runs: list[KvFullRun]) -> list[dict[str, Any]]:
     ]
 
 
+def queued_json(runs: list[QueuedRun]) -> list[dict[str, Any]]:
+    """The open-loop runs whose engine queued requests (``crossover.analysis.kv``), as the
+    live decision's JSON lists them under ``queued``."""
+    return [
+        {
+            "target": x.target,
+            "level": x.level,
+            "repeat": x.repeat,
+            "peak_waiting": x.queue.peak_waiting,
+            "longest_in_a_row": x.queue.longest,
+            "waiting_samples": x.queue.waiting_samples,
+            "samples": x.queue.samples,
+            "peak_running": x.queue.peak_running,
+            "limit": x.limit,
+            "peak_usage": x.queue.peak_usage,
+            "waiting_series": x.queue.waiting_series,
+        }
+        for x in runs
+    ]
+
+
 def gc_pauses_json(runs: list[GcRun]) -> list[dict[str, Any]]:
     """The runs a logged long garbage collection met (``crossover.analysis.gc``), as the
     live decision's JSON lists them under ``gc_pauses``."""
@@ -259,6 +297,7 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
         result.decision,
         {
             "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
+            "queued": queued_json(queued_runs(result.sweep, q.targets)),
             "gc_pauses": gc_pauses_json(_gc(result, q, out)),
             "live": {
                 "out": str(out),

@@ -122,6 +122,17 @@ def metric_names() -> tuple[str, ...]:
     return tuple(n for s in ENGINES.values() for n in s.metric_names)
 
 
+def queue_series() -> tuple[tuple[str, str | None, str | None], ...]:
+    """Each engine's waiting-requests gauge, its running-requests gauge and its KV-cache
+    usage gauge (None where it has none), for the engines that declare a waiting gauge,
+    in listing order."""
+    return tuple(
+        (s.waiting_metric, s.running_metric, s.kv_usage_metric)
+        for s in ENGINES.values()
+        if s.waiting_metric is not None
+    )
+
+
 def kv_series() -> tuple[tuple[str, str | None], ...]:
     """Each engine's KV-cache usage gauge and its waiting-requests gauge (None where it has
     none), for the engines that declare a usage gauge, in listing order."""

@@ -238,6 +238,9 @@ class EngineSpec:
     #: requests waiting is flagged (``crossover.analysis.kv``). None: it has none
     kv_usage_metric: str | None = None
     waiting_metric: str | None = None
+    #: of ``metric_names``: the gauge of the requests running (decoding or prefilling);
+    #: read beside a queue (``crossover.analysis.kv``, "queued"). None: it has none
+    running_metric: str | None = None
     #: facts the launch record gives beyond the flag table (environment, split modes)
     launch_facts: LaunchFacts | None = None
     #: the note for a setting the log never settles, where it is known why

@@ -32,7 +32,7 @@ from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.gc import describe as describe_gc
 from crossover.analysis.kv import FULL as KV_FULL
 from crossover.analysis.kv import MEANING as KV_MEANING
-from crossover.analysis.kv import kv_full_runs
+from crossover.analysis.kv import QUEUED_IN_A_ROW, QUEUED_MEANING, kv_full_runs, queued_runs
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
@@ -323,6 +323,8 @@ def render_html(
     # read once, for their section and their rows' tag
     kv_full = kv_full_runs(sweep)
     kv_keys = {(x.target, x.label, x.repeat) for x in kv_full}
+    queued = queued_runs(sweep)
+    queued_keys = {(x.target, x.label, x.repeat) for x in queued}
     gc_keys = {(x.target, x.label, x.repeat) for x in gc}
     titles = dict(CHART_TITLES)
     if rate:
@@ -369,6 +371,21 @@ def render_html(
             for x in kv_full
         ],
         "kv_meaning": KV_MEANING,
+        "queued": [
+            {
+                "target": x.target,
+                "level": x.label,
+                "repeat": x.repeat,
+                "waiting": _fmt(x.queue.peak_waiting, 0),
+                "longest": x.queue.longest,
+                "running": _fmt(x.queue.peak_running, 0),
+                "limit": "-" if x.limit is None else x.limit,
+                "usage": "-" if x.queue.peak_usage is None else f"{x.queue.peak_usage:.2f}",
+            }
+            for x in queued
+        ],
+        "queued_meaning": QUEUED_MEANING,
+        "queued_in_a_row": QUEUED_IN_A_ROW,
         "gc_runs": [
             {
                 "target": x.target,
@@ -411,6 +428,7 @@ def render_html(
                 **_run_row(r),
                 "outlier": (r.target, r.axis, r.level, r.repeat) in off,
                 "kv_full": (r.target, level_label(r.axis, r.level), r.repeat) in kv_keys,
+                "queued": (r.target, level_label(r.axis, r.level), r.repeat) in queued_keys,
                 "gc_pause": (r.target, level_label(r.axis, r.level), r.repeat) in gc_keys,
             }
             for r in _in_order(sweep)

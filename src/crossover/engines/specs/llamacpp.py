@@ -224,6 +224,7 @@ SPEC = EngineSpec(
     ),
     kv_usage_metric="llamacpp:kv_cache_usage_ratio",
     waiting_metric="llamacpp:requests_deferred",
+    running_metric="llamacpp:requests_processing",
     version_probes=(
         # a tree without git metadata (llama-cpp-python's sdist, which crossover builds)
         # says b0-unknown here and "commit unknown" below: those pass to the stamp

@@ -210,6 +210,7 @@ SPEC = EngineSpec(
     ),
     kv_usage_metric="sglang:token_usage",
     waiting_metric="sglang:num_queue_reqs",
+    running_metric="sglang:num_running_reqs",
     # added per finished request, in the tokenizer manager's output loop that also hands
     # the request its last chunk (TokenizerManager.collect_metrics ->
     # observe_one_finished_request, sglang 0.5.17 srt/managers/tokenizer_manager.py,

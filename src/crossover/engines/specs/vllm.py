@@ -214,6 +214,7 @@ SPEC = EngineSpec(
     ),
     kv_usage_metric="vllm:kv_cache_usage_perc",
     waiting_metric="vllm:num_requests_waiting",
+    running_metric="vllm:num_requests_running",
     counter="vllm:generation_tokens_total",
     version_probes=(VersionProbe("http", ("/version",), json_key="version"),),
     log_patterns=lp.VLLM + logs_moe.VLLM_MOE,
