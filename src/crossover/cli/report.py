@@ -125,6 +125,15 @@ def compare(
             "variation (e.g. 0.03; default 0: the interval alone decides)"
         ),
     ] = 0.0,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target",
+            help="Two sweeps: compare BEFORE's target A with AFTER's target B (A=B; A alone: "
+            "the same name on both); repeatable (default: the targets of one name on both "
+            "sides, or the only target of each)",
+        ),
+    ] = None,
 ) -> None:
     """Before/after table of the headline metrics of two runs or two sweeps, with ratios.
 
@@ -136,11 +145,12 @@ def compare(
     from crossover.report import compare_paths, format_table, write_compare_html
 
     check_tie_margin(tie_margin)
+    pairs = [_pair(t) for t in target or []]
     inputs = [
         p / name for p in (before, after) for name in ("sweep.json", "sweep.db", "sweep.db.xz")
     ]
     check_output_file(html, "--html", keep=[before, after, *inputs])
-    cmp = compare_paths(before, after, tie_rel=tie_margin)
+    cmp = compare_paths(before, after, tie_rel=tie_margin, pairs=pairs)
     why = cmp.refusal()
     if why is not None and not force:
         error = InvalidRunError if cmp.invalid_runs else UsageError
@@ -151,6 +161,17 @@ def compare(
             typer.echo(f"html: {write_compare_html(cmp, html)}")
         except OSError as exc:
             raise UsageError(f"cannot write {html}: {exc}") from None
+
+
+def _pair(text: str) -> tuple[str, str]:
+    """``--target A=B`` as (A, B); ``A`` alone as (A, A)."""
+    from crossover.errors import UsageError
+
+    a, eq, b = text.partition("=")
+    a, b = a.strip(), b.strip()
+    if not a or (eq and not b):
+        raise UsageError(f"--target {text!r}: give BEFORE_NAME=AFTER_NAME, or one name")
+    return (a, b if eq else a)
 
 
 REPORT_EXAMPLE = (
@@ -167,6 +188,7 @@ COMPARE_EXAMPLE = (
     "  crossover compare a.json b.json\n"
     "  crossover compare sweep1 sweep2 --html compare.html\n"
     "  crossover compare sweep1 sweep1b --tie-margin 0.03\n"
+    "  crossover compare sweep1 sweep2 --target sglang=sglang-512\n"
 )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -332,21 +333,88 @@ def _repeats_note(label: str, s: SweepFile) -> str:
     )
 
 
+#: effective settings a target's record keeps that are no setting of the engine's to
+#: compare (where it listened, which is another port each start) or are said apart
+_NOT_SETTINGS = frozenset({"version", "url"})
+
+
+def _setting_text(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return _text(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _target_notes(a: SweepFile, b: SweepFile, ta: str, tb: str) -> list[str]:
+    """What ran on each side of one compared pair, where it differs: the engine and its
+    version, and the effective settings the engine ran with (read from its log and
+    endpoints: a setting the YAML left to the engine is there as the engine chose it)."""
+    ia = next((t for t in a.targets if t.name == ta), None)
+    ib = next((t for t in b.targets if t.name == tb), None)
+    if ia is None or ib is None:
+        return []
+    name = ta if ta == tb else f"{ta}->{tb}"
+    notes = []
+    if ia.engine != ib.engine:
+        notes.append(f"{name}: another engine: {_text(ia.engine)} vs {_text(ib.engine)}")
+    elif ia.version is not None and ib.version is not None and ia.version != ib.version:
+        notes.append(f"{name}: another engine version: {ia.version} vs {ib.version}")
+    keys = [k for k in dict.fromkeys([*ia.settings, *ib.settings]) if k not in _NOT_SETTINGS]
+    changed = [
+        f"{k} {_setting_text(ia.settings.get(k))} -> {_setting_text(ib.settings.get(k))}"
+        for k in keys
+        if ia.settings.get(k) != ib.settings.get(k)
+    ]
+    if changed:
+        notes.append(f"{name}: settings that differ (as the engine ran): {', '.join(changed)}")
+    return notes
+
+
+def _pairs(
+    na: list[str], nb: list[str], before: str, after: str, asked: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The targets compared: those ``asked`` (each name checked against its side), else
+    those of one name on both sides, else the only target of each."""
+    if asked:
+        for label, names, i in ((before, na, 0), (after, nb, 1)):
+            missing = [p[i] for p in asked if p[i] not in names]
+            if missing:
+                raise UsageError(
+                    f"--target: {label} has no target {missing[0]} (it holds: {', '.join(names)})"
+                )
+        return list(dict.fromkeys(asked))
+    pairs = [(t, t) for t in na if t in nb]
+    if not pairs and len(na) == 1 and len(nb) == 1:
+        pairs = [(na[0], nb[0])]
+    if not pairs:
+        raise UsageError(
+            f"no target in common: {', '.join(na)} vs {', '.join(nb)} (--target "
+            f"{na[0]}={nb[0]} pairs two of them)"
+        )
+    return pairs
+
+
 def compare_sweeps(
-    a: SweepFile, b: SweepFile, before: str = "A", after: str = "B", *, tie_rel: float = 0.0
+    a: SweepFile,
+    b: SweepFile,
+    before: str = "A",
+    after: str = "B",
+    *,
+    tie_rel: float = 0.0,
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> Comparison:
     """Per target and level, the headline metrics of two sweeps (valid runs; ``tie_rel``:
-    the tie margin)."""
+    the tie margin; ``pairs``: which target of ``a`` against which of ``b``, else those of
+    one name, or the only one of each)."""
     cmp = Comparison(before, after, tie_rel=tie_rel)
     na, nb = a.target_names(), b.target_names()
     for label, names in ((before, na), (after, nb)):
         if not names:  # else "no target in common:  vs a, b"
             raise UsageError(f"{label}: the sweep holds no target (no run in it)")
-    pairs = [(t, t) for t in na if t in nb]
-    if not pairs and len(na) == 1 and len(nb) == 1:
-        pairs = [(na[0], nb[0])]
-    if not pairs:
-        raise UsageError(f"no target in common: {', '.join(na)} vs {', '.join(nb)}")
+    pairs = _pairs(na, nb, before, after, pairs)
     axis_a, axis_b = a.axis(), b.axis()
     if axis_a != axis_b:
         cmp.unmatched_work.append(
@@ -367,6 +435,8 @@ def compare_sweeps(
                 va, vb = values[h.key]
                 group = f"{name} {level_label(axis_a, c)}"
                 cmp.rows.append(CompareRow(group, h, va.get(c, ()), vb.get(c, ()), tie_rel))
+    for ta, tb in pairs:
+        cmp.notes += _target_notes(a, b, ta, tb)
     for label, s in ((before, a), (after, b)):
         cmp.notes.append(_repeats_note(label, s))
     for label, s in ((before, a), (after, b)):
@@ -394,9 +464,12 @@ def compare_sweeps(
     return cmp
 
 
-def compare_paths(a: Path, b: Path, *, tie_rel: float = 0.0) -> Comparison:
+def compare_paths(
+    a: Path, b: Path, *, tie_rel: float = 0.0, pairs: Sequence[tuple[str, str]] = ()
+) -> Comparison:
     """Compare two run summaries or two sweeps, as the paths say (``tie_rel``: the tie
-    margin, a ratio within it of 1 is no significant change)."""
+    margin, a ratio within it of 1 is no significant change; ``pairs``: the sweeps'
+    targets to compare, before's against after's)."""
     for p in (a, b):
         if not p.exists():
             raise UsageError(f"{p}: no such file or directory")
@@ -407,7 +480,11 @@ def compare_paths(a: Path, b: Path, *, tie_rel: float = 0.0) -> Comparison:
         load_run(b if sa else a)
         raise UsageError("compare two run summaries or two sweeps, not one of each")
     if sa:
-        return compare_sweeps(load_sweep(a), load_sweep(b), str(a), str(b), tie_rel=tie_rel)
+        return compare_sweeps(
+            load_sweep(a), load_sweep(b), str(a), str(b), tie_rel=tie_rel, pairs=pairs
+        )
+    if pairs:
+        raise UsageError("--target pairs the targets of two sweeps; these are two runs")
     return compare_runs(load_run(a), load_run(b), str(a), str(b), tie_rel=tie_rel)
 
 
