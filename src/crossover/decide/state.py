@@ -230,6 +230,13 @@ FREEZE_REMEDY = (
     "freeze_gc: true under {target}'s launch (the engine's own GC freeze before each "
     "level) removed such pauses where measured"
 )
+#: what it adds instead where the target's collector was frozen already (``GcRun.frozen``):
+#: the freeze leaves out only the objects alive at it (with it, two collections of
+#: 0.05-0.06 s met SGLang at 20 requests/s: docs/results/h100/moe-open-decide-freeze)
+FROZEN_ALREADY = (
+    "{target}'s collector was frozen then (freeze_gc: true): such pauses collect the "
+    "objects made since the last freeze"
+)
 
 
 def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
@@ -242,7 +249,9 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
     ``gc``: the runs a logged long garbage collection met (``crossover.analysis.gc``,
     read by a caller that has the sweep folder); on a TTFT metric, a pause that met a run
     of the level named is said beside it (SGLang's front end stopping 0.5-0.74 s moved a
-    closed-loop level's whole first wave: docs/results/h100/sglang-gc)."""
+    closed-loop level's whole first wave: docs/results/h100/sglang-gc), with the freeze
+    that removed such pauses, or, where the target's collector was frozen already
+    (``GcRun.frozen``: its log shows the freeze, or its launch asked for it), that it was."""
     notes: list[str] = []
     for m in s.q.metrics:
         found = [(at, t) for t in s.q.targets if (at := _largest_spread_at(s, t, m))]
@@ -252,11 +261,13 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
         if x <= math.log1p(s.cfg.repeat_margin):
             continue
         pause = _gc_pauses_met(gc, t, c) if "ttft_ms" in m else ""
+        frozen = all(g.frozen for g in gc if g.target == t and g.level == c)
+        after = FROZEN_ALREADY if frozen else FREEZE_REMEDY
         notes.append(
             f"{metric_spec(m).label}: the repeats of one level moved by up to "
             f"{math.expm1(x):.0%} ({t} at {c:g}{pause}): a gap within that may read "
             "otherwise in another measurement of the same question"
-            + (f"; {FREEZE_REMEDY.format(target=t)}" if pause else "")
+            + (f"; {after.format(target=t)}" if pause else "")
         )
     return notes
 
