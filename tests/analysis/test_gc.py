@@ -115,3 +115,43 @@ def test_report_prints_them_and_the_html_tags_their_rows(sweep_dir: Path, tmp_pa
     assert '<h2 id="gc-pause">Long garbage collections</h2>' in html
     assert html.count('<span class="overloaded">GC pause</span>') == 3
     assert "SGLang&#39;s front end met this run&#39;s measured window" in html  # escaped
+
+
+FROZEN = RESULTS.parent / "moe-open-decide-freeze"
+
+
+def test_no_freeze_in_the_log_no_frozen_pause(sweep_dir: Path) -> None:
+    runs = gc_runs(sweep_dir, load_sweep(sweep_dir))
+    assert runs and not any(x.frozen or any(p.frozen for p in x.pauses) for x in runs)
+
+
+def test_a_pause_after_a_freeze_the_log_shows_is_frozen(sweep_dir: Path, tmp_path: Path) -> None:
+    """A ``POST /freeze_gc`` answered 200 (the LONG_GC rule's context) makes every later
+    pause frozen, not the earlier ones; a run is frozen where all that met it were."""
+    freeze = '[2026-12-06 11:59:00] INFO:     127.0.0.1:1 - "POST /freeze_gc HTTP/1.1" 200 OK'
+
+    def after_line_1224(text: str) -> str:
+        lines = text.split("\n")
+        return "\n".join([*lines[:1224], freeze, *lines[1224:]])
+
+    folder = _rewrite(sweep_dir, tmp_path, after_line_1224)
+    runs = {(int(x.level), x.repeat): x for x in gc_runs(folder, load_sweep(folder))}
+    assert [p.frozen for p in runs[(256, 0)].pauses] == [False, False]
+    assert not runs[(256, 0)].frozen
+    assert runs[(64, 1)].frozen and runs[(256, 1)].frozen
+    (line,) = format_gc_runs([runs[(64, 1)]])
+    assert line.startswith(
+        "sglang c=64 (repeat 1): a garbage collection in SGLang's front end, its collector "
+        "frozen, met this run's measured window: "
+    )
+
+
+def test_the_committed_frozen_decision_has_its_pauses_frozen() -> None:
+    """docs/results/h100/moe-open-decide-freeze: SGLang with freeze_gc: true; its two
+    collections of 0.05-0.06 s (log lines 4090, 4257) came after /freeze_gc answered."""
+    (run,) = gc_runs(FROZEN, load_sweep(FROZEN))
+    assert (run.target, run.level, run.repeat) == ("sglang", 20.0, 1)
+    assert [(p.line, p.frozen) for p in run.pauses] == [(4090, True), (4257, True)]
+    assert run.frozen
+    (line,) = format_gc_runs([run])
+    assert "2 garbage collections in SGLang's front end, its collector frozen, met " in line

@@ -61,7 +61,20 @@ def test_the_stored_sweep_is_judged_again() -> None:
         "the request time (E2E p50 5.4-10.1 s): no steady state, so served rate and tokens/s "
         "there are ramp-up and drain (served 29.3 of 21.4 req/s at 20)"
     )
-    assert lines[1].endswith("measure longer (duration_s_per_level >= 31 s)")
+    # 3 x E2E p50 asks 31 s; the window at 20 that served 137% of arrivals asks 90 s (its
+    # 4.3 s gap between sends and completions keeps a 31 s level at 116%)
+    assert lines[1].endswith("measure longer (duration_s_per_level >= 90 s)")
+
+
+def test_a_long_level_that_served_more_than_arrived_asks_a_length_from_its_share() -> None:
+    """docs/results/h100/moe-open-decide-freeze: SGLang at 20 requests/s repeat 1 sent for
+    40 s, 3.6 request times (E2E p50 11.2 s), and was short because its window served 111%
+    of the arrivals: the reason is that, and the length the share asks (84 s), not 3 x its
+    E2E p50 (34 s, under the 40 s it sent)."""
+    (line,) = format_short_levels(load_sweep(MOE_OPEN.parent / "moe-open-decide-freeze"))
+    assert line.startswith("sglang at 20 (repeat 1) requests/s: served more than arrived: ")
+    assert "(served 22.2 of 20 req/s at 20)" in line
+    assert line.endswith("measure longer (duration_s_per_level >= 84 s)")
 
 
 def rate_run(target: str, rate: float, rep: int, e2e_ms: float, out: float) -> dict[str, Any]:

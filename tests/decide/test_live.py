@@ -574,3 +574,22 @@ def test_a_live_decision_on_a_server_upgraded_since_stops_with_one_line(
     assert f"crossover sweep --out {out} --only {who} --redo {who}" in err, err
     with Store(out / "sweep.db", read_only=True) as store:
         assert len(store.runs()) == runs
+
+
+def test_a_target_launched_frozen_has_its_pauses_frozen() -> None:
+    """The committed open-loop decision's YAML launches SGLang with freeze_gc: true: its
+    pauses are marked frozen (the notes name no freeze as their remedy), vLLM's are not."""
+    from datetime import UTC, datetime
+
+    from crossover.analysis.gc import GcPause, GcRun
+    from crossover.decide.live import frozen_by_launch
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_sweep_config(root / "scripts" / "h200" / "moe-open-decide-freeze-h100.yaml")
+    at = datetime(2026, 12, 7, 10, 5, 10, tzinfo=UTC)
+    pause = GcPause("x.log", 1, at, 0.05, 2)
+    runs = [GcRun(t, "rate=20", 20.0, 1, (pause,), (True,), "E", at) for t in ("vllm", "sglang")]
+    assert [(x.target, x.frozen) for x in frozen_by_launch(cfg, runs)] == [
+        ("vllm", False),
+        ("sglang", True),
+    ]

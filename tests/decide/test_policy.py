@@ -696,3 +696,28 @@ def test_the_note_says_a_gc_pause_that_met_the_level_it_names() -> None:
     assert elsewhere == next_step(q, obs)
     assert isinstance(elsewhere, Decision)
     assert not any("GC pause" in n for n in elsewhere.notes)
+
+
+def test_a_pause_with_the_collector_frozen_names_no_freeze() -> None:
+    """A target whose collector was frozen already (``GcRun.frozen``: its log shows the
+    freeze, or its launch has freeze_gc: true) is not told to freeze it: the note says it
+    was frozen (two collections of 0.05-0.06 s met SGLang so at 20 requests/s,
+    docs/results/h100/moe-open-decide-freeze). One of two runs unfrozen: the remedy."""
+    q = Question("crossover", ("a", "b"), (1, 4, 16), ("ttft_ms.p50",))
+    obs = _single_run_side(b16=300.0, a4=(100.0, 135.0))
+    obs.append(Observation("b", 16, 1, {"ttft_ms.p50": 290.0}, 10, 10, 5.0))
+    frozen = replace(_gc("a", 4, 1, 0.0566), frozen=True)
+    d = next_step(q, obs, gc=[frozen])
+    assert isinstance(d, Decision)
+    (note,) = [n for n in d.notes if "moved by up to" in n]
+    assert "(a at 4; a 0.06 s GC pause in SGLang's front end met repeat 1): " in note
+    assert note.endswith(
+        "; a's collector was frozen then (freeze_gc: true): such pauses collect the objects "
+        "made since the last freeze"
+    )
+    assert "removed such pauses" not in note
+    mixed = next_step(q, obs, gc=[frozen, _gc("a", 4, 0, 0.53)])
+    assert isinstance(mixed, Decision)
+    assert "; freeze_gc: true under a's launch (the engine's own GC freeze" in "\n".join(
+        mixed.notes
+    )

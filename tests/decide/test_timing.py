@@ -95,6 +95,7 @@ def test_the_live_answer_names_the_gc_pauses(gc_dir: Path) -> None:
     ]
     first = data[1]
     assert first["engine"] == "SGLang"
+    assert first["frozen"] is False  # no POST /freeze_gc in that log
     assert first["window_start"].startswith("2026-12-06T11:58:54")
     assert [(p["seconds"], p["line"], p["log"], p["inside"]) for p in first["pauses"]] == [
         (0.5337, 912, "sglang.log.gz", False),

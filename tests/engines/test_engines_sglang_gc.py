@@ -5,6 +5,7 @@ for over real HTTP (a stand-in server that counts the POSTs)."""
 from __future__ import annotations
 
 import gzip
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,11 +17,13 @@ from crossover.engines import EngineConfig
 from crossover.engines.adapters import launch_spec
 from crossover.engines.effective import effective_settings, log_warnings
 from crossover.engines.gcfreeze import freeze_gc
+from crossover.engines.logpatterns import WarningRule
 from crossover.errors import UsageError
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results" / "h100"
 GC_LOG = RESULTS / "sglang-gc" / "engines" / "sglang.log.gz"
 OPEN_LOG = RESULTS / "moe-open" / "engines" / "sglang.log.gz"
+FROZEN_LOG = RESULTS / "moe-open-decide-freeze" / "engines" / "sglang.log.gz"
 FLAG = "--gc-warning-threshold-secs"
 
 
@@ -52,6 +55,80 @@ def test_the_committed_open_loop_log_gives_its_own_range() -> None:
     text = gzip.decompress(OPEN_LOG.read_bytes()).decode("utf-8", errors="replace")
     (message,) = _gc(text.splitlines())
     assert message.startswith("6 garbage collections of 0.55-0.74 s (generation 2 of up to ")
+
+
+def _freeze(stamp: str, status: str = "200 OK") -> str:
+    """uvicorn's access line for crossover's POST to /freeze_gc (seen, SGLang 0.5.17)."""
+    return f'[2026-12-07 {stamp}] INFO:     127.0.0.1:36720 - "POST /freeze_gc HTTP/1.1" {status}'
+
+
+def test_the_unfrozen_finding_names_the_remedy_as_measured() -> None:
+    """The remedy's own measurement is said as it went: none after it at c = 64 and 256
+    or at 8-12 requests/s, two small ones at 20 (docs/results/h100/moe-open-decide-freeze)."""
+    (message,) = _gc([_line("11:00:01", 2, 0.6088, 1008389)])
+    assert "freeze_gc: true (SGLang's own remedy, its /freeze_gc, before each level)" in message
+    assert message.endswith(
+        "(measured on an H100: none of 0.05 s or more logged after it at c = 64 and 256 or "
+        "at 8-12 requests/s, two of 0.05-0.06 s at 20 requests/s)"
+    )
+    assert "no collection of 0.05 s or more after it" not in message
+
+
+def test_collections_after_a_freeze_say_so_and_name_no_remedy() -> None:
+    """A freeze answered before the first collection: the collector was frozen, so the
+    finding says what such collections are and does not recommend freeze_gc."""
+    lines = [
+        _freeze("10:03:02"),
+        _line("10:05:10", 2, 0.0538, 70571),
+        _freeze("10:05:12"),
+        _line("10:05:15", 2, 0.0566, 68424),
+    ]
+    (w,) = [w for w in log_warnings("sglang", lines) if w.key == "long_gc"]
+    assert w.count == 2 and w.line == 2
+    assert w.message == (
+        "2 garbage collections of 0.05-0.06 s (generation 2 of up to 70,571 objects) in "
+        "SGLang's front end (its tokenizer manager, one Python process) with its collector "
+        "frozen (a POST /freeze_gc answered before the first): a freeze leaves out only the "
+        "objects alive at it, so those made since the last one are still collected; every "
+        "request in flight waits that long (unfrozen, SGLang's took 0.42-0.74 s, measured "
+        "on an H100)"
+    )
+    assert "freeze_gc: true" not in w.message and "remedy" not in w.message
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the freeze came after the first collection: that one was unfrozen
+        [_line("10:05:10", 2, 0.5, 1000000), _freeze("10:05:12"), _line("10:05:15", 2, 0.06, 9)],
+        # refused: nothing was frozen
+        [_freeze("10:03:02", "404 Not Found"), _line("10:05:10", 2, 0.5, 1000000)],
+    ],
+)
+def test_no_freeze_before_the_first_collection_keeps_the_remedy(lines: list[str]) -> None:
+    (message,) = _gc(lines)
+    assert "freeze_gc: true (SGLang's own remedy" in message
+    assert "collector frozen" not in message
+
+
+def test_the_committed_frozen_log_says_its_collector_was_frozen() -> None:
+    """docs/results/h100/moe-open-decide-freeze: SGLang launched with freeze_gc: true, its
+    /freeze_gc answered 200 at lines 85, 1403 and 2949, then two collections of 0.05-0.06 s
+    at lines 4090 and 4257."""
+    text = gzip.decompress(FROZEN_LOG.read_bytes()).decode("utf-8", errors="replace")
+    (w,) = [w for w in effective_settings(text, "sglang").warnings if w.key == "long_gc"]
+    assert w.count == 2 and w.line == 4090
+    assert w.message.startswith(
+        "2 garbage collections of 0.05-0.06 s (generation 2 of up to 70,571 objects) in "
+        "SGLang's front end (its tokenizer manager, one Python process) with its collector "
+        "frozen (a POST /freeze_gc answered before the first): "
+    )
+    assert "freeze_gc: true" not in w.message
+
+
+def test_a_context_needs_its_message() -> None:
+    with pytest.raises(ValueError, match="context and context_message go together"):
+        WarningRule("k", "note", re.compile("x"), "m", "o", context=re.compile("y"))
 
 
 def test_one_collection_is_one_duration_and_singular() -> None:

@@ -3,11 +3,21 @@ window is then not steady and says why; a long one is left as it was."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from crossover.metrics.run import RunContext, summarize
-from crossover.metrics.summary import EngineInfo, Window
-from crossover.metrics.window import SERVED_OVER_ARRIVING, SHORT_LEVEL_REQUEST_TIMES, short_level
+from crossover.metrics.summary import EngineInfo, ShortLevel, Window
+from crossover.metrics.window import (
+    SERVED_AIM,
+    SERVED_OVER_ARRIVING,
+    SHORT_LEVEL_REQUEST_TIMES,
+    needed_sending_s,
+    served_over,
+    short_level,
+    under_request_times,
+)
 from crossover.records.model import RequestRecord
 
 S = 1_000_000_000
@@ -109,3 +119,39 @@ def test_the_rule_either_way() -> None:
 def test_a_window_stored_before_the_rule_loads() -> None:
     w = Window.model_validate({"duration_s": 12.3, "steady": True, "opened_by": "first_completion"})
     assert w.short is None and w.steady
+
+
+def test_how_long_a_level_should_send() -> None:
+    """The request times' bound, or the served share's where the window served more than
+    ``SERVED_OVER_ARRIVING`` of the arrivals: the gap D = S (1 - 1/share) taken as the
+    same at a longer level, the share kept under the aim (1.05). SGLang at 20 requests/s
+    for 40 s served 111% (docs/results/h100/moe-open-decide-freeze): D 3.96 s, 83.2 s,
+    where 3 x its E2E p50 (11.2 s) is 33.6 s, under the 40 s it already sent."""
+    assert math.isclose(SERVED_AIM, 1.05)
+    served = ShortLevel(sending_s=40.0, e2e_p50_s=11.2, served_share=1.11, needed_s=33.6)
+    assert needed_sending_s(served) == pytest.approx(40.0 * (1 - 1 / 1.11) * 21.0)
+    assert math.ceil(needed_sending_s(served) or 0.0) == 84
+    assert served_over(served) and not under_request_times(served)
+    # the request times alone: K x E2E p50, a share within the allowance adds nothing
+    timed = ShortLevel(sending_s=16.0, e2e_p50_s=9.0, served_share=1.08, needed_s=27.0)
+    assert needed_sending_s(timed) == pytest.approx(SHORT_LEVEL_REQUEST_TIMES * 9.0)
+    assert under_request_times(timed) and not served_over(timed)
+    # both: the longer (16 s at 137%: D 4.3 s, 90 s against 30 s)
+    both = ShortLevel(sending_s=16.0, e2e_p50_s=10.0, served_share=1.37)
+    assert needed_sending_s(both) == pytest.approx(16.0 * (1 - 1 / 1.37) * 21.0)
+    # a stored summary's needed_s where it has no E2E p50; nothing to go on: None
+    assert needed_sending_s(ShortLevel(sending_s=16.0, needed_s=30.0)) == 30.0
+    assert needed_sending_s(ShortLevel(sending_s=16.0)) is None
+
+
+def test_a_level_that_served_too_much_is_sized_on_its_share() -> None:
+    """A short level's summary from its records: 40 s of arrivals of 2 s requests at 10
+    requests/s, the first taking 6 s and the last 2 s (its window 4 s shorter than the
+    sends, so served / arriving = 40 / 36): long enough by the request times, not by its
+    window's count."""
+    s = summarize(open_loop(10.0, 40.0, 6.0, 2.0), rate_ctx(10.0))
+    short = s.window.short
+    assert short is not None and short.served_share is not None
+    assert short.served_share == pytest.approx(40.0 / 36.0, rel=0.01)
+    assert not under_request_times(short) and served_over(short)
+    assert needed_sending_s(short) == pytest.approx(4.0 * 21.0, rel=0.02)

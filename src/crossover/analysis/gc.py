@@ -61,6 +61,10 @@ class GcPause:
     at: datetime
     seconds: float
     generation: int
+    #: the log showed the engine's collector frozen before it (the rule's ``context`` line,
+    #: SGLang's ``POST /freeze_gc`` answered 200): it collected objects made since the
+    #: last freeze (0.05-0.06 s at 20 requests/s, docs/results/h100/moe-open-decide-freeze)
+    frozen: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,17 @@ class GcRun:
     engine: str
     #: the measured window's start (UTC)
     window_start: datetime
+    #: the target's collector was frozen when they came: every pause came after a freeze
+    #: its log shows (``GcPause.frozen``), or its launch has ``freeze_gc: true`` (a live
+    #: decision knows it): the freeze is no remedy to name, it was on
+    frozen: bool = False
 
 
 def gc_pauses(log: Path, engine: str) -> list[GcPause]:
     """The long collections ``log`` names, under the engine's ``LONG_GC_KEY`` rule and
     stamped by its ``ready_clock``; none where either is missing or the log cannot say
-    when (no launch header, no stamp)."""
+    when (no launch header, no stamp). Each is ``frozen`` where the rule's ``context``
+    line (the collector frozen) came before it."""
     spec = registry.get(engine)
     rule = next((r for r in spec.warning_rules if r.key == lp.LONG_GC_KEY), None)
     if rule is None or spec.ready_clock is None:
@@ -106,12 +115,15 @@ def gc_pauses(log: Path, engine: str) -> list[GcPause]:
     if walls is None:
         return []
     out: list[GcPause] = []
+    frozen = False
     for i, line in enumerate(lines):
         m = rule.regex.search(line)
+        if m is None and rule.context is not None and rule.context.search(line):
+            frozen = True
         at = walls[i]
         if m is None or at is None:
             continue
-        out.append(GcPause(log.name, i + 1, at, float(m.group(2)), int(m.group(1))))
+        out.append(GcPause(log.name, i + 1, at, float(m.group(2)), int(m.group(1)), frozen))
     return out
 
 
@@ -216,6 +228,7 @@ def gc_runs(
             inside=tuple(i for _, i in met),
             engine=registry.get(engines[w.target]).display_name,
             window_start=w.start,
+            frozen=all(p.frozen for p, _ in met),
         )
         out.append(((rank, w.level.value, w.repeat), run))
     return [x for _, x in sorted(out, key=lambda kx: kx[0])]
@@ -224,7 +237,8 @@ def gc_runs(
 def describe(x: GcRun) -> str:
     """What fell in one run: ``a garbage collection in SGLang's front end met this run's
     measured window: 0.53 s, ending 0.3-1.3 s into it (sglang.log line 912, at its edge:
-    the log stamps whole seconds)``."""
+    the log stamps whole seconds)`` (``front end, its collector frozen, met`` where
+    ``x.frozen``)."""
     n = len(x.pauses)
     what = "a garbage collection" if n == 1 else f"{n} garbage collections"
     parts = []
@@ -235,7 +249,9 @@ def describe(x: GcRun) -> str:
             f"{p.seconds:.2f} s, ending {max(0.0, into):.1f}-{into + 1:.1f} s into it "
             f"({p.log} line {p.line}{edge})"
         )
-    return f"{what} in {x.engine}'s front end met this run's measured window: " + "; ".join(parts)
+    frozen = ", its collector frozen," if x.frozen else ""
+    head = f"{what} in {x.engine}'s front end{frozen} met this run's measured window"
+    return f"{head}: " + "; ".join(parts)
 
 
 def format_gc_runs(runs: Sequence[GcRun]) -> list[str]:

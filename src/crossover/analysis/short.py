@@ -23,7 +23,13 @@ from dataclasses import dataclass
 
 from crossover.analysis.schema import SweepFile, SweepRun
 from crossover.metrics.summary import RunSummary, ShortLevel
-from crossover.metrics.window import SERVED_OVER_ARRIVING, SHORT_LEVEL_REQUEST_TIMES, short_level
+from crossover.metrics.window import (
+    SHORT_LEVEL_REQUEST_TIMES,
+    needed_sending_s,
+    served_over,
+    short_level,
+    under_request_times,
+)
 
 
 def short_open_loop(summary: RunSummary) -> ShortLevel | None:
@@ -96,7 +102,9 @@ def _span(values: Sequence[float], fmt: str) -> str:
 def format_short_levels(sweep: SweepFile) -> list[str]:
     """One line per target with short open-loop levels: which (a level where only some
     repeats were short names them), why, what its throughputs there are, and how long to
-    measure instead (``SHORT_LEVEL_REQUEST_TIMES`` x the largest E2E p50 among them)."""
+    measure instead (the longest :func:`crossover.metrics.window.needed_sending_s` among
+    them: the request times', or the served share's where a window served more than
+    arrived)."""
     runs = short_runs(sweep)
     valid: dict[tuple[str, float], int] = {}
     for r in sweep.runs:
@@ -115,7 +123,7 @@ def format_short_levels(sweep: SweepFile) -> list[str]:
             part = f" ({word} {', '.join(str(k) for k in reps)})" if some else ""
             named.append(f"{rate:g}{part}")
         why = []
-        timed = [x for x in mine if x.short.needed_s and x.short.sending_s < x.short.needed_s]
+        timed = [x for x in mine if under_request_times(x.short)]
         if timed:
             sending = _span([x.short.sending_s for x in timed], ".0f")
             e2e = _span([x.short.e2e_p50_s or 0.0 for x in timed], ".1f")
@@ -123,7 +131,7 @@ def format_short_levels(sweep: SweepFile) -> list[str]:
                 f"arrivals lasted {sending} s, under {SHORT_LEVEL_REQUEST_TIMES:g}x the "
                 f"request time (E2E p50 {e2e} s)"
             )
-        over = [x for x in mine if (x.short.served_share or 0.0) > SERVED_OVER_ARRIVING]
+        over = [x for x in mine if served_over(x.short)]
         served = ""
         if over:
             top = max(over, key=lambda x: x.short.served_share or 0.0)
@@ -133,7 +141,7 @@ def format_short_levels(sweep: SweepFile) -> list[str]:
             )
             if not timed:
                 why.append("served more than arrived")
-        needed = [x.short.needed_s for x in mine if x.short.needed_s]
+        needed = [n for x in mine if (n := needed_sending_s(x.short))]
         fix = (
             f"; measure longer (duration_s_per_level >= {math.ceil(max(needed)):d} s)"
             if needed

@@ -295,6 +295,14 @@ def _rate_levels(cfg: SweepConfig, kind: QuestionKind) -> tuple[Axis, list[float
     return "rate", levels, _AxisParts(requests=requests)
 
 
+def frozen_by_launch(cfg: SweepConfig, runs: Sequence[GcRun]) -> list[GcRun]:
+    """``runs`` with those of a target launched with ``freeze_gc: true`` marked frozen
+    (``GcRun.frozen``), whatever its log says of the freeze: the answer's notes then name
+    no freeze as the remedy for pauses that came with it on."""
+    frozen = {t.name for t in cfg.targets if t.launch is not None and t.launch.freeze_gc}
+    return [dataclasses.replace(x, frozen=True) if x.target in frozen else x for x in runs]
+
+
 async def decide_live(
     cfg: SweepConfig,
     out: Path,
@@ -397,7 +405,7 @@ async def decide_live(
         sweep = runner.write_sweep_file()
         # the engine logs' long garbage collections that met a run: said in the answer's
         # notes (the policy is pure: given the same observations it settles the same way)
-        tied = gc_runs(out, sweep, question.targets)
+        tied = frozen_by_launch(cfg, gc_runs(out, sweep, question.targets))
         if tied:
             noted = next_step(question, obs, policy, prior, gc=tied)
             if isinstance(noted, Decision):

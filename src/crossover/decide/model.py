@@ -146,8 +146,16 @@ class Observation:
     #: closed-loop level, or one not judged
     short: bool | None = None
     #: a short level's arrivals should have lasted this long for a steady state
-    #: (``ShortLevel.needed_s``); ``None`` where it was not short or cannot say
+    #: (``crossover.metrics.window.needed_sending_s``); ``None`` where it was not short or
+    #: cannot say
     short_needed_s: float | None = None
+    #: why a short level was: its arrivals lasted under ``SHORT_LEVEL_REQUEST_TIMES``
+    #: request times (``crossover.metrics.window.under_request_times``); ``None``: not said
+    short_by_request_times: bool | None = None
+    #: why a short level was: its window served this share of its arrivals, over
+    #: ``SERVED_OVER_ARRIVING`` (``crossover.metrics.window.served_over``); ``None``: it
+    #: did not, or not said
+    short_served_share: float | None = None
 
     @property
     def complete(self) -> bool:

@@ -34,6 +34,7 @@ from crossover.analysis.short import short_open_loop
 from crossover.decide.model import LevelNum, Observation
 from crossover.metrics import requests as rq
 from crossover.metrics.summary import RunSummary
+from crossover.metrics.window import needed_sending_s, served_over, under_request_times
 from crossover.records.model import RequestRecord
 
 
@@ -46,13 +47,18 @@ class OpenLoop(NamedTuple):
     """What the analysis says of an open-loop level's summary, read once: whether it fell
     behind its arrivals (:func:`crossover.analysis.overload.is_overloaded`), whether it was
     too short for a steady state and did not fall behind
-    (:func:`crossover.analysis.short.short_open_loop`), and how long such a level should
-    have sent (``ShortLevel.needed_s``). ``None`` each for a closed-loop level or a summary
-    that cannot be read; ``short_needed_s`` also where it was not short."""
+    (:func:`crossover.analysis.short.short_open_loop`), how long such a level should
+    have sent (:func:`crossover.metrics.window.needed_sending_s`), and why it was short
+    (arrivals under ``SHORT_LEVEL_REQUEST_TIMES`` request times; a window that served
+    more than ``SERVED_OVER_ARRIVING`` times what arrived, its share). ``None`` each for a
+    closed-loop level or a summary that cannot be read; the ``short_`` fields also where
+    it was not short."""
 
     overloaded: bool | None = None
     short: bool | None = None
     short_needed_s: float | None = None
+    short_by_request_times: bool | None = None
+    short_served_share: float | None = None
 
 
 def open_loop(summary: Mapping[str, Any] | None) -> OpenLoop:
@@ -65,9 +71,10 @@ def open_loop(summary: Mapping[str, Any] | None) -> OpenLoop:
         return OpenLoop()
     over = is_overloaded(parsed)
     found = short_open_loop(parsed)
-    is_short = found is not None and not over
-    needed = found.needed_s if found is not None and is_short else None
-    return OpenLoop(over, is_short, needed)
+    if found is None or over:
+        return OpenLoop(over, False)
+    share = found.served_share if served_over(found) else None
+    return OpenLoop(over, True, needed_sending_s(found), under_request_times(found), share)
 
 
 def end_ns(r: RequestRecord) -> int:

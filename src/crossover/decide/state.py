@@ -230,6 +230,13 @@ FREEZE_REMEDY = (
     "freeze_gc: true under {target}'s launch (the engine's own GC freeze before each "
     "level) removed such pauses where measured"
 )
+#: what it adds instead where the target's collector was frozen already (``GcRun.frozen``):
+#: the freeze leaves out only the objects alive at it (with it, two collections of
+#: 0.05-0.06 s met SGLang at 20 requests/s: docs/results/h100/moe-open-decide-freeze)
+FROZEN_ALREADY = (
+    "{target}'s collector was frozen then (freeze_gc: true): such pauses collect the "
+    "objects made since the last freeze"
+)
 
 
 def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
@@ -242,7 +249,9 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
     ``gc``: the runs a logged long garbage collection met (``crossover.analysis.gc``,
     read by a caller that has the sweep folder); on a TTFT metric, a pause that met a run
     of the level named is said beside it (SGLang's front end stopping 0.5-0.74 s moved a
-    closed-loop level's whole first wave: docs/results/h100/sglang-gc)."""
+    closed-loop level's whole first wave: docs/results/h100/sglang-gc), with the freeze
+    that removed such pauses, or, where the target's collector was frozen already
+    (``GcRun.frozen``: its log shows the freeze, or its launch asked for it), that it was."""
     notes: list[str] = []
     for m in s.q.metrics:
         found = [(at, t) for t in s.q.targets if (at := _largest_spread_at(s, t, m))]
@@ -252,11 +261,13 @@ def moving_metric_notes(s: State, gc: Sequence[GcRun] = ()) -> list[str]:
         if x <= math.log1p(s.cfg.repeat_margin):
             continue
         pause = _gc_pauses_met(gc, t, c) if "ttft_ms" in m else ""
+        frozen = all(g.frozen for g in gc if g.target == t and g.level == c)
+        after = FROZEN_ALREADY if frozen else FREEZE_REMEDY
         notes.append(
             f"{metric_spec(m).label}: the repeats of one level moved by up to "
             f"{math.expm1(x):.0%} ({t} at {c:g}{pause}): a gap within that may read "
             "otherwise in another measurement of the same question"
-            + (f"; {FREEZE_REMEDY.format(target=t)}" if pause else "")
+            + (f"; {after.format(target=t)}" if pause else "")
         )
     return notes
 
@@ -265,19 +276,28 @@ def short_level_notes(s: State) -> list[str]:
     """One note where a throughput asked (``MetricSpec.steady_only``) left out open-loop
     levels too short for a steady state (``Observation.short``, the sweep's own rule): the
     answer on it rests on fewer levels than were measured, and the note says which went,
-    why, and how long a level should send to keep them (the largest ``short_needed_s``).
-    On the committed H100 open-loop grid (16 s of arrivals a level) throughput was
-    compared at 1-4 requests/s of 1-20, and its finding read "(level 1)" with no word why."""
+    why (arrivals under ``SHORT_LEVEL_REQUEST_TIMES`` request times, a window that served
+    more than arrived, or both), and how long a level should send to keep them (the
+    largest ``short_needed_s``). On the committed H100 open-loop grid (16 s of arrivals a
+    level) throughput was compared at 1-4 requests/s of 1-20, and its finding read
+    "(level 1)" with no word why; on docs/results/h100/moe-open-decide-freeze SGLang's 40 s
+    at 20 requests/s (3.6 request times) went for a window that served 111% of arrivals,
+    and the note said "arrivals under 3 request times" and 34 s."""
     asked = [metric_spec(m).label for m in s.q.metrics if metric_spec(m).steady_only]
     if not asked:
         return []
     where: dict[str, set[LevelNum]] = {}
     needed: list[float] = []
+    timed = False
+    shares: list[float] = []
     for (t, c, _), o in sorted(s.runs.items()):
         if o.valid and o.short:
             where.setdefault(t, set()).add(c)
             if o.short_needed_s is not None:
                 needed.append(o.short_needed_s)
+            timed = timed or bool(o.short_by_request_times)
+            if o.short_served_share is not None:
+                shares.append(o.short_served_share)
     if not where:
         return []
     at = "; ".join(f"{t} at {fmt_levels(sorted(cs))}" for t, cs in where.items())
@@ -286,10 +306,22 @@ def short_level_notes(s: State) -> list[str]:
         if needed
         else "longer levels measure them"
     )
+    times = f"arrivals under {SHORT_LEVEL_REQUEST_TIMES:g} request times"
+    if shares:
+        low, high = f"{min(shares):.0%}", f"{max(shares):.0%}"
+        served = f"served {low if low == high else f'{low[:-1]}-{high}'} of arrivals"
+        why = (
+            f"{times} or a window that {served}, so their window is ramp-up and drain"
+            if timed
+            else f"their window {served}, so it is ramp-up and drain"
+        )
+    elif timed:
+        why = f"{times}, so their window is ramp-up and drain"
+    else:  # observations that do not say why (made before they could)
+        why = "their window is ramp-up and drain"
     return [
         f"{', '.join(asked)}: levels too short for a steady state left out of the "
-        f"comparison ({at} requests/s: arrivals under {SHORT_LEVEL_REQUEST_TIMES:g} request "
-        f"times, so their window is ramp-up and drain; latencies there stay compared); {fix}"
+        f"comparison ({at} requests/s: {why}; latencies there stay compared); {fix}"
     ]
 
 

@@ -273,6 +273,8 @@ def gc_pauses_json(runs: list[GcRun]) -> list[dict[str, Any]]:
             "repeat": x.repeat,
             "engine": x.engine,
             "window_start": x.window_start.isoformat(),
+            # the target's collector frozen when they came (``GcRun.frozen``)
+            "frozen": x.frozen,
             "pauses": [
                 {
                     "seconds": p.seconds,

@@ -155,12 +155,14 @@ def _match_evidence(pattern: lp.LogPattern, m: re.Match[str] | None) -> str | No
 
 
 def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
-    """The adapter's warning rules over the log: one entry per rule, at its first line."""
+    """The adapter's warning rules over the log: one entry per rule, at its first line (its
+    ``context_message`` where its ``context`` line came before that)."""
     out: list[LogWarning] = []
     for rule in registry.get(engine).warning_rules:
         first: tuple[int, re.Match[str]] | None = None
         count = 0
         every: list[re.Match[str]] = []
+        under = False  # the rule's context line seen before its first match
         for no, line in enumerate(lines, start=1):
             m = rule.regex.search(line)
             if m:
@@ -168,16 +170,19 @@ def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
                 first = first or (no, m)
                 if rule.gather is not None:
                     every.append(m)
+            elif first is None and rule.context is not None and rule.context.search(line):
+                under = True
         if first is None:
             continue
         no, m = first
         groups = [g or "" for g in m.groups()]
         more = rule.gather(every) if rule.gather is not None else {}
+        message = rule.context_message if under and rule.context_message else rule.message
         out.append(
             LogWarning(
                 key=rule.key,
                 level=rule.level,
-                message=rule.message.format(*groups, **lp.count_words(count), **more),
+                message=message.format(*groups, **lp.count_words(count), **more),
                 line=no,
                 evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
                 count=count,

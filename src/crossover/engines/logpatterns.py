@@ -51,7 +51,9 @@ class WarningRule:
     compiled while serving). ``message`` is formatted with the first match's groups,
     ``count`` (how many lines matched) and the words that agree with it (``count_words``:
     ``{count} line{s} {are}``, never ``1 lines are``), and what ``gather`` makes of every
-    matching line."""
+    matching line. Where a ``context`` line came before the first match, the finding is
+    ``context_message`` instead, formatted alike: the same lines mean something else under
+    it (SGLang's long collections with its collector already frozen)."""
 
     key: str
     level: str  # "warning" or "note"
@@ -61,11 +63,19 @@ class WarningRule:
     #: more fields for ``message`` from every matching line (a range over all of them,
     #: not the first's alone); None: the first match's groups and the count suffice
     gather: Callable[[list[re.Match[str]]], dict[str, object]] | None = None
+    #: a line that, seen before the first match, makes ``context_message`` the finding
+    context: re.Pattern[str] | None = None
+    context_message: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.context is None) != (self.context_message is None):
+            raise ValueError(f"{self.key}: context and context_message go together")
 
 
 #: the key of a ``WarningRule`` for an engine's long garbage collections: its regex's
 #: group 1 is the generation, group 2 the seconds (``crossover.analysis.gc`` ties each to
-#: the runs it fell in)
+#: the runs it fell in); its ``context``, where it has one, is the engine's line for its
+#: collector frozen (a collection after one came frozen)
 LONG_GC_KEY = "long_gc"
 
 

@@ -317,19 +317,43 @@ def _gc_pauses(every: list[re.Match[str]]) -> dict[str, object]:
     return {"pauses": f"{span} ({gen})"}
 
 
-#: one finding per log for SGLang's long garbage collections (``--gc-warning-threshold-secs``)
+#: SGLang's front end answering crossover's ``freeze_gc: true`` (uvicorn's access line for
+#: the POST to /freeze_gc; seen, 0.5.17: docs/results/h100/moe-open-decide-freeze's
+#: engines/sglang.log.gz lines 85, 1403, 2949)
+FROZEN_GC = r'"POST /freeze_gc HTTP/[\d.]+" 200\b'
+
+_GC_WHAT = (
+    "{count} garbage collection{s} of {pauses} in SGLang's front end (its tokenizer "
+    "manager, one Python process)"
+)
+
+#: one finding per log for SGLang's long garbage collections (``--gc-warning-threshold-secs``).
+#: Unfrozen it names the remedy, as measured on an H100: with it, no collection of 0.05 s
+#: or more was logged at c = 64 and 256 (docs/results/h100/sglang-freeze) or at 8 and 12
+#: requests/s (.../sglang-freeze-open); at 20 requests/s two of 0.05-0.06 s were
+#: (.../moe-open-decide-freeze). Where the log shows a freeze answered before the first
+#: collection (``FROZEN_GC``) the remedy was already on: the finding says the collector
+#: was frozen and recommends nothing. A freeze moves only the objects alive at it out of
+#: later collections, so those made since the last one are still collected: there, 0.05-0.06
+#: s of up to 70,571 gen-2 objects, against 0.42-0.74 s of about a million unfrozen
+#: (docs/results/h100/sglang-gc 0.50-0.61 s, sglang-freeze 0.50-0.59 s, sglang-freeze-open
+#: 0.42-0.43 s, moe-open 0.55-0.74 s)
 LONG_GC_RULE = WarningRule(
     LONG_GC_KEY,
     "warning",
     re.compile(LONG_GC),
-    "{count} garbage collection{s} of {pauses} in SGLang's front end (its tokenizer "
-    "manager, one Python process): every request in flight waits that long, and a "
-    "closed-loop level's first wave that meets one has its TTFT moved by the pause; "
-    "freeze_gc: true (SGLang's own remedy, its /freeze_gc, before each level) leaves the "
-    "objects alive then out of later collections (measured on an H100: no collection "
-    "of 0.05 s or more after it)",
+    _GC_WHAT + ": every request in flight waits that long, and a closed-loop level's first "
+    "wave that meets one has its TTFT moved by the pause; freeze_gc: true (SGLang's own "
+    "remedy, its /freeze_gc, before each level) leaves the objects alive then out of later "
+    "collections (measured on an H100: none of 0.05 s or more logged after it at c = 64 and "
+    "256 or at 8-12 requests/s, two of 0.05-0.06 s at 20 requests/s)",
     _GC,
     gather=_gc_pauses,
+    context=re.compile(FROZEN_GC),
+    context_message=_GC_WHAT + " with its collector frozen (a POST /freeze_gc answered "
+    "before the first): a freeze leaves out only the objects alive at it, so those made "
+    "since the last one are still collected; every request in flight waits that long "
+    "(unfrozen, SGLang's took 0.42-0.74 s, measured on an H100)",
 )
 
 SGLANG_WARN: tuple[WarningRule, ...] = (

@@ -39,6 +39,10 @@ SHORT_LEVEL_REQUEST_TIMES = 3.0
 #: more than arrives for long): the window caught ramp-up and drain; 10% leaves room for
 #: Poisson noise in a short window
 SERVED_OVER_ARRIVING = 1.10
+#: the served / arriving share a longer level is sized to stay under
+#: (:func:`needed_sending_s`): half the excess ``SERVED_OVER_ARRIVING`` allows, the other
+#: half left for Poisson noise in the window's count
+SERVED_AIM = 1.0 + (SERVED_OVER_ARRIVING - 1.0) / 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +159,41 @@ def short_level(
         needed_s=needed,
         reason="; ".join(reasons),
     )
+
+
+def under_request_times(short: ShortLevel) -> bool:
+    """Whether ``short``'s arrivals lasted under ``SHORT_LEVEL_REQUEST_TIMES`` request
+    times (from its own fields: a stored summary's ``needed_s`` is that bound too)."""
+    if short.e2e_p50_s:
+        return short.sending_s < SHORT_LEVEL_REQUEST_TIMES * short.e2e_p50_s
+    return short.needed_s is not None and short.sending_s < short.needed_s
+
+
+def served_over(short: ShortLevel) -> bool:
+    """Whether ``short``'s window served more than ``SERVED_OVER_ARRIVING`` times what
+    arrived."""
+    return short.served_share is not None and short.served_share > SERVED_OVER_ARRIVING
+
+
+def needed_sending_s(short: ShortLevel) -> float | None:
+    """How long a level like ``short`` should send (first to last arrival) for a steady
+    state: the longer of ``SHORT_LEVEL_REQUEST_TIMES`` x its E2E p50 and, where its window
+    served more than ``SERVED_OVER_ARRIVING`` times what arrived, a length sized on that
+    share; None where neither can be told. Computed from the fields, not the stored
+    ``needed_s`` (summaries stored before this hold the request times' bound alone).
+
+    The share's model: the open-loop window (first completion to last) spans the sending
+    span S less a gap D, since the first requests meet a filling batch and take longer
+    than the last ones, which drain an emptying one; the completions of S's arrivals then
+    come in S - D, so served / arriving = S / (S - D), and D = S (1 - 1 / share). Taking D
+    as the same at a longer level, a sending span L keeps the share at L / (L - D), under
+    ``SERVED_AIM`` for L >= D x aim / (aim - 1). SGLang at 20 requests/s, 40.0 s of
+    arrivals, served 111% of them (docs/results/h100/moe-open-decide-freeze, rate 20
+    repeat 1): D = 3.95 s, L = 83.0 s, where its E2E p50 (11.2 s) asks for 33.6 s alone."""
+    by_times = SHORT_LEVEL_REQUEST_TIMES * short.e2e_p50_s if short.e2e_p50_s else short.needed_s
+    by_share = None
+    if short.served_share is not None and served_over(short):
+        gap = short.sending_s * (1.0 - 1.0 / short.served_share)
+        by_share = gap * SERVED_AIM / (SERVED_AIM - 1.0)
+    found = [x for x in (by_times, by_share) if x is not None]
+    return max(found) if found else None
