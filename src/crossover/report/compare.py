@@ -61,9 +61,14 @@ HEADLINES: tuple[Headline, ...] = (
 SWEEP_HEADLINES = tuple(
     h for h in HEADLINES if h.key in ("total_tokens_per_s", "ttft_p50", "itl_p50")
 )
-#: a rate sweep leads with the output the server kept up with (as ``crossover sweep`` does)
+#: a rate sweep leads with the output the server kept up with (as ``crossover sweep`` does),
+#: and its TTFT tail: with arrivals that do not wait, the tail is where a queue or a pause
+#: shows (the H100 open-loop decisions crossed on TTFT p99: docs/results/h100/moe-open,
+#: moe-open-decide-freeze)
 RATE_HEADLINES = tuple(
-    h for h in HEADLINES if h.key in ("output_tokens_per_s", "requests_per_s", "ttft_p50")
+    h
+    for h in HEADLINES
+    if h.key in ("output_tokens_per_s", "requests_per_s", "ttft_p50", "ttft_p99")
 )
 #: one run has no spread of its own: the run-to-run noise assumed for it, as the
 #: crossover analysis assumes for a single repeat (``difference_interval``)
