@@ -49,6 +49,21 @@ def test_only_measures_some_targets_and_keeps_the_others(tmp_path: Path) -> None
         _sweep(out, urls=urls)  # the rest: A is kept, B is measured
         assert _keys(out) == ["A|c=1|r=0", "A|c=2|r=0", "B|c=1|r=0", "B|c=2|r=0"]
         assert {r["target"] for r in read_sweep(out)["runs"]} == {"A", "B"}
+        # --only A again: A's runs kept; B's are in the table as before, and said so
+        args = ["--target", f"A={urls[0]},engine=vllm,model=calibration"]
+        args += ["--target", f"B={urls[1]},engine=vllm,model=calibration"]
+        args += ["--concurrency", "1,2", "--requests-per-level", "4", "--output-tokens", "8"]
+        args += ["--input-tokens", "16", "--warmup", "0", "--only", "A"]
+        proc = subprocess.run(
+            crossover_cmd("sweep", *args, "--out", str(out), "--no-report"),
+            capture_output=True, text=True, env=child_env(), timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        said = " ".join(proc.stdout.split())
+        assert (
+            "0 runs measured, 2 kept from before; in the table as before, not run (--only): B 2"
+            in said
+        )
 
 
 def test_only_names_an_unknown_target_in_one_line(tmp_path: Path) -> None:

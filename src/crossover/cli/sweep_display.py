@@ -135,9 +135,10 @@ def print_outcome(
     )
 
     stdout = make_console()
+    others = ", ".join(f"{escape(t)} {n}" for t, n in outcome.left_out.items())
     stdout.print(
         f"\n[bold]Sweep[/] {out}: {plural(outcome.ran, 'run')} measured, {outcome.skipped} kept "
-        "from before"
+        "from before" + (f"; in the table as before, not run (--only): {others}" if others else "")
     )
     stdout.print(table_caption(outcome.sweep))
     stdout.print(comparison_table(outcome.sweep))

@@ -314,6 +314,9 @@ class SweepOutcome:
     #: targets that measured nothing as their engine started at another version than
     #: their kept runs' (``--redo NAME`` measures them again; the same command would not)
     version_refused: list[str] = field(default_factory=list)
+    #: under ``--only``: the stored runs of each target it left out, which sweep.json and
+    #: the table hold as before (``{}`` without ``--only``)
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 class SweepRunner:
@@ -966,8 +969,19 @@ class SweepRunner:
                 _, findings = self._analysed()
         sweep, findings = self._analysed()
         sweep.write(self.out / "sweep.json")
+        left_out: dict[str, int] = {}
+        if self.only is not None:
+            for r in sweep.runs:
+                if r.target not in self.only:
+                    left_out[r.target] = left_out.get(r.target, 0) + 1
         return SweepOutcome(
-            sweep, findings, self.ran, self.skipped, self.failed_levels, self.version_refused
+            sweep,
+            findings,
+            self.ran,
+            self.skipped,
+            self.failed_levels,
+            self.version_refused,
+            left_out,
         )
 
     def _measured_levels(self) -> list[int]:
