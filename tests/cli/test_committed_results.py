@@ -105,7 +105,8 @@ def test_replaying_the_xz_decides_as_replaying_the_unpacked_database(
         got[db] = data
     # the committed .xz lies in its sweep folder (sweep.json, engines/): the runs it read
     # that a pause met are named, all SGLang's; the copy elsewhere is a database alone
-    seen = {key: got[OPEN].pop(key) for key in ("kv_full", "queued", "gc_pauses")}
+    seen = {key: got[OPEN].pop(key) for key in ("kv_full", "queued", "machines", "gc_pauses")}
+    assert seen["machines"] == {}  # one machine measured the whole grid
     assert seen["gc_pauses"]
     # SGLang's second repeat at 20 requests/s kept up to 18 requests waiting
     assert [(x["target"], x["level"], x["repeat"]) for x in seen["queued"]] == [("sglang", 20, 1)]

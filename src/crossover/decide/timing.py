@@ -28,6 +28,12 @@ from crossover.analysis.kv import (
     kv_full_runs,
     queued_runs,
 )
+from crossover.analysis.machines import (
+    TargetMachines,
+    format_machines,
+    machines_json,
+    target_machines,
+)
 from crossover.decide.model import Question, fmt_levels
 from crossover.decide.starts import START_S
 from crossover.decide.text import decision_json, decision_lines
@@ -55,6 +61,9 @@ class Recorded:
     gc: list[GcRun]
     #: open-loop runs whose engine queued requests (``crossover.analysis.kv``)
     queued: list[QueuedRun] = field(default_factory=list)
+    #: the runs read, by the machine they were measured on, where there were several
+    #: (``crossover.analysis.machines``)
+    machines: list[TargetMachines] = field(default_factory=list)
 
 
 def recorded(sweep: SweepFile, r: ReplayResult) -> Recorded:
@@ -64,7 +73,7 @@ def recorded(sweep: SweepFile, r: ReplayResult) -> Recorded:
     targets = sorted({t for t, _, _ in read})
     kv = [x for x in kv_full_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
     queued = [x for x in queued_runs(sweep, targets) if (x.target, x.level, x.repeat) in read]
-    return Recorded(kv, list(r.gc), queued)
+    return Recorded(kv, list(r.gc), queued, target_machines(sweep, targets, read))
 
 
 def replay_lines(
@@ -78,6 +87,7 @@ def replay_lines(
     if seen is not None:
         out += [f"KV full ({RECORDED}): {x}" for x in format_kv_full(seen.kv)]
         out += [f"queued ({RECORDED}): {x}" for x in format_queued(seen.queued)]
+        out += [f"machines ({RECORDED}): {x}" for x in format_machines(seen.machines)]
         out += [f"GC pause ({RECORDED}): {x}" for x in format_gc_runs(seen.gc)]
     costs = r.start_costs
     out.append("measured (replayed from the records' stamps), per target:")
@@ -137,6 +147,7 @@ def replay_json(
         {
             "kv_full": kv_full_json(seen.kv),
             "queued": queued_json(seen.queued),
+            "machines": machines_json(seen.machines),
             "gc_pauses": gc_pauses_json(seen.gc),
         }
         if seen is not None
@@ -191,6 +202,8 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     lines = decision_lines(result.decision)
     lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
     lines += [f"queued: {x}" for x in format_queued(queued_runs(result.sweep, q.targets))]
+    machines = target_machines(result.sweep, q.targets)
+    lines += [f"machines: {x}" for x in format_machines(machines)]
     lines += [f"GC pause: {x}" for x in format_gc_runs(_gc(result, q, out))]
     lines.append(
         "GPU time per target (wall, measured: the engine up from its start to its stop, "
@@ -300,6 +313,7 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
         {
             "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
             "queued": queued_json(queued_runs(result.sweep, q.targets)),
+            "machines": machines_json(target_machines(result.sweep, q.targets)),
             "gc_pauses": gc_pauses_json(_gc(result, q, out)),
             "live": {
                 "out": str(out),
