@@ -10,6 +10,7 @@ import pytest
 
 from crossover.analysis.kv import (
     FULL,
+    QUEUED_FOR_S,
     QUEUED_IN_A_ROW,
     format_kv_full,
     format_queued,
@@ -209,3 +210,16 @@ def test_the_open_loop_decision_says_sglang_queued_at_20_requests_per_s() -> Non
 def test_a_closed_loop_queue_is_not_said_queued() -> None:
     # a closed loop's burst queues at its start (vLLM at 256 queued 153 on the H100 grid)
     assert queued_runs(load_sweep(RESULTS / "moe-warm-grid")) == []
+
+
+def test_a_queue_is_timed_not_counted() -> None:
+    """At a shorter scrape interval two samples in a row are one scheduling step's burst:
+    the row must span ``QUEUED_FOR_S`` (samples 0.2 s apart: six of them)."""
+    rows = [queue(200, 5, 0.8), queue(200, 5, 0.8)]
+    fast = [ServerMetricsSample(t_s=0.2 * i, values=v) for i, v in enumerate(rows)]
+    found = queue_reading(fast)
+    assert found is not None and found.longest == 2 and not found.queued
+    rows = [queue(200, 5, 0.8)] * 6
+    fast = [ServerMetricsSample(t_s=0.2 * i, values=v) for i, v in enumerate(rows)]
+    found = queue_reading(fast)
+    assert found is not None and found.queued and found.longest_s >= QUEUED_FOR_S

@@ -576,9 +576,11 @@ def test_a_live_decision_on_a_server_upgraded_since_stops_with_one_line(
         assert len(store.runs()) == runs
 
 
-def test_a_target_launched_frozen_has_its_pauses_frozen() -> None:
-    """The committed open-loop decision's YAML launches SGLang with freeze_gc: true: its
-    pauses are marked frozen (the notes name no freeze as their remedy), vLLM's are not."""
+def test_a_target_launched_frozen_has_its_pauses_frozen(tmp_path: Path) -> None:
+    """The committed open-loop decision's YAML launches SGLang with freeze_gc: true: where
+    its log holds no line of the freeze's request (an engine logging no access lines), its
+    pauses are marked frozen (the notes name no freeze as their remedy), vLLM's are not;
+    where the log holds them, what it says stands (a refused freeze froze nothing)."""
     from datetime import UTC, datetime
 
     from crossover.analysis.gc import GcPause, GcRun
@@ -589,7 +591,19 @@ def test_a_target_launched_frozen_has_its_pauses_frozen() -> None:
     at = datetime(2026, 12, 7, 10, 5, 10, tzinfo=UTC)
     pause = GcPause("x.log", 1, at, 0.05, 2)
     runs = [GcRun(t, "rate=20", 20.0, 1, (pause,), (True,), "E", at) for t in ("vllm", "sglang")]
-    assert [(x.target, x.frozen) for x in frozen_by_launch(cfg, runs)] == [
+    assert [(x.target, x.frozen) for x in frozen_by_launch(cfg, runs, tmp_path)] == [
         ("vllm", False),
         ("sglang", True),
     ]
+    (tmp_path / "engines").mkdir()
+    refused = '127.0.0.1:36720 - "POST /freeze_gc HTTP/1.1" 404 Not Found\n'
+    (tmp_path / "engines" / "sglang.log").write_text(refused)
+    assert [x.frozen for x in frozen_by_launch(cfg, runs, tmp_path)] == [False, False]
+    # a gzipped earlier start's log counts alike
+    import gzip
+
+    (tmp_path / "engines" / "sglang.log").unlink()
+    (tmp_path / "engines" / "sglang.20261207T010145.log.gz").write_bytes(
+        gzip.compress(refused.encode())
+    )
+    assert [x.frozen for x in frozen_by_launch(cfg, runs, tmp_path)] == [False, False]

@@ -88,7 +88,7 @@ def test_collections_after_a_freeze_say_so_and_name_no_remedy() -> None:
     assert w.message == (
         "2 garbage collections of 0.05-0.06 s (generation 2 of up to 70,571 objects) in "
         "SGLang's front end (its tokenizer manager, one Python process) with its collector "
-        "frozen (a POST /freeze_gc answered before the first): a freeze leaves out only the "
+        "frozen (a POST /freeze_gc answered before them): a freeze leaves out only the "
         "objects alive at it, so those made since the last one are still collected; every "
         "request in flight waits that long (unfrozen, SGLang's took 0.42-0.74 s, measured "
         "on an H100)"
@@ -96,19 +96,51 @@ def test_collections_after_a_freeze_say_so_and_name_no_remedy() -> None:
     assert "freeze_gc: true" not in w.message and "remedy" not in w.message
 
 
-@pytest.mark.parametrize(
-    "lines",
-    [
-        # the freeze came after the first collection: that one was unfrozen
-        [_line("10:05:10", 2, 0.5, 1000000), _freeze("10:05:12"), _line("10:05:15", 2, 0.06, 9)],
-        # refused: nothing was frozen
-        [_freeze("10:03:02", "404 Not Found"), _line("10:05:10", 2, 0.5, 1000000)],
-    ],
-)
-def test_no_freeze_before_the_first_collection_keeps_the_remedy(lines: list[str]) -> None:
-    (message,) = _gc(lines)
+def test_a_refused_freeze_keeps_the_remedy() -> None:
+    # refused: nothing was frozen
+    (message,) = _gc([_freeze("10:03:02", "404 Not Found"), _line("10:05:10", 2, 0.5, 1000000)])
     assert "freeze_gc: true (SGLang's own remedy" in message
     assert "collector frozen" not in message
+
+
+def test_a_collection_before_the_first_freeze_is_said_apart_and_names_no_remedy() -> None:
+    """SGLang collects once at its start or warm-up, before the sweep's first freeze (the
+    committed frozen decision's first two logs: 0.65 and 0.58 s, then none): the freeze is
+    on, so no remedy is named; the collections after it are the frozen ones, those before
+    it said apart."""
+    lines = [_line("10:05:10", 2, 0.5, 1000000), _freeze("10:05:12"), _line("10:05:15", 2, 0.06, 9)]
+    (w,) = [w for w in log_warnings("sglang", lines) if w.key == "long_gc"]
+    assert w.count == 1 and w.line == 3
+    assert w.message.startswith("1 garbage collection of 0.06 s (generation 2 of up to 9 ")
+    assert "with its collector frozen" in w.message
+    assert w.message.endswith(
+        "; before its first freeze, 1 more of 0.50 s (generation 2 of up to 1,000,000 "
+        "objects) (at its start or warm-up)"
+    )
+    assert "remedy" not in w.message and "freeze_gc: true" not in w.message
+    # none after the freeze: the one before it, said as such
+    (w,) = [w for w in log_warnings("sglang", lines[:2]) if w.key == "long_gc"]
+    assert w.count == 1 and w.line == 1
+    assert w.message.endswith(
+        " before its collector was first frozen (the first POST /freeze_gc was answered "
+        "later: at its start or warm-up); none of 0.05 s or more came after it"
+    )
+    assert "remedy" not in w.message
+
+
+@pytest.mark.parametrize(
+    ("name", "first"),
+    [("sglang.20261206T204823.log.gz", "0.65 s"), ("sglang.20261207T010145.log.gz", "0.58 s")],
+)
+def test_the_committed_frozen_logs_with_a_collection_at_the_start(name: str, first: str) -> None:
+    """The decision's first two SGLang starts each logged one collection before the first
+    freeze (line 50; the freeze at 81-83), none after."""
+    text = gzip.decompress((FROZEN_LOG.parent / name).read_bytes()).decode("utf-8", "replace")
+    (w,) = [w for w in effective_settings(text, "sglang").warnings if w.key == "long_gc"]
+    assert w.count == 1 and w.line == 50
+    assert w.message.startswith(f"1 garbage collection of {first} ")
+    assert "before its collector was first frozen" in w.message
+    assert "remedy" not in w.message
 
 
 def test_the_committed_frozen_log_says_its_collector_was_frozen() -> None:
@@ -121,14 +153,20 @@ def test_the_committed_frozen_log_says_its_collector_was_frozen() -> None:
     assert w.message.startswith(
         "2 garbage collections of 0.05-0.06 s (generation 2 of up to 70,571 objects) in "
         "SGLang's front end (its tokenizer manager, one Python process) with its collector "
-        "frozen (a POST /freeze_gc answered before the first): "
+        "frozen (a POST /freeze_gc answered before them): "
     )
     assert "freeze_gc: true" not in w.message
 
 
 def test_a_context_needs_its_message() -> None:
-    with pytest.raises(ValueError, match="context and context_message go together"):
+    match = "context, context_message, context_before and context_none_after go together"
+    with pytest.raises(ValueError, match=match):
         WarningRule("k", "note", re.compile("x"), "m", "o", context=re.compile("y"))
+    with pytest.raises(ValueError, match=match):
+        WarningRule(
+            "k", "note", re.compile("x"), "m", "o", context=re.compile("y"),
+            context_message="a", context_before="b",
+        )  # fmt: skip
 
 
 def test_one_collection_is_one_duration_and_singular() -> None:

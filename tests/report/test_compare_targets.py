@@ -123,3 +123,22 @@ def test_two_runs_take_no_target(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_pairs_are_checked_in_the_function_too() -> None:
     with pytest.raises(UsageError, match="B has no target x"):
         compare_sweeps(load_sweep(DECIDED), load_sweep(SLOTS), "A", "B", pairs=[("vllm", "x")])
+
+
+def test_what_one_side_never_recorded_is_no_difference(tmp_path: Path) -> None:
+    """A side without the engine's name, version or a setting (an older crossover, a URL
+    target) says nothing of them: unknown is not another value."""
+    a = _json_only(DECIDED, tmp_path / "a")
+    b = _json_only(DECIDED, tmp_path / "b")
+    data = json.loads((b / "sweep.json").read_text())
+    for t in data["targets"]:
+        if t["name"] == "sglang":
+            t["engine"], t["version"] = None, None
+            t["settings"] = {"parallel_slots": 512, "gpu_memory_utilization": 0.83}
+    (b / "sweep.json").write_text(json.dumps(data))
+    cmp = compare_sweeps(load_sweep(a), load_sweep(b), "A", "B", pairs=[("sglang", "sglang")])
+    said = [n for n in cmp.notes if n.startswith("sglang:")]
+    assert said == [
+        "sglang: settings that differ (as the engine ran): parallel_slots 256 -> 512 (28 more "
+        "recorded on one side only)"
+    ]

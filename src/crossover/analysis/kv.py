@@ -22,16 +22,16 @@ calibration server, or a sweep that kept no gauges) gives ``None``; one with a u
 series but no waiting series is never full (nothing says a request waited).
 
 **Queued** (an open loop): requests waited to be admitted in ``QUEUED_IN_A_ROW`` samples
-or more in a row, the cache short of ``FULL``. Arrivals do not wait on completions, so a
-queue that lasts over a second is the engine holding requests back, not a burst: its
-running-request limit, or (SGLang) the KV room it keeps for the tokens its running
-requests have still to generate, which the usage gauge does not count. On one H100
-(docs/results/h100/moe-open-decide-freeze) SGLang at 20 requests/s ran up to 255 of its
-256 slots with up to 25 waiting at usage 0.94, and 233 with 16 waiting at 0.88; its TTFT
-p99 read 1,131 and 1,004 ms against 137-147 ms at 16 requests/s, where nothing waited,
-and vLLM's 405-446 ms at 20 (up to 300 running, none waiting). A level the sweep found
-overloaded (served under 80% of what arrived) is said as overloaded instead, and a full
-one as full.
+or more in a row spanning ``QUEUED_FOR_S`` or more, the cache short of ``FULL``. Arrivals
+do not wait on completions, so a queue that lasts over a second is the engine holding
+requests back, not a burst: its running-request limit, or (SGLang) the KV room it keeps
+for the tokens its running requests have still to generate, which the usage gauge does
+not count. On one H100 (docs/results/h100/moe-open-decide-freeze) SGLang at 20 requests/s
+ran up to 255 of its 256 slots with up to 25 waiting at usage 0.94, and (its second
+repeat) up to 237 with up to 16 waiting at 0.89; its TTFT p99 read 1,131 and 1,004 ms
+against 137-147 ms at 16 requests/s, where nothing waited, and vLLM's 405-446 ms at 20
+(up to 300 running, none waiting). A level the sweep found overloaded (served under 80%
+of what arrived) is said as overloaded instead, and a full one as full.
 """
 
 from __future__ import annotations
@@ -173,9 +173,13 @@ def format_kv_full(runs: Sequence[KvFullRun]) -> list[str]:
     return lines
 
 
-#: an open-loop run whose engine read requests waiting in this many samples in a row
-#: (about a second apart, so a wait past any one scheduling step) queued them
+#: an open-loop run whose engine read requests waiting in this many samples in a row,
+#: spanning ``QUEUED_FOR_S`` or more (a wait past any one scheduling step), queued them
 QUEUED_IN_A_ROW = 2
+#: the least time from the first to the last sample of such a row: the gauges are read
+#: about once a second by default (``scrape_interval_s``), so two samples in a row; at a
+#: shorter interval, more (0.9 s: one second less the sampler's jitter)
+QUEUED_FOR_S = 0.9
 #: what a queued level means, said wherever one is shown
 QUEUED_MEANING = (
     "requests waited to be admitted while arrivals kept coming (the engine's "
@@ -191,8 +195,10 @@ class Queue:
     waiting_series: str
     #: the most requests read waiting
     peak_waiting: float
-    #: the most samples in a row that read a request or more waiting
+    #: the most samples in a row that read a request or more waiting, and the longest
+    #: time such a row spanned (its first sample to its last)
     longest: int
+    longest_s: float
     #: samples with a waiting reading, and of those, reading a request or more
     samples: int
     waiting_samples: int
@@ -205,8 +211,9 @@ class Queue:
 
     @property
     def queued(self) -> bool:
-        """Requests waited ``QUEUED_IN_A_ROW`` samples in a row or more."""
-        return self.longest >= QUEUED_IN_A_ROW
+        """Requests waited ``QUEUED_IN_A_ROW`` samples in a row or more, over
+        ``QUEUED_FOR_S`` or more."""
+        return self.longest >= QUEUED_IN_A_ROW and self.longest_s >= QUEUED_FOR_S
 
 
 def _queue_triple(
@@ -227,8 +234,9 @@ def queue_reading(samples: Sequence[ServerMetricsSample] | None) -> Queue | None
     if triple is None:
         return None
     waiting_series, running_series, usage_series = triple
-    peak = 0.0
+    peak = longest_s = 0.0
     n = waiting_n = longest = row = 0
+    row_start = 0.0
     running: list[float] = []
     usages: list[float] = []
     for s in samples:
@@ -241,8 +249,11 @@ def queue_reading(samples: Sequence[ServerMetricsSample] | None) -> Queue | None
             row = 0
             continue
         waiting_n += 1
+        if row == 0:
+            row_start = s.t_s
         row += 1
         longest = max(longest, row)
+        longest_s = max(longest_s, s.t_s - row_start)
         peak = max(peak, waiting)
         r = s.values.get(running_series) if running_series is not None else None
         u = s.values.get(usage_series) if usage_series is not None else None
@@ -254,6 +265,7 @@ def queue_reading(samples: Sequence[ServerMetricsSample] | None) -> Queue | None
         waiting_series=waiting_series,
         peak_waiting=peak,
         longest=longest,
+        longest_s=longest_s,
         samples=n,
         waiting_samples=waiting_n,
         running_series=running_series,

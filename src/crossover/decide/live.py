@@ -295,11 +295,34 @@ def _rate_levels(cfg: SweepConfig, kind: QuestionKind) -> tuple[Axis, list[float
     return "rate", levels, _AxisParts(requests=requests)
 
 
-def frozen_by_launch(cfg: SweepConfig, runs: Sequence[GcRun]) -> list[GcRun]:
+def frozen_by_launch(cfg: SweepConfig, runs: Sequence[GcRun], out: Path) -> list[GcRun]:
     """``runs`` with those of a target launched with ``freeze_gc: true`` marked frozen
-    (``GcRun.frozen``), whatever its log says of the freeze: the answer's notes then name
-    no freeze as the remedy for pauses that came with it on."""
-    frozen = {t.name for t in cfg.targets if t.launch is not None and t.launch.freeze_gc}
+    (``GcRun.frozen``) where its logs under ``out/engines`` hold no line of the freeze's
+    request to go on (an engine that logs no access lines): the answer's notes then name
+    no freeze as the remedy for pauses that came with it on. Where the log has such lines,
+    what it says stands (a refused freeze froze nothing)."""
+    import gzip
+
+    from crossover.engines.launchrec import engine_logs
+
+    def logged(target: str) -> bool:
+        for log in engine_logs(out / "engines", target, replicas=True):
+            try:
+                if log.suffix == ".gz":
+                    text = gzip.decompress(log.read_bytes()).decode("utf-8", "replace")
+                else:
+                    text = log.read_text(errors="replace")
+            except (OSError, EOFError, gzip.BadGzipFile):
+                continue
+            if "POST /freeze_gc" in text:
+                return True
+        return False
+
+    frozen = {
+        t.name
+        for t in cfg.targets
+        if t.launch is not None and t.launch.freeze_gc and not logged(t.name)
+    }
     return [dataclasses.replace(x, frozen=True) if x.target in frozen else x for x in runs]
 
 
@@ -405,7 +428,7 @@ async def decide_live(
         sweep = runner.write_sweep_file()
         # the engine logs' long garbage collections that met a run: said in the answer's
         # notes (the policy is pure: given the same observations it settles the same way)
-        tied = frozen_by_launch(cfg, gc_runs(out, sweep, question.targets))
+        tied = frozen_by_launch(cfg, gc_runs(out, sweep, question.targets), out)
         if tied:
             noted = next_step(question, obs, policy, prior, gc=tied)
             if isinstance(noted, Decision):

@@ -265,6 +265,7 @@ def queued_json(runs: list[QueuedRun]) -> list[dict[str, Any]]:
             "repeat": x.repeat,
             "peak_waiting": x.queue.peak_waiting,
             "longest_in_a_row": x.queue.longest,
+            "longest_in_a_row_s": x.queue.longest_s,
             "waiting_samples": x.queue.waiting_samples,
             "samples": x.queue.samples,
             "peak_running": x.queue.peak_running,

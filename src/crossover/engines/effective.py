@@ -155,41 +155,58 @@ def _match_evidence(pattern: lp.LogPattern, m: re.Match[str] | None) -> str | No
 
 
 def log_warnings(engine: str, lines: list[str]) -> list[LogWarning]:
-    """The adapter's warning rules over the log: one entry per rule, at its first line (its
-    ``context_message`` where its ``context`` line came before that)."""
+    """The adapter's warning rules over the log: one entry per rule, at its first line
+    counted (a rule with a ``context`` whose line the log has: its ``context_message`` over
+    the matches after the first such line, or ``context_none_after`` over those before it
+    where none came after; ``WarningRule``)."""
     out: list[LogWarning] = []
     for rule in registry.get(engine).warning_rules:
-        first: tuple[int, re.Match[str]] | None = None
-        count = 0
-        every: list[re.Match[str]] = []
-        under = False  # the rule's context line seen before its first match
+        found: list[tuple[int, re.Match[str]]] = []
+        seam: int | None = None  # the first context line
         for no, line in enumerate(lines, start=1):
             m = rule.regex.search(line)
             if m:
-                count += 1
-                first = first or (no, m)
-                if rule.gather is not None:
-                    every.append(m)
-            elif first is None and rule.context is not None and rule.context.search(line):
-                under = True
-        if first is None:
+                found.append((no, m))
+            elif seam is None and rule.context is not None and rule.context.search(line):
+                seam = no
+        if not found:
             continue
-        no, m = first
+        message = rule.message
+        used, before = found, []
+        if seam is not None:
+            before = [x for x in found if x[0] < seam]
+            after = [x for x in found if x[0] > seam]
+            if after:
+                assert rule.context_message is not None
+                assert rule.context_before is not None
+                used, message = after, rule.context_message
+                if before:
+                    message += rule.context_before.format(
+                        **lp.count_words(len(before)), **_gathered(rule, before)
+                    )
+            else:
+                assert rule.context_none_after is not None
+                message = rule.context_none_after
+        no, m = used[0]
         groups = [g or "" for g in m.groups()]
-        more = rule.gather(every) if rule.gather is not None else {}
-        message = rule.context_message if under and rule.context_message else rule.message
         out.append(
             LogWarning(
                 key=rule.key,
                 level=rule.level,
-                message=message.format(*groups, **lp.count_words(count), **more),
+                message=message.format(
+                    *groups, **lp.count_words(len(used)), **_gathered(rule, used)
+                ),
                 line=no,
                 evidence=_evidence(m.string, m.start(m.lastindex) if m.lastindex else m.start()),
-                count=count,
+                count=len(used),
                 origin=rule.origin,
             )
         )
     return out
+
+
+def _gathered(rule: lp.WarningRule, found: list[tuple[int, re.Match[str]]]) -> dict[str, object]:
+    return rule.gather([m for _, m in found]) if rule.gather is not None else {}
 
 
 def _from_log(engine: str, lines: list[str]) -> dict[str, Fact]:

@@ -51,9 +51,11 @@ class WarningRule:
     compiled while serving). ``message`` is formatted with the first match's groups,
     ``count`` (how many lines matched) and the words that agree with it (``count_words``:
     ``{count} line{s} {are}``, never ``1 lines are``), and what ``gather`` makes of every
-    matching line. Where a ``context`` line came before the first match, the finding is
-    ``context_message`` instead, formatted alike: the same lines mean something else under
-    it (SGLang's long collections with its collector already frozen)."""
+    matching line. Where the log has a ``context`` line, the matches after the first one
+    mean something else (SGLang's long collections with its collector already frozen): the
+    finding is ``context_message`` over those, with ``context_before`` appended where some
+    came before it (formatted alike over those: ``count``, ``s``, ``are`` and ``gather``'s
+    fields), or ``context_none_after`` over the matches before it where none came after."""
 
     key: str
     level: str  # "warning" or "note"
@@ -63,13 +65,21 @@ class WarningRule:
     #: more fields for ``message`` from every matching line (a range over all of them,
     #: not the first's alone); None: the first match's groups and the count suffice
     gather: Callable[[list[re.Match[str]]], dict[str, object]] | None = None
-    #: a line that, seen before the first match, makes ``context_message`` the finding
+    #: a line after which the matches mean something else (the class's docstring)
     context: re.Pattern[str] | None = None
     context_message: str | None = None
+    context_before: str | None = None
+    context_none_after: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.context is None) != (self.context_message is None):
-            raise ValueError(f"{self.key}: context and context_message go together")
+        texts = (self.context_message, self.context_before, self.context_none_after)
+        if (self.context is None) != all(t is None for t in texts) or (
+            self.context is not None and any(t is None for t in texts)
+        ):
+            raise ValueError(
+                f"{self.key}: context, context_message, context_before and "
+                "context_none_after go together"
+            )
 
 
 #: the key of a ``WarningRule`` for an engine's long garbage collections: its regex's

@@ -331,11 +331,13 @@ _GC_WHAT = (
 #: Unfrozen it names the remedy, as measured on an H100: with it, no collection of 0.05 s
 #: or more was logged at c = 64 and 256 (docs/results/h100/sglang-freeze) or at 8 and 12
 #: requests/s (.../sglang-freeze-open); at 20 requests/s two of 0.05-0.06 s were
-#: (.../moe-open-decide-freeze). Where the log shows a freeze answered before the first
-#: collection (``FROZEN_GC``) the remedy was already on: the finding says the collector
-#: was frozen and recommends nothing. A freeze moves only the objects alive at it out of
-#: later collections, so those made since the last one are still collected: there, 0.05-0.06
-#: s of up to 70,571 gen-2 objects, against 0.42-0.74 s of about a million unfrozen
+#: (.../moe-open-decide-freeze). Where the log shows a freeze answered (``FROZEN_GC``) the
+#: remedy was on: the finding says the collections after it came with the collector frozen,
+#: those before it at the engine's start or warm-up (its first log there held one of
+#: 0.65 s before the first freeze, none after), and recommends nothing. A freeze moves
+#: only the objects alive at it out of later collections, so those made since the last one
+#: are still collected: there, 0.05-0.06 s of up to 70,571 gen-2 objects, against
+#: 0.42-0.74 s of about a million unfrozen
 #: (docs/results/h100/sglang-gc 0.50-0.61 s, sglang-freeze 0.50-0.59 s, sglang-freeze-open
 #: 0.42-0.43 s, moe-open 0.55-0.74 s)
 LONG_GC_RULE = WarningRule(
@@ -351,9 +353,13 @@ LONG_GC_RULE = WarningRule(
     gather=_gc_pauses,
     context=re.compile(FROZEN_GC),
     context_message=_GC_WHAT + " with its collector frozen (a POST /freeze_gc answered "
-    "before the first): a freeze leaves out only the objects alive at it, so those made "
+    "before them): a freeze leaves out only the objects alive at it, so those made "
     "since the last one are still collected; every request in flight waits that long "
     "(unfrozen, SGLang's took 0.42-0.74 s, measured on an H100)",
+    context_before="; before its first freeze, {count} more of {pauses} (at its start or warm-up)",
+    context_none_after=_GC_WHAT + " before its collector was first frozen (the first POST "
+    "/freeze_gc was answered later: at its start or warm-up); none of 0.05 s or more came "
+    "after it",
 )
 
 SGLANG_WARN: tuple[WarningRule, ...] = (

@@ -139,7 +139,9 @@ class ShortLevel(BaseModel):
     e2e_p50_s: float | None = Field(None, description="E2E p50 of the succeeded requests")
     #: served requests/s over the arriving ones (the window's count); None where unknown
     served_share: float | None = None
-    #: how long the arrivals should last for a steady state: K times the E2E p50
+    #: how long the arrivals should last for a steady state by the request times alone:
+    #: K times the E2E p50 (``crossover.metrics.window.needed_sending_s`` also sizes it on
+    #: a window that served more than arrived, and is what the tools print)
     needed_s: float | None = None
     reason: str = ""
 

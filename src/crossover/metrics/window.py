@@ -195,5 +195,5 @@ def needed_sending_s(short: ShortLevel) -> float | None:
     if short.served_share is not None and served_over(short):
         gap = short.sending_s * (1.0 - 1.0 / short.served_share)
         by_share = gap * SERVED_AIM / (SERVED_AIM - 1.0)
-    found = [x for x in (by_times, by_share) if x is not None]
+    found = [x for x in (by_times, by_share) if x is not None and x > 0.0]
     return max(found) if found else None

@@ -363,18 +363,25 @@ def _target_notes(a: SweepFile, b: SweepFile, ta: str, tb: str) -> list[str]:
         return []
     name = ta if ta == tb else f"{ta}->{tb}"
     notes = []
-    if ia.engine != ib.engine:
-        notes.append(f"{name}: another engine: {_text(ia.engine)} vs {_text(ib.engine)}")
+    if ia.engine is not None and ib.engine is not None and ia.engine != ib.engine:
+        notes.append(f"{name}: another engine: {ia.engine} vs {ib.engine}")
     elif ia.version is not None and ib.version is not None and ia.version != ib.version:
         notes.append(f"{name}: another engine version: {ia.version} vs {ib.version}")
     keys = [k for k in dict.fromkeys([*ia.settings, *ib.settings]) if k not in _NOT_SETTINGS]
+    both = [k for k in keys if k in ia.settings and k in ib.settings]
     changed = [
-        f"{k} {_setting_text(ia.settings.get(k))} -> {_setting_text(ib.settings.get(k))}"
-        for k in keys
-        if ia.settings.get(k) != ib.settings.get(k)
+        f"{k} {_setting_text(ia.settings[k])} -> {_setting_text(ib.settings[k])}"
+        for k in both
+        if ia.settings[k] != ib.settings[k]
     ]
+    # a setting one side never recorded (an older crossover, a URL target) is not known
+    # to differ
+    one_side = len(keys) - len(both)
     if changed:
-        notes.append(f"{name}: settings that differ (as the engine ran): {', '.join(changed)}")
+        more = f" ({one_side} more recorded on one side only)" if one_side else ""
+        notes.append(
+            f"{name}: settings that differ (as the engine ran): {', '.join(changed)}{more}"
+        )
     return notes
 
 

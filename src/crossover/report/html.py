@@ -32,7 +32,13 @@ from crossover.analysis.gc import GcRun, gc_runs
 from crossover.analysis.gc import describe as describe_gc
 from crossover.analysis.kv import FULL as KV_FULL
 from crossover.analysis.kv import MEANING as KV_MEANING
-from crossover.analysis.kv import QUEUED_IN_A_ROW, QUEUED_MEANING, kv_full_runs, queued_runs
+from crossover.analysis.kv import (
+    QUEUED_FOR_S,
+    QUEUED_IN_A_ROW,
+    QUEUED_MEANING,
+    kv_full_runs,
+    queued_runs,
+)
 from crossover.analysis.outliers import outlier_repeats
 from crossover.analysis.roofline import RooflineCheck, check_sweep
 from crossover.analysis.schema import SweepFile, SweepRun, TargetInfo, level_label
@@ -386,6 +392,7 @@ def render_html(
         ],
         "queued_meaning": QUEUED_MEANING,
         "queued_in_a_row": QUEUED_IN_A_ROW,
+        "queued_for_s": f"{QUEUED_FOR_S:g}",
         "gc_runs": [
             {
                 "target": x.target,
