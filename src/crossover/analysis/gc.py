@@ -211,14 +211,13 @@ def gc_runs(
             return []
         with readable_database(own) as db:  # a sweep.db.xz: a copy, removed after
             windows = run_windows(db, set(pauses))
-    order = sweep.target_names()
+    rank = sweep.target_rank()
     out: list[tuple[tuple[int, float, int], GcRun]] = []
     for w in windows:
         hits = [(p, _meets(p, w)) for p in pauses.get(w.target, [])]
         met = [(p, inside) for p, (meets, inside) in hits if meets]
         if not met:
             continue
-        rank = order.index(w.target) if w.target in order else len(order)
         run = GcRun(
             target=w.target,
             label=level_label(w.level.axis, w.level.value),
@@ -230,7 +229,7 @@ def gc_runs(
             window_start=w.start,
             frozen=all(p.frozen for p, _ in met),
         )
-        out.append(((rank, w.level.value, w.repeat), run))
+        out.append(((rank(w.target), w.level.value, w.repeat), run))
     return [x for _, x in sorted(out, key=lambda kx: kx[0])]
 
 

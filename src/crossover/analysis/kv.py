@@ -38,9 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from crossover.analysis.schema import ServerMetricsSample, SweepFile, SweepRun, level_label
 from crossover.engines import registry
+
+#: one engine's gauges, the one a reading is looked for by first
+_Series = TypeVar("_Series", bound=tuple[Any, ...])
 
 #: a usage reading at or above this is a full cache (the engines keep a few blocks spare:
 #: vLLM read 0.9995 at most where it queued 255 requests)
@@ -80,11 +84,14 @@ class KvPressure:
         )
 
 
-def _usage_pair(samples: Sequence[ServerMetricsSample]) -> tuple[str, str | None] | None:
-    """The first declared (usage, waiting) pair whose usage series was read."""
-    for usage, waiting in registry.kv_series():
-        if any(s.values.get(usage) is not None for s in samples):
-            return usage, waiting
+def _first_read(
+    declared: Sequence[_Series], samples: Sequence[ServerMetricsSample]
+) -> _Series | None:
+    """The first of ``declared`` (each engine's gauges, the one to look for first) whose
+    first gauge was read in ``samples``."""
+    for series in declared:
+        if any(s.values.get(series[0]) is not None for s in samples):
+            return series
     return None
 
 
@@ -92,7 +99,7 @@ def kv_pressure(samples: Sequence[ServerMetricsSample] | None) -> KvPressure | N
     """The run's KV-cache readings against ``FULL``; ``None`` without a usage reading."""
     if not samples:
         return None
-    pair = _usage_pair(samples)
+    pair = _first_read(registry.kv_series(), samples)
     if pair is None:
         return None
     usage_series, waiting_series = pair
@@ -136,7 +143,7 @@ class KvFullRun:
 def kv_full_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[KvFullRun]:
     """The sweep's runs (of ``targets``, when given) whose KV cache was full, in the
     sweep's target order, then by level and repeat."""
-    order = sweep.target_names()
+    rank = sweep.target_rank()
     out: list[tuple[tuple[int, float, int], KvFullRun]] = []
     for r in sweep.runs:
         if targets is not None and r.target not in targets:
@@ -144,8 +151,7 @@ def kv_full_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list
         found = kv_pressure(r.server_metrics)
         if found is None or not found.full:
             continue
-        rank = order.index(r.target) if r.target in order else len(order)
-        out.append(((rank, r.level, r.repeat), _full_run(r, found)))
+        out.append(((rank(r.target), r.level, r.repeat), _full_run(r, found)))
     return [x for _, x in sorted(out, key=lambda kx: kx[0])]
 
 
@@ -216,21 +222,11 @@ class Queue:
         return self.longest >= QUEUED_IN_A_ROW and self.longest_s >= QUEUED_FOR_S
 
 
-def _queue_triple(
-    samples: Sequence[ServerMetricsSample],
-) -> tuple[str, str | None, str | None] | None:
-    """The first declared (waiting, running, usage) gauges whose waiting series was read."""
-    for triple in registry.queue_series():
-        if any(s.values.get(triple[0]) is not None for s in samples):
-            return triple
-    return None
-
-
 def queue_reading(samples: Sequence[ServerMetricsSample] | None) -> Queue | None:
     """The run's waiting requests; ``None`` without a reading of a waiting gauge."""
     if not samples:
         return None
-    triple = _queue_triple(samples)
+    triple = _first_read(registry.queue_series(), samples)
     if triple is None:
         return None
     waiting_series, running_series, usage_series = triple
@@ -293,7 +289,7 @@ def queued_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[
     """The sweep's valid open-loop runs (of ``targets``, when given) whose engine queued
     requests, less those said otherwise (overloaded, or KV full), in the sweep's target
     order, then by level and repeat."""
-    order = sweep.target_names()
+    rank = sweep.target_rank()
     limits = {t.name: _limit(t.settings.get("parallel_slots")) for t in sweep.targets}
     out: list[tuple[tuple[int, float, int], QueuedRun]] = []
     for r in sweep.runs:
@@ -307,12 +303,11 @@ def queued_runs(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[
         full = kv_pressure(r.server_metrics)
         if full is not None and full.full:
             continue
-        rank = order.index(r.target) if r.target in order else len(order)
         run = QueuedRun(
             r.target, level_label(r.axis, r.level), r.level, r.repeat, found,
             limits.get(r.target),
         )  # fmt: skip
-        out.append(((rank, r.level, r.repeat), run))
+        out.append(((rank(r.target), r.level, r.repeat), run))
     return [x for _, x in sorted(out, key=lambda kx: kx[0])]
 
 

@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crossover.analysis.schema import Axis, SweepFile, SweepRun, level_label
+from crossover.analysis.schema import SweepFile, SweepRun
 from crossover.metrics.host import HostFacts
 
 #: what two machines of one kind moved one YAML's results by (docs/results/h100/
@@ -61,7 +61,6 @@ class TargetMachines:
     target: str
     #: machine_id -> the (level, repeat) pairs measured on it
     runs: dict[str, list[tuple[float, int]]]
-    axis: Axis
 
 
 def target_machines(
@@ -76,7 +75,6 @@ def target_machines(
     if len(ids) < 2:
         return []
     by_target: dict[str, dict[str, list[tuple[float, int]]]] = {}
-    axis: Axis = "concurrency"
     for r in sweep.runs:
         if not r.is_valid or (targets is not None and r.target not in targets):
             continue
@@ -85,19 +83,17 @@ def target_machines(
         m = machine_of(sweep.hosts, r)
         if m is None:
             continue
-        axis = r.axis
         by_target.setdefault(r.target, {}).setdefault(m, []).append((r.level, r.repeat))
     seen = {m for runs in by_target.values() for m in runs}
     if len(seen) < 2:
         return []
-    order = sweep.target_names()
     return [
-        TargetMachines(t, {m: sorted(v) for m, v in by_target[t].items()}, axis)
-        for t in sorted(by_target, key=lambda t: order.index(t) if t in order else len(order))
+        TargetMachines(t, {m: sorted(v) for m, v in by_target[t].items()})
+        for t in sorted(by_target, key=sweep.target_rank())
     ]
 
 
-def _runs_text(axis: Axis, runs: list[tuple[float, int]], repeats: dict[float, int]) -> str:
+def _runs_text(runs: list[tuple[float, int]], repeats: dict[float, int]) -> str:
     """``1, 4, 8 r=0``: a level whose every valid repeat is here by its value alone, else
     each repeat (``8 r=0``)."""
     here: dict[float, list[int]] = {}
@@ -105,7 +101,7 @@ def _runs_text(axis: Axis, runs: list[tuple[float, int]], repeats: dict[float, i
         here.setdefault(level, []).append(rep)
     parts = []
     for level, reps in sorted(here.items()):
-        name = level_label(axis, level).split("=", 1)[1]
+        name = f"{level:g}"
         if len(reps) == repeats.get(level, len(reps)):
             parts.append(name)
         else:
@@ -128,7 +124,7 @@ def format_machines(found: Sequence[TargetMachines]) -> list[str]:
             (m,) = tm.runs
             parts.append(f"{tm.target} on {m} (all its runs)")
         else:
-            each = [f"{m} ({_runs_text(tm.axis, runs, repeats)})" for m, runs in tm.runs.items()]
+            each = [f"{m} ({_runs_text(runs, repeats)})" for m, runs in tm.runs.items()]
             parts.append(f"{tm.target} on {', '.join(each[:-1])} and {each[-1]}")
     ids = list(dict.fromkeys(m for tm in found for m in tm.runs))
     return [

@@ -17,7 +17,7 @@ mode="json")``) so that the ``schema`` key is spelled as docs/interfaces.md says
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -335,6 +335,12 @@ class SweepFile(BaseModel):
             if run.target not in names:
                 names.append(run.target)
         return names
+
+    def target_rank(self) -> Callable[[str], int]:
+        """A sort key for target names: each one's place in :meth:`target_names`, a name
+        it lacks after them all (the findings' order: target, then level and repeat)."""
+        rank = {t: i for i, t in enumerate(self.target_names())}
+        return lambda name: rank.get(name, len(rank))
 
     def axis(self) -> Axis:
         """``rate`` for a rate sweep (every run an arrival rate), else ``concurrency``."""

@@ -80,7 +80,6 @@ class ShortRun:
 def short_runs(sweep: SweepFile) -> list[ShortRun]:
     """The sweep's runs :func:`is_short`, by target (the sweep's order), rate and
     repeat."""
-    order = sweep.target_names()
     out = []
     for r in sweep.runs:
         found = short_open_loop(r.summary)
@@ -90,8 +89,8 @@ def short_runs(sweep: SweepFile) -> list[ShortRun]:
         out.append(
             ShortRun(r.target, r.level, r.repeat, found, load.arriving_rps, tp.requests_per_s)
         )
-    rank = {t: i for i, t in enumerate(order)}
-    return sorted(out, key=lambda x: (rank.get(x.target, len(order)), x.rate, x.repeat))
+    rank = sweep.target_rank()
+    return sorted(out, key=lambda x: (rank(x.target), x.rate, x.repeat))
 
 
 def _span(values: Sequence[float], fmt: str) -> str:

@@ -301,21 +301,16 @@ def frozen_by_launch(cfg: SweepConfig, runs: Sequence[GcRun], out: Path) -> list
     request to go on (an engine that logs no access lines): the answer's notes then name
     no freeze as the remedy for pauses that came with it on. Where the log has such lines,
     what it says stands (a refused freeze froze nothing)."""
-    import gzip
-
+    from crossover.engines.effective import read_log
     from crossover.engines.launchrec import engine_logs
 
     def logged(target: str) -> bool:
         for log in engine_logs(out / "engines", target, replicas=True):
             try:
-                if log.suffix == ".gz":
-                    text = gzip.decompress(log.read_bytes()).decode("utf-8", "replace")
-                else:
-                    text = log.read_text(errors="replace")
-            except (OSError, EOFError, gzip.BadGzipFile):
+                if "POST /freeze_gc" in read_log(log):
+                    return True
+            except UsageError:  # a log that cannot be read says nothing
                 continue
-            if "POST /freeze_gc" in text:
-                return True
         return False
 
     frozen = {
