@@ -210,24 +210,25 @@ def test_a_server_that_closes_after_each_streamed_response_is_never_raced(
     """llama-server closes its connection after each streamed response though it says
     ``Keep-Alive``: its FIN can come after the client wrote the next request on it, which
     it then reads and discards (cpp-httplib's drain), and the wire cannot tell that from
-    a drop (issue 43: c=1 came back invalid, "idle 1 ms (FIN)"). Here the FIN comes 20 ms
-    late: the second and third requests, sent at once, must not take the first's
-    connection; the fourth, after the FIN was seen, goes with ``Connection: close`` on
-    a connection of its own. No request fails, none is retried."""
+    a drop (issue 43: c=1 came back invalid, "idle 1 ms (FIN)"). Here the FIN comes 200 ms
+    late (20 ms raced a loaded machine: the third request was sent after it): the second
+    and third requests, sent at once, must not take the first's connection; the fourth,
+    after the FIN was seen, goes with ``Connection: close`` on a connection of its own. No
+    request fails, none is retried."""
 
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, k: int) -> None:
         if not await read_request(reader):
             return
         writer.write(HEAD + GOOD)
         await writer.drain()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
         writer.write_eof()  # the FIN, late
         with contextlib.suppress(TimeoutError):  # what arrives is read and never answered
             async with asyncio.timeout(0.1):
                 while await read_request(reader):
                     pass
 
-    records, accepted = fetch(transport, script, n=4, pause_s=[0.0, 0.0, 0.06])
+    records, accepted = fetch(transport, script, n=4, pause_s=[0.0, 0.0, 0.3])
     assert all(r.ok for r in records), [r.error for r in records]
     assert [r.retries for r in records] == [0, 0, 0, 0]
     assert accepted == 4  # a connection per request: none was reused into the close
