@@ -201,3 +201,43 @@ def test_every_schema_problem_is_listed(tmp_path: Path, capsys: pytest.CaptureFi
     assert "targets.0.launch.engine: unknown engine 'vlm'; did you mean 'vllm'?" in err
     assert "targets.1: unknown engine 'sglng'; did you mean 'sglang'?" in err
     assert "targets.2.launch.tpp: unknown key; did you mean 'tp'?" in err
+
+
+def test_an_sglang_parallel_above_its_own_decode_graphs_is_noted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The committed H100 YAML: `sglang-512` (parallel 512, no cuda_graphs) decodes its
+    batches above 256 without graphs, which it measured; `sglang-512-graphs` asks for
+    graphs up to 512 and gets no note."""
+    path = Path("scripts/h200/sglang-slots-open-h100.yaml")
+    assert main(["sweep", "--config", str(path), "--check", "--remote"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    noted = [i for i, ln in enumerate(lines) if "captures CUDA graphs" in ln]
+    assert len(noted) == 1, out
+    assert lines[noted[0] - 1].startswith("ok    sglang-512: "), out
+    assert "note: parallel 512 is above" in lines[noted[0]]
+    assert "cuda_graphs: true captures them up to parallel" in lines[noted[0]]
+
+
+@pytest.mark.parametrize(
+    ("launch", "noted"),
+    [
+        ("parallel: 257", True),
+        ("parallel: 256", False),
+        ("parallel: 512, cuda_graphs: false", False),
+        ("parallel: 512, tp: 4", False),
+        ("parallel: 512, extra_args: [--cuda-graph-max-bs, '512']", False),
+        ("parallel: 512, extra_args: ['--cuda-graph-max-bs-decode=384']", False),
+        ("parallel: 512, extra_args: [--disable-cuda-graph]", False),
+    ],
+)
+def test_the_sglang_graph_note_only_where_nothing_asks_for_graphs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], launch: str, noted: bool
+) -> None:
+    text = HEAD + (
+        "targets:\n  - name: s\n    engine: sglang\n"
+        f"    launch: {{model: /models/qwen, {launch}}}\n"
+    )
+    assert main(["sweep", "--config", str(_write(tmp_path, text)), "--check", "--remote"]) == 0
+    assert ("captures CUDA graphs" in capsys.readouterr().out) is noted

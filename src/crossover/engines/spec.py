@@ -279,6 +279,9 @@ class EngineSpec:
     freeze_gc_path: str | None = None
     #: what its starts took where this project measured them; None: not measured
     measured_starts: MeasuredStarts | None = None
+    #: what a launch config is about to meet that the user should hear of before it runs,
+    #: one line each (``crossover sweep --check`` notes); None: nothing to say
+    launch_notes: Callable[[EngineConfig], list[str]] | None = None
     #: flags its launch adds on its own (not from a setting the user gave), each with what
     #: it is for and how to leave it out: a version of the engine that does not know one
     #: refuses to start, and the error says so (``crossover.engines.refused``)

@@ -236,6 +236,8 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
             )
         )
     out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
+    if adapter.launch_notes is not None:
+        out.findings += [Finding(where, n, "note") for n in adapter.launch_notes(ecfg)]
     if cfg.restart_between_repeats:
         out.findings.append(Finding(where, _starts_line(cfg), "note"))
     if local:

@@ -115,6 +115,29 @@ FLAGS = FlagTable(
 NO_FUSED_ALLREDUCE = "--enforce-disable-flashinfer-allreduce-fusion"
 
 
+#: SGLang's own decode-graph limit where crossover asks for none: by GPU memory, 256 at
+#: most below TP 4 (8 on a T4, 24 on a 4090, 256 on an H100/H200; server_args.py, 0.5.x)
+GRAPH_MAX_BS_BELOW_TP4 = 256
+
+
+def launch_notes(config: EngineConfig) -> list[str]:
+    """A ``parallel`` above the decode batches SGLang captures graphs for, where nothing
+    asks for more: the larger batches decode without graphs (measured, docs/engines.md)."""
+    if config.cuda_graphs is not None or config.parallel is None or config.tp * config.pp >= 4:
+        return []
+    if config.parallel <= GRAPH_MAX_BS_BELOW_TP4 or "--disable-cuda-graph" in config.extra_args:
+        return []
+    if FLAGS.given(config.extra_args, "cuda_graph_max_bs") is not None:
+        return []
+    return [
+        f"parallel {config.parallel} is above the decode batches SGLang captures CUDA graphs "
+        f"for on its own (at most {GRAPH_MAX_BS_BELOW_TP4} below TP 4, by GPU memory): "
+        f"decode batches above that run without graphs, slower per token (on an H100, "
+        "parallel 512 at 20 requests/s ran up to 402 requests at TPOT p50 76 ms against "
+        "43-45 ms with 256 slots); cuda_graphs: true captures them up to parallel"
+    ]
+
+
 def build(config: EngineConfig, port: int, workdir: Path) -> LaunchSpec:
     refuse(
         config,
@@ -253,6 +276,7 @@ SPEC = EngineSpec(
     plan=PlanTraits(fields=plan_fields, online_quants=("fp8",)),
     advise=AdvisorTraits(preference=(3, 3, 1), borrows_profile="vllm", prefix_cache=True),
     launch_gpus=launch_gpus,
+    launch_notes=launch_notes,
     # GET or POST (python/sglang/srt/entrypoints/http_server.py, 0.5.17):
     # TokenizerManager.freeze_gc sends the scheduler a FreezeGCReq, then freezes its own
     freeze_gc_path="/freeze_gc",
