@@ -84,12 +84,12 @@ def test_the_restart_sweep_records_a_start_per_repeat() -> None:
 def test_the_compare_counts_the_readme_states() -> None:
     grid = compare_paths(H100 / "moe-warm-grid", RESTART)
     assert len([r for r in grid.rows if r.ratio is not None]) == 42
-    assert len(_flagged(grid)) == 2
+    assert len(_flagged(grid)) == 3
     assert _flagged(compare_paths(H100 / "moe-warm-grid", RESTART, tie_rel=0.03)) == []
 
     decision = compare_paths(H100 / "moe-warm-decide", RESTART)
-    assert len(_flagged(decision)) == 16
+    assert len(_flagged(decision)) == 24
     assert len(_flagged(compare_paths(H100 / "moe-warm-decide", RESTART, tie_rel=0.03))) == 4
     readme = _readme()
-    assert "| grid → this sweep | **2**" in readme and "| **0** |" in readme
-    assert "| decision → this sweep | **16**" in readme and "| **4** (" in readme
+    assert "| grid → this sweep | **3**" in readme and "| **0** |" in readme
+    assert "| decision → this sweep | **24**" in readme and "| **4** (" in readme

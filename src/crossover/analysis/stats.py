@@ -1,13 +1,41 @@
-"""Small statistics used by the crossover analysis: Student's t quantile, Welch intervals.
+"""Small statistics used by the crossover analysis: Student's t quantile, Welch intervals,
+and the repeat noise of a sweep pooled over its levels.
 
 Kept here (numpy and the standard library only) so the core install needs no scipy.
+
+Pooled noise (:func:`pooled_log_noise`, :func:`ratio_interval_pooled`, read by
+``crossover compare``). Two repeats a level give Welch's interval about one degree of
+freedom (t = 12.7 at 95%), so a level alone cannot call even a sixfold change. A sweep
+measures many levels with the same repeats, and the relative spread of a metric is much
+alike from one level to the next: the variance of ``log(value)`` pooled over the levels
+(``sum((n_i - 1) * var_i) / sum(n_i - 1)``) has as many degrees of freedom as all its
+levels together (six levels of two repeats: 6, t = 2.45): the within-group variance of a
+one-way analysis of variance, in logs.
+
+It assumes that relative spread is the same at every level, and tail metrics break it:
+TTFT p99 near overload spreads far more than at light load, where a few quiet levels would
+pull the pooled variance down. So a side's variance at a level is
+``max(pooled, that level's own)``, with the pooled degrees of freedom. This is
+conservative against the pooled interval (never narrower: where the levels do agree, the
+level's own variance, one degree of freedom, exceeds the pooled one by chance about a
+third of the time and only widens it) and never narrower than the level's own spread read
+with the pooled t. It is a compromise, and the right one here: taking the level's own
+degrees of freedom with its own variance, wherever that variance is the larger, is
+today's Welch again (an interval such as [0.112x, 326x] for a 6x change), and trusting
+the pooled variance alone lets quiet levels narrow a loud one. What it cannot do is see
+spread that two repeats did not show: a level noisier than the rest whose repeats happened
+to agree reads with the pooled variance, as any estimate from two runs would. The other
+way round costs width, not truth: one loud level raises the pool, and the quiet levels
+beside it read that wider spread (SGLang's TTFT p99 at 16 requests/s, beside 20). The
+crossover analysis and ``crossover decide`` keep their per-level intervals
+(:func:`difference_interval`, :func:`ratio_interval`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,7 +139,11 @@ def _mean_halfwidth(x: np.ndarray, confidence: float) -> float:
 @dataclass(frozen=True)
 class RatioInterval:
     """``mean(a) / mean(b)`` with a two-sided confidence interval ``[lo, hi]`` found in
-    log space, so it is never below zero and a halving reads like a doubling."""
+    log space, so it is never below zero and a halving reads like a doubling.
+
+    ``method``: ``"welch"``, ``"noise_floor"`` (:func:`ratio_interval`) or ``"pooled"``
+    (:func:`ratio_interval_pooled`).
+    """
 
     ratio: float
     lo: float
@@ -165,6 +197,97 @@ def ratio_interval(
                 half = max(half, _mean_halfwidth(side, confidence) / m)
         method = "noise_floor"
     return RatioInterval(ma / mb, math.exp(log_r - half), math.exp(log_r + half), method)
+
+
+@dataclass(frozen=True)
+class PooledNoise:
+    """One side's repeat noise pooled over its levels (one sweep, one target, one metric).
+
+    ``var`` is the pooled variance of ``log(value)``, ``sum((n_i - 1) * var_i) / df``
+    over the ``levels`` levels that have two or more repeats, and ``df`` is
+    ``sum(n_i - 1)``. Logs because spread scales with the level (a run at 20 requests/s
+    moves by more milliseconds than one at 1) while its relative size stays put, and
+    because the ratio's interval is found in log space anyway.
+    """
+
+    var: float
+    df: int
+    levels: int
+
+    @property
+    def pools(self) -> bool:
+        """It adds to what one level knows: two or more levels went into it."""
+        return self.levels >= 2
+
+
+def pooled_log_noise(groups: Iterable[Sequence[float]]) -> PooledNoise | None:
+    """The pooled variance of ``log(value)`` over ``groups`` (a level's repeats each).
+
+    A group counts when it has two or more values, all positive (a log needs them); None
+    when none does.
+    """
+    ss, df, levels = 0.0, 0, 0
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if x.size < 2 or not bool(np.all(x > 0.0)):
+            continue
+        ss += float(np.var(np.log(x), ddof=1)) * (x.size - 1)
+        df += x.size - 1
+        levels += 1
+    if levels == 0:
+        return None
+    return PooledNoise(ss / df, df, levels)
+
+
+def ratio_interval_pooled(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    noise_a: PooledNoise | None,
+    noise_b: PooledNoise | None,
+    confidence: float = 0.95,
+    noise_floor_rel: float = 0.03,
+) -> RatioInterval | None:
+    """:func:`ratio_interval`, with each side's noise pooled over its levels where that
+    adds to what this level's repeats know.
+
+    A side whose ``noise`` :attr:`~PooledNoise.pools` (and that has two or more repeats
+    here, all positive) puts ``max(noise.var, own) / n`` into the interval, ``own`` being
+    the variance of the log of its ``n`` repeats here, with ``noise.df`` degrees of
+    freedom; another side puts in what :func:`ratio_interval` does (``var / (n mean^2)``,
+    ``n - 1``). The two are combined with the Welch-Satterthwaite degrees of freedom and
+    the interval is ``method="pooled"``. Where neither side pools, or a side has one
+    repeat, this is :func:`ratio_interval` exactly. See the module docstring for why the
+    level's own spread bounds the pooled one from below.
+    """
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    plain = ratio_interval(a, b, confidence=confidence, noise_floor_rel=noise_floor_rel)
+    if plain is None or plain.method != "welch":
+        return plain
+    pooled = [
+        noise is not None and noise.pools and bool(np.all(x > 0.0))
+        for x, noise in ((xa, noise_a), (xb, noise_b))
+    ]
+    if not any(pooled):
+        return plain
+    terms: list[tuple[float, float]] = []
+    for x, noise, pools in ((xa, noise_a, pooled[0]), (xb, noise_b, pooled[1])):
+        if noise is not None and pools:
+            own = float(np.var(np.log(x), ddof=1))
+            terms.append((max(noise.var, own) / x.size, float(noise.df)))
+        else:
+            m = float(x.mean())
+            terms.append((float(np.var(x, ddof=1)) / (x.size * m * m), float(x.size - 1)))
+    (va, dfa), (vb, dfb) = terms
+    var = va + vb
+    r = plain.ratio
+    if var == 0.0:
+        return RatioInterval(r, r, r, "pooled")
+    df = var * var / (va * va / dfa + vb * vb / dfb)
+    half = t_ppf(0.5 + confidence / 2.0, df) * math.sqrt(var)
+    log_r = math.log(r)
+    return RatioInterval(r, math.exp(log_r - half), math.exp(log_r + half), "pooled")
 
 
 def difference_interval(

@@ -7,11 +7,16 @@ when each sweep has a single target, with each other. Two sweeps along different
 axes (concurrency levels against arrival rates) are not comparable.
 
 A change is called better or worse only when the 95% interval of the ratio excludes
-1 (``crossover.analysis.stats.ratio_interval``): the interval is found in log space,
-so it is never below zero and reads ``[0.608x, 2.792x]``; Welch's over the repeats
+1 (``crossover.analysis.stats.ratio_interval_pooled``): the interval is found in log
+space, so it is never below zero and reads ``[0.608x, 2.792x]``; Welch's over the repeats
 when both sides have two or more, else the assumed 3% run-to-run noise (one run has no
 spread of its own; the notes say which). Otherwise the row says ``no significant
-change``.
+change``. A sweep side with repeats at two or more levels of a target has its repeat
+noise pooled over them, per metric (the variance of the log of the values, its degrees of
+freedom summed over the levels), and a level reads the larger of that and its own spread
+with the pooled degrees of freedom: two repeats alone give Welch about one degree of
+freedom, too few to call even a sixfold change (the stats module says why the larger).
+Two single runs have nothing to pool.
 
 With a tie margin M (``crossover compare --tie-margin M``, as ``crossover decide`` takes
 it), a ratio within M of 1 (``|ratio - 1| < M``) is no significant change however tight
@@ -32,7 +37,14 @@ from typing import Any, Final, Literal
 from crossover.analysis.crossovers import fmt_margin
 from crossover.analysis.schema import SweepFile, level_label, summary_value
 from crossover.analysis.spread import own_starts
-from crossover.analysis.stats import DiffInterval, difference_interval, ratio_interval
+from crossover.analysis.stats import (
+    DiffInterval,
+    PooledNoise,
+    RatioInterval,
+    difference_interval,
+    pooled_log_noise,
+    ratio_interval_pooled,
+)
 from crossover.errors import UsageError
 from crossover.metrics.host import HostFacts, kinds, machine_ids, same_machines
 from crossover.metrics.summary import RunSummary
@@ -76,6 +88,11 @@ NOISE_FLOOR = 0.03
 NO_CHANGE: Final = "no significant change"
 
 
+def _pools(noise: PooledNoise | None, values: tuple[float, ...]) -> bool:
+    """A side's pooled noise counts at a level (as ``ratio_interval_pooled`` reads it)."""
+    return noise is not None and noise.pools and len(values) >= 2 and min(values) > 0.0
+
+
 @dataclass(frozen=True)
 class CompareRow:
     """One metric of one group (``run``, or ``TARGET c=N`` / ``TARGET rate=R`` for
@@ -87,6 +104,10 @@ class CompareRow:
     after_values: tuple[float, ...]
     #: the tie margin: a ratio within this share of 1 is no significant change
     tie_rel: float = 0.0
+    #: each side's repeat noise pooled over its levels (this target and metric); None
+    #: for a run, or a side without repeats
+    before_noise: PooledNoise | None = None
+    after_noise: PooledNoise | None = None
 
     @property
     def before(self) -> float | None:
@@ -112,13 +133,36 @@ class CompareRow:
             self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR
         )
 
+    def _ratio_found(self) -> RatioInterval | None:
+        """after / before in log space, each side's pooled noise read where it pools; None
+        where a side has no value or a mean is not positive."""
+        if not self.before_values or not self.after_values:
+            return None
+        return ratio_interval_pooled(
+            self.after_values,
+            self.before_values,
+            noise_a=self.after_noise,
+            noise_b=self.before_noise,
+            noise_floor_rel=NOISE_FLOOR,
+        )
+
+    def pooled_sides(self) -> tuple[bool, bool]:
+        """(before's, after's) noise pooled over its levels went into the interval."""
+        found = self._ratio_found()
+        if found is None or found.method != "pooled":
+            return (False, False)
+        return (
+            _pools(self.before_noise, self.before_values),
+            _pools(self.after_noise, self.after_values),
+        )
+
     @property
     def ratio_interval(self) -> tuple[float, float] | None:
         """after / before with its 95% interval, found in log space (never below zero);
         from the difference's interval where a mean is not positive."""
         if not self.before_values or not self.after_values:
             return None
-        found = ratio_interval(self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR)
+        found = self._ratio_found()
         if found is not None:
             return (found.lo, found.hi)
         d, b = self.diff, self.before
@@ -130,7 +174,7 @@ class CompareRow:
         """(the interval excludes 1, the change is up), or None where nothing is compared."""
         if self.ratio is None or not self.before_values or not self.after_values:
             return None
-        found = ratio_interval(self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR)
+        found = self._ratio_found()
         if found is not None:
             return found.significant, found.ratio > 1.0
         d = self.diff
@@ -315,14 +359,34 @@ def _level_values(sweep: SweepFile, target: str, path: str) -> dict[float, tuple
     return {c: tuple(v) for c, v in vals.items()}
 
 
-def _repeats_note(label: str, s: SweepFile) -> str:
+def _span(values: set[int], unit: str) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
+
+
+def _pooled_text(pooled: Sequence[PooledNoise], per: str) -> str:
+    """``(Welch)``, or where a side's noise was pooled over its levels for some row,
+    ``pooled over 6 levels (df 6, per metric)``."""
+    if not pooled:
+        return "(Welch)"
+    levels = _span({p.levels for p in pooled}, "levels")
+    df = _span({p.df for p in pooled}, "").strip()
+    return f"pooled over {levels} (df {df}, per {per})"
+
+
+def _repeats_note(
+    label: str, s: SweepFile, pooled: Sequence[PooledNoise] = (), per: str = "metric"
+) -> str:
+    """What a side's intervals rest on (``pooled``: its noises pooled over levels that some
+    row read, ``per``: what one was pooled for, ``metric`` or ``target and metric``)."""
     counts: dict[tuple[str, float], int] = {}
     for r in s.runs:
         if r.is_valid:
             counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
     most = max(counts.values(), default=0)
     if most >= 2:
-        head = f"{label}: up to {most} repeats per level: intervals from their spread (Welch)"
+        spread = _pooled_text(pooled, per)
+        head = f"{label}: up to {most} repeats per level: intervals from their spread {spread}"
         if own_starts(s):
             return f"{head}, each repeat on its own engine start"
         # a level's repeats ran on one engine start: what changes from one start (or
@@ -433,10 +497,16 @@ def compare_sweeps(
             f"a {axis_a} sweep vs a {axis_b} sweep (closed-loop levels vs arrival rates)"
         )
     headlines = RATE_HEADLINES if axis_a == "rate" else SWEEP_HEADLINES
+    # each side's noises pooled over its levels that some row read
+    used: tuple[list[PooledNoise], list[PooledNoise]] = ([], [])
     for ta, tb in pairs:
         name = ta if ta == tb else f"{ta}->{tb}"
         values = {
             h.key: (_level_values(a, ta, h.path), _level_values(b, tb, h.path)) for h in headlines
+        }
+        noises = {
+            k: (pooled_log_noise(va.values()), pooled_log_noise(vb.values()))
+            for k, (va, vb) in values.items()
         }
         levels = sorted(
             {c for va, vb in values.values() for c in va}
@@ -445,12 +515,26 @@ def compare_sweeps(
         for c in levels:
             for h in headlines:
                 va, vb = values[h.key]
+                na_, nb_ = noises[h.key]
                 group = f"{name} {level_label(axis_a, c)}"
-                cmp.rows.append(CompareRow(group, h, va.get(c, ()), vb.get(c, ()), tie_rel))
+                row = CompareRow(
+                    group,
+                    h,
+                    va.get(c, ()),
+                    vb.get(c, ()),
+                    tie_rel,
+                    before_noise=na_,
+                    after_noise=nb_,
+                )
+                cmp.rows.append(row)
+                for side, read, noise in zip(used, row.pooled_sides(), (na_, nb_), strict=True):
+                    if read and noise is not None and all(noise is not u for u in side):
+                        side.append(noise)
     for ta, tb in pairs:
         cmp.notes += _target_notes(a, b, ta, tb)
-    for label, s in ((before, a), (after, b)):
-        cmp.notes.append(_repeats_note(label, s))
+    per = "metric" if len(pairs) == 1 else "target and metric"
+    for label, s, pooled in ((before, a, used[0]), (after, b, used[1])):
+        cmp.notes.append(_repeats_note(label, s, pooled, per))
     for label, s in ((before, a), (after, b)):
         bad = sum(1 for r in s.runs if not r.is_valid)
         if bad:
