@@ -241,3 +241,38 @@ def test_the_sglang_graph_note_only_where_nothing_asks_for_graphs(
     )
     assert main(["sweep", "--config", str(_write(tmp_path, text)), "--check", "--remote"]) == 0
     assert ("captures CUDA graphs" in capsys.readouterr().out) is noted
+
+
+@pytest.mark.parametrize(
+    ("levels", "launch", "noted"),
+    [
+        ("concurrency: [1, 4, 8]", "parallel: 4", "concurrency 8 above the 4 requests"),
+        ("concurrency: [1, 4, 8, 16]", "parallel: 4", "concurrency 8, 16 above the 4"),
+        ("concurrency: [1, 8]", "parallel: 4, replicas: 2", None),
+        ("concurrency: [1, 16]", "parallel: 4, replicas: 2", "(parallel 4 x 2 replicas)"),
+        ("concurrency: [1, 4]", "parallel: 4", None),
+        ("concurrency: [1, 64]", "cuda_graphs: true", None),  # no parallel: the engine's own
+        ("rates: [1, 64]\nduration_s_per_level: 5", "parallel: 4", None),  # arrivals, not slots
+    ],
+)
+def test_levels_above_a_targets_slots_are_noted(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    levels: str,
+    launch: str,
+    noted: str | None,
+) -> None:
+    """A closed loop above the requests a target runs at once measures its queue: said
+    before anything runs, once per target, with the levels it concerns."""
+    text = (
+        f"{levels}\noutput_tokens: 8\ninput_tokens: 16\ntargets:\n  - name: v\n"
+        f"    engine: vllm\n    launch: {{model: /models/m, {launch}}}\n"
+    )
+    assert main(["sweep", "--config", str(_write(tmp_path, text)), "--check", "--remote"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if "wait in the engine's queue" in ln]
+    if noted is None:
+        assert lines == [], out
+    else:
+        assert len(lines) == 1 and noted in lines[0], out
+        assert "TTFT there counts that wait" in lines[0]

@@ -238,6 +238,8 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
     if adapter.launch_notes is not None:
         out.findings += [Finding(where, n, "note") for n in adapter.launch_notes(ecfg)]
+    if (above := _above_slots(cfg, t, ecfg.parallel, reps.replicas)) is not None:
+        out.findings.append(Finding(where, above, "note"))
     if cfg.restart_between_repeats:
         out.findings.append(Finding(where, _starts_line(cfg), "note"))
     if local:
@@ -251,6 +253,28 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
             )
         )
     return out
+
+
+def _above_slots(
+    cfg: SweepConfig, t: TargetConfig, parallel: int | None, replicas: int
+) -> str | None:
+    """Closed-loop levels above the requests the target's engines run at once: the rest
+    wait in the engine's queue, which a closed loop's client keeps full."""
+    if parallel is None:
+        return None
+    slots = parallel * replicas
+    above = [int(lv.value) for lv in cfg.levels_of(t) if lv.axis == "concurrency"]
+    above = [c for c in above if c > slots]
+    if not above:
+        return None
+    what = f"parallel {parallel}" + (f" x {replicas} replicas" if replicas > 1 else "")
+    levels = ", ".join(str(c) for c in above)
+    return (
+        f"concurrency {levels} above the {slots} requests it runs at once ({what}): the "
+        f"requests beyond {slots} wait in the engine's queue, so TTFT there counts that "
+        f"wait and throughput stops at the slots' (compare targets at equal slots, or read "
+        f"TTFT up to {slots})"
+    )
 
 
 def _starts_line(cfg: SweepConfig) -> str:
