@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from crossover.analysis.stats import (
@@ -94,11 +95,33 @@ def test_a_pool_of_one_level_or_none_is_todays_welch() -> None:
         assert ratio_interval_pooled(a, b, noise_a=noise, noise_b=noise) == plain
 
 
-def test_one_repeat_is_still_the_noise_floor() -> None:
+def test_one_run_without_pooled_noise_is_still_the_noise_floor() -> None:
     noise = PooledNoise(1e-4, 10, 5)
-    found = ratio_interval_pooled((10.4,), (10.0, 10.1), noise_a=noise, noise_b=noise)
-    assert found == ratio_interval((10.4,), (10.0, 10.1))
-    assert found is not None and found.method == "noise_floor"
+    for na, nb in ((None, noise), (PooledNoise(1e-4, 1, 1), noise), (None, None)):
+        found = ratio_interval_pooled((10.4,), (10.0, 10.1), noise_a=na, noise_b=nb)
+        assert found == ratio_interval((10.4,), (10.0, 10.1))
+        assert found is not None and found.method == "noise_floor"
+
+
+def test_one_run_reads_its_sides_noise_pooled_over_the_other_levels() -> None:
+    """A level measured once on one side (its target's other levels twice): the run's
+    noise is the pooled one, by hand: var = 0.01/1 + max(0.01, own)/2 with own the log
+    variance of (100, 110), df by Welch-Satterthwaite from 8 and 8."""
+    noise = PooledNoise(0.01, 8, 4)
+    a, b = (150.0,), (100.0, 110.0)
+    found = ratio_interval_pooled(a, b, noise_a=noise, noise_b=noise)
+    assert found is not None and found.method == "pooled"
+    own = float(np.var(np.log(b), ddof=1))
+    va, vb = 0.01, max(0.01, own) / 2
+    df = (va + vb) ** 2 / (va * va / 8 + vb * vb / 8)
+    half = t_ppf(0.975, df) * math.sqrt(va + vb)
+    r = 150.0 / 105.0
+    assert found.lo == pytest.approx(r * math.exp(-half))
+    assert found.hi == pytest.approx(r * math.exp(half))
+    # a 43% change on 10% noise: called, where the floor widened to b's own df-1 t was not
+    assert found.significant
+    plain = ratio_interval_pooled(a, b, noise_a=None, noise_b=None)
+    assert plain is not None and plain.method == "noise_floor" and not plain.significant
 
 
 def test_pooling_is_what_makes_two_repeats_tell() -> None:

@@ -1,12 +1,16 @@
 """``crossover compare`` of two sweeps pools each side's repeat noise over its levels (per
 target and metric): two repeats a level give Welch's interval about one degree of
 freedom, too few to call even a sixfold change; a level reads the larger of the pooled
-spread and its own, with the pooled degrees of freedom, and the note says so."""
+spread and its own, with the pooled degrees of freedom, a level measured once the pooled
+spread alone (the assumed 3% where its side has nothing pooled), and the note says so."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
+
+import pytest
 
 from crossover.analysis import SweepFile
 from crossover.analysis.stats import ratio_interval, t_ppf
@@ -95,3 +99,94 @@ def test_a_level_noisier_than_the_pool_reads_its_own_spread() -> None:
     assert noise_b is not None and noise_a is not None and noise_b.df == noise_a.df == 5
     half = t_ppf(0.975, 10) * math.sqrt(noise_b.var / 2 + noise_a.var / 2)
     assert math.log(row.ratio) > half
+
+
+GRID = ROOT / "docs/results/h100/moe-warm-grid"
+DECIDE = ROOT / "docs/results/h100/moe-warm-decide"
+
+
+def test_a_level_the_decision_measured_once_reads_its_pooled_noise() -> None:
+    """docs/results/h100/reproducibility.md: the decision measured SGLang at c=256 once.
+    That run has no spread of its own; it reads the spread of SGLang's TTFT p50 pooled over
+    the decision's 7 levels with two repeats (7 df), the grid's two repeats at 256 their own
+    (the larger) on the grid's 9. The assumed 3% widened to the grid's own t (1 df) read
+    [0.244x, 10.014x]."""
+    cmp = compare_sweeps(load_sweep(GRID), load_sweep(DECIDE), "grid", "decision")
+    row = _row(cmp, "sglang c=256", "TTFT p50 ms")
+    assert len(row.before_values) == 2 and len(row.after_values) == 1
+    floor = ratio_interval(row.after_values, row.before_values)
+    assert floor is not None and floor.method == "noise_floor"
+    assert (f"{floor.lo:.3f}", f"{floor.hi:.3f}") == ("0.244", "10.014")
+    assert row.cells()[4:] == ("1.563x", "[1.084x, 2.254x]", "worse")
+    assert row.pooled_sides() == (True, True) and row.lone_reads() == (None, "pooled")
+    # by hand: the run's variance is the pooled one over 1 run
+    after, before = row.after_noise, row.before_noise
+    assert after is not None and (after.levels, after.df) == (7, 7)
+    assert before is not None and (before.levels, before.df) == (9, 9)
+    own = statistics.variance([math.log(v) for v in row.before_values])
+    va, vb = after.var, max(before.var, own) / 2
+    assert own > before.var  # 707 and 527 ms: this level spreads more than the grid's rest
+    df = (va + vb) ** 2 / (va * va / 7 + vb * vb / 9)
+    half = t_ppf(0.975, df) * math.sqrt(va + vb)
+    lo, hi = row.ratio_interval
+    assert lo == pytest.approx(row.ratio * math.exp(-half))
+    assert hi == pytest.approx(row.ratio * math.exp(half))
+    # llama.cpp at c=16, the other level measured once: throughput 1.082x, called
+    once = _row(cmp, "llamacpp-q8 c=16", "total tok/s")
+    assert once.cells()[4:] == ("1.082x", "[1.002x, 1.168x]", "better")
+    assert (
+        "decision: up to 2 repeats per level: intervals from their spread pooled over 3-8 "
+        "levels (df 3-8, per target and metric; 2 levels measured once read it alone); "
+        "repeats measured back to back share an engine start"
+    ) in "\n".join(cmp.notes)
+    assert not any("no spread of its own" in n for n in cmp.notes)
+
+
+def test_a_level_measured_once_with_nothing_to_pool_reads_the_floor() -> None:
+    """After has two repeats at one level only and one run at c=4 (9% slower): its noise does not pool,
+    so the run at c=4 reads the assumed 3% noise (``ratio_interval`` exactly), and its note
+    says so. With a second level of two repeats it pools, and the run reads that."""
+    before = _sweep({c: (20.0 * c, 20.0 * c * SPREAD) for c in (1, 2, 4)})
+    after = _sweep({1: (20.0, 20.0 * SPREAD), 4: (88.0,)})
+    cmp = compare_sweeps(before, after, "before", "after")
+    row = _row(cmp, "A c=4", "TTFT p50 ms")
+    assert row.lone_reads() == (None, "floor")
+    floor = ratio_interval(row.after_values, row.before_values)
+    assert floor is not None and floor.method == "noise_floor"
+    assert row.ratio_interval == (floor.lo, floor.hi)
+    notes = "\n".join(cmp.notes)
+    assert (
+        "after: up to 2 repeats per level: intervals from their spread (Welch; 1 level "
+        "measured once, with nothing pooled, reads the assumed 3% run-to-run noise); "
+    ) in notes
+    assert "before: up to 2 repeats per level: intervals from their spread pooled over 3 " in notes
+
+    after = _sweep({1: (20.0, 20.0 * SPREAD), 2: (40.0, 40.0 * SPREAD), 4: (88.0,)})
+    cmp = compare_sweeps(before, after, "before", "after")
+    row = _row(cmp, "A c=4", "TTFT p50 ms")
+    assert row.lone_reads() == (None, "pooled")
+    assert row.change == "worse"  # 9% on a 2% spread, pooled on 2 and 3 df
+    assert not floor.significant  # the floor, widened to before's own t (1 df), did not
+    assert (
+        "after: up to 2 repeats per level: intervals from their spread pooled over 2 levels "
+        "(df 2, per metric; 1 level measured once reads it alone); "
+    ) in "\n".join(cmp.notes)
+
+
+def test_the_second_decisions_readme_states_the_compare_counts() -> None:
+    """docs/results/h100/moe-warm-decide-b/README.md: rows called better or worse between
+    the grid and the two decisions (at a 3% margin in brackets), levels measured once
+    included."""
+    decide_b = ROOT / "docs/results/h100/moe-warm-decide-b"
+    readme = " ".join((decide_b / "README.md").read_text("utf-8").split())
+    for before, after, text in (
+        (GRID, decide_b, "grid → this decision 9 (3)"),
+        (GRID, DECIDE, "grid → the first decision 30 (9)"),
+        (DECIDE, decide_b, "the first decision → this one 28 (7)"),
+    ):
+        counts = []
+        for margin in (0.0, 0.03):
+            cmp = compare_sweeps(load_sweep(before), load_sweep(after), tie_rel=margin)
+            counts.append(sum(r.change in ("better", "worse") for r in cmp.rows))
+        assert text.endswith(f" {counts[0]} ({counts[1]})")
+        assert text in readme

@@ -26,9 +26,20 @@ the pooled variance alone lets quiet levels narrow a loud one. What it cannot do
 spread that two repeats did not show: a level noisier than the rest whose repeats happened
 to agree reads with the pooled variance, as any estimate from two runs would. The other
 way round costs width, not truth: one loud level raises the pool, and the quiet levels
-beside it read that wider spread (SGLang's TTFT p99 at 16 requests/s, beside 20). The
-crossover analysis and ``crossover decide`` keep their per-level intervals
-(:func:`difference_interval`, :func:`ratio_interval`).
+beside it read that wider spread (SGLang's TTFT p99 at 16 requests/s, beside 20).
+
+A level measured once on a side has no spread of its own, and where that side's noise
+pools its run reads the pooled variance alone (over one run, with the pooled degrees of
+freedom): what the side's other levels measured is the best that is known of it. Before,
+that run read the assumed noise floor, widened to the other side's own t at the level,
+one degree of freedom for two repeats: SGLang's TTFT p50 at 256 concurrent requests,
+measured once by an H100 decision and twice by the grid it was compared with, read
+[0.244x, 10.014x] for a 1.56x change, and reads [1.084x, 2.254x] pooled. The blind spot
+above is wider here: a level louder than its side's rest reads the quieter pool, with no
+repeats of its own to show otherwise (the other side's repeats at that level still read
+their own spread where it is the larger). A run whose side has nothing pooled (repeats at
+fewer than two levels) keeps the floor. The crossover analysis and ``crossover decide``
+keep their per-level intervals (:func:`difference_interval`, :func:`ratio_interval`).
 """
 
 from __future__ import annotations
@@ -251,30 +262,34 @@ def ratio_interval_pooled(
     """:func:`ratio_interval`, with each side's noise pooled over its levels where that
     adds to what this level's repeats know.
 
-    A side whose ``noise`` :attr:`~PooledNoise.pools` (and that has two or more repeats
-    here, all positive) puts ``max(noise.var, own) / n`` into the interval, ``own`` being
-    the variance of the log of its ``n`` repeats here, with ``noise.df`` degrees of
-    freedom; another side puts in what :func:`ratio_interval` does (``var / (n mean^2)``,
-    ``n - 1``). The two are combined with the Welch-Satterthwaite degrees of freedom and
-    the interval is ``method="pooled"``. Where neither side pools, or a side has one
-    repeat, this is :func:`ratio_interval` exactly. See the module docstring for why the
-    level's own spread bounds the pooled one from below.
+    A side whose ``noise`` :attr:`~PooledNoise.pools` (its values here all positive) puts
+    ``max(noise.var, own) / n`` into the interval, ``own`` being the variance of the log of
+    its ``n`` repeats here (none for one run: the pooled variance alone), with
+    ``noise.df`` degrees of freedom; another side with two or more repeats puts in what
+    :func:`ratio_interval` does (``var / (n mean^2)``, ``n - 1``). The two are combined
+    with the Welch-Satterthwaite degrees of freedom and the interval is
+    ``method="pooled"``. A side with one run here and no pooled noise keeps the assumed
+    noise floor: this is then :func:`ratio_interval` exactly, as it is where neither side
+    pools. See the module docstring for why the level's own spread bounds the pooled one
+    from below.
     """
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
     plain = ratio_interval(a, b, confidence=confidence, noise_floor_rel=noise_floor_rel)
-    if plain is None or plain.method != "welch":
-        return plain
+    if plain is None:
+        return None
     pooled = [
         noise is not None and noise.pools and bool(np.all(x > 0.0))
         for x, noise in ((xa, noise_a), (xb, noise_b))
     ]
-    if not any(pooled):
+    # a lone run's noise is known only from its other levels: without them, the floor
+    lone_unpooled = any(x.size < 2 and not p for x, p in zip((xa, xb), pooled, strict=True))
+    if not any(pooled) or lone_unpooled:
         return plain
     terms: list[tuple[float, float]] = []
     for x, noise, pools in ((xa, noise_a, pooled[0]), (xb, noise_b, pooled[1])):
         if noise is not None and pools:
-            own = float(np.var(np.log(x), ddof=1))
+            own = float(np.var(np.log(x), ddof=1)) if x.size >= 2 else 0.0
             terms.append((max(noise.var, own) / x.size, float(noise.df)))
         else:
             m = float(x.mean())

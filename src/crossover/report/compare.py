@@ -9,14 +9,19 @@ axes (concurrency levels against arrival rates) are not comparable.
 A change is called better or worse only when the 95% interval of the ratio excludes
 1 (``crossover.analysis.stats.ratio_interval_pooled``): the interval is found in log
 space, so it is never below zero and reads ``[0.608x, 2.792x]``; Welch's over the repeats
-when both sides have two or more, else the assumed 3% run-to-run noise (one run has no
-spread of its own; the notes say which). Otherwise the row says ``no significant
-change``. A sweep side with repeats at two or more levels of a target has its repeat
-noise pooled over them, per metric (the variance of the log of the values, its degrees of
-freedom summed over the levels), and a level reads the larger of that and its own spread
-with the pooled degrees of freedom: two repeats alone give Welch about one degree of
-freedom, too few to call even a sixfold change (the stats module says why the larger).
-Two single runs have nothing to pool.
+when both sides have two or more, else, for one run, the assumed 3% run-to-run noise
+unless its side's noise pools (below; one run has no spread of its own, and the notes say
+which). Otherwise the row says ``no significant change``. A sweep side with repeats at
+two or more levels of a target has its repeat noise pooled over them, per metric (the
+variance of the log of the values, its degrees of freedom summed over the levels), and a
+level reads the larger of that and its own spread with the pooled degrees of freedom: two
+repeats alone give Welch about one degree of freedom, too few to call even a sixfold
+change (the stats module says why the larger). A level such a side measured once reads
+the pooled spread alone, in place of the 3%; a run whose side has nothing pooled (repeats
+at fewer than two levels of its target) keeps the 3%, and two single runs have nothing to
+pool. Each side's note says what its intervals rest on: ``pooled over 3-8 levels (df 3-8,
+per target and metric; 2 levels measured once read it alone)``, or, for a level measured
+once with nothing pooled, the assumed noise.
 
 With a tie margin M (``crossover compare --tie-margin M``, as ``crossover decide`` takes
 it), a ratio within M of 1 (``|ratio - 1| < M``) is no significant change however tight
@@ -82,15 +87,16 @@ RATE_HEADLINES = tuple(
     for h in HEADLINES
     if h.key in ("output_tokens_per_s", "requests_per_s", "ttft_p50", "ttft_p99")
 )
-#: one run has no spread of its own: the run-to-run noise assumed for it, as the
-#: crossover analysis assumes for a single repeat (``difference_interval``)
+#: one run has no spread of its own: the run-to-run noise assumed for it where its side
+#: has nothing pooled, as the crossover analysis assumes for a single repeat
+#: (``difference_interval``)
 NOISE_FLOOR = 0.03
 NO_CHANGE: Final = "no significant change"
 
 
 def _pools(noise: PooledNoise | None, values: tuple[float, ...]) -> bool:
     """A side's pooled noise counts at a level (as ``ratio_interval_pooled`` reads it)."""
-    return noise is not None and noise.pools and len(values) >= 2 and min(values) > 0.0
+    return noise is not None and noise.pools and len(values) >= 1 and min(values) > 0.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,20 @@ class CompareRow:
         return (
             _pools(self.before_noise, self.before_values),
             _pools(self.after_noise, self.after_values),
+        )
+
+    def lone_reads(self) -> tuple[str | None, str | None]:
+        """(before's, after's) one run at this level, compared: ``"pooled"`` where its
+        interval read the side's noise pooled over its other levels, ``"floor"`` where it
+        read the assumed run-to-run noise; None for a side with repeats here, or where
+        nothing is compared."""
+        if not self.before_values or not self.after_values:
+            return (None, None)
+        found = self._ratio_found()
+        read = "pooled" if found is not None and found.method == "pooled" else "floor"
+        return (
+            read if len(self.before_values) == 1 else None,
+            read if len(self.after_values) == 1 else None,
         )
 
     @property
@@ -364,28 +384,57 @@ def _span(values: set[int], unit: str) -> str:
     return f"{lo} {unit}" if lo == hi else f"{lo}-{hi} {unit}"
 
 
-def _pooled_text(pooled: Sequence[PooledNoise], per: str) -> str:
+def _levels_once(n: int) -> str:
+    return "1 level measured once" if n == 1 else f"{n} levels measured once"
+
+
+def _lone_text(pooled: int, floor: int) -> str:
+    """What the compared levels a side measured once read: ``; 2 levels measured once
+    read it alone`` (the pooled spread), ``; 1 level measured once, with nothing pooled,
+    reads the assumed 3% run-to-run noise``, or nothing."""
+    parts = []
+    if pooled:
+        parts.append(f"{_levels_once(pooled)} {'reads' if pooled == 1 else 'read'} it alone")
+    if floor:
+        parts.append(
+            f"{_levels_once(floor)}, with nothing pooled, {'reads' if floor == 1 else 'read'} "
+            f"the assumed {NOISE_FLOOR:.0%} run-to-run noise"
+        )
+    return "".join(f"; {p}" for p in parts)
+
+
+def _pooled_text(pooled: Sequence[PooledNoise], per: str, lone: tuple[int, int] = (0, 0)) -> str:
     """``(Welch)``, or where a side's noise was pooled over its levels for some row,
-    ``pooled over 6 levels (df 6, per metric)``."""
+    ``pooled over 6 levels (df 6, per metric)``; with what the levels it measured once
+    read (``lone``: how many read the pooled spread, how many the noise floor), ``pooled
+    over 3-8 levels (df 3-8, per target and metric; 2 levels measured once read it
+    alone)``."""
+    once = _lone_text(*lone)
     if not pooled:
-        return "(Welch)"
+        return f"(Welch{once})"
     levels = _span({p.levels for p in pooled}, "levels")
     df = _span({p.df for p in pooled}, "").strip()
-    return f"pooled over {levels} (df {df}, per {per})"
+    return f"pooled over {levels} (df {df}, per {per}{once})"
 
 
 def _repeats_note(
-    label: str, s: SweepFile, pooled: Sequence[PooledNoise] = (), per: str = "metric"
+    label: str,
+    s: SweepFile,
+    pooled: Sequence[PooledNoise] = (),
+    per: str = "metric",
+    lone: tuple[int, int] = (0, 0),
 ) -> str:
     """What a side's intervals rest on (``pooled``: its noises pooled over levels that some
-    row read, ``per``: what one was pooled for, ``metric`` or ``target and metric``)."""
+    row read, ``per``: what one was pooled for, ``metric`` or ``target and metric``;
+    ``lone``: how many compared levels it measured once read its pooled spread, and how
+    many the noise floor, having nothing pooled)."""
     counts: dict[tuple[str, float], int] = {}
     for r in s.runs:
         if r.is_valid:
             counts[(r.target, r.level)] = counts.get((r.target, r.level), 0) + 1
     most = max(counts.values(), default=0)
     if most >= 2:
-        spread = _pooled_text(pooled, per)
+        spread = _pooled_text(pooled, per, lone)
         head = f"{label}: up to {most} repeats per level: intervals from their spread {spread}"
         if own_starts(s):
             return f"{head}, each repeat on its own engine start"
@@ -499,6 +548,11 @@ def compare_sweeps(
     headlines = RATE_HEADLINES if axis_a == "rate" else SWEEP_HEADLINES
     # each side's noises pooled over its levels that some row read
     used: tuple[list[PooledNoise], list[PooledNoise]] = ([], [])
+    # each side's compared levels measured once: those that read a pooled noise, the floor
+    lone: tuple[dict[str, set[str]], dict[str, set[str]]] = (
+        {"pooled": set(), "floor": set()},
+        {"pooled": set(), "floor": set()},
+    )
     for ta, tb in pairs:
         name = ta if ta == tb else f"{ta}->{tb}"
         values = {
@@ -530,11 +584,15 @@ def compare_sweeps(
                 for side, read, noise in zip(used, row.pooled_sides(), (na_, nb_), strict=True):
                     if read and noise is not None and all(noise is not u for u in side):
                         side.append(noise)
+                for once, how in zip(lone, row.lone_reads(), strict=True):
+                    if how is not None:
+                        once[how].add(group)
     for ta, tb in pairs:
         cmp.notes += _target_notes(a, b, ta, tb)
     per = "metric" if len(pairs) == 1 else "target and metric"
-    for label, s, pooled in ((before, a, used[0]), (after, b, used[1])):
-        cmp.notes.append(_repeats_note(label, s, pooled, per))
+    for label, s, pooled, once in ((before, a, used[0], lone[0]), (after, b, used[1], lone[1])):
+        counted = (len(once["pooled"]), len(once["floor"]))
+        cmp.notes.append(_repeats_note(label, s, pooled, per, counted))
     for label, s in ((before, a), (after, b)):
         bad = sum(1 for r in s.runs if not r.is_valid)
         if bad:
