@@ -135,3 +135,52 @@ def test_pooling_is_what_makes_two_repeats_tell() -> None:
     noise = PooledNoise(own, 5, 5)
     found = ratio_interval_pooled(a, b, noise_a=noise, noise_b=noise)
     assert found is not None and found.significant and found.lo > 1.0
+
+
+def test_one_run_reads_the_other_sides_spread_at_the_level_where_larger() -> None:
+    """A lone run cannot show that its level is noisier than its side's others: the other
+    side's two repeats there, (100, 100 e^0.3), spread with log variance 0.09 / 2 = 0.045,
+    above both pools (0.01 on 5 df), and the run reads that. By hand: va = 0.045 / 1,
+    vb = 0.045 / 2, df = 0.0675^2 / (0.045^2 / 5 + 0.0225^2 / 5) = 9, t(0.975, 9) =
+    2.262157 (tables), half = 2.262157 * sqrt(0.0675) = 0.5877 > log(1.702) = 0.5319: no
+    significant change. The pool alone on the lone side (0.01) would have called it."""
+    noise = PooledNoise(0.01, 5, 3)
+    a, b = (200.0,), (100.0, 100.0 * E(0.3))
+    found = ratio_interval_pooled(a, b, noise_a=noise, noise_b=noise)
+    assert found is not None and found.method == "pooled"
+    r = 200.0 / ((100.0 + 100.0 * E(0.3)) / 2)
+    half = 2.262157 * math.sqrt(0.045 + 0.0225)
+    assert found.ratio == pytest.approx(r)
+    assert found.lo == pytest.approx(r * E(-half), rel=1e-6)
+    assert found.hi == pytest.approx(r * E(half), rel=1e-6)
+    assert not found.significant
+    # the pooled variance alone on the lone side: 0.01 + 0.0225 on Welch-Satterthwaite df
+    va, vb = 0.01, 0.0225
+    df = (va + vb) ** 2 / (va * va / 5 + vb * vb / 5)
+    assert math.log(r) > t_ppf(0.975, df) * math.sqrt(va + vb)
+    # the same holds with the sides swapped (the lone run after, not before)
+    swapped = ratio_interval_pooled(b, a, noise_a=noise, noise_b=noise)
+    assert swapped is not None
+    assert swapped.lo == pytest.approx(1.0 / found.hi, rel=1e-9)
+    assert swapped.hi == pytest.approx(1.0 / found.lo, rel=1e-9)
+
+
+def test_one_run_keeps_the_pool_where_the_other_side_spreads_less() -> None:
+    """The other side's repeats, (100, 100 e^0.2), spread with log variance 0.02, below the
+    pools (0.04 on 5 df): the run reads the pool. By hand: va = 0.04, vb = 0.04 / 2, df =
+    0.06^2 / (0.04^2 / 5 + 0.02^2 / 5) = 9, half = 2.262157 * sqrt(0.06). A lone run on
+    both sides borrows nothing: 0.04 + 0.04 on 10 df, t(0.975, 10) = 2.228139."""
+    noise = PooledNoise(0.04, 5, 3)
+    a, b = (200.0,), (100.0, 100.0 * E(0.2))
+    found = ratio_interval_pooled(a, b, noise_a=noise, noise_b=noise)
+    assert found is not None and found.method == "pooled"
+    r = 200.0 / ((100.0 + 100.0 * E(0.2)) / 2)
+    half = 2.262157 * math.sqrt(0.04 + 0.02)
+    assert found.lo == pytest.approx(r * E(-half), rel=1e-6)
+    assert found.hi == pytest.approx(r * E(half), rel=1e-6)
+
+    both = ratio_interval_pooled((200.0,), (100.0,), noise_a=noise, noise_b=noise)
+    assert both is not None and both.method == "pooled"
+    half = 2.228139 * math.sqrt(0.08)
+    assert both.lo == pytest.approx(2.0 * E(-half), rel=1e-6)
+    assert both.hi == pytest.approx(2.0 * E(half), rel=1e-6)

@@ -144,29 +144,32 @@ def test_the_two_h100_measurements_of_one_yaml() -> None:
     plain = compare_paths(GRID, DECIDE)
     both = [r for r in plain.rows if r.ratio is not None]
     assert len(both) == 60
-    assert len(_flagged(plain)) == 30
-    # TTFT p50 (one wave's prefill order) three rows a quarter to a half apart, called
-    # against each side's noise pooled over its levels; SGLang c=256 the decision measured
-    # once, its run reading SGLang's pooled noise alone
+    assert len(_flagged(plain)) == 27
+    # TTFT p50 (one wave's prefill order) two rows a quarter apart, called against each
+    # side's noise pooled over its levels; SGLang c=256 (1.563x), which the decision
+    # measured once, is not: its run reads the grid's own 21% spread there (708 and 527 ms),
+    # larger than SGLang's pooled 9%
     ttft = [r for r in _flagged(plain) if r.metric.key == "ttft_p50"]
     assert [(r.group, f"{r.ratio:.3f}") for r in ttft] == [
         ("vllm c=16", "0.761"),
         ("sglang c=64", "1.234"),
-        ("sglang c=256", "1.563"),
     ]
-    # throughput and ITL within 5% of 1, but for llama.cpp's throughput at c=16 (1.082x),
-    # the other level the decision measured once
+    lone = _row(plain, "sglang c=256", "TTFT p50 ms")
+    assert len(lone.after_values) == 1 and f"{lone.ratio:.3f}" == "1.563"
+    assert lone.change == "no significant change"
+    # throughput and ITL all within 5% of 1; llama.cpp's throughput at c=16 (1.082x), the
+    # other level the decision measured once, is not called: its run reads the grid's own
+    # 4.7% spread there (two engine starts)
     rest = [r for r in _flagged(plain) if r not in ttft]
-    far = [r for r in rest if abs(r.ratio - 1.0) >= 0.05]
-    assert [(r.group, r.metric.key, f"{r.ratio:.3f}") for r in far] == [
-        ("llamacpp-q8 c=16", "total_tokens_per_s", "1.082")
-    ]
-    assert len(far[0].after_values) == 1 and len(ttft[2].after_values) == 1
-    assert max(abs(r.ratio - 1.0) for r in rest if r not in far) < 0.05
+    assert max(abs(r.ratio - 1.0) for r in rest) < 0.05
+    once = _row(plain, "llamacpp-q8 c=16", "total tok/s")
+    assert len(once.after_values) == 1 and f"{once.ratio:.3f}" == "1.082"
+    assert once.change == "no significant change"
+    assert not any(r.group.startswith("llamacpp") for r in _flagged(plain))
 
     cmp = compare_paths(GRID, DECIDE, tie_rel=0.03)
     flagged = _flagged(cmp)
-    assert len(flagged) == 9
+    assert len(flagged) == 6
     assert len(cmp.tied_rows()) == 21
     assert all(abs(r.ratio - 1.0) > 0.03 for r in flagged)
     # what the margin levelled was flagged before and is within 3% of 1
@@ -174,10 +177,5 @@ def test_the_two_h100_measurements_of_one_yaml() -> None:
     assert "tie margin 3%: 21 rows" in format_table(cmp)
 
     wide = compare_paths(GRID, DECIDE, tie_rel=0.05)
-    assert [r.group for r in _flagged(wide)] == [
-        "vllm c=16",
-        "llamacpp-q8 c=16",
-        "sglang c=64",
-        "sglang c=256",
-    ]
-    assert len(wide.tied_rows()) == 26
+    assert [r.group for r in _flagged(wide)] == ["vllm c=16", "sglang c=64"]
+    assert len(wide.tied_rows()) == 25

@@ -29,17 +29,23 @@ way round costs width, not truth: one loud level raises the pool, and the quiet 
 beside it read that wider spread (SGLang's TTFT p99 at 16 requests/s, beside 20).
 
 A level measured once on a side has no spread of its own, and where that side's noise
-pools its run reads the pooled variance alone (over one run, with the pooled degrees of
-freedom): what the side's other levels measured is the best that is known of it. Before,
-that run read the assumed noise floor, widened to the other side's own t at the level,
-one degree of freedom for two repeats: SGLang's TTFT p50 at 256 concurrent requests,
-measured once by an H100 decision and twice by the grid it was compared with, read
-[0.244x, 10.014x] for a 1.56x change, and reads [1.084x, 2.254x] pooled. The blind spot
-above is wider here: a level louder than its side's rest reads the quieter pool, with no
-repeats of its own to show otherwise (the other side's repeats at that level still read
-their own spread where it is the larger). A run whose side has nothing pooled (repeats at
-fewer than two levels) keeps the floor. The crossover analysis and ``crossover decide``
-keep their per-level intervals (:func:`difference_interval`, :func:`ratio_interval`).
+pools its run reads the pooled variance (over one run, with the pooled degrees of
+freedom): what the side's other levels measured is the best that is known of it. But the
+blind spot above is wider here: a lone run cannot show that its level is louder than its
+side's other levels, and the quieter pool would stand in for it. ``compare`` pairs two
+measurements of one target at the same level, so the other side's repeats there, where it
+has two or more, are the best evidence of that level's spread: the lone run reads
+``max(pooled, the other side's own log variance at the level)``, still over one run and
+with the pooled degrees of freedom. SGLang's TTFT p50 at 256 concurrent requests, measured
+once by an H100 decision and twice by the grid it was compared with (708 and 527 ms, a 21%
+spread against SGLang's pooled 9%), read [0.244x, 10.014x] for a 1.56x change on the
+assumed noise floor widened to the grid's own t at the level (one degree of freedom),
+[1.084x, 2.254x] on the decision's pool alone, and reads [0.902x, 2.709x] now. Where the
+other side's repeats there agree more closely than the pool, the pool stands; a lone run
+on both sides has no repeats at the level to borrow, and each reads its own pool alone.
+A run whose side has nothing pooled (repeats at fewer than two levels) keeps the floor.
+The crossover analysis and ``crossover decide`` keep their per-level intervals
+(:func:`difference_interval`, :func:`ratio_interval`).
 """
 
 from __future__ import annotations
@@ -264,14 +270,17 @@ def ratio_interval_pooled(
 
     A side whose ``noise`` :attr:`~PooledNoise.pools` (its values here all positive) puts
     ``max(noise.var, own) / n`` into the interval, ``own`` being the variance of the log of
-    its ``n`` repeats here (none for one run: the pooled variance alone), with
-    ``noise.df`` degrees of freedom; another side with two or more repeats puts in what
+    its ``n`` repeats here, with ``noise.df`` degrees of freedom. For one run (``n = 1``)
+    ``own`` is the other side's log variance here where that side has two or more repeats
+    (a lone run cannot show its level's spread, and the same level measured twice on the
+    other side is the best evidence of it), and nothing where it has one: the pooled
+    variance alone; another side with two or more repeats puts in what
     :func:`ratio_interval` does (``var / (n mean^2)``, ``n - 1``). The two are combined
     with the Welch-Satterthwaite degrees of freedom and the interval is
     ``method="pooled"``. A side with one run here and no pooled noise keeps the assumed
     noise floor: this is then :func:`ratio_interval` exactly, as it is where neither side
-    pools. See the module docstring for why the level's own spread bounds the pooled one
-    from below.
+    pools. See the module docstring for why the level's own spread (or, for one run, the
+    other side's) bounds the pooled one from below.
     """
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
@@ -286,11 +295,19 @@ def ratio_interval_pooled(
     lone_unpooled = any(x.size < 2 and not p for x, p in zip((xa, xb), pooled, strict=True))
     if not any(pooled) or lone_unpooled:
         return plain
+
+    def own(x: np.ndarray) -> float:
+        """The log variance of a level's repeats (0 for one run or a value not positive)."""
+        return float(np.var(np.log(x), ddof=1)) if x.size >= 2 and bool(np.all(x > 0)) else 0.0
+
     terms: list[tuple[float, float]] = []
-    for x, noise, pools in ((xa, noise_a, pooled[0]), (xb, noise_b, pooled[1])):
+    sides = ((xa, noise_a, pooled[0], xb), (xb, noise_b, pooled[1], xa))
+    for x, noise, pools, other in sides:
         if noise is not None and pools:
-            own = float(np.var(np.log(x), ddof=1)) if x.size >= 2 else 0.0
-            terms.append((max(noise.var, own) / x.size, float(noise.df)))
+            # a lone run cannot show its level's spread: the other side's repeats at this
+            # level stand in for it, where they spread more than the pool
+            here = own(x) if x.size >= 2 else own(other)
+            terms.append((max(noise.var, here) / x.size, float(noise.df)))
         else:
             m = float(x.mean())
             terms.append((float(np.var(x, ddof=1)) / (x.size * m * m), float(x.size - 1)))

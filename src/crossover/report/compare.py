@@ -17,11 +17,13 @@ variance of the log of the values, its degrees of freedom summed over the levels
 level reads the larger of that and its own spread with the pooled degrees of freedom: two
 repeats alone give Welch about one degree of freedom, too few to call even a sixfold
 change (the stats module says why the larger). A level such a side measured once reads
-the pooled spread alone, in place of the 3%; a run whose side has nothing pooled (repeats
-at fewer than two levels of its target) keeps the 3%, and two single runs have nothing to
-pool. Each side's note says what its intervals rest on: ``pooled over 3-8 levels (df 3-8,
-per target and metric; 2 levels measured once read it alone)``, or, for a level measured
-once with nothing pooled, the assumed noise.
+the pooled spread in place of the 3%, or the other side's own spread at that level where
+its repeats there spread more (one run cannot show that its level is the noisier); a run
+whose side has nothing pooled (repeats at fewer than two levels of its target) keeps the
+3%, and two single runs have nothing to pool. Each side's note says what its intervals
+rest on: ``pooled over 3-8 levels (df 3-8, per target and metric; 2 levels measured once
+read it, or the other side's spread at the level where larger)``, or, for a level
+measured once with nothing pooled, the assumed noise.
 
 With a tie margin M (``crossover compare --tie-margin M``, as ``crossover decide`` takes
 it), a ratio within M of 1 (``|ratio - 1| < M``) is no significant change however tight
@@ -164,9 +166,10 @@ class CompareRow:
 
     def lone_reads(self) -> tuple[str | None, str | None]:
         """(before's, after's) one run at this level, compared: ``"pooled"`` where its
-        interval read the side's noise pooled over its other levels, ``"floor"`` where it
-        read the assumed run-to-run noise; None for a side with repeats here, or where
-        nothing is compared."""
+        interval read the side's noise pooled over its other levels (or the other side's
+        spread at this level, where larger), ``"floor"`` where it read the assumed
+        run-to-run noise; None for a side with repeats here, or where nothing is
+        compared."""
         if not self.before_values or not self.after_values:
             return (None, None)
         found = self._ratio_found()
@@ -390,11 +393,16 @@ def _levels_once(n: int) -> str:
 
 def _lone_text(pooled: int, floor: int) -> str:
     """What the compared levels a side measured once read: ``; 2 levels measured once
-    read it alone`` (the pooled spread), ``; 1 level measured once, with nothing pooled,
-    reads the assumed 3% run-to-run noise``, or nothing."""
+    read it, or the other side's spread at the level where larger`` (the pooled spread, or
+    the other side's repeats there), ``; 1 level measured once, with nothing pooled, reads
+    the assumed 3% run-to-run noise``, or nothing."""
     parts = []
     if pooled:
-        parts.append(f"{_levels_once(pooled)} {'reads' if pooled == 1 else 'read'} it alone")
+        verb = "reads" if pooled == 1 else "read"
+        parts.append(
+            f"{_levels_once(pooled)} {verb} it, or the other side's spread at the level "
+            "where larger"
+        )
     if floor:
         parts.append(
             f"{_levels_once(floor)}, with nothing pooled, {'reads' if floor == 1 else 'read'} "
@@ -407,8 +415,8 @@ def _pooled_text(pooled: Sequence[PooledNoise], per: str, lone: tuple[int, int] 
     """``(Welch)``, or where a side's noise was pooled over its levels for some row,
     ``pooled over 6 levels (df 6, per metric)``; with what the levels it measured once
     read (``lone``: how many read the pooled spread, how many the noise floor), ``pooled
-    over 3-8 levels (df 3-8, per target and metric; 2 levels measured once read it
-    alone)``."""
+    over 3-8 levels (df 3-8, per target and metric; 2 levels measured once read it, or the
+    other side's spread at the level where larger)``."""
     once = _lone_text(*lone)
     if not pooled:
         return f"(Welch{once})"
