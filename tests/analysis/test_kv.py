@@ -12,6 +12,8 @@ from crossover.analysis.kv import (
     FULL,
     QUEUED_FOR_S,
     QUEUED_IN_A_ROW,
+    above_slots,
+    format_above_slots,
     format_kv_full,
     format_queued,
     kv_full_runs,
@@ -19,7 +21,7 @@ from crossover.analysis.kv import (
     queue_reading,
     queued_runs,
 )
-from crossover.analysis.schema import ServerMetricsSample
+from crossover.analysis.schema import ServerMetricsSample, SweepFile
 from crossover.engines import registry
 from crossover.report.load import load_sweep
 
@@ -223,3 +225,67 @@ def test_a_queue_is_timed_not_counted() -> None:
     fast = [ServerMetricsSample(t_s=0.2 * i, values=v) for i, v in enumerate(rows)]
     found = queue_reading(fast)
     assert found is not None and found.queued and found.longest_s >= QUEUED_FOR_S
+
+
+def _with_slots(folder: str, target: str, **settings: int) -> SweepFile:
+    """A committed sweep as if ``target`` had run with other slots (its settings as the
+    engine ran them, where the check reads them)."""
+    sweep = load_sweep(RESULTS / folder)
+    targets = [
+        t.model_copy(update={"settings": {**t.settings, **settings}}) if t.name == target else t
+        for t in sweep.targets
+    ]
+    return sweep.model_copy(update={"targets": targets})
+
+
+def test_no_committed_closed_loop_level_is_above_its_targets_slots() -> None:
+    """Every committed sweep matched its slots to its top level (SGLang 256 at c=256,
+    llama.cpp 128 at 128, vLLM 512 at 512): nothing is said."""
+    folders = sorted(p.parent for p in RESULTS.parent.glob("*/*/sweep.json"))
+    assert len(folders) >= 15
+    for folder in folders:
+        assert above_slots(load_sweep(folder)) == [], folder
+
+
+def test_levels_above_the_slots_the_engine_ran_are_said_with_the_queue_read() -> None:
+    """The H100 grid's SGLang as if it had run 64 slots: its levels 128 and 256 are above
+    them, and the most requests its waiting gauge read there is said."""
+    sweep = _with_slots("moe-warm-grid", "sglang", parallel_slots=64)
+    found = above_slots(sweep)
+    assert [(x.target, x.slots, x.levels) for x in found] == [("sglang", 64, (128.0, 256.0))]
+    runs = [r for r in sweep.runs if r.target == "sglang" and r.level > 64 and r.is_valid]
+    read = [
+        v
+        for r in runs
+        for s in r.server_metrics or []
+        if (v := s.values.get("sglang:num_queue_reqs")) is not None
+    ]
+    assert read and found[0].peak_waiting == max(read) > 0
+    (line,) = format_above_slots(found)
+    assert line.startswith(
+        f"sglang at c=128, c=256, above the 64 requests it ran at once, up to "
+        f"{max(read):.0f} requests read waiting: the requests beyond them waited"
+    )
+    assert above_slots(sweep, ["vllm"]) == []
+
+
+def test_replicas_multiply_the_slots() -> None:
+    sweep = _with_slots("moe-warm-grid", "sglang", parallel_slots=64, replicas=2)
+    assert [x.levels for x in above_slots(sweep)] == [(256.0,)]
+
+
+def test_the_findings_and_the_html_report_say_it() -> None:
+    from crossover.analysis.crossovers import analyze_sweep
+    from crossover.report.html import render_html
+    from crossover.report.text import findings_lines
+
+    sweep = _with_slots("moe-warm-grid", "sglang", parallel_slots=64)
+    findings = analyze_sweep(sweep)
+    lines = findings_lines(sweep, findings)
+    said = [ln for ln in lines if ln.startswith("[bold red]above slots:[/] sglang at c=128")]
+    assert len(said) == 1
+    html = render_html(sweep, {}, findings, [])
+    assert '<h2 id="above-slots">' in html
+    assert "sglang at c=128, c=256, above the 64 requests it ran at once" in html
+    plain = render_html(load_sweep(RESULTS / "moe-warm-grid"), {}, findings, [])
+    assert 'id="above-slots"' not in plain

@@ -315,6 +315,71 @@ def _limit(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+#: what a closed-loop level above the engine's slots means, said wherever one is shown
+ABOVE_SLOTS_MEANING = (
+    "the requests beyond them waited in the engine's queue (a closed loop keeps it full), "
+    "so TTFT there counts that wait and throughput is the slots'"
+)
+
+
+@dataclass(frozen=True)
+class AboveSlots:
+    """A target's closed-loop levels above the requests its engines ran at once."""
+
+    target: str
+    #: ``parallel_slots`` as the engine ran (its effective settings), times its replicas
+    slots: int
+    levels: tuple[float, ...]
+    #: the most requests its waiting gauge read in those levels' runs; None: no reading
+    peak_waiting: float | None
+
+
+def above_slots(sweep: SweepFile, targets: Sequence[str] | None = None) -> list[AboveSlots]:
+    """The targets (of ``targets``, when given) with valid closed-loop runs at levels
+    above their slots, in the sweep's target order. A target whose slots its settings do
+    not give (a URL target, an engine that does not say) has none."""
+    out: list[tuple[int, AboveSlots]] = []
+    rank = sweep.target_rank()
+    for t in sweep.targets:
+        if targets is not None and t.name not in targets:
+            continue
+        slots = _limit(t.settings.get("parallel_slots"))
+        if slots is None:
+            continue
+        slots *= _limit(t.settings.get("replicas")) or 1
+        runs = [
+            r
+            for r in sweep.runs
+            if r.target == t.name and r.axis == "concurrency" and r.is_valid and r.level > slots
+        ]
+        if not runs:
+            continue
+        peaks = [q.peak_waiting for r in runs if (q := queue_reading(r.server_metrics))]
+        found = AboveSlots(
+            t.name, slots, tuple(sorted({r.level for r in runs})), max(peaks) if peaks else None
+        )
+        out.append((rank(t.name), found))
+    return [x for _, x in sorted(out, key=lambda p: p[0])]
+
+
+def format_above_slots(found: Sequence[AboveSlots]) -> list[str]:
+    """One line per target: its levels above its slots, the most requests read waiting
+    there, and what it means."""
+    lines = []
+    for x in found:
+        levels = ", ".join(level_label("concurrency", c) for c in x.levels)
+        waited = (
+            f", up to {x.peak_waiting:.0f} requests read waiting"
+            if x.peak_waiting is not None
+            else ""
+        )
+        lines.append(
+            f"{x.target} at {levels}, above the {x.slots} requests it ran at once{waited}: "
+            f"{ABOVE_SLOTS_MEANING}"
+        )
+    return lines
+
+
 def format_queued(runs: Sequence[QueuedRun]) -> list[str]:
     """One line per target and level among ``runs``: its repeats, the most requests
     waiting and for how long, what ran beside them (against the engine's limit where

@@ -36,6 +36,8 @@ from crossover.analysis.kv import (
     QUEUED_FOR_S,
     QUEUED_IN_A_ROW,
     QUEUED_MEANING,
+    above_slots,
+    format_above_slots,
     kv_full_runs,
     queued_runs,
 )
@@ -365,6 +367,7 @@ def render_html(
         "charts": chart_list,
         "short_levels": format_short_levels(sweep),
         "overloads": format_overloads(sweep),
+        "above_slots": format_above_slots(above_slots(sweep)),
         "kv_full": [
             {
                 "target": x.target,

@@ -253,7 +253,14 @@ def findings_lines(
     ``sweep_dir``: a committed folder's database is decompressed for it)."""
     from crossover.analysis import format_crossover
     from crossover.analysis.crossovers import arrival_effects, fmt_margin, format_overloads
-    from crossover.analysis.kv import format_kv_full, format_queued, kv_full_runs, queued_runs
+    from crossover.analysis.kv import (
+        above_slots,
+        format_above_slots,
+        format_kv_full,
+        format_queued,
+        kv_full_runs,
+        queued_runs,
+    )
     from crossover.analysis.short import format_short_levels as short_lines
     from crossover.report.compare import NOISE_FLOOR
 
@@ -263,6 +270,10 @@ def findings_lines(
         f"[bold red]KV full:[/] {escape(line)}" for line in format_kv_full(kv_full_runs(sweep))
     ]
     lines += [f"[bold red]queued:[/] {escape(line)}" for line in format_queued(queued_runs(sweep))]
+    lines += [
+        f"[bold red]above slots:[/] {escape(line)}"
+        for line in format_above_slots(above_slots(sweep))
+    ]
     if gc is None and sweep_dir is not None:
         from crossover.analysis.gc import gc_runs
 
