@@ -60,6 +60,28 @@ def test_only_the_questions_targets(tmp_path: Path) -> None:
     assert not any(line.startswith("KV full") for line in live_lines(result, q, tmp_path))
 
 
+def test_the_live_answer_names_levels_above_a_targets_slots(tmp_path: Path) -> None:
+    """The grid's SGLang as if it had run 64 slots: a decision of vLLM and SGLang says its
+    levels above them, in its lines and under ``above_slots`` in its JSON; vLLM's 512
+    slots cover its levels, and the grid as it ran says nothing."""
+    result, q = _result(("vllm", "sglang"))
+    assert live_json(result, q, tmp_path)["above_slots"] == []
+    sweep = result.sweep
+    targets = [
+        t.model_copy(update={"settings": {**t.settings, "parallel_slots": 64}})
+        if t.name == "sglang"
+        else t
+        for t in sweep.targets
+    ]
+    slim = dataclasses.replace(result, sweep=sweep.model_copy(update={"targets": targets}))
+    said = [x for x in live_lines(slim, q, tmp_path) if x.startswith("above slots: ")]
+    assert len(said) == 1
+    assert said[0].startswith("above slots: sglang at c=128, c=256, above the 64 requests")
+    (found,) = live_json(slim, q, tmp_path)["above_slots"]
+    assert (found["target"], found["slots"], found["levels"]) == ("sglang", 64, [128.0, 256.0])
+    assert found["peak_waiting"] > 0
+
+
 @pytest.fixture(scope="module")
 def gc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The committed SGLang GC sweep as a live decision's folder holds it."""

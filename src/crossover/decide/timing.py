@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from crossover.analysis.gc import GcRun, format_gc_runs, gc_runs
 from crossover.analysis.kv import (
+    AboveSlots,
     KvFullRun,
     QueuedRun,
+    above_slots,
+    format_above_slots,
     format_kv_full,
     format_queued,
     kv_full_runs,
@@ -202,6 +205,7 @@ def live_lines(result: LiveResult, q: Question, out: Path) -> list[str]:
     lines = decision_lines(result.decision)
     lines += [f"KV full: {x}" for x in format_kv_full(kv_full_runs(result.sweep, q.targets))]
     lines += [f"queued: {x}" for x in format_queued(queued_runs(result.sweep, q.targets))]
+    lines += [f"above slots: {x}" for x in format_above_slots(above_slots(result.sweep, q.targets))]
     machines = target_machines(result.sweep, q.targets)
     lines += [f"machines: {x}" for x in format_machines(machines)]
     lines += [f"GC pause: {x}" for x in format_gc_runs(_gc(result, q, out))]
@@ -252,6 +256,21 @@ def kv_full_json(runs: list[KvFullRun]) -> list[dict[str, Any]]:
             "waiting_series": x.pressure.waiting_series,
         }
         for x in runs
+    ]
+
+
+def above_slots_json(found: list[AboveSlots]) -> list[dict[str, Any]]:
+    """The targets measured at closed-loop levels above their slots
+    (``crossover.analysis.kv.above_slots``), as the live decision's JSON lists them under
+    ``above_slots``."""
+    return [
+        {
+            "target": x.target,
+            "slots": x.slots,
+            "levels": list(x.levels),
+            "peak_waiting": x.peak_waiting,
+        }
+        for x in found
     ]
 
 
@@ -314,6 +333,7 @@ def live_json(result: LiveResult, q: Question, out: Path) -> dict[str, Any]:
         {
             "kv_full": kv_full_json(kv_full_runs(result.sweep, q.targets)),
             "queued": queued_json(queued_runs(result.sweep, q.targets)),
+            "above_slots": above_slots_json(above_slots(result.sweep, q.targets)),
             "machines": machines_json(target_machines(result.sweep, q.targets)),
             "gc_pauses": gc_pauses_json(_gc(result, q, out)),
             "live": {
