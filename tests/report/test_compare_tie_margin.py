@@ -1,12 +1,13 @@
 """``crossover compare --tie-margin M``: a ratio within M of 1 is no significant change even
 where its interval excludes 1. The repeats of a level run on one engine start, so their
 interval misses the variation from one start (one machine, one day) to the next: the same
-YAML measured twice on two H100 machines (docs/results/h100/reproducibility.md) reads 30 of
+YAML measured twice on two H100 machines (docs/results/h100/reproducibility.md) reads 27 of
 its 60 common metric-levels better or worse without a margin."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,16 @@ def test_compare_refuses_a_margin_that_is_no_share(
 
 def _flagged(cmp: Any) -> list[Any]:
     return [r for r in cmp.rows if r.change in ("better", "worse")]
+
+
+def test_the_metrics_doc_quotes_the_count_compare_prints() -> None:
+    """docs/metrics.md names the compare of the two H100 measurements twice (the tie
+    margin, and why a level's repeats miss start-to-start variation): both say the number
+    of its 60 common rows that compare calls better or worse."""
+    called = len(_flagged(compare_paths(GRID, DECIDE)))
+    text = " ".join((ROOT / "docs/metrics.md").read_text("utf-8").split())
+    quoted = re.findall(r"(\d+) of 60 (?:rows|metric-levels)", text)
+    assert quoted == [str(called), str(called)], quoted
 
 
 def test_the_two_h100_measurements_of_one_yaml() -> None:

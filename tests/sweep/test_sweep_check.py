@@ -230,6 +230,14 @@ def test_an_sglang_parallel_above_its_own_decode_graphs_is_noted(
         ("parallel: 512, extra_args: [--cuda-graph-max-bs, '512']", False),
         ("parallel: 512, extra_args: ['--cuda-graph-max-bs-decode=384']", False),
         ("parallel: 512, extra_args: [--disable-cuda-graph]", False),
+        # TP and PP as the launch runs them: extra_args given last win over tp:/pp:
+        ("parallel: 512, extra_args: [--tp, '4']", False),
+        ("parallel: 512, extra_args: ['--tp-size=2', '--pp-size=2']", False),
+        ("parallel: 512, tp: 4, extra_args: [--tp-size, '2']", True),
+        ("parallel: 512, extra_args: [--tp-size, auto]", False),  # not read: no note
+        # SGLang's own list of batch sizes to capture sets the largest
+        ("parallel: 512, extra_args: [--cuda-graph-bs, '1', '512']", False),
+        ("parallel: 512, extra_args: ['--cuda-graph-bs=512']", False),
     ],
 )
 def test_the_sglang_graph_note_only_where_nothing_asks_for_graphs(
