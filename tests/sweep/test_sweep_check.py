@@ -257,7 +257,14 @@ def test_the_sglang_graph_note_only_where_nothing_asks_for_graphs(
         ("concurrency: [1, 4, 8]", "parallel: 4", "concurrency 8 above the 4 requests"),
         ("concurrency: [1, 4, 8, 16]", "parallel: 4", "concurrency 8, 16 above the 4"),
         ("concurrency: [1, 8]", "parallel: 4, replicas: 2", None),
-        ("concurrency: [1, 16]", "parallel: 4, replicas: 2", "(parallel 4 x 2 replicas)"),
+        ("concurrency: [1, 16]", "parallel: 4, replicas: 2", "(parallel 4 x 2 engines)"),
+        ("concurrency: [1, 8]", "parallel: 4, extra_args: [--data-parallel-size, '2']", None),
+        ("concurrency: [1, 16]", "parallel: 4, replicas: 2, extra_args: ['-dp', '2']", None),
+        (
+            "concurrency: [1, 32]",
+            "parallel: 4, replicas: 2, extra_args: ['-dp', '2']",
+            "concurrency 32 above the 16 requests it runs at once (parallel 4 x 4 engines)",
+        ),
         ("concurrency: [1, 4]", "parallel: 4", None),
         ("concurrency: [1, 64]", "cuda_graphs: true", None),  # no parallel: the engine's own
         ("rates: [1, 64]\nduration_s_per_level: 5", "parallel: 4", None),  # arrivals, not slots

@@ -238,7 +238,8 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     out.findings += _endpoint(cfg, t, where, adapter.dialect.name)
     if adapter.launch_notes is not None:
         out.findings += [Finding(where, n, "note") for n in adapter.launch_notes(ecfg)]
-    if (above := _above_slots(cfg, t, ecfg.parallel, reps.replicas)) is not None:
+    dp = _data_parallel(adapter, ecfg.extra_args)
+    if (above := _above_slots(cfg, t, ecfg.parallel, reps.replicas * dp)) is not None:
         out.findings.append(Finding(where, above, "note"))
     if cfg.restart_between_repeats:
         out.findings.append(Finding(where, _starts_line(cfg), "note"))
@@ -255,6 +256,19 @@ def _check_target(cfg: SweepConfig, t: TargetConfig, local: bool) -> TargetCheck
     return out
 
 
+def _data_parallel(adapter: EngineSpec, extra_args: list[str]) -> int:
+    """The data-parallel engines one launch runs (``--data-parallel-size N`` and its
+    aliases in ``extra_args``: each runs ``parallel`` requests), 1 where none is given or
+    its value is no whole number."""
+    given = adapter.flags.given(extra_args, "dp")
+    if given is None:
+        return 1
+    try:
+        return max(1, int(given[0]))
+    except ValueError:
+        return 1
+
+
 def _above_slots(
     cfg: SweepConfig, t: TargetConfig, parallel: int | None, replicas: int
 ) -> str | None:
@@ -267,7 +281,7 @@ def _above_slots(
     above = [c for c in above if c > slots]
     if not above:
         return None
-    what = f"parallel {parallel}" + (f" x {replicas} replicas" if replicas > 1 else "")
+    what = f"parallel {parallel}" + (f" x {replicas} engines" if replicas > 1 else "")
     levels = ", ".join(str(c) for c in above)
     return (
         f"concurrency {levels} above the {slots} requests it runs at once ({what}): the "
