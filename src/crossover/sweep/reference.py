@@ -79,7 +79,12 @@ roofline entries naming real targets, a launched engine's tensor x pipeline para
 (each replica's `gpus_per_replica`, else its env's or crossover's own
 `CUDA_VISIBLE_DEVICES`, else the machine's as NVML counts them; not checked where neither
 says); exit 0, or 2 with every problem listed. A schema mistake (an unknown key, a bad
-value, an unknown engine) lists every one in its line.
+value, an unknown engine) lists every one in its line. Notes (exit 0) say what would run but
+measure something other than intended: closed-loop levels above a launched target's slots
+(`parallel` x `replicas` x a `--data-parallel-size` in `extra_args`: the requests beyond
+wait in the engine's queue, and TTFT there counts the wait), and an SGLang `parallel`
+above the decode batches it captures CUDA graphs for on its own (256 below TP 4;
+`cuda_graphs: true` captures up to `parallel`).
 A sweep that runs does the same before its first level, so a mistake in the last target
 never waits for the first ones to be measured. For a config
 written for another machine (a GPU host, `/tmp/xo/...` paths), `--check --remote` checks
