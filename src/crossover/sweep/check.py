@@ -260,13 +260,10 @@ def _data_parallel(adapter: EngineSpec, extra_args: list[str]) -> int:
     """The data-parallel engines one launch runs (``--data-parallel-size N`` and its
     aliases in ``extra_args``: each runs ``parallel`` requests), 1 where none is given or
     its value is no whole number."""
-    given = adapter.flags.given(extra_args, "dp")
-    if given is None:
-        return 1
-    try:
-        return max(1, int(given[0]))
-    except ValueError:
-        return 1
+    from crossover.engines.flags import gpu_ask
+
+    ask = gpu_ask([adapter.flags.given(extra_args, "dp")])
+    return 1 if ask is None else max(1, ask.count)
 
 
 def _above_slots(

@@ -124,26 +124,15 @@ GRAPH_MAX_BS_BELOW_TP4 = 256
 GRAPH_BS = "--cuda-graph-bs"
 
 
-def _size(config: EngineConfig, setting: str) -> int | None:
-    """Tensor or pipeline parallel size as the launch runs it: ``extra_args`` (the last
-    given, as argparse reads it) over the config's; None where it is no whole number."""
-    given = FLAGS.given(config.extra_args, setting)
-    if given is None:
-        return int(getattr(config, setting))
-    try:
-        return int(given[0])
-    except ValueError:
-        return None
-
-
 def launch_notes(config: EngineConfig) -> list[str]:
     """A ``parallel`` above the decode batches SGLang captures graphs for, where nothing
     asks for more: the larger batches decode without graphs (measured, docs/engines.md).
     TP x PP as the launch gives them, ``extra_args`` included (``--tp 4`` there is TP 4)."""
     if config.cuda_graphs is not None or config.parallel is None:
         return []
-    tp, pp = _size(config, "tp"), _size(config, "pp")
-    if tp is None or pp is None or tp * pp >= 4:
+    # read as launch_gpus reads a launch: extra_args, given after the config's, win
+    ask = FLAGS.gpus("tp", "pp")(FLAGS.args(config, "tp", "pp") + config.extra_args)
+    if ask is None or ask.count >= 4:
         return []
     if config.parallel <= GRAPH_MAX_BS_BELOW_TP4 or "--disable-cuda-graph" in config.extra_args:
         return []
