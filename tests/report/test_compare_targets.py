@@ -20,6 +20,7 @@ from crossover.report.load import load_sweep
 ROOT = Path(__file__).resolve().parents[2]
 DECIDED = ROOT / "docs/results/h100/moe-open-decide-freeze"
 SLOTS = ROOT / "docs/results/h100/sglang-slots-open"
+FREEZE = ROOT / "docs/results/h100/sglang-freeze-open"
 SETTINGS = (
     "note: sglang->sglang-512: settings that differ (as the engine ran): kv_cache_tokens "
     "89,595 -> 132,506, kv_cache_gib 8.2 -> 12.14, parallel_slots 256 -> 512, "
@@ -52,18 +53,32 @@ def test_a_pair_of_two_names_is_compared_with_what_it_ran_with(
 def test_without_target_two_sweeps_with_no_name_in_common_say_how_to_pair(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["compare", str(DECIDED), str(SLOTS)]) == 2
+    assert main(["compare", str(FREEZE), str(SLOTS)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: no target in common: vllm, sglang vs sglang-512 (--target vllm=sglang-512 "
-        "pairs two of them)"
+        "error: no target in common: sglang, sglang-freeze vs sglang-512, sglang-512-graphs, "
+        "vllm (--target sglang=sglang-512 pairs two of them)"
     ]
+
+
+def test_without_target_the_names_in_common_are_compared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vLLM ran in both (the decision's launch, measured again beside SGLang given its
+    limits): compared alone, as the one name the two hold in common."""
+    assert main(["compare", str(DECIDED), str(SLOTS)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [ln for ln in lines if "rate=" in ln]
+    assert rows and all(ln.startswith("vllm rate=") for ln in rows)
 
 
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("sglang=nope", "--target: {after} has no target nope (it holds: sglang-512)"),
+        (
+            "sglang=nope",
+            "--target: {after} has no target nope (it holds: sglang-512, sglang-512-graphs, vllm)",
+        ),
         ("nope=sglang-512", "--target: {before} has no target nope (it holds: vllm, sglang)"),
         ("sglang=", "--target 'sglang=': give BEFORE_NAME=AFTER_NAME, or one name"),
         ("=sglang-512", "--target '=sglang-512': give BEFORE_NAME=AFTER_NAME, or one name"),
