@@ -29,14 +29,22 @@ served more than arrived) is left out of the throughput comparisons only
 requests/s are no rate the server keeps, while each request's latencies are still what
 that request met. An overloaded level that is short too stays a point, as above. Leaving
 a short level out is one filter on the values compared; the short-levels line says which
-levels went.
+levels went. An open-loop level where both targets **kept up** with their arrivals
+(``crossover.analysis.overload.kept_up``: a steady window that served at least 90% of
+them) is a tie on the throughputs that only count what was served
+(``MetricSpec.arrival_bound``: tokens/s, requests/s; not goodput, which also counts who
+met the SLO): both served the same seeded arrivals, and what their windows count differs
+by the window's own noise (vLLM's served 97-99% of its arrivals at 12 and 16 requests/s,
+SGLang's 102-105%, on docs/results/h100/moe-open-decide-freeze, and that read as a lead).
+Such a level has no sign, as a tie-margin tie has none, and the finding says where both
+kept up.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Literal
@@ -65,6 +73,10 @@ class MetricSpec:
     #: a steady state are left out of its comparisons (``crossover.analysis.short``), as
     #: their window caught ramp-up and drain; latencies are per request and keep them
     steady_only: bool = False
+    #: counts only what was served (tokens/s, requests/s): at an open-loop level where
+    #: both targets kept up with their arrivals it is the arrivals' figure, not the
+    #: engine's, so such a level is a tie (``crossover.analysis.overload.kept_up``)
+    arrival_bound: bool = False
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -75,6 +87,7 @@ METRICS: tuple[MetricSpec, ...] = (
         True,
         "tok/s",
         steady_only=True,
+        arrival_bound=True,
     ),
     MetricSpec(
         "output_tokens_per_s",
@@ -83,6 +96,7 @@ METRICS: tuple[MetricSpec, ...] = (
         True,
         "tok/s",
         steady_only=True,
+        arrival_bound=True,
     ),
     # requests/s meeting every SLO term: only runs measured with --slo have it
     MetricSpec(
@@ -103,6 +117,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "req/s",
         axes=("rate",),
         steady_only=True,
+        arrival_bound=True,
     ),
     MetricSpec("ttft_ms.p50", "TTFT p50", "ttft_ms.p50", False, "ms"),
     MetricSpec("ttft_ms.p99", "TTFT p99", "ttft_ms.p99", False, "ms"),
@@ -144,6 +159,9 @@ class LevelDiff:
     #: the two means within the tie margin of each other (``compare_pair(tie_rel=...)``):
     #: level there, neither a lead nor a sign
     tie: bool = False
+    #: an open-loop level where both kept up with their arrivals, on a metric that counts
+    #: only what was served (``MetricSpec.arrival_bound``): a tie too
+    kept_up: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,15 +192,25 @@ class Finding:
     #: (kind ``none`` only): level there, so a lead is over the other levels
     ties: tuple[float, ...] = ()
     tie_rel: float = 0.0
+    #: open-loop levels where both kept up with their arrivals (kind ``none`` only, a
+    #: throughput that counts only what was served): level there, as ``ties``
+    kept_up: tuple[float, ...] = ()
 
     @property
     def tie_clause(self) -> str:
-        """``level within 3% at 1, 2`` where ties were read, else ``""``."""
-        if not self.ties:
-            return ""
-        return (
-            f"level within {fmt_margin(self.tie_rel)} at {', '.join(f'{c:g}' for c in self.ties)}"
-        )
+        """``level within 3% at 1, 2`` where ties were read, ``both kept up with the
+        arrivals at 4, 8`` where both kept up, both joined by ``; ``, else ``""``."""
+        parts = []
+        if self.ties:
+            parts.append(
+                f"level within {fmt_margin(self.tie_rel)} at "
+                f"{', '.join(f'{c:g}' for c in self.ties)}"
+            )
+        if self.kept_up:
+            parts.append(
+                f"both kept up with the arrivals at {', '.join(f'{c:g}' for c in self.kept_up)}"
+            )
+        return "; ".join(parts)
 
     @property
     def rel_width(self) -> float | None:
@@ -245,6 +273,18 @@ def level_values(
     return out
 
 
+def kept_up_levels(runs: Sequence[SweepRun], target: str) -> set[float]:
+    """The target's rate levels where every valid run kept up with its arrivals
+    (``crossover.analysis.overload.kept_up``)."""
+    from crossover.analysis.overload import kept_up
+
+    seen: dict[float, list[bool | None]] = {}
+    for r in runs:
+        if r.target == target and r.is_valid and r.axis == "rate":
+            seen.setdefault(r.level, []).append(kept_up(r.summary))
+    return {c for c, ks in seen.items() if ks and all(k is True for k in ks)}
+
+
 def short_levels(runs: Sequence[SweepRun], target: str) -> set[float]:
     """The target's rate levels where a valid run was too short for a steady state (not
     an overloaded one: it stays a point, at the server's capacity)."""
@@ -263,22 +303,26 @@ def level_diffs(
     confidence: float = 0.95,
     noise_floor_rel: float = 0.03,
     tie_rel: float = 0.0,
+    kept_up: Collection[float] = (),
 ) -> list[LevelDiff]:
     """A - B at every level both have values for, in increasing concurrency. With
     ``tie_rel`` > 0 a level whose means differ by less than that share of the larger is a
     tie: no lead, however tight its interval (two repeats that agree to 0.1% call a 0.3%
-    gap significant; another machine may turn it round)."""
+    gap significant; another machine may turn it round). A level in ``kept_up`` (both
+    kept up with their arrivals, on a metric that counts only what was served) is a tie
+    too, however far apart its windows read."""
     out: list[LevelDiff] = []
     for c in sorted(set(a_values) & set(b_values)):
         a, b = a_values[c], b_values[c]
         d = difference_interval(a, b, confidence=confidence, noise_floor_rel=noise_floor_rel)
         ma, mb = float(np.mean(a)), float(np.mean(b))
-        tie = tie_rel > 0.0 and abs(ma - mb) < tie_rel * max(abs(ma), abs(mb))
+        both = c in kept_up
+        tie = both or (tie_rel > 0.0 and abs(ma - mb) < tie_rel * max(abs(ma), abs(mb)))
         lead: str | None = None
         if d.significant and not tie:
             a_better = (d.lo > 0) == spec.higher_is_better
             lead = a_name if a_better else b_name
-        out.append(LevelDiff(c, d, ma, mb, len(a), len(b), lead, tie))
+        out.append(LevelDiff(c, d, ma, mb, len(a), len(b), lead, tie, both))
     return out
 
 
@@ -379,9 +423,13 @@ def compare_pair(
     noise_floor_rel: float = 0.03,
     axis: Axis = "concurrency",
     tie_rel: float = 0.0,
+    kept_up: Collection[float] = (),
 ) -> list[Finding]:
     """All findings for one metric and one pair, from per-level values of valid runs
-    (``tie_rel``: :func:`level_diffs`; 0, the default, has no ties)."""
+    (``tie_rel``: :func:`level_diffs`; 0, the default, has no ties). ``kept_up``: the
+    rate levels where both kept up with their arrivals (:func:`kept_up_levels` of each),
+    ties on a metric that counts only what was served (``MetricSpec.arrival_bound``)
+    along the rate axis, and nothing on any other."""
     levels = level_diffs(
         a_name,
         b_name,
@@ -391,6 +439,7 @@ def compare_pair(
         confidence=confidence,
         noise_floor_rel=noise_floor_rel,
         tie_rel=tie_rel,
+        kept_up=kept_up if spec.arrival_bound and axis == "rate" else (),
     )
     cs = tuple(lv.concurrency for lv in levels)
     base = Finding("none", spec.key, a_name, b_name, cs, per_level=tuple(levels), axis=axis)
@@ -435,14 +484,27 @@ def compare_pair(
     if not findings:
         leads = {lv.lead for lv in levels if lv.lead is not None}
         leader = next(iter(leads)) if len(leads) == 1 else None
-        ties = [cs[i] for i, lv in enumerate(levels) if lv.tie]
+        ties = [cs[i] for i, lv in enumerate(levels) if lv.tie and not lv.kept_up]
+        kept = [cs[i] for i, lv in enumerate(levels) if lv.kept_up]
         if not levels:
             reason = f"no {axis} level with valid runs of both"
+        elif len(kept) == len(levels):
+            reason = (
+                "both kept up with the arrivals at every level compared: what each served "
+                "there is the arrival rate"
+            )
+            kept = []
         elif leader is None:
             reason = "no significant difference at any level"
         else:
             reason = "no crossover in the range measured"
-        none = replace(base, leader=leader, ties=tuple(ties) if levels else (), tie_rel=tie_rel)
+        none = replace(
+            base,
+            leader=leader,
+            ties=tuple(ties) if levels else (),
+            tie_rel=tie_rel,
+            kept_up=tuple(kept),
+        )
         if none.tie_clause:
             reason += f"; {none.tie_clause}"
         findings.append(replace(none, reason=reason))
@@ -472,6 +534,7 @@ def analyze_sweep(
             }
             if spec.optional and not any(values.values()):
                 continue
+            kept = {n: kept_up_levels(sweep.runs, n) for n in names} if axis == "rate" else {}
             for ia, a in enumerate(names):
                 for b in names[ia + 1 :]:
                     out.extend(
@@ -485,6 +548,7 @@ def analyze_sweep(
                             noise_floor_rel=noise_floor_rel,
                             axis=axis,
                             tie_rel=tie_rel,
+                            kept_up=kept[a] & kept[b] if kept else (),
                         )
                     )
     return out

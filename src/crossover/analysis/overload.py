@@ -14,6 +14,15 @@ drain), count the served ones from the first possible completion (the level's st
 the fastest request) to the last one. A level is overloaded when it served less than
 ``SERVED_SHARE`` of the arrival rate. Its throughput is then the server's capacity and its
 latencies grow with the level's length: a sweep flags such a level wherever it shows it.
+
+The other side of that line: a level **kept up** when its steady window served at least
+``KEPT_UP_SHARE`` of the arrival rate (:func:`kept_up`). Below its capacity a server's
+throughput is the arrivals', not its own: two servers given the same seeded arrivals
+that both kept up served the same requests, and what their windows count differs only by
+the window's own noise (where its first and last completions fall: 0.91-1.10 of the
+arrivals on the committed H100 open-loop levels that kept up, with no request waiting).
+A throughput comparison there is a tie by construction
+(``crossover.analysis.crossovers``, ``MetricSpec.arrival_bound``).
 """
 
 from __future__ import annotations
@@ -22,11 +31,17 @@ from dataclasses import dataclass
 
 from crossover.analysis.short import short_open_loop
 from crossover.metrics.summary import RunSummary
+from crossover.metrics.window import SERVED_OVER_ARRIVING
 
 #: served / arriving below this: the queue grew through the level
 SERVED_SHARE = 0.8
 #: fewer sent requests than this say too little to judge
 MIN_REQUESTS = 8
+#: served / arriving at or above this in a steady window: the server kept up. The band
+#: is the one a steady window's noise is allowed above the arrivals
+#: (``SERVED_OVER_ARRIVING``, 10%), mirrored below: where the first and last completions
+#: fall moves the count either way
+KEPT_UP_SHARE = 2.0 - SERVED_OVER_ARRIVING
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,21 @@ def open_loop_load(summary: RunSummary) -> Overload | None:
     # ok - 1 gaps between the first completion and the last, as sends count theirs
     served = max(ok - 1, 0) / serving_s if serving_s > 0 else 0.0
     return Overload(arriving_rps=arriving, served_rps=served)
+
+
+def kept_up(summary: RunSummary) -> bool | None:
+    """Whether an open-loop level's server kept up with its arrivals: a steady window
+    (not too short for one, ``crossover.analysis.short``) that served at least
+    ``KEPT_UP_SHARE`` of the arrival rate. ``None`` for a closed loop, or a run too small
+    or too short to tell: such a level is compared as measured."""
+    if summary.load.mode != "rate" or short_open_loop(summary) is not None:
+        return None
+    if not (summary.window.opened_by == "first_completion" and summary.window.steady):
+        return None
+    found = open_loop_load(summary)
+    if found is None:
+        return None
+    return found.share >= KEPT_UP_SHARE
 
 
 def is_overloaded(summary: RunSummary) -> bool:

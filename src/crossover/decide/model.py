@@ -156,6 +156,11 @@ class Observation:
     #: ``SERVED_OVER_ARRIVING`` (``crossover.metrics.window.served_over``); ``None``: it
     #: did not, or not said
     short_served_share: float | None = None
+    #: an open-loop level whose steady window served its arrivals
+    #: (``crossover.analysis.overload.kept_up``): where both targets of a pair kept up,
+    #: their throughputs are the arrivals' and the level is a tie on them; ``None``: a
+    #: closed-loop level, or one not judged (a part cut at a budget)
+    kept_up: bool | None = None
 
     @property
     def complete(self) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from crossover.analysis.crossovers import METRICS
-from crossover.analysis.overload import is_overloaded
+from crossover.analysis.overload import is_overloaded, kept_up
 from crossover.analysis.schema import summary_value
 from crossover.analysis.short import short_open_loop
 from crossover.decide.model import LevelNum, Observation
@@ -52,13 +52,15 @@ class OpenLoop(NamedTuple):
     (arrivals under ``SHORT_LEVEL_REQUEST_TIMES`` request times; a window that served
     more than ``SERVED_OVER_ARRIVING`` times what arrived, its share). ``None`` each for a
     closed-loop level or a summary that cannot be read; the ``short_`` fields also where
-    it was not short."""
+    it was not short. ``kept_up``: its steady window served its arrivals
+    (:func:`crossover.analysis.overload.kept_up`)."""
 
     overloaded: bool | None = None
     short: bool | None = None
     short_needed_s: float | None = None
     short_by_request_times: bool | None = None
     short_served_share: float | None = None
+    kept_up: bool | None = None
 
 
 def open_loop(summary: Mapping[str, Any] | None) -> OpenLoop:
@@ -72,7 +74,7 @@ def open_loop(summary: Mapping[str, Any] | None) -> OpenLoop:
     over = is_overloaded(parsed)
     found = short_open_loop(parsed)
     if found is None or over:
-        return OpenLoop(over, False)
+        return OpenLoop(over, False, kept_up=kept_up(parsed))
     share = found.served_share if served_over(found) else None
     return OpenLoop(over, True, needed_sending_s(found), under_request_times(found), share)
 

@@ -143,6 +143,16 @@ class State:
                 out.setdefault(float(key[1]), []).append(v)
         return out
 
+    def kept_up_levels(self, t: str) -> set[float]:
+        """Rate levels where every valid observation of ``t`` kept up with its arrivals
+        (``Observation.kept_up``; :func:`crossover.analysis.crossovers.kept_up_levels`
+        over a sweep's runs)."""
+        seen: dict[float, list[bool | None]] = {}
+        for (tt, c, _), o in sorted(self.runs.items()):
+            if tt == t and o.valid:
+                seen.setdefault(float(c), []).append(o.kept_up)
+        return {c for c, ks in seen.items() if all(k is True for k in ks)}
+
     def mean(self, t: str, c: LevelNum, metric: str) -> float | None:
         vals = self.values(t, metric).get(float(c))
         return float(np.mean(vals)) if vals else None
@@ -380,7 +390,15 @@ def uncertain(s: State, a: str, b: str, c: LevelNum, metric: str) -> bool:
     """Whether one repeat each leaves the sign of ``a`` vs ``b`` at ``c`` uncertain: the
     difference is under ``repeat_margin``, or within twice the run-to-run spread measured
     on either target (:func:`pair_noise`), or, before either target's spread on the metric
-    was measured (no level of it repeated), under ``unknown_margin``."""
+    was measured (no level of it repeated), under ``unknown_margin``. Never where both
+    kept up with their arrivals on a metric that counts only what was served
+    (``MetricSpec.arrival_bound``): a tie there has no sign to settle."""
+    if (
+        s.q.axis == "rate"
+        and metric_spec(metric).arrival_bound
+        and float(c) in s.kept_up_levels(a) & s.kept_up_levels(b)
+    ):
+        return False
     adv = s.advantage(a, b, c, metric)
     if adv is None or math.isinf(adv):
         return False
@@ -416,6 +434,7 @@ def pair_findings(s: State, *, learned_noise: bool = False) -> list[Finding]:
                     noise_floor_rel=noise,
                     tie_rel=s.cfg.tie_rel,
                     axis=s.q.axis,
+                    kept_up=s.kept_up_levels(a) & s.kept_up_levels(b),
                 )
             )
     return out

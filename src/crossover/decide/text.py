@@ -30,22 +30,36 @@ def level_lines(f: Finding, at: tuple[LevelNum, ...]) -> list[str]:
     analysis's own per-level difference, nothing placed between the levels."""
     spec = metric_spec(f.metric)
     unit = f" {spec.unit}" if spec.unit else ""
-    out = []
+    per = " requests/s" if f.axis == "rate" else ""
+    out: list[tuple[float, str]] = []
+    compared = {lv.concurrency for lv in f.per_level}
+    for c in at:
+        if float(c) not in compared:
+            # an asked level the comparison has no values of both at: said, not left blank
+            why = (
+                "a level too short for a steady state on a side, or without a valid run of "
+                "both: the notes say which"
+                if spec.steady_only and f.axis == "rate"
+                else "no valid run of both there"
+            )
+            out.append(
+                (float(c), f"{spec.label} at {c:g}{per}: {f.a} vs {f.b}: not compared ({why})")
+            )
     for lv in f.per_level:
         if at and lv.concurrency not in at:
             continue
-        per = " requests/s" if f.axis == "rate" else ""
         level = f"{spec.label} at {lv.concurrency:g}{per}"
-        if lv.lead is None:
-            out.append(
-                f"{level}: {f.a} vs {f.b}: no significant difference "
-                f"({_num(lv.mean_a)} vs {_num(lv.mean_b)}{unit})"
-            )
-            continue
-        other = f.b if lv.lead == f.a else f.a
-        lead, behind = (lv.mean_a, lv.mean_b) if lv.lead == f.a else (lv.mean_b, lv.mean_a)
-        out.append(f"{level}: {lv.lead} leads {other} ({_num(lead)} vs {_num(behind)}{unit})")
-    return out
+        means = f"({_num(lv.mean_a)} vs {_num(lv.mean_b)}{unit})"
+        if lv.kept_up:
+            line = f"{level}: {f.a} vs {f.b}: both kept up with the arrivals {means}"
+        elif lv.lead is None:
+            line = f"{level}: {f.a} vs {f.b}: no significant difference {means}"
+        else:
+            other = f.b if lv.lead == f.a else f.a
+            lead, behind = (lv.mean_a, lv.mean_b) if lv.lead == f.a else (lv.mean_b, lv.mean_a)
+            line = f"{level}: {lv.lead} leads {other} ({_num(lead)} vs {_num(behind)}{unit})"
+        out.append((lv.concurrency, line))
+    return [line for _, line in sorted(out, key=lambda x: x[0])]
 
 
 def lead_at(f: Finding, at: tuple[LevelNum, ...]) -> list[tuple[float, str | None]]:

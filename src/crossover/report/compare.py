@@ -30,6 +30,17 @@ it), a ratio within M of 1 (``|ratio - 1| < M``) is no significant change howeve
 its interval: the repeats of a level share one engine start, so their interval misses the
 variation from one start (one machine, one day) to the next. Such a row reads
 ``no significant change (within 3%)`` and a line under the table counts them.
+
+Along arrival rates the throughputs (``MetricSpec.steady_only``, ``arrival_bound`` of
+``crossover.analysis.crossovers``) are read as the sweep's own crossovers read them. A level
+too short for a steady state on either side (``crossover.analysis.short``) is not compared
+on them: its window caught ramp-up and drain, so the row reads ``not compared (short
+level)``, and that side's values there stay out of its pooled noise. A level where both
+targets kept up with their arrivals (``crossover.analysis.overload.kept_up``) is a tie on
+them: both served the same seeded arrivals and their windows differ only by the window's
+own noise, so the row reads ``no significant change (both kept up)`` whatever its interval.
+Latencies are per request and stay compared at both; an overloaded level stays compared
+(its throughput is the server's capacity). A note under the table names the levels.
 """
 
 from __future__ import annotations
@@ -41,7 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from crossover.analysis.crossovers import fmt_margin
+from crossover.analysis.crossovers import (
+    METRICS,
+    MetricSpec,
+    fmt_margin,
+    kept_up_levels,
+    short_levels,
+)
 from crossover.analysis.schema import SweepFile, level_label, summary_value
 from crossover.analysis.spread import own_starts
 from crossover.analysis.stats import (
@@ -94,6 +111,21 @@ RATE_HEADLINES = tuple(
 #: (``difference_interval``)
 NOISE_FLOOR = 0.03
 NO_CHANGE: Final = "no significant change"
+#: why a throughput row at an open-loop level is not judged on its interval (the module's
+#: docstring says why): ``short``, a level too short for a steady state on a side, is not
+#: compared; ``kept_up``, a level where both kept up with their arrivals, is a tie
+OpenLoopHold = Literal["short", "kept_up"]
+HELD_TEXT: Final[dict[OpenLoopHold, str]] = {
+    "short": "not compared (short level)",
+    "kept_up": f"{NO_CHANGE} (both kept up)",
+}
+
+
+def headline_spec(h: Headline) -> MetricSpec | None:
+    """The crossover analysis's spec of a headline, found by its path in a run summary
+    (the two name their metrics apart: ``ttft_p50`` here is ``ttft_ms.p50`` there), so that
+    compare reads the open-loop rules the analysis reads for it; None for one it lacks."""
+    return next((s for s in METRICS if s.path == h.path), None)
 
 
 def _pools(noise: PooledNoise | None, values: tuple[float, ...]) -> bool:
@@ -116,6 +148,9 @@ class CompareRow:
     #: for a run, or a side without repeats
     before_noise: PooledNoise | None = None
     after_noise: PooledNoise | None = None
+    #: a throughput at an open-loop level that is not judged on its interval
+    #: (:data:`OpenLoopHold`); None: judged as measured
+    held: OpenLoopHold | None = None
 
     @property
     def before(self) -> float | None:
@@ -155,9 +190,10 @@ class CompareRow:
         )
 
     def pooled_sides(self) -> tuple[bool, bool]:
-        """(before's, after's) noise pooled over its levels went into the interval."""
+        """(before's, after's) noise pooled over its levels went into the interval (none
+        into a short level's throughput, which is not compared)."""
         found = self._ratio_found()
-        if found is None or found.method != "pooled":
+        if found is None or found.method != "pooled" or self.held == "short":
             return (False, False)
         return (
             _pools(self.before_noise, self.before_values),
@@ -169,8 +205,8 @@ class CompareRow:
         interval read the side's noise pooled over its other levels (or the other side's
         spread at this level, where larger), ``"floor"`` where it read the assumed
         run-to-run noise; None for a side with repeats here, or where nothing is
-        compared."""
-        if not self.before_values or not self.after_values:
+        compared (a short level's throughput is not)."""
+        if not self.before_values or not self.after_values or self.held == "short":
             return (None, None)
         found = self._ratio_found()
         read = "pooled" if found is not None and found.method == "pooled" else "floor"
@@ -212,24 +248,31 @@ class CompareRow:
     @property
     def tied(self) -> bool:
         """The interval excludes 1 but the ratio is within the tie margin of 1: the margin
-        turned a better or worse into no significant change."""
+        turned a better or worse into no significant change (not a row :attr:`held`
+        already, so the margin's count is its own)."""
         sig = self._significant()
-        return sig is not None and sig[0] and self._within_margin()
+        return sig is not None and sig[0] and self._within_margin() and self.held is None
 
     @property
     def change(self) -> Literal["better", "worse", "no significant change", ""]:
+        """The verdict: ``""`` where nothing is compared (a side without a value, or a
+        short level's throughput); a tie where both kept up with their arrivals."""
         sig = self._significant()
-        if sig is None:
+        if sig is None or self.held == "short":
             return ""
         significant, up = sig
-        if not significant or self._within_margin():
+        if not significant or self._within_margin() or self.held == "kept_up":
             return NO_CHANGE
         return "better" if up == self.metric.higher_is_better else "worse"
 
     @property
     def change_text(self) -> str:
-        """The verdict as the table shows it: :attr:`change`, and for a row the tie margin
-        made level, ``no significant change (within 3%)``."""
+        """The verdict as the table shows it: :attr:`change`, and why where it is not the
+        interval's: ``not compared (short level)``, ``no significant change (both kept
+        up)``, and for a row the tie margin made level, ``no significant change (within
+        3%)``."""
+        if self.held is not None and self._significant() is not None:
+            return HELD_TEXT[self.held]
         if self.tied:
             return f"{NO_CHANGE} (within {fmt_margin(self.tie_rel)})"
         return self.change
@@ -240,7 +283,10 @@ class CompareRow:
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:,.{d}f}"
 
-        r, iv = self.ratio, self.ratio_interval
+        # a short level's throughputs are shown, not compared: no ratio to read
+        short = self.held == "short"
+        r = None if short else self.ratio
+        iv = None if short else self.ratio_interval
         return (
             self.group,
             self.metric.label,
@@ -530,6 +576,66 @@ def _pairs(
     return pairs
 
 
+def _steady(
+    values: dict[float, tuple[float, ...]], spec: MetricSpec | None, short: set[float]
+) -> list[tuple[float, ...]]:
+    """A side's values to pool for a metric: a throughput's without that side's short
+    levels, whose spread is ramp-up and drain's, not the noise of a steady rate (the
+    analysis leaves them out of every throughput comparison, ``MetricSpec.steady_only``)."""
+    skip = short if spec is not None and spec.steady_only else set()
+    return [v for c, v in values.items() if c not in skip]
+
+
+def _held(
+    spec: MetricSpec | None,
+    level: float,
+    short: tuple[set[float], set[float]],
+    kept: set[float],
+) -> OpenLoopHold | None:
+    """Why a metric at an open-loop level is not judged on its interval, as the crossover
+    analysis reads it: a throughput over a window (``steady_only``) at a level short on
+    either side, else one that counts only what was served (``arrival_bound``) where both
+    kept up; None for a latency, and for a level compared as measured (an overloaded one
+    among them: its throughput is the server's capacity)."""
+    if spec is None:
+        return None
+    if spec.steady_only and (level in short[0] or level in short[1]):
+        return "short"
+    if spec.arrival_bound and level in kept:
+        return "kept_up"
+    return None
+
+
+def _rates(levels: Sequence[float]) -> str:
+    return ", ".join(f"{c:g}" for c in levels)
+
+
+def _held_notes(
+    name: str, held_at: dict[OpenLoopHold, list[float]], short: tuple[set[float], set[float]]
+) -> list[str]:
+    """The notes on a pair's throughputs not judged on their intervals: the short levels
+    (which side was short) and those where both kept up; none where no row was held."""
+    notes = []
+    if held_at["short"]:
+        on: dict[str, list[float]] = {}
+        for c in held_at["short"]:
+            a, b = c in short[0], c in short[1]
+            side = "both sides" if a and b else ("the before side" if a else "the after side")
+            on.setdefault(side, []).append(c)
+        where = "; ".join(f"{_rates(cs)} requests/s on {side}" for side, cs in on.items())
+        notes.append(
+            f"{name}: too short for a steady state at {where}: throughputs there are ramp-up "
+            "and drain, not compared (latencies are)"
+        )
+    if held_at["kept_up"]:
+        notes.append(
+            f"{name}: both kept up with the arrivals at {_rates(held_at['kept_up'])} "
+            "requests/s: throughputs there are the arrivals', a tie however far apart the "
+            "windows read (latencies are compared)"
+        )
+    return notes
+
+
 def compare_sweeps(
     a: SweepFile,
     b: SweepFile,
@@ -561,19 +667,32 @@ def compare_sweeps(
         {"pooled": set(), "floor": set()},
         {"pooled": set(), "floor": set()},
     )
+    open_loop = axis_a == axis_b == "rate"
+    held_notes: list[str] = []
     for ta, tb in pairs:
         name = ta if ta == tb else f"{ta}->{tb}"
         values = {
             h.key: (_level_values(a, ta, h.path), _level_values(b, tb, h.path)) for h in headlines
         }
+        # each side's levels too short for a steady state, and those where both kept up
+        short = (
+            (short_levels(a.runs, ta), short_levels(b.runs, tb)) if open_loop else (set(), set())
+        )
+        kept = kept_up_levels(a.runs, ta) & kept_up_levels(b.runs, tb) if open_loop else set()
+        specs = {h.key: headline_spec(h) for h in headlines}
+
         noises = {
-            k: (pooled_log_noise(va.values()), pooled_log_noise(vb.values()))
-            for k, (va, vb) in values.items()
+            h.key: (
+                pooled_log_noise(_steady(values[h.key][0], specs[h.key], short[0])),
+                pooled_log_noise(_steady(values[h.key][1], specs[h.key], short[1])),
+            )
+            for h in headlines
         }
         levels = sorted(
             {c for va, vb in values.values() for c in va}
             | {c for va, vb in values.values() for c in vb}
         )
+        held_at: dict[OpenLoopHold, list[float]] = {"short": [], "kept_up": []}
         for c in levels:
             for h in headlines:
                 va, vb = values[h.key]
@@ -587,7 +706,11 @@ def compare_sweeps(
                     tie_rel,
                     before_noise=na_,
                     after_noise=nb_,
+                    held=_held(specs[h.key], c, short, kept),
                 )
+                if row.held is not None and row.change_text == HELD_TEXT[row.held]:
+                    if c not in held_at[row.held]:
+                        held_at[row.held].append(c)
                 cmp.rows.append(row)
                 for side, read, noise in zip(used, row.pooled_sides(), (na_, nb_), strict=True):
                     if read and noise is not None and all(noise is not u for u in side):
@@ -595,8 +718,10 @@ def compare_sweeps(
                 for once, how in zip(lone, row.lone_reads(), strict=True):
                     if how is not None:
                         once[how].add(group)
+        held_notes += _held_notes(name, held_at, short)
     for ta, tb in pairs:
         cmp.notes += _target_notes(a, b, ta, tb)
+    cmp.notes += held_notes
     per = "metric" if len(pairs) == 1 else "target and metric"
     for label, s, pooled, once in ((before, a, used[0], lone[0]), (after, b, used[1], lone[1])):
         counted = (len(once["pooled"]), len(once["floor"]))
