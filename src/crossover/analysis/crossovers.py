@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Literal
@@ -278,11 +278,20 @@ def kept_up_levels(runs: Sequence[SweepRun], target: str) -> set[float]:
     (``crossover.analysis.overload.kept_up``)."""
     from crossover.analysis.overload import kept_up
 
-    seen: dict[float, list[bool | None]] = {}
-    for r in runs:
-        if r.target == target and r.is_valid and r.axis == "rate":
-            seen.setdefault(r.level, []).append(kept_up(r.summary))
-    return {c for c, ks in seen.items() if ks and all(k is True for k in ks)}
+    return levels_all_kept_up(
+        (r.level, kept_up(r.summary))
+        for r in runs
+        if r.target == target and r.is_valid and r.axis == "rate"
+    )
+
+
+def levels_all_kept_up(flags: Iterable[tuple[float, bool | None]]) -> set[float]:
+    """The levels whose every ``(level, kept_up)`` flag is True: one valid run that did
+    not keep up, or could not tell, leaves its level to be compared as measured."""
+    seen: dict[float, bool] = {}
+    for level, k in flags:
+        seen[level] = seen.get(level, True) and k is True
+    return {c for c, all_kept in seen.items() if all_kept}
 
 
 def short_levels(runs: Sequence[SweepRun], target: str) -> set[float]:

@@ -50,6 +50,10 @@ class Overload:
 
     arriving_rps: float
     served_rps: float
+    #: counted over the open loop's steady window (first completion to last, a level
+    #: long enough for one); False: from the first possible completion, a stored summary
+    #: without that window or a level too short for a steady state
+    steady: bool = False
 
     @property
     def share(self) -> float:
@@ -88,7 +92,7 @@ def open_loop_load(summary: RunSummary) -> Overload | None:
         and served_in_window is not None
         and short_open_loop(summary) is None
     ):
-        return Overload(arriving_rps=arriving, served_rps=served_in_window)
+        return Overload(arriving_rps=arriving, served_rps=served_in_window, steady=True)
     fastest_s = (summary.e2e_ms.min or 0.0) / 1000.0
     serving_s = (summary.duration_s or 0.0) - fastest_s
     ok = summary.requests.succeeded
@@ -101,13 +105,9 @@ def kept_up(summary: RunSummary) -> bool | None:
     """Whether an open-loop level's server kept up with its arrivals: a steady window
     (not too short for one, ``crossover.analysis.short``) that served at least
     ``KEPT_UP_SHARE`` of the arrival rate. ``None`` for a closed loop, or a run too small
-    or too short to tell: such a level is compared as measured."""
-    if summary.load.mode != "rate" or short_open_loop(summary) is not None:
-        return None
-    if not (summary.window.opened_by == "first_completion" and summary.window.steady):
-        return None
+    or too short to tell (no steady window): such a level is compared as measured."""
     found = open_loop_load(summary)
-    if found is None:
+    if found is None or not found.steady:
         return None
     return found.share >= KEPT_UP_SHARE
 

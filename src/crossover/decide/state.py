@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from crossover.analysis.crossovers import Finding, MetricSpec, compare_pair, metric_spec
+from crossover.analysis.crossovers import (
+    Finding,
+    MetricSpec,
+    compare_pair,
+    levels_all_kept_up,
+    metric_spec,
+)
 from crossover.analysis.overload import SERVED_SHARE
 from crossover.analysis.stats import difference_interval
 from crossover.decide.model import (
@@ -109,6 +115,8 @@ class State:
         #: parts of levels whose rest was deferred by the budget while they leave a gap
         #: open: no level of a curve (``next_step`` fills it)
         self.unsettled: set[RunKey] = set()
+        #: ``kept_up_levels`` per target: the observations are fixed once indexed
+        self._kept_up: dict[str, frozenset[float]] = {}
 
     def run(self, t: str, c: LevelNum, r: int = 0) -> Observation | None:
         return self.runs.get((t, c, r))
@@ -143,15 +151,19 @@ class State:
                 out.setdefault(float(key[1]), []).append(v)
         return out
 
-    def kept_up_levels(self, t: str) -> set[float]:
+    def kept_up_levels(self, t: str) -> frozenset[float]:
         """Rate levels where every valid observation of ``t`` kept up with its arrivals
         (``Observation.kept_up``; :func:`crossover.analysis.crossovers.kept_up_levels`
-        over a sweep's runs)."""
-        seen: dict[float, list[bool | None]] = {}
-        for (tt, c, _), o in sorted(self.runs.items()):
-            if tt == t and o.valid:
-                seen.setdefault(float(c), []).append(o.kept_up)
-        return {c for c, ks in seen.items() if all(k is True for k in ks)}
+        over a sweep's runs), worked out once per target."""
+        if t not in self._kept_up:
+            self._kept_up[t] = frozenset(
+                levels_all_kept_up(
+                    (float(c), o.kept_up)
+                    for (tt, c, _), o in self.runs.items()
+                    if tt == t and o.valid
+                )
+            )
+        return self._kept_up[t]
 
     def mean(self, t: str, c: LevelNum, metric: str) -> float | None:
         vals = self.values(t, metric).get(float(c))

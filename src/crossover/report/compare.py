@@ -125,7 +125,10 @@ def headline_spec(h: Headline) -> MetricSpec | None:
     """The crossover analysis's spec of a headline, found by its path in a run summary
     (the two name their metrics apart: ``ttft_p50`` here is ``ttft_ms.p50`` there), so that
     compare reads the open-loop rules the analysis reads for it; None for one it lacks."""
-    return next((s for s in METRICS if s.path == h.path), None)
+    return _SPEC_BY_PATH.get(h.path)
+
+
+_SPEC_BY_PATH: dict[str, MetricSpec] = {s.path: s for s in METRICS}
 
 
 def _pools(noise: PooledNoise | None, values: tuple[float, ...]) -> bool:
