@@ -49,6 +49,7 @@ import datetime as dt
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -179,9 +180,11 @@ class CompareRow:
             self.after_values, self.before_values, noise_floor_rel=NOISE_FLOOR
         )
 
+    @cached_property
     def _ratio_found(self) -> RatioInterval | None:
         """after / before in log space, each side's pooled noise read where it pools; None
-        where a side has no value or a mean is not positive."""
+        where a side has no value or a mean is not positive (found once per row: the
+        row's fields are frozen)."""
         if not self.before_values or not self.after_values:
             return None
         return ratio_interval_pooled(
@@ -195,7 +198,7 @@ class CompareRow:
     def pooled_sides(self) -> tuple[bool, bool]:
         """(before's, after's) noise pooled over its levels went into the interval (none
         into a short level's throughput, which is not compared)."""
-        found = self._ratio_found()
+        found = self._ratio_found
         if found is None or found.method != "pooled" or self.held == "short":
             return (False, False)
         return (
@@ -211,7 +214,7 @@ class CompareRow:
         compared (a short level's throughput is not)."""
         if not self.before_values or not self.after_values or self.held == "short":
             return (None, None)
-        found = self._ratio_found()
+        found = self._ratio_found
         read = "pooled" if found is not None and found.method == "pooled" else "floor"
         return (
             read if len(self.before_values) == 1 else None,
@@ -224,7 +227,7 @@ class CompareRow:
         from the difference's interval where a mean is not positive."""
         if not self.before_values or not self.after_values:
             return None
-        found = self._ratio_found()
+        found = self._ratio_found
         if found is not None:
             return (found.lo, found.hi)
         d, b = self.diff, self.before
@@ -236,7 +239,7 @@ class CompareRow:
         """(the interval excludes 1, the change is up), or None where nothing is compared."""
         if self.ratio is None or not self.before_values or not self.after_values:
             return None
-        found = self._ratio_found()
+        found = self._ratio_found
         if found is not None:
             return found.significant, found.ratio > 1.0
         d = self.diff

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,11 +169,10 @@ def held_settings(store: Store) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     ``--redo-invalid`` measures it again), one stored before the settings were kept
     holds none: neither is listed."""
     out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for (name, _, _, _), row in finished_rows(store).items():
+    for name, row in valid_finished(store):
         settings = row.context.get("target_settings")
-        if not isinstance(settings, dict) or (row.summary or {}).get("verdict") != "valid":
-            continue
-        out.setdefault(name, []).append((run_place(row.key or ""), settings))
+        if isinstance(settings, dict):
+            out.setdefault(name, []).append((run_place(row.key or ""), settings))
     return out
 
 
@@ -183,12 +182,18 @@ def held_versions(store: Store) -> dict[str, dict[str, list[str]]]:
     run whose engine said no version (a URL target's, a probe that did not answer) is
     not listed."""
     out: dict[str, dict[str, list[str]]] = {}
-    for (name, _, _, _), row in finished_rows(store).items():
+    for name, row in valid_finished(store):
         version = run_version(row)
-        if version is None or (row.summary or {}).get("verdict") != "valid":
-            continue
-        out.setdefault(name, {}).setdefault(version, []).append(run_place(row.key or ""))
+        if version is not None:
+            out.setdefault(name, {}).setdefault(version, []).append(run_place(row.key or ""))
     return out
+
+
+def valid_finished(store: Store) -> Iterator[tuple[str, RunRow]]:
+    """``(target, row)`` of each finished run that verified: the runs sweep.json takes."""
+    for (name, _, _, _), row in finished_rows(store).items():
+        if (row.summary or {}).get("verdict") == "valid":
+            yield name, row
 
 
 def run_place(key: str) -> str:
