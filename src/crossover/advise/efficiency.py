@@ -8,7 +8,9 @@ measured sweeps (``python -m crossover.advise.calibrate``) and kept as data
 * decode step = max(bytes / (bandwidth x ``bandwidth_efficiency``),
   FLOPs / (bf16 peak x ``decode_compute_efficiency``)) + layers x ``step_us_per_layer``
   + batch x ``seq_us`` (on an MoE with ``moe_seq_us_per_layer`` fitted: the dense layers'
-  share of ``seq_us`` plus MoE layers x ``moe_seq_us_per_layer``) + all-reduces (each
+  share of ``seq_us`` plus MoE layers x ``moe_seq_us_per_layer``; and MoE layers x
+  ``moe_step_us_per_layer``, the router, top-k and expert kernels' cost per step whatever
+  the batch, where fitted) + all-reduces (each
   at least ``allreduce_floor_us``: ~43 us when an engine calls them eagerly from Python,
   commbench's eager floor; the curve otherwise);
 * one wave of prefills (a closed loop starts its requests together) = batch x prompt
@@ -66,6 +68,9 @@ class EngineProfile(BaseModel):
     # per sequence per decode step per MoE layer, fitted to an MoE sweep with the other
     # terms held (calibrate --moe-sweep); None: MoE layers cost seq_us's per-layer share
     moe_seq_us_per_layer: float | None = Field(default=None, ge=0)
+    # per decode step per MoE layer, whatever the batch (the router, top-k and expert
+    # kernels' launches), fitted beside it where the MoE sweep measures few users
+    moe_step_us_per_layer: float | None = Field(default=None, ge=0)
     moe_targets: list[str] = Field(default_factory=list)  # "SWEEP:TARGET" it was fitted to
     fitted: list[str] = Field(default_factory=list)
     inherited_from: str | None = None  # terms not fitted here come from this profile
@@ -315,7 +320,8 @@ def closed_loop(t: Any, p: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
     moe_us = getattr(p, "moe_seq_us_per_layer", None)
     if moe_us is not None:  # MoE layers at their own fitted rate, dense ones at seq_us's
         seq = p.seq_us * (t.layers - t.moe_layers) / t.layers + t.moe_layers * moe_us
-    overhead = (t.layers * p.step_us_per_layer + t.batch * seq) / 1e3
+    moe_step = getattr(p, "moe_step_us_per_layer", None) or 0.0
+    overhead = (t.layers * p.step_us_per_layer + t.moe_layers * moe_step + t.batch * seq) / 1e3
     step = np.maximum(mem, comp) * t.pp + overhead + t.comm_ms
     pmem = t.prefill_mem_ms / p.bandwidth_efficiency
     wave = np.maximum(t.prefill_comp_ms / p.prefill_compute_efficiency, pmem)

@@ -42,8 +42,11 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "seq_us": (0.1, 5000.0),
     "prefill_overhead_ms": (0.01, 1000.0),
     "moe_seq_us_per_layer": (0.01, 500.0),
+    "moe_step_us_per_layer": (0.01, 500.0),
 }
 MOE_TERM = "moe_seq_us_per_layer"
+MOE_STEP_TERM = "moe_step_us_per_layer"
+MOE_TERMS = [MOE_TERM, MOE_STEP_TERM]
 
 
 class Point(BaseModel):
@@ -282,16 +285,22 @@ def heldout(
 
 
 def _moe_start(profile: EngineProfile, model: ModelFacts) -> EngineProfile:
-    """The MoE term's starting point: ``seq_us``'s share per layer."""
-    return profile.model_copy(update={MOE_TERM: profile.seq_us / max(1, model.layers)})
+    """The MoE terms' starting point: ``seq_us``'s share per layer, and 1 us per step."""
+    return profile.model_copy(
+        update={MOE_TERM: profile.seq_us / max(1, model.layers), MOE_STEP_TERM: 1.0}
+    )
 
 
 def fit_moe(
     points: list[Point], model: ModelFacts, profiles: dict[str, EngineProfile], starts: int = 3
 ) -> dict[str, EngineProfile]:
-    """``moe_seq_us_per_layer`` of each profile the MoE ``points`` measure, fitted with every
-    other term held at its dense fit: the MoE sweep moves only what an MoE layer costs
-    per sequence. Profiles the points do not measure are returned unchanged."""
+    """``moe_seq_us_per_layer`` and ``moe_step_us_per_layer`` of each profile the MoE
+    ``points`` measure, fitted with every other term held at its dense fit: the MoE sweep
+    moves only what an MoE layer costs, per sequence and per step. The step term is what
+    vLLM's and SGLang's MoE decode at few users needs (their per-layer router, top-k and
+    fused-expert kernels: 20-38% too fast at 1-8 users with the per-sequence term alone,
+    docs/results/h200/calibration.md); llama.cpp's comes out at the fit's floor. Profiles
+    the points do not measure are returned unchanged."""
     out = dict(profiles)
     for name in sorted({p.profile for p in points}):
         if name not in profiles:
@@ -299,7 +308,7 @@ def fit_moe(
         pts = [p for p in points if p.profile == name]
         base = _moe_start(profiles[name], model)
         fitted, _ = fit_profile(
-            base, [MOE_TERM], _arrays(pts, model, base.allreduce_floor_us), starts
+            base, MOE_TERMS, _arrays(pts, model, base.allreduce_floor_us), starts
         )
         out[name] = fitted.model_copy(update={"moe_targets": sorted({p.group for p in pts})})
     return out
@@ -308,7 +317,7 @@ def fit_moe(
 def heldout_moe(
     points: list[Point], model: ModelFacts, profiles: dict[str, EngineProfile]
 ) -> list[Row]:
-    """Each MoE level predicted by a refit of the MoE term without that level."""
+    """Each MoE level predicted by a refit of the MoE terms without that level."""
     out: list[Row] = []
     for name in sorted({p.profile for p in points}):
         if name not in profiles:
@@ -319,7 +328,7 @@ def heldout_moe(
             train = [p for p in pts if p.measured.concurrency != level]
             base = _moe_start(profiles[name], model)
             refit, _ = fit_profile(
-                base, [MOE_TERM], _arrays(train, model, base.allreduce_floor_us), starts=1
+                base, MOE_TERMS, _arrays(train, model, base.allreduce_floor_us), starts=1
             )
             test = [p for p in pts if p.measured.concurrency == level]
             out.extend(in_sample_rows(test, model, {**profiles, name: refit}))

@@ -24,6 +24,7 @@ by the advisor's offload model, ``moe.offload_prediction``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -69,6 +70,18 @@ FACTS: dict[str, SweepFacts] = {
         "moe_tuned_config (false for vllm-bf16-default and vllm-fp8: default tiles) and the "
         "offload targets' cpu_moe_layers (48, 24)",
     ),
+    # the H100 MoE grids (docs/results/h100, `--results-dir docs/results/h100 --only
+    # moe-warm-grid,moe-warm-restart`): another GPU, never fitted
+    "moe-warm-grid": SweepFacts(
+        model="qwen3-30b-a3b",
+        source="scripts/h200/moe-a-warm-h100.yaml (Qwen3-30B-A3B's config.json, dummy "
+        "weights for vLLM and SGLang, a synthesized Q8_0 GGUF for llama.cpp; on an H100)",
+    ),
+    "moe-warm-restart": SweepFacts(
+        model="qwen3-30b-a3b",
+        source="scripts/h200/moe-a-warm-h100-restart.yaml (as moe-warm-grid, vLLM and SGLang "
+        "at 1-64, each repeat on its own engine start)",
+    ),
     "prefix": SweepFacts(
         prefix_cache_off=["vllm-nocache", "sglang-noradix"],
         source="scripts/h200/sweep-prefix.yaml (vllm-nocache: --no-enable-prefix-caching; "
@@ -77,24 +90,12 @@ FACTS: dict[str, SweepFacts] = {
 }
 
 #: (sweep folder, target) over the limit, and why; the test pins exactly these
-_MOE_STEP = (
-    "MoE at 1-32 users: the profile was fitted on a dense 8B, and the per-layer MoE kernel "
-    "chain (router, top-k, fused experts) costs more per step than a dense layer: 20-38% too "
-    "fast at 1-8 users, within 10% at 64-256 (docs/results/h200/moe/README.md, 'What the "
-    "errors say')"
-)
 _HOST_CACHE = (
     "llama-server's default host prompt cache saves idle slots' state on the server thread "
     "before each new task; the advice always starts llama.cpp with --cache-ram 0 (rule "
     "llamacpp-host-prompt-cache) and does not model the stall it removes"
 )
 _TUNING = "docs/results/h200/moe-tuning/README.md"
-_COMPILES = (
-    "the first repeat's first-use Triton compiles of fused_moe_kernel (TTFT {ttft} ms "
-    "against {ttft2} in the second repeat) lower its measured output tok/s at {at} ("
-    + _TUNING
-    + ", 'Results')"
-)
 _OFFLOAD = (
     "the offload model (moe.offload_prediction, the host read at the 120.8 GB/s measured "
     "there) is fast: the guest's 16 vCPUs read experts at 55-69 GB/s, about half their "
@@ -102,22 +103,12 @@ _OFFLOAD = (
     "expose; {more} (docs/results/h200/moe/offload-prediction.md, 'Measured')"
 )
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("moe", "vllm"): _MOE_STEP + "; and at 512 users prefill chunks ride in decode steps "
-    "(+46% there)",
-    ("moe", "sglang"): _MOE_STEP,
-    ("moe-tuning", "vllm-bf16"): _MOE_STEP
-    + " (here +24% at c=1, +16% decode per user at c=4); and "
-    + _COMPILES.format(ttft="554-1,515", ttft2="107-298", at="c=4-64 (+23-34%)"),
-    ("moe-tuning", "vllm-bf16-default"): _MOE_STEP
-    + " (here +22% at c=1, +18% decode per user at c=4; within 8% at 16-256); and "
-    + _COMPILES.format(ttft="740", ttft2="109", at="c=4 (+40%)"),
-    ("moe-tuning", "vllm-fp8"): "online FP8 (per-tensor, default tiles) on the MoE: at "
-    "1-4 users 52-70% too fast, the MoE step's kernel chain as for BF16 plus the "
-    "activations' quantization (its ITL at one user 4.28 ms, 3% slower than BF16's 4.15, "
-    "where halved weight reads predict 20% faster); at 16-64 users 25-32% too slow, its "
-    "steps (4.9-6.0 ms, lower at 16 than at 4) near the touched FP8 experts' bytes at the "
-    "copy rate with none of the per-layer overhead fitted on the dense 8B; at 256 its two "
-    "repeats differ (TPOT p50 17.4 vs 20.0 ms, ITL 15.4 vs 19.3) (" + _TUNING + ", 'FP8')",
+    ("moe-tuning", "vllm-fp8"): "online FP8 (per-tensor, default tiles) on the MoE, with "
+    "the MoE terms fitted to BF16: at 1 user 13% too fast (its ITL at one user 4.28 ms, 3% "
+    "slower than BF16's 4.15, where halved weight reads predict faster); at 16-64 users "
+    "36-53% too slow, its steps (4.9-6.0 ms, lower at 16 than at 4) below what BF16's MoE "
+    "step term adds and near the touched FP8 experts' bytes at the copy rate; at 256 its "
+    "two repeats differ (TPOT p50 17.4 vs 20.0 ms, ITL 15.4 vs 19.3) (" + _TUNING + ", 'FP8')",
     ("moe-tuning", "llamacpp-q8-cpumoe48"): _OFFLOAD.format(
         more="at 16 users the CPU's expert compute, which the model does not charge, adds "
         "to its reads (decode step 28% short there)"
@@ -192,8 +183,14 @@ def _shared_prefix(workload: dict[str, Any]) -> int:
         raise UsageError(f"shared_prefix {raw!r}: want COUNTxTOKENS") from exc
 
 
-def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) -> HeldOut:
-    """Every held-out (sweep, target) under ``results_dir`` against its prediction."""
+def held_out(
+    results_dir: Path = DEFAULT_DIR,
+    cal: Calibration | None = None,
+    only: Sequence[str] | None = None,
+) -> HeldOut:
+    """Every held-out (sweep, target) under ``results_dir`` against its prediction
+    (``only``: those sweep folders alone). The closed-loop levels: the advice predicts a
+    concurrency, and an open loop's levels are rates."""
     cal = cal or load_calibration()
     fitted = _fitted(cal)
     # a decision's folder (decision.json beside its sweep.json) holds the levels it chose,
@@ -201,6 +198,14 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
     sweeps = sorted(
         p for p in results_dir.glob("*/sweep.json") if not (p.parent / "decision.json").exists()
     )
+    if only is not None:
+        there = {p.parent.name for p in sweeps}
+        if missing := [n for n in only if n not in there]:
+            raise UsageError(
+                f"--only {', '.join(missing)}: no such sweep folder under {results_dir} "
+                f"(there: {', '.join(sorted(there)) or 'none'})"
+            )
+        sweeps = [p for p in sweeps if p.parent.name in only]
     if not sweeps:
         where = "" if results_dir.is_absolute() else f" (from {Path.cwd()})"
         raise UsageError(
@@ -219,7 +224,9 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
         if prefix and results.input_tokens is not None:
             # the sweep's input_tokens are each prompt's own, after the shared prefix
             results = results.model_copy(update={"input_tokens": results.input_tokens + prefix})
-        held = [m for m in results.measured if (folder, m.target) not in fitted]
+        held = [
+            m for m in results.measured if (folder, m.target) not in fitted and m.concurrency >= 1
+        ]
         if not held:
             continue
         results = results.model_copy(update={"measured": held})
@@ -269,11 +276,12 @@ def held_out(results_dir: Path = DEFAULT_DIR, cal: Calibration | None = None) ->
 
 
 def render(report: HeldOut) -> str:
+    w = max([10, *(len(t.sweep) for t in report.targets)]) + 1
     lines = [
         "held-out prediction error of the figure the advice ranks by (decode tok/s per "
         f"user at one user, output tok/s above), mean |error| over levels, limit "
         f"{report.limit_pct:.0f}%; fitted to: {', '.join(report.fitted_to)}",
-        f"  {'sweep':<11}{'target':<25}{'profile':<10}{'levels':<13}{'mean':>6}  "
+        f"  {'sweep':<{w}}{'target':<25}{'profile':<10}{'levels':<13}{'mean':>6}  "
         f"{'other':>6}  worst",
     ]
     for t in report.targets:
@@ -285,7 +293,7 @@ def render(report: HeldOut) -> str:
             f"{t.other_mean_abs_error_pct:5.0f}%" if t.other_mean_abs_error_pct is not None else "-"
         )
         lines.append(
-            f"  {t.sweep:<11}{t.target:<25}{t.profile or '-':<10}{levels:<13}"
+            f"  {t.sweep:<{w}}{t.target:<25}{t.profile or '-':<10}{levels:<13}"
             f"{t.mean_abs_error_pct:>5.1f}%  {other:>6}  {t.worst_pct:+.0f}% at {t.worst_at}{flag}"
         )
     if report.mean_abs_error_pct is not None:
@@ -300,9 +308,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--results-dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--json", type=Path, default=None, help="write the report as JSON here")
+    ap.add_argument(
+        "--only", default=None, help="these sweep folders alone (comma list: moe-warm-grid,...)"
+    )
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        help="engine profiles from this file (default: the packaged data/calibration.yaml)",
+    )
     args = ap.parse_args(argv)
     try:
-        report = held_out(args.results_dir)
+        cal = load_calibration(args.calibration) if args.calibration is not None else None
+        only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+        report = held_out(args.results_dir, cal, only)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
