@@ -222,7 +222,8 @@ def calibrate(
 ) -> Report:
     """Fit every profile the sweeps measure (but the ``exclude``d targets), then the
     held-out and reference errors. With ``moe_paths``: each of ``moe_targets`` in those
-    sweeps (of ``moe_model``) fits its profile's MoE term, the dense terms held."""
+    sweeps (of ``moe_model``) fits its profile's MoE terms (per sequence and per step),
+    the dense terms held."""
     model = load_model(model_name)
     points, sources = load_points(paths, gpu, exclude)
     floor = eager_allreduce_floor_us(allreduce)
@@ -388,13 +389,13 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         action="append",
         default=[],
-        help="an MoE sweep whose --moe-target levels fit their profile's MoE term (repeatable)",
+        help="an MoE sweep whose --moe-target levels fit their profile's MoE terms (repeatable)",
     )
     p.add_argument(
         "--moe-target",
         action="append",
         default=[],
-        help="a target of the MoE sweeps to fit the MoE term to (repeatable)",
+        help="a target of the MoE sweeps to fit the MoE terms to (repeatable)",
     )
     p.add_argument("--moe-model", default=DEFAULT_MOE_MODEL, help="the MoE sweeps' model shape")
     p.add_argument("--out", type=Path, default=None, help="write the calibration YAML here")

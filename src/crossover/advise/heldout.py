@@ -165,8 +165,8 @@ def ranked_metric(row: accuracy.Row) -> str:
 
 def _fitted(cal: Calibration) -> set[tuple[str, str]]:
     """(sweep folder, target) of every measurement a fitted term came from: the engine
-    profiles' (``sources``) and the MoE terms' (``moe_sources``: llama.cpp's per-sequence
-    MoE cost from the MoE sweep's llamacpp-q8)."""
+    profiles' (``sources``) and the MoE terms' (``moe_sources``: the MoE sweep's
+    llamacpp-q8, vllm and sglang, per sequence and per step)."""
     return {
         (Path(s.path).parent.name, t) for s in [*cal.sources, *cal.moe_sources] for t in s.targets
     }
