@@ -16,9 +16,7 @@ with opposite signs (none is expected: both are centred on the same means).
 from __future__ import annotations
 
 import itertools
-import shutil
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,7 +25,6 @@ import orjson
 from crossover.analysis.crossovers import level_values, metric_spec
 from crossover.analysis.stats import difference_interval, pooled_log_noise, ratio_interval_pooled
 from crossover.errors import UsageError, argument_parser
-from crossover.records.copies import copy_database
 from crossover.report.load import load_sweep
 from crossover.spec.load import Axis
 
@@ -47,13 +44,9 @@ class Row:
 
 
 def count(folder: Path, label: str) -> list[Row]:
-    """One row per metric of the sweep in ``folder`` (its ``sweep.json`` and database)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        copy_database(folder, Path(tmp) / "sweep.db")
-        if not (folder / "sweep.json").is_file():
-            raise UsageError(f"{folder}: no sweep.json")
-        shutil.copy(folder / "sweep.json", Path(tmp) / "sweep.json")
-        sweep = load_sweep(Path(tmp))
+    """One row per metric of the sweep in ``folder`` (its ``sweep.json``: every run's
+    summary is there, so the database is not read)."""
+    sweep = load_sweep(folder)
     names = [t.name for t in sweep.targets]
     axis: Axis = "rate" if any(r.axis == "rate" for r in sweep.runs) else "concurrency"
     rows = []
@@ -81,7 +74,7 @@ def count(folder: Path, label: str) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argument_parser("pooled_vs_welch.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path, help="results folders (sweep.json + database)")
+    ap.add_argument("folders", nargs="+", type=Path, help="results folders (their sweep.json)")
     ap.add_argument("--json", type=Path, help="write the rows here too")
     args = ap.parse_args(argv)
     try:
